@@ -1,0 +1,221 @@
+#include "model/graph_io.h"
+
+#include <cmath>
+#include <initializer_list>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace tgraph {
+namespace {
+
+absl::Status KeyError(absl::string_view what, absl::string_view key, absl::string_view msg) {
+  return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "': ", msg));
+}
+
+// Looks up `key`, checks its rank and dtype. Returns nullptr (and sets *status) on error,
+// or nullptr with OK status when the key is optional and absent.
+const NpyArray* Find(const NpzArchive& npz, absl::string_view what, const std::string& key,
+                     std::initializer_list<DType> dtypes, std::initializer_list<size_t> ranks, bool required,
+                     absl::Status* status) {
+  auto it = npz.find(key);
+  if (it == npz.end()) {
+    if (required) {
+      std::vector<std::string> keys;
+      for (const auto& [k, v] : npz) keys.push_back(k);
+      *status = KeyError(what, key, absl::StrCat("missing (the file has: ", absl::StrJoin(keys, ", "), ")"));
+    }
+    return nullptr;
+  }
+  const NpyArray& a = it->second;
+  bool dtype_ok = false;
+  std::vector<std::string> names;
+  for (DType t : dtypes) {
+    dtype_ok |= (a.dtype == t);
+    names.push_back(DTypeName(t));
+  }
+  if (!dtype_ok) {
+    *status = KeyError(what, key, absl::StrCat("has dtype ", DTypeName(a.dtype), ", expected ",
+                                               absl::StrJoin(names, " or ")));
+    return nullptr;
+  }
+  bool rank_ok = false;
+  for (size_t r : ranks) rank_ok |= (a.shape.size() == r);
+  if (!rank_ok) {
+    *status = KeyError(what, key, absl::StrCat("has shape ", a.ShapeString(), ", expected rank ",
+                                               absl::StrJoin(ranks, " or ")));
+    return nullptr;
+  }
+  return &a;
+}
+
+template <typename Out>
+std::vector<Out> ToVector(const NpyArray& a) {
+  const int64_t n = a.numel();
+  std::vector<Out> out(n);
+  switch (a.dtype) {
+    case DType::kFloat32: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(a.data<float>()[i]); break;
+    case DType::kFloat64: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(a.data<double>()[i]); break;
+    case DType::kInt32: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(a.data<int32_t>()[i]); break;
+    case DType::kInt64: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(a.data<int64_t>()[i]); break;
+    case DType::kUint8: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(a.data<uint8_t>()[i]); break;
+    case DType::kInt8: for (int64_t i = 0; i < n; ++i) out[i] = static_cast<Out>(a.data<int8_t>()[i]); break;
+  }
+  return out;
+}
+
+// Reads the node part shared by layout and tile graphs.
+absl::Status ReadNodeGraph(const NpzArchive& npz, absl::string_view what, NodeGraph* g) {
+  absl::Status st;
+  const NpyArray* feat = Find(npz, what, "node_feat", {DType::kFloat32}, {2}, true, &st);
+  if (!feat) return st;
+  if (feat->shape[1] != kNodeFeatDim)
+    return KeyError(what, "node_feat", absl::StrCat("has shape ", feat->ShapeString(), ", expected (n, 140)"));
+  const NpyArray* opc =
+      Find(npz, what, "node_opcode", {DType::kUint8, DType::kInt32, DType::kInt64}, {1}, true, &st);
+  if (!opc) return st;
+  const NpyArray* edges = Find(npz, what, "edge_index", {DType::kInt64, DType::kInt32}, {2, 1}, true, &st);
+  if (!edges) return st;
+  // An edgeless graph may be stored as shape (0,) or (0, 2).
+  if (!(edges->shape.size() == 2 && edges->shape[1] == 2) && !(edges->shape.size() == 1 && edges->shape[0] == 0))
+    return KeyError(what, "edge_index", absl::StrCat("has shape ", edges->ShapeString(), ", expected (m, 2)"));
+  g->num_nodes = feat->shape[0];
+  g->node_feat = ToVector<float>(*feat);
+  g->node_opcode = ToVector<int32_t>(*opc);
+  if (opc->dtype == DType::kInt64)
+    for (int64_t i = 0; i < opc->numel(); ++i)
+      if (opc->data<int64_t>()[i] != g->node_opcode[i])
+        return KeyError(what, "node_opcode", absl::StrCat("entry ", i, " is out of range"));
+  g->edge_index = ToVector<int64_t>(*edges);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int64_t>> ReadRuntimes(const NpzArchive& npz, absl::string_view what,
+                                                  const std::string& key) {
+  absl::Status st;
+  const NpyArray* a = Find(npz, what, key, {DType::kInt64, DType::kInt32}, {1}, true, &st);
+  if (!a) return st;
+  return ToVector<int64_t>(*a);
+}
+
+}  // namespace
+
+std::string GraphNameFromPath(absl::string_view path) {
+  size_t slash = path.find_last_of('/');
+  absl::string_view base = slash == absl::string_view::npos ? path : path.substr(slash + 1);
+  if (base.size() > 4 && base.substr(base.size() - 4) == ".npz") base.remove_suffix(4);
+  return std::string(base);
+}
+
+absl::StatusOr<LayoutGraph> LayoutGraphFromNpz(const NpzArchive& npz, absl::string_view what) {
+  LayoutGraph g;
+  g.name = GraphNameFromPath(what);
+  if (absl::Status s = ReadNodeGraph(npz, what, &g.graph); !s.ok()) return s;
+  absl::Status st;
+  const NpyArray* ids = Find(npz, what, "node_config_ids", {DType::kInt64, DType::kInt32}, {1}, true, &st);
+  if (!ids) return st;
+  g.node_config_ids = ToVector<int64_t>(*ids);
+  const NpyArray* cfg = Find(npz, what, "node_config_feat", {DType::kFloat32}, {3}, true, &st);
+  if (!cfg) return st;
+  if (cfg->shape[1] != ids->shape[0] || cfg->shape[2] != kConfigFeatDim)
+    return KeyError(what, "node_config_feat", absl::StrCat("has shape ", cfg->ShapeString(), ", expected (c, ",
+                                                           ids->shape[0], ", 18) to match node_config_ids"));
+  g.num_configs = cfg->shape[0];
+  const float* v = cfg->data<float>();
+  g.config_feat.resize(cfg->numel());
+  for (int64_t i = 0; i < cfg->numel(); ++i) {
+    const float x = v[i];
+    if (!(x >= -1.0f && x <= 5.0f) || x != std::floor(x))
+      return KeyError(what, "node_config_feat",
+                      absl::StrCat("config ", i / (ids->shape[0] * kConfigFeatDim), ", configurable node ",
+                                   (i / kConfigFeatDim) % ids->shape[0], ", slot ", i % kConfigFeatDim, " is ", x,
+                                   ", expected an integer in -1..5"));
+    g.config_feat[i] = static_cast<int8_t>(x);
+  }
+  absl::StatusOr<std::vector<int64_t>> rt = ReadRuntimes(npz, what, "config_runtime");
+  if (!rt.ok()) return rt.status();
+  g.config_runtime = std::move(*rt);
+  if (const NpyArray* sp = Find(npz, what, "node_splits", {DType::kInt64, DType::kInt32}, {1, 2}, false, &st))
+    g.node_splits = ToVector<int64_t>(*sp);
+  else if (!st.ok())
+    return st;
+  if (absl::Status s = ValidateLayoutGraph(g, what); !s.ok()) return s;
+  return g;
+}
+
+absl::StatusOr<TileGraph> TileGraphFromNpz(const NpzArchive& npz, absl::string_view what) {
+  TileGraph g;
+  g.name = GraphNameFromPath(what);
+  if (absl::Status s = ReadNodeGraph(npz, what, &g.graph); !s.ok()) return s;
+  absl::Status st;
+  const NpyArray* cfg = Find(npz, what, "config_feat", {DType::kFloat32}, {2}, true, &st);
+  if (!cfg) return st;
+  if (cfg->shape[1] != kTileConfigDim)
+    return KeyError(what, "config_feat", absl::StrCat("has shape ", cfg->ShapeString(), ", expected (c, 24)"));
+  g.num_configs = cfg->shape[0];
+  g.config_feat = ToVector<float>(*cfg);
+  absl::StatusOr<std::vector<int64_t>> rt = ReadRuntimes(npz, what, "config_runtime");
+  if (!rt.ok()) return rt.status();
+  g.config_runtime = std::move(*rt);
+  absl::StatusOr<std::vector<int64_t>> norm = ReadRuntimes(npz, what, "config_runtime_normalizers");
+  if (!norm.ok()) return norm.status();
+  g.config_runtime_normalizers = std::move(*norm);
+  if (absl::Status s = ValidateTileGraph(g, what); !s.ok()) return s;
+  return g;
+}
+
+absl::StatusOr<LayoutGraph> LoadLayoutGraph(const std::string& path) {
+  absl::StatusOr<NpzArchive> npz = ReadNpz(path);
+  if (!npz.ok()) return npz.status();
+  return LayoutGraphFromNpz(*npz, path);
+}
+
+absl::StatusOr<TileGraph> LoadTileGraph(const std::string& path) {
+  absl::StatusOr<NpzArchive> npz = ReadNpz(path);
+  if (!npz.ok()) return npz.status();
+  return TileGraphFromNpz(*npz, path);
+}
+
+namespace {
+
+void AddNodeGraph(const NodeGraph& g, NpzArchive* out) {
+  (*out)["node_feat"] = NpyArray::From<float>({g.num_nodes, kNodeFeatDim}, g.node_feat);
+  std::vector<uint8_t> opc(g.node_opcode.begin(), g.node_opcode.end());
+  (*out)["node_opcode"] = NpyArray::From<uint8_t>({g.num_nodes}, opc);
+  (*out)["edge_index"] = NpyArray::From<int64_t>({g.num_edges(), 2}, g.edge_index);
+}
+
+}  // namespace
+
+NpzArchive LayoutGraphToNpz(const LayoutGraph& g) {
+  NpzArchive out;
+  AddNodeGraph(g.graph, &out);
+  out["node_config_ids"] = NpyArray::From<int64_t>({g.num_config_nodes()}, g.node_config_ids);
+  std::vector<float> cfg(g.config_feat.begin(), g.config_feat.end());
+  out["node_config_feat"] = NpyArray::From<float>({g.num_configs, g.num_config_nodes(), kConfigFeatDim}, cfg);
+  out["config_runtime"] = NpyArray::From<int64_t>({g.num_configs}, g.config_runtime);
+  if (!g.node_splits.empty())
+    out["node_splits"] = NpyArray::From<int64_t>({1, static_cast<int64_t>(g.node_splits.size())}, g.node_splits);
+  return out;
+}
+
+NpzArchive TileGraphToNpz(const TileGraph& g) {
+  NpzArchive out;
+  AddNodeGraph(g.graph, &out);
+  out["config_feat"] = NpyArray::From<float>({g.num_configs, kTileConfigDim}, g.config_feat);
+  out["config_runtime"] = NpyArray::From<int64_t>({g.num_configs}, g.config_runtime);
+  out["config_runtime_normalizers"] = NpyArray::From<int64_t>({g.num_configs}, g.config_runtime_normalizers);
+  return out;
+}
+
+absl::Status SaveLayoutGraph(const std::string& path, const LayoutGraph& g) {
+  if (absl::Status s = ValidateLayoutGraph(g, path); !s.ok()) return s;
+  return WriteNpz(path, LayoutGraphToNpz(g));
+}
+
+absl::Status SaveTileGraph(const std::string& path, const TileGraph& g) {
+  if (absl::Status s = ValidateTileGraph(g, path); !s.ok()) return s;
+  return WriteNpz(path, TileGraphToNpz(g));
+}
+
+}  // namespace tgraph

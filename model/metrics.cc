@@ -1,0 +1,140 @@
+#include "model/metrics.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace tgraph {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Pair counts needed by Knight's O(n log n) Kendall algorithm.
+struct PairCounts {
+  double total = 0;     // n (n-1) / 2
+  double tied_s = 0;    // pairs tied in scores
+  double tied_r = 0;    // pairs tied in runtimes
+  double tied_both = 0; // pairs tied in both
+  double discordant = 0;
+  // Pairs tied in neither list are concordant or discordant.
+  double untied() const { return total - tied_s - tied_r + tied_both; }
+  double concordant() const { return untied() - discordant; }
+};
+
+double TiePairs(int64_t run) { return 0.5 * static_cast<double>(run) * static_cast<double>(run - 1); }
+
+PairCounts CountPairs(const std::vector<double>& s, const std::vector<double>& r) {
+  assert(s.size() == r.size());
+  const int64_t n = static_cast<int64_t>(s.size());
+  PairCounts pc;
+  pc.total = TiePairs(n);
+  std::vector<int64_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+    return s[a] != s[b] ? s[a] < s[b] : r[a] < r[b];
+  });
+  for (int64_t i = 0; i < n;) {  // ties in s, and in (s, r)
+    int64_t j = i;
+    while (j < n && s[idx[j]] == s[idx[i]]) ++j;
+    pc.tied_s += TiePairs(j - i);
+    for (int64_t a = i; a < j;) {
+      int64_t b = a;
+      while (b < j && r[idx[b]] == r[idx[a]]) ++b;
+      pc.tied_both += TiePairs(b - a);
+      a = b;
+    }
+    i = j;
+  }
+  // Discordant pairs = inversions of r in this order (strict), counted by merge sort.
+  std::vector<double> v(n), tmp(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = r[idx[i]];
+  for (int64_t width = 1; width < n; width *= 2) {
+    for (int64_t lo = 0; lo < n; lo += 2 * width) {
+      const int64_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
+      int64_t a = lo, b = mid, k = lo;
+      while (a < mid && b < hi) {
+        if (v[b] < v[a]) {
+          pc.discordant += static_cast<double>(mid - a);
+          tmp[k++] = v[b++];
+        } else {
+          tmp[k++] = v[a++];
+        }
+      }
+      while (a < mid) tmp[k++] = v[a++];
+      while (b < hi) tmp[k++] = v[b++];
+    }
+    std::swap(v, tmp);
+  }
+  for (int64_t i = 0; i < n;) {  // v is now sorted: ties in r
+    int64_t j = i;
+    while (j < n && v[j] == v[i]) ++j;
+    pc.tied_r += TiePairs(j - i);
+    i = j;
+  }
+  return pc;
+}
+
+}  // namespace
+
+double KendallTau(const std::vector<double>& scores, const std::vector<double>& runtimes) {
+  if (scores.size() < 2 || scores.size() != runtimes.size()) return kNaN;
+  const PairCounts pc = CountPairs(scores, runtimes);
+  return (pc.concordant() - pc.discordant) / pc.total;
+}
+
+double OrderedPairAccuracy(const std::vector<double>& scores, const std::vector<double>& runtimes) {
+  if (scores.size() != runtimes.size()) return kNaN;
+  const PairCounts pc = CountPairs(scores, runtimes);
+  const double comparable = pc.total - pc.tied_r;
+  if (comparable <= 0) return kNaN;
+  return pc.concordant() / comparable;
+}
+
+double TopKError(const std::vector<double>& scores, const std::vector<double>& runtimes, int64_t k) {
+  const int64_t n = static_cast<int64_t>(scores.size());
+  if (n == 0 || runtimes.size() != scores.size()) return kNaN;
+  k = std::clamp<int64_t>(k, 1, n);
+  std::vector<int64_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
+    return scores[a] != scores[b] ? scores[a] < scores[b] : a < b;
+  });
+  double best_k = std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < k; ++i) best_k = std::min(best_k, runtimes[idx[i]]);
+  const double best = *std::min_element(runtimes.begin(), runtimes.end());
+  if (!(best > 0)) return kNaN;
+  return best_k / best - 1.0;
+}
+
+double TileScore(const std::vector<double>& scores, const std::vector<double>& runtimes) {
+  return 1.0 - TopKError(scores, runtimes, 5);
+}
+
+std::vector<int64_t> OfficialEvalSubset(const std::vector<double>& runtimes, int64_t size) {
+  const int64_t n = static_cast<int64_t>(runtimes.size());
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return runtimes[a] < runtimes[b]; });
+  if (n <= size) return order;
+  if (size <= 0) return {};
+  if (size == 1) return {order.front()};
+  std::vector<int64_t> out;
+  out.reserve(size);
+  for (int64_t i = 0; i < size; ++i) out.push_back(order[i * (n - 1) / (size - 1)]);
+  return out;
+}
+
+double FiniteMean(const std::vector<double>& values) {
+  double sum = 0;
+  int64_t count = 0;
+  for (double v : values)
+    if (std::isfinite(v)) {
+      sum += v;
+      ++count;
+    }
+  return count ? sum / static_cast<double>(count) : kNaN;
+}
+
+}  // namespace tgraph

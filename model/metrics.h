@@ -1,0 +1,37 @@
+// Ranking metrics of the two papers: Kendall's tau (TGraph eq. 9), ordered pair
+// accuracy, top-K slowdown error (TpuGraphs eq. 1), M_tile (TGraph eq. 10), and the
+// official 1,000-configuration evaluation subset. Lower score = predicted faster.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace tgraph {
+
+// tau = 2 / (n (n-1)) * sum_{i<j} sgn(s_i - s_j) sgn(r_i - r_j); a tie in either list
+// contributes 0. O(n log n). NaN when n < 2 (no pairs). Sizes must match.
+double KendallTau(const std::vector<double>& scores, const std::vector<double>& runtimes);
+
+// Fraction of pairs with r_i > r_j that the scores order the same way (s_i > s_j
+// strictly). NaN when no pair has distinct runtimes.
+double OrderedPairAccuracy(const std::vector<double>& scores, const std::vector<double>& runtimes);
+
+// min runtime among the k lowest scores / min runtime overall - 1. Score ties at the
+// cut are broken by config index. k is clamped to [1, n]. NaN when the best runtime is 0
+// or n == 0.
+double TopKError(const std::vector<double>& scores, const std::vector<double>& runtimes, int64_t k);
+
+// M_tile = 2 - (min runtime among the 5 lowest scores) / (min runtime overall)
+//        = 1 - TopKError(k = 5).
+double TileScore(const std::vector<double>& scores, const std::vector<double>& runtimes);
+
+// The official layout evaluation subset: configurations sorted by runtime (stable, by
+// index on ties) and every m-th taken, positions round_down(i (n-1) / (size-1)) for
+// i = 0..size-1, so the fastest and the slowest are always in. Returns config indices,
+// fastest first. All n configs (sorted) when n <= size.
+std::vector<int64_t> OfficialEvalSubset(const std::vector<double>& runtimes, int64_t size = 1000);
+
+// Mean of the finite values (NaN-skipping); NaN when there are none.
+double FiniteMean(const std::vector<double>& values);
+
+}  // namespace tgraph

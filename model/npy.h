@@ -1,0 +1,77 @@
+// NumPy .npy arrays and .npz archives (a zip of .npy members), read and written.
+// Owns the byte-level format only; typed graph loaders live in graph_io.h.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace tgraph {
+
+enum class DType { kFloat32, kFloat64, kInt32, kInt64, kUint8, kInt8 };
+
+// NumPy descr string ("<f4", "|u1", ...) and element size in bytes.
+const char* DTypeDescr(DType t);
+size_t DTypeSize(DType t);
+const char* DTypeName(DType t);  // "float32", ...
+
+template <typename T> struct DTypeOf;
+template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
+template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
+template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
+template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
+template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUint8; };
+template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
+
+// A dense, little-endian, C-ordered array. The bytes are owned.
+struct NpyArray {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  std::vector<uint8_t> bytes;
+
+  int64_t numel() const;
+  std::string ShapeString() const;  // "(3, 140)"
+
+  template <typename T>
+  const T* data() const { return reinterpret_cast<const T*>(bytes.data()); }
+
+  // Builds an array from typed values; values.size() must equal the product of shape.
+  template <typename T>
+  static NpyArray From(std::vector<int64_t> shape, const std::vector<T>& values) {
+    NpyArray a;
+    a.dtype = DTypeOf<T>::value;
+    a.shape = std::move(shape);
+    a.bytes.resize(values.size() * sizeof(T));
+    if (!values.empty()) std::memcpy(a.bytes.data(), values.data(), a.bytes.size());
+    return a;
+  }
+};
+
+using NpzArchive = std::map<std::string, NpyArray>;
+
+// Parses the .npy header (magic, version 1/2/3, dict with descr/fortran_order/shape).
+// Returns the header length in bytes (data starts there) and fills dtype/shape.
+// Rejects big-endian, fortran order, object and any unsupported dtype.
+absl::StatusOr<size_t> ParseNpyHeader(absl::string_view bytes, NpyArray* out);
+
+// Parses a whole .npy member. `what` names it in errors ("file.npz:node_feat").
+absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view what);
+std::string SerializeNpy(const NpyArray& array);
+
+// Reads every member of an .npz file. Errors name the file and the member.
+absl::StatusOr<NpzArchive> ReadNpz(const std::string& path);
+// Reads an .npz held in memory; `what` names it in errors.
+absl::StatusOr<NpzArchive> ReadNpzFromBuffer(absl::string_view bytes, absl::string_view what);
+
+// Writes an .npz (members "<key>.npy", deflated, fixed timestamps so that the same
+// arrays always give byte-identical files). Written to a temporary file and renamed,
+// so a reader never sees a half-written archive.
+absl::Status WriteNpz(const std::string& path, const NpzArchive& arrays);
+
+}  // namespace tgraph

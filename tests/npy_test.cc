@@ -1,0 +1,140 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "model/file_util.h"
+#include "model/npy.h"
+#include "tests/test_util.h"
+
+using namespace tgraph;
+
+TEST_CASE("npy serialize/parse round trip for every dtype", "[npy]") {
+  NpzArchive arrays;
+  arrays["f32"] = NpyArray::From<float>({2, 3}, {1.5f, -2.f, 0.f, 3.25f, 1e30f, -0.f});
+  arrays["f64"] = NpyArray::From<double>({1}, {3.141592653589793});
+  arrays["i32"] = NpyArray::From<int32_t>({3}, {-1, 0, 2147483647});
+  arrays["i64"] = NpyArray::From<int64_t>({2, 1}, {-5, int64_t{1} << 40});
+  arrays["u8"] = NpyArray::From<uint8_t>({4}, {0, 1, 128, 255});
+  arrays["i8"] = NpyArray::From<int8_t>({2}, {-1, 5});
+  arrays["empty"] = NpyArray::From<int64_t>({0, 2}, {});
+  for (const auto& [key, a] : arrays) {
+    std::string bytes = SerializeNpy(a);
+    // numpy aligns the data to 64 bytes.
+    CHECK((bytes.size() - a.bytes.size()) % 64 == 0);
+    auto back = ParseNpy(bytes, key);
+    REQUIRE(back.ok());
+    CHECK(back->dtype == a.dtype);
+    CHECK(back->shape == a.shape);
+    CHECK(back->bytes == a.bytes);
+  }
+}
+
+TEST_CASE("npy header text matches numpy's", "[npy]") {
+  std::string bytes = SerializeNpy(NpyArray::From<float>({3, 140}, std::vector<float>(420, 0.f)));
+  CHECK(bytes.substr(0, 6) == "\x93NUMPY");
+  CHECK(bytes[6] == 1);
+  CHECK(bytes.find("{'descr': '<f4', 'fortran_order': False, 'shape': (3, 140), }") == 10);
+  std::string one = SerializeNpy(NpyArray::From<int64_t>({5}, std::vector<int64_t>(5, 0)));
+  CHECK(one.find("'shape': (5,)") != std::string::npos);
+}
+
+namespace {
+std::string Header(const std::string& dict) {
+  std::string d = dict;
+  size_t total = 10 + d.size() + 1;
+  d.append((64 - total % 64) % 64, ' ');
+  d.push_back('\n');
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out.push_back(static_cast<char>(d.size() & 0xff));
+  out.push_back(static_cast<char>(d.size() >> 8));
+  return out + d;
+}
+}  // namespace
+
+TEST_CASE("npy parser rejects what it cannot represent, with the reason", "[npy]") {
+  auto msg = [](const std::string& bytes) {
+    auto r = ParseNpy(bytes, "x.npz:k");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    return std::string(r.status().message());
+  };
+  CHECK_THAT(msg(Header("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }") + std::string(4, '\0')),
+             Catch::Contains("big-endian"));
+  CHECK_THAT(msg(Header("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }") + std::string(4, '\0')),
+             Catch::Contains("fortran"));
+  CHECK_THAT(msg(Header("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }") + std::string(8, '\0')),
+             Catch::Contains("object"));
+  CHECK_THAT(msg(Header("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }") + std::string(8, '\0')),
+             Catch::Contains("unsupported dtype '<c8'"));
+  CHECK_THAT(msg(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }") + std::string(8, '\0')),
+             Catch::Contains("needs 12 bytes, found 8"));
+  CHECK_THAT(msg("garbage"), Catch::Contains("bad magic"));
+  CHECK_THAT(msg(Header("{'descr': '<f4', 'shape': (1,), }") + std::string(4, '\0')), Catch::Contains("lacks"));
+  CHECK_THAT(msg(Header("{'descr': '<f4', 'fortran_order': False, 'shape': (1,2 }") + std::string(8, '\0')),
+             Catch::Contains("malformed header"));
+  CHECK_THAT(msg(std::string("\x93NUMPY\x01\x00\xff\x00{'descr'", 18)), Catch::Contains("truncated"));
+  CHECK_THAT(msg(std::string("\x93NUMPY\x07\x00\x10\x00", 10)), Catch::Contains("version 7"));
+  // Every error names the member it is about.
+  CHECK_THAT(msg("garbage"), Catch::StartsWith("x.npz:k: "));
+}
+
+TEST_CASE("npz write/read round trip and byte-identical output", "[npz]") {
+  TempDir dir;
+  NpzArchive arrays;
+  arrays["node_feat"] = NpyArray::From<float>({2, 2}, {1, 2, 3, 4});
+  arrays["ids"] = NpyArray::From<int64_t>({3}, {7, 8, 9});
+  const std::string a = dir.path() + "/a.npz", b = dir.path() + "/b.npz";
+  REQUIRE(WriteNpz(a, arrays).ok());
+  REQUIRE(WriteNpz(b, arrays).ok());
+  CHECK(*ReadFile(a) == *ReadFile(b));
+  auto back = ReadNpz(a);
+  REQUIRE(back.ok());
+  REQUIRE(back->size() == 2);
+  CHECK(back->at("ids").bytes == arrays["ids"].bytes);
+  CHECK(back->at("node_feat").shape == std::vector<int64_t>{2, 2});
+  // No temporary file is left behind.
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path())) files += e.is_regular_file();
+  CHECK(files == 2);
+}
+
+TEST_CASE("npz reader turns truncated and corrupt files into errors", "[npz]") {
+  TempDir dir;
+  NpzArchive arrays;
+  std::vector<float> v(5000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i % 97) * 0.5f;
+  arrays["node_feat"] = NpyArray::From<float>({1000, 5}, v);
+  const std::string path = dir.path() + "/g.npz";
+  REQUIRE(WriteNpz(path, arrays).ok());
+  const std::string good = *ReadFile(path);
+
+  SECTION("missing file is NOT_FOUND with the path") {
+    auto r = ReadNpz(dir.path() + "/nope.npz");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kNotFound);
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("nope.npz"));
+  }
+  SECTION("every truncation is an error, never a crash") {
+    for (size_t len : {size_t{0}, size_t{10}, good.size() / 3, good.size() / 2, good.size() - 30, good.size() - 1}) {
+      auto r = ReadNpzFromBuffer(absl::string_view(good).substr(0, len), "cut.npz");
+      CHECK_FALSE(r.ok());
+    }
+  }
+  SECTION("a flipped byte anywhere is detected (CRC, zlib or structure)") {
+    for (size_t pos = 40; pos < good.size(); pos += good.size() / 25) {
+      std::string bad = good;
+      bad[pos] = static_cast<char>(bad[pos] ^ 0x5a);
+      auto r = ReadNpzFromBuffer(bad, "bad.npz");
+      INFO("flipped byte " << pos << " of " << good.size());
+      REQUIRE_FALSE(r.ok());
+      CHECK_THAT(std::string(r.status().message()), Catch::StartsWith("bad.npz"));
+    }
+  }
+  SECTION("an empty archive is an error") {
+    CHECK_FALSE(ReadNpzFromBuffer("", "empty.npz").ok());
+  }
+}
