@@ -1,0 +1,129 @@
+#include "model/synth/search.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "model/graph.h"
+
+namespace tgraph::synth {
+namespace {
+
+constexpr double kNoiseSd = 0.002;
+constexpr double kRemeasureProbability = 0.03;
+
+void RandomPermutation(int rank, Rng& rng, int8_t* group) {
+  std::vector<int8_t> perm(rank);
+  std::iota(perm.begin(), perm.end(), 0);
+  rng.Shuffle(perm);
+  for (int i = 0; i < kLayoutSlots; ++i) group[i] = i < rank ? perm[i] : -1;
+}
+
+void SetDefault(int8_t* group) { std::fill(group, group + kLayoutSlots, -1); }
+
+class Recorder {
+ public:
+  Recorder(const LayoutCostModel& m, int64_t count) : row_(m.config_ids().size() * kConfigFeatDim) {
+    result_.configs.reserve(count * row_);
+    result_.runtimes.reserve(count);
+  }
+  int64_t Record(const int8_t* config, int64_t runtime) {
+    result_.configs.insert(result_.configs.end(), config, config + row_);
+    result_.runtimes.push_back(runtime);
+    return result_.num_configs++;
+  }
+  const int8_t* Row(int64_t i) const { return result_.configs.data() + i * row_; }
+  size_t row() const { return row_; }
+  SearchResult Take() { return std::move(result_); }
+  int64_t size() const { return result_.num_configs; }
+
+ private:
+  size_t row_;
+  SearchResult result_;
+};
+
+}  // namespace
+
+int64_t Measure(double runtime_ns, Rng& rng) {
+  return std::max<int64_t>(1, std::llround(runtime_ns * (1.0 + kNoiseSd * rng.Normal())));
+}
+
+SearchResult RandomSearch(const LayoutCostModel& model, int64_t count, Rng& rng) {
+  const int64_t nc = static_cast<int64_t>(model.config_ids().size());
+  Recorder rec(model, count);
+  std::vector<int8_t> config(rec.row());
+  const double keep_default = rng.Uniform(0.2, 0.5);
+  while (rec.size() < count) {
+    if (rec.size() > 0 && rng.Bernoulli(kRemeasureProbability)) {
+      const int64_t again = rng.Int(0, rec.size() - 1);
+      std::copy_n(rec.Row(again), rec.row(), config.begin());
+    } else {
+      for (int64_t j = 0; j < nc; ++j)
+        for (int g = 0; g < kConfigGroups; ++g) {
+          int8_t* group = config.data() + j * kConfigFeatDim + g * kLayoutSlots;
+          const int rank = model.GroupRank(j, g);
+          if (rank == 0 || rng.Bernoulli(keep_default)) SetDefault(group);
+          else RandomPermutation(rank, rng, group);
+        }
+    }
+    rec.Record(config.data(), Measure(model.Evaluate(config.data()).total_ns, rng));
+  }
+  return rec.Take();
+}
+
+SearchResult GeneticSearch(const LayoutCostModel& model, int64_t count, Rng& rng) {
+  const int64_t nc = static_cast<int64_t>(model.config_ids().size());
+  constexpr size_t kPool = 16;
+  Recorder rec(model, count);
+  std::vector<int8_t> config(rec.row(), -1);
+  struct Member {
+    int64_t row;
+    int64_t runtime;
+  };
+  std::vector<Member> pool;
+  // Generation 0: the compiler's default configuration.
+  const int64_t default_runtime = Measure(model.Evaluate(config.data()).total_ns, rng);
+  pool.push_back({rec.Record(config.data(), default_runtime), default_runtime});
+  while (rec.size() < count) {
+    if (rng.Bernoulli(kRemeasureProbability)) {
+      const Member& m = rng.Pick(pool);
+      std::copy_n(rec.Row(m.row), rec.row(), config.begin());
+      rec.Record(config.data(), Measure(model.Evaluate(config.data()).total_ns, rng));
+      continue;
+    }
+    // Tournament of three, then 1-3 mutations of single layout groups.
+    const Member* parent = &rng.Pick(pool);
+    for (int t = 0; t < 2; ++t) {
+      const Member& other = rng.Pick(pool);
+      if (other.runtime < parent->runtime) parent = &other;
+    }
+    std::copy_n(rec.Row(parent->row), rec.row(), config.begin());
+    // A child must differ from its parent: re-measuring is the separate branch above.
+    const int mutations = static_cast<int>(rng.Int(1, 3));
+    for (int m = 0, tries = 0; tries < 64 && (m < mutations || std::equal(config.begin(), config.end(),
+                                                                           rec.Row(parent->row)));
+         ++tries) {
+      const int64_t j = rng.Int(0, nc - 1);
+      const int g = static_cast<int>(rng.Int(0, kConfigGroups - 1));
+      const int rank = model.GroupRank(j, g);
+      if (rank == 0) continue;
+      int8_t* group = config.data() + j * kConfigFeatDim + g * kLayoutSlots;
+      if (rng.Bernoulli(0.25)) SetDefault(group);
+      else RandomPermutation(rank, rng, group);
+      ++m;
+    }
+    const int64_t runtime = Measure(model.Evaluate(config.data()).total_ns, rng);
+    const int64_t row = rec.Record(config.data(), runtime);
+    if (pool.size() < kPool) {
+      pool.push_back({row, runtime});
+    } else {
+      auto worst = std::max_element(pool.begin(), pool.end(),
+                                    [](const Member& a, const Member& b) { return a.runtime < b.runtime; });
+      if (runtime < worst->runtime) *worst = {row, runtime};
+    }
+  }
+  return rec.Take();
+}
+
+}  // namespace tgraph::synth
