@@ -1,0 +1,255 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "model/dataset.h"
+#include "model/graph_io.h"
+#include "tests/test_util.h"
+
+using namespace tgraph;
+
+namespace {
+
+// 4 nodes: 0 param, 1 conv(0), 2 add(1, 0), 3 reshape(2); configurable: 1, 3; 3 configs.
+LayoutGraph SmallLayoutGraph() {
+  LayoutGraph g;
+  g.name = "small";
+  g.graph.num_nodes = 4;
+  g.graph.node_feat.assign(4 * kNodeFeatDim, 0.0f);
+  for (int i = 0; i < 4; ++i) g.graph.node_feat[i * kNodeFeatDim + 21] = 8.0f + i;
+  g.graph.node_opcode = {op::kParameter, op::kConvolution, op::kAdd, op::kReshape};
+  g.graph.edge_index = {1, 0, 2, 1, 2, 0, 3, 2};
+  g.node_config_ids = {1, 3};
+  g.num_configs = 3;
+  g.config_feat.assign(3 * 2 * kConfigFeatDim, -1);
+  g.config_feat[0] = 0;
+  g.config_feat[kConfigFeatDim * 2 + 1] = 5;
+  g.config_runtime = {300, 100, 200};
+  return g;
+}
+
+TileGraph SmallTileGraph() {
+  TileGraph g;
+  g.name = "tile";
+  g.graph.num_nodes = 2;
+  g.graph.node_feat.assign(2 * kNodeFeatDim, 1.0f);
+  g.graph.node_opcode = {op::kParameter, op::kDot};
+  g.graph.edge_index = {1, 0};
+  g.num_configs = 2;
+  g.config_feat.assign(2 * kTileConfigDim, 4.0f);
+  g.config_runtime = {10, 20};
+  g.config_runtime_normalizers = {15, 15};
+  return g;
+}
+
+std::string ErrorOf(const NpzArchive& npz) {
+  auto r = LayoutGraphFromNpz(npz, "g.npz");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(r.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("layout graph save/load round trip keeps every value", "[graph_io]") {
+  TempDir dir;
+  const LayoutGraph g = SmallLayoutGraph();
+  const std::string path = dir.path() + "/small.npz";
+  REQUIRE(SaveLayoutGraph(path, g).ok());
+  auto back = LoadLayoutGraph(path);
+  REQUIRE(back.ok());
+  CHECK(back->name == "small");
+  CHECK(back->graph.num_nodes == 4);
+  CHECK(back->graph.node_feat == g.graph.node_feat);
+  CHECK(back->graph.node_opcode == g.graph.node_opcode);
+  CHECK(back->graph.edge_index == g.graph.edge_index);
+  CHECK(back->node_config_ids == g.node_config_ids);
+  CHECK(back->config_feat == g.config_feat);
+  CHECK(back->config_runtime == g.config_runtime);
+  // On disk: the dtypes of FORMAT.md.
+  auto npz = ReadNpz(path);
+  REQUIRE(npz.ok());
+  CHECK(npz->at("node_opcode").dtype == DType::kUint8);
+  CHECK(npz->at("node_config_feat").dtype == DType::kFloat32);
+  CHECK(npz->at("node_config_feat").shape == std::vector<int64_t>{3, 2, 18});
+  CHECK(npz->at("edge_index").shape == std::vector<int64_t>{4, 2});
+  CHECK(npz->at("config_runtime").dtype == DType::kInt64);
+}
+
+TEST_CASE("tile graph save/load round trip", "[graph_io]") {
+  TempDir dir;
+  const TileGraph g = SmallTileGraph();
+  REQUIRE(SaveTileGraph(dir.path() + "/t.npz", g).ok());
+  auto back = LoadTileGraph(dir.path() + "/t.npz");
+  REQUIRE(back.ok());
+  CHECK(back->config_feat == g.config_feat);
+  CHECK(back->config_runtime_normalizers == g.config_runtime_normalizers);
+}
+
+TEST_CASE("loader accepts the dataset's alternative dtypes", "[graph_io]") {
+  NpzArchive npz = LayoutGraphToNpz(SmallLayoutGraph());
+  npz["node_opcode"] = NpyArray::From<int32_t>({4}, {63, 26, 2, 75});
+  npz["edge_index"] = NpyArray::From<int32_t>({4, 2}, {1, 0, 2, 1, 2, 0, 3, 2});
+  npz["node_config_ids"] = NpyArray::From<int32_t>({2}, {1, 3});
+  npz["config_runtime"] = NpyArray::From<int32_t>({3}, {300, 100, 200});
+  npz["node_splits"] = NpyArray::From<int64_t>({1, 1}, {0});
+  auto g = LayoutGraphFromNpz(npz, "alt.npz");
+  REQUIRE(g.ok());
+  CHECK(g->graph.node_opcode[1] == 26);
+  CHECK(g->graph.edge_index[6] == 3);
+  CHECK(g->node_splits == std::vector<int64_t>{0});
+}
+
+TEST_CASE("loader errors name the file, the key and what was wrong", "[graph_io]") {
+  const NpzArchive good = LayoutGraphToNpz(SmallLayoutGraph());
+  NpzArchive npz = good;
+
+  npz.erase("node_feat");
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("g.npz: key 'node_feat': missing"));
+
+  npz = good;
+  npz["node_feat"] = NpyArray::From<double>({4, 140}, std::vector<double>(560, 0.0));
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("key 'node_feat': has dtype float64, expected float32"));
+
+  npz = good;
+  npz["node_feat"] = NpyArray::From<float>({4, 139}, std::vector<float>(4 * 139, 0.f));
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("expected (n, 140)"));
+
+  npz = good;
+  std::vector<float> feat(560, 0.f);
+  feat[2 * 140 + 7] = std::nanf("");
+  npz["node_feat"] = NpyArray::From<float>({4, 140}, feat);
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("key 'node_feat': value at node 2, feature 7 is not finite"));
+
+  npz = good;
+  npz["node_opcode"] = NpyArray::From<uint8_t>({3}, {1, 2, 3});
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("key 'node_opcode': has 3 entries, expected 4"));
+
+  npz = good;
+  npz["node_opcode"] = NpyArray::From<uint8_t>({4}, {1, 2, 200, 3});
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("node 2 has opcode 200"));
+
+  npz = good;
+  npz["edge_index"] = NpyArray::From<int64_t>({1, 2}, {0, 4});
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("key 'edge_index': edge 0 refers to node 4, expected 0..3"));
+
+  npz = good;
+  npz["edge_index"] = NpyArray::From<int64_t>({1, 3}, {0, 1, 2});
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("expected (m, 2)"));
+
+  npz = good;
+  npz["node_config_ids"] = NpyArray::From<int64_t>({2}, {1, 9});
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("key 'node_config_ids': entry 1 is 9, expected 0..3"));
+
+  npz = good;
+  npz["node_config_ids"] = NpyArray::From<int64_t>({2}, {3, 3});
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("node 3 is listed twice"));
+
+  npz = good;
+  std::vector<float> cfg(3 * 2 * 18, -1.f);
+  cfg[1 * 36 + 18 + 4] = 6.f;
+  npz["node_config_feat"] = NpyArray::From<float>({3, 2, 18}, cfg);
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("config 1, configurable node 1, slot 4 is 6, expected an integer in -1..5"));
+
+  npz = good;
+  cfg.assign(3 * 2 * 18, 0.5f);
+  npz["node_config_feat"] = NpyArray::From<float>({3, 2, 18}, cfg);
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("is 0.5"));
+
+  npz = good;
+  npz["node_config_feat"] = NpyArray::From<float>({3, 3, 18}, std::vector<float>(3 * 3 * 18, -1.f));
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("expected (c, 2, 18) to match node_config_ids"));
+
+  npz = good;
+  npz["config_runtime"] = NpyArray::From<int64_t>({3}, {1, -2, 3});
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("key 'config_runtime': entry 1 is negative (-2)"));
+
+  npz = good;
+  npz["config_runtime"] = NpyArray::From<int64_t>({2}, {1, 2});
+  CHECK_THAT(ErrorOf(npz), Catch::Contains("has 2 entries, expected 3"));
+}
+
+TEST_CASE("tile loader checks its own keys", "[graph_io]") {
+  NpzArchive npz = TileGraphToNpz(SmallTileGraph());
+  npz.erase("config_runtime_normalizers");
+  auto r = TileGraphFromNpz(npz, "t.npz");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains("key 'config_runtime_normalizers': missing"));
+  npz = TileGraphToNpz(SmallTileGraph());
+  npz["config_feat"] = NpyArray::From<float>({2, 23}, std::vector<float>(46, 0.f));
+  r = TileGraphFromNpz(npz, "t.npz");
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains("expected (c, 24)"));
+}
+
+TEST_CASE("a truncated graph file is an error, not a crash", "[graph_io]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/small.npz";
+  REQUIRE(SaveLayoutGraph(path, SmallLayoutGraph()).ok());
+  const auto size = std::filesystem::file_size(path);
+  std::filesystem::resize_file(path, size / 2);
+  auto r = LoadLayoutGraph(path);
+  REQUIRE_FALSE(r.ok());
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains(path));
+}
+
+TEST_CASE("graph content hash is canonical and fixed across processes", "[hash]") {
+  const LayoutGraph g = SmallLayoutGraph();
+  const std::string h = GraphContentHash(g.graph, g.node_config_ids);
+  // A fixed value: any change to the canonical encoding breaks clients' cache keys.
+  CHECK(h == "b1fff72c72f435cdca5fded972723fc803ab07bd9cc671a1ca53d1a855c12c29");
+  CHECK(h.size() == 64);
+  // Configurations and runtimes are not part of a graph's identity.
+  LayoutGraph other = g;
+  other.config_runtime = {1, 2, 3};
+  other.config_feat.assign(other.config_feat.size(), 2);
+  CHECK(GraphContentHash(other.graph, other.node_config_ids) == h);
+  // -0.0 and +0.0 hash the same.
+  other.graph.node_feat[5] = -0.0f;
+  CHECK(GraphContentHash(other.graph, other.node_config_ids) == h);
+  // Everything that is part of it changes it.
+  LayoutGraph f = g;
+  f.graph.node_feat[3] = 1e-7f;
+  CHECK(GraphContentHash(f.graph, f.node_config_ids) != h);
+  f = g;
+  f.graph.node_opcode[0] = op::kConstant;
+  CHECK(GraphContentHash(f.graph, f.node_config_ids) != h);
+  f = g;
+  std::swap(f.graph.edge_index[0], f.graph.edge_index[1]);
+  CHECK(GraphContentHash(f.graph, f.node_config_ids) != h);
+  CHECK(GraphContentHash(g.graph, {1}) != h);
+  CHECK(GraphContentHash(g.graph, {}) != h);
+}
+
+TEST_CASE("collections parse and splits are listed sorted and lazily", "[dataset]") {
+  REQUIRE(ParseCollection("layout:nlp:default").ok());
+  CHECK(ParseCollection("layout:nlp:default")->search == "default");
+  CHECK(ParseCollection("tile:xla")->kind == CollectionKind::kTile);
+  auto bad = ParseCollection("layout:xla");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("layout:xla:random"));
+  for (const Collection& c : AllCollections()) CHECK(ParseCollection(c.name())->name() == c.name());
+
+  TempDir dir;
+  const Collection c = *ParseCollection("layout:xla:random");
+  CHECK(SplitDir(dir.path(), c, "train") == dir.path() + "/npz/layout/xla/random/train");
+  CHECK(SplitDir(dir.path(), *ParseCollection("tile:xla"), "valid") == dir.path() + "/npz/tile/xla/valid");
+  auto missing = ListSplit(dir.path(), c, "train");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(missing.status().message()), Catch::Contains("npz/layout/xla/random/train"));
+
+  std::filesystem::create_directories(SplitDir(dir.path(), c, "train"));
+  for (const char* name : {"b", "a", "c"}) std::ofstream(SplitDir(dir.path(), c, "train") + "/" + name + ".npz") << "x";
+  std::ofstream(SplitDir(dir.path(), c, "train") + "/notes.txt") << "x";
+  auto files = ListSplit(dir.path(), c, "train");
+  REQUIRE(files.ok());
+  REQUIRE(files->size() == 3);  // listing loads nothing: these files are not even valid
+  CHECK((*files)[0].name == "a");
+  CHECK((*files)[2].path == SplitDir(dir.path(), c, "train") + "/c.npz");
+  auto found = FindCollections(dir.path());
+  REQUIRE(found.size() == 1);
+  CHECK(found[0].name() == "layout:xla:random");
+}

@@ -1,0 +1,121 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "model/metrics.h"
+
+using namespace tgraph;
+
+namespace {
+
+int Sgn(double x) { return (x > 0) - (x < 0); }
+
+// Equation 9 of the TGraph paper, literally, O(n^2).
+double BruteTau(const std::vector<double>& s, const std::vector<double>& r) {
+  const size_t n = s.size();
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = i + 1; j < n; ++j) sum += Sgn(s[i] - s[j]) * Sgn(r[i] - r[j]);
+  return 2.0 * sum / (static_cast<double>(n) * (n - 1));
+}
+
+double BruteOpa(const std::vector<double>& s, const std::vector<double>& r) {
+  double good = 0, total = 0;
+  for (size_t i = 0; i < s.size(); ++i)
+    for (size_t j = 0; j < s.size(); ++j)
+      if (r[i] > r[j]) {
+        ++total;
+        good += s[i] > s[j];
+      }
+  return good / total;
+}
+
+}  // namespace
+
+TEST_CASE("Kendall's tau: hand-computed values", "[metrics]") {
+  CHECK(KendallTau({1, 2, 3, 4}, {10, 20, 30, 40}) == Approx(1.0));
+  CHECK(KendallTau({4, 3, 2, 1}, {10, 20, 30, 40}) == Approx(-1.0));
+  // One tie in the scores: pairs sum to 5 of 6, tau = 2/(4*3) * 5.
+  CHECK(KendallTau({1, 2, 2, 3}, {1, 3, 2, 4}) == Approx(5.0 / 6.0));
+  // A tie in the runtimes counts 0: +1 - 1 + 0 = 0.
+  CHECK(KendallTau({3, 1, 2}, {5, 5, 1}) == Approx(0.0));
+  // Degenerate: all runtimes equal -> every pair is a tie -> 0; one config -> undefined.
+  CHECK(KendallTau({1, 2, 3}, {7, 7, 7}) == 0.0);
+  CHECK(KendallTau({5, 5, 5}, {1, 2, 3}) == 0.0);
+  CHECK(std::isnan(KendallTau({1}, {1})));
+  CHECK(std::isnan(KendallTau({}, {})));
+}
+
+TEST_CASE("Kendall's tau and OPA equal the O(n^2) definitions on random data with ties", "[metrics]") {
+  std::mt19937 gen(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    const int n = 2 + static_cast<int>(gen() % 60);
+    std::vector<double> s(n), r(n);
+    for (int i = 0; i < n; ++i) {
+      s[i] = static_cast<double>(gen() % 10);  // many ties
+      r[i] = static_cast<double>(gen() % 8);
+    }
+    REQUIRE(KendallTau(s, r) == Approx(BruteTau(s, r)).margin(1e-12));
+    bool comparable = false;
+    for (int i = 1; i < n; ++i) comparable |= r[i] != r[0];
+    if (comparable) REQUIRE(OrderedPairAccuracy(s, r) == Approx(BruteOpa(s, r)).margin(1e-12));
+  }
+}
+
+TEST_CASE("ordered pair accuracy: hand-computed values", "[metrics]") {
+  CHECK(OrderedPairAccuracy({1, 2, 3}, {1, 2, 3}) == Approx(1.0));
+  CHECK(OrderedPairAccuracy({3, 2, 1}, {1, 2, 3}) == Approx(0.0));
+  CHECK(OrderedPairAccuracy({1, 2, 2, 3}, {1, 3, 2, 4}) == Approx(5.0 / 6.0));  // a score tie is not ordered
+  CHECK(OrderedPairAccuracy({3, 1, 2}, {5, 5, 1}) == Approx(0.5));            // runtime ties are skipped
+  CHECK(std::isnan(OrderedPairAccuracy({1, 2}, {4, 4})));
+  CHECK(std::isnan(OrderedPairAccuracy({1}, {4})));
+}
+
+TEST_CASE("top-K slowdown error: hand-computed values", "[metrics]") {
+  const std::vector<double> s = {0.5, 0.1, 0.9, 0.3}, r = {10, 30, 5, 20};
+  // Predicted order: 1 (30), 3 (20), 0 (10), 2 (5); best 5.
+  CHECK(TopKError(s, r, 1) == Approx(5.0));
+  CHECK(TopKError(s, r, 2) == Approx(3.0));
+  CHECK(TopKError(s, r, 3) == Approx(1.0));
+  CHECK(TopKError(s, r, 4) == Approx(0.0));
+  CHECK(TopKError(s, r, 100) == Approx(0.0));  // K clamped to n
+  // Ties in scores are cut by index: configs 0 and 1 tie, 0 comes first.
+  CHECK(TopKError({1, 1, 2}, {8, 4, 2}, 1) == Approx(3.0));
+  CHECK(TopKError({1}, {3}, 1) == 0.0);
+  CHECK(std::isnan(TopKError({1, 2}, {0, 0}, 1)));  // hidden (zero) runtimes
+}
+
+TEST_CASE("M_tile: hand-computed values", "[metrics]") {
+  // Perfect ranking: the best config is predicted first.
+  CHECK(TileScore({1, 2, 3, 4, 5, 6}, {1, 2, 3, 4, 5, 6}) == Approx(1.0));
+  // Reversed: the top 5 predicted are runtimes 6..2, best of them 2, best overall 1: 2 - 2/1 = 0.
+  CHECK(TileScore({1, 2, 3, 4, 5, 6}, {6, 5, 4, 3, 2, 1}) == Approx(0.0));
+  // Best of top 5 is 1.25x the best: 2 - 1.25.
+  CHECK(TileScore({1, 2, 3, 4, 5, 6}, {9, 9, 5, 9, 9, 4}) == Approx(0.75));
+  // Fewer than 5 configs: all are in the top 5.
+  CHECK(TileScore({3, 1}, {2, 7}) == Approx(1.0));
+}
+
+TEST_CASE("official evaluation subset: every m-th config by runtime", "[metrics]") {
+  std::vector<double> r(2000);
+  for (int i = 0; i < 2000; ++i) r[i] = 2000 - i;  // config i has rank 1999 - i
+  const std::vector<int64_t> sub = OfficialEvalSubset(r);
+  REQUIRE(sub.size() == 1000);
+  CHECK(sub.front() == 1999);  // fastest
+  CHECK(sub.back() == 0);      // slowest
+  CHECK(sub[1] == 1999 - 2);   // position floor(1 * 1999 / 999) = 2
+  CHECK(sub[500] == 1999 - (500 * 1999 / 999));
+  CHECK(std::set<int64_t>(sub.begin(), sub.end()).size() == 1000);
+  // Small graphs keep every config, fastest first; ties keep index order.
+  CHECK(OfficialEvalSubset({3, 1, 2, 1}) == std::vector<int64_t>{1, 3, 2, 0});
+  CHECK(OfficialEvalSubset({5, 4, 3}, 2) == std::vector<int64_t>{2, 0});
+  CHECK(OfficialEvalSubset({}).empty());
+}
+
+TEST_CASE("finite mean skips undefined per-graph metrics", "[metrics]") {
+  CHECK(FiniteMean({1, 2, std::nan(""), 3}) == Approx(2.0));
+  CHECK(std::isnan(FiniteMean({std::nan("")})));
+  CHECK(std::isnan(FiniteMean({})));
+}

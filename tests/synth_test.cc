@@ -1,0 +1,298 @@
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "model/dataset.h"
+#include "model/file_util.h"
+#include "model/graph_io.h"
+#include "model/synth/cost_model.h"
+#include "model/synth/families.h"
+#include "model/synth/generator.h"
+#include "model/synth/search.h"
+#include "tests/test_util.h"
+
+using namespace tgraph;
+using namespace tgraph::synth;
+
+namespace {
+
+std::vector<int8_t> DefaultConfig(size_t nc) { return std::vector<int8_t>(nc * kConfigFeatDim, -1); }
+
+void SetGroup(std::vector<int8_t>& cfg, int node, int group, std::vector<int8_t> layout) {
+  layout.resize(kLayoutSlots, -1);
+  std::copy(layout.begin(), layout.end(), cfg.begin() + node * kConfigFeatDim + group * kLayoutSlots);
+}
+
+// param -> conv1 -> bias add -> relu -> conv2 (root); configurable: conv1, conv2.
+LayoutCostModel TwoConvModel() {
+  GraphBuilder b;
+  const int x = b.Parameter({8, 32, 32, 64}, ElemType::kBF16);
+  const int c1 = b.Conv(x, b.Parameter({3, 3, 64, 64}, ElemType::kBF16), 1);
+  const int bias = b.Parameter({64}, ElemType::kBF16);
+  const int added = b.Binary(op::kAdd, c1, b.Broadcast(bias, {8, 32, 32, 64}, {3}));
+  const int relu = b.Binary(op::kMaximum, added, b.Broadcast(b.Constant({}, ElemType::kBF16), {8, 32, 32, 64}, {}));
+  const int c2 = b.Conv(relu, b.Parameter({3, 3, 64, 64}, ElemType::kBF16), 1);
+  b.MarkRoot(c2);
+  return LayoutCostModel(b.nodes(), ConfigurableNodes(b.nodes()));
+}
+
+}  // namespace
+
+TEST_CASE("tile padding: most-minor dim to 128, second-minor to 8", "[cost]") {
+  CHECK(PaddedElements({8, 56, 128, 3}, DefaultLayout(4)) == 128.0 * 128 * 56 * 8);  // C = 3 minor-most
+  CHECK(PaddedElements({8, 56, 128, 3}, {2, 3, 1, 0, -1, -1}) == 128.0 * 8 * 56 * 8);  // W = 128 minor-most
+  CHECK(PaddedElements({5}, DefaultLayout(1)) == 128.0);
+  CHECK(PaddedElements({}, DefaultLayout(0)) == 1.0);
+}
+
+TEST_CASE("a layout that mismatches a neighbour adds a copy and raises the runtime", "[cost]") {
+  const LayoutCostModel m = TwoConvModel();
+  REQUIRE(m.config_ids().size() == 2);
+  const auto base_cfg = DefaultConfig(2);
+  const RuntimeBreakdown base = m.Evaluate(base_cfg.data());
+  CHECK(base.copies == 0);
+  CHECK(base.copy_ns == 0.0);
+
+  // conv2 wants W minor-most, but relu (following conv1) produces C minor-most: a copy.
+  auto mismatch = DefaultConfig(2);
+  SetGroup(mismatch, 1, 1, {2, 3, 1, 0});
+  const RuntimeBreakdown mis = m.Evaluate(mismatch.data());
+  CHECK(mis.copies == 1);
+  CHECK(mis.copy_ns > 0.0);
+  CHECK(mis.total_ns > base.total_ns);
+
+  // The same input layout with conv1 producing it: the layout flows through the bias
+  // add and relu, no copy. The neighbours' decisions interact through the edges.
+  auto agree = mismatch;
+  SetGroup(agree, 0, 0, {2, 3, 1, 0});
+  const RuntimeBreakdown ok = m.Evaluate(agree.data());
+  CHECK(ok.copies == 0);
+  CHECK(ok.copy_ns == 0.0);
+}
+
+TEST_CASE("a minor dimension of 3 pads to 128 and costs more than a minor dimension of 128", "[cost]") {
+  // conv [8,56,128,16] x [1,1,16,3] -> [8,56,128,3]; its output layout is the config.
+  GraphBuilder b;
+  const int x = b.Parameter({8, 56, 128, 16}, ElemType::kBF16);
+  const int c = b.Conv(x, b.Parameter({1, 1, 16, 3}, ElemType::kBF16), 1);
+  b.MarkRoot(b.Unary(op::kTanh, c));
+  const LayoutCostModel m(b.nodes(), ConfigurableNodes(b.nodes()));
+  auto minor3 = DefaultConfig(1);  // output C (3) minor-most: the default
+  auto minor128 = DefaultConfig(1);
+  SetGroup(minor128, 0, 0, {2, 3, 1, 0});  // output W (128) minor-most
+  const RuntimeBreakdown r3 = m.Evaluate(minor3.data()), r128 = m.Evaluate(minor128.data());
+  CHECK(r3.total_ns > 2.0 * r128.total_ns);
+  CHECK(r3.memory_ns > r128.memory_ns);  // the tanh reads and writes 16x more padded bytes
+}
+
+TEST_CASE("reshape is a bitcast in row-major order and a copy otherwise", "[cost]") {
+  GraphBuilder b;
+  const int x = b.Parameter({4, 256, 128}, ElemType::kF32);
+  b.MarkRoot(b.Reshape(x, {1024, 128}));
+  const LayoutCostModel m(b.nodes(), ConfigurableNodes(b.nodes()));
+  auto bitcast = DefaultConfig(1);
+  auto transposed = DefaultConfig(1);
+  SetGroup(transposed, 0, 0, {0, 1});
+  const RuntimeBreakdown a = m.Evaluate(bitcast.data()), t = m.Evaluate(transposed.data());
+  CHECK(t.memory_ns - a.memory_ns == Approx((4.0 * 256 * 128 * 4 + 1024.0 * 128 * 4) / 900.0));
+}
+
+TEST_CASE("searches record valid layouts, re-measure some configs, and default clusters near the best",
+          "[search]") {
+  double random_spread = 0, default_spread = 0;
+  for (int seed = 1; seed <= 4; ++seed) {
+    Rng rng(seed);
+    BuiltGraph g = seed % 2 ? MakeXlaGraph(rng, 300) : MakeNlpGraph(rng, 300);
+    const LayoutCostModel m(g.nodes, ConfigurableNodes(g.nodes));
+    Rng r1(100 + seed), r2(200 + seed);
+    const SearchResult random = RandomSearch(m, 400, r1);
+    const SearchResult ga = GeneticSearch(m, 400, r2);
+    REQUIRE(random.num_configs == 400);
+    REQUIRE(ga.num_configs == 400);
+    const size_t nc = m.config_ids().size();
+    for (const SearchResult* s : {&random, &ga}) {
+      std::map<std::vector<int8_t>, std::set<int64_t>> seen;
+      for (int64_t c = 0; c < s->num_configs; ++c) {
+        const int8_t* row = s->configs.data() + c * nc * kConfigFeatDim;
+        for (size_t j = 0; j < nc; ++j)
+          for (int grp = 0; grp < 3; ++grp) {
+            const int8_t* v = row + j * kConfigFeatDim + grp * kLayoutSlots;
+            const int rank = m.GroupRank(static_cast<int64_t>(j), grp);
+            if (v[0] == -1) {
+              REQUIRE(std::all_of(v, v + 6, [](int8_t x) { return x == -1; }));
+              continue;
+            }
+            REQUIRE(rank > 0);
+            std::vector<int8_t> perm(v, v + rank);
+            std::sort(perm.begin(), perm.end());
+            for (int k = 0; k < rank; ++k) REQUIRE(perm[k] == k);
+            for (int k = rank; k < 6; ++k) REQUIRE(v[k] == -1);
+          }
+        seen[std::vector<int8_t>(row, row + nc * kConfigFeatDim)].insert(s->runtimes[c]);
+      }
+      // Some configurations were measured twice, with different noise.
+      const auto repeated = std::count_if(seen.begin(), seen.end(), [](auto& kv) { return kv.second.size() > 1; });
+      CHECK(repeated >= 2);
+      CHECK(static_cast<int64_t>(seen.size()) < s->num_configs);
+    }
+    random_spread += MedianOverBest(random.runtimes);
+    default_spread += MedianOverBest(ga.runtimes);
+    CHECK(MedianOverBest(ga.runtimes) < MedianOverBest(random.runtimes));
+    // The genetic search finds configurations at least as good as random sampling's best.
+    CHECK(*std::min_element(ga.runtimes.begin(), ga.runtimes.end()) <=
+          1.01 * *std::min_element(random.runtimes.begin(), random.runtimes.end()));
+  }
+  CHECK(default_spread < 0.7 * random_spread);
+}
+
+TEST_CASE("graph families use real opcodes and fill node features", "[synth]") {
+  Rng rng(3);
+  BuiltGraph nlp = MakeNlpGraph(rng, 400);
+  BuiltGraph xla = MakeXlaGraph(rng, 400);
+  auto opcodes = [](const BuiltGraph& g) {
+    std::set<int> s;
+    for (const SynthNode& n : g.nodes) s.insert(n.opcode);
+    return s;
+  };
+  const std::set<int> n_ops = opcodes(nlp), x_ops = opcodes(xla);
+  for (int o : {op::kDot, op::kReshape, op::kTranspose, op::kExponential, op::kReduce, op::kDivide, op::kRsqrt,
+                op::kTanh, op::kAdd, op::kParameter})
+    CHECK(n_ops.count(o) == 1);
+  for (int o : {op::kConvolution, op::kDot, op::kReshape, op::kMaximum, op::kMultiply, op::kBroadcast})
+    CHECK(x_ops.count(o) == 1);
+
+  const NodeGraph g = ToNodeGraph(xla.nodes);
+  REQUIRE(ValidateNodeGraph(g, "xla").ok());
+  int roots = 0;
+  for (int64_t i = 0; i < g.num_nodes; ++i) {
+    const float* f = g.feat(i);
+    const SynthNode& n = xla.nodes[i];
+    roots += f[0] == 1.0f;
+    float onehot = 0;
+    for (int k = 2; k <= 20; ++k) onehot += f[k];
+    CHECK(onehot == 1.0f);
+    double product = 1;
+    for (int d = 0; d < n.rank(); ++d) {
+      CHECK(f[21 + d] == static_cast<float>(n.shape[d]));
+      product *= static_cast<double>(n.shape[d]);
+    }
+    CHECK(f[28] == Approx(product));
+    // Default layout, 0-padded like the dataset: descending minor-to-major.
+    for (int d = 0; d < n.rank(); ++d) CHECK(f[134 + d] == static_cast<float>(n.rank() - 1 - d));
+    if (n.opcode == op::kConvolution) {
+      CHECK(f[94] == 3.0f);   // input feature dim (NHWC)
+      CHECK(f[37] == static_cast<float>(n.win_size[0]));
+      CHECK(f[43] == static_cast<float>(n.win_size[0] + n.win_size[1]));  // window_size_sum
+    }
+  }
+  CHECK(roots == 1);
+  // Edges are [consumer, producer] and nodes are in topological order.
+  for (int64_t e = 0; e < g.num_edges(); ++e) CHECK(g.edge_index[2 * e] > g.edge_index[2 * e + 1]);
+}
+
+TEST_CASE("tiny preset: every file loads and validates, layouts only on conv/dot/reshape", "[synth]") {
+  TempDir dir;
+  GenerateOptions o;
+  o.out = dir.path();
+  o.preset = "tiny";
+  o.seed = 5;
+  auto summary = Generate(o);
+  REQUIRE(summary.ok());
+  REQUIRE(summary->splits.size() == 15);
+  std::map<std::string, std::vector<float>> xla_feats[2];
+  for (const Collection& c : AllCollections()) {
+    for (const std::string& split : AllSplits()) {
+      auto files = ListSplit(dir.path(), c, split);
+      REQUIRE(files.ok());
+      CHECK(files->size() == (split == "train" ? 4u : 1u));
+      for (const GraphFile& f : *files) {
+        if (c.kind == CollectionKind::kTile) {
+          auto g = LoadTileGraph(f.path);
+          REQUIRE(g.ok());
+          CHECK(g->graph.num_nodes >= 4);
+          CHECK(g->graph.num_nodes <= 30);
+          for (int64_t i = 0; i < g->num_configs; ++i) {
+            const float* cf = g->config_feat.data() + i * kTileConfigDim;
+            double product = 1;
+            for (int k = 0; k < 6 && cf[8 + k] > 0; ++k) product *= cf[8 + k];
+            CHECK(cf[15] == Approx(product));  // output_bounds_product
+            CHECK(g->config_runtime[i] > 0);
+            CHECK(g->config_runtime_normalizers[i] > 0);
+          }
+          continue;
+        }
+        auto g = LoadLayoutGraph(f.path);
+        REQUIRE(g.ok());
+        CHECK(g->graph.num_nodes >= 20);
+        CHECK(g->graph.num_nodes <= 100);
+        CHECK(g->num_configs >= 30);
+        CHECK(g->num_configs <= 60);
+        for (int64_t i = 0; i < g->graph.num_nodes; ++i) {
+          const int opc = g->graph.node_opcode[i];
+          const bool listed = std::count(g->node_config_ids.begin(), g->node_config_ids.end(), i) == 1;
+          CHECK(listed == (opc == op::kConvolution || opc == op::kDot || opc == op::kReshape));
+        }
+        if (c.source == "xla") xla_feats[c.search == "random"][f.name] = g->graph.node_feat;
+      }
+    }
+  }
+  // The random and default collections of a source hold the same graphs.
+  CHECK(xla_feats[0].size() == 6);
+  CHECK(xla_feats[0] == xla_feats[1]);
+}
+
+TEST_CASE("the generator is deterministic: same seed, byte-identical files, any thread count", "[synth]") {
+  TempDir a, b, c;
+  GenerateOptions o;
+  o.preset = "tiny";
+  o.seed = 11;
+  o.out = a.path();
+  o.threads = 1;
+  REQUIRE(Generate(o).ok());
+  o.out = b.path();
+  o.threads = 3;
+  REQUIRE(Generate(o).ok());
+  o.out = c.path();
+  o.seed = 12;
+  o.collections = {*ParseCollection("layout:nlp:random")};
+  REQUIRE(Generate(o).ok());
+  int files = 0;
+  for (auto& e : std::filesystem::recursive_directory_iterator(a.path())) {
+    if (!e.is_regular_file()) continue;
+    const std::string rel = std::filesystem::relative(e.path(), a.path()).string();
+    REQUIRE(*ReadFile(e.path().string()) == *ReadFile(b.path() + "/" + rel));
+    ++files;
+  }
+  CHECK(files == 5 * 6 + 1);  // five collections of six graphs, plus SYNTHETIC.txt
+  // Another seed gives other data; --collections writes only what was asked.
+  auto other = ListSplit(c.path(), *ParseCollection("layout:nlp:random"), "train");
+  REQUIRE(other.ok());
+  auto same_name = ListSplit(a.path(), *ParseCollection("layout:nlp:random"), "train");
+  CHECK(*ReadFile((*other)[0].path) != *ReadFile((*same_name)[0].path));
+  CHECK(FindCollections(c.path()).size() == 1);
+}
+
+TEST_CASE("hidden test runtimes are zeros, as in the public dataset", "[synth]") {
+  TempDir dir;
+  GenerateOptions o;
+  o.preset = "tiny";
+  o.out = dir.path();
+  o.hide_test_runtimes = true;
+  o.collections = {*ParseCollection("layout:xla:default"), *ParseCollection("tile:xla")};
+  REQUIRE(Generate(o).ok());
+  auto test = ListSplit(dir.path(), o.collections[0], "test");
+  auto g = LoadLayoutGraph((*test)[0].path);
+  REQUIRE(g.ok());
+  CHECK(std::all_of(g->config_runtime.begin(), g->config_runtime.end(), [](int64_t r) { return r == 0; }));
+  auto valid = LoadLayoutGraph((*ListSplit(dir.path(), o.collections[0], "valid"))[0].path);
+  CHECK(std::all_of(valid->config_runtime.begin(), valid->config_runtime.end(), [](int64_t r) { return r > 0; }));
+}
+
+TEST_CASE("unknown presets are refused with the valid names", "[synth]") {
+  auto p = GetPreset("huge");
+  REQUIRE_FALSE(p.ok());
+  CHECK_THAT(std::string(p.status().message()), Catch::Contains("tiny, ci or full"));
+}
