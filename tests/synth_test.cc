@@ -212,7 +212,7 @@ TEST_CASE("tiny preset: every file loads and validates, layouts only on conv/dot
         if (c.kind == CollectionKind::kTile) {
           auto g = LoadTileGraph(f.path);
           REQUIRE(g.ok());
-          CHECK(g->graph.num_nodes >= 4);
+          CHECK(g->graph.num_nodes >= 5);
           CHECK(g->graph.num_nodes <= 30);
           for (int64_t i = 0; i < g->num_configs; ++i) {
             const float* cf = g->config_feat.data() + i * kTileConfigDim;

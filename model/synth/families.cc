@@ -200,7 +200,7 @@ TileKernel MakeTileKernel(Rng& rng, int target_nodes) {
   k.main = y;
   k.out = b.node(y).shape;
   // Fused elementwise epilogue up to the node budget.
-  while (k.tail_ops == 0 || b.size() + 3 <= target_nodes) {
+  while (k.tail_ops == 0 || b.size() < 5 || b.size() + 3 <= target_nodes) {
     const int choice = static_cast<int>(rng.Int(0, 3));
     if (choice == 0) y = BiasAdd(b, y, b.node(y).rank() - 1);
     else if (choice == 1) y = Relu(b, y);
