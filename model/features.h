@@ -1,0 +1,34 @@
+// Network inputs built from a pruned graph: the configuration-independent tensors
+// of a graph (computed once per graph and model version, then cached) and the
+// per-request configuration tensor. Shared by trainer, evaluator and server.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <torch/types.h>
+
+#include "model/preprocess.h"
+
+namespace tgraph {
+
+struct GraphTensors {
+  int64_t num_nodes = 0;
+  torch::Tensor numeric;       // [N, 134] float32, standardised node_feat[0:134]
+  torch::Tensor layout_index;  // [N, 6] int64, re-padded node_feat[134:140] + 1, in 0..6
+  torch::Tensor opcode;        // [N] int64
+  torch::Tensor edge_src;      // [2E] int64: message source, both directions of every edge
+  torch::Tensor edge_dst;      // [2E] int64: message destination
+  torch::Tensor config_nodes;  // [nc] int64: node index of each configurable node (layout only)
+  int64_t bytes() const;       // memory held, for cache accounting
+};
+
+// Standardises with `stats`, re-pads the layout slots with -1, and makes the edges
+// undirected. For tile graphs pass an empty config_node_index.
+GraphTensors MakeGraphTensors(const NodeGraph& pruned, const std::vector<int64_t>& config_node_index,
+                              const FeatureStats& stats);
+
+// [count, nc, 18] int64 embedding indices (value + 1, 0..6) from int8 config rows.
+torch::Tensor MakeLayoutConfigTensor(const int8_t* rows, int64_t count, int64_t num_config_nodes);
+
+}  // namespace tgraph

@@ -1,0 +1,74 @@
+#include "model/model_spec.h"
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+
+namespace tgraph {
+
+std::string ModelSpec::ToJson() const {
+  nlohmann::json j;
+  j["architecture"] = architecture;
+  j["kind"] = kind == CollectionKind::kTile ? "tile" : "layout";
+  j["hidden"] = hidden;
+  j["blocks"] = blocks;
+  j["layout_embedding"] = layout_embedding;
+  j["opcode_embedding"] = opcode_embedding;
+  j["se_reduction"] = se_reduction;
+  j["self_attention"] = self_attention;
+  j["cross_attention"] = cross_attention;
+  j["edges"] = edges;
+  return j.dump();
+}
+
+absl::Status ModelSpec::Validate() const {
+  if (architecture != "tgraph" && architecture != "tpugraphs-baseline")
+    return absl::InvalidArgumentError(
+        absl::StrCat("architecture '", architecture, "' is unknown; expected tgraph or tpugraphs-baseline"));
+  if (hidden < 8 || hidden % 2 != 0 || hidden > 8192)
+    return absl::InvalidArgumentError(absl::StrCat("hidden must be an even number in 8..8192, got ", hidden));
+  if (blocks < 1 || blocks > 16) return absl::InvalidArgumentError(absl::StrCat("blocks must be 1..16, got ", blocks));
+  if (layout_embedding < 1 || opcode_embedding < 1 || se_reduction < 1 || (hidden / 2) / se_reduction < 1)
+    return absl::InvalidArgumentError("embedding widths and se_reduction must be positive and fit hidden/2");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelSpec> ModelSpec::FromJson(const std::string& text, absl::string_view what) {
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(what, ": not a JSON object"));
+  ModelSpec s;
+  auto err = [&](const char* key, const char* expected) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "' must be ", expected));
+  };
+  auto get_int = [&](const char* key, int64_t* out) -> absl::Status {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number_integer()) return err(key, "an integer");
+    *out = it->get<int64_t>();
+    return absl::OkStatus();
+  };
+  auto get_bool = [&](const char* key, bool* out) -> absl::Status {
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_boolean()) return err(key, "true or false");
+    *out = it->get<bool>();
+    return absl::OkStatus();
+  };
+  auto arch = j.find("architecture");
+  if (arch == j.end() || !arch->is_string()) return err("architecture", "a string");
+  s.architecture = arch->get<std::string>();
+  auto kind = j.find("kind");
+  if (kind == j.end() || !kind->is_string() || (*kind != "tile" && *kind != "layout"))
+    return err("kind", "\"layout\" or \"tile\"");
+  s.kind = *kind == "tile" ? CollectionKind::kTile : CollectionKind::kLayout;
+  for (auto [key, ptr] : {std::pair<const char*, int64_t*>{"hidden", &s.hidden}, {"blocks", &s.blocks},
+                          {"layout_embedding", &s.layout_embedding}, {"opcode_embedding", &s.opcode_embedding},
+                          {"se_reduction", &s.se_reduction}})
+    if (absl::Status st = get_int(key, ptr); !st.ok()) return st;
+  for (auto [key, ptr] : {std::pair<const char*, bool*>{"self_attention", &s.self_attention},
+                          {"cross_attention", &s.cross_attention}, {"edges", &s.edges}})
+    if (absl::Status st = get_bool(key, ptr); !st.ok()) return st;
+  if (absl::Status st = s.Validate(); !st.ok())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", st.message()));
+  return s;
+}
+
+}  // namespace tgraph

@@ -1,0 +1,31 @@
+// The architecture and its hyperparameters, as stored in a model manifest. Torch-free
+// so that the registry, server and tools can read it without the network's headers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/dataset.h"
+
+namespace tgraph {
+
+struct ModelSpec {
+  std::string architecture = "tgraph";  // "tgraph" or "tpugraphs-baseline"
+  CollectionKind kind = CollectionKind::kLayout;
+  int64_t hidden = 256;           // f_in width and residual width (the paper's 256)
+  int64_t blocks = 2;             // graph blocks (baseline: GraphSAGE layers)
+  int64_t layout_embedding = 4;   // channels per layout / config slot
+  int64_t opcode_embedding = 16;
+  int64_t se_reduction = 8;       // channel self-attention bottleneck
+  bool self_attention = true;     // ablation switches (TGraph table 3)
+  bool cross_attention = true;
+  bool edges = true;
+
+  std::string ToJson() const;  // a JSON object
+  static absl::StatusOr<ModelSpec> FromJson(const std::string& json, absl::string_view what);
+  absl::Status Validate() const;
+};
+
+}  // namespace tgraph

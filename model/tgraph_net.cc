@@ -1,0 +1,219 @@
+#include "model/tgraph_net.h"
+
+#include <torch/torch.h>
+
+namespace tgraph {
+namespace {
+
+namespace F = torch::nn::functional;
+using torch::Tensor;
+
+constexpr int64_t kLayoutValues = 7;  // -1..5, shifted to 0..6
+
+Tensor Gelu(const Tensor& x) { return torch::gelu(x); }
+
+// Sum over neighbours of messages m [C, N, F] along the undirected edges.
+Tensor Aggregate(const Tensor& m, const GraphTensors& g) {
+  Tensor agg = torch::zeros_like(m);
+  if (g.edge_src.numel() == 0) return agg;
+  return agg.index_add(1, g.edge_dst, m.index_select(1, g.edge_src));
+}
+
+// Tile config features span 1..1e9 (products): log-scale them.
+Tensor TileFeatures(const Tensor& tile) { return torch::log1p(torch::clamp_min(tile, 0)); }
+
+// One TGraph block: B(e) = e + GELU(concat(eta, A_cross(eta))), eta = A_self(SAGE(IN(e))).
+class BlockImpl : public torch::nn::Module {
+ public:
+  BlockImpl(const ModelSpec& s) : spec_(s) {
+    const int64_t h = s.hidden, half = s.hidden / 2;
+    norm_weight_ = register_parameter("norm_weight", torch::ones({h}));
+    norm_bias_ = register_parameter("norm_bias", torch::zeros({h}));
+    f1_ = register_module("f1", torch::nn::Linear(h, h));
+    f2_ = register_module("f2", torch::nn::Linear(2 * h, half));
+    se1_ = register_module("se1", torch::nn::Linear(half, half / s.se_reduction));
+    se2_ = register_module("se2", torch::nn::Linear(half / s.se_reduction, half));
+    log_temperature_ = register_parameter("log_temperature", torch::zeros({1}));
+  }
+
+  Tensor forward(const Tensor& x, const GraphTensors& g) {
+    // Instance norm: per config and channel, over the nodes.
+    Tensor mean = x.mean(1, true);
+    Tensor var = (x - mean).pow(2).mean(1, true);
+    Tensor y = (x - mean) * torch::rsqrt(var + 1e-5) * norm_weight_ + norm_bias_;
+    Tensor agg = spec_.edges ? Aggregate(f1_->forward(y), g) : torch::zeros_like(y);
+    Tensor s = F::normalize(f2_->forward(torch::cat({y, agg}, -1)), F::NormalizeFuncOptions().dim(-1).eps(1e-12));
+    Tensor eta = spec_.self_attention ? s * torch::sigmoid(se2_->forward(torch::relu(se1_->forward(s)))) : s;
+    // Cross-configuration attention: softmax over the configuration axis.
+    Tensor cross = spec_.cross_attention ? eta * torch::softmax(eta / log_temperature_.exp(), 0) : eta;
+    return x + Gelu(torch::cat({eta, cross}, -1));
+  }
+
+ private:
+  ModelSpec spec_;
+  Tensor norm_weight_, norm_bias_, log_temperature_;
+  torch::nn::Linear f1_{nullptr}, f2_{nullptr}, se1_{nullptr}, se2_{nullptr};
+};
+TORCH_MODULE(Block);
+
+class TGraphNet : public RankingNet {
+ public:
+  explicit TGraphNet(const ModelSpec& s) : RankingNet(s) {
+    const int64_t h = s.hidden;
+    layout_embed_ = register_module("layout_embed", torch::nn::Embedding(kLayoutValues, s.layout_embedding));
+    opcode_embed_ = register_module("opcode_embed", torch::nn::Embedding(kNumOpcodes, s.opcode_embedding));
+    const int64_t static_width = kNumericFeatDim + kLayoutSlots * s.layout_embedding + s.opcode_embedding;
+    in_static_ = register_module("in_static", torch::nn::Linear(static_width, h));
+    in_config_ = register_module(
+        "in_config", torch::nn::Linear(torch::nn::LinearOptions(kConfigFeatDim * s.layout_embedding, h).bias(false)));
+    in2_ = register_module("in2", torch::nn::Linear(h, h));
+    blocks_ = register_module("blocks", torch::nn::ModuleList());
+    for (int64_t b = 0; b < s.blocks; ++b) blocks_->push_back(Block(s));
+    if (s.kind == CollectionKind::kTile) {
+      tile_fuse_ = register_module("tile_fuse", torch::nn::Linear(h + kTileConfigDim, h));
+    }
+    out_ = register_module("out", torch::nn::Linear(h, 1));
+  }
+
+  StaticEncoding Precompute(const GraphTensors& g) override {
+    const int64_t n = g.num_nodes;
+    Tensor static_in = torch::cat({g.numeric, layout_embed_->forward(g.layout_index).reshape({n, -1}),
+                                   opcode_embed_->forward(g.opcode)},
+                                  -1);
+    // f_in's first layer is linear in the concat, so the config part separates: the
+    // all-default (-1) config contributes the constant k to every node.
+    Tensor h0 = in_static_->forward(static_in) + DefaultConfigTerm();
+    StaticEncoding enc;
+    enc.node_in = Gelu(in2_->forward(Gelu(h0)));
+    if (spec_.kind == CollectionKind::kLayout) {
+      enc.config_h0 = h0.index_select(0, g.config_nodes);
+    } else {
+      // Tile: the encoder does not see the configs (late fusion): run it once.
+      Tensor x = enc.node_in.unsqueeze(0);
+      for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, g);
+      enc.graph_emb = x.mean(1);
+    }
+    return enc;
+  }
+
+  Tensor Score(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding* cached) override {
+    StaticEncoding local;
+    if (!cached) {
+      local = Precompute(g);
+      cached = &local;
+    }
+    const int64_t c = batch.size();
+    if (spec_.kind == CollectionKind::kTile) {
+      Tensor emb = cached->graph_emb.expand({c, spec_.hidden});
+      Tensor fused = Gelu(tile_fuse_->forward(torch::cat({emb, TileFeatures(batch.tile)}, -1)));
+      return out_->forward(fused).squeeze(-1);
+    }
+    const int64_t nc = g.config_nodes.numel();
+    Tensor cfg = layout_embed_->forward(batch.layout).reshape({c, nc, kConfigFeatDim * spec_.layout_embedding});
+    Tensor hc = cached->config_h0.unsqueeze(0) + in_config_->forward(cfg) - DefaultConfigTerm();
+    Tensor fc = Gelu(in2_->forward(Gelu(hc)));
+    Tensor x = cached->node_in.unsqueeze(0).expand({c, g.num_nodes, spec_.hidden}).index_copy(1, g.config_nodes, fc);
+    for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, g);
+    return out_->forward(x.mean(1)).squeeze(-1);
+  }
+
+ private:
+  // in_config applied to the embedding of an all -1 configuration.
+  Tensor DefaultConfigTerm() {
+    Tensor idx = torch::zeros({kConfigFeatDim}, torch::kInt64);
+    return in_config_->forward(layout_embed_->forward(idx).reshape({-1}));
+  }
+
+  torch::nn::Embedding layout_embed_{nullptr}, opcode_embed_{nullptr};
+  torch::nn::Linear in_static_{nullptr}, in_config_{nullptr}, in2_{nullptr}, tile_fuse_{nullptr}, out_{nullptr};
+  torch::nn::ModuleList blocks_{nullptr};
+};
+
+// The TpuGraphs baseline: opcode embedding + features (+ raw config values on
+// configurable nodes, zeros elsewhere), GraphSAGE layers with residuals, mean pool,
+// linear; no attention, no instance norm. Tile: config features joined late.
+class BaselineNet : public RankingNet {
+ public:
+  explicit BaselineNet(const ModelSpec& s) : RankingNet(s) {
+    const int64_t h = s.hidden;
+    opcode_embed_ = register_module("opcode_embed", torch::nn::Embedding(kNumOpcodes, s.opcode_embedding));
+    const int64_t width = kNumericFeatDim + kLayoutSlots + s.opcode_embedding +
+                          (s.kind == CollectionKind::kLayout ? kConfigFeatDim : 0);
+    in_ = register_module("in", torch::nn::Linear(width, h));
+    for (int64_t b = 0; b < s.blocks; ++b) {
+      f1_.push_back(register_module("f1_" + std::to_string(b), torch::nn::Linear(h, h)));
+      f2_.push_back(register_module("f2_" + std::to_string(b), torch::nn::Linear(2 * h, h)));
+    }
+    if (s.kind == CollectionKind::kTile) tile_fuse_ = register_module("tile_fuse", torch::nn::Linear(h + kTileConfigDim, h));
+    out_ = register_module("out", torch::nn::Linear(h, 1));
+  }
+
+  StaticEncoding Precompute(const GraphTensors& g) override {
+    StaticEncoding enc;
+    enc.node_in = NodeInputs(g);  // [N, width - 18]: the config-independent columns
+    if (spec_.kind == CollectionKind::kTile) enc.graph_emb = Encode(torch::relu(in_->forward(enc.node_in)).unsqueeze(0), g).mean(1);
+    return enc;
+  }
+
+  Tensor Score(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding* cached) override {
+    StaticEncoding local;
+    if (!cached) {
+      local = Precompute(g);
+      cached = &local;
+    }
+    const int64_t c = batch.size(), n = g.num_nodes;
+    if (spec_.kind == CollectionKind::kTile) {
+      Tensor emb = cached->graph_emb.expand({c, spec_.hidden});
+      return out_->forward(torch::relu(tile_fuse_->forward(torch::cat({emb, TileFeatures(batch.tile)}, -1)))).squeeze(-1);
+    }
+    // Raw config values (-1..5) on configurable nodes, zeros elsewhere.
+    Tensor cfg = torch::zeros({c, n, kConfigFeatDim});
+    cfg.index_copy_(1, g.config_nodes, (batch.layout - 1).to(torch::kFloat32));
+    Tensor x = torch::cat({cached->node_in.unsqueeze(0).expand({c, n, cached->node_in.size(1)}), cfg}, -1);
+    x = Encode(torch::relu(in_->forward(x)), g);
+    return out_->forward(x.mean(1)).squeeze(-1);
+  }
+
+ private:
+  Tensor NodeInputs(const GraphTensors& g) {
+    return torch::cat({g.numeric, (g.layout_index - 1).to(torch::kFloat32), opcode_embed_->forward(g.opcode)}, -1);
+  }
+  Tensor Encode(Tensor x, const GraphTensors& g) {
+    for (size_t b = 0; b < f1_.size(); ++b) {
+      Tensor agg = spec_.edges ? Aggregate(f1_[b]->forward(x), g) : torch::zeros_like(x);
+      x = x + torch::relu(F::normalize(f2_[b]->forward(torch::cat({x, agg}, -1)),
+                                       F::NormalizeFuncOptions().dim(-1).eps(1e-12)));
+    }
+    return x;
+  }
+
+  torch::nn::Embedding opcode_embed_{nullptr};
+  torch::nn::Linear in_{nullptr}, tile_fuse_{nullptr}, out_{nullptr};
+  std::vector<torch::nn::Linear> f1_, f2_;
+};
+
+}  // namespace
+
+std::shared_ptr<RankingNet> MakeRankingNet(const ModelSpec& spec) {
+  if (spec.architecture == "tpugraphs-baseline") return std::make_shared<BaselineNet>(spec);
+  return std::make_shared<TGraphNet>(spec);
+}
+
+double ForwardFlops(const ModelSpec& s, int64_t n, int64_t nc, int64_t e, int64_t c) {
+  // Multiply-adds x 2 of the matmuls; elementwise work is not counted.
+  const double h = static_cast<double>(s.hidden), half = h / 2, C = static_cast<double>(c);
+  const double N = static_cast<double>(n), NC = static_cast<double>(nc);
+  double flops = 0;
+  if (s.architecture == "tpugraphs-baseline") {
+    const double width = kNumericFeatDim + kLayoutSlots + s.opcode_embedding + kConfigFeatDim;
+    flops += 2 * C * N * width * h;
+    flops += s.blocks * (2 * C * N * (h * h + 2 * h * h) + C * 2.0 * static_cast<double>(e) * h);
+  } else {
+    flops += 2 * C * NC * (kConfigFeatDim * s.layout_embedding * h + h * h);  // f_in of configurable nodes
+    const double se = half / static_cast<double>(s.se_reduction);
+    flops += s.blocks * (2 * C * N * (h * h + 2 * h * half + 2 * half * se) + C * 2.0 * static_cast<double>(e) * h);
+  }
+  return flops + 2 * C * h;
+}
+
+}  // namespace tgraph

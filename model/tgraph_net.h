@@ -1,0 +1,56 @@
+// The ranking networks in LibTorch: TGraph (TGraph paper 2.3, with the ablation
+// switches of table 3 and the tile collection's late fusion) and the TpuGraphs
+// baseline (GraphSAGE with residuals, no attention). Lower score = predicted faster.
+#pragma once
+
+#include <memory>
+
+#include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/container/modulelist.h>
+
+#include "model/features.h"
+#include "model/model_spec.h"
+
+namespace tgraph {
+
+// What a forward pass needs beyond the graph: for layout collections the
+// configurations [C, nc, 18] (MakeLayoutConfigTensor); for tile, [C, 24] config_feat.
+struct ConfigBatch {
+  torch::Tensor layout;  // int64 [C, nc, 18], or undefined
+  torch::Tensor tile;    // float [C, 24], or undefined
+  int64_t size() const { return layout.defined() ? layout.size(0) : tile.size(0); }
+};
+
+// The part of a forward pass that does not depend on the configurations, computed
+// once per graph and model (fold) and reusable for every batch of that graph.
+struct StaticEncoding {
+  torch::Tensor node_in;    // [N, H] f_in output for nodes with the all-default config
+  torch::Tensor config_h0;  // [nc, H] first f_in layer of the configurable nodes, before config terms
+  torch::Tensor graph_emb;  // tile only: [1, H] pooled encoder output
+};
+
+class RankingNet : public torch::nn::Module {
+ public:
+  virtual ~RankingNet() = default;
+  virtual StaticEncoding Precompute(const GraphTensors& g) = 0;
+  // Scores [C] for a batch. With `cached` from Precompute of the same graph the result
+  // equals the uncached one (tested to 1e-5).
+  virtual torch::Tensor Score(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding* cached) = 0;
+  torch::Tensor Score(const GraphTensors& g, const ConfigBatch& batch) { return Score(g, batch, nullptr); }
+  const ModelSpec& spec() const { return spec_; }
+
+ protected:
+  explicit RankingNet(ModelSpec spec) : spec_(std::move(spec)) {}
+  ModelSpec spec_;
+};
+
+// Builds the network a spec describes, with freshly initialised weights.
+std::shared_ptr<RankingNet> MakeRankingNet(const ModelSpec& spec);
+
+// Multiply-add count of one forward pass (for benchmarks): N pruned nodes, nc
+// configurable, E edges, C configs.
+double ForwardFlops(const ModelSpec& spec, int64_t n, int64_t nc, int64_t e, int64_t c);
+
+}  // namespace tgraph

@@ -1,0 +1,176 @@
+// LibTorch defines glog-style CHECK macros: use Catch's prefixed names here.
+#define CATCH_CONFIG_PREFIX_ALL
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include "model/features.h"
+#include "model/loss.h"
+#include "model/tgraph_net.h"
+#include "model/synth/families.h"
+#include "model/synth/search.h"
+
+using namespace tgraph;
+
+namespace {
+
+struct Fixture {
+  GraphTensors graph;
+  torch::Tensor configs;  // [C, nc, 18]
+  int64_t nc = 0;
+};
+
+// A small synthetic xla graph, pruned, with 12 random configurations.
+Fixture MakeFixture(uint64_t seed = 1, int64_t configs = 12) {
+  synth::Rng rng(seed);
+  synth::BuiltGraph b = synth::MakeXlaGraph(rng, 60);
+  const std::vector<int64_t> ids = synth::ConfigurableNodes(b.nodes);
+  const NodeGraph g = synth::ToNodeGraph(b.nodes);
+  const PrunedGraph p = PruneGraph(g, ids);
+  const FeatureStats stats = FeatureStats::Compute({&p.graph});
+  synth::LayoutCostModel model(b.nodes, ids);
+  const synth::SearchResult s = synth::RandomSearch(model, configs, rng);
+  Fixture f;
+  f.graph = MakeGraphTensors(p.graph, p.config_node_index, stats);
+  f.nc = static_cast<int64_t>(ids.size());
+  f.configs = MakeLayoutConfigTensor(s.configs.data(), configs, f.nc);
+  return f;
+}
+
+ModelSpec SmallSpec() {
+  ModelSpec s;
+  s.hidden = 32;
+  return s;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("graph tensors: standardised features, re-padded layout indices, undirected edges", "[features]") {
+  NodeGraph g;
+  g.num_nodes = 2;
+  g.node_feat.assign(2 * kNodeFeatDim, 0.0f);
+  g.node_feat[21] = 4;  // node 0: rank 1, layout {0}
+  g.node_feat[1] = 16;
+  g.node_feat[kNodeFeatDim + 1] = 32;
+  g.node_opcode = {op::kParameter, op::kDot};
+  g.edge_index = {1, 0};
+  const FeatureStats stats = FeatureStats::Compute({&g});
+  const GraphTensors t = MakeGraphTensors(g, {1}, stats);
+  CATCH_CHECK(t.numeric.sizes() == torch::IntArrayRef({2, 134}));
+  CATCH_CHECK(t.numeric[0][1].item<float>() == Approx(-1.0));
+  CATCH_CHECK(t.numeric[1][1].item<float>() == Approx(1.0));
+  // Node 0: slot 0 is axis 0 -> index 1; slots past the rank are -1 -> index 0.
+  CATCH_CHECK(t.layout_index[0][0].item<int64_t>() == 1);
+  CATCH_CHECK(t.layout_index[0][1].item<int64_t>() == 0);
+  CATCH_CHECK(t.layout_index[1].sum().item<int64_t>() == 0);  // rank 0
+  CATCH_CHECK(t.edge_src.numel() == 2);
+  CATCH_CHECK(t.edge_src[0].item<int64_t>() == 0);  // producer -> consumer
+  CATCH_CHECK(t.edge_dst[0].item<int64_t>() == 1);
+  CATCH_CHECK(t.edge_src[1].item<int64_t>() == 1);  // and back
+  CATCH_CHECK(t.config_nodes[0].item<int64_t>() == 1);
+  const int8_t rows[18] = {-1, 0, 5};
+  torch::Tensor c = MakeLayoutConfigTensor(rows, 1, 1);
+  CATCH_CHECK(c.sizes() == torch::IntArrayRef({1, 1, 18}));
+  CATCH_CHECK(c[0][0][0].item<int64_t>() == 0);
+  CATCH_CHECK(c[0][0][2].item<int64_t>() == 6);
+}
+
+CATCH_TEST_CASE("every architecture and ablation scores one value per configuration", "[net]") {
+  torch::manual_seed(0);
+  Fixture f = MakeFixture();
+  for (std::string arch : {"tgraph", "tpugraphs-baseline"})
+    for (int ablation = 0; ablation < 4; ++ablation) {
+      ModelSpec s = SmallSpec();
+      s.architecture = arch;
+      s.self_attention = ablation != 1;
+      s.cross_attention = ablation != 2;
+      s.edges = ablation != 3;
+      auto net = MakeRankingNet(s);
+      torch::Tensor scores = net->Score(f.graph, {f.configs, {}});
+      CATCH_CHECK(scores.sizes() == torch::IntArrayRef({12}));
+      CATCH_CHECK(torch::isfinite(scores).all().item<bool>());
+    }
+}
+
+CATCH_TEST_CASE("TGraph is equivariant over the configuration axis", "[net]") {
+  torch::manual_seed(1);
+  Fixture f = MakeFixture(2, 16);
+  auto net = MakeRankingNet(SmallSpec());
+  torch::NoGradGuard no_grad;
+  const torch::Tensor scores = net->Score(f.graph, {f.configs, {}});
+  const torch::Tensor perm = torch::randperm(16, torch::kInt64);
+  const torch::Tensor permuted = net->Score(f.graph, {f.configs.index_select(0, perm), {}});
+  CATCH_CHECK(torch::allclose(permuted, scores.index_select(0, perm), 1e-5, 1e-5));
+  // Cross-configuration attention makes a score depend on the other configs in the batch.
+  const torch::Tensor half = net->Score(f.graph, {f.configs.slice(0, 0, 8), {}});
+  CATCH_CHECK_FALSE(torch::allclose(half, scores.slice(0, 0, 8), 1e-6, 1e-6));
+}
+
+CATCH_TEST_CASE("cached config-independent work gives the same scores", "[net]") {
+  torch::manual_seed(2);
+  Fixture f = MakeFixture(3, 10);
+  for (std::string arch : {"tgraph", "tpugraphs-baseline"}) {
+    ModelSpec s = SmallSpec();
+    s.architecture = arch;
+    auto net = MakeRankingNet(s);
+    torch::NoGradGuard no_grad;
+    const StaticEncoding cache = net->Precompute(f.graph);
+    const torch::Tensor cached = net->Score(f.graph, {f.configs, {}}, &cache);
+    const torch::Tensor uncached = net->Score(f.graph, {f.configs, {}});
+    CATCH_CHECK(torch::allclose(cached, uncached, 1e-5, 1e-5));
+  }
+}
+
+CATCH_TEST_CASE("the separated f_in equals f_in on the full concatenation", "[net]") {
+  // With a config that is all -1 everywhere, every node has the same f_in as a
+  // non-configurable node: the score must not depend on which nodes are configurable.
+  torch::manual_seed(3);
+  Fixture f = MakeFixture(4, 3);
+  auto net = MakeRankingNet(SmallSpec());
+  torch::NoGradGuard no_grad;
+  torch::Tensor defaults = torch::zeros_like(f.configs);
+  GraphTensors none = f.graph;
+  none.config_nodes = torch::empty({0}, torch::kInt64);
+  const torch::Tensor a = net->Score(f.graph, {defaults, {}});
+  const torch::Tensor b = net->Score(none, {torch::zeros({3, 0, 18}, torch::kInt64), {}});
+  CATCH_CHECK(torch::allclose(a, b, 1e-5, 1e-5));
+}
+
+CATCH_TEST_CASE("tile networks fuse the config features late", "[net]") {
+  torch::manual_seed(4);
+  Fixture f = MakeFixture(5, 2);
+  ModelSpec s = SmallSpec();
+  s.kind = CollectionKind::kTile;
+  GraphTensors g = f.graph;
+  g.config_nodes = torch::empty({0}, torch::kInt64);
+  torch::Tensor tile = torch::rand({6, 24}) * 100;
+  for (std::string arch : {"tgraph", "tpugraphs-baseline"}) {
+    s.architecture = arch;
+    auto net = MakeRankingNet(s);
+    torch::NoGradGuard no_grad;
+    torch::Tensor scores = net->Score(g, {{}, tile});
+    CATCH_CHECK(scores.sizes() == torch::IntArrayRef({6}));
+    // Late fusion: a config's score does not depend on the other configs.
+    CATCH_CHECK(torch::allclose(net->Score(g, {{}, tile.slice(0, 0, 2)}), scores.slice(0, 0, 2), 1e-5, 1e-5));
+  }
+}
+
+CATCH_TEST_CASE("pairwise hinge loss on hand-made inputs", "[loss]") {
+  // runtimes 1 < 2 < 3. Pairs (i slower than j): (1,0), (2,0), (2,1).
+  auto loss = [](std::vector<float> s, std::vector<float> r) {
+    return PairwiseHingeLoss(torch::tensor(s), torch::tensor(r)).item<float>();
+  };
+  // Perfectly separated by >= 1: zero loss.
+  CATCH_CHECK(loss({0, 1, 2}, {1, 2, 3}) == Approx(0.0));
+  // All scores equal: each of the 3 pairs costs 1; mean over 9 ordered pairs.
+  CATCH_CHECK(loss({5, 5, 5}, {1, 2, 3}) == Approx(3.0 / 9.0));
+  // Reversed by 1: pairs cost 1 + 1 = 2, 1 + 2 = 3, 2: (2 + 3 + 2) / 9.
+  CATCH_CHECK(loss({2, 1, 0}, {1, 2, 3}) == Approx(7.0 / 9.0));
+  // Tied runtimes contribute nothing.
+  CATCH_CHECK(loss({0, 0}, {4, 4}) == Approx(0.0));
+  // Gradient pushes the slower config's score up.
+  torch::Tensor s = torch::zeros({2}, torch::requires_grad());
+  PairwiseHingeLoss(s, torch::tensor({2.0f, 1.0f})).backward();
+  CATCH_CHECK(s.grad()[0].item<float>() < 0);
+  CATCH_CHECK(s.grad()[1].item<float>() > 0);
+}
