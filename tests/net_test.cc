@@ -6,6 +6,7 @@
 
 #include "model/features.h"
 #include "model/loss.h"
+#include "model/scoring.h"
 #include "model/tgraph_net.h"
 #include "model/synth/families.h"
 #include "model/synth/search.h"
@@ -173,4 +174,68 @@ CATCH_TEST_CASE("pairwise hinge loss on hand-made inputs", "[loss]") {
   PairwiseHingeLoss(s, torch::tensor({2.0f, 1.0f})).backward();
   CATCH_CHECK(s.grad()[0].item<float>() < 0);
   CATCH_CHECK(s.grad()[1].item<float>() > 0);
+}
+
+namespace {
+
+std::vector<int8_t> RowsOf(const Fixture& f) {
+  std::vector<int8_t> rows(f.configs.numel());
+  const int64_t* p = f.configs.data_ptr<int64_t>();
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int8_t>(p[i] - 1);
+  return rows;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("scoring: one batch skips TTA, and TTA over permutations would not change it", "[scoring]") {
+  torch::manual_seed(5);
+  Fixture f = MakeFixture(6, 20);
+  auto net = MakeRankingNet(SmallSpec());
+  const std::vector<int8_t> rows = RowsOf(f);
+  const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
+  ScoringOptions o;
+  o.batch_size = 32;
+  o.tta = 10;
+  const ScoreResult r = ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, o);
+  CATCH_CHECK(r.batches == 1);  // 20 configs fit one batch of 32: no permutations
+  torch::NoGradGuard no_grad;
+  const torch::Tensor direct = net->Score(f.graph, {f.configs, {}});
+  for (int i = 0; i < 20; ++i) CATCH_CHECK(r.score[i] == Approx(direct[i].item<float>()).margin(1e-5));
+  // What TTA would compute, by hand: the mean over permuted full batches, mapped back.
+  torch::Tensor tta = torch::zeros({20}, torch::kFloat64);
+  for (int p = 0; p < 3; ++p) {
+    torch::Tensor perm = torch::randperm(20, torch::kInt64);
+    torch::Tensor s = net->Score(f.graph, {f.configs.index_select(0, perm), {}}).to(torch::kFloat64);
+    tta.index_add_(0, perm, s);
+  }
+  tta /= 3;
+  for (int i = 0; i < 20; ++i) CATCH_CHECK(r.score[i] == Approx(tta[i].item<double>()).margin(1e-5));
+  CATCH_CHECK(r.spread == std::vector<double>(20, 0.0));  // one fold
+}
+
+CATCH_TEST_CASE("scoring: batches, TTA passes, fold average and spread", "[scoring]") {
+  torch::manual_seed(6);
+  Fixture f = MakeFixture(7, 20);
+  auto a = MakeRankingNet(SmallSpec());
+  auto b = MakeRankingNet(SmallSpec());
+  const std::vector<int8_t> rows = RowsOf(f);
+  const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
+  ScoringOptions o;
+  o.batch_size = 8;
+  o.tta = 3;
+  const ScoreResult both = ScoreConfigs({{a.get(), nullptr}, {b.get(), nullptr}}, f.graph, cr, o);
+  CATCH_CHECK(both.batches == 2 * 3 * 3);  // folds x passes x ceil(20 / 8)
+  const ScoreResult ra = ScoreConfigs({{a.get(), nullptr}}, f.graph, cr, o);
+  const ScoreResult rb = ScoreConfigs({{b.get(), nullptr}}, f.graph, cr, o);
+  for (int i = 0; i < 20; ++i) {
+    CATCH_CHECK(both.score[i] == Approx((ra.score[i] + rb.score[i]) / 2).margin(1e-9));
+    CATCH_CHECK(both.spread[i] == Approx(std::abs(ra.score[i] - rb.score[i]) / 2).margin(1e-9));
+  }
+  // Same seed, same scores; the cached static encoding gives the same scores too.
+  const StaticEncoding cache = a->Precompute(f.graph);
+  const ScoreResult again = ScoreConfigs({{a.get(), &cache}}, f.graph, cr, o);
+  for (int i = 0; i < 20; ++i) CATCH_CHECK(again.score[i] == Approx(ra.score[i]).margin(1e-5));
+  // Rankings: fastest first, ties by index, cut to top_k.
+  CATCH_CHECK(RankByScore({0.5, -1.0, 0.5, 2.0}) == std::vector<int64_t>{1, 0, 2, 3});
+  CATCH_CHECK(RankByScore({0.5, -1.0, 0.5, 2.0}, 2) == std::vector<int64_t>{1, 0});
 }

@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "model/synth/hlo_builder.h"
-#include "model/synth/rng.h"
+#include "model/rng.h"
 
 namespace tgraph::synth {
+
+using tgraph::Rng;
 
 struct BuiltGraph {
   std::string kind;  // short description used in the file name, e.g. "resnet_b8_c64"

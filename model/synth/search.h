@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/synth/cost_model.h"
-#include "model/synth/rng.h"
+#include "model/rng.h"
 
 namespace tgraph::synth {
 

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-namespace tgraph::synth {
+namespace tgraph {
 
 class Rng {
  public:
@@ -56,4 +56,4 @@ class Rng {
   uint64_t s_[4];
 };
 
-}  // namespace tgraph::synth
+}  // namespace tgraph

@@ -1,0 +1,49 @@
+// The one scoring function used by the evaluator, trainer validation and server:
+// configurations in batches of B through every fold, test-time augmentation with N
+// random permutations when they exceed one batch (skipped when they fit: the network
+// is equivariant over configurations), fold average, and the spread across folds.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/tgraph_net.h"
+
+namespace tgraph {
+
+// Configurations as stored: layout rows (int8, count x nc x 18) or tile rows
+// (float, count x 24). Exactly one pointer is set.
+struct ConfigRows {
+  const int8_t* layout = nullptr;
+  const float* tile = nullptr;
+  int64_t count = 0;
+  int64_t num_config_nodes = 0;
+};
+
+struct ScoringOptions {
+  int64_t batch_size = 128;
+  int tta = 10;        // permutations when count > batch_size
+  uint64_t seed = 0;   // permutations are a function of the seed: same input, same scores
+};
+
+// One fold's network and, optionally, its cached StaticEncoding of this graph.
+struct FoldModel {
+  RankingNet* net = nullptr;
+  const StaticEncoding* cache = nullptr;
+};
+
+struct ScoreResult {
+  std::vector<double> score;   // fold mean; lower = predicted faster
+  std::vector<double> spread;  // population std of the fold scores (0 with one fold)
+  int64_t batches = 0;         // forward passes run, over all folds
+};
+
+// Runs without autograd. Scores of one fold are averaged over the TTA passes.
+ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
+                         const ScoringOptions& options);
+
+// Ranking: config indices sorted by score, fastest first (ties by index), cut to top_k
+// when top_k > 0.
+std::vector<int64_t> RankByScore(const std::vector<double>& score, int64_t top_k = 0);
+
+}  // namespace tgraph
