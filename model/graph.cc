@@ -1,12 +1,11 @@
 #include "model/graph.h"
 
-#include <openssl/evp.h>
-
 #include <cmath>
 #include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "model/sha256.h"
 
 namespace tgraph {
 namespace {
@@ -98,35 +97,6 @@ absl::Status ValidateTileGraph(const TileGraph& g, absl::string_view what) {
     return s;
   return absl::OkStatus();
 }
-
-namespace {
-
-class Sha256 {
- public:
-  Sha256() : ctx_(EVP_MD_CTX_new()) { EVP_DigestInit_ex(ctx_.get(), EVP_sha256(), nullptr); }
-  void Update(const void* p, size_t n) { EVP_DigestUpdate(ctx_.get(), p, n); }
-  void U64(uint64_t v) { Update(&v, sizeof v); }  // host is little-endian (static_assert in npy.cc)
-  std::string HexDigest() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(ctx_.get(), md, &len);
-    static const char* kHex = "0123456789abcdef";
-    std::string out;
-    for (unsigned int i = 0; i < len; ++i) {
-      out.push_back(kHex[md[i] >> 4]);
-      out.push_back(kHex[md[i] & 15]);
-    }
-    return out;
-  }
-
- private:
-  struct Free {
-    void operator()(EVP_MD_CTX* c) const { EVP_MD_CTX_free(c); }
-  };
-  std::unique_ptr<EVP_MD_CTX, Free> ctx_;
-};
-
-}  // namespace
 
 std::string GraphContentHash(const NodeGraph& g, const std::vector<int64_t>& node_config_ids) {
   Sha256 h;

@@ -6,7 +6,9 @@
 
 #include "model/features.h"
 #include "model/loss.h"
+#include "model/model_io.h"
 #include "model/scoring.h"
+#include "tests/test_util.h"
 #include "model/tgraph_net.h"
 #include "model/synth/families.h"
 #include "model/synth/search.h"
@@ -238,4 +240,43 @@ CATCH_TEST_CASE("scoring: batches, TTA passes, fold average and spread", "[scori
   // Rankings: fastest first, ties by index, cut to top_k.
   CATCH_CHECK(RankByScore({0.5, -1.0, 0.5, 2.0}) == std::vector<int64_t>{1, 0, 2, 3});
   CATCH_CHECK(RankByScore({0.5, -1.0, 0.5, 2.0}, 2) == std::vector<int64_t>{1, 0});
+}
+
+CATCH_TEST_CASE("weights round trip through npz and the registry", "[model_io]") {
+  torch::manual_seed(7);
+  Fixture f = MakeFixture(8, 10);
+  TempDir dir;
+  ModelSpec spec = SmallSpec();
+  auto a = MakeRankingNet(spec);
+  const std::string w = dir.path() + "/w.npz";
+  CATCH_REQUIRE(SaveWeights(*a, w).ok());
+  auto b = MakeRankingNet(spec);  // other random weights
+  CATCH_REQUIRE(LoadWeights(*b, w).ok());
+  torch::NoGradGuard no_grad;
+  CATCH_CHECK(torch::equal(a->Score(f.graph, {f.configs, {}}), b->Score(f.graph, {f.configs, {}})));
+
+  // A file for another architecture is refused with the parameter that does not fit.
+  ModelSpec wider = spec;
+  wider.hidden = 48;
+  auto c = MakeRankingNet(wider);
+  absl::Status s = LoadWeights(*c, w);
+  CATCH_REQUIRE_FALSE(s.ok());
+  CATCH_CHECK_THAT(std::string(s.message()), Catch::Contains("the architecture needs float32"));
+  ModelSpec baseline = spec;
+  baseline.architecture = "tpugraphs-baseline";
+  auto d = MakeRankingNet(baseline);
+  CATCH_CHECK_FALSE(LoadWeights(*d, w).ok());
+
+  // Published through the registry and loaded back as a model of two folds.
+  Registry reg(dir.path() + "/registry");
+  Manifest m;
+  m.collection = "layout:xla:random";
+  m.spec = spec;
+  m.folds = {{0, 0.4, w, ""}, {1, 0.5, w, ""}};
+  auto v = reg.Publish(m);
+  CATCH_REQUIRE(v.ok());
+  auto loaded = LoadModel(reg, "layout:xla:random", *v);
+  CATCH_REQUIRE(loaded.ok());
+  CATCH_CHECK(loaded->folds.size() == 2);
+  CATCH_CHECK(torch::equal(loaded->folds[1]->Score(f.graph, {f.configs, {}}), a->Score(f.graph, {f.configs, {}})));
 }

@@ -1,0 +1,68 @@
+#include "model/model_io.h"
+
+#include <torch/torch.h>
+
+#include <cstring>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/npy.h"
+
+namespace tgraph {
+
+absl::Status SaveWeights(RankingNet& net, const std::string& path) {
+  NpzArchive arrays;
+  for (const auto& item : net.named_parameters()) {
+    torch::Tensor t = item.value().detach().to(torch::kFloat32).contiguous();
+    NpyArray a;
+    a.dtype = DType::kFloat32;
+    a.shape.assign(t.sizes().begin(), t.sizes().end());
+    a.bytes.resize(t.numel() * sizeof(float));
+    std::memcpy(a.bytes.data(), t.data_ptr<float>(), a.bytes.size());
+    arrays[item.key()] = std::move(a);
+  }
+  return WriteNpz(path, arrays);
+}
+
+absl::Status LoadWeights(RankingNet& net, const std::string& path) {
+  absl::StatusOr<NpzArchive> npz = ReadNpz(path);
+  if (!npz.ok()) return npz.status();
+  std::set<std::string> expected;
+  torch::NoGradGuard no_grad;
+  for (auto& item : net.named_parameters()) {
+    expected.insert(item.key());
+    auto it = npz->find(item.key());
+    if (it == npz->end())
+      return absl::DataLossError(absl::StrCat(path, ": parameter '", item.key(), "' is missing"));
+    const NpyArray& a = it->second;
+    const std::vector<int64_t> want(item.value().sizes().begin(), item.value().sizes().end());
+    if (a.dtype != DType::kFloat32 || a.shape != want)
+      return absl::DataLossError(absl::StrCat(path, ": parameter '", item.key(), "' has ", DTypeName(a.dtype), " ",
+                                              a.ShapeString(), ", the architecture needs float32 (",
+                                              absl::StrJoin(want, ", "), ")"));
+    std::memcpy(item.value().data_ptr<float>(), a.bytes.data(), a.bytes.size());
+  }
+  for (const auto& [key, value] : *npz)
+    if (!expected.count(key))
+      return absl::DataLossError(absl::StrCat(path, ": unexpected parameter '", key, "' for this architecture"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::string& collection, int64_t version) {
+  absl::StatusOr<Manifest> m = registry.ReadVersion(collection, version);
+  if (!m.ok()) return m.status();
+  LoadedModel model;
+  model.manifest = *m;
+  for (const FoldEntry& f : m->folds) {
+    std::shared_ptr<RankingNet> net = MakeRankingNet(m->spec);
+    if (absl::Status s = LoadWeights(*net, absl::StrCat(registry.VersionDir(collection, version), "/", f.weights));
+        !s.ok())
+      return s;
+    net->eval();
+    model.folds.push_back(std::move(net));
+  }
+  return model;
+}
+
+}  // namespace tgraph

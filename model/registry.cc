@@ -1,0 +1,226 @@
+#include "model/registry.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "model/file_util.h"
+#include "model/sha256.h"
+
+namespace tgraph {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+constexpr char kManifest[] = "manifest.json";
+constexpr char kFormat[] = "tgraph.manifest.v1";
+
+void FsyncPath(const std::string& path, bool directory) {
+  int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+}
+
+absl::Status CopyFileSynced(const std::string& from, const std::string& to) {
+  absl::StatusOr<std::string> data = ReadFile(from);
+  if (!data.ok()) return data.status();
+  return WriteFileAtomic(to, *data);
+}
+
+}  // namespace
+
+std::string UtcNow() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string Manifest::ToJson() const {
+  json j;
+  j["format"] = kFormat;
+  j["collection"] = collection;
+  j["version"] = version;
+  j["created"] = created;
+  j["spec"] = json::parse(spec.ToJson());
+  j["feature_stats"] = json::parse(stats.ToJson());
+  j["folds"] = json::array();
+  for (const FoldEntry& f : folds)
+    j["folds"].push_back({{"fold", f.fold}, {"valid_tau", f.valid_tau}, {"weights", f.weights}, {"sha256", f.sha256}});
+  j["inference"] = {{"batch_size", batch_size}, {"tta", tta}};
+  j["training"] = {{"data_fingerprint", data_fingerprint}, {"flags", training}};
+  return j.dump(2);
+}
+
+absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::string_view what) {
+  json j = json::parse(text, nullptr, false);
+  auto err = [&](absl::string_view key, absl::string_view expected) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "' must be ", expected));
+  };
+  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(what, ": not a JSON object"));
+  if (j.value("format", "") != kFormat) return err("format", absl::StrCat("\"", kFormat, "\""));
+  Manifest m;
+  if (!j.contains("collection") || !j["collection"].is_string()) return err("collection", "a string");
+  m.collection = j["collection"].get<std::string>();
+  if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() < 1)
+    return err("version", "a positive integer");
+  m.version = j["version"].get<int64_t>();
+  m.created = j.value("created", "");
+  if (!j.contains("spec") || !j["spec"].is_object()) return err("spec", "an object");
+  absl::StatusOr<ModelSpec> spec = ModelSpec::FromJson(j["spec"].dump(), absl::StrCat(what, ": spec"));
+  if (!spec.ok()) return spec.status();
+  m.spec = *spec;
+  if (!j.contains("feature_stats") || !j["feature_stats"].is_object()) return err("feature_stats", "an object");
+  absl::StatusOr<FeatureStats> stats =
+      FeatureStats::FromJson(j["feature_stats"].dump(), absl::StrCat(what, ": feature_stats"));
+  if (!stats.ok()) return stats.status();
+  m.stats = *stats;
+  if (!j.contains("folds") || !j["folds"].is_array() || j["folds"].empty()) return err("folds", "a non-empty array");
+  for (const json& f : j["folds"]) {
+    if (!f.is_object() || !f.contains("fold") || !f["fold"].is_number_integer() || !f.contains("weights") ||
+        !f["weights"].is_string() || !f.contains("sha256") || !f["sha256"].is_string() || !f.contains("valid_tau") ||
+        !f["valid_tau"].is_number())
+      return err("folds", "objects with fold, valid_tau, weights and sha256");
+    const std::string file = f["weights"].get<std::string>();
+    if (file.empty() || file.find('/') != std::string::npos || file[0] == '.')
+      return err("folds", "weight file names without a directory");
+    m.folds.push_back({f["fold"].get<int>(), f["valid_tau"].get<double>(), file, f["sha256"].get<std::string>()});
+  }
+  if (j.contains("inference") && j["inference"].is_object()) {
+    m.batch_size = j["inference"].value("batch_size", int64_t{128});
+    m.tta = j["inference"].value("tta", 10);
+  }
+  if (m.batch_size < 1 || m.tta < 1) return err("inference", "positive batch_size and tta");
+  if (j.contains("training") && j["training"].is_object()) {
+    m.data_fingerprint = j["training"].value("data_fingerprint", "");
+    if (j["training"].contains("flags") && j["training"]["flags"].is_object())
+      for (auto& [k, v] : j["training"]["flags"].items()) m.training[k] = v.is_string() ? v.get<std::string>() : v.dump();
+  }
+  return m;
+}
+
+std::string Registry::VersionDir(const std::string& collection, int64_t version) const {
+  return absl::StrCat(root_, "/", collection, "/", version);
+}
+
+std::vector<int64_t> Registry::ListVersions(const std::string& collection) const {
+  std::vector<int64_t> out;
+  std::error_code ec;
+  const std::string dir = absl::StrCat(root_, "/", collection);
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    int64_t v = 0;
+    const std::string name = it->path().filename().string();
+    if (!absl::SimpleAtoi(name, &v) || v < 1 || absl::StrCat(v) != name) continue;
+    if (fs::is_regular_file(it->path() / kManifest, ec)) out.push_back(v);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> Registry::ListCollections() const {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (fs::directory_iterator it(root_, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_directory(ec) && !ListVersions(it->path().filename().string()).empty())
+      out.push_back(it->path().filename().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+absl::StatusOr<int64_t> Registry::LatestVersion(const std::string& collection) const {
+  std::vector<int64_t> v = ListVersions(collection);
+  if (v.empty())
+    return absl::NotFoundError(absl::StrCat("registry ", root_, ": collection '", collection, "' has no version"));
+  return v.back();
+}
+
+absl::StatusOr<Manifest> Registry::ReadVersion(const std::string& collection, int64_t version) const {
+  const std::string dir = VersionDir(collection, version);
+  const std::string path = absl::StrCat(dir, "/", kManifest);
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok())
+    return absl::NotFoundError(absl::StrCat("model ", collection, " version ", version, ": ", text.status().message()));
+  absl::StatusOr<Manifest> m = Manifest::FromJson(*text, path);
+  if (!m.ok()) return m.status();
+  if (m->collection != collection || m->version != version)
+    return absl::DataLossError(absl::StrCat(path, ": describes ", m->collection, " version ", m->version,
+                                            " but lies in the directory of ", collection, " version ", version));
+  for (const FoldEntry& f : m->folds) {
+    const std::string file = absl::StrCat(dir, "/", f.weights);
+    absl::StatusOr<std::string> sha = Sha256File(file);
+    if (!sha.ok())
+      return absl::DataLossError(absl::StrCat(path, ": fold ", f.fold, " weight file is missing: ", sha.status().message()));
+    if (*sha != f.sha256)
+      return absl::DataLossError(absl::StrCat(file, ": checksum mismatch (manifest ", f.sha256, ", file ", *sha,
+                                              "): the file is corrupt or was changed"));
+  }
+  return m;
+}
+
+absl::StatusOr<int64_t> Registry::Publish(Manifest m) const {
+  const std::string coll_dir = absl::StrCat(root_, "/", m.collection);
+  std::error_code ec;
+  fs::create_directories(coll_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(coll_dir, ": cannot create: ", ec.message()));
+  std::random_device rd;
+  const std::string staging = absl::StrCat(coll_dir, "/.staging-", getpid(), "-", rd());
+  fs::create_directories(staging, ec);
+  if (ec) return absl::InternalError(absl::StrCat(staging, ": cannot create: ", ec.message()));
+  auto cleanup = [&] { fs::remove_all(staging, ec); };
+  for (FoldEntry& f : m.folds) {
+    const std::string name = absl::StrCat("fold_", f.fold, ".npz");
+    if (absl::Status s = CopyFileSynced(f.weights, absl::StrCat(staging, "/", name)); !s.ok()) {
+      cleanup();
+      return s;
+    }
+    absl::StatusOr<std::string> sha = Sha256File(absl::StrCat(staging, "/", name));
+    if (!sha.ok()) {
+      cleanup();
+      return sha.status();
+    }
+    f.weights = name;
+    f.sha256 = *sha;
+  }
+  m.created = UtcNow();
+  // Take the next free number; a concurrent publisher that renamed first makes our
+  // rename fail (the target exists and is not empty), and we try the next one.
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    absl::StatusOr<int64_t> latest = LatestVersion(m.collection);
+    m.version = (latest.ok() ? *latest : 0) + 1 + attempt;
+    if (absl::Status s = WriteFileAtomic(absl::StrCat(staging, "/", kManifest), m.ToJson()); !s.ok()) {
+      cleanup();
+      return s;
+    }
+    FsyncPath(staging, true);
+    const std::string target = VersionDir(m.collection, m.version);
+    if (::rename(staging.c_str(), target.c_str()) == 0) {
+      FsyncPath(coll_dir, true);
+      return m.version;
+    }
+    if (errno != EEXIST && errno != ENOTEMPTY) {
+      const std::string msg = std::strerror(errno);
+      cleanup();
+      return absl::InternalError(absl::StrCat("publish ", target, ": rename failed: ", msg));
+    }
+  }
+  cleanup();
+  return absl::InternalError(absl::StrCat("publish ", m.collection, ": no free version number"));
+}
+
+}  // namespace tgraph

@@ -1,0 +1,71 @@
+// The versioned model registry: <root>/<collection>/<version>/manifest.json plus one
+// weight file per fold (TensorFlow Serving / Triton convention). Publishing is atomic
+// (staging directory, fsync, rename; concurrent publishers take distinct versions);
+// reading verifies completeness and checksums. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/model_spec.h"
+#include "model/preprocess.h"
+
+namespace tgraph {
+
+struct FoldEntry {
+  int fold = 0;
+  double valid_tau = 0;     // validation metric of the fold (M_tile for tile)
+  std::string weights;      // file name inside the version directory
+  std::string sha256;       // of that file
+};
+
+struct Manifest {
+  std::string collection;
+  int64_t version = 0;
+  std::string created;      // UTC, ISO 8601
+  ModelSpec spec;
+  FeatureStats stats;
+  std::vector<FoldEntry> folds;
+  int64_t batch_size = 128; // inference batch (the paper's 128)
+  int tta = 10;             // test-time augmentation passes
+  std::string data_fingerprint;               // hash of the training data
+  std::map<std::string, std::string> training;  // the trainer's flags
+
+  std::string ToJson() const;
+  static absl::StatusOr<Manifest> FromJson(const std::string& json, absl::string_view what);
+};
+
+class Registry {
+ public:
+  explicit Registry(std::string root) : root_(std::move(root)) {}
+  const std::string& root() const { return root_; }
+
+  std::string VersionDir(const std::string& collection, int64_t version) const;
+  // Complete versions (directories named by a positive integer holding manifest.json), ascending.
+  std::vector<int64_t> ListVersions(const std::string& collection) const;
+  // Collections with at least one complete version.
+  std::vector<std::string> ListCollections() const;
+  // NOT_FOUND when the collection has no version.
+  absl::StatusOr<int64_t> LatestVersion(const std::string& collection) const;
+
+  // Reads and checks a version: manifest parses, matches its directory, every weight
+  // file exists and has the recorded sha256. Errors name the file and the problem.
+  absl::StatusOr<Manifest> ReadVersion(const std::string& collection, int64_t version) const;
+
+  // Publishes a new version: copies each fold's weight file (FoldEntry::weights is the
+  // source path; the published name is fold_<k>.npz), fills in sha256, version and
+  // created, writes everything into a staging directory, fsyncs and renames it to the
+  // next free version number. Returns the version.
+  absl::StatusOr<int64_t> Publish(Manifest manifest) const;
+
+ private:
+  std::string root_;
+};
+
+// Current UTC time as "2026-11-22T09:30:00Z".
+std::string UtcNow();
+
+}  // namespace tgraph

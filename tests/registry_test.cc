@@ -1,0 +1,162 @@
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "model/file_util.h"
+#include "model/registry.h"
+#include "tests/test_util.h"
+
+using namespace tgraph;
+
+namespace {
+
+// A manifest whose fold weights are two small files in `dir`.
+Manifest TestManifest(const std::string& dir, const std::string& tag = "a") {
+  Manifest m;
+  m.collection = "layout:xla:random";
+  m.spec.hidden = 64;
+  m.stats.count = 10;
+  m.stats.mean[3] = 1.5;
+  m.stats.std[3] = 0.25;
+  m.data_fingerprint = "abc";
+  m.training = {{"epochs", "3"}, {"seed", "7"}};
+  for (int k : {0, 2}) {
+    const std::string src = dir + "/w" + tag + std::to_string(k);
+    std::ofstream(src) << "weights of fold " << k << " " << tag;
+    m.folds.push_back({k, 0.5 + k, src, ""});
+  }
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("manifest JSON round trip", "[registry]") {
+  TempDir dir;
+  Manifest m = TestManifest(dir.path());
+  m.version = 3;
+  m.folds[0].sha256 = "ff";
+  for (FoldEntry& f : m.folds) f.weights = "fold_" + std::to_string(f.fold) + ".npz";
+  auto back = Manifest::FromJson(m.ToJson(), "m.json");
+  REQUIRE(back.ok());
+  CHECK(back->collection == m.collection);
+  CHECK(back->version == 3);
+  CHECK(back->spec.hidden == 64);
+  CHECK(back->stats.mean[3] == 1.5);
+  CHECK(back->folds.size() == 2);
+  CHECK(back->folds[1].fold == 2);
+  CHECK(back->folds[1].valid_tau == 2.5);
+  CHECK(back->folds[1].weights == "fold_2.npz");
+  CHECK(back->folds[0].sha256 == "ff");
+  CHECK(back->training.at("epochs") == "3");
+  CHECK(back->batch_size == 128);
+  CHECK(back->tta == 10);
+  // A weight file must lie inside the version directory.
+  m.folds[0].weights = "../../etc/passwd";
+  auto escape = Manifest::FromJson(m.ToJson(), "m.json");
+  REQUIRE_FALSE(escape.ok());
+  CHECK_THAT(std::string(escape.status().message()), Catch::Contains("without a directory"));
+  auto bad = Manifest::FromJson(R"({"format": "tgraph.manifest.v1", "collection": "x", "version": 0})", "m.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("m.json: key 'version' must be a positive integer"));
+}
+
+TEST_CASE("publish makes complete, checksummed, growing versions", "[registry]") {
+  TempDir dir;
+  Registry reg(dir.path() + "/registry");
+  CHECK(reg.LatestVersion("layout:xla:random").status().code() == absl::StatusCode::kNotFound);
+  auto v1 = reg.Publish(TestManifest(dir.path()));
+  REQUIRE(v1.ok());
+  CHECK(*v1 == 1);
+  auto v2 = reg.Publish(TestManifest(dir.path(), "b"));
+  REQUIRE(v2.ok());
+  CHECK(*v2 == 2);
+  CHECK(reg.ListVersions("layout:xla:random") == std::vector<int64_t>{1, 2});
+  CHECK(reg.ListCollections() == std::vector<std::string>{"layout:xla:random"});
+  auto m = reg.ReadVersion("layout:xla:random", 2);
+  REQUIRE(m.ok());
+  CHECK(m->version == 2);
+  CHECK(m->folds[0].weights == "fold_0.npz");
+  CHECK(m->folds[1].weights == "fold_2.npz");
+  CHECK(m->folds[0].sha256.size() == 64);
+  CHECK(*ReadFile(reg.VersionDir("layout:xla:random", 2) + "/fold_2.npz") == "weights of fold 2 b");
+  CHECK_FALSE(m->created.empty());
+  // Nothing but the version directories is left behind.
+  int entries = 0;
+  for (auto& e : std::filesystem::directory_iterator(dir.path() + "/registry/layout:xla:random")) {
+    ++entries;
+    CHECK(e.path().filename().string().rfind(".staging", 0) != 0);
+  }
+  CHECK(entries == 2);
+}
+
+TEST_CASE("concurrent publishers never clobber each other", "[registry]") {
+  TempDir dir;
+  Registry reg(dir.path() + "/registry");
+  constexpr int kPublishers = 8;
+  std::vector<Manifest> manifests;
+  for (int i = 0; i < kPublishers; ++i) manifests.push_back(TestManifest(dir.path(), "p" + std::to_string(i)));
+  std::vector<int64_t> versions(kPublishers, -1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kPublishers; ++i)
+    threads.emplace_back([&, i] {
+      auto v = reg.Publish(manifests[i]);
+      versions[i] = v.ok() ? *v : -1;
+    });
+  for (auto& t : threads) t.join();
+  CHECK(std::set<int64_t>(versions.begin(), versions.end()).size() == kPublishers);
+  CHECK(reg.ListVersions("layout:xla:random").size() == kPublishers);
+  for (int i = 0; i < kPublishers; ++i) {
+    REQUIRE(versions[i] > 0);
+    // Each version holds exactly its own publisher's files.
+    CHECK(*ReadFile(reg.VersionDir("layout:xla:random", versions[i]) + "/fold_0.npz") ==
+          "weights of fold 0 p" + std::to_string(i));
+    CHECK(reg.ReadVersion("layout:xla:random", versions[i]).ok());
+  }
+}
+
+TEST_CASE("incomplete and corrupt versions are reported precisely", "[registry]") {
+  TempDir dir;
+  Registry reg(dir.path() + "/registry");
+  REQUIRE(reg.Publish(TestManifest(dir.path())).ok());
+  const std::string v1 = reg.VersionDir("layout:xla:random", 1);
+
+  // A half-written directory (no manifest) and a staging directory are not versions.
+  std::filesystem::create_directories(dir.path() + "/registry/layout:xla:random/2");
+  std::filesystem::create_directories(dir.path() + "/registry/layout:xla:random/.staging-1-2");
+  CHECK(reg.ListVersions("layout:xla:random") == std::vector<int64_t>{1});
+  CHECK(*reg.LatestVersion("layout:xla:random") == 1);
+
+  SECTION("a changed weight file fails its checksum") {
+    std::ofstream(v1 + "/fold_2.npz", std::ios::app) << "x";
+    auto r = reg.ReadVersion("layout:xla:random", 1);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kDataLoss);
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("fold_2.npz: checksum mismatch"));
+  }
+  SECTION("a missing weight file") {
+    std::filesystem::remove(v1 + "/fold_0.npz");
+    auto r = reg.ReadVersion("layout:xla:random", 1);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("fold 0 weight file is missing"));
+  }
+  SECTION("a broken manifest") {
+    std::ofstream(v1 + "/manifest.json") << "{\"format\": \"tgraph.manifest.v1\", \"collection\": 5}";
+    auto r = reg.ReadVersion("layout:xla:random", 1);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("manifest.json: key 'collection' must be a string"));
+  }
+  SECTION("a manifest copied into another version's directory") {
+    std::filesystem::create_directories(dir.path() + "/registry/layout:xla:random/5");
+    for (auto f : {"manifest.json", "fold_0.npz", "fold_2.npz"})
+      std::filesystem::copy_file(v1 + "/" + f, dir.path() + "/registry/layout:xla:random/5/" + f);
+    auto r = reg.ReadVersion("layout:xla:random", 5);
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("describes layout:xla:random version 1"));
+  }
+  SECTION("an unknown version is NOT_FOUND") {
+    CHECK(reg.ReadVersion("layout:xla:random", 9).status().code() == absl::StatusCode::kNotFound);
+  }
+}
