@@ -49,20 +49,23 @@ absl::Status LoadWeights(RankingNet& net, const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::string& collection, int64_t version) {
-  absl::StatusOr<Manifest> m = registry.ReadVersion(collection, version);
-  if (!m.ok()) return m.status();
+absl::StatusOr<LoadedModel> LoadFolds(const Manifest& manifest, const std::string& dir) {
   LoadedModel model;
-  model.manifest = *m;
-  for (const FoldEntry& f : m->folds) {
-    std::shared_ptr<RankingNet> net = MakeRankingNet(m->spec);
-    if (absl::Status s = LoadWeights(*net, absl::StrCat(registry.VersionDir(collection, version), "/", f.weights));
-        !s.ok())
-      return s;
+  model.manifest = manifest;
+  for (const FoldEntry& f : manifest.folds) {
+    std::shared_ptr<RankingNet> net = MakeRankingNet(manifest.spec);
+    const std::string path = !f.weights.empty() && f.weights[0] == '/' ? f.weights : absl::StrCat(dir, "/", f.weights);
+    if (absl::Status s = LoadWeights(*net, path); !s.ok()) return s;
     net->eval();
     model.folds.push_back(std::move(net));
   }
   return model;
+}
+
+absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::string& collection, int64_t version) {
+  absl::StatusOr<Manifest> m = registry.ReadVersion(collection, version);
+  if (!m.ok()) return m.status();
+  return LoadFolds(*m, registry.VersionDir(collection, version));
 }
 
 }  // namespace tgraph

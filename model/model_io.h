@@ -22,8 +22,11 @@ struct LoadedModel {
   std::vector<std::shared_ptr<RankingNet>> folds;  // in eval mode
 };
 
-// Reads and verifies the version (checksums), builds the networks of its spec and
-// loads every fold.
+// Builds the networks of a manifest's spec and loads every fold's weights; weight
+// paths are relative to `dir` unless absolute.
+absl::StatusOr<LoadedModel> LoadFolds(const Manifest& manifest, const std::string& dir);
+
+// Reads and verifies a registry version (checksums), then LoadFolds.
 absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::string& collection, int64_t version);
 
 }  // namespace tgraph

@@ -1,0 +1,86 @@
+// tgraph-eval: scores a split with a published model version or a training run,
+// through the same scoring function as the server, and prints per-graph metrics.
+//
+//   tgraph-eval --data ROOT --collection C --split valid --registry REG [--version V]
+//   tgraph-eval --data ROOT --collection C --split valid --run_dir RUN [--json]
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "model/train/evaluator.h"
+#include "model/train/trainer.h"
+
+ABSL_FLAG(std::string, data, "", "Dataset root");
+ABSL_FLAG(std::string, collection, "", "Collection, e.g. layout:xla:random");
+ABSL_FLAG(std::string, split, "valid", "train, valid or test");
+ABSL_FLAG(std::string, registry, "", "Model registry (with --version, default latest)");
+ABSL_FLAG(int64_t, version, 0, "Model version (0 = latest)");
+ABSL_FLAG(std::string, run_dir, "", "Score with a training run's best folds instead of a published version");
+ABSL_FLAG(int, keep_folds, 4, "With --run_dir: how many of the best folds to use");
+ABSL_FLAG(bool, official_subset, false, "Layout: evaluate on the 1,000-config subset of the TpuGraphs evaluation");
+ABSL_FLAG(int, tta, 0, "TTA passes (0 = the manifest's)");
+ABSL_FLAG(int64_t, batch, 0, "Configs per batch (0 = the manifest's)");
+ABSL_FLAG(bool, json, false, "Print JSON instead of a table");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = all cores)");
+
+namespace {
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "tgraph-eval: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Evaluate a model on a split.\n"
+      "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)");
+  absl::ParseCommandLine(argc, argv);
+  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
+                                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads);
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok()) return Fail(c.status());
+  if (absl::GetFlag(FLAGS_data).empty()) return Fail(absl::InvalidArgumentError("--data is required"));
+  absl::StatusOr<tgraph::LoadedModel> model;
+  std::string source;
+  if (!absl::GetFlag(FLAGS_run_dir).empty()) {
+    absl::StatusOr<tgraph::Manifest> m = tgraph::RunManifest(absl::GetFlag(FLAGS_run_dir), absl::GetFlag(FLAGS_keep_folds));
+    if (!m.ok()) return Fail(m.status());
+    model = tgraph::LoadFolds(*m, absl::GetFlag(FLAGS_run_dir));
+    source = "run " + absl::GetFlag(FLAGS_run_dir);
+  } else if (!absl::GetFlag(FLAGS_registry).empty()) {
+    tgraph::Registry reg(absl::GetFlag(FLAGS_registry));
+    int64_t version = absl::GetFlag(FLAGS_version);
+    if (version <= 0) {
+      absl::StatusOr<int64_t> latest = reg.LatestVersion(c->name());
+      if (!latest.ok()) return Fail(latest.status());
+      version = *latest;
+    }
+    model = tgraph::LoadModel(reg, c->name(), version);
+    source = absl::GetFlag(FLAGS_registry) + " version " + std::to_string(version);
+  } else {
+    return Fail(absl::InvalidArgumentError("give --registry (and optionally --version) or --run_dir"));
+  }
+  if (!model.ok()) return Fail(model.status());
+  tgraph::EvalOptions o;
+  o.official_subset = absl::GetFlag(FLAGS_official_subset);
+  o.scoring.batch_size = absl::GetFlag(FLAGS_batch) > 0 ? absl::GetFlag(FLAGS_batch) : model->manifest.batch_size;
+  o.scoring.tta = absl::GetFlag(FLAGS_tta) > 0 ? absl::GetFlag(FLAGS_tta) : model->manifest.tta;
+  o.progress = !absl::GetFlag(FLAGS_json);
+  absl::StatusOr<tgraph::EvalReport> r =
+      tgraph::EvaluateSplit(*model, absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split), o);
+  if (!r.ok()) return Fail(r.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("%s\n", r->Json().c_str());
+  } else {
+    std::printf("%s %s with %s (%zu folds, batch %lld, TTA %d)\n%s", c->name().c_str(), absl::GetFlag(FLAGS_split).c_str(),
+                source.c_str(), model->folds.size(), static_cast<long long>(o.scoring.batch_size), o.scoring.tta,
+                r->Table().c_str());
+  }
+  return 0;
+}

@@ -1,0 +1,102 @@
+#include "model/train/train_data.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "model/graph.h"
+#include "model/graph_io.h"
+#include "model/rng.h"
+#include "model/sha256.h"
+
+namespace tgraph {
+
+std::vector<int8_t> GraphData::LayoutRows(const std::vector<int64_t>& rows) const {
+  std::vector<int8_t> out(rows.size() * configs.num_config_nodes * kConfigFeatDim);
+  configs.DecompressRows(rows, out.data());
+  return out;
+}
+
+absl::StatusOr<GraphData> LoadGraphData(const GraphFile& file, const std::string& split, CollectionKind kind,
+                                        const LoadOptions& o) {
+  GraphData d;
+  d.name = file.name;
+  d.split = split;
+  if (kind == CollectionKind::kLayout) {
+    absl::StatusOr<LayoutGraph> g = LoadLayoutGraph(file.path);
+    if (!g.ok()) return g.status();
+    if (o.dedup) DeduplicateConfigs(&*g);
+    d.original_nodes = g->graph.num_nodes;
+    if (o.prune) {
+      PrunedGraph p = PruneGraph(g->graph, g->node_config_ids);
+      d.graph = std::move(p.graph);
+      d.config_nodes = std::move(p.config_node_index);
+    } else {
+      d.graph = std::move(g->graph);
+      d.config_nodes = g->node_config_ids;
+    }
+    d.configs = CompressedConfigs::Compress(g->config_feat.data(), g->num_configs, g->num_config_nodes());
+    d.target.assign(g->config_runtime.begin(), g->config_runtime.end());
+  } else {
+    absl::StatusOr<TileGraph> g = LoadTileGraph(file.path);
+    if (!g.ok()) return g.status();
+    d.original_nodes = g->graph.num_nodes;
+    d.graph = std::move(g->graph);
+    d.tile_feat = std::move(g->config_feat);
+    d.target.resize(g->num_configs);
+    for (int64_t k = 0; k < g->num_configs; ++k) {
+      const int64_t norm = g->config_runtime_normalizers[k];
+      d.target[k] = norm > 0 ? static_cast<double>(g->config_runtime[k]) / static_cast<double>(norm) : 0.0;
+    }
+  }
+  return d;
+}
+
+absl::StatusOr<std::vector<GraphData>> LoadCollectionData(const std::string& root, const Collection& c,
+                                                          const std::vector<std::string>& splits,
+                                                          const LoadOptions& o) {
+  std::vector<std::pair<std::string, GraphFile>> files;
+  for (const std::string& split : splits) {
+    absl::StatusOr<std::vector<GraphFile>> f = ListSplit(root, c, split);
+    if (!f.ok()) return f.status();
+    for (GraphFile& g : *f) files.emplace_back(split, std::move(g));
+  }
+  if (files.empty())
+    return absl::NotFoundError(absl::StrCat("collection ", c.name(), " under ", root, ": no .npz files"));
+  std::vector<GraphData> out;
+  out.reserve(files.size());
+  for (size_t i = 0; i < files.size(); ++i) {
+    absl::StatusOr<GraphData> d = LoadGraphData(files[i].second, files[i].first, c.kind, o);
+    if (!d.ok()) return d.status();
+    out.push_back(std::move(*d));
+    if (o.progress) o.progress(i + 1, files.size(), files[i].second.name);
+  }
+  std::sort(out.begin(), out.end(), [](const GraphData& a, const GraphData& b) { return a.name < b.name; });
+  return out;
+}
+
+std::string DataFingerprint(const std::vector<GraphData>& graphs) {
+  Sha256 h;
+  for (const GraphData& g : graphs) {
+    h.Update(g.name.data(), g.name.size());
+    const std::string content = GraphContentHash(g.graph, g.config_nodes);
+    h.Update(content.data(), content.size());
+    h.Update(g.configs.codes.data(), g.configs.codes.size() * sizeof(uint32_t));
+    h.Update(g.tile_feat.data(), g.tile_feat.size() * sizeof(float));
+    h.Update(g.target.data(), g.target.size() * sizeof(double));
+  }
+  return h.HexDigest();
+}
+
+std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed) {
+  std::vector<size_t> order(graphs.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return graphs[a].name < graphs[b].name; });
+  Rng rng(seed ^ 0x5f0f01dULL);
+  rng.Shuffle(order);
+  std::vector<int> fold(graphs.size());
+  for (size_t i = 0; i < order.size(); ++i) fold[order[i]] = static_cast<int>(i % static_cast<size_t>(num_folds));
+  return fold;
+}
+
+}  // namespace tgraph

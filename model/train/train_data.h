@@ -1,0 +1,56 @@
+// Training data in memory, as the TGraph paper prepares it (2.2): layout graphs
+// de-duplicated, pruned and with base-7-compressed configurations; tile graphs with
+// their targets config_runtime / config_runtime_normalizers. Plus K-fold assignment.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/dataset.h"
+#include "model/preprocess.h"
+
+namespace tgraph {
+
+struct GraphData {
+  std::string name;
+  std::string split;                   // where it came from: train / valid / test
+  NodeGraph graph;                     // pruned for layout, as loaded for tile
+  std::vector<int64_t> config_nodes;   // layout: node index of each configurable node
+  int64_t original_nodes = 0;
+  // Layout:
+  CompressedConfigs configs;
+  // Tile:
+  std::vector<float> tile_feat;        // c x 24
+  // Both: what the ranking should follow (runtime, or the tile ratio), one per config.
+  std::vector<double> target;
+  int64_t num_configs() const { return static_cast<int64_t>(target.size()); }
+  // Decompresses the given rows (layout only) into count x nc x 18 int8 values.
+  std::vector<int8_t> LayoutRows(const std::vector<int64_t>& rows) const;
+};
+
+struct LoadOptions {
+  bool dedup = true;
+  bool prune = true;
+  // Called after each graph with (done, total, name): progress output.
+  std::function<void(size_t, size_t, const std::string&)> progress;
+};
+
+// Loads one graph file of a collection. Errors name the file.
+absl::StatusOr<GraphData> LoadGraphData(const GraphFile& file, const std::string& split, CollectionKind kind,
+                                        const LoadOptions& options = {});
+
+// Loads every graph of the given splits of a collection, sorted by name.
+absl::StatusOr<std::vector<GraphData>> LoadCollectionData(const std::string& root, const Collection& c,
+                                                          const std::vector<std::string>& splits,
+                                                          const LoadOptions& options = {});
+
+// SHA-256 over the graphs' names, content hashes, configs and targets, in name order.
+std::string DataFingerprint(const std::vector<GraphData>& graphs);
+
+// fold id of each graph: graphs in name order, shuffled by seed, dealt round-robin.
+std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed);
+
+}  // namespace tgraph

@@ -1,0 +1,129 @@
+// tgraph-train: K-fold training of TGraph on a TpuGraphs-format collection, and
+// publishing the best folds to the model registry.
+//
+//   tgraph-train --data ROOT --collection layout:xla:random --run_dir RUN [--registry REG]
+//   tgraph-train --data ROOT --collection ... --run_dir RUN --fold 3      (one fold, e.g. one pod)
+//   tgraph-train publish --run_dir RUN --registry REG [--keep_folds 4]
+#include <torch/torch.h>
+
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "model/train/trainer.h"
+
+ABSL_FLAG(std::string, data, "", "Dataset root holding npz/layout/... and npz/tile/...");
+ABSL_FLAG(std::string, collection, "", "layout:xla:random, layout:xla:default, layout:nlp:random, layout:nlp:default or tile:xla");
+ABSL_FLAG(std::string, run_dir, "", "Directory of this training run (checkpoints, logs, fold results)");
+ABSL_FLAG(std::string, registry, "", "Model registry; when set, the best folds are published once all are trained");
+ABSL_FLAG(int, fold, -1, "Train only this fold (0-based); -1 trains folds 0..train_folds-1 one after another");
+ABSL_FLAG(std::string, profile, "paper", "paper: the paper's widths and epochs; quick: hidden 64, 20 epochs, 2 folds");
+ABSL_FLAG(int, folds, 20, "K of the K-fold split by graph");
+ABSL_FLAG(int, train_folds, -1, "Folds to train (default: 5 paper, 2 quick)");
+ABSL_FLAG(int, keep_folds, -1, "Best folds to publish (default: 4 paper, 2 quick)");
+ABSL_FLAG(double, epochs, 0, "Epochs (one step per training graph each); 0 = the profile's");
+ABSL_FLAG(int64_t, batch_configs, 0, "Configs sampled per graph and step; 0 = 64 for default collections, 128 otherwise");
+ABSL_FLAG(double, lr, 1e-3, "AdamW learning rate (peak of the warm-up + cosine schedule)");
+ABSL_FLAG(double, weight_decay, 1e-5, "AdamW weight decay of non-bias weights");
+ABSL_FLAG(uint64_t, seed, 0, "Seed of folds, sampling and initialisation");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = all cores)");
+ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
+ABSL_FLAG(int64_t, hidden, 0, "Hidden width (0 = 256 paper, 64 quick)");
+ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
+ABSL_FLAG(bool, self_attention, true, "Channel-wise self-attention (ablation switch)");
+ABSL_FLAG(bool, cross_attention, true, "Cross-configuration attention (ablation switch)");
+ABSL_FLAG(bool, edges, true, "Message passing along graph edges (ablation switch)");
+ABSL_FLAG(int, valid_tta, 0, "TTA passes in validation (0 = 10 paper, 2 quick)");
+ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
+ABSL_FLAG(bool, progress, true, "Progress bar on stderr");
+
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "tgraph-train: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "K-fold training of TGraph and publishing to the model registry.\n"
+      "  tgraph-train --data ROOT --collection C --run_dir RUN [--registry REG] [--fold K] [--profile quick]\n"
+      "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N]");
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  const bool quick = absl::GetFlag(FLAGS_profile) == "quick";
+  if (!quick && absl::GetFlag(FLAGS_profile) != "paper") return Fail(absl::InvalidArgumentError("--profile must be paper or quick"));
+  const int keep = absl::GetFlag(FLAGS_keep_folds) > 0 ? absl::GetFlag(FLAGS_keep_folds) : (quick ? 2 : 4);
+  const std::string run_dir = absl::GetFlag(FLAGS_run_dir);
+  if (run_dir.empty()) return Fail(absl::InvalidArgumentError("--run_dir is required"));
+
+  if (args.size() > 1) {
+    if (std::string(args[1]) != "publish" || args.size() > 2)
+      return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", args[1], "'; the only command is publish")));
+    if (absl::GetFlag(FLAGS_registry).empty()) return Fail(absl::InvalidArgumentError("publish needs --registry"));
+    absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep);
+    if (!v.ok()) return Fail(v.status());
+    std::printf("published %s as version %lld in %s\n", run_dir.c_str(), static_cast<long long>(*v),
+                absl::GetFlag(FLAGS_registry).c_str());
+    return 0;
+  }
+
+  tgraph::TrainOptions o;
+  o.data_root = absl::GetFlag(FLAGS_data);
+  if (o.data_root.empty()) return Fail(absl::InvalidArgumentError("--data is required"));
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok()) return Fail(c.status());
+  o.collection = *c;
+  o.run_dir = run_dir;
+  o.spec.architecture = absl::GetFlag(FLAGS_architecture);
+  o.spec.kind = c->kind;
+  o.spec.hidden = absl::GetFlag(FLAGS_hidden) > 0 ? absl::GetFlag(FLAGS_hidden) : (quick ? 64 : 256);
+  o.spec.blocks = absl::GetFlag(FLAGS_blocks);
+  o.spec.self_attention = absl::GetFlag(FLAGS_self_attention);
+  o.spec.cross_attention = absl::GetFlag(FLAGS_cross_attention);
+  o.spec.edges = absl::GetFlag(FLAGS_edges);
+  o.num_folds = absl::GetFlag(FLAGS_folds);
+  o.train_folds = absl::GetFlag(FLAGS_train_folds) > 0 ? absl::GetFlag(FLAGS_train_folds) : (quick ? 2 : 5);
+  o.keep_folds = keep;
+  o.epochs = absl::GetFlag(FLAGS_epochs) > 0 ? absl::GetFlag(FLAGS_epochs) : (quick ? (c->kind == tgraph::CollectionKind::kTile ? 5 : 20) : 0);
+  o.batch_configs = absl::GetFlag(FLAGS_batch_configs);
+  o.lr = absl::GetFlag(FLAGS_lr);
+  o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.valid_tta = absl::GetFlag(FLAGS_valid_tta) > 0 ? absl::GetFlag(FLAGS_valid_tta) : (quick ? 2 : 10);
+  o.valid_every = absl::GetFlag(FLAGS_valid_every);
+  o.progress = absl::GetFlag(FLAGS_progress);
+  o.flags = {{"profile", absl::GetFlag(FLAGS_profile)}, {"epochs", absl::StrCat(o.epochs)},
+             {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
+             {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
+             {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)}};
+  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
+                                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads);
+  std::fprintf(stderr, "tgraph-train: %s, %s hidden %lld, torch threads %d\n", c->name().c_str(),
+               o.spec.architecture.c_str(), static_cast<long long>(o.spec.hidden), torch::get_num_threads());
+
+  if (absl::Status s = tgraph::PrepareRun(o); !s.ok()) return Fail(s);
+  std::vector<int> folds;
+  if (absl::GetFlag(FLAGS_fold) >= 0) folds = {absl::GetFlag(FLAGS_fold)};
+  else for (int k = 0; k < o.train_folds; ++k) folds.push_back(k);
+  for (int k : folds) {
+    absl::StatusOr<tgraph::FoldResult> r = tgraph::TrainFold(o, k);
+    if (!r.ok()) return Fail(r.status());
+    std::printf("fold %d: best validation %s %.4f at step %lld, %.1f s, peak RSS %.0f MiB\n", r->fold,
+                c->kind == tgraph::CollectionKind::kTile ? "M_tile" : "tau", r->valid_score,
+                static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20));
+  }
+  if (!absl::GetFlag(FLAGS_registry).empty() && absl::GetFlag(FLAGS_fold) < 0) {
+    absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep);
+    if (!v.ok()) return Fail(v.status());
+    std::printf("published %s version %lld to %s\n", c->name().c_str(), static_cast<long long>(*v),
+                absl::GetFlag(FLAGS_registry).c_str());
+  }
+  return 0;
+}

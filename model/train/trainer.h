@@ -1,0 +1,74 @@
+// The offline trainer: a run directory per training run, K-fold by graph, one fold
+// per call (so a Kubernetes Indexed Job can run one fold per pod), checkpoints that
+// let a killed fold resume, and a publish step that keeps the best folds.
+//
+//   <run_dir>/run.json                  collection, data fingerprint, spec, feature stats, folds
+//   <run_dir>/fold_<k>/log.jsonl        one JSON object per epoch
+//   <run_dir>/fold_<k>/state.json       checkpoint: step, best score, file names
+//   <run_dir>/fold_<k>/ckpt_<step>.npz  weights at the checkpoint (+ .opt optimizer state)
+//   <run_dir>/fold_<k>/best.npz         weights of the best validation epoch
+//   <run_dir>/fold_<k>/result.json      written when the fold is complete
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/dataset.h"
+#include "model/model_spec.h"
+#include "model/preprocess.h"
+#include "model/registry.h"
+
+namespace tgraph {
+
+struct TrainOptions {
+  std::string data_root;
+  Collection collection;
+  std::string run_dir;
+  ModelSpec spec;
+  int num_folds = 20;       // K
+  int train_folds = 5;      // folds 0..train_folds-1 are trained
+  int keep_folds = 4;       // the best ones are published
+  double epochs = 0;        // 0: the paper's (layout xla 750, nlp 1000, tile 17.5)
+  int64_t batch_configs = 0;  // 0: 64 for default collections, 128 otherwise
+  double lr = 1e-3;
+  double weight_decay = 1e-5;
+  double warmup_fraction = 0.05;
+  double clip_norm = 1.0;
+  uint64_t seed = 0;
+  int valid_every = 1;      // epochs between validations (and checkpoints)
+  int64_t valid_batch = 128;
+  int valid_tta = 10;
+  bool progress = true;
+  std::map<std::string, std::string> flags;  // recorded in the manifest
+};
+
+// Loads train+valid, computes feature statistics on them (never the test split),
+// assigns folds and writes run.json, or checks that an existing run.json describes
+// the same data and settings (so parallel fold processes agree).
+absl::Status PrepareRun(const TrainOptions& options);
+
+struct FoldResult {
+  int fold = 0;
+  double valid_score = 0;   // mean Kendall tau (layout) or M_tile (tile) of the best epoch
+  int64_t best_step = 0;
+  double seconds = 0;       // training time of this fold (this process, resumed parts included)
+  int64_t peak_rss_bytes = 0;
+};
+
+// Trains one fold (resuming from its checkpoint if there is one); PrepareRun first.
+absl::StatusOr<FoldResult> TrainFold(const TrainOptions& options, int fold);
+
+// Completed folds of a run, best validation score first.
+absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_dir);
+
+// Publishes the best `keep` completed folds of a run as a new version.
+absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep);
+
+// The manifest a run would publish, fold weights relative to the run dir
+// ("fold_3/best.npz"): LoadFolds(manifest, run_dir) scores with an unpublished run.
+absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep);
+
+}  // namespace tgraph
