@@ -8,6 +8,7 @@ int64_t GraphTensors::bytes() const {
   int64_t b = 0;
   for (const torch::Tensor* t : {&numeric, &layout_index, &opcode, &edge_src, &edge_dst, &config_nodes})
     if (t->defined()) b += t->numel() * static_cast<int64_t>(t->element_size());
+  if (adjacency.defined()) b += adjacency._nnz() * (2 * 8 + 4);
   return b;
 }
 
@@ -43,6 +44,9 @@ GraphTensors MakeGraphTensors(const NodeGraph& g, const std::vector<int64_t>& co
     src[2 * e] = v, dst[2 * e] = u;      // producer -> consumer
     src[2 * e + 1] = u, dst[2 * e + 1] = v;  // consumer -> producer
   }
+  // Sum over neighbours as one sparse matmul: A[dst, src] counts the edges.
+  t.adjacency = torch::sparse_coo_tensor(torch::stack({t.edge_dst, t.edge_src}), torch::ones({2 * m}), {n, n})
+                    .coalesce();
   t.config_nodes = torch::tensor(config_node_index.empty() ? std::vector<int64_t>{} : config_node_index,
                                  torch::kInt64);
   return t;

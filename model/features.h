@@ -19,6 +19,7 @@ struct GraphTensors {
   torch::Tensor opcode;        // [N] int64
   torch::Tensor edge_src;      // [2E] int64: message source, both directions of every edge
   torch::Tensor edge_dst;      // [2E] int64: message destination
+  torch::Tensor adjacency;     // [N, N] sparse COO float32: A[dst][src] = edges between them
   torch::Tensor config_nodes;  // [nc] int64: node index of each configurable node (layout only)
   int64_t bytes() const;       // memory held, for cache accounting
 };

@@ -12,15 +12,23 @@ constexpr int64_t kLayoutValues = 7;  // -1..5, shifted to 0..6
 
 Tensor Gelu(const Tensor& x) { return torch::gelu(x); }
 
-// Sum over neighbours of messages m [C, N, F] along the undirected edges.
+// Activations are node-major, [N, C, F]: linear layers act on the last dim, and the sum
+// over neighbours is one sparse matmul of the adjacency with an [N, C*F] view.
 Tensor Aggregate(const Tensor& m, const GraphTensors& g) {
-  Tensor agg = torch::zeros_like(m);
-  if (g.edge_src.numel() == 0) return agg;
-  return agg.index_add(1, g.edge_dst, m.index_select(1, g.edge_src));
+  const auto sizes = m.sizes();
+  if (g.edge_src.numel() == 0) return torch::zeros_like(m);
+  return torch::mm(g.adjacency, m.reshape({sizes[0], -1})).view(sizes);
 }
 
 // Tile config features span 1..1e9 (products): log-scale them.
 Tensor TileFeatures(const Tensor& tile) { return torch::log1p(torch::clamp_min(tile, 0)); }
+
+// Instance norm over the nodes, per config and channel, as one fused multiply-add.
+Tensor InstanceNorm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  auto [var, mean] = torch::var_mean(x, {0}, /*unbiased=*/false, /*keepdim=*/true);
+  Tensor scale = torch::rsqrt(var + 1e-5) * weight;
+  return torch::addcmul(bias - mean * scale, x, scale);
+}
 
 // One TGraph block: B(e) = e + GELU(concat(eta, A_cross(eta))), eta = A_self(SAGE(IN(e))).
 class BlockImpl : public torch::nn::Module {
@@ -36,16 +44,18 @@ class BlockImpl : public torch::nn::Module {
     log_temperature_ = register_parameter("log_temperature", torch::zeros({1}));
   }
 
+  // x: [N, C, H].
   Tensor forward(const Tensor& x, const GraphTensors& g) {
-    // Instance norm: per config and channel, over the nodes.
-    Tensor mean = x.mean(1, true);
-    Tensor var = (x - mean).pow(2).mean(1, true);
-    Tensor y = (x - mean) * torch::rsqrt(var + 1e-5) * norm_weight_ + norm_bias_;
-    Tensor agg = spec_.edges ? Aggregate(f1_->forward(y), g) : torch::zeros_like(y);
-    Tensor s = F::normalize(f2_->forward(torch::cat({y, agg}, -1)), F::NormalizeFuncOptions().dim(-1).eps(1e-12));
+    const int64_t h = spec_.hidden;
+    Tensor y = InstanceNorm(x, norm_weight_, norm_bias_);
+    // f2(concat(y, agg)) without materialising the concat: two halves of f2's weight.
+    Tensor w = f2_->weight;
+    Tensor s = torch::linear(y, w.narrow(1, 0, h), f2_->bias);
+    if (spec_.edges) s = s + torch::linear(Aggregate(f1_->forward(y), g), w.narrow(1, h, h));
+    s = F::normalize(s, F::NormalizeFuncOptions().dim(-1).eps(1e-12));
     Tensor eta = spec_.self_attention ? s * torch::sigmoid(se2_->forward(torch::relu(se1_->forward(s)))) : s;
-    // Cross-configuration attention: softmax over the configuration axis.
-    Tensor cross = spec_.cross_attention ? eta * torch::softmax(eta / log_temperature_.exp(), 0) : eta;
+    // Cross-configuration attention: softmax over the configuration axis (dim 1).
+    Tensor cross = spec_.cross_attention ? eta * torch::softmax(eta / log_temperature_.exp(), 1) : eta;
     return x + Gelu(torch::cat({eta, cross}, -1));
   }
 
@@ -89,9 +99,9 @@ class TGraphNet : public RankingNet {
       enc.config_h0 = h0.index_select(0, g.config_nodes);
     } else {
       // Tile: the encoder does not see the configs (late fusion): run it once.
-      Tensor x = enc.node_in.unsqueeze(0);
+      Tensor x = enc.node_in.unsqueeze(1);  // [N, 1, H]
       for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, g);
-      enc.graph_emb = x.mean(1);
+      enc.graph_emb = x.mean(0);
     }
     return enc;
   }
@@ -110,11 +120,12 @@ class TGraphNet : public RankingNet {
     }
     const int64_t nc = g.config_nodes.numel();
     Tensor cfg = layout_embed_->forward(batch.layout).reshape({c, nc, kConfigFeatDim * spec_.layout_embedding});
-    Tensor hc = cached->config_h0.unsqueeze(0) + in_config_->forward(cfg) - DefaultConfigTerm();
+    // [nc, C, H]: the configurable nodes' f_in, per config.
+    Tensor hc = cached->config_h0.unsqueeze(1) + in_config_->forward(cfg.transpose(0, 1)) - DefaultConfigTerm();
     Tensor fc = Gelu(in2_->forward(Gelu(hc)));
-    Tensor x = cached->node_in.unsqueeze(0).expand({c, g.num_nodes, spec_.hidden}).index_copy(1, g.config_nodes, fc);
+    Tensor x = cached->node_in.unsqueeze(1).expand({g.num_nodes, c, spec_.hidden}).index_copy(0, g.config_nodes, fc);
     for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, g);
-    return out_->forward(x.mean(1)).squeeze(-1);
+    return out_->forward(x.mean(0)).squeeze(-1);
   }
 
  private:
@@ -151,7 +162,7 @@ class BaselineNet : public RankingNet {
   StaticEncoding Precompute(const GraphTensors& g) override {
     StaticEncoding enc;
     enc.node_in = NodeInputs(g);  // [N, width - 18]: the config-independent columns
-    if (spec_.kind == CollectionKind::kTile) enc.graph_emb = Encode(torch::relu(in_->forward(enc.node_in)).unsqueeze(0), g).mean(1);
+    if (spec_.kind == CollectionKind::kTile) enc.graph_emb = Encode(torch::relu(in_->forward(enc.node_in)).unsqueeze(1), g).mean(0);
     return enc;
   }
 
@@ -167,11 +178,11 @@ class BaselineNet : public RankingNet {
       return out_->forward(torch::relu(tile_fuse_->forward(torch::cat({emb, TileFeatures(batch.tile)}, -1)))).squeeze(-1);
     }
     // Raw config values (-1..5) on configurable nodes, zeros elsewhere.
-    Tensor cfg = torch::zeros({c, n, kConfigFeatDim});
-    cfg.index_copy_(1, g.config_nodes, (batch.layout - 1).to(torch::kFloat32));
-    Tensor x = torch::cat({cached->node_in.unsqueeze(0).expand({c, n, cached->node_in.size(1)}), cfg}, -1);
+    Tensor cfg = torch::zeros({n, c, kConfigFeatDim});
+    cfg.index_copy_(0, g.config_nodes, (batch.layout - 1).to(torch::kFloat32).transpose(0, 1));
+    Tensor x = torch::cat({cached->node_in.unsqueeze(1).expand({n, c, cached->node_in.size(1)}), cfg}, -1);
     x = Encode(torch::relu(in_->forward(x)), g);
-    return out_->forward(x.mean(1)).squeeze(-1);
+    return out_->forward(x.mean(0)).squeeze(-1);
   }
 
  private:
