@@ -287,6 +287,15 @@ absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
   std::vector<size_t> order;
   int64_t order_epoch = -1;
   while (step < total) {
+    if (o.stop_after_steps > 0 && step - start_step >= o.stop_after_steps) {
+      std::fclose(log);
+      FoldResult stopped;
+      stopped.fold = fold;
+      stopped.valid_score = best;
+      stopped.best_step = best_step;
+      stopped.seconds = seconds_before + elapsed();
+      return stopped;
+    }
     const int64_t epoch = step / steps_per_epoch;
     if (epoch != order_epoch) {  // the epoch's graph order is a function of (seed, fold, epoch)
       order = train;
@@ -381,6 +390,7 @@ absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
   r.best_step = best_step;
   r.seconds = seconds_before + elapsed();
   r.peak_rss_bytes = PeakRssBytes();
+  r.completed = true;
   if (!fs::exists(dir + "/best.npz")) {  // no finite validation score ever: keep the last weights
     if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
   }

@@ -42,6 +42,8 @@ struct TrainOptions {
   int64_t valid_batch = 128;
   int valid_tta = 10;
   bool progress = true;
+  int64_t stop_after_steps = 0;  // > 0: stop after this many steps in this process, as if
+                                 // killed (tests, time-boxed jobs); the next call resumes
   std::map<std::string, std::string> flags;  // recorded in the manifest
 };
 
@@ -56,6 +58,7 @@ struct FoldResult {
   int64_t best_step = 0;
   double seconds = 0;       // training time of this fold (this process, resumed parts included)
   int64_t peak_rss_bytes = 0;
+  bool completed = false;   // false when stopped by stop_after_steps
 };
 
 // Trains one fold (resuming from its checkpoint if there is one); PrepareRun first.

@@ -1,0 +1,183 @@
+// LibTorch defines glog-style CHECK macros: use Catch's prefixed names here.
+#define CATCH_CONFIG_PREFIX_ALL
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "model/file_util.h"
+#include "model/metrics.h"
+#include "model/model_io.h"
+#include "model/synth/generator.h"
+#include "model/train/evaluator.h"
+#include "model/train/train_data.h"
+#include "model/train/trainer.h"
+#include "tests/test_util.h"
+
+using namespace tgraph;
+
+namespace {
+
+// The ci preset's nlp random collection (30 graphs), generated once per test process.
+const std::string& NlpData() {
+  static TempDir* dir = [] {
+    auto* d = new TempDir;
+    synth::GenerateOptions o;
+    o.out = d->path();
+    o.preset = "ci";
+    o.seed = 4;
+    o.collections = {*ParseCollection("layout:nlp:random")};
+    if (!synth::Generate(o).ok()) std::abort();
+    return d;
+  }();
+  return dir->path();
+}
+
+TrainOptions SmallRun(const std::string& run_dir) {
+  TrainOptions o;
+  o.data_root = NlpData();
+  o.collection = *ParseCollection("layout:nlp:random");
+  o.run_dir = run_dir;
+  o.spec.hidden = 32;
+  o.num_folds = 5;
+  o.train_folds = 1;
+  o.keep_folds = 1;
+  o.epochs = 6;
+  o.valid_tta = 1;
+  o.progress = false;
+  return o;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("training data: dedup, pruning, compression and folds", "[train]") {
+  auto data = LoadCollectionData(NlpData(), *ParseCollection("layout:nlp:random"), {"train", "valid"});
+  CATCH_REQUIRE(data.ok());
+  CATCH_CHECK(data->size() == 27u);  // train + valid; never test
+  for (const GraphData& g : *data) {
+    CATCH_CHECK(g.graph.num_nodes < g.original_nodes);  // pruned
+    CATCH_CHECK(g.configs.num_configs == g.num_configs());
+    CATCH_CHECK(g.split != "test");
+  }
+  const std::vector<int> folds = AssignFolds(*data, 5, 0);
+  std::vector<int> sizes(5, 0);
+  for (int f : folds) ++sizes[f];
+  for (int s : sizes) CATCH_CHECK((s == 5 || s == 6));
+  CATCH_CHECK(AssignFolds(*data, 5, 0) == folds);  // deterministic
+  CATCH_CHECK(AssignFolds(*data, 5, 1) != folds);
+  CATCH_CHECK(DataFingerprint(*data).size() == 64u);
+}
+
+CATCH_TEST_CASE("a short training run ranks far better than a random ranker", "[train]") {
+  TempDir dir;
+  TrainOptions o = SmallRun(dir.path() + "/run");
+  CATCH_REQUIRE(PrepareRun(o).ok());
+  absl::StatusOr<FoldResult> r = TrainFold(o, 0);
+  CATCH_REQUIRE(r.ok());
+  CATCH_CHECK(r->completed);
+  // A random ranker on the same validation graphs scores tau about 0.
+  auto m = RunManifest(o.run_dir, 1);
+  CATCH_REQUIRE(m.ok());
+  auto model = LoadFolds(*m, o.run_dir);
+  CATCH_REQUIRE(model.ok());
+  std::mt19937 gen(1);
+  std::vector<double> random_taus;
+  auto data = LoadCollectionData(NlpData(), o.collection, {"train", "valid"});
+  const std::vector<int> folds = AssignFolds(*data, 5, 0);
+  for (size_t i = 0; i < data->size(); ++i) {
+    if (folds[i] != 0) continue;
+    std::vector<double> s((*data)[i].target.size());
+    for (double& v : s) v = std::uniform_real_distribution<double>()(gen);
+    random_taus.push_back(KendallTau(s, (*data)[i].target));
+  }
+  const double random_tau = FiniteMean(random_taus);
+  CATCH_INFO("trained tau " << r->valid_score << ", random ranker tau " << random_tau);
+  CATCH_CHECK(std::abs(random_tau) < 0.1);
+  CATCH_CHECK(r->valid_score > 0.2);
+  CATCH_CHECK(r->valid_score > random_tau + 0.15);
+  // The log has one line per epoch, the result is recorded.
+  std::ifstream log(o.run_dir + "/fold_0/log.jsonl");
+  int lines = 0;
+  for (std::string line; std::getline(log, line);) ++lines;
+  CATCH_CHECK(lines == 6);
+  CATCH_CHECK(std::filesystem::exists(o.run_dir + "/fold_0/result.json"));
+}
+
+CATCH_TEST_CASE("a killed fold resumes from its checkpoint and ends where an uninterrupted one does", "[train]") {
+  TempDir dir;
+  TrainOptions a = SmallRun(dir.path() + "/a");
+  a.epochs = 2;
+  TrainOptions b = a;
+  b.run_dir = dir.path() + "/b";
+  torch::set_num_threads(1);  // bitwise-reproducible arithmetic for the comparison
+  CATCH_REQUIRE(PrepareRun(a).ok());
+  CATCH_REQUIRE(TrainFold(a, 0).ok());
+  CATCH_REQUIRE(PrepareRun(b).ok());
+  b.stop_after_steps = 30;  // killed in the second epoch, after the first checkpoint
+  absl::StatusOr<FoldResult> stopped = TrainFold(b, 0);
+  CATCH_REQUIRE(stopped.ok());
+  CATCH_CHECK_FALSE(stopped->completed);
+  CATCH_CHECK_FALSE(std::filesystem::exists(b.run_dir + "/fold_0/result.json"));
+  b.stop_after_steps = 0;
+  absl::StatusOr<FoldResult> resumed = TrainFold(b, 0);
+  CATCH_REQUIRE(resumed.ok());
+  CATCH_CHECK(resumed->completed);
+  auto ra = ReadFoldResults(a.run_dir), rb = ReadFoldResults(b.run_dir);
+  CATCH_REQUIRE(ra.ok());
+  CATCH_REQUIRE(rb.ok());
+  CATCH_CHECK((*rb)[0].valid_score == Approx((*ra)[0].valid_score).margin(1e-6));
+  CATCH_CHECK(*ReadFile(a.run_dir + "/fold_0/best.npz") == *ReadFile(b.run_dir + "/fold_0/best.npz"));
+  torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
+CATCH_TEST_CASE("runs refuse mismatched settings; publish keeps the best folds", "[train]") {
+  TempDir dir;
+  TrainOptions o = SmallRun(dir.path() + "/run");
+  o.epochs = 1;
+  o.train_folds = 2;
+  CATCH_REQUIRE(PrepareRun(o).ok());
+  CATCH_REQUIRE(PrepareRun(o).ok());  // the same run again (e.g. a second fold process): fine
+  TrainOptions other = o;
+  other.spec.hidden = 48;
+  absl::Status s = PrepareRun(other);
+  CATCH_CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK_THAT(std::string(s.message()), Catch::Contains("describes another run"));
+  CATCH_CHECK(TrainFold(o, 7).status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_REQUIRE(TrainFold(o, 0).ok());
+  CATCH_REQUIRE(TrainFold(o, 1).ok());
+  auto results = ReadFoldResults(o.run_dir);
+  CATCH_REQUIRE(results->size() == 2u);
+  CATCH_CHECK((*results)[0].valid_score >= (*results)[1].valid_score);
+  Registry reg(dir.path() + "/registry");
+  auto v = PublishRun(o.run_dir, reg, 1);
+  CATCH_REQUIRE(v.ok());
+  auto m = reg.ReadVersion("layout:nlp:random", *v);
+  CATCH_REQUIRE(m.ok());
+  CATCH_REQUIRE(m->folds.size() == 1u);
+  CATCH_CHECK(m->folds[0].fold == (*results)[0].fold);
+  CATCH_CHECK(m->folds[0].valid_tau == Approx((*results)[0].valid_score));
+  CATCH_CHECK(m->spec.hidden == 32);
+  CATCH_CHECK(m->data_fingerprint.size() == 64u);
+
+  // The evaluator scores a split with the published version.
+  auto model = LoadModel(reg, "layout:nlp:random", *v);
+  CATCH_REQUIRE(model.ok());
+  EvalOptions eo;
+  eo.scoring.tta = 1;
+  auto report = EvaluateSplit(*model, NlpData(), *ParseCollection("layout:nlp:random"), "valid", eo);
+  CATCH_REQUIRE(report.ok());
+  CATCH_CHECK(report->graphs.size() == 3u);
+  CATCH_CHECK(std::isfinite(report->mean.tau));
+  CATCH_CHECK_THAT(report->Table(), Catch::Contains("mean"));
+  CATCH_CHECK_THAT(report->Json(), Catch::Contains("\"kendall_tau\""));
+  eo.official_subset = true;  // configs <= 1000 here: the subset is every config
+  auto subset = EvaluateSplit(*model, NlpData(), *ParseCollection("layout:nlp:random"), "valid", eo);
+  CATCH_REQUIRE(subset.ok());
+  for (size_t i = 0; i < subset->graphs.size(); ++i) CATCH_CHECK(subset->graphs[i].configs == report->graphs[i].configs);
+  auto wrong = EvaluateSplit(*model, NlpData(), *ParseCollection("tile:xla"), "valid", eo);
+  CATCH_CHECK_FALSE(wrong.ok());
+}
