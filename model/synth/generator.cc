@@ -115,11 +115,11 @@ absl::StatusOr<TaskResult> RunLayoutTask(const PresetSpec& p, const GenerateOpti
   return r;
 }
 
-// Powers of two from extent/32 up, and the full extent: the range an autotuner explores.
+// Powers of two from extent/8 up, and the full extent: the range an autotuner explores.
 std::vector<int64_t> TileOptions(int64_t extent) {
   std::vector<int64_t> v;
   for (int64_t x = 1; x < extent; x *= 2)
-    if (x * 32 >= extent) v.push_back(x);
+    if (x * 8 >= extent) v.push_back(x);
   v.push_back(extent);
   return v;
 }

@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "model/cli.h"
 #include "absl/strings/str_split.h"
 #include "model/synth/generator.h"
 
@@ -23,6 +24,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Generate synthetic TpuGraphs-format data.\n"
       "  tgraph-synth --out DIR --preset tiny|ci|full --seed N [--collections layout:xla:random,...]");
+  tgraph::NormalizeFlagDashes(argc, argv);
   absl::ParseCommandLine(argc, argv);
   tgraph::synth::GenerateOptions o;
   o.out = absl::GetFlag(FLAGS_out);

@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "model/cli.h"
 #include "model/train/evaluator.h"
 #include "model/train/trainer.h"
 
@@ -39,6 +40,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Evaluate a model on a split.\n"
       "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)");
+  tgraph::NormalizeFlagDashes(argc, argv);
   absl::ParseCommandLine(argc, argv);
   const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
                                                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

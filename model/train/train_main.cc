@@ -13,6 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "model/cli.h"
 #include "absl/strings/str_cat.h"
 #include "model/train/trainer.h"
 
@@ -55,6 +56,7 @@ int main(int argc, char** argv) {
       "K-fold training of TGraph and publishing to the model registry.\n"
       "  tgraph-train --data ROOT --collection C --run_dir RUN [--registry REG] [--fold K] [--profile quick]\n"
       "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N]");
+  tgraph::NormalizeFlagDashes(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const bool quick = absl::GetFlag(FLAGS_profile) == "quick";
   if (!quick && absl::GetFlag(FLAGS_profile) != "paper") return Fail(absl::InvalidArgumentError("--profile must be paper or quick"));
