@@ -106,12 +106,8 @@ class TGraphNet : public RankingNet {
     return enc;
   }
 
-  Tensor Score(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding* cached) override {
-    StaticEncoding local;
-    if (!cached) {
-      local = Precompute(g);
-      cached = &local;
-    }
+  Tensor ScoreCached(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding& enc) override {
+    const StaticEncoding* cached = &enc;
     const int64_t c = batch.size();
     if (spec_.kind == CollectionKind::kTile) {
       Tensor emb = cached->graph_emb.expand({c, spec_.hidden});
@@ -166,12 +162,8 @@ class BaselineNet : public RankingNet {
     return enc;
   }
 
-  Tensor Score(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding* cached) override {
-    StaticEncoding local;
-    if (!cached) {
-      local = Precompute(g);
-      cached = &local;
-    }
+  Tensor ScoreCached(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding& enc) override {
+    const StaticEncoding* cached = &enc;
     const int64_t c = batch.size(), n = g.num_nodes;
     if (spec_.kind == CollectionKind::kTile) {
       Tensor emb = cached->graph_emb.expand({c, spec_.hidden});

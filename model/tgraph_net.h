@@ -36,13 +36,16 @@ class RankingNet : public torch::nn::Module {
   virtual ~RankingNet() = default;
   virtual StaticEncoding Precompute(const GraphTensors& g) = 0;
   // Scores [C] for a batch. With `cached` from Precompute of the same graph the result
-  // equals the uncached one (tested to 1e-5).
-  virtual torch::Tensor Score(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding* cached) = 0;
-  torch::Tensor Score(const GraphTensors& g, const ConfigBatch& batch) { return Score(g, batch, nullptr); }
+  // equals the uncached one (tested to 1e-5); without, Precompute runs first.
+  torch::Tensor Score(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding* cached = nullptr) {
+    if (cached) return ScoreCached(g, batch, *cached);
+    return ScoreCached(g, batch, Precompute(g));
+  }
   const ModelSpec& spec() const { return spec_; }
 
  protected:
   explicit RankingNet(ModelSpec spec) : spec_(std::move(spec)) {}
+  virtual torch::Tensor ScoreCached(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding& cached) = 0;
   ModelSpec spec_;
 };
 

@@ -284,17 +284,22 @@ absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
   int64_t loss_count = 0;
   int last_report = -1;
 
+  auto result = [&](bool completed) {
+    FoldResult r;
+    r.fold = fold;
+    r.valid_score = best;
+    r.best_step = best_step;
+    r.seconds = seconds_before + elapsed();
+    r.peak_rss_bytes = PeakRssBytes();
+    r.completed = completed;
+    return r;
+  };
   std::vector<size_t> order;
   int64_t order_epoch = -1;
   while (step < total) {
     if (o.stop_after_steps > 0 && step - start_step >= o.stop_after_steps) {
       std::fclose(log);
-      FoldResult stopped;
-      stopped.fold = fold;
-      stopped.valid_score = best;
-      stopped.best_step = best_step;
-      stopped.seconds = seconds_before + elapsed();
-      return stopped;
+      return result(false);
     }
     const int64_t epoch = step / steps_per_epoch;
     if (epoch != order_epoch) {  // the epoch's graph order is a function of (seed, fold, epoch)
@@ -384,20 +389,14 @@ absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
     }
   }
   std::fclose(log);
-  FoldResult r;
-  r.fold = fold;
-  r.valid_score = best;
-  r.best_step = best_step;
-  r.seconds = seconds_before + elapsed();
-  r.peak_rss_bytes = PeakRssBytes();
-  r.completed = true;
+  const FoldResult r = result(true);
   if (!fs::exists(dir + "/best.npz")) {  // no finite validation score ever: keep the last weights
     if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
   }
-  json result = {{"fold", fold}, {"valid_score", std::isfinite(best) ? json(best) : json()}, {"best_step", best_step},
+  json summary = {{"fold", fold}, {"valid_score", std::isfinite(best) ? json(best) : json()}, {"best_step", best_step},
                  {"steps", total}, {"seconds", r.seconds}, {"peak_rss_bytes", r.peak_rss_bytes},
                  {"weights", "best.npz"}};
-  if (absl::Status s = WriteFileAtomic(dir + "/result.json", result.dump(1)); !s.ok()) return s;
+  if (absl::Status s = WriteFileAtomic(dir + "/result.json", summary.dump(1)); !s.ok()) return s;
   return r;
 }
 
