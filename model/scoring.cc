@@ -60,6 +60,10 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
     }
     for (const std::vector<int64_t>& order : orders) {
       for (int64_t begin = 0; begin < c; begin += batch) {
+        if (o.cancelled && o.cancelled()) {
+          r.cancelled = true;
+          return r;
+        }
         const int64_t end = std::min(c, begin + batch);
         const torch::Tensor s =
             f.net->Score(graph, Gather(rows, order, static_cast<size_t>(begin), static_cast<size_t>(end)), cache)

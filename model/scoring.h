@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "model/tgraph_net.h"
@@ -24,6 +25,9 @@ struct ScoringOptions {
   int64_t batch_size = 128;
   int tta = 10;        // permutations when count > batch_size
   uint64_t seed = 0;   // permutations are a function of the seed: same input, same scores
+  // Polled before every batch; when it returns true the scoring stops early (a
+  // cancelled or expired RPC stops consuming compute).
+  std::function<bool()> cancelled;
 };
 
 // One fold's network and, optionally, its cached StaticEncoding of this graph.
@@ -36,6 +40,7 @@ struct ScoreResult {
   std::vector<double> score;   // fold mean; lower = predicted faster
   std::vector<double> spread;  // population std of the fold scores (0 with one fold)
   int64_t batches = 0;         // forward passes run, over all folds
+  bool cancelled = false;      // stopped early by ScoringOptions::cancelled; scores incomplete
 };
 
 // Runs without autograd. Scores of one fold are averaged over the TTA passes.

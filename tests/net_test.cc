@@ -280,3 +280,18 @@ CATCH_TEST_CASE("weights round trip through npz and the registry", "[model_io]")
   CATCH_CHECK(loaded->folds.size() == 2);
   CATCH_CHECK(torch::equal(loaded->folds[1]->Score(f.graph, {f.configs, {}}), a->Score(f.graph, {f.configs, {}})));
 }
+
+CATCH_TEST_CASE("scoring stops at the next batch once cancelled", "[scoring]") {
+  torch::manual_seed(8);
+  Fixture f = MakeFixture(9, 20);
+  auto net = MakeRankingNet(SmallSpec());
+  const std::vector<int8_t> rows = RowsOf(f);
+  ScoringOptions o;
+  o.batch_size = 4;
+  o.tta = 2;
+  int polls = 0;
+  o.cancelled = [&polls] { return ++polls > 3; };
+  const ScoreResult r = ScoreConfigs({{net.get(), nullptr}}, f.graph, ConfigRows{rows.data(), nullptr, 20, f.nc}, o);
+  CATCH_CHECK(r.cancelled);
+  CATCH_CHECK(r.batches == 3);  // of 2 passes x 5 batches
+}

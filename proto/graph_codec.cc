@@ -1,0 +1,57 @@
+#include "proto/graph_codec.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace tgraph {
+
+absl::StatusOr<WireGraph> DecodeGraph(const v1::Graph& g, int64_t max_nodes) {
+  const int64_t n = g.num_nodes();
+  if (n <= 0) return absl::InvalidArgumentError(absl::StrCat("graph.num_nodes must be positive, got ", n));
+  if (n > max_nodes)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("graph.num_nodes is ", n, ", over this server's limit of ", max_nodes, " nodes"));
+  const size_t feat_bytes = static_cast<size_t>(n) * kNodeFeatDim * sizeof(float);
+  if (g.node_feat().size() != feat_bytes)
+    return absl::InvalidArgumentError(absl::StrCat("graph.node_feat has ", g.node_feat().size(), " bytes, expected ",
+                                                   feat_bytes, " (num_nodes x 140 float32)"));
+  if (g.node_opcode().size() != static_cast<size_t>(n))
+    return absl::InvalidArgumentError(absl::StrCat("graph.node_opcode has ", g.node_opcode().size(),
+                                                   " bytes, expected ", n, " (one byte per node)"));
+  if (g.edge_index().size() % (2 * sizeof(int64_t)) != 0)
+    return absl::InvalidArgumentError(absl::StrCat("graph.edge_index has ", g.edge_index().size(),
+                                                   " bytes, not a multiple of 16 (pairs of int64)"));
+  WireGraph w;
+  w.graph.num_nodes = n;
+  w.graph.node_feat.resize(static_cast<size_t>(n) * kNodeFeatDim);
+  std::memcpy(w.graph.node_feat.data(), g.node_feat().data(), feat_bytes);
+  w.graph.node_opcode.assign(g.node_opcode().begin(), g.node_opcode().end());
+  for (int32_t& o : w.graph.node_opcode) o = static_cast<uint8_t>(o);
+  w.graph.edge_index.resize(g.edge_index().size() / sizeof(int64_t));
+  std::memcpy(w.graph.edge_index.data(), g.edge_index().data(), g.edge_index().size());
+  w.node_config_ids.assign(g.node_config_ids().begin(), g.node_config_ids().end());
+  if (absl::Status s = ValidateNodeGraph(w.graph, "graph"); !s.ok()) return s;
+  std::vector<bool> seen(static_cast<size_t>(n), false);
+  for (size_t i = 0; i < w.node_config_ids.size(); ++i) {
+    const int64_t id = w.node_config_ids[i];
+    if (id < 0 || id >= n)
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph.node_config_ids[", i, "] is ", id, ", expected 0..", n - 1));
+    if (seen[id]) return absl::InvalidArgumentError(absl::StrCat("graph.node_config_ids lists node ", id, " twice"));
+    seen[id] = true;
+  }
+  return w;
+}
+
+void EncodeGraph(const NodeGraph& graph, const std::vector<int64_t>& ids, v1::Graph* out) {
+  out->set_num_nodes(graph.num_nodes);
+  out->set_node_feat(graph.node_feat.data(), graph.node_feat.size() * sizeof(float));
+  std::string opc(graph.node_opcode.size(), '\0');
+  for (size_t i = 0; i < opc.size(); ++i) opc[i] = static_cast<char>(static_cast<uint8_t>(graph.node_opcode[i]));
+  out->set_node_opcode(std::move(opc));
+  out->set_edge_index(graph.edge_index.data(), graph.edge_index.size() * sizeof(int64_t));
+  out->mutable_node_config_ids()->Assign(ids.begin(), ids.end());
+}
+
+}  // namespace tgraph
