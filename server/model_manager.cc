@@ -1,0 +1,118 @@
+#include "server/model_manager.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/model_io.h"
+
+namespace tgraph {
+
+ModelManager::ModelManager(Registry registry, Options options)
+    : registry_(std::move(registry)), options_(options) {}
+
+ModelManager::~ModelManager() { Stop(); }
+
+std::vector<ModelEvent> ModelManager::Poll() {
+  std::lock_guard<std::mutex> poll_lock(poll_mu_);
+  std::vector<ModelEvent> events;
+  for (const std::string& collection : registry_.ListCollections()) {
+    std::vector<int64_t> versions = registry_.ListVersions(collection);
+    // The newest keep_versions versions, oldest first, so the newest loads last.
+    if (static_cast<int>(versions.size()) > options_.keep_versions)
+      versions.erase(versions.begin(), versions.end() - options_.keep_versions);
+    for (int64_t v : versions) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (failed_.count({collection, v}) || models_[collection].count(v)) continue;
+      }
+      // Loading (reading, verifying, building networks) happens outside the lock.
+      const auto start = std::chrono::steady_clock::now();
+      absl::StatusOr<LoadedModel> m = LoadModel(registry_, collection, v);
+      ModelEvent e{collection, v, m.ok(), m.ok() ? "" : std::string(m.status().message()),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+      std::lock_guard<std::mutex> lock(mu_);
+      if (m.ok()) {
+        auto& loaded = models_[collection];
+        loaded[v] = std::make_shared<const LoadedModel>(std::move(*m));
+        while (static_cast<int>(loaded.size()) > options_.keep_versions) loaded.erase(loaded.begin());
+      } else {
+        failed_.insert({collection, v});
+        ++failed_loads_;
+      }
+      events.push_back(std::move(e));
+    }
+  }
+  return events;
+}
+
+void ModelManager::StartPolling(double interval_seconds,
+                                std::function<void(const std::vector<ModelEvent>&)> on_events) {
+  Stop();
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = false;
+  }
+  poller_ = std::thread([this, interval_seconds, on_events = std::move(on_events)] {
+    while (true) {
+      {
+        std::unique_lock<std::mutex> lock(stop_mu_);
+        if (stop_cv_.wait_for(lock, std::chrono::duration<double>(interval_seconds), [this] { return stopping_; }))
+          return;
+      }
+      std::vector<ModelEvent> events = Poll();
+      if (on_events && !events.empty()) on_events(events);
+    }
+  });
+}
+
+void ModelManager::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(stop_mu_);
+    stopping_ = true;
+  }
+  stop_cv_.notify_all();
+  if (poller_.joinable()) poller_.join();
+}
+
+absl::StatusOr<ModelHandle> ModelManager::Get(const std::string& collection, int64_t version) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = models_.find(collection);
+  if (it == models_.end() || it->second.empty()) {
+    std::vector<std::string> names;
+    for (const auto& [name, versions] : models_)
+      if (!versions.empty()) names.push_back(name);
+    return absl::NotFoundError(absl::StrCat("no model is loaded for collection '", collection, "' (loaded: ",
+                                            names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
+  }
+  if (version == 0) {
+    const auto& newest = *it->second.rbegin();
+    return ModelHandle{collection, newest.first, newest.second};
+  }
+  auto v = it->second.find(version);
+  if (v == it->second.end()) {
+    std::vector<int64_t> loaded;
+    for (const auto& [num, model] : it->second) loaded.push_back(num);
+    return absl::NotFoundError(absl::StrCat("version ", version, " of '", collection,
+                                            "' is not loaded (loaded versions: ", absl::StrJoin(loaded, ", "), ")"));
+  }
+  return ModelHandle{collection, v->first, v->second};
+}
+
+std::map<std::string, std::vector<ModelHandle>> ModelManager::Loaded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<std::string, std::vector<ModelHandle>> out;
+  for (const auto& [collection, versions] : models_)
+    for (auto it = versions.rbegin(); it != versions.rend(); ++it)
+      out[collection].push_back({collection, it->first, it->second});
+  return out;
+}
+
+bool ModelManager::AnyLoaded() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [collection, versions] : models_)
+    if (!versions.empty()) return true;
+  return false;
+}
+
+}  // namespace tgraph

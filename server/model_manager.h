@@ -1,0 +1,82 @@
+// Loads published model versions from the registry, keeps the latest few of every
+// collection in memory, and swaps new versions in atomically, off the request path.
+// A request holds a shared_ptr to the version it started with, so a swap never
+// disturbs it; a version that fails to load (corrupt, incomplete) is reported and the
+// previous one keeps serving. Torch-free header.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/registry.h"
+
+namespace tgraph {
+
+struct LoadedModel;  // model/model_io.h
+
+struct ModelHandle {
+  std::string collection;
+  int64_t version = 0;
+  std::shared_ptr<const LoadedModel> model;
+};
+
+// What one poll did, for logs and metrics.
+struct ModelEvent {
+  std::string collection;
+  int64_t version = 0;
+  bool loaded = false;     // false: the version failed to load
+  std::string message;     // the error, when it failed
+  double seconds = 0;      // load time
+};
+
+class ModelManager {
+ public:
+  struct Options {
+    int keep_versions = 2;  // newest versions kept loaded per collection (pinnable)
+  };
+  ModelManager(Registry registry, Options options);
+  ~ModelManager();
+
+  // Loads, for every collection in the registry, the newest versions not yet loaded
+  // (up to keep_versions). A version that failed once is not retried. Safe to call
+  // while requests are served; the swap is atomic.
+  std::vector<ModelEvent> Poll();
+
+  // Polls every `interval` seconds on a background thread; `on_events` sees each poll's
+  // events (logging, metrics). Stop() (or the destructor) ends it.
+  void StartPolling(double interval_seconds, std::function<void(const std::vector<ModelEvent>&)> on_events);
+  void Stop();
+
+  // version 0 = the newest loaded. NOT_FOUND names what is loaded.
+  absl::StatusOr<ModelHandle> Get(const std::string& collection, int64_t version) const;
+  // Newest first for each collection.
+  std::map<std::string, std::vector<ModelHandle>> Loaded() const;
+  bool AnyLoaded() const;
+  int64_t failed_loads() const { return failed_loads_.load(); }
+  const Registry& registry() const { return registry_; }
+
+ private:
+  Registry registry_;
+  Options options_;
+  mutable std::mutex mu_;
+  std::map<std::string, std::map<int64_t, std::shared_ptr<const LoadedModel>>> models_;  // guarded by mu_
+  std::set<std::pair<std::string, int64_t>> failed_;  // guarded by mu_
+  std::atomic<int64_t> failed_loads_{0};
+  std::mutex poll_mu_;  // one Poll at a time
+  std::thread poller_;
+  std::mutex stop_mu_;
+  std::condition_variable stop_cv_;
+  bool stopping_ = false;
+};
+
+}  // namespace tgraph

@@ -1,0 +1,274 @@
+#include "server/ranker.h"
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <future>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "model/features.h"
+#include "model/model_io.h"
+#include "model/preprocess.h"
+#include "model/scoring.h"
+
+namespace tgraph {
+
+struct Ranker::StoredGraph {
+  PrunedGraph pruned;
+  int64_t original_nodes = 0;
+  int64_t num_config_nodes = 0;
+  int64_t bytes() const {
+    return static_cast<int64_t>(pruned.graph.node_feat.size() * sizeof(float) +
+                                pruned.graph.node_opcode.size() * sizeof(int32_t) +
+                                (pruned.graph.edge_index.size() + pruned.original_ids.size() +
+                                 pruned.config_node_index.size()) * sizeof(int64_t)) +
+           256;
+  }
+};
+
+struct Ranker::PreparedGraph {
+  GraphTensors tensors;
+  std::vector<StaticEncoding> encodings;  // one per fold of the model version
+  int64_t bytes = 0;
+};
+
+size_t Ranker::PreparedKeyHash::operator()(const PreparedKey& k) const {
+  return std::hash<std::string>()(k.first) ^ (std::hash<std::string>()(k.second.first) * 31) ^
+         std::hash<int64_t>()(k.second.second) * 1000003;
+}
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+int64_t TensorBytes(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
+
+bool IsHexHash(const std::string& h) {
+  if (h.size() != 64) return false;
+  for (char c : h)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+}  // namespace
+
+Ranker::Ranker(ModelManager* models, RankerOptions options)
+    : models_(models),
+      options_(options),
+      graphs_(options.graph_store_bytes),
+      prepared_(options.cache_bytes),
+      pool_(std::make_unique<WorkerPool>(options.workers, options.queue_size)) {}
+
+Ranker::~Ranker() { pool_.reset(); }
+
+absl::StatusOr<RegisterResult> Ranker::Register(WireGraph g) {
+  RegisterResult r;
+  r.graph_hash = GraphContentHash(g.graph, g.node_config_ids);
+  r.num_nodes = g.graph.num_nodes;
+  r.num_config_nodes = static_cast<int64_t>(g.node_config_ids.size());
+  if (std::shared_ptr<const StoredGraph> known = graphs_.Get(r.graph_hash)) {
+    r.pruned_nodes = known->pruned.graph.num_nodes;
+    r.already_registered = true;
+    return r;
+  }
+  auto stored = std::make_shared<StoredGraph>();
+  stored->original_nodes = g.graph.num_nodes;
+  stored->num_config_nodes = r.num_config_nodes;
+  if (g.node_config_ids.empty()) {  // a tile graph: nothing to prune
+    stored->pruned.graph = std::move(g.graph);
+    stored->pruned.original_ids.resize(static_cast<size_t>(stored->pruned.graph.num_nodes));
+    for (size_t i = 0; i < stored->pruned.original_ids.size(); ++i) stored->pruned.original_ids[i] = static_cast<int64_t>(i);
+  } else {
+    stored->pruned = PruneGraph(g.graph, g.node_config_ids);
+  }
+  r.pruned_nodes = stored->pruned.graph.num_nodes;
+  const int64_t bytes = stored->bytes();
+  if (bytes > options_.graph_store_bytes)
+    return absl::ResourceExhaustedError(absl::StrCat("the pruned graph needs ", bytes,
+                                                     " bytes, more than the server's graph store of ",
+                                                     options_.graph_store_bytes));
+  graphs_.Put(r.graph_hash, std::move(stored), bytes);
+  return r;
+}
+
+absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::function<bool()>& cancelled) {
+  const auto start = Clock::now();
+  // All validation happens here, before any compute.
+  absl::StatusOr<Collection> coll = ParseCollection(q.collection);
+  if (!coll.ok()) return absl::NotFoundError(absl::StrCat("collection: ", coll.status().message()));
+  if (q.model_version < 0) return absl::InvalidArgumentError("model_version must be 0 (latest) or a version number");
+  absl::StatusOr<ModelHandle> model = models_->Get(q.collection, q.model_version);
+  if (!model.ok()) return model.status();
+  if (!IsHexHash(q.graph_hash))
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph_hash must be 64 lowercase hex digits (from RegisterGraph), got '", q.graph_hash, "'"));
+  std::shared_ptr<const StoredGraph> graph = graphs_.Get(q.graph_hash);
+  if (!graph)
+    return absl::NotFoundError(absl::StrCat("graph ", q.graph_hash,
+                                            " is not registered on this server: call RegisterGraph, then retry"));
+  const int64_t c = q.num_configs;
+  if (c <= 0) return absl::InvalidArgumentError(absl::StrCat("num_configs must be positive, got ", c));
+  if (c > options_.max_configs)
+    return absl::ResourceExhaustedError(
+        absl::StrCat("num_configs is ", c, ", over this server's limit of ", options_.max_configs, " per request"));
+  const int64_t nc = graph->num_config_nodes;
+  if (coll->kind == CollectionKind::kLayout) {
+    if (nc == 0)
+      return absl::InvalidArgumentError(absl::StrCat("collection ", q.collection,
+                                                     " ranks layouts, but the graph has no node_config_ids"));
+    if (!q.tile_configs.empty())
+      return absl::InvalidArgumentError("tile_configs must be empty for a layout collection; use layout_configs");
+    const size_t want = static_cast<size_t>(c) * static_cast<size_t>(nc) * kConfigFeatDim;
+    if (q.layout_configs.size() != want)
+      return absl::InvalidArgumentError(absl::StrCat("layout_configs has ", q.layout_configs.size(),
+                                                     " bytes, expected num_configs x nc x 18 = ", c, " x ", nc,
+                                                     " x 18 = ", want));
+    for (size_t i = 0; i < want; ++i) {
+      const int v = static_cast<int8_t>(q.layout_configs[i]);
+      if (v < -1 || v > 5)
+        return absl::InvalidArgumentError(absl::StrCat("layout_configs: config ", i / (nc * kConfigFeatDim), ", node ",
+                                                       (i / kConfigFeatDim) % nc, ", slot ", i % kConfigFeatDim,
+                                                       " is ", v, ", expected -1..5"));
+    }
+  } else {
+    if (nc != 0)
+      return absl::InvalidArgumentError(absl::StrCat("collection ", q.collection,
+                                                     " ranks tile configs of a kernel graph without node_config_ids"));
+    if (!q.layout_configs.empty())
+      return absl::InvalidArgumentError("layout_configs must be empty for the tile collection; use tile_configs");
+    const size_t want = static_cast<size_t>(c) * kTileConfigDim * sizeof(float);
+    if (q.tile_configs.size() != want)
+      return absl::InvalidArgumentError(absl::StrCat("tile_configs has ", q.tile_configs.size(),
+                                                     " bytes, expected num_configs x 24 float32 = ", want));
+    for (int64_t i = 0; i < c * kTileConfigDim; ++i) {
+      float v;
+      std::memcpy(&v, q.tile_configs.data() + i * sizeof(float), sizeof v);
+      if (!std::isfinite(v) || v < 0)
+        return absl::InvalidArgumentError(absl::StrCat("tile_configs: config ", i / kTileConfigDim, ", feature ",
+                                                       i % kTileConfigDim, " is ", v,
+                                                       ", expected a finite non-negative number"));
+    }
+  }
+  if (q.top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", q.top_k));
+  if (q.tta < 0 || q.tta > options_.max_tta)
+    return absl::InvalidArgumentError(absl::StrCat("tta must be in 0..", options_.max_tta, ", got ", q.tta));
+  const int folds = static_cast<int>(model->model->folds.size());
+  std::set<int> seen;
+  for (int f : q.folds) {
+    if (f < 0 || f >= folds)
+      return absl::InvalidArgumentError(absl::StrCat("folds: ", f, " is not a fold of ", q.collection, " version ",
+                                                     model->version, ", which has folds 0..", folds - 1));
+    if (!seen.insert(f).second) return absl::InvalidArgumentError(absl::StrCat("folds: ", f, " is listed twice"));
+  }
+
+  // Inference on the worker pool; this thread waits (or gives up on cancellation).
+  auto promise = std::make_shared<std::promise<absl::StatusOr<RankResult>>>();
+  std::future<absl::StatusOr<RankResult>> done = promise->get_future();
+  const auto submitted = Clock::now();
+  const bool accepted = pool_->TrySubmit([this, promise, q, m = *model, graph, cancelled, submitted] {
+    const double queue_ms = Ms(submitted, Clock::now());
+    absl::StatusOr<RankResult> r = [&]() -> absl::StatusOr<RankResult> {
+      if (cancelled && cancelled()) return absl::CancelledError("the request was cancelled while queued");
+      try {
+        return RankOnWorker(q, m, graph, cancelled);
+      } catch (const c10::Error& e) {
+        return absl::InternalError(absl::StrCat("inference failed: ", e.what_without_backtrace()));
+      } catch (const std::exception& e) {
+        return absl::InternalError(absl::StrCat("inference failed: ", e.what()));
+      }
+    }();
+    if (r.ok()) r->timing.queue_ms = queue_ms;
+    promise->set_value(std::move(r));
+  });
+  if (!accepted) {
+    ++rejected_;
+    return absl::ResourceExhaustedError(absl::StrCat("the inference queue is full (", options_.queue_size,
+                                                     " requests waiting): retry with backoff"));
+  }
+  absl::StatusOr<RankResult> r = done.get();
+  if (!r.ok()) {
+    if (r.status().code() == absl::StatusCode::kCancelled) ++cancelled_;
+    return r.status();
+  }
+  r->timing.total_ms = Ms(start, Clock::now());
+  return r;
+}
+
+absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const ModelHandle& m,
+                                                std::shared_ptr<const StoredGraph> graph,
+                                                const std::function<bool()>& cancelled) {
+  RankResult r;
+  r.model_version = m.version;
+  const LoadedModel& model = *m.model;
+  // The graph's configuration-independent work, once per (graph, model version).
+  const PreparedKey key{q.graph_hash, {m.collection, m.version}};
+  std::shared_ptr<const PreparedGraph> prepared = prepared_.Get(key);
+  r.timing.cache_hit = prepared != nullptr;
+  if (!prepared) {
+    const auto t0 = Clock::now();
+    torch::NoGradGuard no_grad;
+    auto p = std::make_shared<PreparedGraph>();
+    p->tensors = MakeGraphTensors(graph->pruned.graph, graph->pruned.config_node_index, model.manifest.stats);
+    p->bytes = p->tensors.bytes();
+    for (const auto& net : model.folds) {
+      p->encodings.push_back(net->Precompute(p->tensors));
+      const StaticEncoding& e = p->encodings.back();
+      p->bytes += TensorBytes(e.node_in) + TensorBytes(e.config_h0) + TensorBytes(e.graph_emb);
+    }
+    r.timing.graph_prepare_ms = Ms(t0, Clock::now());
+    prepared_.Put(key, p, p->bytes);
+    prepared = std::move(p);
+  }
+  std::vector<FoldModel> folds;
+  if (q.folds.empty()) {
+    for (size_t f = 0; f < model.folds.size(); ++f) folds.push_back({model.folds[f].get(), &prepared->encodings[f]});
+  } else {
+    for (int f : q.folds) folds.push_back({model.folds[f].get(), &prepared->encodings[f]});
+  }
+  ConfigRows rows;
+  rows.count = q.num_configs;
+  if (!q.layout_configs.empty()) {
+    rows.layout = reinterpret_cast<const int8_t*>(q.layout_configs.data());
+    rows.num_config_nodes = graph->num_config_nodes;
+  }
+  std::vector<float> tile;
+  if (!q.tile_configs.empty()) {
+    tile.resize(q.tile_configs.size() / sizeof(float));
+    std::memcpy(tile.data(), q.tile_configs.data(), q.tile_configs.size());
+    rows.tile = tile.data();
+  }
+  ScoringOptions so;
+  so.batch_size = model.manifest.batch_size;
+  so.tta = q.tta > 0 ? q.tta : model.manifest.tta;
+  so.cancelled = cancelled;
+  const auto t0 = Clock::now();
+  const ScoreResult s = ScoreConfigs(folds, prepared->tensors, rows, so);
+  r.timing.inference_ms = Ms(t0, Clock::now());
+  r.timing.batches = s.batches;
+  batches_run_ += s.batches;
+  if (s.cancelled) return absl::CancelledError("the request was cancelled or its deadline passed; scoring stopped");
+  configs_scored_ += q.num_configs;
+  r.scores.assign(s.score.begin(), s.score.end());
+  r.spread.assign(s.spread.begin(), s.spread.end());
+  for (int64_t i : RankByScore(s.score, q.top_k)) r.ranking.push_back(static_cast<int32_t>(i));
+  return r;
+}
+
+RankerStats Ranker::Stats() const {
+  RankerStats s;
+  s.graph_store = graphs_.Stats();
+  s.tensor_cache = prepared_.Stats();
+  s.queued = pool_->queued();
+  s.running = pool_->running();
+  s.configs_scored = configs_scored_.load();
+  s.batches_run = batches_run_.load();
+  s.rejected_queue_full = rejected_.load();
+  s.cancelled = cancelled_.load();
+  return s;
+}
+
+}  // namespace tgraph

@@ -1,0 +1,104 @@
+// The ranking service's logic, independent of gRPC: registered graphs (pruned once)
+// in a byte-bounded store, per (graph, model version) configuration-independent tensors
+// in a byte-bounded LRU cache, request validation before any compute, and inference on
+// a bounded worker pool through the shared scoring function. Torch-free header.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "proto/graph_codec.h"
+#include "server/lru_cache.h"
+#include "server/model_manager.h"
+#include "server/worker_pool.h"
+
+namespace tgraph {
+
+struct RankerOptions {
+  int64_t graph_store_bytes = int64_t{2} << 30;  // registered (pruned) graphs
+  int64_t cache_bytes = int64_t{4} << 30;        // per-version prepared tensors
+  int64_t max_nodes = 200000;
+  int64_t max_configs = 100000;
+  int workers = 1;
+  int queue_size = 16;                           // waiting requests before RESOURCE_EXHAUSTED
+  int max_tta = 64;
+};
+
+struct RegisterResult {
+  std::string graph_hash;
+  int64_t num_nodes = 0, pruned_nodes = 0, num_config_nodes = 0;
+  bool already_registered = false;
+};
+
+struct RankRequest {
+  std::string collection;
+  int64_t model_version = 0;
+  std::string graph_hash;
+  int64_t num_configs = 0;
+  std::string layout_configs;  // c x nc x 18 int8
+  std::string tile_configs;    // c x 24 float32
+  int64_t top_k = 0;
+  int tta = 0;
+  std::vector<int> folds;
+};
+
+struct RankTiming {
+  double queue_ms = 0, graph_prepare_ms = 0, inference_ms = 0, total_ms = 0;
+  bool cache_hit = false;
+  int64_t batches = 0;
+};
+
+struct RankResult {
+  std::vector<float> scores, spread;
+  std::vector<int32_t> ranking;
+  int64_t model_version = 0;
+  RankTiming timing;
+};
+
+// Counters for metrics.
+struct RankerStats {
+  CacheStats graph_store, tensor_cache;
+  int64_t queued = 0, running = 0;
+  int64_t configs_scored = 0, batches_run = 0, rejected_queue_full = 0, cancelled = 0;
+};
+
+class Ranker {
+ public:
+  Ranker(ModelManager* models, RankerOptions options);
+  ~Ranker();
+
+  absl::StatusOr<RegisterResult> Register(WireGraph graph);
+
+  // Validates, then runs on the worker pool and waits. `cancelled` is polled while
+  // queued and between batches: a cancelled or expired RPC stops consuming compute.
+  absl::StatusOr<RankResult> Rank(const RankRequest& request, const std::function<bool()>& cancelled);
+
+  RankerStats Stats() const;
+
+ private:
+  struct StoredGraph;
+  struct PreparedGraph;
+  struct PreparedKeyHash {
+    size_t operator()(const std::pair<std::string, std::pair<std::string, int64_t>>& k) const;
+  };
+  using PreparedKey = std::pair<std::string, std::pair<std::string, int64_t>>;  // hash, (collection, version)
+
+  absl::StatusOr<RankResult> RankOnWorker(const RankRequest& request, const ModelHandle& model,
+                                          std::shared_ptr<const StoredGraph> graph,
+                                          const std::function<bool()>& cancelled);
+
+  ModelManager* models_;
+  RankerOptions options_;
+  LruCache<std::string, StoredGraph> graphs_;
+  LruCache<PreparedKey, PreparedGraph, PreparedKeyHash> prepared_;
+  std::atomic<int64_t> configs_scored_{0}, batches_run_{0}, rejected_{0}, cancelled_{0};
+  std::unique_ptr<WorkerPool> pool_;  // last: destroyed (joined) first
+};
+
+}  // namespace tgraph

@@ -1,0 +1,299 @@
+// LibTorch defines glog-style CHECK macros: use Catch's prefixed names here.
+#define CATCH_CONFIG_PREFIX_ALL
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <thread>
+
+#include "model/graph_io.h"
+#include "model/model_io.h"
+#include "model/scoring.h"
+#include "model/synth/generator.h"
+#include "model/train/train_data.h"
+#include "server/model_manager.h"
+#include "server/ranker.h"
+#include "tests/test_util.h"
+
+using namespace tgraph;
+
+namespace {
+
+// Tiny synthetic data and a registry with untrained (but fixed) models: the service's
+// behaviour does not depend on how good the model is.
+struct World {
+  TempDir dir;
+  std::string data, registry;
+  World() {
+    data = dir.path() + "/data";
+    registry = dir.path() + "/registry";
+    synth::GenerateOptions o;
+    o.out = data;
+    o.preset = "tiny";
+    o.seed = 2;
+    o.collections = {*ParseCollection("layout:xla:random"), *ParseCollection("tile:xla")};
+    if (!synth::Generate(o).ok()) std::abort();
+  }
+  // Publishes a model with `folds` folds of random weights; returns the version.
+  int64_t Publish(const std::string& collection, int folds, int64_t hidden = 16) {
+    ModelSpec spec;
+    spec.hidden = hidden;
+    spec.kind = ParseCollection(collection)->kind;
+    Manifest m;
+    m.collection = collection;
+    m.spec = spec;
+    for (int f = 0; f < folds; ++f) {
+      auto net = MakeRankingNet(spec);
+      const std::string w = dir.path() + "/w" + std::to_string(f) + ".npz";
+      if (!SaveWeights(*net, w).ok()) std::abort();
+      m.folds.push_back({f, 0.5, w, ""});
+    }
+    m.batch_size = 16;
+    m.tta = 3;
+    return *Registry(registry).Publish(m);
+  }
+  GraphFile File(const std::string& collection, const std::string& split = "valid") {
+    return (*ListSplit(data, *ParseCollection(collection), split))[0];
+  }
+};
+
+WireGraph WireOf(const LayoutGraph& g) { return {g.graph, g.node_config_ids}; }
+
+RankRequest LayoutRequest(const LayoutGraph& g, const std::string& hash) {
+  RankRequest q;
+  q.collection = "layout:xla:random";
+  q.graph_hash = hash;
+  q.num_configs = g.num_configs;
+  q.layout_configs.assign(reinterpret_cast<const char*>(g.config_feat.data()), g.config_feat.size());
+  return q;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("model manager loads, swaps, pins and survives a corrupt version", "[server]") {
+  World w;
+  ModelManager mm(Registry(w.registry), {2});
+  CATCH_CHECK_FALSE(mm.AnyLoaded());
+  CATCH_CHECK(mm.Get("layout:xla:random", 0).status().code() == absl::StatusCode::kNotFound);
+  w.Publish("layout:xla:random", 1);
+  auto events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK(events[0].loaded);
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 1);
+  CATCH_CHECK(mm.Poll().empty());  // nothing new
+  auto held = *mm.Get("layout:xla:random", 0);  // an in-flight request holds version 1
+  w.Publish("layout:xla:random", 2);
+  mm.Poll();
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 2);
+  CATCH_CHECK(mm.Get("layout:xla:random", 1)->version == 1);  // pinned
+  CATCH_CHECK(held.model->folds.size() == 1u);
+
+  // Version 3 is published, then its weights get corrupted: it is reported, 2 keeps serving.
+  const int64_t v3 = w.Publish("layout:xla:random", 1);
+  std::ofstream(Registry(w.registry).VersionDir("layout:xla:random", v3) + "/fold_0.npz", std::ios::app) << "junk";
+  events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK_FALSE(events[0].loaded);
+  CATCH_CHECK_THAT(events[0].message, Catch::Contains("checksum mismatch"));
+  CATCH_CHECK(mm.failed_loads() == 1);
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 2);
+  CATCH_CHECK(mm.Poll().empty());  // a failed version is not retried every poll
+  auto missing = mm.Get("layout:xla:random", 7);
+  CATCH_CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CATCH_CHECK_THAT(std::string(missing.status().message()), Catch::Contains("loaded versions: 1, 2"));
+
+  // Background polling picks up a new version by itself.
+  std::atomic<int> seen{0};
+  mm.StartPolling(0.05, [&](const std::vector<ModelEvent>& e) { seen += static_cast<int>(e.size()); });
+  const int64_t v4 = w.Publish("layout:xla:random", 1);
+  for (int i = 0; i < 200 && mm.Get("layout:xla:random", 0)->version != v4; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  mm.Stop();
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == v4);
+  CATCH_CHECK(seen >= 1);
+}
+
+CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-graph work", "[server]") {
+  World w;
+  w.Publish("layout:xla:random", 2);
+  ModelManager mm(Registry(w.registry), {2});
+  mm.Poll();
+  Ranker ranker(&mm, RankerOptions{});
+  const GraphFile f = w.File("layout:xla:random");
+  LayoutGraph g = *LoadLayoutGraph(f.path);
+  auto reg = ranker.Register(WireOf(g));
+  CATCH_REQUIRE(reg.ok());
+  CATCH_CHECK(reg->graph_hash == GraphContentHash(g.graph, g.node_config_ids));
+  CATCH_CHECK_FALSE(reg->already_registered);
+  CATCH_CHECK(reg->pruned_nodes < reg->num_nodes);
+  CATCH_CHECK(ranker.Register(WireOf(g))->already_registered);
+
+  RankRequest q = LayoutRequest(g, reg->graph_hash);
+  auto first = ranker.Rank(q, nullptr);
+  CATCH_REQUIRE(first.ok());
+  CATCH_CHECK(first->model_version == 1);
+  CATCH_CHECK_FALSE(first->timing.cache_hit);
+  CATCH_CHECK(first->timing.graph_prepare_ms > 0);
+  auto second = ranker.Rank(q, nullptr);
+  CATCH_REQUIRE(second.ok());
+  CATCH_CHECK(second->timing.cache_hit);
+  CATCH_CHECK(second->timing.graph_prepare_ms == 0);  // no pruning, no per-graph tensor work
+  CATCH_CHECK(second->scores == first->scores);
+
+  // The evaluator's path: load the file, prune, build tensors, the shared scoring function.
+  auto model = LoadModel(Registry(w.registry), "layout:xla:random", 1);
+  LoadOptions lo;
+  lo.dedup = false;
+  GraphData d = *LoadGraphData(f, "valid", CollectionKind::kLayout, lo);
+  std::vector<int64_t> all(static_cast<size_t>(d.num_configs()));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  std::vector<int8_t> rows = d.LayoutRows(all);
+  ScoringOptions so;
+  so.batch_size = model->manifest.batch_size;
+  so.tta = model->manifest.tta;
+  std::vector<FoldModel> folds;
+  for (auto& net : model->folds) folds.push_back({net.get(), nullptr});
+  const ScoreResult eval = ScoreConfigs(folds, MakeGraphTensors(d.graph, d.config_nodes, model->manifest.stats),
+                                        ConfigRows{rows.data(), nullptr, d.num_configs(), d.configs.num_config_nodes}, so);
+  CATCH_REQUIRE(eval.score.size() == first->scores.size());
+  for (size_t i = 0; i < eval.score.size(); ++i) {
+    CATCH_CHECK(first->scores[i] == Approx(eval.score[i]).margin(1e-5));
+    CATCH_CHECK(first->spread[i] == Approx(eval.spread[i]).margin(1e-5));
+  }
+  CATCH_CHECK(first->timing.batches == 2 * 3 * ((d.num_configs() + 15) / 16));  // folds x TTA x batches
+  // Ranking: fastest first, cut to top_k; one fold only when asked.
+  q.top_k = 5;
+  q.folds = {1};
+  auto top = ranker.Rank(q, nullptr);
+  CATCH_REQUIRE(top.ok());
+  CATCH_CHECK(top->ranking.size() == 5u);
+  for (size_t i = 1; i < 5; ++i) CATCH_CHECK(top->scores[top->ranking[i - 1]] <= top->scores[top->ranking[i]]);
+  CATCH_CHECK(top->spread == std::vector<float>(top->scores.size(), 0.0f));
+  const RankerStats s = ranker.Stats();
+  CATCH_CHECK(s.tensor_cache.hits == 2);
+  CATCH_CHECK(s.tensor_cache.misses == 1);
+}
+
+CATCH_TEST_CASE("ranker validates every request field before any compute", "[server]") {
+  World w;
+  w.Publish("layout:xla:random", 1);
+  w.Publish("tile:xla", 1);
+  ModelManager mm(Registry(w.registry), {2});
+  mm.Poll();
+  RankerOptions ro;
+  ro.max_configs = 500;
+  Ranker ranker(&mm, ro);
+  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
+  const std::string hash = ranker.Register(WireOf(g))->graph_hash;
+  auto expect = [&](const RankRequest& q, absl::StatusCode code, const std::string& text) {
+    auto r = ranker.Rank(q, nullptr);
+    CATCH_REQUIRE_FALSE(r.ok());
+    CATCH_CHECK(r.status().code() == code);
+    CATCH_CHECK_THAT(std::string(r.status().message()), Catch::Contains(text));
+  };
+  const RankRequest good = LayoutRequest(g, hash);
+  RankRequest q = good;
+  q.collection = "layout:xla";
+  expect(q, absl::StatusCode::kNotFound, "unknown collection");
+  q = good;
+  q.collection = "layout:nlp:random";
+  expect(q, absl::StatusCode::kNotFound, "no model is loaded for collection 'layout:nlp:random'");
+  q = good;
+  q.model_version = 9;
+  expect(q, absl::StatusCode::kNotFound, "version 9");
+  q = good;
+  q.graph_hash = "abc";
+  expect(q, absl::StatusCode::kInvalidArgument, "64 lowercase hex");
+  q = good;
+  q.graph_hash = std::string(64, 'f');
+  expect(q, absl::StatusCode::kNotFound, "call RegisterGraph");
+  q = good;
+  q.num_configs = 0;
+  expect(q, absl::StatusCode::kInvalidArgument, "num_configs must be positive");
+  q = good;
+  q.num_configs = 501;
+  expect(q, absl::StatusCode::kResourceExhausted, "limit of 500");
+  q = good;
+  q.layout_configs.pop_back();
+  expect(q, absl::StatusCode::kInvalidArgument, "expected num_configs x nc x 18");
+  q = good;
+  q.layout_configs[18 * 3 + 4] = 6;
+  expect(q, absl::StatusCode::kInvalidArgument, "config 0, node 3, slot 4 is 6, expected -1..5");
+  q = good;
+  q.tile_configs = "x";
+  expect(q, absl::StatusCode::kInvalidArgument, "tile_configs must be empty");
+  q = good;
+  q.top_k = -1;
+  expect(q, absl::StatusCode::kInvalidArgument, "top_k");
+  q = good;
+  q.tta = 1000;
+  expect(q, absl::StatusCode::kInvalidArgument, "tta must be in 0..64");
+  q = good;
+  q.folds = {0, 1};
+  expect(q, absl::StatusCode::kInvalidArgument, "folds: 1 is not a fold");
+  q = good;
+  q.folds = {0, 0};
+  expect(q, absl::StatusCode::kInvalidArgument, "listed twice");
+  q = good;
+  q.collection = "tile:xla";
+  expect(q, absl::StatusCode::kInvalidArgument, "without node_config_ids");
+
+  // The tile collection: its own encoding, NaN refused.
+  TileGraph t = *LoadTileGraph(w.File("tile:xla").path);
+  const std::string th = ranker.Register({t.graph, {}})->graph_hash;
+  RankRequest tq;
+  tq.collection = "tile:xla";
+  tq.graph_hash = th;
+  tq.num_configs = t.num_configs;
+  tq.tile_configs.assign(reinterpret_cast<const char*>(t.config_feat.data()), t.config_feat.size() * 4);
+  auto tr = ranker.Rank(tq, nullptr);
+  CATCH_REQUIRE(tr.ok());
+  CATCH_CHECK(tr->scores.size() == static_cast<size_t>(t.num_configs));
+  const float nan = std::nanf("");
+  std::memcpy(&tq.tile_configs[4 * 30], &nan, 4);
+  expect(tq, absl::StatusCode::kInvalidArgument, "tile_configs: config 1, feature 6 is nan");
+  tq.collection = "layout:xla:random";
+  expect(tq, absl::StatusCode::kInvalidArgument, "the graph has no node_config_ids");
+}
+
+CATCH_TEST_CASE("a full queue answers RESOURCE_EXHAUSTED; cancelled requests stop", "[server]") {
+  World w;
+  w.Publish("layout:xla:random", 1);
+  ModelManager mm(Registry(w.registry), {2});
+  mm.Poll();
+  RankerOptions ro;
+  ro.workers = 1;
+  ro.queue_size = 1;
+  Ranker ranker(&mm, ro);
+  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
+  const RankRequest q = LayoutRequest(g, ranker.Register(WireOf(g))->graph_hash);
+
+  // The single worker is held inside a request's cancellation poll.
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> in_worker{false};
+  auto blocking = [&] {
+    in_worker = true;
+    released.wait();
+    return false;
+  };
+  auto a = std::async(std::launch::async, [&] { return ranker.Rank(q, blocking); });
+  while (!in_worker) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto b = std::async(std::launch::async, [&] { return ranker.Rank(q, nullptr); });  // waits in the queue
+  while (ranker.Stats().queued < 1) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto c = ranker.Rank(q, nullptr);  // the queue is full
+  CATCH_REQUIRE_FALSE(c.ok());
+  CATCH_CHECK(c.status().code() == absl::StatusCode::kResourceExhausted);
+  release.set_value();
+  CATCH_CHECK(a.get().ok());
+  CATCH_CHECK(b.get().ok());
+  CATCH_CHECK(ranker.Stats().rejected_queue_full == 1);
+
+  auto cancelled = ranker.Rank(q, [] { return true; });
+  CATCH_CHECK(cancelled.status().code() == absl::StatusCode::kCancelled);
+  CATCH_CHECK(ranker.Stats().cancelled == 1);
+}
