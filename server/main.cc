@@ -1,0 +1,177 @@
+// tgraph-server: serves tgraph.v1.Ranker over gRPC with the models of a registry.
+//
+//   tgraph-server --registry REG [--address 0.0.0.0:50051] [--metrics_address 0.0.0.0:9090]
+//
+// Health (grpc.health.v1) reports NOT_SERVING until a model is loaded; server
+// reflection is on; Prometheus metrics are on their own port. SIGTERM/SIGINT stop
+// accepting, drain in-flight RPCs up to --drain_timeout_s, and exit 0.
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <torch/torch.h>
+
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "model/cli.h"
+#include "server/metrics.h"
+#include "server/model_manager.h"
+#include "server/ranker.h"
+#include "server/service.h"
+
+ABSL_FLAG(std::string, registry, "", "Model registry root (<registry>/<collection>/<version>/manifest.json)");
+ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address; port 0 picks a free port");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9090", "Prometheus metrics HTTP address; empty disables");
+ABSL_FLAG(std::string, port_file, "", "If set, the bound gRPC port and metrics port (two lines) are written there once serving");
+ABSL_FLAG(int64_t, cache_bytes, int64_t{4} << 30, "Byte budget of the per-(graph, model version) tensor cache");
+ABSL_FLAG(int64_t, graph_store_bytes, int64_t{2} << 30, "Byte budget of registered (pruned) graphs");
+ABSL_FLAG(int, workers, 1, "Inference workers (requests scored in parallel)");
+ABSL_FLAG(int, intra_op_threads, 0, "LibTorch intra-op threads (0 = all cores)");
+ABSL_FLAG(int, queue_size, 16, "Requests that may wait for a worker before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int64_t, max_nodes, 200000, "Largest graph accepted (nodes)");
+ABSL_FLAG(int64_t, max_configs, 100000, "Most configurations per RankConfigs request");
+ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20, "Largest gRPC message accepted");
+ABSL_FLAG(int, max_tta, 64, "Largest tta a request may ask for");
+ABSL_FLAG(double, poll_interval_s, 10, "Seconds between registry scans for new model versions");
+ABSL_FLAG(int, keep_versions, 2, "Newest versions kept loaded per collection (older ones cannot be pinned)");
+ABSL_FLAG(double, drain_timeout_s, 20, "On SIGTERM, how long in-flight RPCs may take to finish");
+
+namespace {
+
+std::atomic<int> g_signal{0};
+void OnSignal(int sig) { g_signal = sig; }
+
+// The BLAS library LibTorch's matmuls end up in, from this process's mappings.
+std::string BlasInUse() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line, found;
+  while (std::getline(maps, line)) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (path.find("blas") != std::string::npos && found.find(path) == std::string::npos)
+      found += (found.empty() ? "" : ", ") + path;
+  }
+  return found.empty() ? "none mapped (LibTorch's own kernels)" : found;
+}
+
+void Log(const std::string& s) {
+  std::fprintf(stderr, "tgraph-server: %s\n", s.c_str());
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Serve tgraph.v1.Ranker.\n  tgraph-server --registry REG [--address HOST:PORT]");
+  tgraph::NormalizeFlagDashes(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  const std::string registry = absl::GetFlag(FLAGS_registry);
+  if (registry.empty()) {
+    Log("--registry is required");
+    return 2;
+  }
+  const int intra = absl::GetFlag(FLAGS_intra_op_threads) > 0
+                        ? absl::GetFlag(FLAGS_intra_op_threads)
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(intra);
+  Log(absl::StrCat("registry=", registry, " address=", absl::GetFlag(FLAGS_address),
+                   " metrics_address=", absl::GetFlag(FLAGS_metrics_address), " workers=", absl::GetFlag(FLAGS_workers),
+                   " intra_op_threads=", torch::get_num_threads(), " queue_size=", absl::GetFlag(FLAGS_queue_size),
+                   " cache_bytes=", absl::GetFlag(FLAGS_cache_bytes), " graph_store_bytes=",
+                   absl::GetFlag(FLAGS_graph_store_bytes), " max_nodes=", absl::GetFlag(FLAGS_max_nodes),
+                   " max_configs=", absl::GetFlag(FLAGS_max_configs), " max_message_bytes=",
+                   absl::GetFlag(FLAGS_max_message_bytes), " poll_interval_s=", absl::GetFlag(FLAGS_poll_interval_s),
+                   " keep_versions=", absl::GetFlag(FLAGS_keep_versions), " drain_timeout_s=",
+                   absl::GetFlag(FLAGS_drain_timeout_s)));
+  // Touch the BLAS once so it is mapped, then report it.
+  (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
+  Log(absl::StrCat("BLAS: ", BlasInUse()));
+
+  std::unique_ptr<tgraph::ServerMetrics> metrics;
+  if (!absl::GetFlag(FLAGS_metrics_address).empty()) {
+    try {
+      metrics = std::make_unique<tgraph::ServerMetrics>(absl::GetFlag(FLAGS_metrics_address));
+      Log(absl::StrCat("metrics on port ", metrics->port(), " at /metrics"));
+    } catch (const std::exception& e) {
+      Log(absl::StrCat("cannot serve metrics on ", absl::GetFlag(FLAGS_metrics_address), ": ", e.what()));
+      return 1;
+    }
+  }
+
+  tgraph::ModelManager models(tgraph::Registry(registry), {absl::GetFlag(FLAGS_keep_versions)});
+  auto report = [&](const std::vector<tgraph::ModelEvent>& events) {
+    for (const tgraph::ModelEvent& e : events) {
+      Log(e.loaded ? absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s")
+                   : absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
+                                  " (the previous version keeps serving)"));
+      if (metrics) metrics->RecordModelEvent(e);
+    }
+  };
+  report(models.Poll());
+
+  tgraph::RankerOptions ro;
+  ro.cache_bytes = absl::GetFlag(FLAGS_cache_bytes);
+  ro.graph_store_bytes = absl::GetFlag(FLAGS_graph_store_bytes);
+  ro.max_nodes = absl::GetFlag(FLAGS_max_nodes);
+  ro.max_configs = absl::GetFlag(FLAGS_max_configs);
+  ro.workers = absl::GetFlag(FLAGS_workers);
+  ro.queue_size = absl::GetFlag(FLAGS_queue_size);
+  ro.max_tta = absl::GetFlag(FLAGS_max_tta);
+  tgraph::Ranker ranker(&models, ro);
+  tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(absl::GetFlag(FLAGS_address), grpc::InsecureServerCredentials(), &port);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX)));
+  builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX)));
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (!server || port == 0) {
+    Log(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_address)));
+    return 1;
+  }
+  auto set_health = [&] {
+    const bool serving = models.AnyLoaded();
+    server->GetHealthCheckService()->SetServingStatus(serving);
+    server->GetHealthCheckService()->SetServingStatus("tgraph.v1.Ranker", serving);
+    return serving;
+  };
+  if (!set_health()) Log("no model is loaded yet: health is NOT_SERVING until one is published");
+  models.StartPolling(absl::GetFlag(FLAGS_poll_interval_s), [&](const std::vector<tgraph::ModelEvent>& events) {
+    report(events);
+    set_health();
+    if (metrics) metrics->Refresh(ranker.Stats(), models);
+  });
+  if (metrics) metrics->Refresh(ranker.Stats(), models);
+  Log(absl::StrCat("serving tgraph.v1.Ranker on port ", port));
+  if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    // Written whole, then renamed: a reader never sees a half-written file.
+    const std::string tmp = absl::GetFlag(FLAGS_port_file) + ".tmp";
+    std::ofstream(tmp) << port << "\n" << (metrics ? metrics->port() : 0) << "\n";
+    std::rename(tmp.c_str(), absl::GetFlag(FLAGS_port_file).c_str());
+  }
+
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Log(absl::StrCat("signal ", g_signal.load(), ": draining in-flight RPCs (up to ", absl::GetFlag(FLAGS_drain_timeout_s),
+                   " s)"));
+  server->GetHealthCheckService()->Shutdown();  // health reports NOT_SERVING from now on
+  const auto deadline = std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_drain_timeout_s) * 1000));
+  server->Shutdown(deadline);
+  models.Stop();
+  Log("stopped");
+  return 0;
+}

@@ -1,0 +1,195 @@
+#include "server/metrics.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <poll.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <stdexcept>
+#include <thread>
+
+namespace tgraph {
+namespace {
+
+// A minimal HTTP/1.1 endpoint for Prometheus scrapes: GET /metrics answers the text
+// exposition format, anything else 404. (prometheus-cpp's CivetWeb exposer fails to
+// start in a process that also loads Debian's LibTorch, so we serve it ourselves.)
+class MetricsHttpServer {
+ public:
+  MetricsHttpServer(const std::string& address, std::function<std::string()> body) : body_(std::move(body)) {
+    const size_t colon = address.rfind(':');
+    if (colon == std::string::npos) throw std::runtime_error("metrics address must be HOST:PORT, got " + address);
+    const std::string host = address.substr(0, colon);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+    if (inet_pton(AF_INET, host.empty() ? "0.0.0.0" : host.c_str(), &addr.sin_addr) != 1)
+      throw std::runtime_error("metrics address: '" + host + "' is not an IPv4 address");
+    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    socklen_t len = sizeof addr;
+    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 16) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      const std::string err = std::strerror(errno);
+      if (fd_ >= 0) ::close(fd_);
+      throw std::runtime_error("cannot listen on " + address + ": " + err);
+    }
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~MetricsHttpServer() {
+    stop_ = true;
+    ::shutdown(fd_, SHUT_RDWR);
+    thread_.join();
+    ::close(fd_);
+  }
+  int port() const { return port_; }
+
+ private:
+  void Serve() {
+    while (!stop_) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 200) <= 0) continue;
+      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      timeval tv{2, 0};
+      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      std::string req;
+      char buf[2048];
+      while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192) {
+        const ssize_t n = ::read(c, buf, sizeof buf);
+        if (n <= 0) break;
+        req.append(buf, static_cast<size_t>(n));
+      }
+      const bool metrics = req.rfind("GET /metrics ", 0) == 0 || req.rfind("GET /metrics?", 0) == 0;
+      const std::string body = metrics ? body_() : "not found: try /metrics\n";
+      const std::string head = std::string(metrics ? "HTTP/1.1 200 OK" : "HTTP/1.1 404 Not Found") +
+                               "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: " +
+                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
+      const std::string out = head + body;
+      for (size_t off = 0; off < out.size();) {
+        const ssize_t n = ::send(c, out.data() + off, out.size() - off, MSG_NOSIGNAL);
+        if (n <= 0) break;
+        off += static_cast<size_t>(n);
+      }
+      ::close(c);
+    }
+  }
+
+  std::function<std::string()> body_;
+  int fd_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+struct ServerMetrics::Impl {
+  explicit Impl(const std::string& address)
+      : registry(std::make_shared<prometheus::Registry>()),
+        requests(BuildCounter().Name("tgraph_requests_total").Help("RPCs by method and status code").Register(*registry)),
+        latency(BuildHistogram().Name("tgraph_request_latency_seconds").Help("RPC latency by method").Register(*registry)),
+        configs(BuildCounter().Name("tgraph_configs_scored_total").Help("Configurations scored").Register(*registry).Add({})),
+        request_configs(BuildHistogram().Name("tgraph_request_configs").Help("Configurations per RankConfigs request")
+                            .Register(*registry)
+                            .Add({}, prometheus::Histogram::BucketBoundaries{1, 8, 32, 128, 512, 2048, 8192, 32768, 100000})),
+        batches(BuildHistogram().Name("tgraph_request_batches").Help("Forward passes (folds x TTA x batches) per request")
+                    .Register(*registry)
+                    .Add({}, prometheus::Histogram::BucketBoundaries{1, 2, 4, 8, 16, 64, 256, 1024, 4096})),
+        inference(BuildHistogram().Name("tgraph_inference_seconds").Help("Network time per RankConfigs request")
+                      .Register(*registry)
+                      .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
+        queue_wait(BuildHistogram().Name("tgraph_queue_wait_seconds").Help("Time waiting for an inference worker")
+                       .Register(*registry)
+                       .Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5})),
+        queue_depth(BuildGauge().Name("tgraph_queue_depth").Help("Requests waiting for a worker").Register(*registry).Add({})),
+        running(BuildGauge().Name("tgraph_requests_running").Help("Requests on a worker").Register(*registry).Add({})),
+        cache_hits(BuildGauge().Name("tgraph_cache_hits").Help("Graph tensor cache hits since start").Register(*registry).Add({})),
+        cache_misses(BuildGauge().Name("tgraph_cache_misses").Help("Graph tensor cache misses since start").Register(*registry).Add({})),
+        cache_evictions(BuildGauge().Name("tgraph_cache_evictions").Help("Graph tensor cache evictions since start").Register(*registry).Add({})),
+        cache_bytes(BuildGauge().Name("tgraph_cache_bytes").Help("Bytes held by the graph tensor cache").Register(*registry).Add({})),
+        cache_entries(BuildGauge().Name("tgraph_cache_entries").Help("Entries in the graph tensor cache").Register(*registry).Add({})),
+        graphs(BuildGauge().Name("tgraph_registered_graphs").Help("Registered graphs held").Register(*registry).Add({})),
+        graph_bytes(BuildGauge().Name("tgraph_registered_graph_bytes").Help("Bytes of registered graphs held").Register(*registry).Add({})),
+        rejected(BuildGauge().Name("tgraph_rejected_queue_full").Help("Requests refused because the queue was full, since start").Register(*registry).Add({})),
+        version(BuildGauge().Name("tgraph_model_version").Help("Newest loaded model version per collection").Register(*registry)),
+        loads(BuildCounter().Name("tgraph_model_loads_total").Help("Model version loads by result").Register(*registry)) {
+    http = std::make_unique<MetricsHttpServer>(address, [this] {
+      return prometheus::TextSerializer().Serialize(registry->Collect());
+    });
+  }
+  std::shared_ptr<prometheus::Registry> registry;
+  prometheus::Family<prometheus::Counter>& requests;
+  prometheus::Family<prometheus::Histogram>& latency;
+  prometheus::Counter& configs;
+  prometheus::Histogram& request_configs;
+  prometheus::Histogram& batches;
+  prometheus::Histogram& inference;
+  prometheus::Histogram& queue_wait;
+  prometheus::Gauge &queue_depth, &running, &cache_hits, &cache_misses, &cache_evictions, &cache_bytes, &cache_entries,
+      &graphs, &graph_bytes, &rejected;
+  prometheus::Family<prometheus::Gauge>& version;
+  prometheus::Family<prometheus::Counter>& loads;
+  std::unique_ptr<MetricsHttpServer> http;  // last: stops serving before the metrics go
+};
+
+ServerMetrics::ServerMetrics(const std::string& address) : impl_(std::make_unique<Impl>(address)) {}
+ServerMetrics::~ServerMetrics() = default;
+
+int ServerMetrics::port() const {
+  return impl_->http->port();
+}
+
+void ServerMetrics::RecordRequest(const std::string& method, const std::string& code, double seconds) {
+  impl_->requests.Add({{"method", method}, {"code", code}}).Increment();
+  impl_->latency
+      .Add({{"method", method}},
+           prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})
+      .Observe(seconds);
+}
+
+void ServerMetrics::RecordRank(int64_t configs, const RankTiming& t) {
+  impl_->configs.Increment(static_cast<double>(configs));
+  impl_->request_configs.Observe(static_cast<double>(configs));
+  impl_->batches.Observe(static_cast<double>(t.batches));
+  impl_->inference.Observe(t.inference_ms / 1000.0);
+  impl_->queue_wait.Observe(t.queue_ms / 1000.0);
+}
+
+void ServerMetrics::RecordModelEvent(const ModelEvent& e) {
+  impl_->loads.Add({{"collection", e.collection}, {"result", e.loaded ? "loaded" : "failed"}}).Increment();
+}
+
+void ServerMetrics::Refresh(const RankerStats& s, const ModelManager& models) {
+  impl_->queue_depth.Set(static_cast<double>(s.queued));
+  impl_->running.Set(static_cast<double>(s.running));
+  impl_->cache_hits.Set(static_cast<double>(s.tensor_cache.hits));
+  impl_->cache_misses.Set(static_cast<double>(s.tensor_cache.misses));
+  impl_->cache_evictions.Set(static_cast<double>(s.tensor_cache.evictions));
+  impl_->cache_bytes.Set(static_cast<double>(s.tensor_cache.bytes));
+  impl_->cache_entries.Set(static_cast<double>(s.tensor_cache.entries));
+  impl_->graphs.Set(static_cast<double>(s.graph_store.entries));
+  impl_->graph_bytes.Set(static_cast<double>(s.graph_store.bytes));
+  impl_->rejected.Set(static_cast<double>(s.rejected_queue_full));
+  for (const auto& [collection, handles] : models.Loaded())
+    if (!handles.empty()) impl_->version.Add({{"collection", collection}}).Set(static_cast<double>(handles.front().version));
+}
+
+}  // namespace tgraph

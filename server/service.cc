@@ -1,0 +1,128 @@
+#include "server/service.h"
+
+#include <chrono>
+
+#include "model/model_io.h"
+#include "proto/graph_codec.h"
+
+namespace tgraph {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const char* CodeName(grpc::StatusCode c) {
+  switch (c) {
+    case grpc::OK: return "OK";
+    case grpc::CANCELLED: return "CANCELLED";
+    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
+    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
+    case grpc::NOT_FOUND: return "NOT_FOUND";
+    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
+    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
+    case grpc::UNAVAILABLE: return "UNAVAILABLE";
+    case grpc::INTERNAL: return "INTERNAL";
+    case grpc::DATA_LOSS: return "DATA_LOSS";
+    default: return "OTHER";
+  }
+}
+
+// Records the RPC's outcome and latency when the handler returns.
+class RpcRecorder {
+ public:
+  RpcRecorder(ServerMetrics* m, const char* method) : m_(m), method_(method), start_(Clock::now()) {}
+  grpc::Status Done(grpc::Status s) {
+    if (m_) m_->RecordRequest(method_, CodeName(s.error_code()), std::chrono::duration<double>(Clock::now() - start_).count());
+    return s;
+  }
+
+ private:
+  ServerMetrics* m_;
+  const char* method_;
+  Clock::time_point start_;
+};
+
+}  // namespace
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+grpc::Status RankerService::RegisterGraph(grpc::ServerContext*, const v1::RegisterGraphRequest* request,
+                                          v1::RegisterGraphResponse* response) {
+  RpcRecorder rec(metrics_, "RegisterGraph");
+  if (!request->has_graph()) return rec.Done(grpc::Status(grpc::INVALID_ARGUMENT, "graph is required"));
+  absl::StatusOr<WireGraph> g = DecodeGraph(request->graph(), max_nodes_);
+  if (!g.ok()) return rec.Done(ToGrpc(g.status()));
+  absl::StatusOr<RegisterResult> r = ranker_->Register(std::move(*g));
+  if (!r.ok()) return rec.Done(ToGrpc(r.status()));
+  response->set_graph_hash(r->graph_hash);
+  response->set_num_nodes(r->num_nodes);
+  response->set_pruned_nodes(r->pruned_nodes);
+  response->set_num_config_nodes(r->num_config_nodes);
+  response->set_already_registered(r->already_registered);
+  return rec.Done(grpc::Status::OK);
+}
+
+grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::RankConfigsRequest* request,
+                                        v1::RankConfigsResponse* response) {
+  RpcRecorder rec(metrics_, "RankConfigs");
+  RankRequest q;
+  q.collection = request->collection();
+  q.model_version = request->model_version();
+  q.graph_hash = request->graph_hash();
+  q.num_configs = request->num_configs();
+  q.layout_configs = request->layout_configs();
+  q.tile_configs = request->tile_configs();
+  q.top_k = request->top_k();
+  q.tta = request->tta();
+  q.folds.assign(request->folds().begin(), request->folds().end());
+  absl::StatusOr<RankResult> r = ranker_->Rank(q, [context] { return context->IsCancelled(); });
+  if (!r.ok()) {
+    // A request the client gave up on reports why, if the deadline passed.
+    if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
+      return rec.Done(grpc::Status(grpc::DEADLINE_EXCEEDED, "deadline exceeded; scoring stopped"));
+    return rec.Done(ToGrpc(r.status()));
+  }
+  response->mutable_scores()->Assign(r->scores.begin(), r->scores.end());
+  response->mutable_spread()->Assign(r->spread.begin(), r->spread.end());
+  response->mutable_ranking()->Assign(r->ranking.begin(), r->ranking.end());
+  response->set_model_version(r->model_version);
+  v1::Timing* t = response->mutable_timing();
+  t->set_queue_ms(r->timing.queue_ms);
+  t->set_graph_prepare_ms(r->timing.graph_prepare_ms);
+  t->set_inference_ms(r->timing.inference_ms);
+  t->set_total_ms(r->timing.total_ms);
+  t->set_cache_hit(r->timing.cache_hit);
+  t->set_batches(r->timing.batches);
+  if (metrics_) {
+    metrics_->RecordRank(q.num_configs, r->timing);
+    metrics_->Refresh(ranker_->Stats(), *models_);
+  }
+  return rec.Done(grpc::Status::OK);
+}
+
+grpc::Status RankerService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
+                                       v1::ListModelsResponse* response) {
+  RpcRecorder rec(metrics_, "ListModels");
+  for (const auto& [collection, handles] : models_->Loaded()) {
+    if (handles.empty()) continue;
+    const Manifest& m = handles.front().model->manifest;
+    v1::ModelInfo* info = response->add_models();
+    info->set_collection(collection);
+    info->set_version(handles.front().version);
+    for (const ModelHandle& h : handles) info->add_loaded_versions(h.version);
+    info->set_architecture(m.spec.architecture);
+    info->set_hidden(m.spec.hidden);
+    info->set_folds(static_cast<int64_t>(m.folds.size()));
+    double sum = 0;
+    for (const FoldEntry& f : m.folds) sum += f.valid_tau;
+    info->set_mean_valid_score(m.folds.empty() ? 0 : sum / static_cast<double>(m.folds.size()));
+    info->set_created(m.created);
+    info->set_batch_size(m.batch_size);
+    info->set_tta(m.tta);
+  }
+  return rec.Done(grpc::Status::OK);
+}
+
+}  // namespace tgraph

@@ -1,0 +1,34 @@
+// The gRPC service tgraph.v1.Ranker: thin handlers that decode, call the Ranker, map
+// absl::Status to gRPC status codes and record metrics.
+#pragma once
+
+#include "server/metrics.h"
+#include "server/model_manager.h"
+#include "server/ranker.h"
+#include "tgraph/v1/ranker.grpc.pb.h"
+
+namespace tgraph {
+
+class RankerService final : public v1::Ranker::Service {
+ public:
+  RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, int64_t max_nodes)
+      : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(max_nodes) {}
+
+  grpc::Status RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
+                             v1::RegisterGraphResponse* response) override;
+  grpc::Status RankConfigs(grpc::ServerContext* context, const v1::RankConfigsRequest* request,
+                           v1::RankConfigsResponse* response) override;
+  grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
+                          v1::ListModelsResponse* response) override;
+
+ private:
+  Ranker* ranker_;
+  ModelManager* models_;
+  ServerMetrics* metrics_;
+  int64_t max_nodes_;
+};
+
+// absl::Status -> grpc::Status with the same code and message.
+grpc::Status ToGrpc(const absl::Status& s);
+
+}  // namespace tgraph

@@ -1,0 +1,393 @@
+// End-to-end tests of tgraph-server over loopback: a real server process on an
+// ephemeral port, a registry made here, and raw gRPC stubs.
+#define CATCH_CONFIG_PREFIX_ALL
+#include <catch2/catch.hpp>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <grpcpp/grpcpp.h>
+#include <torch/torch.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "model/graph_io.h"
+#include "model/model_io.h"
+#include "model/scoring.h"
+#include "model/synth/generator.h"
+#include "model/train/train_data.h"
+#include "proto/graph_codec.h"
+#include "tests/test_util.h"
+#include "tgraph/v1/ranker.grpc.pb.h"
+
+using namespace tgraph;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct ServerProcess {
+  pid_t pid = -1;
+  int port = 0, metrics_port = 0;
+  std::string log;
+
+  ServerProcess(const std::string& registry, const std::string& dir, std::vector<std::string> extra = {}) {
+    const std::string port_file = dir + "/port";
+    log = dir + "/server.log";
+    std::filesystem::remove(port_file);
+    std::vector<std::string> args = {TGRAPH_SERVER_BIN, "--registry", registry, "--address", "127.0.0.1:0",
+                                     "--metrics_address", "127.0.0.1:0", "--port_file", port_file,
+                                     "--poll_interval_s", "0.2", "--intra_op_threads", "1"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    pid = fork();
+    if (pid == 0) {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 2);
+      dup2(fd, 1);
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 600 && !std::filesystem::exists(port_file); ++i) std::this_thread::sleep_for(50ms);
+    std::ifstream(port_file) >> port >> metrics_port;
+  }
+  // SIGTERM, then the exit status (-1 if it did not exit normally).
+  int Stop() {
+    if (pid <= 0) return -1;
+    kill(pid, SIGTERM);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  ~ServerProcess() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  std::string Log() const {
+    std::ifstream in(log);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+};
+
+std::string HttpGet(int port, const std::string& path) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return "";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
+  (void)!write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
+struct World {
+  TempDir dir;
+  std::string data, registry;
+  World() {
+    data = dir.path() + "/data";
+    registry = dir.path() + "/registry";
+    synth::GenerateOptions o;
+    o.out = data;
+    o.preset = "tiny";
+    o.seed = 3;
+    o.collections = {*ParseCollection("layout:xla:random")};
+    if (!synth::Generate(o).ok()) std::abort();
+  }
+  int64_t Publish(int folds = 2, bool corrupt = false) {
+    ModelSpec spec;
+    spec.hidden = 16;
+    Manifest m;
+    m.collection = "layout:xla:random";
+    m.spec = spec;
+    m.batch_size = 16;
+    m.tta = 2;
+    for (int f = 0; f < folds; ++f) {
+      auto net = MakeRankingNet(spec);
+      const std::string w = dir.path() + "/w" + std::to_string(f) + ".npz";
+      if (!SaveWeights(*net, w).ok()) std::abort();
+      m.folds.push_back({f, 0.5, w, ""});
+    }
+    const int64_t v = *Registry(registry).Publish(m);
+    if (corrupt)
+      std::ofstream(Registry(registry).VersionDir(m.collection, v) + "/fold_0.npz", std::ios::app) << "junk";
+    return v;
+  }
+  LayoutGraph Graph(int i = 0) {
+    return *LoadLayoutGraph((*ListSplit(data, *ParseCollection("layout:xla:random"), "train"))[i].path);
+  }
+};
+
+std::unique_ptr<v1::Ranker::Stub> Stub(int port) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return v1::Ranker::NewStub(
+      grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials(), args));
+}
+
+v1::RankConfigsRequest RankRequestFor(const LayoutGraph& g, const std::string& hash) {
+  v1::RankConfigsRequest q;
+  q.set_collection("layout:xla:random");
+  q.set_graph_hash(hash);
+  q.set_num_configs(g.num_configs);
+  q.set_layout_configs(reinterpret_cast<const char*>(g.config_feat.data()), g.config_feat.size());
+  return q;
+}
+
+grpc::Status Call(v1::Ranker::Stub& stub, const v1::RankConfigsRequest& q, v1::RankConfigsResponse* r,
+                  std::chrono::milliseconds timeout = 20s) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+  return stub.RankConfigs(&ctx, q, r);
+}
+
+std::string RegisterHash(v1::Ranker::Stub& stub, const LayoutGraph& g) {
+  v1::RegisterGraphRequest req;
+  EncodeGraph(g.graph, g.node_config_ids, req.mutable_graph());
+  v1::RegisterGraphResponse resp;
+  grpc::ClientContext ctx;
+  grpc::Status s = stub.RegisterGraph(&ctx, req, &resp);
+  return s.ok() ? resp.graph_hash() : "";
+}
+
+int HealthStatus(int port) {
+  auto health = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service("tgraph.v1.Ranker");
+  grpc::health::v1::HealthCheckResponse resp;
+  return health->Check(&ctx, req, &resp).ok() ? static_cast<int>(resp.status()) : -1;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metrics, SIGTERM", "[e2e]") {
+  World w;
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  // No model yet: NOT_SERVING; then a model is published and picked up.
+  CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  w.Publish();
+  for (int i = 0; i < 100 && HealthStatus(server.port) != grpc::health::v1::HealthCheckResponse::SERVING; ++i)
+    std::this_thread::sleep_for(100ms);
+  CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::SERVING);
+
+  auto stub = Stub(server.port);
+  LayoutGraph g = w.Graph();
+  const std::string hash = RegisterHash(*stub, g);
+  CATCH_CHECK(hash == GraphContentHash(g.graph, g.node_config_ids));
+
+  v1::RankConfigsResponse first, second;
+  CATCH_REQUIRE(Call(*stub, RankRequestFor(g, hash), &first).ok());
+  CATCH_CHECK(first.model_version() == 1);
+  CATCH_CHECK(first.scores_size() == g.num_configs);
+  CATCH_CHECK_FALSE(first.timing().cache_hit());
+  CATCH_REQUIRE(Call(*stub, RankRequestFor(g, hash), &second).ok());
+  CATCH_CHECK(second.timing().cache_hit());
+  CATCH_CHECK(second.timing().graph_prepare_ms() == 0);
+
+  // The evaluator's scores for the same graph and version.
+  auto model = LoadModel(Registry(w.registry), "layout:xla:random", 1);
+  LoadOptions lo;
+  lo.dedup = false;
+  GraphData d = *LoadGraphData((*ListSplit(w.data, *ParseCollection("layout:xla:random"), "train"))[0], "train",
+                               CollectionKind::kLayout, lo);
+  std::vector<int64_t> all(static_cast<size_t>(d.num_configs()));
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  std::vector<int8_t> rows = d.LayoutRows(all);
+  ScoringOptions so;
+  so.batch_size = model->manifest.batch_size;
+  so.tta = model->manifest.tta;
+  std::vector<FoldModel> folds;
+  for (auto& net : model->folds) folds.push_back({net.get(), nullptr});
+  const ScoreResult eval = ScoreConfigs(folds, MakeGraphTensors(d.graph, d.config_nodes, model->manifest.stats),
+                                        ConfigRows{rows.data(), nullptr, d.num_configs(), d.configs.num_config_nodes}, so);
+  for (int i = 0; i < first.scores_size(); ++i) CATCH_CHECK(first.scores(i) == Approx(eval.score[i]).margin(1e-5));
+
+  // Errors, with their codes.
+  v1::RankConfigsResponse r;
+  v1::RankConfigsRequest q = RankRequestFor(g, std::string(64, '0'));
+  grpc::Status s = Call(*stub, q, &r);
+  CATCH_CHECK(s.error_code() == grpc::NOT_FOUND);
+  CATCH_CHECK_THAT(s.error_message(), Catch::Contains("call RegisterGraph"));
+  q = RankRequestFor(g, hash);
+  q.set_num_configs(q.num_configs() + 1);
+  CATCH_CHECK(Call(*stub, q, &r).error_code() == grpc::INVALID_ARGUMENT);
+  q = RankRequestFor(g, hash);
+  q.set_collection("layout:nlp:random");
+  CATCH_CHECK(Call(*stub, q, &r).error_code() == grpc::NOT_FOUND);
+  {
+    v1::RegisterGraphRequest empty;
+    v1::RegisterGraphResponse resp;
+    grpc::ClientContext ctx;
+    CATCH_CHECK(stub->RegisterGraph(&ctx, empty, &resp).error_code() == grpc::INVALID_ARGUMENT);
+  }
+  {
+    v1::ListModelsResponse models;
+    grpc::ClientContext ctx;
+    CATCH_REQUIRE(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());
+    CATCH_REQUIRE(models.models_size() == 1);
+    CATCH_CHECK(models.models(0).collection() == "layout:xla:random");
+    CATCH_CHECK(models.models(0).folds() == 2);
+  }
+
+  // Prometheus metrics on their own port.
+  const std::string metrics = HttpGet(server.metrics_port, "/metrics");
+  CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_requests_total{code=\"OK\",method=\"RankConfigs\"} 2"));
+  CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_requests_total{code=\"NOT_FOUND\",method=\"RankConfigs\"} 2"));
+  CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_cache_hits 1"));
+  CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_model_version{collection=\"layout:xla:random\"} 1"));
+  CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_request_latency_seconds_bucket"));
+
+  // SIGTERM: an in-flight request still completes, the server exits 0.
+  q = RankRequestFor(g, hash);
+  q.set_tta(64);
+  std::string big;
+  for (int i = 0; i < 40; ++i) big += q.layout_configs();
+  q.set_layout_configs(big);
+  q.set_num_configs(q.num_configs() * 40);
+  std::atomic<bool> started{false};
+  grpc::Status inflight;
+  std::thread client([&] {
+    v1::RankConfigsResponse resp;
+    started = true;
+    inflight = Call(*stub, q, &resp, 60s);
+  });
+  while (!started) std::this_thread::sleep_for(1ms);
+  std::this_thread::sleep_for(300ms);
+  CATCH_CHECK(server.Stop() == 0);
+  client.join();
+  CATCH_CHECK(inflight.ok());
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("BLAS: "));
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("draining"));
+}
+
+CATCH_TEST_CASE("server: hot swap under load with zero failed RPCs; a corrupt version changes nothing", "[e2e]") {
+  World w;
+  w.Publish();
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  auto stub = Stub(server.port);
+  LayoutGraph g = w.Graph();
+  const std::string hash = RegisterHash(*stub, g);
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::set<int64_t> versions;
+  std::mutex mu;
+  std::thread client([&] {
+    while (!stop) {
+      v1::RankConfigsResponse r;
+      grpc::Status s = Call(*stub, RankRequestFor(g, hash), &r);
+      if (s.ok()) {
+        ++ok;
+        std::lock_guard<std::mutex> lock(mu);
+        versions.insert(r.model_version());
+      } else {
+        ++failed;
+      }
+    }
+  });
+  std::this_thread::sleep_for(300ms);
+  const int64_t v2 = w.Publish();
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(50ms);
+    std::lock_guard<std::mutex> lock(mu);
+    if (versions.count(v2)) break;
+  }
+  w.Publish(2, /*corrupt=*/true);  // version 3, broken
+  std::this_thread::sleep_for(800ms);
+  stop = true;
+  client.join();
+  CATCH_CHECK(failed == 0);
+  CATCH_CHECK(ok > 5);
+  CATCH_CHECK(versions.count(1) == 1);
+  CATCH_CHECK(versions.count(v2) == 1);
+  CATCH_CHECK(versions.count(3) == 0);
+  v1::RankConfigsResponse r;
+  CATCH_REQUIRE(Call(*stub, RankRequestFor(g, hash), &r).ok());
+  CATCH_CHECK(r.model_version() == v2);
+  // Pinning the older version still works.
+  v1::RankConfigsRequest pinned = RankRequestFor(g, hash);
+  pinned.set_model_version(1);
+  CATCH_REQUIRE(Call(*stub, pinned, &r).ok());
+  CATCH_CHECK(r.model_version() == 1);
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("FAILED to load layout:xla:random version 3"));
+  CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"),
+                   Catch::Contains("tgraph_model_loads_total{collection=\"layout:xla:random\",result=\"failed\"} 1"));
+  CATCH_CHECK(server.Stop() == 0);
+}
+
+CATCH_TEST_CASE("server: random and truncated messages never crash it", "[e2e]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  auto stub = Stub(server.port);
+  LayoutGraph g = w.Graph();
+  const std::string hash = RegisterHash(*stub, g);
+  v1::RegisterGraphRequest reg;
+  EncodeGraph(g.graph, g.node_config_ids, reg.mutable_graph());
+  const std::string reg_bytes = reg.SerializeAsString();
+  const std::string rank_bytes = RankRequestFor(g, hash).SerializeAsString();
+  std::mt19937 gen(42);
+  int answered = 0;
+  for (int i = 0; i < 300; ++i) {
+    const bool rank = i % 2 == 0;
+    std::string bytes = rank ? rank_bytes : reg_bytes;
+    switch (i % 3) {
+      case 0: bytes.resize(gen() % bytes.size()); break;  // truncated
+      case 1:
+        for (int k = 0; k < 8; ++k) bytes[gen() % bytes.size()] = static_cast<char>(gen());  // flipped bytes
+        break;
+      default: bytes.assign(gen() % 200, '\0'); for (char& c : bytes) c = static_cast<char>(gen());  // noise
+    }
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    grpc::Status s;
+    if (rank) {
+      v1::RankConfigsRequest q;
+      if (!q.ParseFromString(bytes)) continue;  // not even a message: the client library would not send it
+      v1::RankConfigsResponse r;
+      s = stub->RankConfigs(&ctx, q, &r);
+    } else {
+      v1::RegisterGraphRequest q;
+      if (!q.ParseFromString(bytes)) continue;
+      v1::RegisterGraphResponse r;
+      s = stub->RegisterGraph(&ctx, q, &r);
+    }
+    CATCH_CHECK(s.error_code() != grpc::UNAVAILABLE);  // the server is still there
+    CATCH_CHECK(s.error_code() != grpc::INTERNAL);
+    ++answered;
+  }
+  CATCH_CHECK(answered > 50);
+  v1::RankConfigsResponse r;
+  CATCH_CHECK(Call(*stub, RankRequestFor(g, hash), &r).ok());
+  CATCH_CHECK(server.Stop() == 0);
+}
