@@ -23,11 +23,16 @@ Tensor Aggregate(const Tensor& m, const GraphTensors& g) {
 // Tile config features span 1..1e9 (products): log-scale them.
 Tensor TileFeatures(const Tensor& tile) { return torch::log1p(torch::clamp_min(tile, 0)); }
 
-// Instance norm over the nodes, per config and channel, as one fused multiply-add.
+// Instance norm over the nodes, per config and channel. Seen as [N, C*H], that is batch
+// norm over the first axis with per-feature statistics; its CPU kernel reduces the outer
+// axis faster than var_mean + addcmul (profiled on [1000, 128, 256]: 212 ms vs 400 ms
+// for the two blocks).
 Tensor InstanceNorm(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  auto [var, mean] = torch::var_mean(x, {0}, /*unbiased=*/false, /*keepdim=*/true);
-  Tensor scale = torch::rsqrt(var + 1e-5) * weight;
-  return torch::addcmul(bias - mean * scale, x, scale);
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2);
+  return torch::batch_norm(x.reshape({n, c * h}), weight.repeat({c}), bias.repeat({c}), /*running_mean=*/{},
+                           /*running_var=*/{}, /*training=*/true, /*momentum=*/0.0, /*eps=*/1e-5,
+                           /*cudnn_enabled=*/false)
+      .view({n, c, h});
 }
 
 // One TGraph block: B(e) = e + GELU(concat(eta, A_cross(eta))), eta = A_self(SAGE(IN(e))).
@@ -44,14 +49,29 @@ class BlockImpl : public torch::nn::Module {
     log_temperature_ = register_parameter("log_temperature", torch::zeros({1}));
   }
 
-  // x: [N, C, H].
+  // x: [N, C, H]. Without autograd (inference) the same arithmetic runs in place on
+  // fewer temporaries: these tensors are 100+ MB and elementwise passes dominate.
   Tensor forward(const Tensor& x, const GraphTensors& g) {
-    const int64_t h = spec_.hidden;
+    const int64_t h = spec_.hidden, half = h / 2;
+    const bool inference = !torch::GradMode::is_enabled();
     Tensor y = InstanceNorm(x, norm_weight_, norm_bias_);
     // f2(concat(y, agg)) without materialising the concat: two halves of f2's weight.
     Tensor w = f2_->weight;
     Tensor s = torch::linear(y, w.narrow(1, 0, h), f2_->bias);
-    if (spec_.edges) s = s + torch::linear(Aggregate(f1_->forward(y), g), w.narrow(1, h, h));
+    if (spec_.edges) {
+      Tensor agg = torch::linear(Aggregate(f1_->forward(y), g), w.narrow(1, h, h));
+      s = inference ? s.add_(agg) : s + agg;
+    }
+    y = Tensor();  // free it before the next temporaries
+    if (inference) {
+      s.div_(torch::linalg_vector_norm(s, 2, {-1}, true).clamp_min_(1e-12));
+      if (spec_.self_attention) s.mul_(se2_->forward(se1_->forward(s).relu_()).sigmoid_());
+      Tensor out = x.clone();
+      Tensor cross = spec_.cross_attention ? torch::softmax(s / log_temperature_.exp(), 1).mul_(s) : s;
+      out.narrow(-1, 0, half).add_(Gelu(s));
+      out.narrow(-1, half, half).add_(Gelu(cross));
+      return out;
+    }
     s = F::normalize(s, F::NormalizeFuncOptions().dim(-1).eps(1e-12));
     Tensor eta = spec_.self_attention ? s * torch::sigmoid(se2_->forward(torch::relu(se1_->forward(s)))) : s;
     // Cross-configuration attention: softmax over the configuration axis (dim 1).

@@ -295,3 +295,19 @@ CATCH_TEST_CASE("scoring stops at the next batch once cancelled", "[scoring]") {
   CATCH_CHECK(r.cancelled);
   CATCH_CHECK(r.batches == 3);  // of 2 passes x 5 batches
 }
+
+CATCH_TEST_CASE("the in-place inference path computes what the training path computes", "[net]") {
+  torch::manual_seed(9);
+  Fixture f = MakeFixture(10, 24);
+  for (bool self : {true, false})
+    for (bool cross : {true, false}) {
+      ModelSpec s = SmallSpec();
+      s.self_attention = self;
+      s.cross_attention = cross;
+      auto net = MakeRankingNet(s);
+      const torch::Tensor train_path = net->Score(f.graph, {f.configs, {}}).detach();
+      torch::NoGradGuard no_grad;
+      const torch::Tensor inference_path = net->Score(f.graph, {f.configs, {}});
+      CATCH_CHECK(torch::allclose(train_path, inference_path, 1e-5, 1e-5));
+    }
+}

@@ -1,0 +1,153 @@
+// tgraph-bench-model: times the shared scoring function on a generated graph and
+// compares its arithmetic rate with a plain LibTorch matmul of similar shape.
+//
+//   tgraph-bench-model [--nodes 1000] [--configs 128] [--hidden 256] [--folds 1] [--threads 0]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "model/cli.h"
+#include "model/features.h"
+#include "model/rng.h"
+#include "model/scoring.h"
+#include "model/tgraph_net.h"
+
+ABSL_FLAG(int64_t, nodes, 1000, "Pruned nodes of the generated graph");
+ABSL_FLAG(int64_t, configs, 128, "Configurations per request (scored in batches of --batch)");
+ABSL_FLAG(int64_t, batch, 128, "Configurations per forward pass");
+ABSL_FLAG(double, config_fraction, 0.25, "Fraction of nodes that are configurable");
+ABSL_FLAG(int64_t, hidden, 256, "Hidden width (the paper's 256)");
+ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
+ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
+ABSL_FLAG(int, folds, 1, "Folds scored per request");
+ABSL_FLAG(int, repeats, 10, "Timed repetitions (after 2 warm-up runs)");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = all cores)");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C]");
+  tgraph::NormalizeFlagDashes(argc, argv);
+  absl::ParseCommandLine(argc, argv);
+  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
+                                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  torch::set_num_threads(threads);
+  torch::manual_seed(0);
+  const int64_t n = absl::GetFlag(FLAGS_nodes), c = absl::GetFlag(FLAGS_configs);
+  const int64_t nc = std::max<int64_t>(1, static_cast<int64_t>(absl::GetFlag(FLAGS_config_fraction) * static_cast<double>(n)));
+
+  // A graph shaped like a pruned TpuGraphs graph: a chain with some fan-in, real opcodes,
+  // random features, every k-th node configurable (dot/convolution/reshape).
+  tgraph::Rng rng(1);
+  tgraph::NodeGraph g;
+  g.num_nodes = n;
+  g.node_feat.resize(static_cast<size_t>(n) * tgraph::kNodeFeatDim);
+  for (float& v : g.node_feat) v = static_cast<float>(rng.Uniform(0, 64));
+  for (int64_t i = 0; i < n; ++i) {
+    for (int k = 0; k < 6; ++k) g.node_feat[i * tgraph::kNodeFeatDim + tgraph::kLayoutFeatBegin + k] = static_cast<float>(k % 4);
+    g.node_opcode.push_back(static_cast<int32_t>(rng.Int(1, 120)));
+  }
+  for (int64_t i = 1; i < n; ++i) {
+    g.edge_index.push_back(i);
+    g.edge_index.push_back(i - 1);
+    if (i >= 8 && rng.Bernoulli(0.2)) {
+      g.edge_index.push_back(i);
+      g.edge_index.push_back(rng.Int(0, i - 2));
+    }
+  }
+  std::vector<int64_t> config_nodes;
+  for (int64_t j = 0; j < nc; ++j) config_nodes.push_back(j * n / nc);
+  std::vector<int8_t> rows(static_cast<size_t>(c * nc * tgraph::kConfigFeatDim));
+  for (int8_t& v : rows) v = static_cast<int8_t>(rng.Int(-1, 5));
+  tgraph::FeatureStats stats = tgraph::FeatureStats::Compute({&g});
+  const tgraph::GraphTensors tensors = tgraph::MakeGraphTensors(g, config_nodes, stats);
+
+  tgraph::ModelSpec spec;
+  spec.architecture = absl::GetFlag(FLAGS_architecture);
+  spec.hidden = absl::GetFlag(FLAGS_hidden);
+  spec.blocks = absl::GetFlag(FLAGS_blocks);
+  if (absl::Status s = spec.Validate(); !s.ok()) {
+    std::fprintf(stderr, "tgraph-bench-model: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
+  std::vector<std::shared_ptr<tgraph::RankingNet>> nets;
+  std::vector<tgraph::StaticEncoding> caches;
+  std::vector<tgraph::FoldModel> folds;
+  {
+    torch::NoGradGuard no_grad;
+    for (int f = 0; f < absl::GetFlag(FLAGS_folds); ++f) {
+      nets.push_back(tgraph::MakeRankingNet(spec));
+      nets.back()->eval();
+      caches.push_back(nets.back()->Precompute(tensors));
+    }
+  }
+  for (size_t f = 0; f < nets.size(); ++f) folds.push_back({nets[f].get(), &caches[f]});
+  tgraph::ScoringOptions so;
+  so.batch_size = absl::GetFlag(FLAGS_batch);
+  so.tta = 1;
+  const tgraph::ConfigRows cr{rows.data(), nullptr, c, nc};
+
+  const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+  std::vector<double> ms;
+  int64_t batches = 0;
+  for (int r = 0; r < repeats + 2; ++r) {
+    const auto t0 = Clock::now();
+    const tgraph::ScoreResult s = tgraph::ScoreConfigs(folds, tensors, cr, so);
+    const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    batches = s.batches;
+    if (r >= 2) ms.push_back(t);
+  }
+  const double request_ms = Median(ms);
+  const double per_batch_ms = request_ms / static_cast<double>(batches);
+  double flops = 0;
+  for (int64_t begin = 0; begin < c; begin += so.batch_size)
+    flops += tgraph::ForwardFlops(spec, n, nc, tensors.edge_src.numel(), std::min(so.batch_size, c - begin));
+  flops *= static_cast<double>(folds.size());
+  const double model_gflops = flops / (request_ms * 1e6);
+
+  // The reference: a plain matmul of the network's dominant shape, [batch*N, H] x [H, H].
+  torch::NoGradGuard no_grad;
+  const torch::Tensor a = torch::randn({std::min(c, so.batch_size) * n, spec.hidden});
+  const torch::Tensor b = torch::randn({spec.hidden, spec.hidden});
+  std::vector<double> mm_ms;
+  for (int r = 0; r < repeats + 2; ++r) {
+    const auto t0 = Clock::now();
+    torch::Tensor out = torch::mm(a, b);
+    (void)out.data_ptr<float>();
+    if (r >= 2) mm_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  const double mm_gflops = 2.0 * static_cast<double>(a.size(0)) * static_cast<double>(spec.hidden) *
+                           static_cast<double>(spec.hidden) / (Median(mm_ms) * 1e6);
+
+  std::printf("graph: %lld pruned nodes, %lld configurable, %lld directed edges; %lld configs in batches of %lld\n",
+              static_cast<long long>(n), static_cast<long long>(nc), static_cast<long long>(tensors.edge_src.numel()),
+              static_cast<long long>(c), static_cast<long long>(so.batch_size));
+  std::printf("model: %s hidden %lld, %lld blocks, %zu fold(s); torch threads %d\n", spec.architecture.c_str(),
+              static_cast<long long>(spec.hidden), static_cast<long long>(spec.blocks), folds.size(),
+              torch::get_num_threads());
+  std::printf("request (all folds, median of %d): %.1f ms\n", repeats, request_ms);
+  std::printf("per %lld-config batch per fold:      %.1f ms\n", static_cast<long long>(so.batch_size), per_batch_ms);
+  std::printf("throughput:                        %.0f configs/s\n", static_cast<double>(c) / (request_ms / 1000.0));
+  std::printf("model arithmetic:                  %.2f GFLOP per request, %.1f GFLOP/s\n", flops / 1e9, model_gflops);
+  std::printf("plain matmul [%lld x %lld] x [%lld x %lld]: %.1f GFLOP/s\n", static_cast<long long>(a.size(0)),
+              static_cast<long long>(spec.hidden), static_cast<long long>(spec.hidden),
+              static_cast<long long>(spec.hidden), mm_gflops);
+  std::printf("model / matmul:                    %.0f%%\n", 100.0 * model_gflops / mm_gflops);
+  return 0;
+}
