@@ -22,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "client/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "model/graph_io.h"
 #include "model/model_io.h"
@@ -390,4 +391,56 @@ CATCH_TEST_CASE("server: random and truncated messages never crash it", "[e2e]")
   v1::RankConfigsResponse r;
   CATCH_CHECK(Call(*stub, RankRequestFor(g, hash), &r).ok());
   CATCH_CHECK(server.Stop() == 0);
+}
+
+CATCH_TEST_CASE("client library: transparent registration, re-registration after a restart, statuses", "[e2e][client]") {
+  World w;
+  w.Publish(1);
+  auto server = std::make_unique<ServerProcess>(w.registry, w.dir.path());
+  CATCH_REQUIRE(server->port > 0);
+  ClientOptions co;
+  co.target = "127.0.0.1:" + std::to_string(server->port);
+  co.timeout_s = 20;
+  RankerClient client(co);
+  CATCH_CHECK(*client.Health() == "SERVING");
+  LayoutGraph g = w.Graph();
+  RankOptions o;
+  o.collection = "layout:xla:random";
+  o.top_k = 3;
+  auto first = client.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), g.num_configs, o);
+  CATCH_REQUIRE(first.ok());
+  CATCH_CHECK(first->registrations == 1);  // the server did not know the graph
+  CATCH_CHECK(first->order.size() == 3u);
+  auto second = client.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), g.num_configs, o);
+  CATCH_REQUIRE(second.ok());
+  CATCH_CHECK(second->registrations == 0);
+  CATCH_CHECK(second->cache_hit);
+  CATCH_CHECK(second->scores == first->scores);
+
+  // A restarted server has forgotten the graph: the client registers it again by itself.
+  const int port = server->port;
+  CATCH_CHECK(server->Stop() == 0);
+  server.reset();
+  ServerProcess again(w.registry, w.dir.path(), {"--address", "127.0.0.1:" + std::to_string(port)});
+  CATCH_REQUIRE(again.port == port);
+  auto third = client.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), g.num_configs, o);
+  CATCH_REQUIRE(third.ok());
+  CATCH_CHECK(third->registrations == 1);
+  CATCH_CHECK(third->scores == first->scores);
+
+  // Other errors come back as statuses with the server's message.
+  o.collection = "layout:nlp:random";
+  auto missing = client.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), g.num_configs, o);
+  CATCH_CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CATCH_CHECK_THAT(std::string(missing.status().message()), Catch::Contains("RankConfigs: no model is loaded"));
+  auto models = client.ListModels();
+  CATCH_REQUIRE(models.ok());
+  CATCH_CHECK(models->models_size() == 1);
+  CATCH_CHECK(again.Stop() == 0);
+
+  // Nobody listening: UNAVAILABLE after the retries.
+  co.max_attempts = 2;
+  co.timeout_s = 2;
+  RankerClient nobody(co);
+  CATCH_CHECK(nobody.Health().status().code() == absl::StatusCode::kUnavailable);
 }

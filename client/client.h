@@ -1,0 +1,72 @@
+// The client library an autotuner links: one channel with sensible arguments
+// (keepalive, message sizes), per-call deadlines, graphs registered once and
+// re-registered transparently when a server answers NOT_FOUND, UNAVAILABLE retried
+// with exponential backoff, every other error surfaced as an absl::Status.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/graph.h"
+
+namespace tgraph {
+
+namespace v1 {
+class RankConfigsResponse;
+class ListModelsResponse;
+}  // namespace v1
+
+struct ClientOptions {
+  std::string target = "127.0.0.1:50051";
+  double timeout_s = 60;         // deadline of each RPC
+  int max_attempts = 4;          // UNAVAILABLE retries, with backoff 0.1 s, 0.2 s, 0.4 s...
+  double initial_backoff_s = 0.1;
+  int64_t max_message_bytes = int64_t{256} << 20;
+};
+
+struct RankOptions {
+  std::string collection;
+  int64_t model_version = 0;  // 0 = latest
+  int64_t top_k = 0;
+  int tta = 0;                // 0 = the model's default
+  std::vector<int> folds;
+};
+
+struct Ranking {
+  std::vector<float> scores;   // per config, lower = predicted faster
+  std::vector<float> spread;   // across folds
+  std::vector<int32_t> order;  // fastest first (top_k)
+  int64_t model_version = 0;
+  double server_total_ms = 0, inference_ms = 0, graph_prepare_ms = 0, queue_ms = 0;
+  bool cache_hit = false;
+  int registrations = 0;       // RegisterGraph calls this ranking needed (0 when the server knew the graph)
+};
+
+class RankerClient {
+ public:
+  explicit RankerClient(ClientOptions options);
+  ~RankerClient();
+
+  // Registers the graph; returns its content hash (computed locally too).
+  absl::StatusOr<std::string> Register(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids);
+
+  // Ranks layout configs (count x nc x 18 values -1..5) or tile configs (count x 24).
+  // The graph is sent only when the server does not know it yet.
+  absl::StatusOr<Ranking> RankLayout(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids,
+                                     const int8_t* configs, int64_t count, const RankOptions& options);
+  absl::StatusOr<Ranking> RankTile(const NodeGraph& graph, const float* configs, int64_t count,
+                                   const RankOptions& options);
+
+  absl::StatusOr<v1::ListModelsResponse> ListModels();
+  // SERVING, NOT_SERVING, ... of grpc.health.v1 for tgraph.v1.Ranker.
+  absl::StatusOr<std::string> Health();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tgraph

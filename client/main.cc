@@ -1,0 +1,133 @@
+// tgraph-client: talks to tgraph-server.
+//
+//   tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]
+//   tgraph-client health --server H:P
+//   tgraph-client models --server H:P
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "client/client.h"
+#include "model/cli.h"
+#include "model/dataset.h"
+#include "model/graph_io.h"
+#include "model/metrics.h"
+#include "tgraph/v1/ranker.pb.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address HOST:PORT");
+ABSL_FLAG(std::string, collection, "", "Collection, e.g. layout:xla:random");
+ABSL_FLAG(std::string, npz, "", "A graph file in the TpuGraphs format");
+ABSL_FLAG(int64_t, top_k, 10, "How many of the fastest configurations to print");
+ABSL_FLAG(int64_t, max_configs, 0, "Rank only the first N configurations of the file (0 = all)");
+ABSL_FLAG(int64_t, model_version, 0, "Model version (0 = latest)");
+ABSL_FLAG(int, tta, 0, "TTA passes (0 = the model's default)");
+ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC");
+
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "tgraph-client: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+int Rank(tgraph::RankerClient& client) {
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok()) return Fail(c.status());
+  const std::string path = absl::GetFlag(FLAGS_npz);
+  if (path.empty()) return Fail(absl::InvalidArgumentError("--npz FILE is required"));
+  tgraph::RankOptions o;
+  o.collection = c->name();
+  o.model_version = absl::GetFlag(FLAGS_model_version);
+  o.tta = absl::GetFlag(FLAGS_tta);
+  const int64_t max = absl::GetFlag(FLAGS_max_configs);
+  absl::StatusOr<tgraph::Ranking> r;
+  std::vector<double> truth;
+  int64_t count = 0, nodes = 0;
+  if (c->kind == tgraph::CollectionKind::kLayout) {
+    absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path);
+    if (!g.ok()) return Fail(g.status());
+    count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
+    nodes = g->graph.num_nodes;
+    truth.assign(g->config_runtime.begin(), g->config_runtime.begin() + count);
+    r = client.RankLayout(g->graph, g->node_config_ids, g->config_feat.data(), count, o);
+  } else {
+    absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(path);
+    if (!g.ok()) return Fail(g.status());
+    count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
+    nodes = g->graph.num_nodes;
+    for (int64_t i = 0; i < count; ++i)
+      truth.push_back(g->config_runtime_normalizers[i] > 0 ? static_cast<double>(g->config_runtime[i]) /
+                                                                 static_cast<double>(g->config_runtime_normalizers[i])
+                                                           : 0.0);
+    r = client.RankTile(g->graph, g->config_feat.data(), count, o);
+  }
+  if (!r.ok()) return Fail(r.status());
+  std::printf("%s: %lld nodes, %lld configurations ranked by %s version %lld\n", path.c_str(),
+              static_cast<long long>(nodes), static_cast<long long>(count), c->name().c_str(),
+              static_cast<long long>(r->model_version));
+  std::printf("server time %.1f ms (queue %.1f, graph preparation %.1f%s, inference %.1f)%s\n", r->server_total_ms,
+              r->queue_ms, r->graph_prepare_ms, r->cache_hit ? ", cache hit" : "", r->inference_ms,
+              r->registrations ? "; the graph was registered first" : "");
+  const bool known = *std::max_element(truth.begin(), truth.end()) > 0;
+  const int64_t k = std::min<int64_t>(absl::GetFlag(FLAGS_top_k), count);
+  std::printf("%6s %8s %12s %10s%s\n", "rank", "config", "score", "spread", known ? "   runtime" : "");
+  for (int64_t i = 0; i < k; ++i) {
+    const int32_t idx = r->order[i];
+    std::printf("%6lld %8d %12.4f %10.4f", static_cast<long long>(i + 1), idx, r->scores[idx], r->spread[idx]);
+    if (known) std::printf("   %.6g", truth[idx]);
+    std::printf("\n");
+  }
+  if (known) {
+    const std::vector<double> scores(r->scores.begin(), r->scores.end());
+    std::printf("against the file's runtimes: Kendall tau %.4f, OPA %.4f, top-1 error %.4f, top-%lld error %.4f\n",
+                tgraph::KendallTau(scores, truth), tgraph::OrderedPairAccuracy(scores, truth),
+                tgraph::TopKError(scores, truth, 1), static_cast<long long>(k), tgraph::TopKError(scores, truth, k));
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Client of tgraph-server.\n"
+      "  tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]\n"
+      "  tgraph-client health --server H:P\n"
+      "  tgraph-client models --server H:P");
+  tgraph::NormalizeFlagDashes(argc, argv);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, health or models (see --help)"));
+  tgraph::ClientOptions co;
+  co.target = absl::GetFlag(FLAGS_server);
+  co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  tgraph::RankerClient client(co);
+  const std::string cmd = args[1];
+  if (cmd == "rank") return Rank(client);
+  if (cmd == "health") {
+    absl::StatusOr<std::string> h = client.Health();
+    if (!h.ok()) return Fail(h.status());
+    std::printf("%s\n", h->c_str());
+    return *h == "SERVING" ? 0 : 3;
+  }
+  if (cmd == "models") {
+    absl::StatusOr<tgraph::v1::ListModelsResponse> m = client.ListModels();
+    if (!m.ok()) return Fail(m.status());
+    std::printf("%-20s %8s %10s %-20s %7s %6s %12s  %s\n", "collection", "version", "loaded", "architecture", "hidden",
+                "folds", "valid score", "created");
+    for (const auto& info : m->models()) {
+      std::string loaded;
+      for (int64_t v : info.loaded_versions()) loaded += (loaded.empty() ? "" : ",") + std::to_string(v);
+      std::printf("%-20s %8lld %10s %-20s %7lld %6lld %12.4f  %s\n", info.collection().c_str(),
+                  static_cast<long long>(info.version()), loaded.c_str(), info.architecture().c_str(),
+                  static_cast<long long>(info.hidden()), static_cast<long long>(info.folds()), info.mean_valid_score(),
+                  info.created().c_str());
+    }
+    return 0;
+  }
+  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, health or models")));
+}
