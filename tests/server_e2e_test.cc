@@ -444,3 +444,37 @@ CATCH_TEST_CASE("client library: transparent registration, re-registration after
   RankerClient nobody(co);
   CATCH_CHECK(nobody.Health().status().code() == absl::StatusCode::kUnavailable);
 }
+
+CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers and ranks", "[e2e]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  NodeGraph g;
+  g.num_nodes = 40000;
+  g.node_feat.assign(static_cast<size_t>(g.num_nodes) * kNodeFeatDim, 1.0f);
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < g.num_nodes; ++i) {
+    g.node_feat[i * kNodeFeatDim + 21] = static_cast<float>(1 + i % 7);
+    g.node_opcode.push_back(i % 10 == 0 ? op::kDot : op::kAdd);
+    if (i % 10 == 0) ids.push_back(i);
+    if (i > 0) {
+      g.edge_index.push_back(i);
+      g.edge_index.push_back(i - 1);
+    }
+  }
+  ClientOptions co;
+  co.target = "127.0.0.1:" + std::to_string(server.port);
+  RankerClient client(co);
+  auto hash = client.Register(g, ids);
+  CATCH_REQUIRE(hash.ok());
+  std::vector<int8_t> configs(8 * ids.size() * kConfigFeatDim, -1);
+  for (size_t i = 0; i < configs.size(); i += 7) configs[i] = static_cast<int8_t>(i % 3);
+  RankOptions o;
+  o.collection = "layout:xla:random";
+  auto r = client.RankLayout(g, ids, configs.data(), 8, o);
+  CATCH_REQUIRE(r.ok());
+  CATCH_CHECK(r->registrations == 0);
+  CATCH_CHECK(r->scores.size() == 8u);
+  CATCH_CHECK(server.Stop() == 0);
+}
