@@ -6,7 +6,8 @@ namespace tgraph {
 
 int64_t GraphTensors::bytes() const {
   int64_t b = 0;
-  for (const torch::Tensor* t : {&numeric, &layout_index, &opcode, &edge_src, &edge_dst, &config_nodes})
+  for (const torch::Tensor* t : {&numeric, &layout_index, &opcode, &edge_src, &edge_dst, &config_nodes,
+                                 &csr_offsets, &csr_sources})
     if (t->defined()) b += t->numel() * static_cast<int64_t>(t->element_size());
   if (adjacency.defined()) b += adjacency._nnz() * (2 * 8 + 4);
   return b;
@@ -47,6 +48,15 @@ GraphTensors MakeGraphTensors(const NodeGraph& g, const std::vector<int64_t>& co
   // Sum over neighbours as one sparse matmul: A[dst, src] counts the edges.
   t.adjacency = torch::sparse_coo_tensor(torch::stack({t.edge_dst, t.edge_src}), torch::ones({2 * m}), {n, n})
                     .coalesce();
+  // The same messages grouped by destination, for the inference path's gather-sum.
+  t.csr_offsets = torch::zeros({n + 1}, torch::kInt64);
+  t.csr_sources = torch::empty({2 * m}, torch::kInt64);
+  int64_t* off = t.csr_offsets.data_ptr<int64_t>();
+  for (int64_t e = 0; e < 2 * m; ++e) ++off[dst[e] + 1];
+  for (int64_t i = 0; i < n; ++i) off[i + 1] += off[i];
+  std::vector<int64_t> fill(off, off + n);
+  int64_t* srcs = t.csr_sources.data_ptr<int64_t>();
+  for (int64_t e = 0; e < 2 * m; ++e) srcs[fill[dst[e]]++] = src[e];
   t.config_nodes = torch::tensor(config_node_index.empty() ? std::vector<int64_t>{} : config_node_index,
                                  torch::kInt64);
   return t;

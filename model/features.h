@@ -20,6 +20,8 @@ struct GraphTensors {
   torch::Tensor edge_src;      // [2E] int64: message source, both directions of every edge
   torch::Tensor edge_dst;      // [2E] int64: message destination
   torch::Tensor adjacency;     // [N, N] sparse COO float32: A[dst][src] = edges between them
+  torch::Tensor csr_offsets;   // [N + 1] int64: the same adjacency by destination (CSR) ...
+  torch::Tensor csr_sources;   // [2E] int64: ... source of each message, grouped by destination
   torch::Tensor config_nodes;  // [nc] int64: node index of each configurable node (layout only)
   int64_t bytes() const;       // memory held, for cache accounting
 };
