@@ -260,7 +260,7 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   expect(tq, absl::StatusCode::kInvalidArgument, "the graph has no node_config_ids");
 }
 
-CATCH_TEST_CASE("a full queue answers RESOURCE_EXHAUSTED; cancelled requests stop", "[server]") {
+CATCH_TEST_CASE("a full queue answers RESOURCE_EXHAUSTED, and cancelled requests stop", "[server]") {
   World w;
   w.Publish("layout:xla:random", 1);
   ModelManager mm(Registry(w.registry), {2});

@@ -290,7 +290,7 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
   CATCH_CHECK_THAT(server.Log(), Catch::Contains("draining"));
 }
 
-CATCH_TEST_CASE("server: hot swap under load with zero failed RPCs; a corrupt version changes nothing", "[e2e]") {
+CATCH_TEST_CASE("server: hot swap under load with zero failed RPCs, and a corrupt version changes nothing", "[e2e]") {
   World w;
   w.Publish();
   ServerProcess server(w.registry, w.dir.path());

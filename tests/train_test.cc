@@ -134,7 +134,7 @@ CATCH_TEST_CASE("a killed fold resumes from its checkpoint and ends where an uni
   torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
 }
 
-CATCH_TEST_CASE("runs refuse mismatched settings; publish keeps the best folds", "[train]") {
+CATCH_TEST_CASE("runs refuse mismatched settings, and publish keeps the best folds", "[train]") {
   TempDir dir;
   TrainOptions o = SmallRun(dir.path() + "/run");
   o.epochs = 1;
