@@ -17,48 +17,16 @@
 #include "model/train/train_data.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
+#include "tests/model_fixtures.h"
 #include "tests/test_util.h"
 
 using namespace tgraph;
 
 namespace {
 
-// Tiny synthetic data and a registry with untrained (but fixed) models: the service's
-// behaviour does not depend on how good the model is.
-struct World {
-  TempDir dir;
-  std::string data, registry;
-  World() {
-    data = dir.path() + "/data";
-    registry = dir.path() + "/registry";
-    synth::GenerateOptions o;
-    o.out = data;
-    o.preset = "tiny";
-    o.seed = 2;
-    o.collections = {*ParseCollection("layout:xla:random"), *ParseCollection("tile:xla")};
-    if (!synth::Generate(o).ok()) std::abort();
-  }
-  // Publishes a model with `folds` folds of random weights; returns the version.
-  int64_t Publish(const std::string& collection, int folds, int64_t hidden = 16) {
-    ModelSpec spec;
-    spec.hidden = hidden;
-    spec.kind = ParseCollection(collection)->kind;
-    Manifest m;
-    m.collection = collection;
-    m.spec = spec;
-    for (int f = 0; f < folds; ++f) {
-      auto net = MakeRankingNet(spec);
-      const std::string w = dir.path() + "/w" + std::to_string(f) + ".npz";
-      if (!SaveWeights(*net, w).ok()) std::abort();
-      m.folds.push_back({f, 0.5, w, ""});
-    }
-    m.batch_size = 16;
-    m.tta = 3;
-    return *Registry(registry).Publish(m);
-  }
-  GraphFile File(const std::string& collection, const std::string& split = "valid") {
-    return (*ListSplit(data, *ParseCollection(collection), split))[0];
-  }
+struct World : ModelWorld {
+  World() : ModelWorld(2, {"layout:xla:random", "tile:xla"}) {}
+  GraphFile File(const std::string& collection) const { return ModelWorld::File(collection, "valid"); }
 };
 
 WireGraph WireOf(const LayoutGraph& g) { return {g.graph, g.node_config_ids}; }
@@ -146,25 +114,14 @@ CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-gra
 
   // The evaluator's path: load the file, prune, build tensors, the shared scoring function.
   auto model = LoadModel(Registry(w.registry), "layout:xla:random", 1);
-  LoadOptions lo;
-  lo.dedup = false;
-  GraphData d = *LoadGraphData(f, "valid", CollectionKind::kLayout, lo);
-  std::vector<int64_t> all(static_cast<size_t>(d.num_configs()));
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
-  std::vector<int8_t> rows = d.LayoutRows(all);
-  ScoringOptions so;
-  so.batch_size = model->manifest.batch_size;
-  so.tta = model->manifest.tta;
-  std::vector<FoldModel> folds;
-  for (auto& net : model->folds) folds.push_back({net.get(), nullptr});
-  const ScoreResult eval = ScoreConfigs(folds, MakeGraphTensors(d.graph, d.config_nodes, model->manifest.stats),
-                                        ConfigRows{rows.data(), nullptr, d.num_configs(), d.configs.num_config_nodes}, so);
+  const ScoreResult eval = EvaluatorScores(*model, f);
+  const int64_t num_configs = static_cast<int64_t>(eval.score.size());
   CATCH_REQUIRE(eval.score.size() == first->scores.size());
   for (size_t i = 0; i < eval.score.size(); ++i) {
     CATCH_CHECK(first->scores[i] == Approx(eval.score[i]).margin(1e-5));
     CATCH_CHECK(first->spread[i] == Approx(eval.spread[i]).margin(1e-5));
   }
-  CATCH_CHECK(first->timing.batches == 2 * 3 * ((d.num_configs() + 15) / 16));  // folds x TTA x batches
+  CATCH_CHECK(first->timing.batches == 2 * 3 * ((num_configs + 15) / 16));  // folds x TTA x batches
   // Ranking: fastest first, cut to top_k; one fold only when asked.
   q.top_k = 5;
   q.folds = {1};

@@ -30,6 +30,7 @@
 #include "model/synth/generator.h"
 #include "model/train/train_data.h"
 #include "proto/graph_codec.h"
+#include "tests/model_fixtures.h"
 #include "tests/test_util.h"
 #include "tgraph/v1/ranker.grpc.pb.h"
 
@@ -107,41 +108,15 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
-struct World {
-  TempDir dir;
-  std::string data, registry;
-  World() {
-    data = dir.path() + "/data";
-    registry = dir.path() + "/registry";
-    synth::GenerateOptions o;
-    o.out = data;
-    o.preset = "tiny";
-    o.seed = 3;
-    o.collections = {*ParseCollection("layout:xla:random")};
-    if (!synth::Generate(o).ok()) std::abort();
-  }
+struct World : ModelWorld {
+  World() : ModelWorld(3, {"layout:xla:random"}) { tta = 2; }
   int64_t Publish(int folds = 2, bool corrupt = false) {
-    ModelSpec spec;
-    spec.hidden = 16;
-    Manifest m;
-    m.collection = "layout:xla:random";
-    m.spec = spec;
-    m.batch_size = 16;
-    m.tta = 2;
-    for (int f = 0; f < folds; ++f) {
-      auto net = MakeRankingNet(spec);
-      const std::string w = dir.path() + "/w" + std::to_string(f) + ".npz";
-      if (!SaveWeights(*net, w).ok()) std::abort();
-      m.folds.push_back({f, 0.5, w, ""});
-    }
-    const int64_t v = *Registry(registry).Publish(m);
+    const int64_t v = ModelWorld::Publish("layout:xla:random", folds);
     if (corrupt)
-      std::ofstream(Registry(registry).VersionDir(m.collection, v) + "/fold_0.npz", std::ios::app) << "junk";
+      std::ofstream(Registry(registry).VersionDir("layout:xla:random", v) + "/fold_0.npz", std::ios::app) << "junk";
     return v;
   }
-  LayoutGraph Graph(int i = 0) {
-    return *LoadLayoutGraph((*ListSplit(data, *ParseCollection("layout:xla:random"), "train"))[i].path);
-  }
+  LayoutGraph Graph(int i = 0) { return *LoadLayoutGraph(File("layout:xla:random", "train", i).path); }
 };
 
 std::unique_ptr<v1::Ranker::Stub> Stub(int port) {
@@ -216,20 +191,7 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
 
   // The evaluator's scores for the same graph and version.
   auto model = LoadModel(Registry(w.registry), "layout:xla:random", 1);
-  LoadOptions lo;
-  lo.dedup = false;
-  GraphData d = *LoadGraphData((*ListSplit(w.data, *ParseCollection("layout:xla:random"), "train"))[0], "train",
-                               CollectionKind::kLayout, lo);
-  std::vector<int64_t> all(static_cast<size_t>(d.num_configs()));
-  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
-  std::vector<int8_t> rows = d.LayoutRows(all);
-  ScoringOptions so;
-  so.batch_size = model->manifest.batch_size;
-  so.tta = model->manifest.tta;
-  std::vector<FoldModel> folds;
-  for (auto& net : model->folds) folds.push_back({net.get(), nullptr});
-  const ScoreResult eval = ScoreConfigs(folds, MakeGraphTensors(d.graph, d.config_nodes, model->manifest.stats),
-                                        ConfigRows{rows.data(), nullptr, d.num_configs(), d.configs.num_config_nodes}, so);
+  const ScoreResult eval = EvaluatorScores(*model, w.File("layout:xla:random", "train"));
   for (int i = 0; i < first.scores_size(); ++i) CATCH_CHECK(first.scores(i) == Approx(eval.score[i]).margin(1e-5));
 
   // Errors, with their codes.

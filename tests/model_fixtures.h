@@ -1,0 +1,79 @@
+// Test helpers that need LibTorch: a scratch world with tiny synthetic data and a
+// registry of untrained (but fixed) models, and the evaluator's scoring path.
+#pragma once
+
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "model/model_io.h"
+#include "model/registry.h"
+#include "model/scoring.h"
+#include "model/synth/generator.h"
+#include "model/train/train_data.h"
+#include "tests/test_util.h"
+
+namespace tgraph {
+
+struct ModelWorld {
+  TempDir dir;
+  std::string data, registry;
+  int64_t batch_size = 16;
+  int tta = 3;
+
+  ModelWorld(uint64_t seed, const std::vector<std::string>& collections) {
+    data = dir.path() + "/data";
+    registry = dir.path() + "/registry";
+    synth::GenerateOptions o;
+    o.out = data;
+    o.preset = "tiny";
+    o.seed = seed;
+    for (const std::string& c : collections) o.collections.push_back(*ParseCollection(c));
+    if (!synth::Generate(o).ok()) std::abort();
+  }
+
+  // Publishes a model of `folds` folds of random weights; the service's behaviour
+  // does not depend on how good the model is. Returns the version.
+  int64_t Publish(const std::string& collection, int folds, int64_t hidden = 16) {
+    ModelSpec spec;
+    spec.hidden = hidden;
+    spec.kind = ParseCollection(collection)->kind;
+    Manifest m;
+    m.collection = collection;
+    m.spec = spec;
+    m.batch_size = batch_size;
+    m.tta = tta;
+    for (int f = 0; f < folds; ++f) {
+      auto net = MakeRankingNet(spec);
+      const std::string w = dir.path() + "/w" + std::to_string(f) + ".npz";
+      if (!SaveWeights(*net, w).ok()) std::abort();
+      m.folds.push_back({f, 0.5, w, ""});
+    }
+    return *Registry(registry).Publish(m);
+  }
+
+  GraphFile File(const std::string& collection, const std::string& split, int index = 0) const {
+    return (*ListSplit(data, *ParseCollection(collection), split))[static_cast<size_t>(index)];
+  }
+};
+
+// What tgraph-eval computes for a layout file: load, prune, build tensors with the
+// manifest's statistics, score every config with the manifest's batch size and TTA.
+inline ScoreResult EvaluatorScores(const LoadedModel& model, const GraphFile& file) {
+  LoadOptions lo;
+  lo.dedup = false;
+  GraphData d = *LoadGraphData(file, "", CollectionKind::kLayout, lo);
+  std::vector<int64_t> all(static_cast<size_t>(d.num_configs()));
+  std::iota(all.begin(), all.end(), 0);
+  const std::vector<int8_t> rows = d.LayoutRows(all);
+  ScoringOptions so;
+  so.batch_size = model.manifest.batch_size;
+  so.tta = model.manifest.tta;
+  std::vector<FoldModel> folds;
+  for (const auto& net : model.folds) folds.push_back({net.get(), nullptr});
+  return ScoreConfigs(folds, MakeGraphTensors(d.graph, d.config_nodes, model.manifest.stats),
+                      ConfigRows{rows.data(), nullptr, d.num_configs(), d.configs.num_config_nodes}, so);
+}
+
+}  // namespace tgraph
