@@ -169,7 +169,9 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   auto promise = std::make_shared<std::promise<absl::StatusOr<RankResult>>>();
   std::future<absl::StatusOr<RankResult>> done = promise->get_future();
   const auto submitted = Clock::now();
-  const bool accepted = pool_->TrySubmit([this, promise, q, m = *model, graph, cancelled, submitted] {
+  // The job borrows the request and the cancellation check: this thread waits for it,
+  // so they outlive it, and the (possibly large) configurations are not copied.
+  const bool accepted = pool_->TrySubmit([this, promise, &q, m = *model, graph, &cancelled, submitted] {
     const double queue_ms = Ms(submitted, Clock::now());
     absl::StatusOr<RankResult> r = [&]() -> absl::StatusOr<RankResult> {
       if (cancelled && cancelled()) return absl::CancelledError("the request was cancelled while queued");
