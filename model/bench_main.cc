@@ -45,8 +45,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C]");
   tgraph::NormalizeFlagDashes(argc, argv);
   absl::ParseCommandLine(argc, argv);
-  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
-                                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
   torch::set_num_threads(threads);
   torch::manual_seed(0);
   const int64_t n = absl::GetFlag(FLAGS_nodes), c = absl::GetFlag(FLAGS_configs);

@@ -1,7 +1,9 @@
 // Small helpers shared by the command-line tools.
 #pragma once
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,11 @@ inline void NormalizeFlagDashes(int argc, char** argv) {
     for (char* p = a + 2; *p && *p != '='; ++p)
       if (*p == '-') *p = '_';
   }
+}
+
+// A --threads style flag: the value when positive, else every core of the machine.
+inline int ThreadsOrCores(int flag) {
+  return flag > 0 ? flag : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 }  // namespace tgraph

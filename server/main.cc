@@ -78,9 +78,7 @@ int main(int argc, char** argv) {
     Log("--registry is required");
     return 2;
   }
-  const int intra = absl::GetFlag(FLAGS_intra_op_threads) > 0
-                        ? absl::GetFlag(FLAGS_intra_op_threads)
-                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int intra = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_intra_op_threads));
   torch::set_num_threads(intra);
   Log(absl::StrCat("registry=", registry, " address=", absl::GetFlag(FLAGS_address),
                    " metrics_address=", absl::GetFlag(FLAGS_metrics_address), " workers=", absl::GetFlag(FLAGS_workers),

@@ -42,8 +42,7 @@ int main(int argc, char** argv) {
       "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)");
   tgraph::NormalizeFlagDashes(argc, argv);
   absl::ParseCommandLine(argc, argv);
-  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
-                                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
   torch::set_num_threads(threads);
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
   if (!c.ok()) return Fail(c.status());

@@ -104,8 +104,7 @@ int main(int argc, char** argv) {
              {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
              {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
              {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)}};
-  const int threads = absl::GetFlag(FLAGS_threads) > 0 ? absl::GetFlag(FLAGS_threads)
-                                                       : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
   torch::set_num_threads(threads);
   std::fprintf(stderr, "tgraph-train: %s, %s hidden %lld, torch threads %d\n", c->name().c_str(),
                o.spec.architecture.c_str(), static_cast<long long>(o.spec.hidden), torch::get_num_threads());
