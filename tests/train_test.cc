@@ -181,3 +181,33 @@ CATCH_TEST_CASE("runs refuse mismatched settings, and publish keeps the best fol
   auto wrong = EvaluateSplit(*model, NlpData(), *ParseCollection("tile:xla"), "valid", eo);
   CATCH_CHECK_FALSE(wrong.ok());
 }
+
+CATCH_TEST_CASE("the evaluator reports no metric for hidden (all-zero) runtimes", "[train]") {
+  TempDir dir;
+  synth::GenerateOptions g;
+  g.out = dir.path() + "/data";
+  g.preset = "tiny";
+  g.hide_test_runtimes = true;
+  g.collections = {*ParseCollection("layout:xla:random")};
+  CATCH_REQUIRE(synth::Generate(g).ok());
+  ModelSpec spec;
+  spec.hidden = 16;
+  Manifest m;
+  m.collection = "layout:xla:random";
+  m.spec = spec;
+  auto net = MakeRankingNet(spec);
+  CATCH_REQUIRE(SaveWeights(*net, dir.path() + "/w.npz").ok());
+  m.folds = {{0, 0.5, "w.npz", ""}};
+  auto model = LoadFolds(m, dir.path());
+  CATCH_REQUIRE(model.ok());
+  EvalOptions eo;
+  auto test = EvaluateSplit(*model, g.out, *ParseCollection("layout:xla:random"), "test", eo);
+  CATCH_REQUIRE(test.ok());
+  CATCH_REQUIRE(test->graphs.size() == 1u);
+  CATCH_CHECK(std::isnan(test->graphs[0].tau));
+  CATCH_CHECK(std::isnan(test->graphs[0].top_error[0]));
+  CATCH_CHECK(std::isnan(test->mean.tau));
+  CATCH_CHECK_THAT(test->Json(), Catch::Contains("\"kendall_tau\": null"));
+  auto valid = EvaluateSplit(*model, g.out, *ParseCollection("layout:xla:random"), "valid", eo);
+  CATCH_CHECK(std::isfinite(valid->graphs[0].tau));  // runtimes kept there
+}

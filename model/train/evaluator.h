@@ -12,6 +12,8 @@
 
 namespace tgraph {
 
+// Per-graph metrics; NaN (printed "-", JSON null) where undefined, e.g. for graphs whose
+// runtimes are hidden (all zero).
 struct GraphEval {
   std::string name;
   int64_t nodes = 0, pruned_nodes = 0, configs = 0;
