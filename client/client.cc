@@ -67,7 +67,7 @@ struct RankerClient::Impl {
       // The server does not know the graph (new, evicted, restarted, another replica):
       // register it and try once more.
       if (s.error_code() == grpc::NOT_FOUND && round == 0 && s.error_message().find("RegisterGraph") != std::string::npos) {
-        absl::StatusOr<std::string> reg = Register(graph, ids);
+        absl::StatusOr<RegisteredGraph> reg = Register(graph, ids);
         if (!reg.ok()) return reg.status();
         ++r.registrations;
         continue;
@@ -86,7 +86,7 @@ struct RankerClient::Impl {
     return r;
   }
 
-  absl::StatusOr<std::string> Register(const NodeGraph& graph, const std::vector<int64_t>& ids) {
+  absl::StatusOr<RegisteredGraph> Register(const NodeGraph& graph, const std::vector<int64_t>& ids) {
     v1::RegisterGraphRequest req;
     EncodeGraph(graph, ids, req.mutable_graph());
     const std::string hash = GraphContentHash(graph, ids);
@@ -96,7 +96,7 @@ struct RankerClient::Impl {
     if (resp.graph_hash() != hash)
       return absl::InternalError(absl::StrCat("RegisterGraph: the server's hash ", resp.graph_hash(),
                                               " differs from the local one ", hash, " (incompatible versions?)"));
-    return hash;
+    return RegisteredGraph{hash, resp.num_nodes(), resp.pruned_nodes(), resp.already_registered()};
   }
 };
 
@@ -115,7 +115,7 @@ RankerClient::RankerClient(ClientOptions options) : impl_(std::make_unique<Impl>
 
 RankerClient::~RankerClient() = default;
 
-absl::StatusOr<std::string> RankerClient::Register(const NodeGraph& graph, const std::vector<int64_t>& ids) {
+absl::StatusOr<RegisteredGraph> RankerClient::Register(const NodeGraph& graph, const std::vector<int64_t>& ids) {
   return impl_->Register(graph, ids);
 }
 

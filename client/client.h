@@ -45,13 +45,19 @@ struct Ranking {
   int registrations = 0;       // RegisterGraph calls this ranking needed (0 when the server knew the graph)
 };
 
+struct RegisteredGraph {
+  std::string graph_hash;
+  int64_t num_nodes = 0, pruned_nodes = 0;
+  bool already_registered = false;
+};
+
 class RankerClient {
  public:
   explicit RankerClient(ClientOptions options);
   ~RankerClient();
 
-  // Registers the graph; returns its content hash (computed locally too).
-  absl::StatusOr<std::string> Register(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids);
+  // Registers the graph (idempotent); the hash is checked against the local one.
+  absl::StatusOr<RegisteredGraph> Register(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids);
 
   // Ranks layout configs (count x nc x 18 values -1..5) or tile configs (count x 24).
   // The graph is sent only when the server does not know it yet.

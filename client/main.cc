@@ -1,6 +1,7 @@
 // tgraph-client: talks to tgraph-server.
 //
 //   tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]
+//   tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]
 //   tgraph-client health --server H:P
 //   tgraph-client models --server H:P
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "client/client.h"
 #include "model/cli.h"
 #include "model/dataset.h"
+#include "model/eval_report.h"
 #include "model/graph_io.h"
 #include "model/metrics.h"
 #include "tgraph/v1/ranker.pb.h"
@@ -27,6 +29,10 @@ ABSL_FLAG(int64_t, max_configs, 0, "Rank only the first N configurations of the 
 ABSL_FLAG(int64_t, model_version, 0, "Model version (0 = latest)");
 ABSL_FLAG(int, tta, 0, "TTA passes (0 = the model's default)");
 ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC");
+ABSL_FLAG(std::string, data, "", "eval: dataset root");
+ABSL_FLAG(std::string, split, "valid", "eval: train, valid or test");
+ABSL_FLAG(bool, official_subset, false, "eval: layout graphs scored on the 1,000-config evaluation subset");
+ABSL_FLAG(bool, json, false, "eval: print JSON instead of a table");
 
 namespace {
 
@@ -91,23 +97,98 @@ int Rank(tgraph::RankerClient& client) {
   return 0;
 }
 
+// The evaluation of tgraph-eval, through the server: same files, same configurations in
+// the same order, same metrics, so the same numbers for the same model version.
+int Eval(tgraph::RankerClient& client) {
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok()) return Fail(c.status());
+  if (absl::GetFlag(FLAGS_data).empty()) return Fail(absl::InvalidArgumentError("--data ROOT is required"));
+  absl::StatusOr<std::vector<tgraph::GraphFile>> files =
+      tgraph::ListSplit(absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split));
+  if (!files.ok()) return Fail(files.status());
+  tgraph::RankOptions o;
+  o.collection = c->name();
+  o.model_version = absl::GetFlag(FLAGS_model_version);
+  o.tta = absl::GetFlag(FLAGS_tta);
+  tgraph::EvalReport report;
+  report.collection = c->name();
+  report.split = absl::GetFlag(FLAGS_split);
+  report.tile = c->kind == tgraph::CollectionKind::kTile;
+  int64_t version = 0;
+  for (const tgraph::GraphFile& f : *files) {
+    tgraph::NodeGraph graph;
+    std::vector<int64_t> ids;
+    std::vector<double> target;
+    std::vector<int8_t> layout;
+    std::vector<float> tile;
+    int64_t count = 0;
+    if (!report.tile) {
+      absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(f.path);
+      if (!g.ok()) return Fail(g.status());
+      std::vector<double> runtime(g->config_runtime.begin(), g->config_runtime.end());
+      std::vector<int64_t> rows(static_cast<size_t>(g->num_configs));
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i);
+      if (absl::GetFlag(FLAGS_official_subset)) rows = tgraph::OfficialEvalSubset(runtime);
+      const size_t row = static_cast<size_t>(g->num_config_nodes()) * tgraph::kConfigFeatDim;
+      for (int64_t r : rows) {
+        layout.insert(layout.end(), g->config(r), g->config(r) + row);
+        target.push_back(runtime[r]);
+      }
+      count = static_cast<int64_t>(rows.size());
+      graph = std::move(g->graph);
+      ids = std::move(g->node_config_ids);
+    } else {
+      absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(f.path);
+      if (!g.ok()) return Fail(g.status());
+      for (int64_t i = 0; i < g->num_configs; ++i)
+        target.push_back(g->config_runtime_normalizers[i] > 0 ? static_cast<double>(g->config_runtime[i]) /
+                                                                    static_cast<double>(g->config_runtime_normalizers[i])
+                                                              : 0.0);
+      tile = std::move(g->config_feat);
+      count = g->num_configs;
+      graph = std::move(g->graph);
+    }
+    absl::StatusOr<tgraph::RegisteredGraph> reg = client.Register(graph, ids);
+    if (!reg.ok()) return Fail(reg.status());
+    absl::StatusOr<tgraph::Ranking> r = report.tile ? client.RankTile(graph, tile.data(), count, o)
+                                                    : client.RankLayout(graph, ids, layout.data(), count, o);
+    if (!r.ok()) return Fail(absl::Status(r.status().code(), f.path + ": " + std::string(r.status().message())));
+    version = r->model_version;
+    report.graphs.push_back(tgraph::EvaluateScores(f.name, graph.num_nodes, reg->pruned_nodes,
+                                                   std::vector<double>(r->scores.begin(), r->scores.end()), target,
+                                                   report.tile));
+    if (!absl::GetFlag(FLAGS_json))
+      std::fprintf(stderr, "evaluated %zu/%zu: %s\n", report.graphs.size(), files->size(), f.name.c_str());
+  }
+  report.ComputeMean();
+  if (absl::GetFlag(FLAGS_json)) {
+    std::printf("%s\n", report.Json().c_str());
+  } else {
+    std::printf("%s %s through %s, model version %lld\n%s", c->name().c_str(), report.split.c_str(),
+                absl::GetFlag(FLAGS_server).c_str(), static_cast<long long>(version), report.Table().c_str());
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Client of tgraph-server.\n"
       "  tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]\n"
+      "  tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]\n"
       "  tgraph-client health --server H:P\n"
       "  tgraph-client models --server H:P");
   tgraph::NormalizeFlagDashes(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, health or models (see --help)"));
+  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, eval, health or models (see --help)"));
   tgraph::ClientOptions co;
   co.target = absl::GetFlag(FLAGS_server);
   co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   tgraph::RankerClient client(co);
   const std::string cmd = args[1];
   if (cmd == "rank") return Rank(client);
+  if (cmd == "eval") return Eval(client);
   if (cmd == "health") {
     absl::StatusOr<std::string> h = client.Health();
     if (!h.ok()) return Fail(h.status());
@@ -129,5 +210,5 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, health or models")));
+  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, eval, health or models")));
 }

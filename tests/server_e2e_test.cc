@@ -25,6 +25,8 @@
 #include "client/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "model/graph_io.h"
+#include "model/train/evaluator.h"
+#include <nlohmann/json.hpp>
 #include "model/model_io.h"
 #include "model/scoring.h"
 #include "model/synth/generator.h"
@@ -438,5 +440,37 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers and ranks", "[e2e
   CATCH_REQUIRE(r.ok());
   CATCH_CHECK(r->registrations == 0);
   CATCH_CHECK(r->scores.size() == 8u);
+  CATCH_CHECK(server.Stop() == 0);
+}
+
+CATCH_TEST_CASE("tgraph-client eval gives tgraph-eval's numbers for the same version", "[e2e][client]") {
+  World w;
+  w.Publish(2);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  const std::string cmd = std::string(TGRAPH_CLIENT_BIN) + " eval --server 127.0.0.1:" + std::to_string(server.port) +
+                          " --collection layout:xla:random --data " + w.data + " --split train --json";
+  FILE* p = popen(cmd.c_str(), "r");
+  CATCH_REQUIRE(p != nullptr);
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  CATCH_REQUIRE(pclose(p) == 0);
+  nlohmann::json via_server = nlohmann::json::parse(out);
+  auto model = LoadModel(Registry(w.registry), "layout:xla:random", 1);
+  EvalOptions eo;
+  eo.scoring.batch_size = model->manifest.batch_size;
+  eo.scoring.tta = model->manifest.tta;
+  auto local = EvaluateSplit(*model, w.data, *ParseCollection("layout:xla:random"), "train", eo);
+  CATCH_REQUIRE(local.ok());
+  CATCH_REQUIRE(via_server["graphs"].size() == local->graphs.size());
+  for (size_t i = 0; i < local->graphs.size(); ++i) {
+    const auto& g = via_server["graphs"][i];
+    CATCH_CHECK(g["graph"] == local->graphs[i].name);
+    CATCH_CHECK(g["pruned_nodes"] == local->graphs[i].pruned_nodes);
+    // The server sends float32 scores: pairs closer than float precision may flip.
+    CATCH_CHECK(g["kendall_tau"].get<double>() == Approx(local->graphs[i].tau).margin(2e-3));
+    CATCH_CHECK(g["top1_error"].get<double>() == Approx(local->graphs[i].top_error[0]).margin(1e-9));
+  }
   CATCH_CHECK(server.Stop() == 0);
 }

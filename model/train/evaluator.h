@@ -7,30 +7,11 @@
 
 #include "absl/status/statusor.h"
 #include "model/dataset.h"
+#include "model/eval_report.h"
 #include "model/model_io.h"
 #include "model/scoring.h"
 
 namespace tgraph {
-
-// Per-graph metrics; NaN (printed "-", JSON null) where undefined, e.g. for graphs whose
-// runtimes are hidden (all zero).
-struct GraphEval {
-  std::string name;
-  int64_t nodes = 0, pruned_nodes = 0, configs = 0;
-  double tau = 0, opa = 0;
-  double top_error[3] = {0, 0, 0};  // layout: K = 1, 10, 100; tile: K = 1, 5, 10
-  double tile_score = 0;            // M_tile (tile only)
-};
-
-struct EvalReport {
-  std::string collection;
-  std::string split;
-  bool tile = false;
-  std::vector<GraphEval> graphs;
-  GraphEval mean;  // NaN-skipping means over graphs
-  std::string Table() const;
-  std::string Json() const;
-};
 
 struct EvalOptions {
   bool official_subset = false;  // layout: the 1,000-config subset of the TpuGraphs evaluation

@@ -1,0 +1,36 @@
+// Per-graph ranking metrics and their report (table, JSON), shared by tgraph-eval and
+// tgraph-client eval so that both print the same numbers the same way. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace tgraph {
+
+// Per-graph metrics; NaN (printed "-", JSON null) where undefined, e.g. for graphs whose
+// runtimes are hidden (all zero).
+struct GraphEval {
+  std::string name;
+  int64_t nodes = 0, pruned_nodes = 0, configs = 0;
+  double tau = 0, opa = 0;
+  double top_error[3] = {0, 0, 0};  // layout: K = 1, 10, 100; tile: K = 1, 5, 10
+  double tile_score = 0;            // M_tile (tile only)
+};
+
+// The metrics of one graph from its scores (lower = predicted faster) and its targets.
+GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_nodes,
+                         const std::vector<double>& scores, const std::vector<double>& targets, bool tile);
+
+struct EvalReport {
+  std::string collection;
+  std::string split;
+  bool tile = false;
+  std::vector<GraphEval> graphs;
+  GraphEval mean;  // NaN-skipping means over graphs
+  void ComputeMean();
+  std::string Table() const;
+  std::string Json() const;
+};
+
+}  // namespace tgraph
