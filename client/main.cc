@@ -2,6 +2,8 @@
 //
 //   tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]
 //   tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]
+//   tgraph-client bench --server H:P --collection C --data ROOT [--concurrency 4] [--requests 200]
+//                       [--duration_s 60] [--rate 0] [--configs 128] [--json]
 //   tgraph-client health --server H:P
 //   tgraph-client models --server H:P
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "client/bench.h"
 #include "client/client.h"
 #include "model/cli.h"
 #include "model/dataset.h"
@@ -32,7 +35,14 @@ ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC");
 ABSL_FLAG(std::string, data, "", "eval: dataset root");
 ABSL_FLAG(std::string, split, "valid", "eval: train, valid or test");
 ABSL_FLAG(bool, official_subset, false, "eval: layout graphs scored on the 1,000-config evaluation subset");
-ABSL_FLAG(bool, json, false, "eval: print JSON instead of a table");
+ABSL_FLAG(bool, json, false, "eval, bench: print JSON");
+ABSL_FLAG(int, concurrency, 4, "bench: concurrent requests");
+ABSL_FLAG(int64_t, requests, 200, "bench: stop after this many requests (0 = no limit)");
+ABSL_FLAG(double, duration_s, 60, "bench: stop after this many seconds (0 = no limit)");
+ABSL_FLAG(double, rate, 0, "bench: target requests per second (0 = as fast as possible)");
+ABSL_FLAG(int64_t, configs, 128, "bench: configurations per request");
+ABSL_FLAG(int, graphs, 8, "bench: graphs in the pool");
+ABSL_FLAG(bool, allow_remote, false, "bench: allow a non-loopback target");
 
 namespace {
 
@@ -177,11 +187,12 @@ int main(int argc, char** argv) {
       "Client of tgraph-server.\n"
       "  tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]\n"
       "  tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]\n"
+      "  tgraph-client bench --server H:P --collection C --data ROOT [--concurrency N] [--requests N] [--rate R]\n"
       "  tgraph-client health --server H:P\n"
       "  tgraph-client models --server H:P");
   tgraph::NormalizeFlagDashes(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, eval, health or models (see --help)"));
+  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, eval, bench, health or models (see --help)"));
   tgraph::ClientOptions co;
   co.target = absl::GetFlag(FLAGS_server);
   co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
@@ -189,6 +200,24 @@ int main(int argc, char** argv) {
   const std::string cmd = args[1];
   if (cmd == "rank") return Rank(client);
   if (cmd == "eval") return Eval(client);
+  if (cmd == "bench") {
+    tgraph::BenchOptions b;
+    b.client = co;
+    b.collection = absl::GetFlag(FLAGS_collection);
+    b.data_root = absl::GetFlag(FLAGS_data);
+    b.graphs = absl::GetFlag(FLAGS_graphs);
+    b.concurrency = absl::GetFlag(FLAGS_concurrency);
+    b.requests = absl::GetFlag(FLAGS_requests);
+    b.duration_s = absl::GetFlag(FLAGS_duration_s);
+    b.rate = absl::GetFlag(FLAGS_rate);
+    b.configs = absl::GetFlag(FLAGS_configs);
+    b.allow_remote = absl::GetFlag(FLAGS_allow_remote);
+    b.progress = !absl::GetFlag(FLAGS_json);
+    absl::StatusOr<tgraph::BenchReport> r = tgraph::RunBench(b);
+    if (!r.ok()) return Fail(r.status());
+    std::printf("%s", absl::GetFlag(FLAGS_json) ? (r->Json() + "\n").c_str() : r->Text().c_str());
+    return r->errors.empty() ? 0 : 4;
+  }
   if (cmd == "health") {
     absl::StatusOr<std::string> h = client.Health();
     if (!h.ok()) return Fail(h.status());
@@ -210,5 +239,5 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, eval, health or models")));
+  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, eval, bench, health or models")));
 }

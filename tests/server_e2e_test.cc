@@ -22,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "client/bench.h"
 #include "client/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "model/graph_io.h"
@@ -472,5 +473,45 @@ CATCH_TEST_CASE("tgraph-client eval gives tgraph-eval's numbers for the same ver
     CATCH_CHECK(g["kendall_tau"].get<double>() == Approx(local->graphs[i].tau).margin(2e-3));
     CATCH_CHECK(g["top1_error"].get<double>() == Approx(local->graphs[i].top_error[0]).margin(1e-9));
   }
+  CATCH_CHECK(server.Stop() == 0);
+}
+
+CATCH_TEST_CASE("tgraph-client bench reports percentiles, zero errors, and refuses remote targets", "[e2e][client]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  BenchOptions b;
+  b.client.target = "127.0.0.1:" + std::to_string(server.port);
+  b.collection = "layout:xla:random";
+  b.data_root = w.data;
+  b.concurrency = 3;
+  b.requests = 24;
+  b.configs = 40;
+  auto r = RunBench(b);
+  CATCH_REQUIRE(r.ok());
+  CATCH_CHECK(r->ok == 24);
+  CATCH_CHECK(r->errors.empty());
+  CATCH_CHECK(r->p50_ms > 0);
+  CATCH_CHECK(r->p50_ms <= r->p90_ms);
+  CATCH_CHECK(r->p90_ms <= r->p99_ms);
+  CATCH_CHECK(r->p99_ms <= r->max_ms);
+  CATCH_CHECK(r->configs_per_s == Approx(r->requests_per_s * 40));
+  nlohmann::json j = nlohmann::json::parse(r->Json());
+  CATCH_CHECK(j["latency_ms"]["p99"].get<double>() == Approx(r->p99_ms));
+  // Paced and time-bounded: at 20 requests/s for 0.5 s, about 10 requests.
+  b.requests = 0;
+  b.duration_s = 0.5;
+  b.rate = 20;
+  auto paced = RunBench(b);
+  CATCH_REQUIRE(paced.ok());
+  CATCH_CHECK(paced->ok <= 11);
+  CATCH_CHECK(paced->ok >= 1);
+  b.client.target = "192.168.1.1:1";
+  CATCH_CHECK(RunBench(b).status().code() == absl::StatusCode::kInvalidArgument);
+  b.client.target = "127.0.0.1:" + std::to_string(server.port);
+  b.requests = 0;
+  b.duration_s = 0;
+  CATCH_CHECK(RunBench(b).status().code() == absl::StatusCode::kInvalidArgument);  // would never stop
   CATCH_CHECK(server.Stop() == 0);
 }
