@@ -76,10 +76,8 @@ int Rank(tgraph::RankerClient& client) {
     if (!g.ok()) return Fail(g.status());
     count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
     nodes = g->graph.num_nodes;
-    for (int64_t i = 0; i < count; ++i)
-      truth.push_back(g->config_runtime_normalizers[i] > 0 ? static_cast<double>(g->config_runtime[i]) /
-                                                                 static_cast<double>(g->config_runtime_normalizers[i])
-                                                           : 0.0);
+    truth = tgraph::TileTargets(*g);
+    truth.resize(static_cast<size_t>(count));
     r = client.RankTile(g->graph, g->config_feat.data(), count, o);
   }
   if (!r.ok()) return Fail(r.status());
@@ -150,10 +148,7 @@ int Eval(tgraph::RankerClient& client) {
     } else {
       absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(f.path);
       if (!g.ok()) return Fail(g.status());
-      for (int64_t i = 0; i < g->num_configs; ++i)
-        target.push_back(g->config_runtime_normalizers[i] > 0 ? static_cast<double>(g->config_runtime[i]) /
-                                                                    static_cast<double>(g->config_runtime_normalizers[i])
-                                                              : 0.0);
+      target = tgraph::TileTargets(*g);
       tile = std::move(g->config_feat);
       count = g->num_configs;
       graph = std::move(g->graph);

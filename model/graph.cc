@@ -25,6 +25,14 @@ absl::Status CheckRuntimes(const std::vector<int64_t>& r, int64_t c, absl::strin
 
 }  // namespace
 
+std::vector<double> TileTargets(const TileGraph& g) {
+  std::vector<double> t(g.config_runtime.size(), 0.0);
+  for (size_t k = 0; k < t.size(); ++k)
+    if (g.config_runtime_normalizers[k] > 0)
+      t[k] = static_cast<double>(g.config_runtime[k]) / static_cast<double>(g.config_runtime_normalizers[k]);
+  return t;
+}
+
 absl::Status ValidateNodeGraph(const NodeGraph& g, absl::string_view what) {
   const int64_t n = g.num_nodes;
   if (n <= 0) return Invalid(what, "node_feat", "graph has no nodes");

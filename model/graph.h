@@ -68,6 +68,10 @@ struct TileGraph {
   std::vector<int64_t> config_runtime_normalizers;  // c
 };
 
+// The tile collection's ranking target per config: config_runtime /
+// config_runtime_normalizers (0 where the normalizer is 0, e.g. hidden test runtimes).
+std::vector<double> TileTargets(const TileGraph& g);
+
 // Invariants of FORMAT.md: sizes agree, opcodes in range, edges and config ids
 // in range, config values in {-1..5}, features finite, runtimes non-negative.
 // `what` (usually the file path) prefixes every error, which also names the key.

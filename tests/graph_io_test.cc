@@ -253,3 +253,10 @@ TEST_CASE("collections parse and splits are listed sorted and lazily", "[dataset
   REQUIRE(found.size() == 1);
   CHECK(found[0].name() == "layout:xla:random");
 }
+
+TEST_CASE("tile targets are runtime over normalizer, 0 when the normalizer is hidden", "[graph_io]") {
+  TileGraph g = SmallTileGraph();  // runtimes {10, 20}, normalizers {15, 15}
+  CHECK(TileTargets(g) == std::vector<double>{10.0 / 15.0, 20.0 / 15.0});
+  g.config_runtime_normalizers = {0, 4};
+  CHECK(TileTargets(g) == std::vector<double>{0.0, 5.0});
+}

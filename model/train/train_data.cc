@@ -43,11 +43,7 @@ absl::StatusOr<GraphData> LoadGraphData(const GraphFile& file, const std::string
     d.original_nodes = g->graph.num_nodes;
     d.graph = std::move(g->graph);
     d.tile_feat = std::move(g->config_feat);
-    d.target.resize(g->num_configs);
-    for (int64_t k = 0; k < g->num_configs; ++k) {
-      const int64_t norm = g->config_runtime_normalizers[k];
-      d.target[k] = norm > 0 ? static_cast<double>(g->config_runtime[k]) / static_cast<double>(norm) : 0.0;
-    }
+    d.target = TileTargets(*g);
   }
   return d;
 }
