@@ -49,6 +49,44 @@ Tensor Aggregate(const Tensor& m, const GraphTensors& g) {
   return out;
 }
 
+// Inference: out[i*c + r] = normalize(self[i*c + r] + sum over neighbours j of i of
+// nbr[j*c + r]) for every node i and config r, as one pass over rows of F floats (row
+// strides of the inputs may exceed F). nbr undefined = no edges. Returns [N*c, F].
+Tensor SageSumNormalize(const Tensor& self, const Tensor& nbr, const GraphTensors& g, int64_t c) {
+  RECORD_FUNCTION("tgraph::SageSumNormalize", std::vector<c10::IValue>());
+  const int64_t rows = self.size(0), f = self.size(1), n = rows / c;
+  TORCH_CHECK(self.stride(1) == 1 && (!nbr.defined() || (nbr.stride(1) == 1 && nbr.sizes() == self.sizes())));
+  Tensor out = torch::empty({rows, f}, self.options());
+  const float* sp = self.data_ptr<float>();
+  const float* np = nbr.defined() ? nbr.data_ptr<float>() : nullptr;
+  const int64_t sld = self.stride(0), nld = nbr.defined() ? nbr.stride(0) : 0;
+  float* op = out.data_ptr<float>();
+  const int64_t* off = g.csr_offsets.data_ptr<int64_t>();
+  const int64_t* src = g.csr_sources.data_ptr<int64_t>();
+  at::parallel_for(0, n, 8, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* block = op + i * c * f;
+      for (int64_t r = 0; r < c; ++r) std::copy_n(sp + (i * c + r) * sld, f, block + r * f);
+      for (int64_t e = np ? off[i] : 0; np && e < off[i + 1]; ++e) {
+        const float* from = np + src[e] * c * nld;
+        for (int64_t r = 0; r < c; ++r) {
+          float* o = block + r * f;
+          const float* a = from + r * nld;
+          for (int64_t k = 0; k < f; ++k) o[k] += a[k];
+        }
+      }
+      for (int64_t r = 0; r < c; ++r) {
+        float* o = block + r * f;
+        float ss = 0;
+        for (int64_t k = 0; k < f; ++k) ss += o[k] * o[k];
+        const float scale = 1.0f / std::max(std::sqrt(ss), 1e-12f);
+        for (int64_t k = 0; k < f; ++k) o[k] *= scale;
+      }
+    }
+  });
+  return out;
+}
+
 // Tile config features span 1..1e9 (products): log-scale them.
 Tensor TileFeatures(const Tensor& tile) { return torch::log1p(torch::clamp_min(tile, 0)); }
 
@@ -78,36 +116,55 @@ class BlockImpl : public torch::nn::Module {
     log_temperature_ = register_parameter("log_temperature", torch::zeros({1}));
   }
 
-  // x: [N, C, H]. Without autograd (inference) the same arithmetic runs in place on
-  // fewer temporaries: these tensors are 100+ MB and elementwise passes dominate.
+  // x: [N, C, H]. Without autograd (inference) the block runs as InferenceForward.
   Tensor forward(const Tensor& x, const GraphTensors& g) {
-    const int64_t h = spec_.hidden, half = h / 2;
-    const bool inference = !torch::GradMode::is_enabled();
+    if (!torch::GradMode::is_enabled()) return InferenceForward(x, g);
+    const int64_t h = spec_.hidden;
     Tensor y = InstanceNorm(x, norm_weight_, norm_bias_);
     // f2(concat(y, agg)) without materialising the concat: two halves of f2's weight.
     Tensor w = f2_->weight;
     Tensor s = torch::linear(y, w.narrow(1, 0, h), f2_->bias);
-    if (spec_.edges) {
-      // A (f1(y) W2b^T) = (A f1(y)) W2b^T: aggregating after the projection moves half
-      // as many bytes through the neighbour sum.
-      Tensor agg = Aggregate(torch::linear(f1_->forward(y), w.narrow(1, h, h)), g);
-      s = inference ? s.add_(agg) : s + agg;
-    }
-    y = Tensor();  // free it before the next temporaries
-    if (inference) {
-      s.div_(torch::linalg_vector_norm(s, 2, {-1}, true).clamp_min_(1e-12));
-      if (spec_.self_attention) s.mul_(se2_->forward(se1_->forward(s).relu_()).sigmoid_());
-      Tensor out = x;  // Score passes a fresh activation it does not reuse: update it in place
-      Tensor cross = spec_.cross_attention ? torch::softmax(s / log_temperature_.exp(), 1).mul_(s) : s;
-      out.narrow(-1, 0, half).add_(Gelu(s));
-      out.narrow(-1, half, half).add_(Gelu(cross));
-      return out;
-    }
+    // A (f1(y) W2b^T) = (A f1(y)) W2b^T: aggregating after the projection moves half
+    // as many bytes through the neighbour sum.
+    if (spec_.edges) s = s + Aggregate(torch::linear(f1_->forward(y), w.narrow(1, h, h)), g);
     s = F::normalize(s, F::NormalizeFuncOptions().dim(-1).eps(1e-12));
     Tensor eta = spec_.self_attention ? s * torch::sigmoid(se2_->forward(torch::relu(se1_->forward(s)))) : s;
     // Cross-configuration attention: softmax over the configuration axis (dim 1).
     Tensor cross = spec_.cross_attention ? eta * torch::softmax(eta / log_temperature_.exp(), 1) : eta;
     return x + Gelu(torch::cat({eta, cross}, -1));
+  }
+
+  // The same arithmetic as forward() on fewer, fused passes: these activations are
+  // 100+ MB and every elementwise pass over them costs as much as a small matmul.
+  // Matmuls run on [N*C, F] views (addmm with the bias fused); the neighbour sum, the
+  // residual of SAGE and the L2 normalisation are one pass (SageSumNormalize); x is
+  // updated in place (ScoreCached passes a fresh activation it does not reuse).
+  Tensor InferenceForward(const Tensor& x, const GraphTensors& g) {
+    RECORD_FUNCTION("tgraph::Block", std::vector<c10::IValue>());
+    const int64_t n = x.size(0), c = x.size(1), h = spec_.hidden, half = h / 2;
+    Tensor y = InstanceNorm(x, norm_weight_, norm_bias_).view({n * c, h});
+    const Tensor& w = f2_->weight;
+    Tensor self_part = torch::addmm(f2_->bias, y, w.narrow(1, 0, h).t());
+    Tensor nbr_part;
+    if (spec_.edges) nbr_part = torch::mm(torch::addmm(f1_->bias, y, f1_->weight.t()), w.narrow(1, h, h).t());
+    y = Tensor();
+    Tensor s = SageSumNormalize(self_part, nbr_part, g, c);  // [N*C, half]
+    self_part = nbr_part = Tensor();
+    if (spec_.self_attention) {
+      Tensor gate = torch::addmm(se1_->bias, s, se1_->weight.t()).relu_();
+      s.mul_(torch::addmm(se2_->bias, gate, se2_->weight.t()).sigmoid_());
+    }
+    s = s.view({n, c, half});
+    if (spec_.cross_attention) {
+      Tensor cross = torch::softmax(s * log_temperature_.neg().exp(), 1).mul_(s);
+      x.narrow(-1, half, half).add_(torch::gelu_(cross));
+      x.narrow(-1, 0, half).add_(torch::gelu_(s));
+    } else {
+      torch::gelu_(s);
+      x.narrow(-1, 0, half).add_(s);
+      x.narrow(-1, half, half).add_(s);
+    }
+    return x;
   }
 
  private:

@@ -296,18 +296,26 @@ CATCH_TEST_CASE("scoring stops at the next batch once cancelled", "[scoring]") {
   CATCH_CHECK(r.batches == 3);  // of 2 passes x 5 batches
 }
 
-CATCH_TEST_CASE("the in-place inference path computes what the training path computes", "[net]") {
+CATCH_TEST_CASE("the fused inference path computes what the training path computes", "[net]") {
   torch::manual_seed(9);
   Fixture f = MakeFixture(10, 24);
-  for (bool self : {true, false})
-    for (bool cross : {true, false}) {
-      ModelSpec s = SmallSpec();
-      s.self_attention = self;
-      s.cross_attention = cross;
-      auto net = MakeRankingNet(s);
-      const torch::Tensor train_path = net->Score(f.graph, {f.configs, {}}).detach();
-      torch::NoGradGuard no_grad;
-      const torch::Tensor inference_path = net->Score(f.graph, {f.configs, {}});
-      CATCH_CHECK(torch::allclose(train_path, inference_path, 1e-5, 1e-5));
-    }
+  for (bool edges : {true, false})
+    for (bool self : {true, false})
+      for (bool cross : {true, false}) {
+        ModelSpec s = SmallSpec();
+        s.edges = edges;
+        s.self_attention = self;
+        s.cross_attention = cross;
+        auto net = MakeRankingNet(s);
+        {
+          // Away from the initial values (unit norm weights, zero biases, temperature 1)
+          // so that a dropped bias or an inverted temperature shows.
+          torch::NoGradGuard no_grad;
+          for (auto& p : net->parameters()) p.add_(torch::randn_like(p) * 0.3);
+        }
+        const torch::Tensor train_path = net->Score(f.graph, {f.configs, {}}).detach();
+        torch::NoGradGuard no_grad;
+        const torch::Tensor inference_path = net->Score(f.graph, {f.configs, {}});
+        CATCH_CHECK(torch::allclose(train_path, inference_path, 1e-4, 1e-5));
+      }
 }
