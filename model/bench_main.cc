@@ -29,7 +29,7 @@ ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
 ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
 ABSL_FLAG(int, folds, 1, "Folds scored per request");
 ABSL_FLAG(int, repeats, 10, "Timed repetitions (after 2 warm-up runs)");
-ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = all cores)");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 ABSL_FLAG(std::string, trace, "", "Write a Chrome trace (chrome://tracing, Perfetto) of one extra request to this file");
 
 namespace {

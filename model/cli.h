@@ -1,10 +1,15 @@
 // Small helpers shared by the command-line tools.
 #pragma once
 
+#include <sched.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
-#include <thread>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace tgraph {
@@ -20,9 +25,42 @@ inline void NormalizeFlagDashes(int argc, char** argv) {
   }
 }
 
-// A --threads style flag: the value when positive, else every core of the machine.
-inline int ThreadsOrCores(int flag) {
-  return flag > 0 ? flag : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+// The whole CPUs a cgroup CPU quota allows, rounded up; 0 when there is no limit or
+// the text is not one. `text` is cgroup v2's cpu.max ("max 100000", "150000 100000")
+// or, for cgroup v1, cpu.cfs_quota_us and cpu.cfs_period_us joined by a space
+// ("-1 100000", "200000 100000").
+inline int CgroupQuotaCores(const std::string& text) {
+  std::istringstream in(text);
+  std::string quota;
+  double period = 0;
+  if (!(in >> quota >> period) || period <= 0 || quota == "max" || quota.empty() || quota[0] == '-') return 0;
+  char* end = nullptr;
+  const double q = std::strtod(quota.c_str(), &end);
+  if (*end != '\0' || !(q > 0)) return 0;
+  return static_cast<int>(std::ceil(q / period - 1e-9));
 }
+
+// CPUs this process may use: its affinity mask, capped by the cgroup CPU quota (a
+// Kubernetes CPU limit). std::thread::hardware_concurrency() is the node's core count
+// inside a container, which would oversubscribe a limited pod.
+inline int AvailableCores() {
+  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = std::max(1, CPU_COUNT(&set));
+  auto read = [](const char* path) {
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);
+    return line;
+  };
+  int quota = CgroupQuotaCores(read("/sys/fs/cgroup/cpu.max"));
+  if (quota == 0)
+    quota = CgroupQuotaCores(read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") + " " + read("/sys/fs/cgroup/cpu/cpu.cfs_period_us"));
+  return quota > 0 ? std::min(cores, quota) : cores;
+}
+
+// A --threads style flag: the value when positive, else every core this process may
+// use (AvailableCores).
+inline int ThreadsOrCores(int flag) { return flag > 0 ? flag : AvailableCores(); }
 
 }  // namespace tgraph

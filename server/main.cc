@@ -2,8 +2,9 @@
 //
 //   tgraph-server --registry REG [--address 0.0.0.0:50051] [--metrics_address 0.0.0.0:9090]
 //
-// Health (grpc.health.v1) reports NOT_SERVING until a model is loaded; server
-// reflection is on; Prometheus metrics are on their own port. SIGTERM/SIGINT stop
+// Health (grpc.health.v1): the overall status ("") and "tgraph.v1.Ranker" are
+// NOT_SERVING until a model is loaded (readiness); "liveness" is SERVING as long as the
+// process answers RPCs, with or without a model (liveness probes). Server reflection is on; Prometheus metrics are on their own port. SIGTERM/SIGINT stop
 // accepting, drain in-flight RPCs up to --drain_timeout_s, and exit 0.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -33,7 +34,7 @@ ABSL_FLAG(std::string, port_file, "", "If set, the bound gRPC port and metrics p
 ABSL_FLAG(int64_t, cache_bytes, int64_t{4} << 30, "Byte budget of the per-(graph, model version) tensor cache");
 ABSL_FLAG(int64_t, graph_store_bytes, int64_t{2} << 30, "Byte budget of registered (pruned) graphs");
 ABSL_FLAG(int, workers, 1, "Inference workers (requests scored in parallel)");
-ABSL_FLAG(int, intra_op_threads, 0, "LibTorch intra-op threads (0 = all cores)");
+ABSL_FLAG(int, intra_op_threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 ABSL_FLAG(int, queue_size, 16, "Requests that may wait for a worker before RESOURCE_EXHAUSTED");
 ABSL_FLAG(int64_t, max_nodes, 200000, "Largest graph accepted (nodes)");
 ABSL_FLAG(int64_t, max_configs, 100000, "Most configurations per RankConfigs request");
@@ -141,10 +142,11 @@ int main(int argc, char** argv) {
   }
   auto set_health = [&] {
     const bool serving = models.AnyLoaded();
-    server->GetHealthCheckService()->SetServingStatus(serving);
+    server->GetHealthCheckService()->SetServingStatus("", serving);  // not the overload that sets every service
     server->GetHealthCheckService()->SetServingStatus("tgraph.v1.Ranker", serving);
     return serving;
   };
+  server->GetHealthCheckService()->SetServingStatus("liveness", true);
   if (!set_health()) Log("no model is loaded yet: health is NOT_SERVING until one is published");
   models.StartPolling(absl::GetFlag(FLAGS_poll_interval_s), [&](const std::vector<tgraph::ModelEvent>& events) {
     report(events);

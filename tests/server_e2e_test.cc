@@ -154,13 +154,13 @@ std::string RegisterHash(v1::Ranker::Stub& stub, const LayoutGraph& g) {
   return s.ok() ? resp.graph_hash() : "";
 }
 
-int HealthStatus(int port) {
+int HealthStatus(int port, const std::string& service = "tgraph.v1.Ranker") {
   auto health = grpc::health::v1::Health::NewStub(
       grpc::CreateChannel("127.0.0.1:" + std::to_string(port), grpc::InsecureChannelCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + 5s);
   grpc::health::v1::HealthCheckRequest req;
-  req.set_service("tgraph.v1.Ranker");
+  req.set_service(service);
   grpc::health::v1::HealthCheckResponse resp;
   return health->Check(&ctx, req, &resp).ok() ? static_cast<int>(resp.status()) : -1;
 }
@@ -173,10 +173,14 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
   CATCH_REQUIRE(server.port > 0);
   // No model yet: NOT_SERVING; then a model is published and picked up.
   CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  CATCH_CHECK(HealthStatus(server.port, "") == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  // Liveness does not depend on a model: a pod without one must not be restarted.
+  CATCH_CHECK(HealthStatus(server.port, "liveness") == grpc::health::v1::HealthCheckResponse::SERVING);
   w.Publish();
   for (int i = 0; i < 100 && HealthStatus(server.port) != grpc::health::v1::HealthCheckResponse::SERVING; ++i)
     std::this_thread::sleep_for(100ms);
   CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::SERVING);
+  CATCH_CHECK(HealthStatus(server.port, "") == grpc::health::v1::HealthCheckResponse::SERVING);
 
   auto stub = Stub(server.port);
   LayoutGraph g = w.Graph();

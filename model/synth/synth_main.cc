@@ -15,7 +15,7 @@ ABSL_FLAG(std::string, preset, "ci", "Size preset: tiny (unit tests), ci (integr
 ABSL_FLAG(uint64_t, seed, 0, "Random seed; the same seed gives byte-identical files");
 ABSL_FLAG(std::vector<std::string>, collections, {},
           "Comma-separated collections to write (default: all five), e.g. layout:xla:random,tile:xla");
-ABSL_FLAG(int, threads, 0, "Worker threads (0 = all cores); the output does not depend on it");
+ABSL_FLAG(int, threads, 0, "Worker threads (0 = every core this process may use); the output does not depend on it");
 ABSL_FLAG(bool, hide_test_runtimes, false, "Write zero runtimes in the test split, as the public dataset does");
 ABSL_FLAG(bool, progress, false, "Print a line per graph (always on for --preset full)");
 ABSL_FLAG(int, max_graphs_per_split, -1, "Cap the graphs per split (-1 = the preset's counts)");

@@ -27,7 +27,7 @@ ABSL_FLAG(bool, official_subset, false, "Layout: evaluate on the 1,000-config su
 ABSL_FLAG(int, tta, 0, "TTA passes (0 = the manifest's)");
 ABSL_FLAG(int64_t, batch, 0, "Configs per batch (0 = the manifest's)");
 ABSL_FLAG(bool, json, false, "Print JSON instead of a table");
-ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = all cores)");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 
 namespace {
 int Fail(const absl::Status& s) {

@@ -31,7 +31,7 @@ ABSL_FLAG(int64_t, batch_configs, 0, "Configs sampled per graph and step; 0 = 64
 ABSL_FLAG(double, lr, 1e-3, "AdamW learning rate (peak of the warm-up + cosine schedule)");
 ABSL_FLAG(double, weight_decay, 1e-5, "AdamW weight decay of non-bias weights");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of folds, sampling and initialisation");
-ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = all cores)");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
 ABSL_FLAG(int64_t, hidden, 0, "Hidden width (0 = 256 paper, 64 quick)");
 ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
