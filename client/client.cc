@@ -144,9 +144,9 @@ absl::StatusOr<v1::ListModelsResponse> RankerClient::ListModels() {
   return resp;
 }
 
-absl::StatusOr<std::string> RankerClient::Health() {
+absl::StatusOr<std::string> RankerClient::Health(const std::string& service) {
   grpc::health::v1::HealthCheckRequest req;
-  req.set_service("tgraph.v1.Ranker");
+  req.set_service(service);
   grpc::health::v1::HealthCheckResponse resp;
   grpc::Status s = impl_->WithRetries("", [&](grpc::ClientContext* ctx) { return impl_->health->Check(ctx, req, &resp); });
   if (!s.ok()) return FromGrpc(s, "Health");

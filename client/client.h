@@ -67,8 +67,9 @@ class RankerClient {
                                    const RankOptions& options);
 
   absl::StatusOr<v1::ListModelsResponse> ListModels();
-  // SERVING, NOT_SERVING, ... of grpc.health.v1 for tgraph.v1.Ranker.
-  absl::StatusOr<std::string> Health();
+  // SERVING, NOT_SERVING, ... of grpc.health.v1 for a health service name:
+  // "tgraph.v1.Ranker" (or "") is readiness, "liveness" is liveness (docs/api.md).
+  absl::StatusOr<std::string> Health(const std::string& service = "tgraph.v1.Ranker");
 
  private:
   struct Impl;

@@ -4,7 +4,7 @@
 //   tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]
 //   tgraph-client bench --server H:P --collection C --data ROOT [--concurrency 4] [--requests 200]
 //                       [--duration_s 60] [--rate 0] [--configs 128] [--json]
-//   tgraph-client health --server H:P
+//   tgraph-client health --server H:P [--service liveness]
 //   tgraph-client models --server H:P
 #include <algorithm>
 #include <cmath>
@@ -42,6 +42,7 @@ ABSL_FLAG(double, duration_s, 60, "bench: stop after this many seconds (0 = no l
 ABSL_FLAG(double, rate, 0, "bench: target requests per second (0 = as fast as possible)");
 ABSL_FLAG(int64_t, configs, 128, "bench: configurations per request");
 ABSL_FLAG(int, graphs, 8, "bench: graphs in the pool");
+ABSL_FLAG(std::string, service, "tgraph.v1.Ranker", "health: the health service name (\"liveness\" for liveness)");
 ABSL_FLAG(bool, allow_remote, false, "bench: allow a non-loopback target");
 
 namespace {
@@ -183,7 +184,7 @@ int main(int argc, char** argv) {
       "  tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]\n"
       "  tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]\n"
       "  tgraph-client bench --server H:P --collection C --data ROOT [--concurrency N] [--requests N] [--rate R]\n"
-      "  tgraph-client health --server H:P\n"
+      "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P");
   tgraph::NormalizeFlagDashes(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
@@ -214,7 +215,7 @@ int main(int argc, char** argv) {
     return r->errors.empty() ? 0 : 4;
   }
   if (cmd == "health") {
-    absl::StatusOr<std::string> h = client.Health();
+    absl::StatusOr<std::string> h = client.Health(absl::GetFlag(FLAGS_service));
     if (!h.ok()) return Fail(h.status());
     std::printf("%s\n", h->c_str());
     return *h == "SERVING" ? 0 : 3;

@@ -372,6 +372,8 @@ CATCH_TEST_CASE("client library: transparent registration, re-registration after
   co.timeout_s = 20;
   RankerClient client(co);
   CATCH_CHECK(*client.Health() == "SERVING");
+  CATCH_CHECK(*client.Health("liveness") == "SERVING");
+  CATCH_CHECK(client.Health("no.such.Service").status().code() == absl::StatusCode::kNotFound);
   LayoutGraph g = w.Graph();
   RankOptions o;
   o.collection = "layout:xla:random";
