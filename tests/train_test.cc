@@ -148,12 +148,17 @@ CATCH_TEST_CASE("runs refuse mismatched settings, and publish keeps the best fol
   CATCH_CHECK_THAT(std::string(s.message()), Catch::Contains("describes another run"));
   CATCH_CHECK(TrainFold(o, 7).status().code() == absl::StatusCode::kInvalidArgument);
   CATCH_REQUIRE(TrainFold(o, 0).ok());
+  Registry reg(dir.path() + "/registry");
+  // A publish step that needs both folds refuses while one is still training.
+  auto early = PublishRun(o.run_dir, reg, 1, /*require_folds=*/2);
+  CATCH_CHECK(early.status().code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK_THAT(std::string(early.status().message()), Catch::Contains("1 of the 2 required folds"));
+  CATCH_CHECK(reg.ListVersions("layout:nlp:random").empty());
   CATCH_REQUIRE(TrainFold(o, 1).ok());
   auto results = ReadFoldResults(o.run_dir);
   CATCH_REQUIRE(results->size() == 2u);
   CATCH_CHECK((*results)[0].valid_score >= (*results)[1].valid_score);
-  Registry reg(dir.path() + "/registry");
-  auto v = PublishRun(o.run_dir, reg, 1);
+  auto v = PublishRun(o.run_dir, reg, 1, /*require_folds=*/2);
   CATCH_REQUIRE(v.ok());
   auto m = reg.ReadVersion("layout:nlp:random", *v);
   CATCH_REQUIRE(m.ok());

@@ -3,7 +3,7 @@
 //
 //   tgraph-train --data ROOT --collection layout:xla:random --run_dir RUN [--registry REG]
 //   tgraph-train --data ROOT --collection ... --run_dir RUN --fold 3      (one fold, e.g. one pod)
-//   tgraph-train publish --run_dir RUN --registry REG [--keep_folds 4]
+//   tgraph-train publish --run_dir RUN --registry REG [--keep_folds 4] [--require_folds 5]
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -25,6 +25,7 @@ ABSL_FLAG(int, fold, -1, "Train only this fold (0-based); -1 trains folds 0..tra
 ABSL_FLAG(std::string, profile, "paper", "paper: the paper's widths and epochs; quick: hidden 64, 20 epochs, 2 folds");
 ABSL_FLAG(int, folds, 20, "K of the K-fold split by graph");
 ABSL_FLAG(int, train_folds, -1, "Folds to train (default: 5 paper, 2 quick)");
+ABSL_FLAG(int, require_folds, 0, "publish: fail unless at least this many folds have finished (0 = any)");
 ABSL_FLAG(int, keep_folds, -1, "Best folds to publish (default: 4 paper, 2 quick)");
 ABSL_FLAG(double, epochs, 0, "Epochs (one step per training graph each); 0 = the profile's");
 ABSL_FLAG(int64_t, batch_configs, 0, "Configs sampled per graph and step; 0 = 64 for default collections, 128 otherwise");
@@ -55,7 +56,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "K-fold training of TGraph and publishing to the model registry.\n"
       "  tgraph-train --data ROOT --collection C --run_dir RUN [--registry REG] [--fold K] [--profile quick]\n"
-      "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N]");
+      "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N] [--require_folds N]");
   tgraph::NormalizeFlagDashes(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const bool quick = absl::GetFlag(FLAGS_profile) == "quick";
@@ -68,7 +69,8 @@ int main(int argc, char** argv) {
     if (std::string(args[1]) != "publish" || args.size() > 2)
       return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", args[1], "'; the only command is publish")));
     if (absl::GetFlag(FLAGS_registry).empty()) return Fail(absl::InvalidArgumentError("publish needs --registry"));
-    absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep);
+    absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep,
+                                                    absl::GetFlag(FLAGS_require_folds));
     if (!v.ok()) return Fail(v.status());
     std::printf("published %s as version %lld in %s\n", run_dir.c_str(), static_cast<long long>(*v),
                 absl::GetFlag(FLAGS_registry).c_str());
@@ -121,7 +123,8 @@ int main(int argc, char** argv) {
                 static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20));
   }
   if (!absl::GetFlag(FLAGS_registry).empty() && absl::GetFlag(FLAGS_fold) < 0) {
-    absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep);
+    absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep,
+                                                    absl::GetFlag(FLAGS_require_folds));
     if (!v.ok()) return Fail(v.status());
     std::printf("published %s version %lld to %s\n", c->name().c_str(), static_cast<long long>(*v),
                 absl::GetFlag(FLAGS_registry).c_str());

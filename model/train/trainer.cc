@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "model/features.h"
 #include "model/file_util.h"
 #include "model/loss.h"
@@ -446,7 +447,21 @@ absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep) {
   return m;
 }
 
-absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep) {
+absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep,
+                                   int require_folds) {
+  if (require_folds > 0) {
+    absl::StatusOr<std::vector<FoldResult>> done = ReadFoldResults(run_dir);
+    if (!done.ok()) return done.status();
+    if (static_cast<int>(done->size()) < require_folds) {
+      std::vector<int> folds;
+      for (const FoldResult& r : *done) folds.push_back(r.fold);
+      std::sort(folds.begin(), folds.end());
+      return absl::FailedPreconditionError(absl::StrCat(run_dir, ": ", done->size(), " of the ", require_folds,
+                                                        " required folds have finished training (done: ",
+                                                        folds.empty() ? "none" : absl::StrJoin(folds, ", "),
+                                                        "); nothing was published"));
+    }
+  }
   absl::StatusOr<Manifest> m = RunManifest(run_dir, keep);
   if (!m.ok()) return m.status();
   for (FoldEntry& f : m->folds) f.weights = absl::StrCat(run_dir, "/", f.weights);  // the source files

@@ -67,8 +67,11 @@ absl::StatusOr<FoldResult> TrainFold(const TrainOptions& options, int fold);
 // Completed folds of a run, best validation score first.
 absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_dir);
 
-// Publishes the best `keep` completed folds of a run as a new version.
-absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep);
+// Publishes the best `keep` completed folds of a run as a new version. With
+// require_folds > 0, fails (FAILED_PRECONDITION, nothing published) until at least that
+// many folds have completed: a publish step scheduled after parallel fold jobs.
+absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep,
+                                   int require_folds = 0);
 
 // The manifest a run would publish, fold weights relative to the run dir
 // ("fold_3/best.npz"): LoadFolds(manifest, run_dir) scores with an unpublished run.
