@@ -1,0 +1,267 @@
+#!/usr/bin/env node
+// Offline validation of deploy/k8s, run by tests/deploy_test.py:
+//   node deploy/validate/validate.js REPO_ROOT TGRAPH_SERVER_BIN TGRAPH_TRAIN_BIN
+//
+// 1. Every Kubernetes object validates against the Kubernetes OpenAPI schema
+//    (kubernetes-models), and every YAML file under deploy/k8s is accounted for.
+// 2. The objects agree with each other: Service and PDB selectors, HPA target,
+//    volumes (PVCs, generated ConfigMaps), named ports, probe ports and health
+//    service names, images, the drain timeout against the grace period, the Indexed
+//    Job's completions against --folds and the publish Job's --require_folds.
+// 3. They agree with the code: every flag in server.flags and in the Jobs' args is a
+//    flag of the binary (from its --helpfull), the router hashes on the header the
+//    client library sets, and Envoy's upstream is the headless Service.
+// Prints one line per check group and exits 1 with every problem listed.
+"use strict";
+
+const fs = require("fs");
+const path = require("path");
+const { execFileSync } = require("child_process");
+const YAML = require("yaml");
+
+const [root, serverBin, trainBin] = process.argv.slice(2);
+if (!root || !serverBin || !trainBin) {
+  console.error("usage: validate.js REPO_ROOT TGRAPH_SERVER_BIN TGRAPH_TRAIN_BIN");
+  process.exit(2);
+}
+const k8s = path.join(root, "deploy", "k8s");
+const problems = [];
+const fail = (where, what) => problems.push(`${where}: ${what}`);
+const rel = (p) => path.relative(root, p);
+
+function parseYamlFile(file) {
+  const docs = YAML.parseAllDocuments(fs.readFileSync(file, "utf8"));
+  const out = [];
+  docs.forEach((d, i) => {
+    if (d.errors.length) fail(`${rel(file)} document ${i + 1}`, `YAML: ${d.errors[0].message}`);
+    else if (d.contents !== null) out.push(d.toJS());
+  });
+  return out;
+}
+
+// ---- 1. schema ------------------------------------------------------------------
+function modelClass(apiVersion, kind) {
+  const [group, version] = apiVersion.includes("/") ? apiVersion.split("/") : ["", apiVersion];
+  const mod = group ? `kubernetes-models/${group}/${version}/${kind}` : `kubernetes-models/${version}/${kind}`;
+  try {
+    return require(mod)[kind];
+  } catch (e) {
+    return null;
+  }
+}
+
+const kustomization = YAML.parse(fs.readFileSync(path.join(k8s, "kustomization.yaml"), "utf8"));
+const objects = [];  // {file, obj}
+const accounted = new Set([path.join(k8s, "kustomization.yaml")]);
+const generated = new Map();  // ConfigMap name -> {keys}
+for (const r of kustomization.resources || []) {
+  const file = path.join(k8s, r);
+  if (!fs.existsSync(file)) { fail("deploy/k8s/kustomization.yaml", `resource ${r} does not exist`); continue; }
+  accounted.add(file);
+  for (const obj of parseYamlFile(file)) objects.push({ file, obj });
+}
+for (const g of kustomization.configMapGenerator || []) {
+  const keys = [];
+  for (const f of g.files || []) {
+    const file = path.join(k8s, f);
+    if (!fs.existsSync(file)) fail("deploy/k8s/kustomization.yaml", `configMapGenerator ${g.name}: ${f} does not exist`);
+    accounted.add(file);
+    keys.push(path.basename(f));
+    if (/\.ya?ml$/.test(f) && fs.existsSync(file)) parseYamlFile(file);  // must at least parse
+  }
+  generated.set(g.name, { keys });
+}
+const trainingDir = path.join(k8s, "training");
+for (const f of fs.readdirSync(trainingDir).filter((f) => /\.ya?ml$/.test(f))) {
+  const file = path.join(trainingDir, f);
+  accounted.add(file);
+  for (const obj of parseYamlFile(file)) objects.push({ file, obj });
+}
+(function walk(dir) {
+  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    if (e.isDirectory()) walk(p);
+    else if (/\.(ya?ml|flags)$/.test(e.name) && !accounted.has(p))
+      fail(rel(p), "not a kustomization resource, generator file or training/ manifest: nothing deploys it");
+  }
+})(k8s);
+
+let validated = 0;
+for (const { file, obj } of objects) {
+  const where = `${rel(file)} ${obj.kind}/${obj.metadata && obj.metadata.name}`;
+  const Model = obj.apiVersion && obj.kind ? modelClass(obj.apiVersion, obj.kind) : null;
+  if (!Model) { fail(where, `unknown apiVersion/kind ${obj.apiVersion}/${obj.kind}`); continue; }
+  try {
+    new Model(obj).validate();
+    validated++;
+  } catch (e) {
+    fail(where, `schema: ${e.message}`);
+  }
+}
+console.log(`schema: ${validated} of ${objects.length} objects valid (kubernetes-models)`);
+
+// ---- 2. cross-references --------------------------------------------------------
+const byKind = (kind) => objects.filter((o) => o.obj.kind === kind);
+const name = (o) => o.obj.metadata.name;
+const matches = (selector, labels) => Object.entries(selector || {}).every(([k, v]) => labels && labels[k] === v);
+const workloads = [...byKind("Deployment"), ...byKind("Job")];
+const podSpec = (o) => o.obj.spec.template.spec;
+const podLabels = (o) => (o.obj.spec.template.metadata || {}).labels || {};
+const pvcs = new Set(byKind("PersistentVolumeClaim").map(name));
+const configMaps = new Set([...generated.keys(), ...byKind("ConfigMap").map(name)]);
+const image = kustomization.images.find((i) => i.name === "tgraph");
+const fullImage = `${image.newName}:${image.newTag}`;
+const flagsText = fs.readFileSync(path.join(k8s, "server.flags"), "utf8");
+const flagValue = (text, flag) => {
+  const m = text.match(new RegExp(`^--${flag}=(.*)$`, "m"));
+  return m ? m[1].trim() : undefined;
+};
+
+for (const w of workloads) {
+  const where = `${rel(w.file)} ${w.obj.kind}/${name(w)}`;
+  const spec = podSpec(w);
+  for (const v of spec.volumes || []) {
+    if (v.persistentVolumeClaim && !pvcs.has(v.persistentVolumeClaim.claimName))
+      fail(where, `volume ${v.name}: no PersistentVolumeClaim ${v.persistentVolumeClaim.claimName} in pvc.yaml`);
+    if (v.configMap && !configMaps.has(v.configMap.name))
+      fail(where, `volume ${v.name}: no ConfigMap or configMapGenerator named ${v.configMap.name}`);
+  }
+  for (const c of spec.containers) {
+    const mounts = new Set((c.volumeMounts || []).map((m) => m.name));
+    for (const v of spec.volumes || []) if (!mounts.has(v.name)) fail(where, `volume ${v.name} is never mounted`);
+    for (const m of c.volumeMounts || [])
+      if (!(spec.volumes || []).some((v) => v.name === m.name)) fail(where, `mount of undefined volume ${m.name}`);
+    const isTgraph = c.image === "tgraph" || c.image.startsWith(image.newName);
+    const inTraining = w.file.startsWith(trainingDir);
+    if (isTgraph && !inTraining && c.image !== "tgraph")
+      fail(where, `image ${c.image}: kustomized manifests use "tgraph" (set by the images entry)`);
+    if (isTgraph && inTraining && c.image !== fullImage)
+      fail(where, `image ${c.image}: applied without kustomize, it must be the images entry ${fullImage}`);
+    const ports = new Map((c.ports || []).map((p) => [p.name, p.containerPort]));
+    for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+      const p = c[probe];
+      if (!p) continue;
+      if (p.grpc) {
+        if (![...ports.values()].includes(p.grpc.port)) fail(where, `${probe}: gRPC port ${p.grpc.port} is not a container port`);
+        const want = probe === "readinessProbe" ? "tgraph.v1.Ranker" : "liveness";
+        if (isTgraph && p.grpc.service !== want)
+          fail(where, `${probe}: health service "${p.grpc.service}", expected "${want}" (docs/api.md, Health)`);
+      }
+      if (p.tcpSocket && typeof p.tcpSocket.port === "string" && !ports.has(p.tcpSocket.port))
+        fail(where, `${probe}: no container port named ${p.tcpSocket.port}`);
+    }
+    if (name(w) === "tgraph-server") {
+      if (!spec.containers.every((x) => x.livenessProbe && x.readinessProbe)) fail(where, "needs liveness and readiness probes");
+      if (!c.resources || !c.resources.limits || !c.resources.limits.memory) fail(where, "needs a memory limit");
+      const drain = Number(flagValue(flagsText, "drain_timeout_s"));
+      const preStop = c.lifecycle && c.lifecycle.preStop && c.lifecycle.preStop.exec
+        ? Number(c.lifecycle.preStop.exec.command[1]) : 0;
+      if (!(spec.terminationGracePeriodSeconds > drain + preStop))
+        fail(where, `terminationGracePeriodSeconds ${spec.terminationGracePeriodSeconds} must exceed --drain_timeout_s ${drain} + preStop ${preStop} s`);
+      if (!(c.args || []).some((a) => a === "--flagfile=/etc/tgraph/server.flags"))
+        fail(where, "args must pass --flagfile=/etc/tgraph/server.flags");
+      if (!(c.volumeMounts || []).some((m) => m.mountPath === "/etc/tgraph"))
+        fail(where, "server.flags must be mounted at /etc/tgraph");
+      const reg = (c.volumeMounts || []).find((m) => m.mountPath === flagValue(flagsText, "registry"));
+      if (!reg) fail(where, `nothing is mounted at the registry path ${flagValue(flagsText, "registry")} of server.flags`);
+      else if (!reg.readOnly) fail(where, "servers must mount the registry read-only");
+      for (const [flag, portName] of [["address", "grpc"], ["metrics_address", "metrics"]]) {
+        const port = Number((flagValue(flagsText, flag) || "").split(":").pop());
+        if (ports.get(portName) !== port) fail(where, `container port ${portName} is not the port of --${flag} (${port})`);
+      }
+    }
+  }
+}
+
+for (const s of byKind("Service")) {
+  const where = `${rel(s.file)} Service/${name(s)}`;
+  const targets = workloads.filter((w) => w.obj.kind === "Deployment" && matches(s.obj.spec.selector, podLabels(w)));
+  if (targets.length !== 1) { fail(where, `selector matches ${targets.length} Deployments, expected 1`); continue; }
+  const ports = new Set(podSpec(targets[0]).containers.flatMap((c) => (c.ports || []).map((p) => p.name)));
+  for (const p of s.obj.spec.ports)
+    if (typeof p.targetPort === "string" && !ports.has(p.targetPort)) fail(where, `targetPort ${p.targetPort}: no such named container port`);
+}
+for (const p of byKind("PodDisruptionBudget")) {
+  const n = workloads.filter((w) => w.obj.kind === "Deployment" && matches(p.obj.spec.selector.matchLabels, podLabels(w))).length;
+  if (n !== 1) fail(`${rel(p.file)} PodDisruptionBudget/${name(p)}`, `selector matches ${n} Deployments, expected 1`);
+}
+for (const h of byKind("HorizontalPodAutoscaler")) {
+  const t = h.obj.spec.scaleTargetRef;
+  if (!byKind(t.kind).some((d) => name(d) === t.name)) fail(`${rel(h.file)} HPA/${name(h)}`, `target ${t.kind}/${t.name} does not exist`);
+}
+for (const d of byKind("Deployment")) {
+  if (!matches(d.obj.spec.selector.matchLabels, podLabels(d))) fail(`${rel(d.file)} Deployment/${name(d)}`, "selector does not match the pod labels");
+}
+
+// The training Jobs: one pod per fold, publish waits for all of them.
+const train = byKind("Job").find((j) => j.obj.spec.completionMode === "Indexed");
+const publish = byKind("Job").find((j) => (podSpec(j).containers[0].command || []).includes("publish"));
+if (!train || !publish) fail("deploy/k8s/training", "needs an Indexed training Job and a publish Job");
+else {
+  const tc = podSpec(train).containers[0], pc = podSpec(publish).containers[0];
+  const arg = (c, flag) => { const a = (c.args || []).find((x) => x.startsWith(`--${flag}=`)); return a && a.split("=").slice(1).join("="); };
+  const env = (c, n) => { const e = (c.env || []).find((x) => x.name === n); return e && e.value; };
+  const where = `${rel(train.file)} Job/${name(train)}`;
+  if (String(train.obj.spec.completions) !== arg(tc, "folds")) fail(where, `completions ${train.obj.spec.completions} must equal --folds ${arg(tc, "folds")}`);
+  if (arg(tc, "fold") !== "$(JOB_COMPLETION_INDEX)") fail(where, "--fold must be $(JOB_COMPLETION_INDEX)");
+  const idx = (tc.env || []).find((e) => e.name === "JOB_COMPLETION_INDEX");
+  if (!idx) fail(where, "JOB_COMPLETION_INDEX must be in env for $(JOB_COMPLETION_INDEX) to expand");
+  const runDir = (arg(tc, "run_dir") || "").replace("$(RUN_NAME)", env(tc, "RUN_NAME"));
+  const pwhere = `${rel(publish.file)} Job/${name(publish)}`;
+  if (arg(pc, "run_dir") !== runDir) fail(pwhere, `--run_dir ${arg(pc, "run_dir")} is not the training Job's ${runDir}`);
+  if (arg(pc, "require_folds") !== String(train.obj.spec.completions))
+    fail(pwhere, `--require_folds ${arg(pc, "require_folds")} must equal the training Job's completions ${train.obj.spec.completions}`);
+  if (arg(pc, "registry") !== flagValue(flagsText, "registry")) fail(pwhere, "--registry differs from the servers' (server.flags)");
+}
+console.log(`references: ${objects.length} objects cross-checked`);
+
+// ---- 3. agreement with the code -------------------------------------------------
+function knownFlags(bin) {
+  let out;
+  try {
+    out = execFileSync(bin, ["--helpfull"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+  } catch (e) {
+    out = (e.stdout || "") + (e.stderr || "");  // absl exits 1 after --helpfull
+  }
+  const flags = new Set([...out.matchAll(/--([a-z0-9_]+) \(/g)].map((m) => m[1]));
+  if (flags.size < 5) fail(bin, "--helpfull listed no flags");
+  return flags;
+}
+const serverFlags = knownFlags(serverBin), trainFlags = knownFlags(trainBin);
+for (const line of flagsText.split("\n")) {
+  const m = line.match(/^--([a-z0-9_]+)=/);
+  if (line.trim() && !line.startsWith("#") && !m) fail("deploy/k8s/server.flags", `not a --flag=value line: ${line}`);
+  if (m && !serverFlags.has(m[1])) fail("deploy/k8s/server.flags", `--${m[1]} is not a tgraph-server flag`);
+}
+for (const j of byKind("Job")) {
+  for (const a of podSpec(j).containers[0].args || []) {
+    const m = a.match(/^--([a-z0-9_]+)/);
+    if (m && !trainFlags.has(m[1])) fail(`${rel(j.file)} Job/${name(j)}`, `--${m[1]} is not a tgraph-train flag`);
+  }
+}
+const envoy = YAML.parse(fs.readFileSync(path.join(k8s, "envoy", "envoy.yaml"), "utf8"));
+const clientSrc = fs.readFileSync(path.join(root, "client", "client.cc"), "utf8");
+const headerSet = (clientSrc.match(/AddMetadata\("([a-z0-9-]+)"/) || [])[1];
+const routes = envoy.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes;
+const hashHeader = routes[0].route.hash_policy[0].header.header_name;
+if (!headerSet || hashHeader !== headerSet) fail("deploy/k8s/envoy/envoy.yaml", `hashes on ${hashHeader} but the client sets ${headerSet}`);
+const cluster = envoy.static_resources.clusters.find((c) => c.name === routes[0].route.cluster);
+if (!cluster) fail("deploy/k8s/envoy/envoy.yaml", `route cluster ${routes[0].route.cluster} is not defined`);
+else {
+  if (cluster.lb_policy !== "RING_HASH" && cluster.lb_policy !== "MAGLEV") fail("deploy/k8s/envoy/envoy.yaml", `lb_policy ${cluster.lb_policy} does not use the hash`);
+  const addr = cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
+  const [svc, ns] = addr.address.split(".");
+  const headless = byKind("Service").find((s) => name(s) === svc);
+  if (!headless || headless.obj.spec.clusterIP !== "None") fail("deploy/k8s/envoy/envoy.yaml", `upstream ${svc} is not a headless Service`);
+  if (ns !== kustomization.namespace) fail("deploy/k8s/envoy/envoy.yaml", `upstream namespace ${ns} is not the kustomization's ${kustomization.namespace}`);
+  const hc = cluster.health_checks[0].grpc_health_check.service_name;
+  if (hc !== "tgraph.v1.Ranker") fail("deploy/k8s/envoy/envoy.yaml", `health check service ${hc}, expected tgraph.v1.Ranker`);
+}
+console.log(`code: ${serverFlags.size} server flags, ${trainFlags.size} trainer flags, routing header ${headerSet}`);
+
+if (problems.length) {
+  console.error(`\n${problems.length} problem(s):`);
+  for (const p of problems) console.error(`  ${p}`);
+  process.exit(1);
+}
+console.log("deploy/k8s: OK");
