@@ -25,6 +25,7 @@ using nlohmann::json;
 namespace {
 
 constexpr char kManifest[] = "manifest.json";
+constexpr char kRetired[] = "RETIRED";
 constexpr char kFormat[] = "tgraph.manifest.v1";
 
 void FsyncPath(const std::string& path, bool directory) {
@@ -127,7 +128,7 @@ std::vector<int64_t> Registry::ListVersions(const std::string& collection) const
     int64_t v = 0;
     const std::string name = it->path().filename().string();
     if (!absl::SimpleAtoi(name, &v) || v < 1 || absl::StrCat(v) != name) continue;
-    if (fs::is_regular_file(it->path() / kManifest, ec)) out.push_back(v);
+    if (fs::is_regular_file(it->path() / kManifest, ec) && !fs::exists(it->path() / kRetired, ec)) out.push_back(v);
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -148,6 +149,34 @@ absl::StatusOr<int64_t> Registry::LatestVersion(const std::string& collection) c
   if (v.empty())
     return absl::NotFoundError(absl::StrCat("registry ", root_, ": collection '", collection, "' has no version"));
   return v.back();
+}
+
+bool Registry::IsRetired(const std::string& collection, int64_t version) const {
+  std::error_code ec;
+  return fs::exists(absl::StrCat(VersionDir(collection, version), "/", kRetired), ec);
+}
+
+absl::Status Registry::Retire(const std::string& collection, int64_t version, const std::string& reason) const {
+  const std::string dir = VersionDir(collection, version);
+  std::error_code ec;
+  if (!fs::is_regular_file(absl::StrCat(dir, "/", kManifest), ec))
+    return absl::NotFoundError(absl::StrCat("retire: ", dir, " is not a published version (no ", kManifest, ")"));
+  if (IsRetired(collection, version)) return absl::OkStatus();
+  const json marker = {{"retired", UtcNow()}, {"reason", reason}};
+  if (absl::Status s = WriteFileAtomic(absl::StrCat(dir, "/", kRetired), marker.dump(1) + "\n"); !s.ok()) return s;
+  FsyncPath(dir, true);
+  return absl::OkStatus();
+}
+
+absl::Status Registry::Restore(const std::string& collection, int64_t version) const {
+  const std::string dir = VersionDir(collection, version);
+  std::error_code ec;
+  if (!fs::is_regular_file(absl::StrCat(dir, "/", kManifest), ec))
+    return absl::NotFoundError(absl::StrCat("restore: ", dir, " is not a published version (no ", kManifest, ")"));
+  fs::remove(absl::StrCat(dir, "/", kRetired), ec);
+  if (ec) return absl::InternalError(absl::StrCat("restore: cannot remove ", dir, "/", kRetired, ": ", ec.message()));
+  FsyncPath(dir, true);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<Manifest> Registry::ReadVersion(const std::string& collection, int64_t version) const {

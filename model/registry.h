@@ -44,7 +44,8 @@ class Registry {
   const std::string& root() const { return root_; }
 
   std::string VersionDir(const std::string& collection, int64_t version) const;
-  // Complete versions (directories named by a positive integer holding manifest.json), ascending.
+  // Complete, not retired versions (directories named by a positive integer holding
+  // manifest.json and no RETIRED marker), ascending.
   std::vector<int64_t> ListVersions(const std::string& collection) const;
   // Collections with at least one complete version.
   std::vector<std::string> ListCollections() const;
@@ -60,6 +61,15 @@ class Registry {
   // created, writes everything into a staging directory, fsyncs and renames it to the
   // next free version number. Returns the version.
   absl::StatusOr<int64_t> Publish(Manifest manifest) const;
+
+  // Rollback: retiring a version writes a RETIRED marker (JSON: time, reason) into its
+  // directory. The version stays on disk and its number is never reused, but
+  // ListVersions no longer lists it, so servers unload it at their next poll and serve
+  // the newest remaining version. Restore removes the marker. NOT_FOUND for a version
+  // that does not exist; retiring twice or restoring a live version is a no-op.
+  absl::Status Retire(const std::string& collection, int64_t version, const std::string& reason) const;
+  absl::Status Restore(const std::string& collection, int64_t version) const;
+  bool IsRetired(const std::string& collection, int64_t version) const;
 
  private:
   std::string root_;

@@ -108,9 +108,12 @@ int main(int argc, char** argv) {
   tgraph::ModelManager models(tgraph::Registry(registry), {absl::GetFlag(FLAGS_keep_versions)});
   auto report = [&](const std::vector<tgraph::ModelEvent>& events) {
     for (const tgraph::ModelEvent& e : events) {
-      Log(e.loaded ? absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s")
-                   : absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
-                                  " (the previous version keeps serving)"));
+      if (e.unloaded)
+        Log(absl::StrCat("unloaded ", e.collection, " version ", e.version, ": ", e.message));
+      else
+        Log(e.loaded ? absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s")
+                     : absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
+                                    " (the previous version keeps serving)"));
       if (metrics) metrics->RecordModelEvent(e);
     }
   };

@@ -130,7 +130,7 @@ struct ServerMetrics::Impl {
         graph_bytes(BuildGauge().Name("tgraph_registered_graph_bytes").Help("Bytes of registered graphs held").Register(*registry).Add({})),
         rejected(BuildGauge().Name("tgraph_rejected_queue_full").Help("Requests refused because the queue was full, since start").Register(*registry).Add({})),
         version(BuildGauge().Name("tgraph_model_version").Help("Newest loaded model version per collection").Register(*registry)),
-        loads(BuildCounter().Name("tgraph_model_loads_total").Help("Model version loads by result").Register(*registry)) {
+        loads(BuildCounter().Name("tgraph_model_loads_total").Help("Model version loads and unloads by result: loaded, failed, unloaded (retired)").Register(*registry)) {
     http = std::make_unique<MetricsHttpServer>(address, [this] {
       return prometheus::TextSerializer().Serialize(registry->Collect());
     });
@@ -174,7 +174,7 @@ void ServerMetrics::RecordRank(int64_t configs, const RankTiming& t) {
 }
 
 void ServerMetrics::RecordModelEvent(const ModelEvent& e) {
-  impl_->loads.Add({{"collection", e.collection}, {"result", e.loaded ? "loaded" : "failed"}}).Increment();
+  impl_->loads.Add({{"collection", e.collection}, {"result", e.unloaded ? "unloaded" : e.loaded ? "loaded" : "failed"}}).Increment();
 }
 
 void ServerMetrics::Refresh(const RankerStats& s, const ModelManager& models) {

@@ -1,6 +1,7 @@
 #include "server/model_manager.h"
 
 #include <chrono>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -16,12 +17,19 @@ ModelManager::~ModelManager() { Stop(); }
 std::vector<ModelEvent> ModelManager::Poll() {
   std::lock_guard<std::mutex> poll_lock(poll_mu_);
   std::vector<ModelEvent> events;
-  for (const std::string& collection : registry_.ListCollections()) {
-    std::vector<int64_t> versions = registry_.ListVersions(collection);
-    // The newest keep_versions versions, oldest first, so the newest loads last.
-    if (static_cast<int>(versions.size()) > options_.keep_versions)
-      versions.erase(versions.begin(), versions.end() - options_.keep_versions);
-    for (int64_t v : versions) {
+  std::set<std::string> collections;
+  for (const std::string& c : registry_.ListCollections()) collections.insert(c);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [c, loaded] : models_) collections.insert(c);  // also those whose versions all went
+  }
+  for (const std::string& collection : collections) {
+    const std::vector<int64_t> listed = registry_.ListVersions(collection);
+    // The newest keep_versions listed versions, oldest first, so the newest loads last.
+    std::vector<int64_t> wanted = listed;
+    if (static_cast<int>(wanted.size()) > options_.keep_versions)
+      wanted.erase(wanted.begin(), wanted.end() - options_.keep_versions);
+    for (int64_t v : wanted) {
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (failed_.count({collection, v}) || models_[collection].count(v)) continue;
@@ -33,15 +41,29 @@ std::vector<ModelEvent> ModelManager::Poll() {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
       std::lock_guard<std::mutex> lock(mu_);
       if (m.ok()) {
-        auto& loaded = models_[collection];
-        loaded[v] = std::make_shared<const LoadedModel>(std::move(*m));
-        while (static_cast<int>(loaded.size()) > options_.keep_versions) loaded.erase(loaded.begin());
+        models_[collection][v] = std::make_shared<const LoadedModel>(std::move(*m));
       } else {
         failed_.insert({collection, v});
         ++failed_loads_;
       }
       events.push_back(std::move(e));
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& loaded = models_[collection];
+    // Versions retired (or removed) from the registry are unloaded: a rollback. The
+    // last loaded version of a collection stays, so that a collection never goes dark.
+    const std::set<int64_t> live(listed.begin(), listed.end());
+    for (auto it = loaded.begin(); it != loaded.end() && loaded.size() > 1;) {
+      if (live.count(it->first)) {
+        ++it;
+        continue;
+      }
+      ModelEvent e{collection, it->first, false, "no longer listed in the registry (retired or removed): unloaded", 0};
+      e.unloaded = true;
+      events.push_back(std::move(e));
+      it = loaded.erase(it);  // in-flight requests keep their shared_ptr
+    }
+    while (static_cast<int>(loaded.size()) > options_.keep_versions) loaded.erase(loaded.begin());
   }
   return events;
 }

@@ -34,9 +34,10 @@ struct ModelHandle {
 struct ModelEvent {
   std::string collection;
   int64_t version = 0;
-  bool loaded = false;     // false: the version failed to load
-  std::string message;     // the error, when it failed
+  bool loaded = false;     // false: the version failed to load, or was unloaded
+  std::string message;     // the error, when it failed; why, when unloaded
   double seconds = 0;      // load time
+  bool unloaded = false;   // true: retired or removed from the registry, so unloaded
 };
 
 class ModelManager {
@@ -48,8 +49,10 @@ class ModelManager {
   ~ModelManager();
 
   // Loads, for every collection in the registry, the newest versions not yet loaded
-  // (up to keep_versions). A version that failed once is not retried. Safe to call
-  // while requests are served; the swap is atomic.
+  // (up to keep_versions), and unloads loaded versions the registry no longer lists
+  // (Registry::Retire: a rollback), except the last one of a collection. A version that
+  // failed once is not retried. Safe to call while requests are served; swaps are
+  // atomic and in-flight requests finish on the version they started with.
   std::vector<ModelEvent> Poll();
 
   // Polls every `interval` seconds on a background thread; `on_events` sees each poll's

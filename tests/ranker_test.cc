@@ -83,6 +83,29 @@ CATCH_TEST_CASE("model manager loads, swaps, pins and survives a corrupt version
   mm.Stop();
   CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == v4);
   CATCH_CHECK(seen >= 1);
+
+  // Rollback: retiring v4 unloads it at the next poll and version 2 serves again; a
+  // request that holds v4 finishes on it. Restoring v4 brings it back.
+  Registry reg(w.registry);
+  auto on_v4 = *mm.Get("layout:xla:random", 0);
+  CATCH_REQUIRE(reg.Retire("layout:xla:random", v4, "test rollback").ok());
+  events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK(events[0].unloaded);
+  CATCH_CHECK(events[0].version == v4);
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 2);
+  CATCH_CHECK(mm.Get("layout:xla:random", v4).status().code() == absl::StatusCode::kNotFound);
+  CATCH_CHECK(on_v4.model->folds.size() == 1u);
+  CATCH_REQUIRE(reg.Restore("layout:xla:random", v4).ok());
+  events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK(events[0].loaded);
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == v4);
+  // Retiring every version leaves the last loaded one serving.
+  for (int64_t v : reg.ListVersions("layout:xla:random")) CATCH_REQUIRE(reg.Retire("layout:xla:random", v, "").ok());
+  mm.Poll();
+  CATCH_CHECK(mm.Loaded()["layout:xla:random"].size() == 1u);
+  CATCH_CHECK(mm.AnyLoaded());
 }
 
 CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-graph work", "[server]") {

@@ -92,6 +92,41 @@ TEST_CASE("publish makes complete, checksummed, growing versions", "[registry]")
   CHECK(entries == 2);
 }
 
+TEST_CASE("retiring a version hides it without reusing its number; restore brings it back", "[registry]") {
+  TempDir dir;
+  Registry reg(dir.path() + "/registry");
+  const std::string c = "layout:xla:random";
+  REQUIRE(reg.Publish(TestManifest(dir.path())).ok());
+  REQUIRE(reg.Publish(TestManifest(dir.path(), "b")).ok());
+  REQUIRE(reg.Publish(TestManifest(dir.path(), "c")).ok());
+  REQUIRE(reg.Retire(c, 3, "tau dropped on the canary").ok());
+  CHECK(reg.IsRetired(c, 3));
+  CHECK_FALSE(reg.IsRetired(c, 2));
+  CHECK(reg.ListVersions(c) == std::vector<int64_t>{1, 2});
+  CHECK(*reg.LatestVersion(c) == 2);
+  const std::string marker = *ReadFile(reg.VersionDir(c, 3) + "/RETIRED");
+  CHECK_THAT(marker, Catch::Contains("tau dropped on the canary"));
+  CHECK(reg.ReadVersion(c, 3).ok());  // the files stay, intact
+  CHECK(reg.Retire(c, 3, "again").ok());  // idempotent
+  // The next publish does not take the retired number.
+  auto v = reg.Publish(TestManifest(dir.path(), "d"));
+  REQUIRE(v.ok());
+  CHECK(*v == 4);
+  CHECK(reg.ListVersions(c) == std::vector<int64_t>{1, 2, 4});
+  REQUIRE(reg.Restore(c, 3).ok());
+  CHECK(reg.ListVersions(c) == std::vector<int64_t>{1, 2, 3, 4});
+  CHECK(reg.Restore(c, 3).ok());  // restoring a live version is a no-op
+  // Errors name the version directory.
+  absl::Status missing = reg.Retire(c, 9, "");
+  CHECK(missing.code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(missing.message()), Catch::Contains("/9 is not a published version"));
+  CHECK(reg.Restore("tile:xla", 1).code() == absl::StatusCode::kNotFound);
+  // Retiring every version empties the listing (servers keep their last loaded one).
+  for (int64_t k : {1, 2, 3, 4}) REQUIRE(reg.Retire(c, k, "").ok());
+  CHECK(reg.ListVersions(c).empty());
+  CHECK(reg.ListCollections().empty());
+}
+
 TEST_CASE("concurrent publishers never clobber each other", "[registry]") {
   TempDir dir;
   Registry reg(dir.path() + "/registry");

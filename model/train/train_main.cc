@@ -4,6 +4,8 @@
 //   tgraph-train --data ROOT --collection layout:xla:random --run_dir RUN [--registry REG]
 //   tgraph-train --data ROOT --collection ... --run_dir RUN --fold 3      (one fold, e.g. one pod)
 //   tgraph-train publish --run_dir RUN --registry REG [--keep_folds 4] [--require_folds 5]
+//   tgraph-train retire  --registry REG --collection C --version V [--reason TEXT]
+//   tgraph-train restore --registry REG --collection C --version V
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -25,6 +27,8 @@ ABSL_FLAG(int, fold, -1, "Train only this fold (0-based); -1 trains folds 0..tra
 ABSL_FLAG(std::string, profile, "paper", "paper: the paper's widths and epochs; quick: hidden 64, 20 epochs, 2 folds");
 ABSL_FLAG(int, folds, 20, "K of the K-fold split by graph");
 ABSL_FLAG(int, train_folds, -1, "Folds to train (default: 5 paper, 2 quick)");
+ABSL_FLAG(int64_t, version, 0, "retire, restore: the model version");
+ABSL_FLAG(std::string, reason, "", "retire: why (kept in the version's RETIRED marker)");
 ABSL_FLAG(int, require_folds, 0, "publish: fail unless at least this many folds have finished (0 = any)");
 ABSL_FLAG(int, keep_folds, -1, "Best folds to publish (default: 4 paper, 2 quick)");
 ABSL_FLAG(double, epochs, 0, "Epochs (one step per training graph each); 0 = the profile's");
@@ -56,18 +60,38 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "K-fold training of TGraph and publishing to the model registry.\n"
       "  tgraph-train --data ROOT --collection C --run_dir RUN [--registry REG] [--fold K] [--profile quick]\n"
-      "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N] [--require_folds N]");
+      "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N] [--require_folds N]\n"
+      "  tgraph-train retire  --registry REG --collection C --version V [--reason TEXT]   (rollback)\n"
+      "  tgraph-train restore --registry REG --collection C --version V");
   tgraph::NormalizeFlagDashes(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const bool quick = absl::GetFlag(FLAGS_profile) == "quick";
   if (!quick && absl::GetFlag(FLAGS_profile) != "paper") return Fail(absl::InvalidArgumentError("--profile must be paper or quick"));
   const int keep = absl::GetFlag(FLAGS_keep_folds) > 0 ? absl::GetFlag(FLAGS_keep_folds) : (quick ? 2 : 4);
   const std::string run_dir = absl::GetFlag(FLAGS_run_dir);
+  const std::string command = args.size() > 1 ? args[1] : "";
+  if (args.size() > 2 || (!command.empty() && command != "publish" && command != "retire" && command != "restore"))
+    return Fail(absl::InvalidArgumentError(
+        absl::StrCat("unknown command '", args.back(), "'; expected publish, retire or restore (or none, to train)")));
+  if (command == "retire" || command == "restore") {
+    const std::string collection = absl::GetFlag(FLAGS_collection);
+    const int64_t version = absl::GetFlag(FLAGS_version);
+    if (absl::GetFlag(FLAGS_registry).empty() || collection.empty() || version < 1)
+      return Fail(absl::InvalidArgumentError(absl::StrCat(command, " needs --registry, --collection and --version (>= 1)")));
+    const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
+    const absl::Status s = command == "retire" ? registry.Retire(collection, version, absl::GetFlag(FLAGS_reason))
+                                               : registry.Restore(collection, version);
+    if (!s.ok()) return Fail(s);
+    absl::StatusOr<int64_t> latest = registry.LatestVersion(collection);
+    std::printf("%s %s version %lld; servers now serve %s\n", command == "retire" ? "retired" : "restored",
+                collection.c_str(), static_cast<long long>(version),
+                latest.ok() ? absl::StrCat("version ", *latest).c_str()
+                            : "their last loaded version (no other version is listed)");
+    return 0;
+  }
   if (run_dir.empty()) return Fail(absl::InvalidArgumentError("--run_dir is required"));
 
-  if (args.size() > 1) {
-    if (std::string(args[1]) != "publish" || args.size() > 2)
-      return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", args[1], "'; the only command is publish")));
+  if (command == "publish") {
     if (absl::GetFlag(FLAGS_registry).empty()) return Fail(absl::InvalidArgumentError("publish needs --registry"));
     absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep,
                                                     absl::GetFlag(FLAGS_require_folds));
