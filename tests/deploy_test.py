@@ -11,8 +11,9 @@
   deploy_test.py prometheus --root R --bin-dir B   a real Prometheus (Debian's package)
       on loopback scrapes a running tgraph-server that has ranked one graph; its query
       API returns the server's metrics with the expected values, every expression of
-      the Grafana dashboard and every alerting rule evaluates, and every metric the
-      dashboard uses exists.
+      the Grafana dashboard and every alerting rule evaluates, every metric the
+      dashboard uses exists, and TgraphNoModelLoaded turns active for a second server
+      that has no model (and for nothing else).
 
 Everything runs on loopback with ephemeral ports and a temporary directory. The tools
 (node + deploy/validate/node_modules, prometheus, promtool) are installed by
@@ -65,9 +66,9 @@ def free_port():
 class Server:
     """tgraph-server on ephemeral loopback ports; ports read from --port_file."""
 
-    def __init__(self, bin_dir, tmp, registry, extra=()):
-        self.port_file = os.path.join(tmp, "ports")
-        self.log = open(os.path.join(tmp, "server.log"), "w+")
+    def __init__(self, bin_dir, tmp, registry, extra=(), name="server"):
+        self.port_file = os.path.join(tmp, f"{name}.ports")
+        self.log = open(os.path.join(tmp, f"{name}.log"), "w+")
         args = [os.path.join(bin_dir, "server", "tgraph-server"), *extra, f"--registry={registry}",
                 "--address=127.0.0.1:0", "--metrics_address=127.0.0.1:0", f"--port_file={self.port_file}",
                 "--poll_interval_s=0.5", "--intra_op_threads=1"]
@@ -218,7 +219,7 @@ def scalar(prom, expr):
 def test_prometheus(root, bin_dir):
     prometheus = need("prometheus", "run scripts/install-deps --test (Debian package prometheus)")
     tmp = tempfile.mkdtemp(prefix="tgraph-prom-")
-    server = prom_proc = None
+    server = idle = prom_proc = None
     try:
         # A model to serve: the tiny preset and a one-epoch training run (about a second).
         data, registry = os.path.join(tmp, "data"), os.path.join(tmp, "registry")
@@ -232,6 +233,9 @@ def test_prometheus(root, bin_dir):
         check(r.returncode == 0, "tgraph-train published version 1", r.stderr)
 
         server = Server(bin_dir, tmp, registry)
+        # A second server with an empty registry: it must trip TgraphNoModelLoaded.
+        os.makedirs(os.path.join(tmp, "empty-registry"))
+        idle = Server(bin_dir, tmp, os.path.join(tmp, "empty-registry"), name="idle")
         client = os.path.join(bin_dir, "client", "tgraph-client")
         addr = f"--server=127.0.0.1:{server.grpc_port}"
         graph = sorted(os.listdir(os.path.join(data, "npz", "layout", "xla", "random", "valid")))[0]
@@ -252,7 +256,7 @@ def test_prometheus(root, bin_dir):
             f.write("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
                     "rule_files:\n  - tgraph-rules.yml\n"
                     "scrape_configs:\n  - job_name: tgraph-server\n    metrics_path: /metrics\n"
-                    f"    static_configs:\n      - targets: ['127.0.0.1:{server.metrics_port}']\n")
+                    f"    static_configs:\n      - targets: ['127.0.0.1:{server.metrics_port}', '127.0.0.1:{idle.metrics_port}']\n")
         prom_log = open(os.path.join(tmp, "prometheus.log"), "w+")
         prom_proc = subprocess.Popen([prometheus, f"--config.file={cfg}", f"--storage.tsdb.path={tmp}/tsdb",
                                       f"--web.listen-address=127.0.0.1:{prom_port}"],
@@ -261,8 +265,8 @@ def test_prometheus(root, bin_dir):
         up = None
         for _ in range(120):
             try:
-                up = scalar(prom, 'up{job="tgraph-server"}')
-                if up == 1 and scalar(prom, "tgraph_configs_scored_total") is not None:
+                up = scalar(prom, 'min(up{job="tgraph-server"}) and count(up{job="tgraph-server"}) == 2')
+                if up == 1 and scalar(prom, "sum(tgraph_configs_scored_total)") is not None:
                     break
             except OSError:
                 pass
@@ -271,7 +275,7 @@ def test_prometheus(root, bin_dir):
                 fail("prometheus exited:\n" + prom_log.read())
             time.sleep(0.5)
         prom_log.seek(0)
-        check(up == 1, "Prometheus scrapes the server (up == 1)", prom_log.read())
+        check(up == 1, "Prometheus scrapes both servers (up == 1)", prom_log.read())
         # A third request while Prometheus watches, so that rates over time have a value.
         r = run([client, "rank", addr, "--collection=layout:xla:random", f"--npz={npz}", "--top_k=3"])
         check(r.returncode == 0, "a third ranking while Prometheus scrapes", r.stdout + r.stderr)
@@ -284,17 +288,17 @@ def test_prometheus(root, bin_dir):
         # Values the test knows: 3 RankConfigs OK; every configuration scored once per request.
         check(scalar(prom, 'tgraph_requests_total{method="RankConfigs",code="OK"}') == 3,
               "tgraph_requests_total{method=RankConfigs,code=OK} is 3")
-        check(scalar(prom, "tgraph_configs_scored_total") == 3 * configs,
+        check(scalar(prom, "sum(tgraph_configs_scored_total)") == 3 * configs,
               f"tgraph_configs_scored_total is 3 x {configs} configurations")
         check(scalar(prom, 'tgraph_model_version{collection="layout:xla:random"}') == 1,
               "tgraph_model_version{collection=layout:xla:random} is 1")
-        check(scalar(prom, "tgraph_cache_hits") == 2 and scalar(prom, "tgraph_cache_misses") == 1,
+        check(scalar(prom, "sum(tgraph_cache_hits)") == 2 and scalar(prom, "sum(tgraph_cache_misses)") == 1,
               "the cache gauges show one miss, then two hits")
         # The client's first RankConfigs for an unknown graph gets NOT_FOUND, registers, retries.
         check(scalar(prom, 'tgraph_requests_total{method="RankConfigs",code="NOT_FOUND"}') == 1 and
               scalar(prom, 'tgraph_requests_total{method="RegisterGraph",code="OK"}') == 1,
               "one NOT_FOUND then one RegisterGraph: the client registered the graph once, transparently")
-        check(scalar(prom, 'tgraph_request_latency_seconds_count{method="RankConfigs"}') == 4,
+        check(scalar(prom, 'sum(tgraph_request_latency_seconds_count{method="RankConfigs"})') == 4,
               "the latency histogram counted all 4 RankConfigs calls")
         check(scalar(prom, 'tgraph_model_loads_total{result="loaded"}') == 1, "one model load, result=loaded")
 
@@ -329,14 +333,16 @@ def test_prometheus(root, bin_dir):
         rules = [r for g in groups for r in g["rules"]]
         bad = [r["name"] for r in rules if r.get("health") != "ok"]
         check(len(rules) == 5 and not bad, f"Prometheus evaluates the {len(rules)} alerting rules, all healthy {bad}")
-        firing = [r["name"] for r in rules if r.get("state") == "firing" or r.get("alerts")]
-        check(not firing, f"no alert is pending or firing for a healthy server {firing}")
+        active = sorted((r["name"], a["labels"].get("instance")) for r in rules for a in r.get("alerts", []))
+        check(active == [("TgraphNoModelLoaded", f"127.0.0.1:{idle.metrics_port}")],
+              "only TgraphNoModelLoaded is active, and only for the server without a model", str(active))
     finally:
         if prom_proc and prom_proc.poll() is None:
             prom_proc.terminate()
             prom_proc.wait(20)
-        if server:
-            server.stop()
+        for s in (server, idle):
+            if s:
+                s.stop()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
