@@ -28,8 +28,8 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(cat /opt/tgraph/runtime-packages.txt) \
  && /opt/tgraph/select-openblas \
  && rm -rf /var/lib/apt/lists/* \
- && groupadd --system --gid 10001 tgraph \
- && useradd --system --uid 10001 --gid tgraph --home-dir /var/lib/tgraph --shell /usr/sbin/nologin tgraph \
+ && groupadd --gid 10001 tgraph \
+ && useradd --uid 10001 --gid tgraph --no-create-home --home-dir /var/lib/tgraph --shell /usr/sbin/nologin tgraph \
  && mkdir -p /var/lib/tgraph/registry \
  && chown -R tgraph:tgraph /var/lib/tgraph
 ENV PATH=/opt/tgraph/bin:$PATH
