@@ -42,6 +42,11 @@ class RankingNet : public torch::nn::Module {
     return ScoreCached(g, batch, Precompute(g));
   }
   const ModelSpec& spec() const { return spec_; }
+  // Inference only (no autograd): whether TGraph folds f1 into the neighbour half of
+  // f2, which are linear with nothing between them (on by default; the same function,
+  // half the matmul work of the graph blocks). Training always runs the layers as
+  // specified. The baseline ignores it.
+  virtual void SetInferenceFolding(bool fold) {}
 
  protected:
   explicit RankingNet(ModelSpec spec) : spec_(std::move(spec)) {}
@@ -52,8 +57,9 @@ class RankingNet : public torch::nn::Module {
 // Builds the network a spec describes, with freshly initialised weights.
 std::shared_ptr<RankingNet> MakeRankingNet(const ModelSpec& spec);
 
-// Multiply-add count of one forward pass (for benchmarks): N pruned nodes, nc
-// configurable, E edges, C configs.
-double ForwardFlops(const ModelSpec& spec, int64_t n, int64_t nc, int64_t e, int64_t c);
+// FLOPs (2 x multiply-adds of the matmuls) of one forward pass, for benchmarks: N
+// pruned nodes, nc configurable, E edges, C configs; `folded`: as the inference path
+// executes them with SetInferenceFolding(true), else the architecture as specified.
+double ForwardFlops(const ModelSpec& spec, int64_t n, int64_t nc, int64_t e, int64_t c, bool folded = false);
 
 }  // namespace tgraph

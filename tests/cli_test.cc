@@ -10,7 +10,7 @@
 
 using namespace tgraph;
 
-TEST_CASE("cgroup CPU quotas round up to whole cores; no limit or junk is 0", "[cli]") {
+TEST_CASE("cgroup CPU quotas round up to whole cores, and no limit or junk is 0", "[cli]") {
   CHECK(CgroupQuotaCores("max 100000") == 0);            // v2, no limit
   CHECK(CgroupQuotaCores("200000 100000") == 2);         // v2, limit 2 CPUs
   CHECK(CgroupQuotaCores("150000 100000") == 2);         // 1.5 CPUs: round up
@@ -25,7 +25,7 @@ TEST_CASE("cgroup CPU quotas round up to whole cores; no limit or junk is 0", "[
   CHECK(CgroupQuotaCores("100000x 100000") == 0);
 }
 
-TEST_CASE("available cores respect the affinity mask; thread flags default to them", "[cli]") {
+TEST_CASE("available cores respect the affinity mask, and thread flags default to them", "[cli]") {
   cpu_set_t set;
   REQUIRE(sched_getaffinity(0, sizeof(set), &set) == 0);
   const int affinity = CPU_COUNT(&set);

@@ -296,7 +296,7 @@ CATCH_TEST_CASE("scoring stops at the next batch once cancelled", "[scoring]") {
   CATCH_CHECK(r.batches == 3);  // of 2 passes x 5 batches
 }
 
-CATCH_TEST_CASE("the fused inference path computes what the training path computes", "[net]") {
+CATCH_TEST_CASE("the fused inference path, folded or not, computes what the training path computes", "[net]") {
   torch::manual_seed(9);
   Fixture f = MakeFixture(10, 24);
   for (bool edges : {true, false})
@@ -315,7 +315,10 @@ CATCH_TEST_CASE("the fused inference path computes what the training path comput
         }
         const torch::Tensor train_path = net->Score(f.graph, {f.configs, {}}).detach();
         torch::NoGradGuard no_grad;
-        const torch::Tensor inference_path = net->Score(f.graph, {f.configs, {}});
-        CATCH_CHECK(torch::allclose(train_path, inference_path, 1e-4, 1e-5));
+        for (bool fold : {true, false}) {  // f1 folded into f2, or the layers as specified
+          net->SetInferenceFolding(fold);
+          const torch::Tensor inference_path = net->Score(f.graph, {f.configs, {}});
+          CATCH_CHECK(torch::allclose(train_path, inference_path, 1e-4, 1e-5));
+        }
       }
 }

@@ -92,7 +92,7 @@ TEST_CASE("publish makes complete, checksummed, growing versions", "[registry]")
   CHECK(entries == 2);
 }
 
-TEST_CASE("retiring a version hides it without reusing its number; restore brings it back", "[registry]") {
+TEST_CASE("retiring a version hides it without reusing its number, and restore brings it back", "[registry]") {
   TempDir dir;
   Registry reg(dir.path() + "/registry");
   const std::string c = "layout:xla:random";
