@@ -45,6 +45,7 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
   absl::SetProgramUsageMessage("Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C]");
   tgraph::NormalizeFlagDashes(argc, argv);
   absl::ParseCommandLine(argc, argv);
@@ -156,9 +157,9 @@ int main(int argc, char** argv) {
   std::printf("graph: %lld pruned nodes, %lld configurable, %lld directed edges; %lld configs in batches of %lld\n",
               static_cast<long long>(n), static_cast<long long>(nc), static_cast<long long>(tensors.edge_src.numel()),
               static_cast<long long>(c), static_cast<long long>(so.batch_size));
-  std::printf("model: %s hidden %lld, %lld blocks, %zu fold(s); torch threads %d\n", spec.architecture.c_str(),
-              static_cast<long long>(spec.hidden), static_cast<long long>(spec.blocks), folds.size(),
-              torch::get_num_threads());
+  std::printf("model: %s hidden %lld, %lld blocks, %zu fold(s); torch threads %d, OMP_WAIT_POLICY %s\n",
+              spec.architecture.c_str(), static_cast<long long>(spec.hidden), static_cast<long long>(spec.blocks),
+              folds.size(), torch::get_num_threads(), tgraph::OpenMpWaitPolicy().c_str());
   std::printf("request (all folds, median of %d): %.1f ms\n", repeats, request_ms);
   std::printf("per %lld-config batch per fold:      %.1f ms\n", static_cast<long long>(so.batch_size), per_batch_ms);
   std::printf("throughput:                        %.0f configs/s\n", static_cast<double>(c) / (request_ms / 1000.0));

@@ -71,6 +71,7 @@ void Log(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
   absl::SetProgramUsageMessage("Serve tgraph.v1.Ranker.\n  tgraph-server --registry REG [--address HOST:PORT]");
   tgraph::NormalizeFlagDashes(argc, argv);
   absl::ParseCommandLine(argc, argv);
@@ -83,7 +84,8 @@ int main(int argc, char** argv) {
   torch::set_num_threads(intra);
   Log(absl::StrCat("registry=", registry, " address=", absl::GetFlag(FLAGS_address),
                    " metrics_address=", absl::GetFlag(FLAGS_metrics_address), " workers=", absl::GetFlag(FLAGS_workers),
-                   " intra_op_threads=", torch::get_num_threads(), " queue_size=", absl::GetFlag(FLAGS_queue_size),
+                   " intra_op_threads=", torch::get_num_threads(), " OMP_WAIT_POLICY=", tgraph::OpenMpWaitPolicy(),
+                   " queue_size=", absl::GetFlag(FLAGS_queue_size),
                    " cache_bytes=", absl::GetFlag(FLAGS_cache_bytes), " graph_store_bytes=",
                    absl::GetFlag(FLAGS_graph_store_bytes), " max_nodes=", absl::GetFlag(FLAGS_max_nodes),
                    " max_configs=", absl::GetFlag(FLAGS_max_configs), " max_message_bytes=",

@@ -169,8 +169,10 @@ int HealthStatus(int port, const std::string& service = "tgraph.v1.Ranker") {
 
 CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metrics, SIGTERM", "[e2e]") {
   World w;
+  unsetenv("OMP_WAIT_POLICY");  // the server sets PASSIVE itself (re-exec, model/cli.h)
   ServerProcess server(w.registry, w.dir.path());
   CATCH_REQUIRE(server.port > 0);
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("OMP_WAIT_POLICY=PASSIVE"));
   // No model yet: NOT_SERVING; then a model is published and picked up.
   CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   CATCH_CHECK(HealthStatus(server.port, "") == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
@@ -309,6 +311,15 @@ CATCH_TEST_CASE("server: hot swap under load with zero failed RPCs, and a corrup
   CATCH_REQUIRE(Call(*stub, pinned, &r).ok());
   CATCH_CHECK(r.model_version() == 1);
   CATCH_CHECK_THAT(server.Log(), Catch::Contains("FAILED to load layout:xla:random version 3"));
+  {
+    // An explicit OpenMP wait policy is the operator's choice: the server keeps it.
+    setenv("OMP_WAIT_POLICY", "ACTIVE", 1);
+    TempDir other;
+    ServerProcess active(w.registry, other.path());
+    unsetenv("OMP_WAIT_POLICY");
+    CATCH_REQUIRE(active.port > 0);
+    CATCH_CHECK_THAT(active.Log(), Catch::Contains("OMP_WAIT_POLICY=ACTIVE"));
+  }
   CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"),
                    Catch::Contains("tgraph_model_loads_total{collection=\"layout:xla:random\",result=\"failed\"} 1"));
   CATCH_CHECK(server.Stop() == 0);

@@ -37,6 +37,7 @@ int Fail(const absl::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
   absl::SetProgramUsageMessage(
       "Evaluate a model on a split.\n"
       "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)");

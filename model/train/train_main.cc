@@ -57,6 +57,7 @@ int Fail(const absl::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
   absl::SetProgramUsageMessage(
       "K-fold training of TGraph and publishing to the model registry.\n"
       "  tgraph-train --data ROOT --collection C --run_dir RUN [--registry REG] [--fold K] [--profile quick]\n"
@@ -132,8 +133,9 @@ int main(int argc, char** argv) {
              {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)}};
   const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
   torch::set_num_threads(threads);
-  std::fprintf(stderr, "tgraph-train: %s, %s hidden %lld, torch threads %d\n", c->name().c_str(),
-               o.spec.architecture.c_str(), static_cast<long long>(o.spec.hidden), torch::get_num_threads());
+  std::fprintf(stderr, "tgraph-train: %s, %s hidden %lld, torch threads %d, OMP_WAIT_POLICY %s\n",
+               c->name().c_str(), o.spec.architecture.c_str(), static_cast<long long>(o.spec.hidden),
+               torch::get_num_threads(), tgraph::OpenMpWaitPolicy().c_str());
 
   if (absl::Status s = tgraph::PrepareRun(o); !s.ok()) return Fail(s);
   std::vector<int> folds;
