@@ -261,7 +261,7 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
   CATCH_CHECK_THAT(server.Log(), Catch::Contains("draining"));
 }
 
-CATCH_TEST_CASE("server: hot swap under load with zero failed RPCs, and a corrupt version changes nothing", "[e2e]") {
+CATCH_TEST_CASE("server: hot swap under load with zero failed RPCs, a corrupt version changes nothing, rollback by retiring", "[e2e]") {
   World w;
   w.Publish();
   ServerProcess server(w.registry, w.dir.path());
@@ -322,6 +322,25 @@ CATCH_TEST_CASE("server: hot swap under load with zero failed RPCs, and a corrup
   }
   CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"),
                    Catch::Contains("tgraph_model_loads_total{collection=\"layout:xla:random\",result=\"failed\"} 1"));
+
+  // Rollback: retiring v2 makes the running server serve version 1 again, without a
+  // restart; restoring v2 brings it back.
+  Registry reg(w.registry);
+  CATCH_REQUIRE(reg.Retire("layout:xla:random", v2, "e2e rollback").ok());
+  for (int i = 0; i < 100 && Call(*stub, RankRequestFor(g, hash), &r).ok() && r.model_version() != 1; ++i)
+    std::this_thread::sleep_for(50ms);
+  CATCH_REQUIRE(Call(*stub, RankRequestFor(g, hash), &r).ok());
+  CATCH_CHECK(r.model_version() == 1);
+  pinned.set_model_version(v2);
+  grpc::Status gone = Call(*stub, pinned, &r);
+  CATCH_CHECK(gone.error_code() == grpc::StatusCode::NOT_FOUND);
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("unloaded layout:xla:random version 2"));
+  CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"),
+                   Catch::Contains("tgraph_model_loads_total{collection=\"layout:xla:random\",result=\"unloaded\"} 1"));
+  CATCH_REQUIRE(reg.Restore("layout:xla:random", v2).ok());
+  for (int i = 0; i < 100 && Call(*stub, RankRequestFor(g, hash), &r).ok() && r.model_version() != v2; ++i)
+    std::this_thread::sleep_for(50ms);
+  CATCH_CHECK(r.model_version() == v2);
   CATCH_CHECK(server.Stop() == 0);
 }
 
