@@ -42,6 +42,9 @@ ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20, "Largest gRPC message 
 ABSL_FLAG(int, max_tta, 64, "Largest tta a request may ask for");
 ABSL_FLAG(double, poll_interval_s, 10, "Seconds between registry scans for new model versions");
 ABSL_FLAG(int, keep_versions, 2, "Newest versions kept loaded per collection (older ones cannot be pinned)");
+ABSL_FLAG(bool, fold_inference, true,
+          "Fold TGraph's f1 into f2 at inference (the same function, half the block matmuls; false: the layers as "
+          "trained, for A/B comparisons)");
 ABSL_FLAG(double, drain_timeout_s, 20, "On SIGTERM, how long in-flight RPCs may take to finish");
 
 namespace {
@@ -90,7 +93,8 @@ int main(int argc, char** argv) {
                    absl::GetFlag(FLAGS_graph_store_bytes), " max_nodes=", absl::GetFlag(FLAGS_max_nodes),
                    " max_configs=", absl::GetFlag(FLAGS_max_configs), " max_message_bytes=",
                    absl::GetFlag(FLAGS_max_message_bytes), " poll_interval_s=", absl::GetFlag(FLAGS_poll_interval_s),
-                   " keep_versions=", absl::GetFlag(FLAGS_keep_versions), " drain_timeout_s=",
+                   " keep_versions=", absl::GetFlag(FLAGS_keep_versions),
+                   " fold_inference=", absl::GetFlag(FLAGS_fold_inference) ? "true" : "false", " drain_timeout_s=",
                    absl::GetFlag(FLAGS_drain_timeout_s)));
   // Touch the BLAS once so it is mapped, then report it.
   (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
@@ -107,7 +111,8 @@ int main(int argc, char** argv) {
     }
   }
 
-  tgraph::ModelManager models(tgraph::Registry(registry), {absl::GetFlag(FLAGS_keep_versions)});
+  tgraph::ModelManager models(tgraph::Registry(registry),
+                              {absl::GetFlag(FLAGS_keep_versions), absl::GetFlag(FLAGS_fold_inference)});
   auto report = [&](const std::vector<tgraph::ModelEvent>& events) {
     for (const tgraph::ModelEvent& e : events) {
       if (e.unloaded)

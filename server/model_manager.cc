@@ -41,6 +41,7 @@ std::vector<ModelEvent> ModelManager::Poll() {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
       std::lock_guard<std::mutex> lock(mu_);
       if (m.ok()) {
+        for (const auto& net : m->folds) net->SetInferenceFolding(options_.fold_inference);
         models_[collection][v] = std::make_shared<const LoadedModel>(std::move(*m));
       } else {
         failed_.insert({collection, v});

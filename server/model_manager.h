@@ -43,7 +43,8 @@ struct ModelEvent {
 class ModelManager {
  public:
   struct Options {
-    int keep_versions = 2;  // newest versions kept loaded per collection (pinnable)
+    int keep_versions = 2;      // newest versions kept loaded per collection (pinnable)
+    bool fold_inference = true;  // RankingNet::SetInferenceFolding on every loaded fold
   };
   ModelManager(Registry registry, Options options);
   ~ModelManager();

@@ -156,6 +156,15 @@ CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-gra
   const RankerStats s = ranker.Stats();
   CATCH_CHECK(s.tensor_cache.hits == 2);
   CATCH_CHECK(s.tensor_cache.misses == 1);
+
+  // --fold_inference=false (the layers as trained) ranks with the same scores.
+  ModelManager unfolded(Registry(w.registry), {2, /*fold_inference=*/false});
+  unfolded.Poll();
+  Ranker plain(&unfolded, RankerOptions{});
+  CATCH_REQUIRE(plain.Register(WireOf(g)).ok());
+  auto same = plain.Rank(LayoutRequest(g, reg->graph_hash), nullptr);
+  CATCH_REQUIRE(same.ok());
+  for (size_t i = 0; i < same->scores.size(); ++i) CATCH_CHECK(same->scores[i] == Approx(first->scores[i]).margin(1e-4));
 }
 
 CATCH_TEST_CASE("ranker validates every request field before any compute", "[server]") {
