@@ -120,7 +120,7 @@ std::string Registry::VersionDir(const std::string& collection, int64_t version)
   return absl::StrCat(root_, "/", collection, "/", version);
 }
 
-std::vector<int64_t> Registry::ListVersions(const std::string& collection) const {
+std::vector<int64_t> Registry::PublishedVersions(const std::string& collection, bool include_retired) const {
   std::vector<int64_t> out;
   std::error_code ec;
   const std::string dir = absl::StrCat(root_, "/", collection);
@@ -128,10 +128,15 @@ std::vector<int64_t> Registry::ListVersions(const std::string& collection) const
     int64_t v = 0;
     const std::string name = it->path().filename().string();
     if (!absl::SimpleAtoi(name, &v) || v < 1 || absl::StrCat(v) != name) continue;
-    if (fs::is_regular_file(it->path() / kManifest, ec) && !fs::exists(it->path() / kRetired, ec)) out.push_back(v);
+    if (!fs::is_regular_file(it->path() / kManifest, ec)) continue;
+    if (include_retired || !fs::exists(it->path() / kRetired, ec)) out.push_back(v);
   }
   std::sort(out.begin(), out.end());
   return out;
+}
+
+std::vector<int64_t> Registry::ListVersions(const std::string& collection) const {
+  return PublishedVersions(collection, /*include_retired=*/false);
 }
 
 std::vector<std::string> Registry::ListCollections() const {
@@ -156,11 +161,19 @@ bool Registry::IsRetired(const std::string& collection, int64_t version) const {
   return fs::exists(absl::StrCat(VersionDir(collection, version), "/", kRetired), ec);
 }
 
+namespace {
+
+absl::Status CheckPublished(const std::string& dir, absl::string_view what) {
+  std::error_code ec;
+  if (fs::is_regular_file(absl::StrCat(dir, "/", kManifest), ec)) return absl::OkStatus();
+  return absl::NotFoundError(absl::StrCat(what, ": ", dir, " is not a published version (no ", kManifest, ")"));
+}
+
+}  // namespace
+
 absl::Status Registry::Retire(const std::string& collection, int64_t version, const std::string& reason) const {
   const std::string dir = VersionDir(collection, version);
-  std::error_code ec;
-  if (!fs::is_regular_file(absl::StrCat(dir, "/", kManifest), ec))
-    return absl::NotFoundError(absl::StrCat("retire: ", dir, " is not a published version (no ", kManifest, ")"));
+  if (absl::Status s = CheckPublished(dir, "retire"); !s.ok()) return s;
   if (IsRetired(collection, version)) return absl::OkStatus();
   const json marker = {{"retired", UtcNow()}, {"reason", reason}};
   if (absl::Status s = WriteFileAtomic(absl::StrCat(dir, "/", kRetired), marker.dump(1) + "\n"); !s.ok()) return s;
@@ -170,9 +183,8 @@ absl::Status Registry::Retire(const std::string& collection, int64_t version, co
 
 absl::Status Registry::Restore(const std::string& collection, int64_t version) const {
   const std::string dir = VersionDir(collection, version);
+  if (absl::Status s = CheckPublished(dir, "restore"); !s.ok()) return s;
   std::error_code ec;
-  if (!fs::is_regular_file(absl::StrCat(dir, "/", kManifest), ec))
-    return absl::NotFoundError(absl::StrCat("restore: ", dir, " is not a published version (no ", kManifest, ")"));
   fs::remove(absl::StrCat(dir, "/", kRetired), ec);
   if (ec) return absl::InternalError(absl::StrCat("restore: cannot remove ", dir, "/", kRetired, ": ", ec.message()));
   FsyncPath(dir, true);
@@ -227,11 +239,12 @@ absl::StatusOr<int64_t> Registry::Publish(Manifest m) const {
     f.sha256 = *sha;
   }
   m.created = UtcNow();
-  // Take the next free number; a concurrent publisher that renamed first makes our
+  // Take the number after the highest published one, retired versions included (their
+  // numbers are never reused); a concurrent publisher that renamed first makes our
   // rename fail (the target exists and is not empty), and we try the next one.
   for (int attempt = 0; attempt < 1000; ++attempt) {
-    absl::StatusOr<int64_t> latest = LatestVersion(m.collection);
-    m.version = (latest.ok() ? *latest : 0) + 1 + attempt;
+    const std::vector<int64_t> published = PublishedVersions(m.collection, /*include_retired=*/true);
+    m.version = (published.empty() ? 0 : published.back()) + 1 + attempt;
     if (absl::Status s = WriteFileAtomic(absl::StrCat(staging, "/", kManifest), m.ToJson()); !s.ok()) {
       cleanup();
       return s;

@@ -72,6 +72,8 @@ class Registry {
   bool IsRetired(const std::string& collection, int64_t version) const;
 
  private:
+  // Complete versions (numbered directories holding manifest.json), ascending.
+  std::vector<int64_t> PublishedVersions(const std::string& collection, bool include_retired) const;
   std::string root_;
 };
 
