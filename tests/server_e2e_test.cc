@@ -327,10 +327,17 @@ CATCH_TEST_CASE("server: hot swap under load with zero failed RPCs, a corrupt ve
   // restart; restoring v2 brings it back.
   Registry reg(w.registry);
   CATCH_REQUIRE(reg.Retire("layout:xla:random", v2, "e2e rollback").ok());
-  for (int i = 0; i < 100 && Call(*stub, RankRequestFor(g, hash), &r).ok() && r.model_version() != 1; ++i)
-    std::this_thread::sleep_for(50ms);
-  CATCH_REQUIRE(Call(*stub, RankRequestFor(g, hash), &r).ok());
-  CATCH_CHECK(r.model_version() == 1);
+  // Ranks until the server answers with `version` (at most 5 s): the last answer's
+  // version, or -1 as soon as an RPC fails.
+  auto rank_until = [&](int64_t version) -> int64_t {
+    for (int i = 0; i < 100; ++i) {
+      if (!Call(*stub, RankRequestFor(g, hash), &r).ok()) return -1;
+      if (r.model_version() == version) break;
+      std::this_thread::sleep_for(50ms);
+    }
+    return r.model_version();
+  };
+  CATCH_CHECK(rank_until(1) == 1);
   pinned.set_model_version(v2);
   grpc::Status gone = Call(*stub, pinned, &r);
   CATCH_CHECK(gone.error_code() == grpc::StatusCode::NOT_FOUND);
@@ -338,9 +345,7 @@ CATCH_TEST_CASE("server: hot swap under load with zero failed RPCs, a corrupt ve
   CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"),
                    Catch::Contains("tgraph_model_loads_total{collection=\"layout:xla:random\",result=\"unloaded\"} 1"));
   CATCH_REQUIRE(reg.Restore("layout:xla:random", v2).ok());
-  for (int i = 0; i < 100 && Call(*stub, RankRequestFor(g, hash), &r).ok() && r.model_version() != v2; ++i)
-    std::this_thread::sleep_for(50ms);
-  CATCH_CHECK(r.model_version() == v2);
+  CATCH_CHECK(rank_until(v2) == v2);
   CATCH_CHECK(server.Stop() == 0);
 }
 
