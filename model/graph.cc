@@ -58,6 +58,14 @@ absl::Status ValidateNodeGraph(const NodeGraph& g, absl::string_view what) {
   return absl::OkStatus();
 }
 
+std::string FirstBadLayoutConfigValue(const int8_t* values, size_t n, int64_t nc) {
+  for (size_t i = 0; i < n; ++i)
+    if (values[i] < -1 || values[i] > 5)
+      return absl::StrCat("config ", i / (nc * kConfigFeatDim), ", configurable node ", (i / kConfigFeatDim) % nc,
+                          ", slot ", i % kConfigFeatDim, " is ", static_cast<int>(values[i]), ", expected -1..5");
+  return "";
+}
+
 absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what) {
   if (absl::Status s = ValidateNodeGraph(g.graph, what); !s.ok()) return s;
   const int64_t n = g.graph.num_nodes, nc = g.num_config_nodes(), c = g.num_configs;
@@ -74,12 +82,8 @@ absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what) {
   if (static_cast<int64_t>(g.config_feat.size()) != c * nc * kConfigFeatDim)
     return Invalid(what, "node_config_feat", absl::StrCat("has ", g.config_feat.size(), " values, expected ", c,
                                                           " x ", nc, " x ", kConfigFeatDim));
-  for (size_t i = 0; i < g.config_feat.size(); ++i)
-    if (g.config_feat[i] < -1 || g.config_feat[i] > 5)
-      return Invalid(what, "node_config_feat",
-                     absl::StrCat("config ", i / (nc * kConfigFeatDim), ", configurable node ",
-                                  (i / kConfigFeatDim) % nc, ", slot ", i % kConfigFeatDim, " is ",
-                                  static_cast<int>(g.config_feat[i]), ", expected -1..5"));
+  if (std::string bad = FirstBadLayoutConfigValue(g.config_feat.data(), g.config_feat.size(), nc); !bad.empty())
+    return Invalid(what, "node_config_feat", bad);
   if (absl::Status s = CheckRuntimes(g.config_runtime, c, what, "config_runtime"); !s.ok()) return s;
   for (size_t i = 0; i < g.node_splits.size(); ++i)
     if (g.node_splits[i] < 0 || g.node_splits[i] >= n)

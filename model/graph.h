@@ -79,6 +79,11 @@ absl::Status ValidateNodeGraph(const NodeGraph& g, absl::string_view what);
 absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what);
 absl::Status ValidateTileGraph(const TileGraph& g, absl::string_view what);
 
+// The first of n layout config values (laid out c x nc x 18) outside -1..5, described
+// as "config C, configurable node N, slot S is V, expected -1..5"; empty when all are
+// in range. Shared by the file validation above and the server's request validation.
+std::string FirstBadLayoutConfigValue(const int8_t* values, size_t n, int64_t nc);
+
 // Content hash: lowercase hex SHA-256 of this canonical little-endian encoding:
 //   "tgraph.graph.v1\n"
 //   u64 n, then n*140 float32 node_feat (-0.0 written as +0.0),

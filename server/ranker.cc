@@ -127,13 +127,9 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
       return absl::InvalidArgumentError(absl::StrCat("layout_configs has ", q.layout_configs.size(),
                                                      " bytes, expected num_configs x nc x 18 = ", c, " x ", nc,
                                                      " x 18 = ", want));
-    for (size_t i = 0; i < want; ++i) {
-      const int v = static_cast<int8_t>(q.layout_configs[i]);
-      if (v < -1 || v > 5)
-        return absl::InvalidArgumentError(absl::StrCat("layout_configs: config ", i / (nc * kConfigFeatDim), ", node ",
-                                                       (i / kConfigFeatDim) % nc, ", slot ", i % kConfigFeatDim,
-                                                       " is ", v, ", expected -1..5"));
-    }
+    if (std::string bad = FirstBadLayoutConfigValue(reinterpret_cast<const int8_t*>(q.layout_configs.data()), want, nc);
+        !bad.empty())
+      return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
   } else {
     if (nc != 0)
       return absl::InvalidArgumentError(absl::StrCat("collection ", q.collection,

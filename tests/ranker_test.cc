@@ -211,7 +211,7 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   expect(q, absl::StatusCode::kInvalidArgument, "expected num_configs x nc x 18");
   q = good;
   q.layout_configs[18 * 3 + 4] = 6;
-  expect(q, absl::StatusCode::kInvalidArgument, "config 0, node 3, slot 4 is 6, expected -1..5");
+  expect(q, absl::StatusCode::kInvalidArgument, "layout_configs: config 0, configurable node 3, slot 4 is 6, expected -1..5");
   q = good;
   q.tile_configs = "x";
   expect(q, absl::StatusCode::kInvalidArgument, "tile_configs must be empty");
