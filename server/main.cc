@@ -115,12 +115,18 @@ int main(int argc, char** argv) {
                               {absl::GetFlag(FLAGS_keep_versions), absl::GetFlag(FLAGS_fold_inference)});
   auto report = [&](const std::vector<tgraph::ModelEvent>& events) {
     for (const tgraph::ModelEvent& e : events) {
-      if (e.unloaded)
-        Log(absl::StrCat("unloaded ", e.collection, " version ", e.version, ": ", e.message));
-      else
-        Log(e.loaded ? absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s")
-                     : absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
-                                    " (the previous version keeps serving)"));
+      switch (e.kind) {
+        case tgraph::ModelEvent::Kind::kLoaded:
+          Log(absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s"));
+          break;
+        case tgraph::ModelEvent::Kind::kFailed:
+          Log(absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
+                           " (the previous version keeps serving)"));
+          break;
+        case tgraph::ModelEvent::Kind::kUnloaded:
+          Log(absl::StrCat("unloaded ", e.collection, " version ", e.version, ": ", e.message));
+          break;
+      }
       if (metrics) metrics->RecordModelEvent(e);
     }
   };

@@ -174,7 +174,7 @@ void ServerMetrics::RecordRank(int64_t configs, const RankTiming& t) {
 }
 
 void ServerMetrics::RecordModelEvent(const ModelEvent& e) {
-  impl_->loads.Add({{"collection", e.collection}, {"result", e.unloaded ? "unloaded" : e.loaded ? "loaded" : "failed"}}).Increment();
+  impl_->loads.Add({{"collection", e.collection}, {"result", e.KindName()}}).Increment();
 }
 
 void ServerMetrics::Refresh(const RankerStats& s, const ModelManager& models) {

@@ -14,6 +14,15 @@ ModelManager::ModelManager(Registry registry, Options options)
 
 ModelManager::~ModelManager() { Stop(); }
 
+const char* ModelEvent::KindName() const {
+  switch (kind) {
+    case Kind::kLoaded: return "loaded";
+    case Kind::kFailed: return "failed";
+    case Kind::kUnloaded: return "unloaded";
+  }
+  return "unknown";
+}
+
 std::vector<ModelEvent> ModelManager::Poll() {
   std::lock_guard<std::mutex> poll_lock(poll_mu_);
   std::vector<ModelEvent> events;
@@ -37,7 +46,8 @@ std::vector<ModelEvent> ModelManager::Poll() {
       // Loading (reading, verifying, building networks) happens outside the lock.
       const auto start = std::chrono::steady_clock::now();
       absl::StatusOr<LoadedModel> m = LoadModel(registry_, collection, v);
-      ModelEvent e{collection, v, m.ok(), m.ok() ? "" : std::string(m.status().message()),
+      ModelEvent e{collection, v, m.ok() ? ModelEvent::Kind::kLoaded : ModelEvent::Kind::kFailed,
+                   m.ok() ? "" : std::string(m.status().message()),
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
       std::lock_guard<std::mutex> lock(mu_);
       if (m.ok()) {
@@ -59,9 +69,8 @@ std::vector<ModelEvent> ModelManager::Poll() {
         ++it;
         continue;
       }
-      ModelEvent e{collection, it->first, false, "no longer listed in the registry (retired or removed): unloaded", 0};
-      e.unloaded = true;
-      events.push_back(std::move(e));
+      events.push_back({collection, it->first, ModelEvent::Kind::kUnloaded,
+                        "no longer listed in the registry (retired or removed)", 0});
       it = loaded.erase(it);  // in-flight requests keep their shared_ptr
     }
     while (static_cast<int>(loaded.size()) > options_.keep_versions) loaded.erase(loaded.begin());

@@ -32,12 +32,18 @@ struct ModelHandle {
 
 // What one poll did, for logs and metrics.
 struct ModelEvent {
+  enum class Kind {
+    kLoaded,    // a new version loaded and serving
+    kFailed,    // a version failed to load (message says why); the previous one serves
+    kUnloaded,  // retired or removed from the registry, so unloaded (a rollback)
+  };
   std::string collection;
   int64_t version = 0;
-  bool loaded = false;     // false: the version failed to load, or was unloaded
-  std::string message;     // the error, when it failed; why, when unloaded
-  double seconds = 0;      // load time
-  bool unloaded = false;   // true: retired or removed from the registry, so unloaded
+  Kind kind = Kind::kLoaded;
+  std::string message;  // why, when failed or unloaded
+  double seconds = 0;   // load time
+  // The metric label and log word: "loaded", "failed" or "unloaded".
+  const char* KindName() const;
 };
 
 class ModelManager {

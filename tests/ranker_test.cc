@@ -50,7 +50,7 @@ CATCH_TEST_CASE("model manager loads, swaps, pins and survives a corrupt version
   w.Publish("layout:xla:random", 1);
   auto events = mm.Poll();
   CATCH_REQUIRE(events.size() == 1u);
-  CATCH_CHECK(events[0].loaded);
+  CATCH_CHECK(events[0].kind == ModelEvent::Kind::kLoaded);
   CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 1);
   CATCH_CHECK(mm.Poll().empty());  // nothing new
   auto held = *mm.Get("layout:xla:random", 0);  // an in-flight request holds version 1
@@ -65,7 +65,7 @@ CATCH_TEST_CASE("model manager loads, swaps, pins and survives a corrupt version
   std::ofstream(Registry(w.registry).VersionDir("layout:xla:random", v3) + "/fold_0.npz", std::ios::app) << "junk";
   events = mm.Poll();
   CATCH_REQUIRE(events.size() == 1u);
-  CATCH_CHECK_FALSE(events[0].loaded);
+  CATCH_CHECK(events[0].kind == ModelEvent::Kind::kFailed);
   CATCH_CHECK_THAT(events[0].message, Catch::Contains("checksum mismatch"));
   CATCH_CHECK(mm.failed_loads() == 1);
   CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 2);
@@ -91,7 +91,7 @@ CATCH_TEST_CASE("model manager loads, swaps, pins and survives a corrupt version
   CATCH_REQUIRE(reg.Retire("layout:xla:random", v4, "test rollback").ok());
   events = mm.Poll();
   CATCH_REQUIRE(events.size() == 1u);
-  CATCH_CHECK(events[0].unloaded);
+  CATCH_CHECK(events[0].kind == ModelEvent::Kind::kUnloaded);
   CATCH_CHECK(events[0].version == v4);
   CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 2);
   CATCH_CHECK(mm.Get("layout:xla:random", v4).status().code() == absl::StatusCode::kNotFound);
@@ -99,7 +99,7 @@ CATCH_TEST_CASE("model manager loads, swaps, pins and survives a corrupt version
   CATCH_REQUIRE(reg.Restore("layout:xla:random", v4).ok());
   events = mm.Poll();
   CATCH_REQUIRE(events.size() == 1u);
-  CATCH_CHECK(events[0].loaded);
+  CATCH_CHECK(events[0].kind == ModelEvent::Kind::kLoaded);
   CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == v4);
   // Retiring every version leaves the last loaded one serving.
   for (int64_t v : reg.ListVersions("layout:xla:random")) CATCH_REQUIRE(reg.Retire("layout:xla:random", v, "").ok());
