@@ -198,6 +198,7 @@ class BlockImpl : public torch::nn::Module {
   }
 
   void set_fold(bool fold) { fold_ = fold; }
+  bool fold() const { return fold_; }
 
  private:
   ModelSpec spec_;
@@ -228,6 +229,9 @@ class TGraphNet : public RankingNet {
 
   void SetInferenceFolding(bool fold) override {
     for (const auto& block : *blocks_) block->as<Block>()->set_fold(fold);
+  }
+  bool InferenceFolding() const override {  // every block is told the same
+    return blocks_->begin() != blocks_->end() && (*blocks_->begin())->as<Block>()->fold();
   }
 
   StaticEncoding Precompute(const GraphTensors& g) override {

@@ -47,6 +47,7 @@ class RankingNet : public torch::nn::Module {
   // half the matmul work of the graph blocks). Training always runs the layers as
   // specified. The baseline ignores it.
   virtual void SetInferenceFolding(bool fold) {}
+  virtual bool InferenceFolding() const { return false; }
 
  protected:
   explicit RankingNet(ModelSpec spec) : spec_(std::move(spec)) {}

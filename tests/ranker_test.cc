@@ -160,6 +160,8 @@ CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-gra
   // --fold_inference=false (the layers as trained) ranks with the same scores.
   ModelManager unfolded(Registry(w.registry), {2, /*fold_inference=*/false});
   unfolded.Poll();
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->model->folds[0]->InferenceFolding());
+  CATCH_CHECK_FALSE(unfolded.Get("layout:xla:random", 0)->model->folds[0]->InferenceFolding());
   Ranker plain(&unfolded, RankerOptions{});
   CATCH_REQUIRE(plain.Register(WireOf(g)).ok());
   auto same = plain.Rank(LayoutRequest(g, reg->graph_hash), nullptr);
