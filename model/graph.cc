@@ -58,6 +58,21 @@ absl::Status ValidateNodeGraph(const NodeGraph& g, absl::string_view what) {
   return absl::OkStatus();
 }
 
+absl::Status ValidateNodeSplits(const std::vector<int64_t>& splits, int64_t n, absl::string_view what) {
+  if (splits.empty()) return absl::OkStatus();
+  if (splits.front() != 0)
+    return Invalid(what, "node_splits", absl::StrCat("entry 0 is ", splits.front(),
+                                                     ", expected 0 (boundaries run from 0 to n = ", n, ")"));
+  for (size_t i = 1; i < splits.size(); ++i)
+    if (splits[i] < splits[i - 1] || splits[i] > n)
+      return Invalid(what, "node_splits", absl::StrCat("entry ", i, " is ", splits[i], ", expected ", splits[i - 1],
+                                                       "..", n, " (non-decreasing boundaries up to n)"));
+  if (splits.back() != n)
+    return Invalid(what, "node_splits", absl::StrCat("the last entry is ", splits.back(), ", expected n = ", n,
+                                                     " (boundaries run from 0 to n)"));
+  return absl::OkStatus();
+}
+
 std::string FirstBadLayoutConfigValue(const int8_t* values, size_t n, int64_t nc) {
   for (size_t i = 0; i < n; ++i)
     if (values[i] < -1 || values[i] > 5)
@@ -66,7 +81,7 @@ std::string FirstBadLayoutConfigValue(const int8_t* values, size_t n, int64_t nc
   return "";
 }
 
-absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what) {
+absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what, bool allow_no_configs) {
   if (absl::Status s = ValidateNodeGraph(g.graph, what); !s.ok()) return s;
   const int64_t n = g.graph.num_nodes, nc = g.num_config_nodes(), c = g.num_configs;
   if (nc == 0) return Invalid(what, "node_config_ids", "is empty: a layout graph needs configurable nodes");
@@ -78,17 +93,17 @@ absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what) {
     if (seen[id]) return Invalid(what, "node_config_ids", absl::StrCat("node ", id, " is listed twice"));
     seen[id] = true;
   }
-  if (c <= 0) return Invalid(what, "node_config_feat", "has no configurations");
+  if (c < 0 || (c == 0 && !allow_no_configs))
+    return Invalid(what, "node_config_feat",
+                   "has no configurations (a graph-only file, as tgraph-featurize module writes: rank "
+                   "configurations for it with tgraph-client rank --configs)");
   if (static_cast<int64_t>(g.config_feat.size()) != c * nc * kConfigFeatDim)
     return Invalid(what, "node_config_feat", absl::StrCat("has ", g.config_feat.size(), " values, expected ", c,
                                                           " x ", nc, " x ", kConfigFeatDim));
   if (std::string bad = FirstBadLayoutConfigValue(g.config_feat.data(), g.config_feat.size(), nc); !bad.empty())
     return Invalid(what, "node_config_feat", bad);
   if (absl::Status s = CheckRuntimes(g.config_runtime, c, what, "config_runtime"); !s.ok()) return s;
-  for (size_t i = 0; i < g.node_splits.size(); ++i)
-    if (g.node_splits[i] < 0 || g.node_splits[i] >= n)
-      return Invalid(what, "node_splits", absl::StrCat("entry ", i, " is ", g.node_splits[i], ", expected 0..",
-                                                       n - 1));
+  if (absl::Status s = ValidateNodeSplits(g.node_splits, n, what); !s.ok()) return s;
   return absl::OkStatus();
 }
 

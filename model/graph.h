@@ -50,7 +50,7 @@ struct LayoutGraph {
   int64_t num_configs = 0;               // c
   std::vector<int8_t> config_feat;       // c x nc x 18, values in {-1..5}
   std::vector<int64_t> config_runtime;   // c
-  std::vector<int64_t> node_splits;      // optional, may be empty
+  std::vector<int64_t> node_splits;      // optional computation boundaries 0 = s_0 <= ... <= s_k = n; may be empty
 
   int64_t num_config_nodes() const { return static_cast<int64_t>(node_config_ids.size()); }
   const int8_t* config(int64_t c) const {
@@ -76,8 +76,15 @@ std::vector<double> TileTargets(const TileGraph& g);
 // in range, config values in {-1..5}, features finite, runtimes non-negative.
 // `what` (usually the file path) prefixes every error, which also names the key.
 absl::Status ValidateNodeGraph(const NodeGraph& g, absl::string_view what);
-absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what);
+// allow_no_configs: accept c = 0, a graph-only file (tgraph-featurize module writes one;
+// tgraph-client rank --configs ranks configurations for it). Elsewhere such a file is
+// refused with a message that says so.
+absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what, bool allow_no_configs = false);
 absl::Status ValidateTileGraph(const TileGraph& g, absl::string_view what);
+
+// node_splits of FORMAT.md: empty, or boundaries from 0 to n inclusive, non-decreasing
+// (e.g. [0, 324, 372] for 372 nodes).
+absl::Status ValidateNodeSplits(const std::vector<int64_t>& splits, int64_t n, absl::string_view what);
 
 // The first of n layout config values (laid out c x nc x 18) outside -1..5, described
 // as "config C, configurable node N, slot S is V, expected -1..5"; empty when all are

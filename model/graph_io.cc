@@ -107,7 +107,8 @@ std::string GraphNameFromPath(absl::string_view path) {
   return std::string(base);
 }
 
-absl::StatusOr<LayoutGraph> LayoutGraphFromNpz(const NpzArchive& npz, absl::string_view what) {
+absl::StatusOr<LayoutGraph> LayoutGraphFromNpz(const NpzArchive& npz, absl::string_view what,
+                                               bool allow_no_configs) {
   LayoutGraph g;
   g.name = GraphNameFromPath(what);
   if (absl::Status s = ReadNodeGraph(npz, what, &g.graph); !s.ok()) return s;
@@ -139,7 +140,7 @@ absl::StatusOr<LayoutGraph> LayoutGraphFromNpz(const NpzArchive& npz, absl::stri
     g.node_splits = ToVector<int64_t>(*sp);
   else if (!st.ok())
     return st;
-  if (absl::Status s = ValidateLayoutGraph(g, what); !s.ok()) return s;
+  if (absl::Status s = ValidateLayoutGraph(g, what, allow_no_configs); !s.ok()) return s;
   return g;
 }
 
@@ -164,10 +165,10 @@ absl::StatusOr<TileGraph> TileGraphFromNpz(const NpzArchive& npz, absl::string_v
   return g;
 }
 
-absl::StatusOr<LayoutGraph> LoadLayoutGraph(const std::string& path) {
+absl::StatusOr<LayoutGraph> LoadLayoutGraph(const std::string& path, bool allow_no_configs) {
   absl::StatusOr<NpzArchive> npz = ReadNpz(path);
   if (!npz.ok()) return npz.status();
-  return LayoutGraphFromNpz(*npz, path);
+  return LayoutGraphFromNpz(*npz, path, allow_no_configs);
 }
 
 absl::StatusOr<TileGraph> LoadTileGraph(const std::string& path) {
@@ -178,18 +179,22 @@ absl::StatusOr<TileGraph> LoadTileGraph(const std::string& path) {
 
 namespace {
 
-void AddNodeGraph(const NodeGraph& g, NpzArchive* out) {
+// Real layout files store edge_index in Fortran order, real tile files in C order:
+// each collection is written as its real files are.
+void AddNodeGraph(const NodeGraph& g, bool fortran_edges, NpzArchive* out) {
   (*out)["node_feat"] = NpyArray::From<float>({g.num_nodes, kNodeFeatDim}, g.node_feat);
   std::vector<uint8_t> opc(g.node_opcode.begin(), g.node_opcode.end());
   (*out)["node_opcode"] = NpyArray::From<uint8_t>({g.num_nodes}, opc);
-  (*out)["edge_index"] = NpyArray::From<int64_t>({g.num_edges(), 2}, g.edge_index);
+  NpyArray edges = NpyArray::From<int64_t>({g.num_edges(), 2}, g.edge_index);
+  edges.fortran_order = fortran_edges;
+  (*out)["edge_index"] = std::move(edges);
 }
 
 }  // namespace
 
 NpzArchive LayoutGraphToNpz(const LayoutGraph& g) {
   NpzArchive out;
-  AddNodeGraph(g.graph, &out);
+  AddNodeGraph(g.graph, /*fortran_edges=*/true, &out);
   out["node_config_ids"] = NpyArray::From<int64_t>({g.num_config_nodes()}, g.node_config_ids);
   std::vector<float> cfg(g.config_feat.begin(), g.config_feat.end());
   out["node_config_feat"] = NpyArray::From<float>({g.num_configs, g.num_config_nodes(), kConfigFeatDim}, cfg);
@@ -201,15 +206,15 @@ NpzArchive LayoutGraphToNpz(const LayoutGraph& g) {
 
 NpzArchive TileGraphToNpz(const TileGraph& g) {
   NpzArchive out;
-  AddNodeGraph(g.graph, &out);
+  AddNodeGraph(g.graph, /*fortran_edges=*/false, &out);
   out["config_feat"] = NpyArray::From<float>({g.num_configs, kTileConfigDim}, g.config_feat);
   out["config_runtime"] = NpyArray::From<int64_t>({g.num_configs}, g.config_runtime);
   out["config_runtime_normalizers"] = NpyArray::From<int64_t>({g.num_configs}, g.config_runtime_normalizers);
   return out;
 }
 
-absl::Status SaveLayoutGraph(const std::string& path, const LayoutGraph& g) {
-  if (absl::Status s = ValidateLayoutGraph(g, path); !s.ok()) return s;
+absl::Status SaveLayoutGraph(const std::string& path, const LayoutGraph& g, bool allow_no_configs) {
+  if (absl::Status s = ValidateLayoutGraph(g, path, allow_no_configs); !s.ok()) return s;
   return WriteNpz(path, LayoutGraphToNpz(g));
 }
 

@@ -12,18 +12,21 @@
 namespace tgraph {
 
 // Converts a parsed archive. `what` (the path) and the key prefix every error.
-absl::StatusOr<LayoutGraph> LayoutGraphFromNpz(const NpzArchive& npz, absl::string_view what);
+// allow_no_configs: see ValidateLayoutGraph (graph-only files).
+absl::StatusOr<LayoutGraph> LayoutGraphFromNpz(const NpzArchive& npz, absl::string_view what,
+                                               bool allow_no_configs = false);
 absl::StatusOr<TileGraph> TileGraphFromNpz(const NpzArchive& npz, absl::string_view what);
 
 // Reads, converts and validates one file. The graph's name is the file stem.
-absl::StatusOr<LayoutGraph> LoadLayoutGraph(const std::string& path);
+absl::StatusOr<LayoutGraph> LoadLayoutGraph(const std::string& path, bool allow_no_configs = false);
 absl::StatusOr<TileGraph> LoadTileGraph(const std::string& path);
 
-// The archive numpy.load sees: keys, dtypes and shapes of FORMAT.md
-// (node_opcode uint8, ids/edges/runtimes int64, features float32).
+// The archive numpy.load sees: keys, dtypes, shapes and orders of the real files
+// (FORMAT.md): node_opcode uint8, ids/edges/runtimes int64, features float32,
+// node_splits (1, k); layout edge_index in Fortran order, tile edge_index in C order.
 NpzArchive LayoutGraphToNpz(const LayoutGraph& g);
 NpzArchive TileGraphToNpz(const TileGraph& g);
-absl::Status SaveLayoutGraph(const std::string& path, const LayoutGraph& g);
+absl::Status SaveLayoutGraph(const std::string& path, const LayoutGraph& g, bool allow_no_configs = false);
 absl::Status SaveTileGraph(const std::string& path, const TileGraph& g);
 
 // "dir/foo.npz" -> "foo".

@@ -208,7 +208,6 @@ absl::StatusOr<size_t> ParseNpyHeader(absl::string_view bytes, NpyArray* out) {
   std::vector<int64_t> shape;
   HeaderParser parser(bytes.substr(prefix, header_len));
   if (absl::Status s = parser.Parse(&descr, &fortran, &shape); !s.ok()) return s;
-  if (fortran) return absl::InvalidArgumentError("fortran-ordered arrays are not supported");
   absl::StatusOr<DType> dtype = DTypeFromDescr(descr);
   if (!dtype.ok()) return dtype.status();
   int64_t n = 1;
@@ -219,6 +218,7 @@ absl::StatusOr<size_t> ParseNpyHeader(absl::string_view bytes, NpyArray* out) {
   }
   out->dtype = *dtype;
   out->shape = std::move(shape);
+  out->fortran_order = fortran;
   return prefix + header_len;
 }
 
@@ -232,14 +232,37 @@ absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view wha
     return Bad(what, absl::StrCat("data size mismatch: shape ", a.ShapeString(), " of ", DTypeName(a.dtype),
                                   " needs ", want, " bytes, found ", have));
   a.bytes.assign(bytes.begin() + *data_start, bytes.end());
+  if (a.fortran_order) a.bytes = ReorderElements(a.bytes, a.shape, DTypeSize(a.dtype), /*to_fortran=*/false);
   return a;
 }
 
+std::vector<uint8_t> ReorderElements(const std::vector<uint8_t>& bytes, const std::vector<int64_t>& shape,
+                                     size_t elem_size, bool to_fortran) {
+  const size_t rank = shape.size();
+  if (rank < 2 || bytes.empty()) return bytes;
+  // Walk the elements in C order with an odometer over the multi-index, keeping the
+  // element's Fortran-order position up to date (Fortran strides: dimension 0 fastest).
+  std::vector<int64_t> fstride(rank, 1), index(rank, 0);
+  for (size_t d = 1; d < rank; ++d) fstride[d] = fstride[d - 1] * shape[d - 1];
+  std::vector<uint8_t> out(bytes.size());
+  const size_t count = bytes.size() / elem_size;
+  int64_t f = 0;
+  for (size_t c = 0; c < count; ++c) {
+    const size_t from = to_fortran ? c : static_cast<size_t>(f), to = to_fortran ? static_cast<size_t>(f) : c;
+    std::memcpy(out.data() + to * elem_size, bytes.data() + from * elem_size, elem_size);
+    for (size_t d = rank; d-- > 0;) {  // advance the last (fastest in C) dimension first
+      f += fstride[d];
+      if (++index[d] < shape[d]) break;
+      f -= fstride[d] * shape[d];
+      index[d] = 0;
+    }
+  }
+  return out;
+}
+
 std::string SerializeNpy(const NpyArray& a) {
-  std::string shape = a.shape.size() == 1 ? absl::StrCat("(", a.shape[0], ",)")
-                                          : absl::StrCat("(", absl::StrJoin(a.shape, ", "), ")");
-  std::string dict = absl::StrCat("{'descr': '", DTypeDescr(a.dtype), "', 'fortran_order': False, 'shape': ",
-                                  shape, ", }");
+  std::string dict = absl::StrCat("{'descr': '", DTypeDescr(a.dtype), "', 'fortran_order': ",
+                                  a.fortran_order ? "True" : "False", ", 'shape': ", a.ShapeString(), ", }");
   // Pad with spaces so that magic + len + dict + '\n' is a multiple of 64 (as numpy does).
   size_t total = kMagicLen + 2 + 2 + dict.size() + 1;
   dict.append((64 - total % 64) % 64, ' ');
@@ -250,7 +273,12 @@ std::string SerializeNpy(const NpyArray& a) {
   out.push_back(static_cast<char>(dict.size() & 0xff));
   out.push_back(static_cast<char>((dict.size() >> 8) & 0xff));
   out += dict;
-  out.append(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size());
+  if (a.fortran_order && a.shape.size() >= 2) {
+    const std::vector<uint8_t> f = ReorderElements(a.bytes, a.shape, DTypeSize(a.dtype), /*to_fortran=*/true);
+    out.append(reinterpret_cast<const char*>(f.data()), f.size());
+  } else {
+    out.append(reinterpret_cast<const char*>(a.bytes.data()), a.bytes.size());
+  }
   return out;
 }
 
@@ -340,6 +368,7 @@ absl::StatusOr<NpzArchive> ReadArchive(zip_t* za, absl::string_view what) {
     const zip_int64_t tail = zip_fread(f.get(), &extra, 1);
     if (tail < 0) return Bad(member, absl::StrCat("corrupt data: ", zip_file_strerror(f.get())));
     if (tail > 0) return Bad(member, "corrupt data: the member is longer than its declared size");
+    if (a.fortran_order) a.bytes = ReorderElements(a.bytes, a.shape, DTypeSize(a.dtype), /*to_fortran=*/false);
     out.emplace(std::move(key), std::move(a));
   }
   if (out.empty()) return Bad(what, "the archive holds no arrays");

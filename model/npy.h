@@ -29,11 +29,15 @@ template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt
 template <> struct DTypeOf<uint8_t> { static constexpr DType value = DType::kUint8; };
 template <> struct DTypeOf<int8_t> { static constexpr DType value = DType::kInt8; };
 
-// A dense, little-endian, C-ordered array. The bytes are owned.
+// A dense, little-endian array. The bytes are owned and always in C (row-major) order,
+// whatever the order on disk: `fortran_order` records the order the array was read in
+// and selects the order it is written in (real TpuGraphs files store edge_index in
+// Fortran order; ParseNpy/ReadNpz transpose such arrays, SerializeNpy transposes back).
 struct NpyArray {
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
   std::vector<uint8_t> bytes;
+  bool fortran_order = false;
 
   int64_t numel() const;
   std::string ShapeString() const;  // "(3, 140)"
@@ -56,13 +60,20 @@ struct NpyArray {
 using NpzArchive = std::map<std::string, NpyArray>;
 
 // Parses the .npy header (magic, version 1/2/3, dict with descr/fortran_order/shape).
-// Returns the header length in bytes (data starts there) and fills dtype/shape.
-// Rejects big-endian, fortran order, object and any unsupported dtype.
+// Returns the header length in bytes (data starts there) and fills dtype, shape and
+// fortran_order. Rejects big-endian, object and any unsupported dtype.
 absl::StatusOr<size_t> ParseNpyHeader(absl::string_view bytes, NpyArray* out);
 
 // Parses a whole .npy member. `what` names it in errors ("file.npz:node_feat").
 absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view what);
+// Writes the array in its `fortran_order`.
 std::string SerializeNpy(const NpyArray& array);
+
+// Reorders `bytes` (elements of `elem_size` bytes, logical shape `shape`) between C and
+// Fortran order: to_fortran=true turns C-ordered bytes into Fortran-ordered ones, false
+// the reverse. Arrays of rank 0 or 1 are the same in both orders.
+std::vector<uint8_t> ReorderElements(const std::vector<uint8_t>& bytes, const std::vector<int64_t>& shape,
+                                     size_t elem_size, bool to_fortran);
 
 // Reads every member of an .npz file. Errors name the file and the member.
 absl::StatusOr<NpzArchive> ReadNpz(const std::string& path);

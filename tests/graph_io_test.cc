@@ -94,12 +94,73 @@ TEST_CASE("loader accepts the dataset's alternative dtypes", "[graph_io]") {
   npz["edge_index"] = NpyArray::From<int32_t>({4, 2}, {1, 0, 2, 1, 2, 0, 3, 2});
   npz["node_config_ids"] = NpyArray::From<int32_t>({2}, {1, 3});
   npz["config_runtime"] = NpyArray::From<int32_t>({3}, {300, 100, 200});
-  npz["node_splits"] = NpyArray::From<int64_t>({1, 1}, {0});
+  npz["node_splits"] = NpyArray::From<int32_t>({3}, {0, 2, 4});  // (k,) int32 instead of (1, k) int64
   auto g = LayoutGraphFromNpz(npz, "alt.npz");
   REQUIRE(g.ok());
   CHECK(g->graph.node_opcode[1] == 26);
   CHECK(g->graph.edge_index[6] == 3);
-  CHECK(g->node_splits == std::vector<int64_t>{0});
+  CHECK(g->node_splits == std::vector<int64_t>{0, 2, 4});
+}
+
+TEST_CASE("node_splits are boundaries from 0 to n, as in real files", "[graph_io]") {
+  NpzArchive npz = LayoutGraphToNpz(SmallLayoutGraph());  // 4 nodes
+  auto with_splits = [&](std::vector<int64_t> s) {
+    npz["node_splits"] = NpyArray::From<int64_t>({1, static_cast<int64_t>(s.size())}, s);
+    return LayoutGraphFromNpz(npz, "s.npz");
+  };
+  // The real format: [[0, ..., n]]; the last entry is n itself (real: [[0, 324, 372]] for 372 nodes).
+  REQUIRE(with_splits({0, 4}).ok());
+  REQUIRE(with_splits({0, 1, 1, 3, 4}).ok());
+  CHECK(with_splits({0, 1, 3, 4})->node_splits == std::vector<int64_t>{0, 1, 3, 4});
+  CHECK_THAT(std::string(with_splits({1, 4}).status().message()),
+             Catch::Contains("s.npz: key 'node_splits': entry 0 is 1, expected 0"));
+  CHECK_THAT(std::string(with_splits({0, 3}).status().message()),
+             Catch::Contains("key 'node_splits': the last entry is 3, expected n = 4"));
+  CHECK_THAT(std::string(with_splits({0, 3, 2, 4}).status().message()),
+             Catch::Contains("key 'node_splits': entry 2 is 2, expected 3..4"));
+  CHECK_THAT(std::string(with_splits({0, 5}).status().message()),
+             Catch::Contains("key 'node_splits': entry 1 is 5, expected 0..4"));
+  // Written as real files are: (1, k) int64.
+  LayoutGraph g = SmallLayoutGraph();
+  g.node_splits = {0, 2, 4};
+  const NpzArchive out = LayoutGraphToNpz(g);
+  CHECK(out.at("node_splits").shape == std::vector<int64_t>{1, 3});
+  CHECK(out.at("node_splits").dtype == DType::kInt64);
+}
+
+TEST_CASE("layout files are written with edge_index in Fortran order, tile files in C order", "[graph_io]") {
+  TempDir dir;
+  REQUIRE(SaveLayoutGraph(dir.path() + "/l.npz", SmallLayoutGraph()).ok());
+  REQUIRE(SaveTileGraph(dir.path() + "/t.npz", SmallTileGraph()).ok());
+  auto l = ReadNpz(dir.path() + "/l.npz");
+  auto t = ReadNpz(dir.path() + "/t.npz");
+  REQUIRE(l.ok());
+  REQUIRE(t.ok());
+  CHECK(l->at("edge_index").fortran_order);
+  CHECK_FALSE(t->at("edge_index").fortran_order);
+  // In memory both are C order: row [u, v] = values 2e, 2e + 1.
+  const int64_t* e = l->at("edge_index").data<int64_t>();
+  CHECK(std::vector<int64_t>(e, e + 8) == SmallLayoutGraph().graph.edge_index);
+}
+
+TEST_CASE("graph-only layout files (no configurations) load only where asked for", "[graph_io]") {
+  TempDir dir;
+  LayoutGraph g = SmallLayoutGraph();
+  g.num_configs = 0;
+  g.config_feat.clear();
+  g.config_runtime.clear();
+  const std::string path = dir.path() + "/graph_only.npz";
+  CHECK_FALSE(SaveLayoutGraph(path, g).ok());
+  REQUIRE(SaveLayoutGraph(path, g, /*allow_no_configs=*/true).ok());
+  auto refused = LoadLayoutGraph(path);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains("key 'node_config_feat': has no configurations (a graph-only file"));
+  auto back = LoadLayoutGraph(path, /*allow_no_configs=*/true);
+  REQUIRE(back.ok());
+  CHECK(back->num_configs == 0);
+  CHECK(back->node_config_ids == g.node_config_ids);
+  CHECK(ReadNpz(path)->at("node_config_feat").shape == std::vector<int64_t>{0, 2, 18});
 }
 
 TEST_CASE("loader errors name the file, the key and what was wrong", "[graph_io]") {

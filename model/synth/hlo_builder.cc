@@ -202,7 +202,7 @@ NodeGraph ToNodeGraph(const std::vector<SynthNode>& nodes) {
     float* row = g.node_feat.data() + i * kNodeFeatDim;
     g.node_opcode[i] = n.opcode;
     row[0] = n.is_root ? 1.0f : 0.0f;
-    row[1] = static_cast<float>(ElemBits(n.elem));
+    // row[1] (element_size_in_bits) stays 0: the TpuGraphs encoder always writes 0 there.
     row[ElemOneHot(n.elem)] = 1.0f;
     double sum = 0, product = 1;
     for (int d = 0; d < n.rank() && d < 6; ++d) {
@@ -234,7 +234,11 @@ NodeGraph ToNodeGraph(const std::vector<SynthNode>& nodes) {
     }
     const Layout l = DefaultLayout(n.rank());
     for (int k = 0; k < n.rank() && k < kLayoutSlots; ++k) row[kLayoutFeatBegin + k] = l[k];  // 0-padded
-    for (int o : n.operands) {
+    // As in real files: one edge per distinct operand, rows sorted by (u, v), u > v.
+    std::vector<int> operands = n.operands;
+    std::sort(operands.begin(), operands.end());
+    operands.erase(std::unique(operands.begin(), operands.end()), operands.end());
+    for (int o : operands) {
       g.edge_index.push_back(i);
       g.edge_index.push_back(o);
     }

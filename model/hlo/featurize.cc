@@ -1,0 +1,430 @@
+#include "model/hlo/featurize.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace tgraph::hlo {
+namespace {
+
+using xla::HloComputationProto;
+using xla::HloInstructionProto;
+using xla::HloModuleProto;
+
+// hlo_opcodes.tsv: id i is kOpcodeNames[i - 1].
+constexpr std::array<const char*, 120> kOpcodeNames = {
+    "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan2", "batch-norm-grad",
+    "batch-norm-inference", "batch-norm-training", "bitcast", "bitcast-convert", "broadcast", "call", "ceil",
+    "cholesky", "clamp", "collective-permute", "count-leading-zeros", "compare", "complex", "concatenate",
+    "conditional", "constant", "convert", "convolution", "copy", "copy-done", "copy-start", "cosine",
+    "custom-call", "divide", "domain", "dot", "dynamic-slice", "dynamic-update-slice", "exponential",
+    "exponential-minus-one", "fft", "floor", "fusion", "gather", "get-dimension-size", "set-dimension-size",
+    "get-tuple-element", "imag", "infeed", "iota", "is-finite", "log", "log-plus-one", "and", "not", "or", "xor",
+    "map", "maximum", "minimum", "multiply", "negate", "outfeed", "pad", "parameter", "partition-id", "popcnt",
+    "power", "real", "recv", "recv-done", "reduce", "reduce-precision", "reduce-window", "remainder",
+    "replica-id", "reshape", "reverse", "rng", "rng-get-and-update-state", "rng-bit-generator",
+    "round-nearest-afz", "rsqrt", "scatter", "select", "select-and-scatter", "send", "send-done", "shift-left",
+    "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "slice", "sort", "sqrt", "subtract", "tanh",
+    "trace", "transpose", "triangular-solve", "tuple", "tuple-select", "while", "cbrt", "all-gather",
+    "collective-permute-start", "collective-permute-done", "logistic", "dynamic-reshape", "all-reduce-start",
+    "all-reduce-done", "reduce-scatter", "all-gather-start", "all-gather-done", "opt-barrier", "async-start",
+    "async-update", "async-done", "round-nearest-even", "stochastic-convert", "tan"};
+
+// node_feat[2:21]: the one-hot order of the element types (xla.PrimitiveType values).
+constexpr std::array<int, 19> kElementTypeOrder = {
+    xla::PRIMITIVE_TYPE_INVALID, xla::PRED, xla::S8,  xla::S16,  xla::S32,   xla::S64,
+    xla::U8,                     xla::U16,  xla::U32, xla::U64,  xla::F16,   xla::F32,
+    xla::F64,                    xla::BF16, xla::C64, xla::C128, xla::TUPLE, xla::OPAQUE_TYPE,
+    xla::TOKEN};
+
+constexpr int kMaxDims = 6;
+
+// Appends values to a node's feature row, in the encoder's field order.
+class Row {
+ public:
+  explicit Row(float* out) : out_(out) {}
+  void Put(double v) { out_[pos_++] = static_cast<float>(v); }
+  void PutInt(int64_t v) { out_[pos_++] = static_cast<float>(v); }
+  // The first `lead` values zero-padded; with `aggregates`, then the sum and the product
+  // of all values (integer arithmetic, as the encoder's int64; the product of none is
+  // `empty_product`).
+  template <typename Seq, typename Get>
+  void Sequence(const Seq& seq, int lead, bool aggregates, Get get, int64_t empty_product = 1) {
+    uint64_t sum = 0, product = 1;  // unsigned: wraps like two's complement, never UB
+    int i = 0;
+    for (const auto& x : seq) {
+      const int64_t v = get(x);
+      sum += static_cast<uint64_t>(v);
+      product *= static_cast<uint64_t>(v);
+      if (i < lead) PutInt(v);
+      ++i;
+    }
+    for (; i < lead; ++i) Put(0);
+    if (!aggregates) return;
+    PutInt(static_cast<int64_t>(sum));
+    PutInt(seq.empty() ? empty_product : static_cast<int64_t>(product));
+  }
+  template <typename Seq>
+  void Ints(const Seq& seq, int lead, bool aggregates, int64_t empty_product = 1) {
+    Sequence(seq, lead, aggregates, [](int64_t v) { return v; }, empty_product);
+  }
+  int pos() const { return pos_; }
+
+ private:
+  float* out_;
+  int pos_ = 0;
+};
+
+// node_feat of HLO.md / node_feat.tsv, 140 values.
+void InstructionFeatures(const HloInstructionProto& inst, const HloComputationProto& comp, float* out) {
+  Row r(out);
+  r.Put(inst.id() == comp.root_id() ? 1 : 0);  // 0 is_root
+  r.Put(0);                                     // 1 element_size_in_bits: always 0
+  const xla::ShapeProto& shape = inst.shape();
+  for (int t : kElementTypeOrder) r.Put(shape.element_type() == t ? 1 : 0);  // 2-20
+  r.Ints(shape.dimensions(), 6, true);          // 21-28
+  r.PutInt(shape.tuple_shapes_size());          // 29
+  r.PutInt(inst.parameter_number());            // 30
+  r.Ints(inst.dimensions(), 6, false);          // 31-36
+  const auto& win = inst.window().dimensions();  // 37-92
+  r.Sequence(win, 6, true, [](const xla::WindowDimension& d) { return d.size(); });
+  r.Sequence(win, 6, true, [](const xla::WindowDimension& d) { return d.stride(); });
+  r.Sequence(win, 6, true, [](const xla::WindowDimension& d) { return d.padding_low(); });
+  r.Sequence(win, 6, true, [](const xla::WindowDimension& d) { return d.padding_high(); });
+  r.Sequence(win, 6, true, [](const xla::WindowDimension& d) { return d.window_dilation(); });
+  r.Sequence(win, 6, true, [](const xla::WindowDimension& d) { return d.base_dilation(); });
+  int64_t reversed = 0;
+  for (int i = 0; i < kMaxDims; ++i) r.Put(i < win.size() && win.Get(i).window_reversal() ? 1 : 0);
+  for (const auto& d : win) reversed += d.window_reversal() ? 1 : 0;
+  r.PutInt(reversed);
+  r.PutInt(win.size() - reversed);
+  const xla::ConvolutionDimensionNumbers& cd = inst.convolution_dimension_numbers();  // 93-106
+  r.PutInt(cd.input_batch_dimension());
+  r.PutInt(cd.input_feature_dimension());
+  r.Ints(cd.input_spatial_dimensions(), 4, false);
+  r.PutInt(cd.kernel_input_feature_dimension());
+  r.PutInt(cd.kernel_output_feature_dimension());
+  r.Ints(cd.kernel_spatial_dimensions(), 4, false);
+  r.PutInt(cd.output_batch_dimension());
+  r.PutInt(cd.output_feature_dimension());
+  r.PutInt(inst.feature_group_count());  // 107
+  r.PutInt(inst.batch_group_count());    // 108
+  const auto& sl = inst.slice_dimensions();  // 109-120
+  using Slice = HloInstructionProto::SliceDimensions;
+  r.Sequence(sl, 2, true, [](const Slice& s) { return s.start(); });
+  r.Sequence(sl, 2, true, [](const Slice& s) { return s.stride(); });
+  r.Sequence(sl, 2, true, [](const Slice& s) { return s.limit(); });
+  r.Ints(inst.dynamic_slice_sizes(), 2, true);  // 121-124
+  const auto& pad = inst.padding_config().dimensions();  // 125-132
+  using PadDim = xla::PaddingConfig::PaddingConfigDimension;
+  r.Sequence(pad, 2, true, [](const PadDim& p) { return p.edge_padding_low(); });
+  r.Sequence(pad, 2, true, [](const PadDim& p) { return p.edge_padding_high(); });
+  r.Put(inst.is_stable() ? 1 : 0);                         // 133
+  r.Ints(shape.layout().minor_to_major(), 6, false);       // 134-139
+}
+
+absl::Status Invalid(absl::string_view what, const HloComputationProto& comp, const HloInstructionProto* inst,
+                     absl::string_view msg) {
+  std::string where = absl::StrCat(what, ": computation '", comp.name(), "'");
+  if (inst) absl::StrAppend(&where, ", instruction '", inst->name(), "' (id ", inst->id(), ")");
+  return absl::InvalidArgumentError(absl::StrCat(where, ": ", msg));
+}
+
+bool IsDefaultConfigurable(int opcode) {
+  return opcode == op::kConvolution || opcode == op::kDot || opcode == op::kReshape;
+}
+
+}  // namespace
+
+int OpcodeId(absl::string_view name) {
+  static const auto* ids = [] {
+    auto* m = new std::unordered_map<std::string, int>();
+    for (size_t i = 0; i < kOpcodeNames.size(); ++i) (*m)[kOpcodeNames[i]] = static_cast<int>(i) + 1;
+    return m;
+  }();
+  auto it = ids->find(std::string(name));
+  return it == ids->end() ? 0 : it->second;
+}
+
+absl::string_view OpcodeName(int id) {
+  if (id < 1 || id > static_cast<int>(kOpcodeNames.size())) return "";
+  return kOpcodeNames[static_cast<size_t>(id) - 1];
+}
+
+absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what) {
+  if (bytes.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty; expected an HLO module"));
+  // An xla.HloProto (XLA's *.hlo.pb dumps) holds the module in field 1; a bare
+  // HloModuleProto has its name there, which does not parse as a module with
+  // computations. So: HloProto if that gives a module with computations.
+  xla::HloProto wrapped;
+  if (wrapped.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) && wrapped.has_hlo_module() &&
+      wrapped.hlo_module().computations_size() > 0)
+    return std::move(*wrapped.mutable_hlo_module());
+  HloModuleProto module;
+  if (!module.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": not a serialized xla.HloProto or xla.HloModuleProto (protobuf parsing failed: truncated or "
+              "another kind of file)"));
+  if (module.computations_size() == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": not an HLO module: it parses, but has no computations (expected an xla.HloProto, "
+                           "e.g. an XLA dump *.hlo.pb, or an xla.HloModuleProto)"));
+  return module;
+}
+
+absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::string_view what,
+                                            const Limits& limits) {
+  if (module.computations_size() == 0)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the module has no computations"));
+  int64_t n = 0;
+  for (const HloComputationProto& c : module.computations()) n += c.instructions_size();
+  if (n == 0) return absl::InvalidArgumentError(absl::StrCat(what, ": the module has no instructions"));
+  if (n > limits.max_instructions)
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": the module has ", n,
+                                                     " instructions, over the limit of ", limits.max_instructions));
+  ModuleGraph out;
+  out.module_name = module.name();
+  out.graph.num_nodes = n;
+  out.graph.node_feat.assign(static_cast<size_t>(n) * kNodeFeatDim, 0.0f);
+  out.graph.node_opcode.assign(static_cast<size_t>(n), 0);
+  out.nodes.resize(static_cast<size_t>(n));
+  out.node_splits = {0};
+
+  // Computation id -> position; each computation's root node, for call edges.
+  std::unordered_map<int64_t, int> comp_pos;
+  std::vector<int64_t> root_node(static_cast<size_t>(module.computations_size()), -1);
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  std::set<std::string> unknown_opcodes;
+  int64_t base = 0;
+  for (int ci = 0; ci < module.computations_size(); ++ci) {
+    const HloComputationProto& comp = module.computations(ci);
+    if (!comp_pos.emplace(comp.id(), ci).second)
+      return Invalid(what, comp, nullptr, absl::StrCat("computation id ", comp.id(), " is used twice"));
+    if (comp.instructions_size() == 0) return Invalid(what, comp, nullptr, "has no instructions");
+    // Instruction id -> node, within the computation (operands live in the same one).
+    std::unordered_map<int64_t, int64_t> local;
+    for (int ii = 0; ii < comp.instructions_size(); ++ii) {
+      const HloInstructionProto& inst = comp.instructions(ii);
+      if (!local.emplace(inst.id(), base + ii).second)
+        return Invalid(what, comp, &inst, "its id is used by another instruction of the computation");
+    }
+    auto root = local.find(comp.root_id());
+    if (root == local.end())
+      return Invalid(what, comp, nullptr,
+                     absl::StrCat("root_id ", comp.root_id(), " is not the id of one of its instructions"));
+    root_node[static_cast<size_t>(ci)] = root->second;
+    for (int ii = 0; ii < comp.instructions_size(); ++ii) {
+      const HloInstructionProto& inst = comp.instructions(ii);
+      const int64_t node = base + ii;
+      if (inst.shape().dimensions_size() > kMaxDims)
+        return Invalid(what, comp, &inst,
+                       absl::StrCat("its shape has ", inst.shape().dimensions_size(),
+                                    " dimensions; the TpuGraphs features describe at most ", kMaxDims));
+      const int opcode = OpcodeId(inst.opcode());
+      if (opcode == 0) unknown_opcodes.insert(inst.opcode());
+      out.graph.node_opcode[static_cast<size_t>(node)] = opcode;
+      out.nodes[static_cast<size_t>(node)] = {comp.name(), inst.name(), inst.opcode(), inst.id()};
+      InstructionFeatures(inst, comp, out.graph.node_feat.data() + node * kNodeFeatDim);
+      if (IsDefaultConfigurable(opcode)) out.default_config_nodes.push_back(node);
+      for (int64_t operand : inst.operand_ids()) {
+        auto it = local.find(operand);
+        if (it == local.end())
+          return Invalid(what, comp, &inst,
+                         absl::StrCat("operand id ", operand, " is not an instruction of this computation"));
+        if (it->second >= node)
+          return Invalid(what, comp, &inst,
+                         absl::StrCat("operand id ", operand, " ('", comp.instructions(it->second - base).name(),
+                                      "') does not come before it: a cycle, or instructions out of dependency "
+                                      "order"));
+        edges.emplace_back(node, it->second);
+      }
+      for (int64_t called : inst.called_computation_ids()) {
+        auto it = comp_pos.find(called);
+        if (it == comp_pos.end()) {
+          bool later = false;
+          for (int cj = ci; cj < module.computations_size(); ++cj) later |= module.computations(cj).id() == called;
+          return Invalid(what, comp, &inst,
+                         later ? absl::StrCat("calls computation id ", called,
+                                              ", which does not come before its caller: a cycle of calls, or "
+                                              "computations out of dependency order")
+                               : absl::StrCat("calls computation id ", called, ", which the module does not have"));
+        }
+        edges.emplace_back(node, root_node[static_cast<size_t>(it->second)]);
+      }
+    }
+    base += comp.instructions_size();
+    if (absl::StrContains(comp.name(), "cluster") || absl::StrContains(comp.name(), "while") ||
+        absl::StrContains(comp.name(), "cond"))
+      out.node_splits.push_back(base);
+  }
+  if (out.node_splits.back() < n) out.node_splits.push_back(n);
+  std::sort(edges.begin(), edges.end());
+  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+  out.graph.edge_index.reserve(edges.size() * 2);
+  for (const auto& [u, v] : edges) {
+    out.graph.edge_index.push_back(u);
+    out.graph.edge_index.push_back(v);
+  }
+  for (const std::string& name : unknown_opcodes)
+    out.warnings.push_back(absl::StrCat("opcode '", name, "' is not in hlo_opcodes.tsv: encoded as id 0"));
+  return out;
+}
+
+absl::StatusOr<std::vector<int8_t>> LayoutConfigRow(const std::vector<TensorLayouts>& per_node) {
+  std::vector<int8_t> row(per_node.size() * kConfigFeatDim, -1);
+  for (size_t i = 0; i < per_node.size(); ++i) {
+    const TensorLayouts& tensors = per_node[i];
+    if (tensors.size() > static_cast<size_t>(kConfigGroups))
+      return absl::InvalidArgumentError(absl::StrCat("configurable node ", i, " has ", tensors.size(),
+                                                     " tensor layouts; at most 3 (output, input, kernel)"));
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      if (tensors[t].size() > static_cast<size_t>(kLayoutSlots))
+        return absl::InvalidArgumentError(absl::StrCat("configurable node ", i, ", tensor ", t, " has ",
+                                                       tensors[t].size(), " dimensions; at most 6"));
+      for (size_t d = 0; d < tensors[t].size(); ++d) {
+        const int64_t v = tensors[t][d];
+        if (v < 0 || v >= kLayoutSlots)
+          return absl::InvalidArgumentError(absl::StrCat("configurable node ", i, ", tensor ", t, ", position ", d,
+                                                         " is ", v, "; a dimension index 0..5"));
+        row[i * kConfigFeatDim + t * kLayoutSlots + d] = static_cast<int8_t>(v);
+      }
+    }
+  }
+  return row;
+}
+
+absl::StatusOr<LayoutTuning> FeaturizeLayoutTuning(const xla::ModuleTuningData& data, absl::string_view what,
+                                                   const Limits& limits) {
+  if (!data.has_module())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the tuning data has no module (field 1)"));
+  absl::StatusOr<ModuleGraph> module = FeaturizeModule(data.module(), what, limits);
+  if (!module.ok()) return module.status();
+  LayoutTuning out;
+  const int64_t n = module->graph.num_nodes;
+  const int nc = data.config_index_to_node_size();
+  if (nc == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": config_index_to_node is empty: not layout tuning data (tile data is a TuningData)"));
+  std::vector<int64_t> ids;
+  std::set<int64_t> seen;
+  for (int i = 0; i < nc; ++i) {
+    const uint64_t id = data.config_index_to_node(i);
+    if (id >= static_cast<uint64_t>(n))
+      return absl::InvalidArgumentError(absl::StrCat(what, ": config_index_to_node[", i, "] is ", id,
+                                                     ", expected a node index 0..", n - 1));
+    if (!seen.insert(static_cast<int64_t>(id)).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": config_index_to_node lists node ", id, " twice (entries up to ", i, ")"));
+    ids.push_back(static_cast<int64_t>(id));
+  }
+  bool has_default = false;
+  std::vector<int8_t> configs;
+  std::vector<int64_t> runtimes;
+  for (int r = 0; r < data.runs_size(); ++r) {
+    const xla::ConfigProfile& run = data.runs(r);
+    ++out.stats.runs;
+    if (!run.has_module_config()) { ++out.stats.without_config; continue; }
+    if (run.error()) { ++out.stats.errors; continue; }
+    if (!run.has_profile()) { ++out.stats.without_profile; continue; }
+    if (run.profile().compute_time_ns() <= 0) { ++out.stats.nonpositive_time; continue; }
+    const auto& nodes = run.module_config().layout_config().nodes();
+    if (nodes.size() != nc)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": run ", r, " configures ", nodes.size(),
+                                                     " nodes, config_index_to_node has ", nc));
+    std::vector<TensorLayouts> per_node(static_cast<size_t>(nc));
+    for (int i = 0; i < nc; ++i)
+      for (const auto& tensor : nodes.Get(i).tensors()) {
+        // Upstream keeps the first 6 dimensions of each tensor.
+        const int keep = std::min(tensor.dims_size(), kLayoutSlots);
+        per_node[static_cast<size_t>(i)].emplace_back(tensor.dims().begin(), tensor.dims().begin() + keep);
+      }
+    absl::StatusOr<std::vector<int8_t>> row = LayoutConfigRow(per_node);
+    if (!row.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": run ", r, ": ", row.status().message()));
+    configs.insert(configs.end(), row->begin(), row->end());
+    runtimes.push_back(run.profile().compute_time_ns());
+    has_default |= run.is_default();
+    ++out.stats.kept;
+  }
+  if (!has_default)
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, ": no kept run is the default configuration (is_default); the TpuGraphs encoder drops such modules"));
+  out.graph.name = module->module_name;
+  out.graph.graph = module->graph;
+  out.graph.node_config_ids = std::move(ids);
+  out.graph.num_configs = static_cast<int64_t>(runtimes.size());
+  out.graph.config_feat = std::move(configs);
+  out.graph.config_runtime = std::move(runtimes);
+  out.graph.node_splits = module->node_splits;
+  out.module = std::move(*module);
+  if (absl::Status s = ValidateLayoutGraph(out.graph, what); !s.ok()) return s;
+  return out;
+}
+
+std::vector<float> TileConfigFeatures(const xla::TileSizeConfig& config) {
+  std::vector<float> f(kTileConfigDim, 0.0f);
+  Row r(f.data());
+  r.Ints(config.kernel_bounds(), 6, true, /*empty_product=*/0);
+  r.Ints(config.output_bounds(), 6, true, /*empty_product=*/0);
+  r.Ints(config.input_bounds(), 6, true, /*empty_product=*/0);
+  return f;
+}
+
+absl::StatusOr<TileTuning> FeaturizeTileTuning(const xla::TuningData& data, absl::string_view what,
+                                               const Limits& limits) {
+  TileTuning out;
+  for (int k = 0; k < data.modules_size(); ++k) {
+    const xla::ModuleTuningData& m = data.modules(k);
+    const std::string label = absl::StrCat("kernel ", k, " (", m.module().name(), ")");
+    if (m.runs_size() <= 1) {
+      out.skipped.push_back(absl::StrCat(label, ": ", m.runs_size(), " run(s); at least 2 are needed"));
+      continue;
+    }
+    if (!m.has_module()) {
+      out.skipped.push_back(absl::StrCat(label, ": no module"));
+      continue;
+    }
+    bool all_tiled = true;
+    for (const xla::ConfigProfile& run : m.runs()) all_tiled &= run.op_config().has_tile_size_config();
+    if (!all_tiled) {
+      out.skipped.push_back(absl::StrCat(label, ": a run has no tile size config"));
+      continue;
+    }
+    absl::StatusOr<ModuleGraph> module = FeaturizeModule(m.module(), absl::StrCat(what, ": ", label), limits);
+    if (!module.ok()) return module.status();
+    TileGraph g;
+    RunStats stats;
+    int64_t normalizer = 0;
+    for (const xla::ConfigProfile& run : m.runs()) {
+      ++stats.runs;
+      if (run.error()) { ++stats.errors; continue; }
+      if (run.profile().compute_time_ns() <= 1) { ++stats.nonpositive_time; continue; }
+      if (run.is_default() && normalizer == 0) normalizer = run.profile().compute_time_ns();
+      const std::vector<float> f = TileConfigFeatures(run.op_config().tile_size_config());
+      g.config_feat.insert(g.config_feat.end(), f.begin(), f.end());
+      g.config_runtime.push_back(run.profile().compute_time_ns());
+      ++stats.kept;
+    }
+    if (normalizer == 0) {
+      out.skipped.push_back(absl::StrCat(label, ": no kept run is the default (is_default), so no normalizer"));
+      continue;
+    }
+    char fp[17];
+    std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(m.fingerprint()));
+    g.name = absl::StrCat(m.module().name(), "_", fp);
+    g.graph = std::move(module->graph);
+    g.num_configs = static_cast<int64_t>(g.config_runtime.size());
+    g.config_runtime_normalizers.assign(g.config_runtime.size(), normalizer);
+    if (absl::Status s = ValidateTileGraph(g, absl::StrCat(what, ": ", label)); !s.ok()) return s;
+    out.graphs.push_back(std::move(g));
+    out.stats.push_back(stats);
+  }
+  return out;
+}
+
+}  // namespace tgraph::hlo

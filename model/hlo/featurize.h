@@ -1,0 +1,103 @@
+// XLA HLO modules and TpuGraphs tuning data -> graphs in the TpuGraphs format, built
+// exactly as the TpuGraphs encoder builds them (../shared/spec/HLO.md): node order,
+// the 140 node features, opcode ids, edges, node_splits, configurable nodes, layout
+// configurations (18 values per configurable node) and tile configurations (24 values).
+// Every structural problem of the input is an INVALID_ARGUMENT naming the computation
+// and the instruction; nothing here crashes on bad input. Torch-free; used by
+// tgraph-featurize, the server (RegisterGraph with an HLO module) and the client.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/graph.h"
+#include "tgraph/hlo/tuning.pb.h"
+
+namespace tgraph::hlo {
+
+// Opcode ids of hlo_opcodes.tsv: 1..120 for known names, 0 for any other (as upstream).
+int OpcodeId(absl::string_view name);
+// The name of an opcode id, "" for 0 or out of range.
+absl::string_view OpcodeName(int id);
+
+// What one node of a featurized module came from.
+struct NodeSource {
+  std::string computation;  // the computation's name
+  std::string instruction;  // the instruction's name
+  std::string opcode;       // the instruction's opcode as written in the module
+  int64_t instruction_id = 0;
+};
+
+// A module as a TpuGraphs graph.
+struct ModuleGraph {
+  std::string module_name;
+  NodeGraph graph;                       // node_feat, node_opcode, edge_index (rows sorted, u > v)
+  std::vector<int64_t> node_splits;      // 0, ..., n (HLO.md "node_splits")
+  std::vector<NodeSource> nodes;         // one per node, in node order
+  std::vector<int64_t> default_config_nodes;  // convolution, dot and reshape nodes, ascending
+  std::vector<std::string> warnings;     // e.g. unknown opcode names (encoded as id 0)
+};
+
+struct Limits {
+  int64_t max_instructions = 200000;  // over this: RESOURCE_EXHAUSTED
+};
+
+// Parses `bytes` as an xla.HloProto (what XLA dumps: the module in field 1), or else an
+// xla.HloModuleProto. INVALID_ARGUMENT, prefixed with `what`, when it is neither (a
+// truncated file, another message, a module without computations).
+absl::StatusOr<tgraph::xla::HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what);
+
+// Featurizes a module. Errors name `what`, the computation and the instruction:
+// an operand or called computation that does not exist, or does not come before its
+// user (a cycle, or an order that is not topological), duplicate ids, a missing root,
+// shapes of more than 6 dimensions.
+absl::StatusOr<ModuleGraph> FeaturizeModule(const tgraph::xla::HloModuleProto& module, absl::string_view what,
+                                            const Limits& limits = {});
+
+// Counts of what happened to the runs of tuning data.
+struct RunStats {
+  int64_t runs = 0, kept = 0, errors = 0, without_config = 0, without_profile = 0, nonpositive_time = 0;
+};
+
+// A tpu_graphs.ModuleTuningData of layout runs -> a layout graph whose configurable
+// nodes are config_index_to_node and whose configurations are the runs kept (a module
+// config, no error, a profile; HLO.md), in the order of the file, runtime =
+// compute_time_ns. FAILED_PRECONDITION when the data has no default run (upstream
+// drops such modules) or no run is kept.
+struct LayoutTuning {
+  ModuleGraph module;
+  LayoutGraph graph;
+  RunStats stats;
+};
+absl::StatusOr<LayoutTuning> FeaturizeLayoutTuning(const tgraph::xla::ModuleTuningData& data, absl::string_view what,
+                                                   const Limits& limits = {});
+
+// A tpu_graphs.TuningData of tile-size runs -> one tile graph per kernel (module).
+// Kernels with at most one run, without a module, or with a run that has no tile size
+// config are skipped (reason in `skipped`); runs with an error or compute time <= 1 are
+// dropped; the normalizer is the kernel's default run's time (a kernel without one is
+// skipped). Graph names: the module name and its fingerprint in hex.
+struct TileTuning {
+  std::vector<TileGraph> graphs;
+  std::vector<RunStats> stats;        // per kept kernel
+  std::vector<std::string> skipped;   // "kernel 3 (fusion.12): ..." per skipped kernel
+};
+absl::StatusOr<TileTuning> FeaturizeTileTuning(const tgraph::xla::TuningData& data, absl::string_view what,
+                                               const Limits& limits = {});
+
+// The 24 tile config features of HLO.md: kernel, output and input bounds, each the
+// first 6 values zero-padded, then their sum and product (product of none = 0).
+std::vector<float> TileConfigFeatures(const tgraph::xla::TileSizeConfig& config);
+
+// One layout configuration row (nc x 18 values) from per-node tensor layouts: for each
+// configurable node, up to 3 tensors (output, then operands), each its dimensions
+// minor-to-major (at most 6), padded with -1. An empty list (or a node without tensors)
+// means the compiler default (all -1). INVALID_ARGUMENT for more than 3 tensors, more
+// than 6 dimensions or a value outside 0..5.
+using TensorLayouts = std::vector<std::vector<int64_t>>;  // per tensor: minor-to-major
+absl::StatusOr<std::vector<int8_t>> LayoutConfigRow(const std::vector<TensorLayouts>& per_node);
+
+}  // namespace tgraph::hlo

@@ -1,0 +1,163 @@
+// tgraph-featurize: XLA HLO modules and TpuGraphs tuning data -> TpuGraphs .npz files.
+//
+//   tgraph-featurize module --in MODULE.hlo.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]
+//   tgraph-featurize layout --in MODULE_TUNING_DATA.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]
+//   tgraph-featurize tile   --in TUNING_DATA.pb --out_dir DIR
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "model/cli.h"
+#include "model/file_util.h"
+#include "model/graph_io.h"
+#include "model/hlo/featurize.h"
+
+ABSL_FLAG(std::string, in, "", "Input: an HLO module (module), a ModuleTuningData (layout) or a TuningData (tile)");
+ABSL_FLAG(std::string, out, "", "module, layout: the .npz to write");
+ABSL_FLAG(std::string, out_dir, "", "tile: the folder to write one .npz per kernel into");
+ABSL_FLAG(std::string, nodes_tsv, "",
+          "module, layout: also write the configurable nodes, in configuration-row order, as a TSV "
+          "(row, node, computation, instruction, opcode)");
+ABSL_FLAG(int64_t, max_instructions, 200000, "Refuse modules with more instructions than this");
+
+namespace {
+
+namespace fs = std::filesystem;
+using tgraph::hlo::ModuleGraph;
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "tgraph-featurize: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+absl::Status WriteNodesTsv(const std::string& path, const ModuleGraph& m, const std::vector<int64_t>& ids) {
+  std::string text = "row\tnode\tcomputation\tinstruction\topcode\n";
+  for (size_t r = 0; r < ids.size(); ++r) {
+    const tgraph::hlo::NodeSource& s = m.nodes[static_cast<size_t>(ids[r])];
+    absl::StrAppend(&text, r, "\t", ids[r], "\t", s.computation, "\t", s.instruction, "\t", s.opcode, "\n");
+  }
+  return tgraph::WriteFileAtomic(path, text);
+}
+
+void PrintWarnings(const ModuleGraph& m) {
+  for (const std::string& w : m.warnings) std::fprintf(stderr, "tgraph-featurize: warning: %s\n", w.c_str());
+}
+
+// Parses the whole input file as the message T, naming the file in errors.
+template <typename T>
+absl::StatusOr<T> ReadProto(const std::string& path, const char* kind) {
+  absl::StatusOr<std::string> bytes = tgraph::ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  T msg;
+  if (bytes->size() > static_cast<size_t>(INT32_MAX) ||
+      !msg.ParseFromArray(bytes->data(), static_cast<int>(bytes->size())))
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a serialized ", kind, " (protobuf parsing failed: truncated or another file)"));
+  return msg;
+}
+
+int Module(const tgraph::hlo::Limits& limits) {
+  const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out);
+  if (in.empty() || out.empty()) return Fail(absl::InvalidArgumentError("module needs --in MODULE.hlo.pb and --out GRAPH.npz"));
+  absl::StatusOr<std::string> bytes = tgraph::ReadFile(in);
+  if (!bytes.ok()) return Fail(bytes.status());
+  absl::StatusOr<tgraph::xla::HloModuleProto> proto = tgraph::hlo::ParseModule(*bytes, in);
+  if (!proto.ok()) return Fail(proto.status());
+  absl::StatusOr<ModuleGraph> m = tgraph::hlo::FeaturizeModule(*proto, in, limits);
+  if (!m.ok()) return Fail(m.status());
+  PrintWarnings(*m);
+  // A graph-only layout file: the configurable nodes (convolution, dot, reshape) and no
+  // configurations; rank configurations for it with tgraph-client rank --configs.
+  tgraph::LayoutGraph g;
+  g.name = m->module_name;
+  g.graph = m->graph;
+  g.node_config_ids = m->default_config_nodes;
+  g.node_splits = m->node_splits;
+  if (absl::Status s = tgraph::SaveLayoutGraph(out, g, /*allow_no_configs=*/true); !s.ok()) return Fail(s);
+  if (!absl::GetFlag(FLAGS_nodes_tsv).empty())
+    if (absl::Status s = WriteNodesTsv(absl::GetFlag(FLAGS_nodes_tsv), *m, g.node_config_ids); !s.ok()) return Fail(s);
+  std::printf("%s: module %s, %lld nodes, %lld edges, %zu computations, %lld configurable nodes -> %s\n", in.c_str(),
+              m->module_name.c_str(), static_cast<long long>(g.graph.num_nodes),
+              static_cast<long long>(g.graph.num_edges()), static_cast<size_t>(proto->computations_size()),
+              static_cast<long long>(g.num_config_nodes()), out.c_str());
+  return 0;
+}
+
+int Layout(const tgraph::hlo::Limits& limits) {
+  const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out);
+  if (in.empty() || out.empty()) return Fail(absl::InvalidArgumentError("layout needs --in TUNING.pb and --out GRAPH.npz"));
+  absl::StatusOr<tgraph::xla::ModuleTuningData> data = ReadProto<tgraph::xla::ModuleTuningData>(in, "tpu_graphs.ModuleTuningData");
+  if (!data.ok()) return Fail(data.status());
+  absl::StatusOr<tgraph::hlo::LayoutTuning> t = tgraph::hlo::FeaturizeLayoutTuning(*data, in, limits);
+  if (!t.ok()) return Fail(t.status());
+  PrintWarnings(t->module);
+  if (absl::Status s = tgraph::SaveLayoutGraph(out, t->graph); !s.ok()) return Fail(s);
+  if (!absl::GetFlag(FLAGS_nodes_tsv).empty())
+    if (absl::Status s = WriteNodesTsv(absl::GetFlag(FLAGS_nodes_tsv), t->module, t->graph.node_config_ids); !s.ok())
+      return Fail(s);
+  const tgraph::hlo::RunStats& r = t->stats;
+  std::printf("%s: module %s, %lld nodes, %lld configurable; %lld runs: %lld kept, %lld with errors, %lld without "
+              "a layout config, %lld without a profile, %lld with time <= 0 -> %s\n",
+              in.c_str(), t->module.module_name.c_str(), static_cast<long long>(t->graph.graph.num_nodes),
+              static_cast<long long>(t->graph.num_config_nodes()), static_cast<long long>(r.runs),
+              static_cast<long long>(r.kept), static_cast<long long>(r.errors),
+              static_cast<long long>(r.without_config), static_cast<long long>(r.without_profile),
+              static_cast<long long>(r.nonpositive_time), out.c_str());
+  return 0;
+}
+
+int Tile(const tgraph::hlo::Limits& limits) {
+  const std::string in = absl::GetFlag(FLAGS_in), dir = absl::GetFlag(FLAGS_out_dir);
+  if (in.empty() || dir.empty()) return Fail(absl::InvalidArgumentError("tile needs --in TUNING.pb and --out_dir DIR"));
+  absl::StatusOr<tgraph::xla::TuningData> data = ReadProto<tgraph::xla::TuningData>(in, "tpu_graphs.TuningData");
+  if (!data.ok()) return Fail(data.status());
+  absl::StatusOr<tgraph::hlo::TileTuning> t = tgraph::hlo::FeaturizeTileTuning(*data, in, limits);
+  if (!t.ok()) return Fail(t.status());
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Fail(absl::InternalError(absl::StrCat(dir, ": cannot create: ", ec.message())));
+  for (size_t k = 0; k < t->graphs.size(); ++k) {
+    const tgraph::TileGraph& g = t->graphs[k];
+    const std::string path = absl::StrCat(dir, "/", g.name, ".npz");
+    if (absl::Status s = tgraph::SaveTileGraph(path, g); !s.ok()) return Fail(s);
+    std::fprintf(stderr, "[%zu/%zu] %s: %lld nodes, %lld configs (%lld runs, %lld with errors, %lld with time <= 1)\n",
+                 k + 1, t->graphs.size(), path.c_str(), static_cast<long long>(g.graph.num_nodes),
+                 static_cast<long long>(g.num_configs), static_cast<long long>(t->stats[k].runs),
+                 static_cast<long long>(t->stats[k].errors), static_cast<long long>(t->stats[k].nonpositive_time));
+  }
+  for (const std::string& s : t->skipped) std::fprintf(stderr, "tgraph-featurize: skipped %s\n", s.c_str());
+  std::printf("%s: %d kernels, %zu written to %s, %zu skipped\n", in.c_str(), data->modules_size(), t->graphs.size(),
+              dir.c_str(), t->skipped.size());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "XLA HLO modules and TpuGraphs tuning data -> TpuGraphs .npz files (docs/api.md, \"Ranking your own "
+      "XLA program\").\n"
+      "  tgraph-featurize module --in MODULE.hlo.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]\n"
+      "      an xla.HloProto (XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_proto) or HloModuleProto -> a\n"
+      "      graph-only layout file: convolution, dot and reshape nodes configurable, no configurations\n"
+      "  tgraph-featurize layout --in MODULE_TUNING_DATA.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]\n"
+      "      a tpu_graphs.ModuleTuningData -> a layout file with its valid runs and their runtimes\n"
+      "  tgraph-featurize tile --in TUNING_DATA.pb --out_dir DIR\n"
+      "      a tpu_graphs.TuningData -> one tile file per kernel, with runtimes and normalizers");
+  tgraph::NormalizeFlagDashes(argc, argv);
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: module, layout or tile (see --help)"));
+  tgraph::hlo::Limits limits;
+  limits.max_instructions = absl::GetFlag(FLAGS_max_instructions);
+  const std::string cmd = args[1];
+  if (cmd == "module") return Module(limits);
+  if (cmd == "layout") return Layout(limits);
+  if (cmd == "tile") return Tile(limits);
+  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected module, layout or tile")));
+}
