@@ -60,7 +60,7 @@ absl::StatusOr<BenchReport> RunBench(const BenchOptions& o) {
                                                    "); pass --allow_remote to load another host"));
   if (o.requests <= 0 && o.duration_s <= 0)
     return absl::InvalidArgumentError("give --requests or --duration_s: a benchmark must stop by itself");
-  if (o.concurrency < 1 || o.configs < 1) return absl::InvalidArgumentError("--concurrency and --configs must be >= 1");
+  if (o.concurrency < 1 || o.configs < 1) return absl::InvalidArgumentError("--concurrency and --configs_per_request must be >= 1");
   absl::StatusOr<Collection> c = ParseCollection(o.collection);
   if (!c.ok()) return c.status();
 

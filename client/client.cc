@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -50,9 +51,9 @@ struct RankerClient::Impl {
     return s;
   }
 
-  absl::StatusOr<Ranking> Rank(const NodeGraph& graph, const std::vector<int64_t>& ids, v1::RankConfigsRequest q,
-                               const RankOptions& o) {
-    const std::string hash = GraphContentHash(graph, ids);
+  // Ranks by hash; `register_graph` is called when the server does not know the graph.
+  absl::StatusOr<Ranking> Rank(const std::string& hash, v1::RankConfigsRequest q, const RankOptions& o,
+                               const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph) {
     q.set_collection(o.collection);
     q.set_model_version(o.model_version);
     q.set_graph_hash(hash);
@@ -67,7 +68,7 @@ struct RankerClient::Impl {
       // The server does not know the graph (new, evicted, restarted, another replica):
       // register it and try once more.
       if (s.error_code() == grpc::NOT_FOUND && round == 0 && s.error_message().find("RegisterGraph") != std::string::npos) {
-        absl::StatusOr<RegisteredGraph> reg = Register(graph, ids);
+        absl::StatusOr<RegisteredGraph> reg = register_graph();
         if (!reg.ok()) return reg.status();
         ++r.registrations;
         continue;
@@ -86,19 +87,67 @@ struct RankerClient::Impl {
     return r;
   }
 
-  absl::StatusOr<RegisteredGraph> Register(const NodeGraph& graph, const std::vector<int64_t>& ids) {
-    v1::RegisterGraphRequest req;
-    EncodeGraph(graph, ids, req.mutable_graph());
-    const std::string hash = GraphContentHash(graph, ids);
+  absl::StatusOr<RegisteredGraph> Register(const v1::RegisterGraphRequest& req, const std::string& hash) {
     v1::RegisterGraphResponse resp;
     grpc::Status s = WithRetries(hash, [&](grpc::ClientContext* ctx) { return stub->RegisterGraph(ctx, req, &resp); });
     if (!s.ok()) return FromGrpc(s, "RegisterGraph");
     if (resp.graph_hash() != hash)
       return absl::InternalError(absl::StrCat("RegisterGraph: the server's hash ", resp.graph_hash(),
                                               " differs from the local one ", hash, " (incompatible versions?)"));
-    return RegisteredGraph{hash, resp.num_nodes(), resp.pruned_nodes(), resp.already_registered()};
+    RegisteredGraph r{hash, resp.num_nodes(), resp.pruned_nodes(), resp.already_registered(), {}, {}};
+    for (const v1::ConfigurableNode& c : resp.configurable_nodes())
+      r.configurable_nodes.push_back({c.node(), c.opcode(), c.instruction(), c.computation()});
+    r.warnings.assign(resp.warnings().begin(), resp.warnings().end());
+    return r;
+  }
+
+  absl::StatusOr<RegisteredGraph> Register(const NodeGraph& graph, const std::vector<int64_t>& ids) {
+    v1::RegisterGraphRequest req;
+    EncodeGraph(graph, ids, req.mutable_graph());
+    return Register(req, GraphContentHash(graph, ids));
+  }
+
+  absl::StatusOr<RegisteredGraph> Register(const HloProgram& p) {
+    v1::RegisterGraphRequest req;
+    req.set_hlo_module(p.serialized);
+    return Register(req, p.graph_hash);
   }
 };
+
+absl::StatusOr<HloProgram> HloProgram::FromSerialized(std::string serialized, const std::string& what) {
+  absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(serialized, what);
+  if (!module.ok()) return module.status();
+  absl::StatusOr<hlo::ModuleGraph> m = hlo::FeaturizeModule(*module, what);
+  if (!m.ok()) return m.status();
+  HloProgram p;
+  p.serialized = std::move(serialized);
+  p.module_name = m->module_name;
+  p.graph = std::move(m->graph);
+  p.node_config_ids = std::move(m->default_config_nodes);
+  p.warnings = std::move(m->warnings);
+  for (int64_t id : p.node_config_ids) {
+    const hlo::NodeSource& s = m->nodes[static_cast<size_t>(id)];
+    p.configurable_nodes.push_back({id, s.opcode, s.instruction, s.computation});
+  }
+  p.graph_hash = GraphContentHash(p.graph, p.node_config_ids);
+  return p;
+}
+
+absl::StatusOr<std::vector<int8_t>> HloProgram::LayoutRow(
+    const std::map<std::string, std::vector<std::vector<int64_t>>>& by_instruction) const {
+  std::map<std::string, size_t> row_of;
+  for (size_t i = 0; i < configurable_nodes.size(); ++i) row_of.emplace(configurable_nodes[i].instruction, i);
+  std::vector<int8_t> row(configurable_nodes.size() * kConfigFeatDim, -1);
+  for (const auto& [name, tensors] : by_instruction) {
+    auto it = row_of.find(name);
+    if (it == row_of.end())
+      return absl::InvalidArgumentError(absl::StrCat("'", name, "' is not a configurable instruction of module ",
+                                                     module_name, " (its convolution, dot and reshape instructions)"));
+    if (absl::Status s = hlo::NodeLayoutValues(tensors, row.data() + it->second * kConfigFeatDim); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat("instruction '", name, "': ", s.message()));
+  }
+  return row;
+}
 
 RankerClient::RankerClient(ClientOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
@@ -124,7 +173,18 @@ absl::StatusOr<Ranking> RankerClient::RankLayout(const NodeGraph& graph, const s
   v1::RankConfigsRequest q;
   q.set_num_configs(count);
   q.set_layout_configs(reinterpret_cast<const char*>(configs), static_cast<size_t>(count) * ids.size() * kConfigFeatDim);
-  return impl_->Rank(graph, ids, std::move(q), o);
+  return impl_->Rank(GraphContentHash(graph, ids), std::move(q), o, [&] { return impl_->Register(graph, ids); });
+}
+
+absl::StatusOr<RegisteredGraph> RankerClient::Register(const HloProgram& program) { return impl_->Register(program); }
+
+absl::StatusOr<Ranking> RankerClient::RankLayout(const HloProgram& p, const int8_t* configs, int64_t count,
+                                                 const RankOptions& o) {
+  v1::RankConfigsRequest q;
+  q.set_num_configs(count);
+  q.set_layout_configs(reinterpret_cast<const char*>(configs),
+                       static_cast<size_t>(count) * p.node_config_ids.size() * kConfigFeatDim);
+  return impl_->Rank(p.graph_hash, std::move(q), o, [&] { return impl_->Register(p); });
 }
 
 absl::StatusOr<Ranking> RankerClient::RankTile(const NodeGraph& graph, const float* configs, int64_t count,
@@ -132,7 +192,7 @@ absl::StatusOr<Ranking> RankerClient::RankTile(const NodeGraph& graph, const flo
   v1::RankConfigsRequest q;
   q.set_num_configs(count);
   q.set_tile_configs(reinterpret_cast<const char*>(configs), static_cast<size_t>(count) * kTileConfigDim * sizeof(float));
-  return impl_->Rank(graph, {}, std::move(q), o);
+  return impl_->Rank(GraphContentHash(graph, {}), std::move(q), o, [&] { return impl_->Register(graph, {}); });
 }
 
 absl::StatusOr<v1::ListModelsResponse> RankerClient::ListModels() {

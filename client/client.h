@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,10 +46,43 @@ struct Ranking {
   int registrations = 0;       // RegisterGraph calls this ranking needed (0 when the server knew the graph)
 };
 
+// A configurable node as RegisterGraph lists it (configuration-row order).
+struct ConfigurableNode {
+  int64_t node = 0;
+  std::string opcode, instruction, computation;  // names empty for graphs sent as arrays
+};
+
 struct RegisteredGraph {
   std::string graph_hash;
   int64_t num_nodes = 0, pruned_nodes = 0;
   bool already_registered = false;
+  std::vector<ConfigurableNode> configurable_nodes;
+  std::vector<std::string> warnings;
+};
+
+// An XLA HLO module to rank layouts for, featurized locally with the server's code
+// (model/hlo), so that its content hash and configurable nodes are known before any
+// RPC and the module itself is sent only when a server does not know the graph.
+struct HloProgram {
+  std::string serialized;                        // xla.HloProto or xla.HloModuleProto bytes
+  std::string module_name;
+  NodeGraph graph;
+  std::vector<int64_t> node_config_ids;          // convolution, dot and reshape nodes
+  std::vector<ConfigurableNode> configurable_nodes;
+  std::vector<std::string> warnings;
+  std::string graph_hash;
+
+  // INVALID_ARGUMENT naming `what` (e.g. the file) for a module that does not parse or is
+  // not well formed.
+  static absl::StatusOr<HloProgram> FromSerialized(std::string serialized, const std::string& what);
+
+  // One configuration row (nc x 18 values) from per-instruction layouts: instruction
+  // name -> its tensors' minor-to-major dimension lists (output first, then operands; at
+  // most 3 tensors of at most 6 dimensions). Configurable instructions not named keep
+  // the compiler's default (-1). INVALID_ARGUMENT for a name that is not a configurable
+  // instruction, or a layout that does not fit.
+  absl::StatusOr<std::vector<int8_t>> LayoutRow(
+      const std::map<std::string, std::vector<std::vector<int64_t>>>& by_instruction) const;
 };
 
 class RankerClient {
@@ -59,10 +93,17 @@ class RankerClient {
   // Registers the graph (idempotent); the hash is checked against the local one.
   absl::StatusOr<RegisteredGraph> Register(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids);
 
+  // Registers an HLO module (the server featurizes it); the hash is checked against
+  // the local one.
+  absl::StatusOr<RegisteredGraph> Register(const HloProgram& program);
+
   // Ranks layout configs (count x nc x 18 values -1..5) or tile configs (count x 24).
   // The graph is sent only when the server does not know it yet.
   absl::StatusOr<Ranking> RankLayout(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids,
                                      const int8_t* configs, int64_t count, const RankOptions& options);
+  // Layout configs for an HLO module's configurable nodes (configurable_nodes order).
+  absl::StatusOr<Ranking> RankLayout(const HloProgram& program, const int8_t* configs, int64_t count,
+                                     const RankOptions& options);
   absl::StatusOr<Ranking> RankTile(const NodeGraph& graph, const float* configs, int64_t count,
                                    const RankOptions& options);
 

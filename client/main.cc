@@ -1,9 +1,11 @@
 // tgraph-client: talks to tgraph-server.
 //
 //   tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]
+//   tgraph-client rank --server H:P --collection C (--hlo MODULE.hlo.pb | --npz GRAPH.npz) --configs ROWS.npy
+//   tgraph-client register --server H:P (--hlo MODULE.hlo.pb | --npz GRAPH.npz)
 //   tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]
 //   tgraph-client bench --server H:P --collection C --data ROOT [--concurrency 4] [--requests 200]
-//                       [--duration_s 60] [--rate 0] [--configs 128] [--json]
+//                       [--duration_s 60] [--rate 0] [--configs_per_request 128] [--json]
 //   tgraph-client health --server H:P [--service liveness]
 //   tgraph-client models --server H:P
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "model/cli.h"
 #include "model/dataset.h"
 #include "model/eval_report.h"
+#include "model/file_util.h"
 #include "model/graph_io.h"
 #include "model/metrics.h"
 #include "tgraph/v1/ranker.pb.h"
@@ -27,6 +30,11 @@
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address HOST:PORT");
 ABSL_FLAG(std::string, collection, "", "Collection, e.g. layout:xla:random");
 ABSL_FLAG(std::string, npz, "", "A graph file in the TpuGraphs format");
+ABSL_FLAG(std::string, hlo, "",
+          "rank, register: an XLA HLO module (xla.HloProto, e.g. an XLA dump *.hlo.pb, or HloModuleProto)");
+ABSL_FLAG(std::string, configs, "",
+          "rank: layout rows to rank, .npy or .npz (node_config_feat), shape (c, nc, 18) or (nc, 18), values -1..5; "
+          "needed with --hlo, replaces an --npz file's own configurations");
 ABSL_FLAG(int64_t, top_k, 10, "How many of the fastest configurations to print");
 ABSL_FLAG(int64_t, max_configs, 0, "Rank only the first N configurations of the file (0 = all)");
 ABSL_FLAG(int64_t, model_version, 0, "Model version (0 = latest)");
@@ -40,7 +48,7 @@ ABSL_FLAG(int, concurrency, 4, "bench: concurrent requests");
 ABSL_FLAG(int64_t, requests, 200, "bench: stop after this many requests (0 = no limit)");
 ABSL_FLAG(double, duration_s, 60, "bench: stop after this many seconds (0 = no limit)");
 ABSL_FLAG(double, rate, 0, "bench: target requests per second (0 = as fast as possible)");
-ABSL_FLAG(int64_t, configs, 128, "bench: configurations per request");
+ABSL_FLAG(int64_t, configs_per_request, 128, "bench: configurations per request");
 ABSL_FLAG(int, graphs, 8, "bench: graphs in the pool");
 ABSL_FLAG(std::string, service, "tgraph.v1.Ranker", "health: the health service name (\"liveness\" for liveness)");
 ABSL_FLAG(bool, allow_remote, false, "bench: allow a non-loopback target");
@@ -52,11 +60,30 @@ int Fail(const absl::Status& s) {
   return 1;
 }
 
+// The configuration rows of --configs for a graph of nc configurable nodes, cut to
+// --max_configs; runtimes unknown (0).
+absl::StatusOr<tgraph::ConfigRows8> ConfigsFlag(int64_t nc) {
+  absl::StatusOr<tgraph::ConfigRows8> rows = tgraph::LoadLayoutConfigRows(absl::GetFlag(FLAGS_configs), nc);
+  if (!rows.ok()) return rows.status();
+  const int64_t max = absl::GetFlag(FLAGS_max_configs);
+  if (max > 0 && rows->count > max) {
+    rows->count = max;
+    rows->values.resize(static_cast<size_t>(max * nc * tgraph::kConfigFeatDim));
+  }
+  return rows;
+}
+
 int Rank(tgraph::RankerClient& client) {
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
   if (!c.ok()) return Fail(c.status());
-  const std::string path = absl::GetFlag(FLAGS_npz);
-  if (path.empty()) return Fail(absl::InvalidArgumentError("--npz FILE is required"));
+  const std::string hlo = absl::GetFlag(FLAGS_hlo), configs = absl::GetFlag(FLAGS_configs);
+  std::string path = absl::GetFlag(FLAGS_npz);
+  if (path.empty() == hlo.empty()) return Fail(absl::InvalidArgumentError("give one graph: --npz FILE or --hlo FILE"));
+  if (!hlo.empty() && configs.empty())
+    return Fail(absl::InvalidArgumentError("--hlo needs --configs ROWS.npy|.npz: (c, nc, 18) layout rows for the "
+                                           "module's configurable nodes (tgraph-client register --hlo lists them)"));
+  if ((!hlo.empty() || !configs.empty()) && c->kind != tgraph::CollectionKind::kLayout)
+    return Fail(absl::InvalidArgumentError("--hlo and --configs rank layout configurations: give a layout collection"));
   tgraph::RankOptions o;
   o.collection = c->name();
   o.model_version = absl::GetFlag(FLAGS_model_version);
@@ -65,9 +92,30 @@ int Rank(tgraph::RankerClient& client) {
   absl::StatusOr<tgraph::Ranking> r;
   std::vector<double> truth;
   int64_t count = 0, nodes = 0;
-  if (c->kind == tgraph::CollectionKind::kLayout) {
-    absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path);
+  if (!hlo.empty()) {
+    absl::StatusOr<std::string> bytes = tgraph::ReadFile(hlo);
+    if (!bytes.ok()) return Fail(bytes.status());
+    absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromSerialized(std::move(*bytes), hlo);
+    if (!p.ok()) return Fail(p.status());
+    for (const std::string& w : p->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
+    absl::StatusOr<tgraph::ConfigRows8> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
+    if (!rows.ok()) return Fail(rows.status());
+    count = rows->count;
+    nodes = p->graph.num_nodes;
+    truth.assign(static_cast<size_t>(count), 0.0);
+    path = hlo;
+    r = client.RankLayout(*p, rows->values.data(), count, o);
+  } else if (c->kind == tgraph::CollectionKind::kLayout) {
+    // With --configs the file may be graph-only (tgraph-featurize module writes one).
+    absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path, /*allow_no_configs=*/!configs.empty());
     if (!g.ok()) return Fail(g.status());
+    if (!configs.empty()) {
+      absl::StatusOr<tgraph::ConfigRows8> rows = ConfigsFlag(g->num_config_nodes());
+      if (!rows.ok()) return Fail(rows.status());
+      g->num_configs = rows->count;
+      g->config_feat = std::move(rows->values);
+      g->config_runtime.assign(static_cast<size_t>(rows->count), 0);
+    }
     count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
     nodes = g->graph.num_nodes;
     truth.assign(g->config_runtime.begin(), g->config_runtime.begin() + count);
@@ -102,6 +150,42 @@ int Rank(tgraph::RankerClient& client) {
     std::printf("against the file's runtimes: Kendall tau %.4f, OPA %.4f, top-1 error %.4f, top-%lld error %.4f\n",
                 tgraph::KendallTau(scores, truth), tgraph::OrderedPairAccuracy(scores, truth),
                 tgraph::TopKError(scores, truth, 1), static_cast<long long>(k), tgraph::TopKError(scores, truth, k));
+  }
+  return 0;
+}
+
+// Registers a graph (--npz or --hlo) and lists its configurable nodes in
+// configuration-row order: what a client needs to build layout rows.
+int Register(tgraph::RankerClient& client) {
+  const std::string hlo = absl::GetFlag(FLAGS_hlo), path = absl::GetFlag(FLAGS_npz);
+  if (path.empty() == hlo.empty()) return Fail(absl::InvalidArgumentError("give one graph: --npz FILE or --hlo FILE"));
+  absl::StatusOr<tgraph::RegisteredGraph> reg;
+  if (!hlo.empty()) {
+    absl::StatusOr<std::string> bytes = tgraph::ReadFile(hlo);
+    if (!bytes.ok()) return Fail(bytes.status());
+    absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromSerialized(std::move(*bytes), hlo);
+    if (!p.ok()) return Fail(p.status());
+    reg = client.Register(*p);
+  } else {
+    absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path, /*allow_no_configs=*/true);
+    if (g.ok()) {
+      reg = client.Register(g->graph, g->node_config_ids);
+    } else {
+      absl::StatusOr<tgraph::TileGraph> t = tgraph::LoadTileGraph(path);
+      if (!t.ok()) return Fail(g.status());
+      reg = client.Register(t->graph, {});
+    }
+  }
+  if (!reg.ok()) return Fail(reg.status());
+  for (const std::string& w : reg->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
+  std::printf("graph %s: %lld nodes, %lld after pruning, %zu configurable%s\n", reg->graph_hash.c_str(),
+              static_cast<long long>(reg->num_nodes), static_cast<long long>(reg->pruned_nodes),
+              reg->configurable_nodes.size(), reg->already_registered ? " (already registered)" : "");
+  if (!reg->configurable_nodes.empty()) std::printf("%5s %7s  %-12s %-32s %s\n", "row", "node", "opcode", "instruction", "computation");
+  for (size_t i = 0; i < reg->configurable_nodes.size(); ++i) {
+    const tgraph::ConfigurableNode& n = reg->configurable_nodes[i];
+    std::printf("%5zu %7lld  %-12s %-32s %s\n", i, static_cast<long long>(n.node), n.opcode.c_str(),
+                n.instruction.empty() ? "-" : n.instruction.c_str(), n.computation.empty() ? "-" : n.computation.c_str());
   }
   return 0;
 }
@@ -182,19 +266,22 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Client of tgraph-server.\n"
       "  tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]\n"
+      "  tgraph-client rank --server H:P --collection C (--hlo MODULE.hlo.pb | --npz GRAPH.npz) --configs ROWS.npy\n"
+      "  tgraph-client register --server H:P (--hlo MODULE.hlo.pb | --npz GRAPH.npz)\n"
       "  tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]\n"
       "  tgraph-client bench --server H:P --collection C --data ROOT [--concurrency N] [--requests N] [--rate R]\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P");
   tgraph::NormalizeFlagDashes(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, eval, bench, health or models (see --help)"));
+  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, register, eval, bench, health or models (see --help)"));
   tgraph::ClientOptions co;
   co.target = absl::GetFlag(FLAGS_server);
   co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   tgraph::RankerClient client(co);
   const std::string cmd = args[1];
   if (cmd == "rank") return Rank(client);
+  if (cmd == "register") return Register(client);
   if (cmd == "eval") return Eval(client);
   if (cmd == "bench") {
     tgraph::BenchOptions b;
@@ -206,7 +293,7 @@ int main(int argc, char** argv) {
     b.requests = absl::GetFlag(FLAGS_requests);
     b.duration_s = absl::GetFlag(FLAGS_duration_s);
     b.rate = absl::GetFlag(FLAGS_rate);
-    b.configs = absl::GetFlag(FLAGS_configs);
+    b.configs = absl::GetFlag(FLAGS_configs_per_request);
     b.allow_remote = absl::GetFlag(FLAGS_allow_remote);
     b.progress = !absl::GetFlag(FLAGS_json);
     absl::StatusOr<tgraph::BenchReport> r = tgraph::RunBench(b);
@@ -235,5 +322,5 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, eval, bench, health or models")));
+  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, register, eval, bench, health or models")));
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/file_util.h"
 
 namespace tgraph {
 namespace {
@@ -98,7 +99,61 @@ absl::StatusOr<std::vector<int64_t>> ReadRuntimes(const NpzArchive& npz, absl::s
   return ToVector<int64_t>(*a);
 }
 
+// Layout config values of any numeric dtype as int8, each checked to be an integer in -1..5.
+absl::StatusOr<std::vector<int8_t>> LayoutConfigValues(const NpyArray& a, absl::string_view what,
+                                                       absl::string_view key, int64_t nc) {
+  const std::vector<double> v = ToVector<double>(a);
+  std::vector<int8_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = v[i];
+    if (!(x >= -1.0 && x <= 5.0) || x != std::floor(x))
+      return KeyError(what, key,
+                      absl::StrCat("config ", i / (nc * kConfigFeatDim), ", configurable node ", (i / kConfigFeatDim) % nc,
+                                   ", slot ", i % kConfigFeatDim, " is ", x, ", expected an integer in -1..5"));
+    out[i] = static_cast<int8_t>(x);
+  }
+  return out;
+}
+
 }  // namespace
+
+absl::StatusOr<ConfigRows8> LoadLayoutConfigRows(const std::string& path, int64_t nc) {
+  const bool npy = path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
+  NpyArray a;
+  std::string key = "node_config_feat";
+  if (npy) {
+    absl::StatusOr<std::string> bytes = ReadFile(path);
+    if (!bytes.ok()) return bytes.status();
+    absl::StatusOr<NpyArray> parsed = ParseNpy(*bytes, path);
+    if (!parsed.ok()) return parsed.status();
+    a = std::move(*parsed);
+    key = "(array)";
+  } else {
+    absl::StatusOr<NpzArchive> npz = ReadNpz(path);
+    if (!npz.ok()) return npz.status();
+    auto it = npz->find(key);
+    if (it == npz->end() && npz->size() == 1) it = npz->begin();
+    if (it == npz->end())
+      return KeyError(path, key, "missing: give the rows as node_config_feat (c, nc, 18), or the file's only array");
+    key = it->first;
+    a = std::move(it->second);
+  }
+  // (c, nc, 18), or one row as (nc, 18).
+  const bool one = a.shape.size() == 2;
+  if (!(a.shape.size() == 3 || one) || a.shape[a.shape.size() - 1] != kConfigFeatDim ||
+      a.shape[a.shape.size() - 2] != nc)
+    return KeyError(path, key, absl::StrCat("has shape ", a.ShapeString(), ", expected (c, ", nc, ", 18) or (", nc,
+                                            ", 18): one 18-value group per configurable node"));
+  if (a.dtype != DType::kFloat32 && a.dtype != DType::kFloat64 && a.dtype != DType::kInt8 &&
+      a.dtype != DType::kInt32 && a.dtype != DType::kInt64)
+    return KeyError(path, key, absl::StrCat("has dtype ", DTypeName(a.dtype), ", expected a signed or float type"));
+  absl::StatusOr<std::vector<int8_t>> values = LayoutConfigValues(a, path, key, nc);
+  if (!values.ok()) return values.status();
+  ConfigRows8 out;
+  out.count = one ? 1 : a.shape[0];
+  out.values = std::move(*values);
+  return out;
+}
 
 std::string GraphNameFromPath(absl::string_view path) {
   size_t slash = path.find_last_of('/');
@@ -122,17 +177,9 @@ absl::StatusOr<LayoutGraph> LayoutGraphFromNpz(const NpzArchive& npz, absl::stri
     return KeyError(what, "node_config_feat", absl::StrCat("has shape ", cfg->ShapeString(), ", expected (c, ",
                                                            ids->shape[0], ", 18) to match node_config_ids"));
   g.num_configs = cfg->shape[0];
-  const float* v = cfg->data<float>();
-  g.config_feat.resize(cfg->numel());
-  for (int64_t i = 0; i < cfg->numel(); ++i) {
-    const float x = v[i];
-    if (!(x >= -1.0f && x <= 5.0f) || x != std::floor(x))
-      return KeyError(what, "node_config_feat",
-                      absl::StrCat("config ", i / (ids->shape[0] * kConfigFeatDim), ", configurable node ",
-                                   (i / kConfigFeatDim) % ids->shape[0], ", slot ", i % kConfigFeatDim, " is ", x,
-                                   ", expected an integer in -1..5"));
-    g.config_feat[i] = static_cast<int8_t>(x);
-  }
+  absl::StatusOr<std::vector<int8_t>> values = LayoutConfigValues(*cfg, what, "node_config_feat", ids->shape[0]);
+  if (!values.ok()) return values.status();
+  g.config_feat = std::move(*values);
   absl::StatusOr<std::vector<int64_t>> rt = ReadRuntimes(npz, what, "config_runtime");
   if (!rt.ok()) return rt.status();
   g.config_runtime = std::move(*rt);

@@ -44,6 +44,41 @@ absl::StatusOr<WireGraph> DecodeGraph(const v1::Graph& g, int64_t max_nodes) {
   return w;
 }
 
+absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_nodes) {
+  absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(bytes, "hlo_module");
+  if (!module.ok()) return module.status();
+  absl::StatusOr<hlo::ModuleGraph> m = hlo::FeaturizeModule(*module, "hlo_module", hlo::Limits{max_nodes});
+  if (!m.ok()) return m.status();
+  WireGraph w;
+  w.graph = std::move(m->graph);
+  w.node_config_ids = std::move(m->default_config_nodes);
+  w.sources = std::move(m->nodes);
+  w.warnings = std::move(m->warnings);
+  return w;
+}
+
+absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& request, int64_t max_nodes) {
+  switch (request.source_case()) {
+    case v1::RegisterGraphRequest::kGraph: return DecodeGraph(request.graph(), max_nodes);
+    case v1::RegisterGraphRequest::kHloModule: return DecodeHloModule(request.hlo_module(), max_nodes);
+    default: return absl::InvalidArgumentError("give the graph: graph (TpuGraphs arrays) or hlo_module");
+  }
+}
+
+void EncodeConfigurableNodes(const WireGraph& g, v1::RegisterGraphResponse* out) {
+  for (int64_t id : g.node_config_ids) {
+    v1::ConfigurableNode* c = out->add_configurable_nodes();
+    c->set_node(id);
+    c->set_opcode(std::string(hlo::OpcodeName(g.graph.node_opcode[static_cast<size_t>(id)])));
+    if (!g.sources.empty()) {
+      const hlo::NodeSource& s = g.sources[static_cast<size_t>(id)];
+      c->set_instruction(s.instruction);
+      c->set_computation(s.computation);
+    }
+  }
+  for (const std::string& w : g.warnings) out->add_warnings(w);
+}
+
 void EncodeGraph(const NodeGraph& graph, const std::vector<int64_t>& ids, v1::Graph* out) {
   out->set_num_nodes(graph.num_nodes);
   out->set_node_feat(graph.node_feat.data(), graph.node_feat.size() * sizeof(float));

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/graph.h"
+#include "model/hlo/featurize.h"
 #include "tgraph/v1/ranker.pb.h"
 
 namespace tgraph {
@@ -14,12 +16,27 @@ namespace tgraph {
 struct WireGraph {
   NodeGraph graph;
   std::vector<int64_t> node_config_ids;
+  // Graphs from an HLO module: where each node came from, and featurization notes.
+  std::vector<hlo::NodeSource> sources;
+  std::vector<std::string> warnings;
 };
 
 // INVALID_ARGUMENT naming the field ("graph.node_feat: ...") for any size, range or
 // finiteness problem; RESOURCE_EXHAUSTED when num_nodes exceeds max_nodes.
 absl::StatusOr<WireGraph> DecodeGraph(const v1::Graph& g, int64_t max_nodes);
 
+// A serialized HLO module (RegisterGraphRequest.hlo_module) featurized with
+// model/hlo: convolution, dot and reshape nodes configurable. INVALID_ARGUMENT
+// ("hlo_module: computation '...', instruction '...': ...") for a module that does not
+// parse or is not well formed; RESOURCE_EXHAUSTED over max_nodes instructions.
+absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_nodes);
+
+// Either source of a registration request; INVALID_ARGUMENT when it has neither.
+absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& request, int64_t max_nodes);
+
 void EncodeGraph(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids, v1::Graph* out);
+
+// The graph's configurable nodes, in configuration-row order, as the response lists them.
+void EncodeConfigurableNodes(const WireGraph& g, v1::RegisterGraphResponse* out);
 
 }  // namespace tgraph

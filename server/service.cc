@@ -51,9 +51,9 @@ grpc::Status ToGrpc(const absl::Status& s) {
 grpc::Status RankerService::RegisterGraph(grpc::ServerContext*, const v1::RegisterGraphRequest* request,
                                           v1::RegisterGraphResponse* response) {
   RpcRecorder rec(metrics_, "RegisterGraph");
-  if (!request->has_graph()) return rec.Done(grpc::Status(grpc::INVALID_ARGUMENT, "graph is required"));
-  absl::StatusOr<WireGraph> g = DecodeGraph(request->graph(), max_nodes_);
+  absl::StatusOr<WireGraph> g = DecodeRegistration(*request, max_nodes_);
   if (!g.ok()) return rec.Done(ToGrpc(g.status()));
+  EncodeConfigurableNodes(*g, response);
   absl::StatusOr<RegisterResult> r = ranker_->Register(std::move(*g));
   if (!r.ok()) return rec.Done(ToGrpc(r.status()));
   response->set_graph_hash(r->graph_hash);

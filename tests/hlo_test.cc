@@ -311,6 +311,10 @@ TEST_CASE("bad HLO input: precise errors naming the computation and instruction,
   CHECK(limited.status().code() == absl::StatusCode::kResourceExhausted);
   CHECK_THAT(std::string(limited.status().message()), Catch::Contains("2 instructions, over the limit of 1"));
 
+  // Names that are not printable ASCII never leave the featurizer as such.
+  auto odd = SmallModule({{"a", "parameter", {}}, {std::string("b\xff\n", 3), "negate", {7}}});
+  CHECK_THAT(ErrorOf(odd), Catch::Contains("instruction 'b??' (id 2)"));
+
   // An unknown opcode is id 0, as upstream, with a warning.
   auto unknown = FeaturizeModule(SmallModule({{"a", "parameter", {}}, {"b", "frobnicate", {1}}}), "m.pb");
   REQUIRE(unknown.ok());
@@ -376,11 +380,11 @@ TEST_CASE("LayoutConfigRow: per-node minor-to-major lists to an 18-value row", "
     for (int d = 0; d < 4; ++d) want[36 + t * 6 + d] = static_cast<int8_t>(t < 2 ? 3 - d : d);
   CHECK(*row == want);
   CHECK_THAT(std::string(hlo::LayoutConfigRow({{{0}, {0}, {0}, {0}}}).status().message()),
-             Catch::Contains("configurable node 0 has 4 tensor layouts"));
+             Catch::Contains("configurable node 0: 4 tensor layouts"));
   CHECK_THAT(std::string(hlo::LayoutConfigRow({{{0, 1, 2, 3, 4, 5, 0}}}).status().message()),
-             Catch::Contains("tensor 0 has 7 dimensions"));
+             Catch::Contains("configurable node 0: tensor 0 has 7 dimensions"));
   CHECK_THAT(std::string(hlo::LayoutConfigRow({{}, {{0, 6}}}).status().message()),
-             Catch::Contains("configurable node 1, tensor 0, position 1 is 6"));
+             Catch::Contains("configurable node 1: tensor 0, position 1 is 6"));
 }
 
 TEST_CASE("opcode table: names and ids of hlo_opcodes.tsv", "[hlo]") {

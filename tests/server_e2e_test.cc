@@ -25,7 +25,9 @@
 #include "client/bench.h"
 #include "client/client.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "model/file_util.h"
 #include "model/graph_io.h"
+#include "model/hlo/featurize.h"
 #include "model/train/evaluator.h"
 #include <nlohmann/json.hpp>
 #include "model/model_io.h"
@@ -554,5 +556,214 @@ CATCH_TEST_CASE("tgraph-client bench reports percentiles, zero errors, and refus
   b.requests = 0;
   b.duration_s = 0;
   CATCH_CHECK(RunBench(b).status().code() == absl::StatusCode::kInvalidArgument);  // would never stop
+  CATCH_CHECK(server.Stop() == 0);
+}
+
+namespace {
+
+const std::string kReal = TGRAPH_REAL_DATA;
+
+// Runs a command, returning its exit status and standard output.
+std::pair<int, std::string> Run(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, ""};
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::vector<std::pair<std::string, std::string>> RealFiles() {  // (collection, path)
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(kReal + "/npz")) {
+    if (!e.is_regular_file() || e.path().extension() != ".npz") continue;
+    const std::string rel = std::filesystem::relative(e.path(), kReal + "/npz").string();
+    // layout/<source>/<search>/<split>/f.npz or tile/xla/<split>/f.npz
+    std::vector<std::string> parts;
+    for (const auto& p : std::filesystem::path(rel)) parts.push_back(p.string());
+    out.emplace_back(parts[0] == "tile" ? "tile:xla" : "layout:" + parts[1] + ":" + parts[2], e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("server: every real TpuGraphs file registers and ranks through tgraph-client", "[e2e][real]") {
+  ModelWorld w(5, {"layout:xla:random", "tile:xla"});
+  w.Publish("layout:xla:random", 1);
+  w.Publish("tile:xla", 1);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  const auto files = RealFiles();
+  CATCH_REQUIRE(files.size() == 14u);
+  for (const auto& [collection, path] : files) {
+    CATCH_INFO(path);
+    // Any layout model ranks any layout graph: the one published here is xla:random's.
+    const std::string model = collection == "tile:xla" ? "tile:xla" : "layout:xla:random";
+    auto [rc, out] = Run(std::string(TGRAPH_CLIENT_BIN) + " rank --server 127.0.0.1:" + std::to_string(server.port) +
+                         " --collection " + model + " --npz " + path + " --top_k 5 2>&1");
+    CATCH_CHECK(rc == 0);
+    CATCH_CHECK_THAT(out, Catch::Contains("configurations ranked by " + model + " version 1"));
+    CATCH_CHECK_THAT(out, Catch::Contains("\n     1 "));  // ranked rows (2 for the smallest file)
+  }
+  // The server ranks the real unet_3d file exactly as the evaluator does.
+  auto model = LoadModel(Registry(w.registry), "layout:xla:random", 1);
+  CATCH_REQUIRE(model.ok());
+  const GraphFile f{"unet_3d.4x4.bf16", kReal + "/npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz"};
+  const ScoreResult local = EvaluatorScores(*model, f);
+  ClientOptions co;
+  co.target = "127.0.0.1:" + std::to_string(server.port);
+  RankerClient client(co);
+  LayoutGraph g = *LoadLayoutGraph(f.path);
+  RankOptions o;
+  o.collection = "layout:xla:random";
+  auto r = client.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), g.num_configs, o);
+  CATCH_REQUIRE(r.ok());
+  CATCH_REQUIRE(r->scores.size() == local.score.size());
+  for (size_t i = 0; i < local.score.size(); ++i) CATCH_CHECK(r->scores[i] == Approx(local.score[i]).epsilon(1e-5));
+  CATCH_CHECK(server.Stop() == 0);
+}
+
+CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nodes and ranks like its npz", "[e2e][hlo]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  ClientOptions co;
+  co.target = "127.0.0.1:" + std::to_string(server.port);
+  RankerClient client(co);
+  // The raw tuning data of unet_3d holds the module in field 1, as an xla.HloProto does.
+  auto program = HloProgram::FromSerialized(*ReadFile(kReal + "/module_tuning_data_layout.pb"), "unet.pb");
+  CATCH_REQUIRE(program.ok());
+  const LayoutGraph real = *LoadLayoutGraph(kReal + "/npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz");
+  // Same program, same identity: its convolution/dot/reshape nodes are the file's configurable nodes.
+  CATCH_CHECK(program->graph_hash == GraphContentHash(real.graph, real.node_config_ids));
+  auto reg = client.Register(*program);
+  CATCH_REQUIRE(reg.ok());
+  CATCH_CHECK_FALSE(reg->already_registered);
+  CATCH_CHECK(reg->num_nodes == 3163);
+  CATCH_REQUIRE(reg->configurable_nodes.size() == 62u);
+  for (size_t i = 0; i < 62; ++i) {
+    CATCH_CHECK(reg->configurable_nodes[i].node == real.node_config_ids[i]);
+    CATCH_CHECK(reg->configurable_nodes[i].instruction == program->configurable_nodes[i].instruction);
+    CATCH_CHECK(reg->configurable_nodes[i].computation == program->configurable_nodes[i].computation);
+  }
+  CATCH_CHECK(reg->configurable_nodes[0].opcode == "reshape");
+  CATCH_CHECK_FALSE(reg->configurable_nodes[0].instruction.empty());
+  // Registering the npz afterwards finds the same graph.
+  auto again = client.Register(real.graph, real.node_config_ids);
+  CATCH_REQUIRE(again.ok());
+  CATCH_CHECK(again->already_registered);
+  CATCH_CHECK(again->graph_hash == reg->graph_hash);
+  CATCH_CHECK(again->configurable_nodes[5].opcode == "convolution");
+  CATCH_CHECK(again->configurable_nodes[5].instruction.empty());  // arrays carry no names
+
+  // Ranking by HLO and by npz: the same scores.
+  RankOptions o;
+  o.collection = "layout:xla:random";
+  const int64_t count = 40;
+  auto by_hlo = client.RankLayout(*program, real.config_feat.data(), count, o);
+  auto by_npz = client.RankLayout(real.graph, real.node_config_ids, real.config_feat.data(), count, o);
+  CATCH_REQUIRE(by_hlo.ok());
+  CATCH_REQUIRE(by_npz.ok());
+  CATCH_CHECK(by_hlo->scores == by_npz->scores);
+  // The row helper: an instruction's layouts by name.
+  const ConfigurableNode& conv = program->configurable_nodes[5];
+  auto row = program->LayoutRow({{conv.instruction, {{4, 3, 2, 1, 0}, {4, 0, 3, 2, 1}}}});
+  CATCH_REQUIRE(row.ok());
+  CATCH_CHECK((*row)[5 * kConfigFeatDim + 0] == 4);
+  CATCH_CHECK((*row)[5 * kConfigFeatDim + 7] == 0);
+  CATCH_CHECK((*row)[5 * kConfigFeatDim + 12] == -1);
+  CATCH_CHECK(std::count(row->begin(), row->end(), int8_t{-1}) == 62 * 18 - 10);
+  CATCH_CHECK_THAT(std::string(program->LayoutRow({{"no.such", {}}}).status().message()),
+                   Catch::Contains("'no.such' is not a configurable instruction"));
+  CATCH_CHECK_THAT(std::string(program->LayoutRow({{conv.instruction, {{9}}}}).status().message()),
+                   Catch::Contains("instruction '" + conv.instruction + "': tensor 0, position 0 is 9"));
+
+  // The CLI: register lists the nodes; rank --hlo --configs ranks rows from a file.
+  const std::string rows = w.dir.path() + "/rows.npz";
+  NpzArchive npz;
+  std::vector<float> values(real.config_feat.begin(), real.config_feat.begin() + count * 62 * kConfigFeatDim);
+  npz["node_config_feat"] = NpyArray::From<float>({count, 62, kConfigFeatDim}, values);
+  CATCH_REQUIRE(WriteNpz(rows, npz).ok());
+  const std::string cli = std::string(TGRAPH_CLIENT_BIN) + " --server 127.0.0.1:" + std::to_string(server.port);
+  auto [rc1, listing] = Run(cli + " register --hlo " + kReal + "/module_tuning_data_layout.pb");
+  CATCH_CHECK(rc1 == 0);
+  CATCH_CHECK_THAT(listing, Catch::Contains("graph " + reg->graph_hash + ": 3163 nodes"));
+  CATCH_CHECK_THAT(listing, Catch::Contains(conv.instruction));
+  auto [rc2, ranked] = Run(cli + " rank --collection layout:xla:random --hlo " + kReal +
+                           "/module_tuning_data_layout.pb --configs " + rows + " --top_k 40");
+  CATCH_CHECK(rc2 == 0);
+  CATCH_CHECK_THAT(ranked, Catch::Contains("3163 nodes, 40 configurations ranked"));
+  const int32_t best = by_hlo->order[0];
+  CATCH_CHECK_THAT(ranked, Catch::Contains("     1 " + std::string(8 - std::to_string(best).size(), ' ') + std::to_string(best)));
+
+  // Bad modules: INVALID_ARGUMENT naming the computation and instruction.
+  auto stub = Stub(server.port);
+  auto register_hlo = [&](const std::string& bytes, v1::RegisterGraphResponse* resp) {
+    v1::RegisterGraphRequest req;
+    req.set_hlo_module(bytes);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 20s);
+    return stub->RegisterGraph(&ctx, req, resp);
+  };
+  v1::RegisterGraphResponse resp;
+  xla::HloModuleProto bad = *hlo::ParseModule(program->serialized, "x");
+  bad.mutable_computations(3)->mutable_instructions(1)->add_operand_ids(999999);
+  grpc::Status s = register_hlo(bad.SerializeAsString(), &resp);
+  CATCH_CHECK(s.error_code() == grpc::INVALID_ARGUMENT);
+  CATCH_CHECK_THAT(s.error_message(), Catch::Contains("hlo_module: computation '" + bad.computations(3).name() +
+                                                      "', instruction '" + bad.computations(3).instructions(1).name()));
+  CATCH_CHECK_THAT(s.error_message(), Catch::Contains("operand id 999999 is not an instruction of this computation"));
+  s = register_hlo(program->serialized.substr(0, 1000), &resp);
+  CATCH_CHECK(s.error_code() == grpc::INVALID_ARGUMENT);
+  CATCH_CHECK_THAT(s.error_message(), Catch::StartsWith("hlo_module: "));
+  v1::RegisterGraphRequest empty;
+  grpc::ClientContext ctx;
+  s = stub->RegisterGraph(&ctx, empty, &resp);
+  CATCH_CHECK(s.error_code() == grpc::INVALID_ARGUMENT);
+  CATCH_CHECK_THAT(s.error_message(), Catch::Contains("graph (TpuGraphs arrays) or hlo_module"));
+  CATCH_CHECK(server.Stop() == 0);
+
+  // Limits as for nodes: a module over --max_nodes instructions.
+  ServerProcess small(w.registry, w.dir.path(), {"--max_nodes", "3000"});
+  CATCH_REQUIRE(small.port > 0);
+  stub = Stub(small.port);
+  s = register_hlo(program->serialized, &resp);
+  CATCH_CHECK(s.error_code() == grpc::RESOURCE_EXHAUSTED);
+  CATCH_CHECK_THAT(s.error_message(), Catch::Contains("3163 instructions, over the limit of 3000"));
+  CATCH_CHECK(small.Stop() == 0);
+}
+
+CATCH_TEST_CASE("server: mutated HLO modules never crash it", "[e2e][hlo]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  auto stub = Stub(server.port);
+  xla::TuningData tiles;
+  CATCH_REQUIRE(tiles.ParseFromString(*ReadFile(kReal + "/op_tuning_data.pb")));
+  std::mt19937 gen(11);
+  int ok = 0, refused = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::string bytes = tiles.modules(i % tiles.modules_size()).module().SerializeAsString();
+    switch (i % 3) {
+      case 0: bytes.resize(gen() % bytes.size()); break;
+      case 1: for (int k = 0; k < 6; ++k) bytes[gen() % bytes.size()] = static_cast<char>(gen()); break;
+      default: bytes.insert(gen() % bytes.size(), std::string(1 + gen() % 8, static_cast<char>(gen())));
+    }
+    v1::RegisterGraphRequest req;
+    req.set_hlo_module(bytes);
+    v1::RegisterGraphResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    const grpc::Status s = stub->RegisterGraph(&ctx, req, &resp);
+    CATCH_CHECK((s.ok() || s.error_code() == grpc::INVALID_ARGUMENT));
+    (s.ok() ? ok : refused)++;
+  }
+  CATCH_CHECK(refused > 0);
+  CATCH_CHECK(HealthStatus(server.port) == 1);  // SERVING
   CATCH_CHECK(server.Stop() == 0);
 }

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -129,10 +130,30 @@ void InstructionFeatures(const HloInstructionProto& inst, const HloComputationPr
   r.Ints(shape.layout().minor_to_major(), 6, false);       // 134-139
 }
 
+// Names as they leave the featurizer (node sources, warnings, errors, responses): HLO
+// names are identifiers, but a corrupt or hostile module may hold any bytes, which
+// must not reach UTF-8 string fields or logs: anything outside printable ASCII
+// becomes '?'.
+std::string Printable(absl::string_view name) {
+  std::string out(name);
+  for (char& c : out)
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return out;
+}
+
+// A name usable as a file name: letters, digits, '.', '_' and '-'; anything else '_'.
+std::string FileSafe(absl::string_view name) {
+  std::string out(name);
+  for (char& c : out)
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  if (out.empty() || out[0] == '.') out.insert(out.begin(), '_');
+  return out;
+}
+
 absl::Status Invalid(absl::string_view what, const HloComputationProto& comp, const HloInstructionProto* inst,
                      absl::string_view msg) {
-  std::string where = absl::StrCat(what, ": computation '", comp.name(), "'");
-  if (inst) absl::StrAppend(&where, ", instruction '", inst->name(), "' (id ", inst->id(), ")");
+  std::string where = absl::StrCat(what, ": computation '", Printable(comp.name()), "'");
+  if (inst) absl::StrAppend(&where, ", instruction '", Printable(inst->name()), "' (id ", inst->id(), ")");
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", msg));
 }
 
@@ -189,7 +210,7 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
     return absl::ResourceExhaustedError(absl::StrCat(what, ": the module has ", n,
                                                      " instructions, over the limit of ", limits.max_instructions));
   ModuleGraph out;
-  out.module_name = module.name();
+  out.module_name = Printable(module.name());
   out.graph.num_nodes = n;
   out.graph.node_feat.assign(static_cast<size_t>(n) * kNodeFeatDim, 0.0f);
   out.graph.node_opcode.assign(static_cast<size_t>(n), 0);
@@ -227,9 +248,10 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
                        absl::StrCat("its shape has ", inst.shape().dimensions_size(),
                                     " dimensions; the TpuGraphs features describe at most ", kMaxDims));
       const int opcode = OpcodeId(inst.opcode());
-      if (opcode == 0) unknown_opcodes.insert(inst.opcode());
+      if (opcode == 0) unknown_opcodes.insert(Printable(inst.opcode()));
       out.graph.node_opcode[static_cast<size_t>(node)] = opcode;
-      out.nodes[static_cast<size_t>(node)] = {comp.name(), inst.name(), inst.opcode(), inst.id()};
+      out.nodes[static_cast<size_t>(node)] = {Printable(comp.name()), Printable(inst.name()), Printable(inst.opcode()),
+                                              inst.id()};
       InstructionFeatures(inst, comp, out.graph.node_feat.data() + node * kNodeFeatDim);
       if (IsDefaultConfigurable(opcode)) out.default_config_nodes.push_back(node);
       for (int64_t operand : inst.operand_ids()) {
@@ -239,7 +261,7 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
                          absl::StrCat("operand id ", operand, " is not an instruction of this computation"));
         if (it->second >= node)
           return Invalid(what, comp, &inst,
-                         absl::StrCat("operand id ", operand, " ('", comp.instructions(it->second - base).name(),
+                         absl::StrCat("operand id ", operand, " ('", Printable(comp.instructions(it->second - base).name()),
                                       "') does not come before it: a cycle, or instructions out of dependency "
                                       "order"));
         edges.emplace_back(node, it->second);
@@ -276,26 +298,30 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
   return out;
 }
 
-absl::StatusOr<std::vector<int8_t>> LayoutConfigRow(const std::vector<TensorLayouts>& per_node) {
-  std::vector<int8_t> row(per_node.size() * kConfigFeatDim, -1);
-  for (size_t i = 0; i < per_node.size(); ++i) {
-    const TensorLayouts& tensors = per_node[i];
-    if (tensors.size() > static_cast<size_t>(kConfigGroups))
-      return absl::InvalidArgumentError(absl::StrCat("configurable node ", i, " has ", tensors.size(),
-                                                     " tensor layouts; at most 3 (output, input, kernel)"));
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      if (tensors[t].size() > static_cast<size_t>(kLayoutSlots))
-        return absl::InvalidArgumentError(absl::StrCat("configurable node ", i, ", tensor ", t, " has ",
-                                                       tensors[t].size(), " dimensions; at most 6"));
-      for (size_t d = 0; d < tensors[t].size(); ++d) {
-        const int64_t v = tensors[t][d];
-        if (v < 0 || v >= kLayoutSlots)
-          return absl::InvalidArgumentError(absl::StrCat("configurable node ", i, ", tensor ", t, ", position ", d,
-                                                         " is ", v, "; a dimension index 0..5"));
-        row[i * kConfigFeatDim + t * kLayoutSlots + d] = static_cast<int8_t>(v);
-      }
+absl::Status NodeLayoutValues(const TensorLayouts& tensors, int8_t* out) {
+  std::fill(out, out + kConfigFeatDim, int8_t{-1});
+  if (tensors.size() > static_cast<size_t>(kConfigGroups))
+    return absl::InvalidArgumentError(
+        absl::StrCat(tensors.size(), " tensor layouts; at most 3 (output, input, kernel)"));
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].size() > static_cast<size_t>(kLayoutSlots))
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", t, " has ", tensors[t].size(), " dimensions; at most 6"));
+    for (size_t d = 0; d < tensors[t].size(); ++d) {
+      const int64_t v = tensors[t][d];
+      if (v < 0 || v >= kLayoutSlots)
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor ", t, ", position ", d, " is ", v, "; a dimension index 0..5"));
+      out[t * kLayoutSlots + d] = static_cast<int8_t>(v);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int8_t>> LayoutConfigRow(const std::vector<TensorLayouts>& per_node) {
+  std::vector<int8_t> row(per_node.size() * kConfigFeatDim);
+  for (size_t i = 0; i < per_node.size(); ++i)
+    if (absl::Status s = NodeLayoutValues(per_node[i], row.data() + i * kConfigFeatDim); !s.ok())
+      return absl::InvalidArgumentError(absl::StrCat("configurable node ", i, ": ", s.message()));
   return row;
 }
 
@@ -380,7 +406,7 @@ absl::StatusOr<TileTuning> FeaturizeTileTuning(const xla::TuningData& data, absl
   TileTuning out;
   for (int k = 0; k < data.modules_size(); ++k) {
     const xla::ModuleTuningData& m = data.modules(k);
-    const std::string label = absl::StrCat("kernel ", k, " (", m.module().name(), ")");
+    const std::string label = absl::StrCat("kernel ", k, " (", Printable(m.module().name()), ")");
     if (m.runs_size() <= 1) {
       out.skipped.push_back(absl::StrCat(label, ": ", m.runs_size(), " run(s); at least 2 are needed"));
       continue;
@@ -416,7 +442,7 @@ absl::StatusOr<TileTuning> FeaturizeTileTuning(const xla::TuningData& data, absl
     }
     char fp[17];
     std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(m.fingerprint()));
-    g.name = absl::StrCat(m.module().name(), "_", fp);
+    g.name = absl::StrCat(FileSafe(m.module().name()), "_", fp);
     g.graph = std::move(module->graph);
     g.num_configs = static_cast<int64_t>(g.config_runtime.size());
     g.config_runtime_normalizers.assign(g.config_runtime.size(), normalizer);

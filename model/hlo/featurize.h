@@ -23,7 +23,8 @@ int OpcodeId(absl::string_view name);
 // The name of an opcode id, "" for 0 or out of range.
 absl::string_view OpcodeName(int id);
 
-// What one node of a featurized module came from.
+// What one node of a featurized module came from. Names are printable ASCII (any other
+// byte of a corrupt module reads '?').
 struct NodeSource {
   std::string computation;  // the computation's name
   std::string instruction;  // the instruction's name
@@ -79,7 +80,8 @@ absl::StatusOr<LayoutTuning> FeaturizeLayoutTuning(const tgraph::xla::ModuleTuni
 // Kernels with at most one run, without a module, or with a run that has no tile size
 // config are skipped (reason in `skipped`); runs with an error or compute time <= 1 are
 // dropped; the normalizer is the kernel's default run's time (a kernel without one is
-// skipped). Graph names: the module name and its fingerprint in hex.
+// skipped). Graph names (file names): the module name (letters, digits, '.', '_', '-';
+// anything else '_') and its fingerprint in hex.
 struct TileTuning {
   std::vector<TileGraph> graphs;
   std::vector<RunStats> stats;        // per kept kernel
@@ -99,5 +101,7 @@ std::vector<float> TileConfigFeatures(const tgraph::xla::TileSizeConfig& config)
 // than 6 dimensions or a value outside 0..5.
 using TensorLayouts = std::vector<std::vector<int64_t>>;  // per tensor: minor-to-major
 absl::StatusOr<std::vector<int8_t>> LayoutConfigRow(const std::vector<TensorLayouts>& per_node);
+// One node's 18 values into `out` (the same rules; errors without a node prefix).
+absl::Status NodeLayoutValues(const TensorLayouts& tensors, int8_t* out);
 
 }  // namespace tgraph::hlo
