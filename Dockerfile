@@ -1,5 +1,5 @@
 # tgraph: one image with tgraph-server (the entrypoint), tgraph-train, tgraph-eval,
-# tgraph-client and tgraph-synth.
+# tgraph-client, tgraph-synth and tgraph-featurize (XLA HLO modules -> TpuGraphs files).
 #
 #   docker build -t tgraph:dev .
 #   docker run --rm -p 50051:50051 -p 9090:9090 -v "$PWD/registry:/var/lib/tgraph/registry:ro" tgraph:dev
@@ -12,10 +12,10 @@ COPY scripts/install-deps scripts/select-openblas scripts/
 RUN scripts/install-deps && rm -rf /var/lib/apt/lists/*
 COPY . .
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
- && cmake --build /build -j "$(nproc)" --target tgraph-server tgraph-train tgraph-eval tgraph-client tgraph-synth \
+ && cmake --build /build -j "$(nproc)" --target tgraph-server tgraph-train tgraph-eval tgraph-client tgraph-synth tgraph-featurize \
  && mkdir -p /opt/tgraph/bin \
  && cp /build/server/tgraph-server /build/model/train/tgraph-train /build/model/train/tgraph-eval \
-       /build/client/tgraph-client /build/model/synth/tgraph-synth /opt/tgraph/bin/ \
+       /build/client/tgraph-client /build/model/synth/tgraph-synth /build/model/hlo/tgraph-featurize /opt/tgraph/bin/ \
  && strip /opt/tgraph/bin/* \
  && scripts/runtime-packages /opt/tgraph/bin/* > /opt/tgraph/runtime-packages.txt \
  && cp scripts/select-openblas /opt/tgraph/

@@ -4,6 +4,7 @@
 //   tgraph-client rank --server H:P --collection C (--hlo MODULE.hlo.pb | --npz GRAPH.npz) --configs ROWS.npy
 //   tgraph-client register --server H:P (--hlo MODULE.hlo.pb | --npz GRAPH.npz)
 //   tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]
+//                      [--rankings OUT.csv]
 //   tgraph-client bench --server H:P --collection C --data ROOT [--concurrency 4] [--requests 200]
 //                       [--duration_s 60] [--rate 0] [--configs_per_request 128] [--json]
 //   tgraph-client health --server H:P [--service liveness]
@@ -44,6 +45,8 @@ ABSL_FLAG(std::string, data, "", "eval: dataset root");
 ABSL_FLAG(std::string, split, "valid", "eval: train, valid or test");
 ABSL_FLAG(bool, official_subset, false, "eval: layout graphs scored on the 1,000-config evaluation subset");
 ABSL_FLAG(bool, json, false, "eval, bench: print JSON");
+ABSL_FLAG(std::string, rankings, "",
+          "eval: also write each graph's ranking (the file's configuration indices, fastest first) to this CSV");
 ABSL_FLAG(int, concurrency, 4, "bench: concurrent requests");
 ABSL_FLAG(int64_t, requests, 200, "bench: stop after this many requests (0 = no limit)");
 ABSL_FLAG(double, duration_s, 60, "bench: stop after this many seconds (0 = no limit)");
@@ -214,6 +217,7 @@ int Eval(tgraph::RankerClient& client) {
     std::vector<double> target;
     std::vector<int8_t> layout;
     std::vector<float> tile;
+    std::vector<int64_t> file_rows;  // the file's configuration index of each ranked row
     int64_t count = 0;
     if (!report.tile) {
       absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(f.path);
@@ -227,6 +231,7 @@ int Eval(tgraph::RankerClient& client) {
         layout.insert(layout.end(), g->config(r), g->config(r) + row);
         target.push_back(runtime[r]);
       }
+      file_rows = rows;
       count = static_cast<int64_t>(rows.size());
       graph = std::move(g->graph);
       ids = std::move(g->node_config_ids);
@@ -246,11 +251,14 @@ int Eval(tgraph::RankerClient& client) {
     version = r->model_version;
     report.graphs.push_back(tgraph::EvaluateScores(f.name, graph.num_nodes, reg->pruned_nodes,
                                                    std::vector<double>(r->scores.begin(), r->scores.end()), target,
-                                                   report.tile));
+                                                   report.tile, file_rows));
     if (!absl::GetFlag(FLAGS_json))
       std::fprintf(stderr, "evaluated %zu/%zu: %s\n", report.graphs.size(), files->size(), f.name.c_str());
   }
   report.ComputeMean();
+  if (!absl::GetFlag(FLAGS_rankings).empty())
+    if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_rankings), report.RankingsCsv()); !s.ok())
+      return Fail(s);
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", report.Json().c_str());
   } else {

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "model/metrics.h"
 
@@ -20,7 +21,8 @@ nlohmann::json JsonNum(double v) { return std::isfinite(v) ? nlohmann::json(v) :
 }  // namespace
 
 GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_nodes,
-                         const std::vector<double>& scores, const std::vector<double>& target, bool tile) {
+                         const std::vector<double>& scores, const std::vector<double>& target, bool tile,
+                         const std::vector<int64_t>& rows) {
   static constexpr int64_t kTopK[2][3] = {{1, 10, 100}, {1, 5, 10}};
   GraphEval e;
   e.name = name;
@@ -34,6 +36,9 @@ GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_
   e.opa = hidden ? nan : OrderedPairAccuracy(scores, target);
   for (int k = 0; k < 3; ++k) e.top_error[k] = hidden ? nan : TopKError(scores, target, kTopK[tile][k]);
   e.tile_score = tile && !hidden ? TileScore(scores, target) : nan;
+  e.ranking = RankByScore(scores);
+  if (!rows.empty())
+    for (int64_t& r : e.ranking) r = rows[static_cast<size_t>(r)];
   return e;
 }
 
@@ -73,6 +78,16 @@ std::string EvalReport::Table() const {
   };
   for (const GraphEval& e : graphs) out += row(e);
   out += row(mean);
+  return out;
+}
+
+std::string EvalReport::RankingsCsv() const {
+  std::string out = "collection,graph,ranking\n";
+  for (const GraphEval& e : graphs) {
+    absl::StrAppend(&out, collection, ",", e.name, ",");
+    for (size_t i = 0; i < e.ranking.size(); ++i) absl::StrAppend(&out, i ? ";" : "", e.ranking[i]);
+    out += "\n";
+  }
   return out;
 }
 

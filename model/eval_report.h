@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+
 namespace tgraph {
 
 // Per-graph metrics; NaN (printed "-", JSON null) where undefined, e.g. for graphs whose
@@ -16,11 +17,16 @@ struct GraphEval {
   double tau = 0, opa = 0;
   double top_error[3] = {0, 0, 0};  // layout: K = 1, 10, 100; tile: K = 1, 5, 10
   double tile_score = 0;            // M_tile (tile only)
+  // The file's configuration indices, predicted fastest first: what a test split (hidden
+  // runtimes) is evaluated for.
+  std::vector<int64_t> ranking;
 };
 
 // The metrics of one graph from its scores (lower = predicted faster) and its targets.
+// `rows`: the file's configuration index of each score (empty: 0, 1, ...), for the ranking.
 GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_nodes,
-                         const std::vector<double>& scores, const std::vector<double>& targets, bool tile);
+                         const std::vector<double>& scores, const std::vector<double>& targets, bool tile,
+                         const std::vector<int64_t>& rows = {});
 
 struct EvalReport {
   std::string collection;
@@ -31,6 +37,9 @@ struct EvalReport {
   void ComputeMean();
   std::string Table() const;
   std::string Json() const;
+  // One line per graph, "collection,graph,ranking" with the ranking's configuration
+  // indices joined by ';' (a header line first).
+  std::string RankingsCsv() const;
 };
 
 }  // namespace tgraph

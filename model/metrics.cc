@@ -137,4 +137,12 @@ double FiniteMean(const std::vector<double>& values) {
   return count ? sum / static_cast<double>(count) : kNaN;
 }
 
+std::vector<int64_t> RankByScore(const std::vector<double>& score, int64_t top_k) {
+  std::vector<int64_t> idx(score.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return score[a] < score[b]; });
+  if (top_k > 0 && top_k < static_cast<int64_t>(idx.size())) idx.resize(static_cast<size_t>(top_k));
+  return idx;
+}
+
 }  // namespace tgraph

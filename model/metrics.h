@@ -34,4 +34,8 @@ std::vector<int64_t> OfficialEvalSubset(const std::vector<double>& runtimes, int
 // Mean of the finite values (NaN-skipping); NaN when there are none.
 double FiniteMean(const std::vector<double>& values);
 
+// Ranking: config indices sorted by score, fastest first (ties by index), cut to top_k
+// when top_k > 0.
+std::vector<int64_t> RankByScore(const std::vector<double>& score, int64_t top_k = 0);
+
 }  // namespace tgraph

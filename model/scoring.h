@@ -8,6 +8,7 @@
 #include <functional>
 #include <vector>
 
+#include "model/metrics.h"  // RankByScore
 #include "model/tgraph_net.h"
 
 namespace tgraph {
@@ -47,8 +48,5 @@ struct ScoreResult {
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& options);
 
-// Ranking: config indices sorted by score, fastest first (ties by index), cut to top_k
-// when top_k > 0.
-std::vector<int64_t> RankByScore(const std::vector<double>& score, int64_t top_k = 0);
 
 }  // namespace tgraph

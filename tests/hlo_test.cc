@@ -3,9 +3,13 @@
 // features and every kind of bad input.
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <random>
+#include <tuple>
 
 #include "model/file_util.h"
 #include "model/graph_io.h"
@@ -398,4 +402,68 @@ TEST_CASE("opcode table: names and ids of hlo_opcodes.tsv", "[hlo]") {
   CHECK(hlo::OpcodeName(0).empty());
   CHECK(hlo::OpcodeName(121).empty());
   for (int id = 1; id <= 120; ++id) CHECK(hlo::OpcodeId(hlo::OpcodeName(id)) == id);
+}
+
+namespace {
+std::pair<int, std::string> RunTool(const std::string& args) {
+  const std::string cmd = std::string(TGRAPH_FEATURIZE_BIN) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+}  // namespace
+
+TEST_CASE("tgraph-featurize: module, layout and tile files every loader reads; errors name the file", "[hlo][cli]") {
+  TempDir dir;
+  const std::string layout_pb = kReal + "/module_tuning_data_layout.pb", tile_pb = kReal + "/op_tuning_data.pb";
+  auto [rc, out] = RunTool("layout --in " + layout_pb + " --out " + dir.path() + "/unet.npz --nodes_tsv " +
+                           dir.path() + "/nodes.tsv");
+  REQUIRE(rc == 0);
+  CHECK_THAT(out, Catch::Contains("122 runs: 112 kept, 10 with errors"));
+  auto g = LoadLayoutGraph(dir.path() + "/unet.npz");
+  REQUIRE(g.ok());
+  auto real = LoadLayoutGraph(kReal + "/npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz");
+  CHECK(g->graph.node_feat == real->graph.node_feat);
+  CHECK(g->graph.edge_index == real->graph.edge_index);
+  const std::string tsv = *ReadFile(dir.path() + "/nodes.tsv");
+  CHECK(std::count(tsv.begin(), tsv.end(), '\n') == 63);  // header + 62 configurable nodes
+  CHECK(tsv.rfind("row\tnode\tcomputation\tinstruction\topcode\n0\t443\t", 0) == 0);
+
+  std::tie(rc, out) = RunTool("module --in " + layout_pb + " --out " + dir.path() + "/graph.npz");
+  REQUIRE(rc == 0);
+  CHECK_THAT(out, Catch::Contains("3163 nodes, 5112 edges, 143 computations, 62 configurable nodes"));
+  auto only = LoadLayoutGraph(dir.path() + "/graph.npz", /*allow_no_configs=*/true);
+  REQUIRE(only.ok());
+  CHECK(only->num_configs == 0);
+  CHECK(GraphContentHash(only->graph, only->node_config_ids) == GraphContentHash(real->graph, real->node_config_ids));
+
+  std::tie(rc, out) = RunTool("tile --in " + tile_pb + " --out_dir " + dir.path() + "/tiles");
+  REQUIRE(rc == 0);
+  CHECK_THAT(out, Catch::Contains("[15/15] "));  // progress, a line per kernel
+  CHECK_THAT(out, Catch::Contains("15 kernels, 15 written"));
+  int tiles = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path() + "/tiles")) {
+    REQUIRE(LoadTileGraph(e.path().string()).ok());
+    ++tiles;
+  }
+  CHECK(tiles == 15);
+
+  std::tie(rc, out) = RunTool("module --in " + dir.path() + "/nope.pb --out " + dir.path() + "/x.npz");
+  CHECK(rc == 1);
+  CHECK_THAT(out, Catch::Contains("nope.pb"));
+  const std::string cut = dir.path() + "/cut.pb";
+  REQUIRE(WriteFileAtomic(cut, ReadFile(layout_pb)->substr(0, 5000)).ok());
+  std::tie(rc, out) = RunTool("layout --in " + cut + " --out " + dir.path() + "/x.npz");
+  CHECK(rc == 1);
+  CHECK_THAT(out, Catch::Contains("cut.pb: not a serialized tpu_graphs.ModuleTuningData"));
+  std::tie(rc, out) = RunTool("layout --in " + tile_pb + " --out " + dir.path() + "/x.npz");
+  CHECK(rc == 1);
+  CHECK_THAT(out, Catch::Contains("op_tuning_data.pb"));
+  std::tie(rc, out) = RunTool("bogus");
+  CHECK(rc == 1);
+  CHECK_THAT(out, Catch::Contains("unknown command 'bogus'"));
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/x.npz"));  // nothing written on error
 }

@@ -4,8 +4,10 @@ loads with numpy.load, and each array has the keys, dtypes, ranks and memory ord
 (.npy 'fortran_order') of the real files of the same collection in REAL_ROOT
 (tests/data/real), plus the invariants the real files show (edges u > v, sorted, no
 duplicates; node_splits from 0 to n).
-Usage: numpy_format_test.py TGRAPH_SYNTH WORKDIR REAL_ROOT. Exits 77 (skipped) when
-numpy is not installed."""
+Then the same for tgraph-featurize: its layout file of the real tuning data equals the
+real unet_3d file array for array, as numpy reads both.
+Usage: numpy_format_test.py TGRAPH_SYNTH WORKDIR REAL_ROOT TGRAPH_FEATURIZE. Exits 77
+(skipped) when numpy is not installed."""
 import glob
 import os
 import shutil
@@ -19,7 +21,7 @@ except ImportError:
     print("numpy is not installed: skipped")
     sys.exit(77)
 
-synth, work, real_root = sys.argv[1], sys.argv[2], sys.argv[3]
+synth, work, real_root, featurize = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
 
 
 def headers(path):
@@ -77,5 +79,18 @@ for kind, pattern in (("layout", "npz/layout/*/*/*/*.npz"), ("tile", "npz/tile/x
         assert (d["node_feat"][:, 1] == 0).all(), f"{path}: node_feat[:, 1] is always 0 in real files"
         checked += 1
 assert checked == 30, checked
+
+# tgraph-featurize: the raw tuning data of unet_3d -> the dataset's file, as numpy sees it.
+out = os.path.join(work, "unet.npz")
+subprocess.run([featurize, "layout", "--in", os.path.join(real_root, "module_tuning_data_layout.pb"), "--out", out],
+               check=True, stdout=subprocess.DEVNULL)
+assert headers(out) == real["layout"], headers(out)
+mine, theirs = np.load(out), np.load(os.path.join(real_root, "npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz"))
+for key in ("node_feat", "node_opcode", "edge_index", "node_config_ids", "node_splits"):
+    assert np.array_equal(mine[key], theirs[key]), key
+rows = {r.tobytes(): t for r, t in zip(theirs["node_config_feat"], theirs["config_runtime"])}
+assert all(rows.get(r.tobytes()) is not None for r in mine["node_config_feat"])
+assert mine["node_config_feat"].shape == (112, 62, 18)
 shutil.rmtree(work)
-print(f"numpy.load: {checked} generated files match the real files' keys, dtypes, ranks and orders")
+print(f"numpy.load: {checked} generated files match the real files' keys, dtypes, ranks and orders; "
+      "tgraph-featurize reproduces unet_3d")

@@ -4,7 +4,9 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <numeric>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -215,4 +217,82 @@ CATCH_TEST_CASE("the evaluator reports no metric for hidden (all-zero) runtimes"
   CATCH_CHECK_THAT(test->Json(), Catch::Contains("\"kendall_tau\": null"));
   auto valid = EvaluateSplit(*model, g.out, *ParseCollection("layout:xla:random"), "valid", eo);
   CATCH_CHECK(std::isfinite(valid->graphs[0].tau));  // runtimes kept there
+}
+
+CATCH_TEST_CASE("real TpuGraphs files: the training data loader reads them all", "[train][real]") {
+  const std::string real = TGRAPH_REAL_DATA;
+  // (collection, splits, graphs, configs after de-duplication; numpy: np.unique over rows)
+  struct Want { const char* collection; std::vector<std::string> splits; size_t graphs; std::vector<int64_t> configs; };
+  const std::vector<Want> wants = {
+      {"layout:xla:default", {"valid", "test"}, 2, {994, 1469}},  // sorted by name: cd708819..., unet_3d
+      {"layout:xla:random", {"valid", "test"}, 2, {1000, 442}},
+      {"layout:nlp:default", {"test"}, 1, {988}},
+      {"layout:nlp:random", {"test"}, 1, {999}},
+      {"tile:xla", {"train", "valid", "test"}, 8, {}},
+  };
+  for (const Want& w : wants) {
+    CATCH_INFO(w.collection);
+    auto data = LoadCollectionData(real, *ParseCollection(w.collection), w.splits);
+    CATCH_REQUIRE(data.ok());
+    CATCH_REQUIRE(data->size() == w.graphs);
+    for (size_t i = 0; i < w.configs.size(); ++i) CATCH_CHECK((*data)[i].num_configs() == w.configs[i]);
+    for (const GraphData& g : *data) {
+      CATCH_CHECK(g.graph.num_nodes <= g.original_nodes);
+      for (int64_t id : g.config_nodes) CATCH_CHECK((id >= 0 && id < g.graph.num_nodes));
+    }
+  }
+  // The big graph (21,918 nodes, 848 configurable) prunes to the configurable nodes and
+  // their neighbours.
+  auto nlp = LoadCollectionData(real, *ParseCollection("layout:nlp:default"), {"test"});
+  CATCH_CHECK((*nlp)[0].original_nodes == 21918);
+  CATCH_CHECK((*nlp)[0].config_nodes.size() == 848u);
+  CATCH_CHECK((*nlp)[0].graph.num_nodes < 21918);
+}
+
+CATCH_TEST_CASE("tgraph-eval's evaluator on every real file: rankings, and metrics only where runtimes are known", "[train][real]") {
+  const std::string real = TGRAPH_REAL_DATA;
+  TempDir dir;
+  int evaluated = 0;
+  for (const char* collection : {"layout:xla:default", "layout:xla:random", "layout:nlp:default", "layout:nlp:random",
+                                 "tile:xla"}) {
+    ModelSpec spec;
+    spec.hidden = 16;
+    spec.kind = ParseCollection(collection)->kind;
+    Manifest m;
+    m.collection = collection;
+    m.spec = spec;
+    m.batch_size = 128;
+    m.tta = 2;
+    auto net = MakeRankingNet(spec);
+    CATCH_REQUIRE(SaveWeights(*net, dir.path() + "/w.npz").ok());
+    m.folds = {{0, 0.5, "w.npz", ""}};
+    auto model = LoadFolds(m, dir.path());
+    CATCH_REQUIRE(model.ok());
+    EvalOptions eo;
+    eo.scoring.batch_size = m.batch_size;
+    eo.scoring.tta = m.tta;
+    for (const char* split : {"train", "valid", "test"}) {
+      CATCH_INFO(collection << " " << split);
+      auto files = ListSplit(real, *ParseCollection(collection), split);
+      if (!files.ok() || files->empty()) continue;  // the real samples have no such split
+      auto report = EvaluateSplit(*model, real, *ParseCollection(collection), split, eo);
+      CATCH_REQUIRE(report.ok());
+      for (const GraphEval& e : report->graphs) {
+        ++evaluated;
+        // Hidden runtimes (the test split): no metric; known runtimes: metrics.
+        CATCH_CHECK(std::isnan(e.tau) == (std::string(split) == "test"));
+        // A ranking of every configuration of the file, each once.
+        std::vector<int64_t> sorted = e.ranking;
+        std::sort(sorted.begin(), sorted.end());
+        std::vector<int64_t> all(static_cast<size_t>(e.configs));
+        std::iota(all.begin(), all.end(), 0);
+        CATCH_CHECK(sorted == all);
+      }
+      const std::string csv = report->RankingsCsv();
+      CATCH_CHECK(csv.rfind("collection,graph,ranking\n", 0) == 0);
+      CATCH_CHECK(std::count(csv.begin(), csv.end(), '\n') == static_cast<long>(report->graphs.size()) + 1);
+      CATCH_CHECK_THAT(csv, Catch::Contains(std::string(collection) + "," + report->graphs[0].name + ","));
+    }
+  }
+  CATCH_CHECK(evaluated == 14);
 }
