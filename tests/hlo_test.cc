@@ -103,7 +103,7 @@ TEST_CASE("featurizing the real layout tuning data reproduces the dataset's unet
   CHECK(GraphContentHash(g.graph, g.node_config_ids) == GraphContentHash(real->graph, real->node_config_ids));
 }
 
-TEST_CASE("an HLO module alone gives the same graph; convolution, dot and reshape are configurable", "[hlo]") {
+TEST_CASE("an HLO module alone gives the same graph, with convolution, dot and reshape configurable", "[hlo]") {
   const xla::ModuleTuningData d = RealLayoutTuning();
   // The three envelopes a user may hold: HloProto (XLA's *.hlo.pb), HloModuleProto,
   // and the tuning data itself (its module is field 1, as in HloProto).
@@ -416,7 +416,7 @@ std::pair<int, std::string> RunTool(const std::string& args) {
 }
 }  // namespace
 
-TEST_CASE("tgraph-featurize: module, layout and tile files every loader reads; errors name the file", "[hlo][cli]") {
+TEST_CASE("tgraph-featurize: module, layout and tile files every loader reads, errors that name the file", "[hlo][cli]") {
   TempDir dir;
   const std::string layout_pb = kReal + "/module_tuning_data_layout.pb", tile_pb = kReal + "/op_tuning_data.pb";
   auto [rc, out] = RunTool("layout --in " + layout_pb + " --out " + dir.path() + "/unet.npz --nodes_tsv " +
