@@ -3,8 +3,6 @@
 // features and every kind of bad input.
 #include <catch2/catch.hpp>
 
-#include <sys/wait.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -406,13 +404,7 @@ TEST_CASE("opcode table: names and ids of hlo_opcodes.tsv", "[hlo]") {
 
 namespace {
 std::pair<int, std::string> RunTool(const std::string& args) {
-  const std::string cmd = std::string(TGRAPH_FEATURIZE_BIN) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return RunCommand(std::string(TGRAPH_FEATURIZE_BIN) + " " + args + " 2>&1");
 }
 }  // namespace
 

@@ -494,12 +494,8 @@ CATCH_TEST_CASE("tgraph-client eval gives tgraph-eval's numbers for the same ver
   CATCH_REQUIRE(server.port > 0);
   const std::string cmd = std::string(TGRAPH_CLIENT_BIN) + " eval --server 127.0.0.1:" + std::to_string(server.port) +
                           " --collection layout:xla:random --data " + w.data + " --split train --json";
-  FILE* p = popen(cmd.c_str(), "r");
-  CATCH_REQUIRE(p != nullptr);
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  CATCH_REQUIRE(pclose(p) == 0);
+  auto [rc, out] = RunCommand(cmd);
+  CATCH_REQUIRE(rc == 0);
   nlohmann::json via_server = nlohmann::json::parse(out);
   auto model = LoadModel(Registry(w.registry), "layout:xla:random", 1);
   EvalOptions eo;
@@ -563,17 +559,6 @@ namespace {
 
 const std::string kReal = TGRAPH_REAL_DATA;
 
-// Runs a command, returning its exit status and standard output.
-std::pair<int, std::string> Run(const std::string& cmd) {
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, ""};
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
 std::vector<std::pair<std::string, std::string>> RealFiles() {  // (collection, path)
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& e : std::filesystem::recursive_directory_iterator(kReal + "/npz")) {
@@ -602,7 +587,7 @@ CATCH_TEST_CASE("server: every real TpuGraphs file registers and ranks through t
     CATCH_INFO(path);
     // Any layout model ranks any layout graph: the one published here is xla:random's.
     const std::string model = collection == "tile:xla" ? "tile:xla" : "layout:xla:random";
-    auto [rc, out] = Run(std::string(TGRAPH_CLIENT_BIN) + " rank --server 127.0.0.1:" + std::to_string(server.port) +
+    auto [rc, out] = RunCommand(std::string(TGRAPH_CLIENT_BIN) + " rank --server 127.0.0.1:" + std::to_string(server.port) +
                          " --collection " + model + " --npz " + path + " --top_k 5 2>&1");
     CATCH_CHECK(rc == 0);
     CATCH_CHECK_THAT(out, Catch::Contains("configurations ranked by " + model + " version 1"));
@@ -689,11 +674,11 @@ CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nod
   npz["node_config_feat"] = NpyArray::From<float>({count, 62, kConfigFeatDim}, values);
   CATCH_REQUIRE(WriteNpz(rows, npz).ok());
   const std::string cli = std::string(TGRAPH_CLIENT_BIN) + " --server 127.0.0.1:" + std::to_string(server.port);
-  auto [rc1, listing] = Run(cli + " register --hlo " + kReal + "/module_tuning_data_layout.pb");
+  auto [rc1, listing] = RunCommand(cli + " register --hlo " + kReal + "/module_tuning_data_layout.pb");
   CATCH_CHECK(rc1 == 0);
   CATCH_CHECK_THAT(listing, Catch::Contains("graph " + reg->graph_hash + ": 3163 nodes"));
   CATCH_CHECK_THAT(listing, Catch::Contains(conv.instruction));
-  auto [rc2, ranked] = Run(cli + " rank --collection layout:xla:random --hlo " + kReal +
+  auto [rc2, ranked] = RunCommand(cli + " rank --collection layout:xla:random --hlo " + kReal +
                            "/module_tuning_data_layout.pb --configs " + rows + " --top_k 40");
   CATCH_CHECK(rc2 == 0);
   CATCH_CHECK_THAT(ranked, Catch::Contains("3163 nodes, 40 configurations ranked"));

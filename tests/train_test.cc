@@ -54,6 +54,23 @@ TrainOptions SmallRun(const std::string& run_dir) {
   return o;
 }
 
+// A one-fold model of random weights (hidden 16) for `collection`, saved in `dir`: the
+// evaluator's behaviour on hidden runtimes and file formats does not depend on training.
+LoadedModel UntrainedModel(const std::string& collection, const std::string& dir, int64_t batch_size = 0, int tta = 0) {
+  ModelSpec spec;
+  spec.hidden = 16;
+  spec.kind = ParseCollection(collection)->kind;
+  Manifest m;
+  m.collection = collection;
+  m.spec = spec;
+  if (batch_size > 0) m.batch_size = batch_size;
+  if (tta > 0) m.tta = tta;
+  auto net = MakeRankingNet(spec);
+  if (!SaveWeights(*net, dir + "/w.npz").ok()) std::abort();
+  m.folds = {{0, 0.5, "w.npz", ""}};
+  return *LoadFolds(m, dir);
+}
+
 }  // namespace
 
 CATCH_TEST_CASE("training data: dedup, pruning, compression and folds", "[train]") {
@@ -197,25 +214,16 @@ CATCH_TEST_CASE("the evaluator reports no metric for hidden (all-zero) runtimes"
   g.hide_test_runtimes = true;
   g.collections = {*ParseCollection("layout:xla:random")};
   CATCH_REQUIRE(synth::Generate(g).ok());
-  ModelSpec spec;
-  spec.hidden = 16;
-  Manifest m;
-  m.collection = "layout:xla:random";
-  m.spec = spec;
-  auto net = MakeRankingNet(spec);
-  CATCH_REQUIRE(SaveWeights(*net, dir.path() + "/w.npz").ok());
-  m.folds = {{0, 0.5, "w.npz", ""}};
-  auto model = LoadFolds(m, dir.path());
-  CATCH_REQUIRE(model.ok());
+  const LoadedModel model = UntrainedModel("layout:xla:random", dir.path());
   EvalOptions eo;
-  auto test = EvaluateSplit(*model, g.out, *ParseCollection("layout:xla:random"), "test", eo);
+  auto test = EvaluateSplit(model, g.out, *ParseCollection("layout:xla:random"), "test", eo);
   CATCH_REQUIRE(test.ok());
   CATCH_REQUIRE(test->graphs.size() == 1u);
   CATCH_CHECK(std::isnan(test->graphs[0].tau));
   CATCH_CHECK(std::isnan(test->graphs[0].top_error[0]));
   CATCH_CHECK(std::isnan(test->mean.tau));
   CATCH_CHECK_THAT(test->Json(), Catch::Contains("\"kendall_tau\": null"));
-  auto valid = EvaluateSplit(*model, g.out, *ParseCollection("layout:xla:random"), "valid", eo);
+  auto valid = EvaluateSplit(model, g.out, *ParseCollection("layout:xla:random"), "valid", eo);
   CATCH_CHECK(std::isfinite(valid->graphs[0].tau));  // runtimes kept there
 }
 
@@ -255,27 +263,15 @@ CATCH_TEST_CASE("tgraph-eval's evaluator on every real file: rankings, and metri
   int evaluated = 0;
   for (const char* collection : {"layout:xla:default", "layout:xla:random", "layout:nlp:default", "layout:nlp:random",
                                  "tile:xla"}) {
-    ModelSpec spec;
-    spec.hidden = 16;
-    spec.kind = ParseCollection(collection)->kind;
-    Manifest m;
-    m.collection = collection;
-    m.spec = spec;
-    m.batch_size = 128;
-    m.tta = 2;
-    auto net = MakeRankingNet(spec);
-    CATCH_REQUIRE(SaveWeights(*net, dir.path() + "/w.npz").ok());
-    m.folds = {{0, 0.5, "w.npz", ""}};
-    auto model = LoadFolds(m, dir.path());
-    CATCH_REQUIRE(model.ok());
+    const LoadedModel model = UntrainedModel(collection, dir.path(), /*batch_size=*/128, /*tta=*/2);
     EvalOptions eo;
-    eo.scoring.batch_size = m.batch_size;
-    eo.scoring.tta = m.tta;
+    eo.scoring.batch_size = model.manifest.batch_size;
+    eo.scoring.tta = model.manifest.tta;
     for (const char* split : {"train", "valid", "test"}) {
       CATCH_INFO(collection << " " << split);
       auto files = ListSplit(real, *ParseCollection(collection), split);
       if (!files.ok() || files->empty()) continue;  // the real samples have no such split
-      auto report = EvaluateSplit(*model, real, *ParseCollection(collection), split, eo);
+      auto report = EvaluateSplit(model, real, *ParseCollection(collection), split, eo);
       CATCH_REQUIRE(report.ok());
       for (const GraphEval& e : report->graphs) {
         ++evaluated;

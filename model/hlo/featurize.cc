@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <set>
 #include <unordered_map>
@@ -180,6 +181,8 @@ absl::string_view OpcodeName(int id) {
 
 absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what) {
   if (bytes.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty; expected an HLO module"));
+  if (bytes.size() > static_cast<size_t>(INT32_MAX))  // protobuf's limit for one message
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": ", bytes.size(), " bytes, over protobuf's 2 GiB limit"));
   // An xla.HloProto (XLA's *.hlo.pb dumps) holds the module in field 1; a bare
   // HloModuleProto has its name there, which does not parse as a module with
   // computations. So: HloProto if that gives a module with computations.
