@@ -317,6 +317,12 @@ TEST_CASE("bad HLO input: precise errors naming the computation and instruction,
   auto odd = SmallModule({{"a", "parameter", {}}, {std::string("b\xff\n", 3), "negate", {7}}});
   CHECK_THAT(ErrorOf(odd), Catch::Contains("instruction 'b??' (id 2)"));
 
+  // A name of any length is cut in messages.
+  auto longname = SmallModule({{"a", "parameter", {}}, {std::string(100000, 'x'), "negate", {7}}});
+  const std::string msg = ErrorOf(longname);
+  CHECK(msg.size() < 400);
+  CHECK_THAT(msg, Catch::Contains("...(100000 bytes)' (id 2)"));
+
   // An unknown opcode is id 0, as upstream, with a warning.
   auto unknown = FeaturizeModule(SmallModule({{"a", "parameter", {}}, {"b", "frobnicate", {1}}}), "m.pb");
   REQUIRE(unknown.ok());

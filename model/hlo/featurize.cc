@@ -142,6 +142,14 @@ std::string Printable(absl::string_view name) {
   return out;
 }
 
+// A name inside an error or warning message: printable and at most 120 characters, so
+// that a hostile module cannot make a message (a gRPC trailer) of any size.
+std::string Shown(absl::string_view name) {
+  constexpr size_t kMax = 120;
+  if (name.size() <= kMax) return Printable(name);
+  return absl::StrCat(Printable(name.substr(0, kMax)), "...(", name.size(), " bytes)");
+}
+
 // A name usable as a file name: letters, digits, '.', '_' and '-'; anything else '_'.
 std::string FileSafe(absl::string_view name) {
   std::string out(name);
@@ -153,8 +161,8 @@ std::string FileSafe(absl::string_view name) {
 
 absl::Status Invalid(absl::string_view what, const HloComputationProto& comp, const HloInstructionProto* inst,
                      absl::string_view msg) {
-  std::string where = absl::StrCat(what, ": computation '", Printable(comp.name()), "'");
-  if (inst) absl::StrAppend(&where, ", instruction '", Printable(inst->name()), "' (id ", inst->id(), ")");
+  std::string where = absl::StrCat(what, ": computation '", Shown(comp.name()), "'");
+  if (inst) absl::StrAppend(&where, ", instruction '", Shown(inst->name()), "' (id ", inst->id(), ")");
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", msg));
 }
 
@@ -251,7 +259,7 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
                        absl::StrCat("its shape has ", inst.shape().dimensions_size(),
                                     " dimensions; the TpuGraphs features describe at most ", kMaxDims));
       const int opcode = OpcodeId(inst.opcode());
-      if (opcode == 0) unknown_opcodes.insert(Printable(inst.opcode()));
+      if (opcode == 0 && unknown_opcodes.size() < 20) unknown_opcodes.insert(Shown(inst.opcode()));
       out.graph.node_opcode[static_cast<size_t>(node)] = opcode;
       out.nodes[static_cast<size_t>(node)] = {Printable(comp.name()), Printable(inst.name()), Printable(inst.opcode()),
                                               inst.id()};
@@ -264,7 +272,7 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
                          absl::StrCat("operand id ", operand, " is not an instruction of this computation"));
         if (it->second >= node)
           return Invalid(what, comp, &inst,
-                         absl::StrCat("operand id ", operand, " ('", Printable(comp.instructions(it->second - base).name()),
+                         absl::StrCat("operand id ", operand, " ('", Shown(comp.instructions(it->second - base).name()),
                                       "') does not come before it: a cycle, or instructions out of dependency "
                                       "order"));
         edges.emplace_back(node, it->second);
@@ -409,7 +417,7 @@ absl::StatusOr<TileTuning> FeaturizeTileTuning(const xla::TuningData& data, absl
   TileTuning out;
   for (int k = 0; k < data.modules_size(); ++k) {
     const xla::ModuleTuningData& m = data.modules(k);
-    const std::string label = absl::StrCat("kernel ", k, " (", Printable(m.module().name()), ")");
+    const std::string label = absl::StrCat("kernel ", k, " (", Shown(m.module().name()), ")");
     if (m.runs_size() <= 1) {
       out.skipped.push_back(absl::StrCat(label, ": ", m.runs_size(), " run(s); at least 2 are needed"));
       continue;
@@ -445,7 +453,7 @@ absl::StatusOr<TileTuning> FeaturizeTileTuning(const xla::TuningData& data, absl
     }
     char fp[17];
     std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(m.fingerprint()));
-    g.name = absl::StrCat(FileSafe(m.module().name()), "_", fp);
+    g.name = absl::StrCat(FileSafe(m.module().name().substr(0, 120)), "_", fp);
     g.graph = std::move(module->graph);
     g.num_configs = static_cast<int64_t>(g.config_runtime.size());
     g.config_runtime_normalizers.assign(g.config_runtime.size(), normalizer);
