@@ -65,8 +65,8 @@ int Fail(const absl::Status& s) {
 
 // The configuration rows of --configs for a graph of nc configurable nodes, cut to
 // --max_configs; runtimes unknown (0).
-absl::StatusOr<tgraph::ConfigRows8> ConfigsFlag(int64_t nc) {
-  absl::StatusOr<tgraph::ConfigRows8> rows = tgraph::LoadLayoutConfigRows(absl::GetFlag(FLAGS_configs), nc);
+absl::StatusOr<tgraph::LayoutConfigRows> ConfigsFlag(int64_t nc) {
+  absl::StatusOr<tgraph::LayoutConfigRows> rows = tgraph::LoadLayoutConfigRows(absl::GetFlag(FLAGS_configs), nc);
   if (!rows.ok()) return rows.status();
   const int64_t max = absl::GetFlag(FLAGS_max_configs);
   if (max > 0 && rows->count > max) {
@@ -101,7 +101,7 @@ int Rank(tgraph::RankerClient& client) {
     absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromSerialized(std::move(*bytes), hlo);
     if (!p.ok()) return Fail(p.status());
     for (const std::string& w : p->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
-    absl::StatusOr<tgraph::ConfigRows8> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
+    absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
     if (!rows.ok()) return Fail(rows.status());
     count = rows->count;
     nodes = p->graph.num_nodes;
@@ -113,7 +113,7 @@ int Rank(tgraph::RankerClient& client) {
     absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path, /*allow_no_configs=*/!configs.empty());
     if (!g.ok()) return Fail(g.status());
     if (!configs.empty()) {
-      absl::StatusOr<tgraph::ConfigRows8> rows = ConfigsFlag(g->num_config_nodes());
+      absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(g->num_config_nodes());
       if (!rows.ok()) return Fail(rows.status());
       g->num_configs = rows->count;
       g->config_feat = std::move(rows->values);

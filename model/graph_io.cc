@@ -99,25 +99,42 @@ absl::StatusOr<std::vector<int64_t>> ReadRuntimes(const NpzArchive& npz, absl::s
   return ToVector<int64_t>(*a);
 }
 
-// Layout config values of any numeric dtype as int8, each checked to be an integer in -1..5.
-absl::StatusOr<std::vector<int8_t>> LayoutConfigValues(const NpyArray& a, absl::string_view what,
-                                                       absl::string_view key, int64_t nc) {
-  const std::vector<double> v = ToVector<double>(a);
-  std::vector<int8_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    const double x = v[i];
+// Layout config values of any numeric dtype as int8, each checked to be an integer in
+// -1..5 (read in place: a real file's node_config_feat has 15 million values).
+template <typename T>
+absl::Status ConvertConfigValues(const T* v, size_t n, absl::string_view what, absl::string_view key, int64_t nc,
+                                 int8_t* out) {
+  for (size_t i = 0; i < n; ++i) {
+    const double x = static_cast<double>(v[i]);
     if (!(x >= -1.0 && x <= 5.0) || x != std::floor(x))
       return KeyError(what, key,
                       absl::StrCat("config ", i / (nc * kConfigFeatDim), ", configurable node ", (i / kConfigFeatDim) % nc,
                                    ", slot ", i % kConfigFeatDim, " is ", x, ", expected an integer in -1..5"));
     out[i] = static_cast<int8_t>(x);
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int8_t>> LayoutConfigValues(const NpyArray& a, absl::string_view what,
+                                                       absl::string_view key, int64_t nc) {
+  const size_t n = static_cast<size_t>(a.numel());
+  std::vector<int8_t> out(n);
+  absl::Status s;
+  switch (a.dtype) {
+    case DType::kFloat32: s = ConvertConfigValues(a.data<float>(), n, what, key, nc, out.data()); break;
+    case DType::kFloat64: s = ConvertConfigValues(a.data<double>(), n, what, key, nc, out.data()); break;
+    case DType::kInt32: s = ConvertConfigValues(a.data<int32_t>(), n, what, key, nc, out.data()); break;
+    case DType::kInt64: s = ConvertConfigValues(a.data<int64_t>(), n, what, key, nc, out.data()); break;
+    case DType::kInt8: s = ConvertConfigValues(a.data<int8_t>(), n, what, key, nc, out.data()); break;
+    case DType::kUint8: s = ConvertConfigValues(a.data<uint8_t>(), n, what, key, nc, out.data()); break;
+  }
+  if (!s.ok()) return s;
   return out;
 }
 
 }  // namespace
 
-absl::StatusOr<ConfigRows8> LoadLayoutConfigRows(const std::string& path, int64_t nc) {
+absl::StatusOr<LayoutConfigRows> LoadLayoutConfigRows(const std::string& path, int64_t nc) {
   const bool npy = path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
   NpyArray a;
   std::string key = "node_config_feat";
@@ -149,7 +166,7 @@ absl::StatusOr<ConfigRows8> LoadLayoutConfigRows(const std::string& path, int64_
     return KeyError(path, key, absl::StrCat("has dtype ", DTypeName(a.dtype), ", expected a signed or float type"));
   absl::StatusOr<std::vector<int8_t>> values = LayoutConfigValues(a, path, key, nc);
   if (!values.ok()) return values.status();
-  ConfigRows8 out;
+  LayoutConfigRows out;
   out.count = one ? 1 : a.shape[0];
   out.values = std::move(*values);
   return out;

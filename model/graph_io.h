@@ -33,11 +33,11 @@ absl::Status SaveTileGraph(const std::string& path, const TileGraph& g);
 // or an .npz (key node_config_feat, or its only array): shape (c, nc, 18), or (nc, 18)
 // for one row; any float or signed dtype; every value an integer in -1..5. Errors name
 // the file and what was expected.
-struct ConfigRows8 {
+struct LayoutConfigRows {
   int64_t count = 0;
   std::vector<int8_t> values;  // count x nc x 18
 };
-absl::StatusOr<ConfigRows8> LoadLayoutConfigRows(const std::string& path, int64_t nc);
+absl::StatusOr<LayoutConfigRows> LoadLayoutConfigRows(const std::string& path, int64_t nc);
 
 // "dir/foo.npz" -> "foo".
 std::string GraphNameFromPath(absl::string_view path);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "model/dataset.h"
+#include "model/file_util.h"
 #include "model/graph_io.h"
 #include "tests/test_util.h"
 
@@ -320,4 +321,55 @@ TEST_CASE("tile targets are runtime over normalizer, 0 when the normalizer is hi
   CHECK(TileTargets(g) == std::vector<double>{10.0 / 15.0, 20.0 / 15.0});
   g.config_runtime_normalizers = {0, 4};
   CHECK(TileTargets(g) == std::vector<double>{0.0, 5.0});
+}
+
+TEST_CASE("configuration rows from .npy and .npz files, with precise errors", "[graph_io]") {
+  TempDir dir;
+  const std::string d = dir.path();
+  auto write_npy = [&](const std::string& name, const NpyArray& a) {
+    REQUIRE(WriteFileAtomic(d + "/" + name, SerializeNpy(a)).ok());
+    return d + "/" + name;
+  };
+  // Two rows of 2 nodes: row 0 all default, row 1 with node 1's output layout [1, 0].
+  std::vector<float> rows(2 * 2 * 18, -1.0f);
+  rows[36 + 18] = 1;
+  rows[36 + 19] = 0;
+  auto r = LoadLayoutConfigRows(write_npy("rows.npy", NpyArray::From<float>({2, 2, 18}, rows)), 2);
+  REQUIRE(r.ok());
+  CHECK(r->count == 2);
+  std::vector<int8_t> want(rows.begin(), rows.end());
+  CHECK(r->values == want);
+  // One row as (nc, 18), int8; and an .npz by key or by its only array.
+  std::vector<int8_t> one(want.begin() + 36, want.end());
+  r = LoadLayoutConfigRows(write_npy("one.npy", NpyArray::From<int8_t>({2, 18}, one)), 2);
+  REQUIRE(r.ok());
+  CHECK(r->count == 1);
+  CHECK(r->values == one);
+  NpzArchive npz;
+  npz["node_config_feat"] = NpyArray::From<int64_t>({1, 2, 18}, std::vector<int64_t>(one.begin(), one.end()));
+  npz["config_runtime"] = NpyArray::From<int64_t>({1}, {5});
+  REQUIRE(WriteNpz(d + "/rows.npz", npz).ok());
+  CHECK(LoadLayoutConfigRows(d + "/rows.npz", 2)->values == one);
+  NpzArchive other;
+  other["arr_0"] = NpyArray::From<float>({2, 2, 18}, rows);
+  REQUIRE(WriteNpz(d + "/other.npz", other).ok());
+  CHECK(LoadLayoutConfigRows(d + "/other.npz", 2)->count == 2);
+
+  auto err = [&](const std::string& path, int64_t nc) {
+    auto bad = LoadLayoutConfigRows(path, nc);
+    REQUIRE_FALSE(bad.ok());
+    return std::string(bad.status().message());
+  };
+  CHECK_THAT(err(d + "/rows.npy", 3), Catch::Contains("rows.npy: key '(array)': has shape (2, 2, 18), expected (c, 3, 18)"));
+  rows[5] = 6;
+  CHECK_THAT(err(write_npy("six.npy", NpyArray::From<float>({2, 2, 18}, rows)), 2),
+             Catch::Contains("config 0, configurable node 0, slot 5 is 6, expected an integer in -1..5"));
+  rows[5] = 0.5f;
+  CHECK_THAT(err(write_npy("half.npy", NpyArray::From<float>({2, 2, 18}, rows)), 2), Catch::Contains("is 0.5"));
+  CHECK_THAT(err(write_npy("u8.npy", NpyArray::From<uint8_t>({2, 18}, std::vector<uint8_t>(36, 0))), 2),
+             Catch::Contains("has dtype uint8, expected a signed or float type"));
+  other["more"] = NpyArray::From<float>({1}, {0});
+  REQUIRE(WriteNpz(d + "/two.npz", other).ok());
+  CHECK_THAT(err(d + "/two.npz", 2), Catch::Contains("two.npz: key 'node_config_feat': missing"));
+  CHECK(LoadLayoutConfigRows(d + "/none.npy", 2).status().code() == absl::StatusCode::kNotFound);
 }
