@@ -115,18 +115,17 @@ struct RankerClient::Impl {
 };
 
 absl::StatusOr<HloProgram> HloProgram::FromSerialized(std::string serialized, const std::string& what) {
-  absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(serialized, what);
-  if (!module.ok()) return module.status();
-  absl::StatusOr<hlo::ModuleGraph> m = hlo::FeaturizeModule(*module, what);
-  if (!m.ok()) return m.status();
+  // The server's decoding, so that both sides agree on the graph and its hash.
+  absl::StatusOr<WireGraph> w = DecodeHloModule(serialized, hlo::Limits().max_instructions, what);
+  if (!w.ok()) return w.status();
   HloProgram p;
   p.serialized = std::move(serialized);
-  p.module_name = m->module_name;
-  p.graph = std::move(m->graph);
-  p.node_config_ids = std::move(m->default_config_nodes);
-  p.warnings = std::move(m->warnings);
+  p.module_name = std::move(w->module_name);
+  p.graph = std::move(w->graph);
+  p.node_config_ids = std::move(w->node_config_ids);
+  p.warnings = std::move(w->warnings);
   for (int64_t id : p.node_config_ids) {
-    const hlo::NodeSource& s = m->nodes[static_cast<size_t>(id)];
+    const hlo::NodeSource& s = w->sources[static_cast<size_t>(id)];
     p.configurable_nodes.push_back({id, s.opcode, s.instruction, s.computation});
   }
   p.graph_hash = GraphContentHash(p.graph, p.node_config_ids);

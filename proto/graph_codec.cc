@@ -44,12 +44,13 @@ absl::StatusOr<WireGraph> DecodeGraph(const v1::Graph& g, int64_t max_nodes) {
   return w;
 }
 
-absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_nodes) {
-  absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(bytes, "hlo_module");
+absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_nodes, absl::string_view what) {
+  absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(bytes, what);
   if (!module.ok()) return module.status();
-  absl::StatusOr<hlo::ModuleGraph> m = hlo::FeaturizeModule(*module, "hlo_module", hlo::Limits{max_nodes});
+  absl::StatusOr<hlo::ModuleGraph> m = hlo::FeaturizeModule(*module, what, hlo::Limits{max_nodes});
   if (!m.ok()) return m.status();
   WireGraph w;
+  w.module_name = std::move(m->module_name);
   w.graph = std::move(m->graph);
   w.node_config_ids = std::move(m->default_config_nodes);
   w.sources = std::move(m->nodes);

@@ -16,7 +16,8 @@ namespace tgraph {
 struct WireGraph {
   NodeGraph graph;
   std::vector<int64_t> node_config_ids;
-  // Graphs from an HLO module: where each node came from, and featurization notes.
+  // Graphs from an HLO module: its name, where each node came from, and featurization notes.
+  std::string module_name;
   std::vector<hlo::NodeSource> sources;
   std::vector<std::string> warnings;
 };
@@ -29,7 +30,9 @@ absl::StatusOr<WireGraph> DecodeGraph(const v1::Graph& g, int64_t max_nodes);
 // model/hlo: convolution, dot and reshape nodes configurable. INVALID_ARGUMENT
 // ("hlo_module: computation '...', instruction '...': ...") for a module that does not
 // parse or is not well formed; RESOURCE_EXHAUSTED over max_nodes instructions.
-absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_nodes);
+// `what` prefixes the messages (the request field, or a file name in the client).
+absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_nodes,
+                                          absl::string_view what = "hlo_module");
 
 // Either source of a registration request; INVALID_ARGUMENT when it has neither.
 absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& request, int64_t max_nodes);

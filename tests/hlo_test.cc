@@ -344,7 +344,8 @@ TEST_CASE("ParseModule refuses what is not an HLO module", "[hlo]") {
              Catch::Contains("not"));
   const std::string good = RealLayoutTuning().module().SerializeAsString();
   CHECK_THAT(err(good.substr(0, good.size() / 2)), Catch::Contains("not"));
-  CHECK_THAT(err(std::string("\x0a\x03" "abc", 5)), Catch::Contains("no computations"));
+  CHECK_THAT(err(std::string("\x0a\x03" "abc", 5)), Catch::Contains("no computations with instructions"));
+  CHECK_THAT(err(*ReadFile(kReal + "/op_tuning_data.pb")), Catch::Contains("not an HLO module"));
 }
 
 TEST_CASE("fuzz: mutated and truncated HLO modules are errors or graphs, never crashes", "[hlo][fuzz]") {

@@ -194,19 +194,28 @@ absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string
   // An xla.HloProto (XLA's *.hlo.pb dumps) holds the module in field 1; a bare
   // HloModuleProto has its name there, which does not parse as a module with
   // computations. So: HloProto if that gives a module with computations.
+  // A module has computations, each with instructions; another message read as one
+  // (e.g. a tpu_graphs.TuningData) has neither.
+  auto looks_like_module = [](const HloModuleProto& m) {
+    if (m.computations_size() == 0) return false;
+    for (const HloComputationProto& c : m.computations())
+      if (c.instructions_size() == 0) return false;
+    return true;
+  };
   xla::HloProto wrapped;
   if (wrapped.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) && wrapped.has_hlo_module() &&
-      wrapped.hlo_module().computations_size() > 0)
+      looks_like_module(wrapped.hlo_module()))
     return std::move(*wrapped.mutable_hlo_module());
   HloModuleProto module;
   if (!module.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": not a serialized xla.HloProto or xla.HloModuleProto (protobuf parsing failed: truncated or "
               "another kind of file)"));
-  if (module.computations_size() == 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": not an HLO module: it parses, but has no computations (expected an xla.HloProto, "
-                           "e.g. an XLA dump *.hlo.pb, or an xla.HloModuleProto)"));
+  if (!looks_like_module(module))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": not an HLO module: it parses, but has no computations with instructions (expected an "
+              "xla.HloProto, e.g. an XLA dump *.hlo.pb, or an xla.HloModuleProto; tile tuning data, a "
+              "tpu_graphs.TuningData, is read by tgraph-featurize tile)"));
   return module;
 }
 
