@@ -461,6 +461,12 @@ TEST_CASE("tgraph-featurize: module, layout and tile files every loader reads, e
   std::tie(rc, out) = RunTool("layout --in " + tile_pb + " --out " + dir.path() + "/x.npz");
   CHECK(rc == 1);
   CHECK_THAT(out, Catch::Contains("op_tuning_data.pb"));
+  xla::HloProto nothing;
+  *nothing.mutable_hlo_module() = SmallModule({{"a", "parameter", {}}, {"b", "negate", {1}}});
+  REQUIRE(WriteFileAtomic(dir.path() + "/plain.hlo.pb", nothing.SerializeAsString()).ok());
+  std::tie(rc, out) = RunTool("module --in " + dir.path() + "/plain.hlo.pb --out " + dir.path() + "/x.npz");
+  CHECK(rc == 1);
+  CHECK_THAT(out, Catch::Contains("plain.hlo.pb: module small has no convolution, dot or reshape instruction"));
   std::tie(rc, out) = RunTool("bogus");
   CHECK(rc == 1);
   CHECK_THAT(out, Catch::Contains("unknown command 'bogus'"));

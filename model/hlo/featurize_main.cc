@@ -72,6 +72,9 @@ int Module(const tgraph::hlo::Limits& limits) {
   absl::StatusOr<ModuleGraph> m = tgraph::hlo::FeaturizeModule(*proto, in, limits);
   if (!m.ok()) return Fail(m.status());
   PrintWarnings(*m);
+  if (m->default_config_nodes.empty())
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        in, ": module ", m->module_name, " has no convolution, dot or reshape instruction: no layout to configure")));
   // A graph-only layout file: the configurable nodes (convolution, dot, reshape) and no
   // configurations; rank configurations for it with tgraph-client rank --configs.
   tgraph::LayoutGraph g;
