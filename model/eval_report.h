@@ -20,6 +20,8 @@ struct GraphEval {
   // The file's configuration indices, predicted fastest first: what a test split (hidden
   // runtimes) is evaluated for.
   std::vector<int64_t> ranking;
+  // Permutation (TTA) passes run over all folds; 0 where the scores came from elsewhere.
+  int64_t passes = 0;
 };
 
 // The metrics of one graph from its scores (lower = predicted faster) and its targets.

@@ -33,11 +33,21 @@ ConfigBatch Gather(const ConfigRows& rows, const std::vector<int64_t>& idx, size
 
 }  // namespace
 
+std::vector<int64_t> BatchBounds(int64_t count, int64_t batch_size) {
+  std::vector<int64_t> bounds = {0};
+  if (count <= 0) return bounds;
+  const int64_t batches = (count + std::max<int64_t>(1, batch_size) - 1) / std::max<int64_t>(1, batch_size);
+  const int64_t base = count / batches, larger = count % batches;  // the first `larger` get one more
+  for (int64_t b = 0; b < batches; ++b) bounds.push_back(bounds.back() + base + (b < larger ? 1 : 0));
+  return bounds;
+}
+
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& o) {
   torch::NoGradGuard no_grad;
   const int64_t c = rows.count;
   const int64_t batch = std::max<int64_t>(1, o.batch_size);
+  const std::vector<int64_t> bounds = BatchBounds(c, batch);
   // All of a request's configs in one batch: permutations cannot change the scores.
   const int passes = c <= batch ? 1 : std::max(1, o.tta);
   std::vector<std::vector<int64_t>> orders(passes, std::vector<int64_t>(c));
@@ -49,9 +59,10 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
   ScoreResult r;
   r.score.assign(c, 0.0);
   r.spread.assign(c, 0.0);
-  std::vector<double> fold_score(c), sum_sq(c, 0.0);
+  std::vector<double> fold_score(c), sum_sq(c, 0.0), previous_mean(c), mean(c);
   for (const FoldModel& f : folds) {
     std::fill(fold_score.begin(), fold_score.end(), 0.0);
+    int run = 0;  // passes this fold ran
     StaticEncoding local;
     const StaticEncoding* cache = f.cache;
     if (!cache) {
@@ -59,12 +70,12 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
       cache = &local;
     }
     for (const std::vector<int64_t>& order : orders) {
-      for (int64_t begin = 0; begin < c; begin += batch) {
+      for (size_t b = 0; b + 1 < bounds.size(); ++b) {
         if (o.cancelled && o.cancelled()) {
           r.cancelled = true;
           return r;
         }
-        const int64_t end = std::min(c, begin + batch);
+        const int64_t begin = bounds[b], end = bounds[b + 1];
         const torch::Tensor s =
             f.net->Score(graph, Gather(rows, order, static_cast<size_t>(begin), static_cast<size_t>(end)), cache)
                 .to(torch::kFloat64)
@@ -73,9 +84,16 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
         for (int64_t i = begin; i < end; ++i) fold_score[order[i]] += sp[i - begin];
         ++r.batches;
       }
+      ++run;
+      ++r.passes;
+      if (o.tta_agreement <= 0 || run == passes) continue;
+      // Stop once another pass no longer changes the ranking (to the agreed tau).
+      for (int64_t i = 0; i < c; ++i) mean[i] = fold_score[i] / run;
+      if (run >= 2 && KendallTau(mean, previous_mean) >= o.tta_agreement) break;
+      std::swap(mean, previous_mean);
     }
     for (int64_t i = 0; i < c; ++i) {
-      const double v = fold_score[i] / passes;
+      const double v = fold_score[i] / run;
       r.score[i] += v;
       sum_sq[i] += v * v;
     }

@@ -24,7 +24,12 @@ struct ConfigRows {
 
 struct ScoringOptions {
   int64_t batch_size = 128;
-  int tta = 10;        // permutations when count > batch_size
+  int tta = 10;        // at most this many permutations when count > batch_size
+  // A fold stops its permutation passes once the ranking after p passes agrees with
+  // the ranking after p - 1 to this Kendall tau (checked from p = 2 on); 0 runs all
+  // `tta` passes. On trained models extra passes changed nothing measurable, so most
+  // requests stop after 2 (docs/results.md).
+  double tta_agreement = 0.999;
   uint64_t seed = 0;   // permutations are a function of the seed: same input, same scores
   // Polled before every batch; when it returns true the scoring stops early (a
   // cancelled or expired RPC stops consuming compute).
@@ -41,10 +46,17 @@ struct ScoreResult {
   std::vector<double> score;   // fold mean; lower = predicted faster
   std::vector<double> spread;  // population std of the fold scores (0 with one fold)
   int64_t batches = 0;         // forward passes run, over all folds
+  int64_t passes = 0;          // permutation passes run, over all folds
   bool cancelled = false;      // stopped early by ScoringOptions::cancelled; scores incomplete
 };
 
-// Runs without autograd. Scores of one fold are averaged over the TTA passes.
+// How `count` configurations are cut into batches of at most `batch_size`:
+// ceil(count / batch_size) batches of near-equal size (sizes differ by at most one), so
+// that no batch is a lone remainder (a softmax over one configuration). Returns the
+// batch boundaries 0 = b_0 < b_1 < ... < b_k = count.
+std::vector<int64_t> BatchBounds(int64_t count, int64_t batch_size);
+
+// Runs without autograd. Scores of one fold are averaged over the TTA passes it ran.
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& options);
 

@@ -40,6 +40,9 @@ ABSL_FLAG(int64_t, max_nodes, 200000, "Largest graph accepted (nodes)");
 ABSL_FLAG(int64_t, max_configs, 100000, "Most configurations per RankConfigs request");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20, "Largest gRPC message accepted");
 ABSL_FLAG(int, max_tta, 64, "Largest tta a request may ask for");
+ABSL_FLAG(double, tta_agreement, 0.999,
+          "TTA policy: a fold stops its permutation passes (at most the model's or the request's tta) once two "
+          "successive passes rank the configurations alike to this Kendall tau; 0 runs every pass");
 ABSL_FLAG(double, poll_interval_s, 10, "Seconds between registry scans for new model versions");
 ABSL_FLAG(int, keep_versions, 2, "Newest versions kept loaded per collection (older ones cannot be pinned)");
 ABSL_FLAG(bool, fold_inference, true,
@@ -94,7 +97,8 @@ int main(int argc, char** argv) {
                    " max_configs=", absl::GetFlag(FLAGS_max_configs), " max_message_bytes=",
                    absl::GetFlag(FLAGS_max_message_bytes), " poll_interval_s=", absl::GetFlag(FLAGS_poll_interval_s),
                    " keep_versions=", absl::GetFlag(FLAGS_keep_versions),
-                   " fold_inference=", absl::GetFlag(FLAGS_fold_inference) ? "true" : "false", " drain_timeout_s=",
+                   " fold_inference=", absl::GetFlag(FLAGS_fold_inference) ? "true" : "false",
+                   " tta_agreement=", absl::GetFlag(FLAGS_tta_agreement), " drain_timeout_s=",
                    absl::GetFlag(FLAGS_drain_timeout_s)));
   // Touch the BLAS once so it is mapped, then report it.
   (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
   ro.workers = absl::GetFlag(FLAGS_workers);
   ro.queue_size = absl::GetFlag(FLAGS_queue_size);
   ro.max_tta = absl::GetFlag(FLAGS_max_tta);
+  ro.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
   tgraph::Ranker ranker(&models, ro);
   tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes);
 

@@ -242,6 +242,7 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
   ScoringOptions so;
   so.batch_size = model.manifest.batch_size;
   so.tta = q.tta > 0 ? q.tta : model.manifest.tta;
+  so.tta_agreement = options_.tta_agreement;
   so.cancelled = cancelled;
   const auto t0 = Clock::now();
   const ScoreResult s = ScoreConfigs(folds, prepared->tensors, rows, so);

@@ -28,6 +28,7 @@ struct RankerOptions {
   int workers = 1;
   int queue_size = 16;                           // waiting requests before RESOURCE_EXHAUSTED
   int max_tta = 64;
+  double tta_agreement = 0.999;                  // ScoringOptions::tta_agreement
 };
 
 struct RegisterResult {

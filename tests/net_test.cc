@@ -7,6 +7,7 @@
 #include "model/features.h"
 #include "model/loss.h"
 #include "model/model_io.h"
+#include "model/metrics.h"
 #include "model/scoring.h"
 #include "tests/test_util.h"
 #include "model/tgraph_net.h"
@@ -215,6 +216,55 @@ CATCH_TEST_CASE("scoring: one batch skips TTA, and TTA over permutations would n
   CATCH_CHECK(r.spread == std::vector<double>(20, 0.0));  // one fold
 }
 
+CATCH_TEST_CASE("scoring: batches are near-equal, never a lone remainder", "[scoring]") {
+  CATCH_CHECK(BatchBounds(20, 8) == std::vector<int64_t>{0, 7, 14, 20});
+  CATCH_CHECK(BatchBounds(129, 128) == std::vector<int64_t>{0, 65, 129});
+  CATCH_CHECK(BatchBounds(128, 128) == std::vector<int64_t>{0, 128});
+  CATCH_CHECK(BatchBounds(1001, 128) == std::vector<int64_t>{0, 126, 251, 376, 501, 626, 751, 876, 1001});
+  CATCH_CHECK(BatchBounds(5, 1) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  CATCH_CHECK(BatchBounds(0, 128) == std::vector<int64_t>{0});
+}
+
+CATCH_TEST_CASE("scoring: TTA stops once two successive passes agree, with the scores of that many full passes", "[scoring]") {
+  torch::manual_seed(9);
+  Fixture f = MakeFixture(7, 20);
+  auto net = MakeRankingNet(SmallSpec());
+  const std::vector<int8_t> rows = RowsOf(f);
+  const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
+  ScoringOptions full;
+  full.batch_size = 8;
+  full.tta_agreement = 0;
+  // The reference by hand: the means after 1..10 passes (the same seed gives the same
+  // first permutations whatever the pass count).
+  std::vector<std::vector<double>> means;
+  for (int k = 1; k <= 10; ++k) {
+    full.tta = k;
+    means.push_back(ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, full).score);
+  }
+  // Runs repeat scores to about 1e-5 only, so a near-tie may order differently between
+  // them; with 20 configurations one pair moves tau by 2/190.
+  const double pair = 2.0 / 190.0 + 1e-9;
+  auto tau_at = [&](int p) { return KendallTau(means[p - 1], means[p - 2]); };
+  for (double agreement : {0.5, 0.8, 0.95, 0.999}) {
+    CATCH_INFO("agreement " << agreement);
+    ScoringOptions early = full;
+    early.tta = 10;
+    early.tta_agreement = agreement;
+    const ScoreResult r = ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, early);
+    const int p = static_cast<int>(r.passes);
+    CATCH_REQUIRE((p >= 2 && p <= 10));
+    CATCH_CHECK(r.batches == p * 3);  // balanced: 7 + 7 + 6
+    // It stopped at the first pass whose ranking agreed with the one before.
+    if (p < 10) CATCH_CHECK(tau_at(p) >= agreement - pair);
+    for (int q = 2; q < p; ++q) CATCH_CHECK(tau_at(q) < agreement + pair);
+    // And it scored exactly what p full passes score.
+    for (int i = 0; i < 20; ++i) CATCH_CHECK(r.score[i] == Approx(means[p - 1][i]).margin(1e-5));
+  }
+  // 0 runs every pass.
+  full.tta = 10;
+  CATCH_CHECK(ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, full).passes == 10);
+}
+
 CATCH_TEST_CASE("scoring: batches, TTA passes, fold average and spread", "[scoring]") {
   torch::manual_seed(6);
   Fixture f = MakeFixture(7, 20);
@@ -225,8 +275,10 @@ CATCH_TEST_CASE("scoring: batches, TTA passes, fold average and spread", "[scori
   ScoringOptions o;
   o.batch_size = 8;
   o.tta = 3;
+  o.tta_agreement = 0;  // every pass
   const ScoreResult both = ScoreConfigs({{a.get(), nullptr}, {b.get(), nullptr}}, f.graph, cr, o);
   CATCH_CHECK(both.batches == 2 * 3 * 3);  // folds x passes x ceil(20 / 8)
+  CATCH_CHECK(both.passes == 2 * 3);
   const ScoreResult ra = ScoreConfigs({{a.get(), nullptr}}, f.graph, cr, o);
   const ScoreResult rb = ScoreConfigs({{b.get(), nullptr}}, f.graph, cr, o);
   for (int i = 0; i < 20; ++i) {

@@ -26,7 +26,10 @@ ABSL_FLAG(int64_t, version, 0, "Model version (0 = latest)");
 ABSL_FLAG(std::string, run_dir, "", "Score with a training run's best folds instead of a published version");
 ABSL_FLAG(int, keep_folds, 4, "With --run_dir: how many of the best folds to use");
 ABSL_FLAG(bool, official_subset, false, "Layout: evaluate on the 1,000-config subset of the TpuGraphs evaluation");
-ABSL_FLAG(int, tta, 0, "TTA passes (0 = the manifest's)");
+ABSL_FLAG(int, tta, 0, "TTA passes at most (0 = the manifest's)");
+ABSL_FLAG(double, tta_agreement, 0.999,
+          "Stop a fold's TTA passes once two successive ones rank alike to this Kendall tau (0: run them all), as the "
+          "server does");
 ABSL_FLAG(int64_t, batch, 0, "Configs per batch (0 = the manifest's)");
 ABSL_FLAG(bool, json, false, "Print JSON instead of a table");
 ABSL_FLAG(std::string, rankings, "",
@@ -78,6 +81,7 @@ int main(int argc, char** argv) {
   o.official_subset = absl::GetFlag(FLAGS_official_subset);
   o.scoring.batch_size = absl::GetFlag(FLAGS_batch) > 0 ? absl::GetFlag(FLAGS_batch) : model->manifest.batch_size;
   o.scoring.tta = absl::GetFlag(FLAGS_tta) > 0 ? absl::GetFlag(FLAGS_tta) : model->manifest.tta;
+  o.scoring.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
   o.progress = !absl::GetFlag(FLAGS_json);
   absl::StatusOr<tgraph::EvalReport> r =
       tgraph::EvaluateSplit(*model, absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split), o);
@@ -87,9 +91,14 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", r->Json().c_str());
   } else {
-    std::printf("%s %s with %s (%zu folds, batch %lld, TTA %d)\n%s", c->name().c_str(), absl::GetFlag(FLAGS_split).c_str(),
+    std::printf("%s %s with %s (%zu folds, batch %lld, TTA at most %d, agreement %g)\n%s", c->name().c_str(), absl::GetFlag(FLAGS_split).c_str(),
                 source.c_str(), model->folds.size(), static_cast<long long>(o.scoring.batch_size), o.scoring.tta,
-                r->Table().c_str());
+                o.scoring.tta_agreement, r->Table().c_str());
+    int64_t passes = 0;
+    for (const tgraph::GraphEval& e : r->graphs) passes += e.passes;
+    std::printf("TTA passes per fold and graph: %.2f on average\n",
+                r->graphs.empty() ? 0.0
+                                  : static_cast<double>(passes) / static_cast<double>(r->graphs.size() * model->folds.size()));
   }
   return 0;
 }

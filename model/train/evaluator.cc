@@ -50,8 +50,8 @@ absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::st
       cr.num_config_nodes = g->configs.num_config_nodes;
     }
     const ScoreResult s = ScoreConfigs(folds, tensors, cr, o.scoring);
-    const GraphEval e =
-        EvaluateScores(g->name, g->original_nodes, g->graph.num_nodes, s.score, target, report.tile, rows);
+    GraphEval e = EvaluateScores(g->name, g->original_nodes, g->graph.num_nodes, s.score, target, report.tile, rows);
+    e.passes = s.passes;
     report.graphs.push_back(e);
     if (o.progress) std::fprintf(stderr, "evaluated %zu/%zu: %s\n", fi + 1, files->size(), e.name.c_str());
   }
