@@ -2,6 +2,7 @@
 // compares its arithmetic rate with a plain LibTorch matmul of similar shape.
 //
 //   tgraph-bench-model [--nodes 1000] [--configs 128] [--hidden 256] [--folds 1] [--threads 0] [--fold=false]
+//                      [--precision auto|bf16|fp32]
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
@@ -28,6 +29,7 @@ ABSL_FLAG(int64_t, hidden, 256, "Hidden width (the paper's 256)");
 ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
 ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
 ABSL_FLAG(int, folds, 1, "Folds scored per request");
+ABSL_FLAG(std::string, precision, "auto", "Inference precision: auto (bf16 where the CPU has avx512_bf16), bf16 or fp32");
 ABSL_FLAG(bool, fold, true, "Fold f1 into f2 at inference, as the server does (false: the layers as specified)");
 ABSL_FLAG(int, repeats, 10, "Timed repetitions (after 2 warm-up runs)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
@@ -49,6 +51,12 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C]");
   tgraph::NormalizeFlagDashes(argc, argv);
   absl::ParseCommandLine(argc, argv);
+  absl::StatusOr<tgraph::Precision> resolved = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
+  if (!resolved.ok()) {
+    std::fprintf(stderr, "tgraph-bench-model: %s\n", std::string(resolved.status().message()).c_str());
+    return 2;
+  }
+  const tgraph::Precision precision = *resolved;
   const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
   torch::set_num_threads(threads);
   torch::manual_seed(0);
@@ -98,6 +106,7 @@ int main(int argc, char** argv) {
       nets.push_back(tgraph::MakeRankingNet(spec));
       nets.back()->eval();
       nets.back()->SetInferenceFolding(absl::GetFlag(FLAGS_fold));
+      nets.back()->SetInferencePrecision(precision);
       caches.push_back(nets.back()->Precompute(tensors));
     }
   }
@@ -107,9 +116,11 @@ int main(int argc, char** argv) {
   so.tta = 1;
   const tgraph::ConfigRows cr{rows.data(), nullptr, c, nc};
 
-  // The reference: a plain matmul of the network's dominant shape, [batch*N, H] x [H, H].
-  const torch::Tensor a = torch::randn({std::min(c, so.batch_size) * n, spec.hidden});
-  const torch::Tensor b = torch::randn({spec.hidden, spec.hidden});
+  // The reference: a plain matmul of the network's dominant shape, [batch*N, H] x [H, H],
+  // in the precision the graph blocks' matmuls run in.
+  const auto dtype = precision == tgraph::Precision::kBFloat16 ? torch::kBFloat16 : torch::kFloat32;
+  const torch::Tensor a = torch::randn({std::min(c, so.batch_size) * n, spec.hidden}).to(dtype);
+  const torch::Tensor b = torch::randn({spec.hidden, spec.hidden}).to(dtype);
 
   // Model and matmul alternate within each repetition so that both see the same machine
   // (a shared VM's speed drifts by 2x over minutes); the figures are medians.
@@ -124,7 +135,7 @@ int main(int argc, char** argv) {
     torch::NoGradGuard no_grad;
     t0 = Clock::now();
     torch::Tensor out = torch::mm(a, b);
-    (void)out.data_ptr<float>();
+    (void)out.data_ptr();
     const double t_mm = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (r >= 2) {
       ms.push_back(t);
@@ -157,9 +168,10 @@ int main(int argc, char** argv) {
   std::printf("graph: %lld pruned nodes, %lld configurable, %lld directed edges; %lld configs in batches of %lld\n",
               static_cast<long long>(n), static_cast<long long>(nc), static_cast<long long>(tensors.edge_src.numel()),
               static_cast<long long>(c), static_cast<long long>(so.batch_size));
-  std::printf("model: %s hidden %lld, %lld blocks, %zu fold(s); torch threads %d, OMP_WAIT_POLICY %s\n",
+  std::printf("model: %s hidden %lld, %lld blocks, %zu fold(s), %s; torch threads %d, OMP_WAIT_POLICY %s\n",
               spec.architecture.c_str(), static_cast<long long>(spec.hidden), static_cast<long long>(spec.blocks),
-              folds.size(), torch::get_num_threads(), tgraph::OpenMpWaitPolicy().c_str());
+              folds.size(), tgraph::PrecisionName(precision), torch::get_num_threads(),
+              tgraph::OpenMpWaitPolicy().c_str());
   std::printf("request (all folds, median of %d): %.1f ms\n", repeats, request_ms);
   std::printf("per %lld-config batch per fold:      %.1f ms\n", static_cast<long long>(so.batch_size), per_batch_ms);
   std::printf("throughput:                        %.0f configs/s\n", static_cast<double>(c) / (request_ms / 1000.0));
@@ -167,7 +179,8 @@ int main(int argc, char** argv) {
               model_gflops, folded ? " (f1 folded into f2)" : "");
   if (folded)
     std::printf("  as specified (unfolded):         %.2f GFLOP per request; --fold=false runs it\n", spec_flops / 1e9);
-  std::printf("plain matmul [%lld x %lld] x [%lld x %lld]: %.1f GFLOP/s\n", static_cast<long long>(a.size(0)),
+  std::printf("plain %s matmul [%lld x %lld] x [%lld x %lld]: %.1f GFLOP/s\n", tgraph::PrecisionName(precision),
+              static_cast<long long>(a.size(0)),
               static_cast<long long>(spec.hidden), static_cast<long long>(spec.hidden),
               static_cast<long long>(spec.hidden), mm_gflops);
   std::printf("model / matmul (executed FLOPs):   %.0f%% (median of the per-repetition ratios)\n",

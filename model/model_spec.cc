@@ -71,4 +71,23 @@ absl::StatusOr<ModelSpec> ModelSpec::FromJson(const std::string& text, absl::str
   return s;
 }
 
+bool CpuHasBf16() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512bf16");
+}
+
+const char* PrecisionName(Precision p) { return p == Precision::kBFloat16 ? "bf16" : "fp32"; }
+
+absl::StatusOr<Precision> ResolvePrecision(const std::string& flag) {
+  if (flag == "fp32") return Precision::kFloat32;
+  if (flag == "auto") return CpuHasBf16() ? Precision::kBFloat16 : Precision::kFloat32;
+  if (flag == "bf16") {
+    if (!CpuHasBf16())
+      return absl::InvalidArgumentError(
+          "precision bf16: this CPU has no native bf16 dot products (avx512_bf16); use fp32 or auto");
+    return Precision::kBFloat16;
+  }
+  return absl::InvalidArgumentError("precision must be auto, fp32 or bf16, got '" + flag + "'");
+}
+
 }  // namespace tgraph

@@ -28,4 +28,14 @@ struct ModelSpec {
   absl::Status Validate() const;
 };
 
+// The numeric precision of inference (RankingNet::SetInferencePrecision).
+enum class Precision { kFloat32, kBFloat16 };
+
+// The precision an inference flag asks for: "fp32", "bf16", or "auto" (bf16 where the
+// CPU has native bf16 dot products, avx512_bf16; fp32 otherwise). INVALID_ARGUMENT for
+// anything else, and for "bf16" on a CPU without them.
+absl::StatusOr<Precision> ResolvePrecision(const std::string& flag);
+bool CpuHasBf16();
+const char* PrecisionName(Precision p);  // "fp32", "bf16"
+
 }  // namespace tgraph

@@ -23,12 +23,13 @@ Tensor Gelu(const Tensor& x) { return torch::gelu(x); }
 // The CSR neighbour sum of the inference paths: adds to the `rows` rows of f floats at
 // dst (contiguous) the same rows of every in-neighbour j of node i, read from
 // src + (j * rows + r) * ld.
-inline void AddNeighbourRows(float* dst, const float* src, int64_t ld, int64_t rows, int64_t f, int64_t i,
+template <typename T>  // float, or c10::BFloat16 (read, summed in float)
+inline void AddNeighbourRows(float* dst, const T* src, int64_t ld, int64_t rows, int64_t f, int64_t i,
                              const int64_t* off, const int64_t* nbr) {
   for (int64_t e = off[i]; e < off[i + 1]; ++e) {
-    const float* from = src + nbr[e] * rows * ld;
+    const T* from = src + nbr[e] * rows * ld;
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t k = 0; k < f; ++k) dst[r * f + k] += from[r * ld + k];
+      for (int64_t k = 0; k < f; ++k) dst[r * f + k] += static_cast<float>(from[r * ld + k]);
   }
 }
 
@@ -58,18 +59,19 @@ Tensor Aggregate(const Tensor& m, const GraphTensors& g) {
 // j of i of (nbr[j*c + r] + nbr_bias)) for every node i and config r, as one pass over
 // rows of F floats (row strides of the inputs may exceed F; the biases are added here
 // rather than by the matmuls, which would spend a pass over their outputs on it).
-// nbr undefined = no edges. Returns [N*c, F].
-Tensor SageSumNormalize(const Tensor& self, const Tensor& self_bias, const Tensor& nbr, const Tensor& nbr_bias,
-                        const GraphTensors& g, int64_t c) {
-  RECORD_FUNCTION("tgraph::SageSumNormalize", std::vector<c10::IValue>());
+// nbr undefined = no edges. self and nbr are float or bf16 (the matmuls' outputs, read
+// as they are); the biases, the sums and the output are float. Returns [N*c, F] float.
+template <typename T>
+Tensor SageSumNormalizeImpl(const Tensor& self, const Tensor& self_bias, const Tensor& nbr, const Tensor& nbr_bias,
+                            const GraphTensors& g, int64_t c) {
   const int64_t rows = self.size(0), f = self.size(1), n = rows / c;
   TORCH_CHECK(self.stride(1) == 1 && self_bias.is_contiguous() && self_bias.numel() == f);
   TORCH_CHECK(!nbr.defined() || (nbr.stride(1) == 1 && nbr.sizes() == self.sizes() && nbr_bias.is_contiguous() &&
-                                 nbr_bias.numel() == f));
-  Tensor out = torch::empty({rows, f}, self.options());
-  const float* sp = self.data_ptr<float>();
+                                 nbr_bias.numel() == f && nbr.scalar_type() == self.scalar_type()));
+  Tensor out = torch::empty({rows, f}, self.options().dtype(torch::kFloat32));
+  const T* sp = self.data_ptr<T>();
   const float* sb = self_bias.data_ptr<float>();
-  const float* np = nbr.defined() ? nbr.data_ptr<float>() : nullptr;
+  const T* np = nbr.defined() ? nbr.data_ptr<T>() : nullptr;
   const float* nb = nbr.defined() ? nbr_bias.data_ptr<float>() : nullptr;
   const int64_t sld = self.stride(0), nld = nbr.defined() ? nbr.stride(0) : 0;
   float* op = out.data_ptr<float>();
@@ -83,9 +85,9 @@ Tensor SageSumNormalize(const Tensor& self, const Tensor& self_bias, const Tenso
       for (int64_t k = 0; k < f; ++k) bias[k] = sb[k] + (np ? deg * nb[k] : 0.0f);
       float* block = op + i * c * f;
       for (int64_t r = 0; r < c; ++r) {
-        const float* a = sp + (i * c + r) * sld;
+        const T* a = sp + (i * c + r) * sld;
         float* o = block + r * f;
-        for (int64_t k = 0; k < f; ++k) o[k] = a[k] + bias[k];
+        for (int64_t k = 0; k < f; ++k) o[k] = static_cast<float>(a[k]) + bias[k];
       }
       if (np) AddNeighbourRows(block, np, nld, c, f, i, off, src);
       for (int64_t r = 0; r < c; ++r) {
@@ -102,6 +104,14 @@ Tensor SageSumNormalize(const Tensor& self, const Tensor& self_bias, const Tenso
     }
   });
   return out;
+}
+
+Tensor SageSumNormalize(const Tensor& self, const Tensor& self_bias, const Tensor& nbr, const Tensor& nbr_bias,
+                        const GraphTensors& g, int64_t c) {
+  RECORD_FUNCTION("tgraph::SageSumNormalize", std::vector<c10::IValue>());
+  if (self.scalar_type() == torch::kBFloat16)
+    return SageSumNormalizeImpl<c10::BFloat16>(self, self_bias, nbr, nbr_bias, g, c);
+  return SageSumNormalizeImpl<float>(self, self_bias, nbr, nbr_bias, g, c);
 }
 
 // Tile config features span 1..1e9 (products): log-scale them.
@@ -161,6 +171,11 @@ class BlockImpl : public torch::nn::Module {
     RECORD_FUNCTION("tgraph::Block", std::vector<c10::IValue>());
     const int64_t n = x.size(0), c = x.size(1), h = spec_.hidden, half = h / 2;
     Tensor y = InstanceNorm(x, norm_weight_, norm_bias_).view({n * c, h});
+    // bf16: the matmuls' inputs and weights in bf16; their outputs are read as bf16 by
+    // SageSumNormalize, which sums and normalises in float.
+    const bool bf16 = precision_ == Precision::kBFloat16;
+    auto mm_weight = [bf16](const Tensor& t) { return bf16 ? t.to(torch::kBFloat16) : t; };
+    if (bf16) y = y.to(torch::kBFloat16);
     const Tensor& w = f2_->weight;
     Tensor self_part, nbr_part, nbr_bias;
     if (spec_.edges) nbr_bias = torch::mm(f1_->bias.unsqueeze(0), w.narrow(1, h, h).t()).squeeze(0);  // W2b b1
@@ -170,12 +185,13 @@ class BlockImpl : public torch::nn::Module {
       // self half and the folded neighbour half together: 17 instead of 34 GFLOP per
       // block at N=1000, C=128, H=256. The fold itself is an [H/2 x H x H] matmul.
       const Tensor wcat = torch::cat({w.narrow(1, 0, h), torch::mm(w.narrow(1, h, h), f1_->weight)}, 0);
-      const Tensor p = torch::mm(y, wcat.t());  // [N*C, H]: self half | neighbour half
+      const Tensor p = torch::mm(y, mm_weight(wcat).t());  // [N*C, H]: self half | neighbour half
       self_part = p.narrow(1, 0, half);
       nbr_part = p.narrow(1, half, half);
     } else {
-      self_part = torch::mm(y, w.narrow(1, 0, h).t());
-      if (spec_.edges) nbr_part = torch::mm(torch::mm(y, f1_->weight.t()), w.narrow(1, h, h).t());
+      self_part = torch::mm(y, mm_weight(w.narrow(1, 0, h)).t());
+      if (spec_.edges)
+        nbr_part = torch::mm(torch::mm(y, mm_weight(f1_->weight).t()), mm_weight(w.narrow(1, h, h)).t());
     }
     y = Tensor();
     Tensor s = SageSumNormalize(self_part, f2_->bias, nbr_part, nbr_bias, g, c);  // [N*C, half]
@@ -199,10 +215,13 @@ class BlockImpl : public torch::nn::Module {
 
   void set_fold(bool fold) { fold_ = fold; }
   bool fold() const { return fold_; }
+  void set_precision(Precision p) { precision_ = p; }
+  Precision precision() const { return precision_; }
 
  private:
   ModelSpec spec_;
   bool fold_ = true;
+  Precision precision_ = Precision::kFloat32;
   Tensor norm_weight_, norm_bias_, log_temperature_;
   torch::nn::Linear f1_{nullptr}, f2_{nullptr}, se1_{nullptr}, se2_{nullptr};
 };
@@ -232,6 +251,12 @@ class TGraphNet : public RankingNet {
   }
   bool InferenceFolding() const override {  // every block is told the same
     return blocks_->begin() != blocks_->end() && (*blocks_->begin())->as<Block>()->fold();
+  }
+  void SetInferencePrecision(Precision p) override {
+    for (const auto& block : *blocks_) block->as<Block>()->set_precision(p);
+  }
+  Precision InferencePrecision() const override {
+    return blocks_->begin() != blocks_->end() ? (*blocks_->begin())->as<Block>()->precision() : Precision::kFloat32;
   }
 
   StaticEncoding Precompute(const GraphTensors& g) override {

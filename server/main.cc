@@ -40,6 +40,9 @@ ABSL_FLAG(int64_t, max_nodes, 200000, "Largest graph accepted (nodes)");
 ABSL_FLAG(int64_t, max_configs, 100000, "Most configurations per RankConfigs request");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20, "Largest gRPC message accepted");
 ABSL_FLAG(int, max_tta, 64, "Largest tta a request may ask for");
+ABSL_FLAG(std::string, precision, "auto",
+          "Inference precision of the graph blocks' matmuls: auto (bf16 where the CPU has avx512_bf16, else fp32), "
+          "bf16 or fp32");
 ABSL_FLAG(double, tta_agreement, 0.999,
           "TTA policy: a fold stops its permutation passes (at most the model's or the request's tta) once two "
           "successive passes rank the configurations alike to this Kendall tau; 0 runs every pass");
@@ -86,6 +89,11 @@ int main(int argc, char** argv) {
     Log("--registry is required");
     return 2;
   }
+  absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
+  if (!precision.ok()) {
+    Log(std::string(precision.status().message()));
+    return 2;
+  }
   const int intra = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_intra_op_threads));
   torch::set_num_threads(intra);
   Log(absl::StrCat("registry=", registry, " address=", absl::GetFlag(FLAGS_address),
@@ -98,7 +106,10 @@ int main(int argc, char** argv) {
                    absl::GetFlag(FLAGS_max_message_bytes), " poll_interval_s=", absl::GetFlag(FLAGS_poll_interval_s),
                    " keep_versions=", absl::GetFlag(FLAGS_keep_versions),
                    " fold_inference=", absl::GetFlag(FLAGS_fold_inference) ? "true" : "false",
-                   " tta_agreement=", absl::GetFlag(FLAGS_tta_agreement), " drain_timeout_s=",
+                   " precision=", tgraph::PrecisionName(*precision), " (", absl::GetFlag(FLAGS_precision),
+                   tgraph::CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
+                   " tta_agreement=", absl::GetFlag(FLAGS_tta_agreement),
+                   " drain_timeout_s=",
                    absl::GetFlag(FLAGS_drain_timeout_s)));
   // Touch the BLAS once so it is mapped, then report it.
   (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
@@ -116,7 +127,7 @@ int main(int argc, char** argv) {
   }
 
   tgraph::ModelManager models(tgraph::Registry(registry),
-                              {absl::GetFlag(FLAGS_keep_versions), absl::GetFlag(FLAGS_fold_inference)});
+                              {absl::GetFlag(FLAGS_keep_versions), absl::GetFlag(FLAGS_fold_inference), *precision});
   auto report = [&](const std::vector<tgraph::ModelEvent>& events) {
     for (const tgraph::ModelEvent& e : events) {
       switch (e.kind) {

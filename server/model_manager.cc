@@ -51,7 +51,10 @@ std::vector<ModelEvent> ModelManager::Poll() {
                    std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
       std::lock_guard<std::mutex> lock(mu_);
       if (m.ok()) {
-        for (const auto& net : m->folds) net->SetInferenceFolding(options_.fold_inference);
+        for (const auto& net : m->folds) {
+          net->SetInferenceFolding(options_.fold_inference);
+          net->SetInferencePrecision(options_.precision);
+        }
         models_[collection][v] = std::make_shared<const LoadedModel>(std::move(*m));
       } else {
         failed_.insert({collection, v});

@@ -51,6 +51,7 @@ class ModelManager {
   struct Options {
     int keep_versions = 2;      // newest versions kept loaded per collection (pinnable)
     bool fold_inference = true;  // RankingNet::SetInferenceFolding on every loaded fold
+    Precision precision = Precision::kFloat32;  // RankingNet::SetInferencePrecision on every loaded fold
   };
   ModelManager(Registry registry, Options options);
   ~ModelManager();

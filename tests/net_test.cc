@@ -4,6 +4,8 @@
 
 #include <torch/torch.h>
 
+#include <numeric>
+
 #include "model/features.h"
 #include "model/loss.h"
 #include "model/model_io.h"
@@ -11,6 +13,7 @@
 #include "model/scoring.h"
 #include "tests/test_util.h"
 #include "model/tgraph_net.h"
+#include "model/train/train_data.h"
 #include "model/synth/families.h"
 #include "model/synth/search.h"
 
@@ -384,5 +387,49 @@ CATCH_TEST_CASE("the fused inference path, folded or not, computes what the trai
       const torch::Tensor inference_path = net->Score(f.graph, {f.configs, {}});
       CATCH_CHECK(torch::allclose(train_path, inference_path, 1e-4, 1e-5));
     }
+  }
+}
+
+CATCH_TEST_CASE("bf16 inference ranks like fp32 on the real graphs", "[scoring][bf16]") {
+  if (!CpuHasBf16()) {
+    CATCH_CHECK_FALSE(ResolvePrecision("bf16").ok());
+    CATCH_CHECK(*ResolvePrecision("auto") == Precision::kFloat32);
+    return;  // nothing else to compare on this CPU
+  }
+  CATCH_CHECK(*ResolvePrecision("auto") == Precision::kBFloat16);
+  CATCH_CHECK(*ResolvePrecision("fp32") == Precision::kFloat32);
+  CATCH_CHECK_THAT(std::string(ResolvePrecision("fp16").status().message()), Catch::Contains("auto, fp32 or bf16"));
+  const std::string real = TGRAPH_REAL_DATA;
+  torch::manual_seed(3);
+  ModelSpec spec;
+  spec.hidden = 64;
+  auto net = MakeRankingNet(spec);
+  CATCH_CHECK(net->InferencePrecision() == Precision::kFloat32);
+  for (const char* rel : {"/npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz",
+                          "/npz/layout/nlp/random/test/23559853d9702baaaacbb0c83fd32266.npz"}) {
+    CATCH_INFO(rel);
+    LoadOptions lo;
+    lo.dedup = false;
+    GraphData d = *LoadGraphData({"g", real + rel}, "", CollectionKind::kLayout, lo);
+    // Untrained weights on raw real features: statistics of the graph itself keep the
+    // inputs in range.
+    const FeatureStats stats = FeatureStats::Compute({&d.graph});
+    const GraphTensors g = MakeGraphTensors(d.graph, d.config_nodes, stats);
+    std::vector<int64_t> all(200);
+    std::iota(all.begin(), all.end(), 0);
+    const std::vector<int8_t> rows = d.LayoutRows(all);
+    const ConfigRows cr{rows.data(), nullptr, 200, d.configs.num_config_nodes};
+    ScoringOptions o;
+    o.batch_size = 100;
+    o.tta_agreement = 0;
+    o.tta = 2;
+    net->SetInferencePrecision(Precision::kFloat32);
+    const ScoreResult fp32 = ScoreConfigs({{net.get(), nullptr}}, g, cr, o);
+    net->SetInferencePrecision(Precision::kBFloat16);
+    CATCH_CHECK(net->InferencePrecision() == Precision::kBFloat16);
+    const ScoreResult bf16 = ScoreConfigs({{net.get(), nullptr}}, g, cr, o);
+    const double tau = KendallTau(bf16.score, fp32.score);
+    CATCH_INFO("tau " << tau);
+    CATCH_CHECK(tau >= 0.99);
   }
 }

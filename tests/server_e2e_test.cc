@@ -30,6 +30,7 @@
 #include "model/hlo/featurize.h"
 #include "model/train/evaluator.h"
 #include <nlohmann/json.hpp>
+#include "model/metrics.h"
 #include "model/model_io.h"
 #include "model/scoring.h"
 #include "model/synth/generator.h"
@@ -55,7 +56,10 @@ struct ServerProcess {
     std::filesystem::remove(port_file);
     std::vector<std::string> args = {TGRAPH_SERVER_BIN, "--registry", registry, "--address", "127.0.0.1:0",
                                      "--metrics_address", "127.0.0.1:0", "--port_file", port_file,
-                                     "--poll_interval_s", "0.2", "--intra_op_threads", "1"};
+                                     "--poll_interval_s", "0.2", "--intra_op_threads", "1",
+                                     // fp32 unless a test asks otherwise: these tests compare the
+                                     // server's scores with the evaluator's fp32 path to 1e-5.
+                                     "--precision", "fp32"};
     args.insert(args.end(), extra.begin(), extra.end());
     pid = fork();
     if (pid == 0) {
@@ -609,6 +613,19 @@ CATCH_TEST_CASE("server: every real TpuGraphs file registers and ranks through t
   CATCH_REQUIRE(r->scores.size() == local.score.size());
   for (size_t i = 0; i < local.score.size(); ++i) CATCH_CHECK(r->scores[i] == Approx(local.score[i]).epsilon(1e-5));
   CATCH_CHECK(server.Stop() == 0);
+  if (!CpuHasBf16()) return;
+  // A bf16 server (the default on this CPU) ranks the real file like the fp32 evaluator.
+  ServerProcess bf16(w.registry, w.dir.path(), {"--precision", "auto"});
+  CATCH_REQUIRE(bf16.port > 0);
+  CATCH_CHECK_THAT(bf16.Log(), Catch::Contains("precision=bf16 (auto; the CPU has avx512_bf16)"));
+  co.target = "127.0.0.1:" + std::to_string(bf16.port);
+  RankerClient bf16_client(co);
+  auto rb = bf16_client.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), g.num_configs, o);
+  CATCH_REQUIRE(rb.ok());
+  const double tau = KendallTau(std::vector<double>(rb->scores.begin(), rb->scores.end()), local.score);
+  CATCH_INFO("tau " << tau);
+  CATCH_CHECK(tau >= 0.99);
+  CATCH_CHECK(bf16.Stop() == 0);
 }
 
 CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nodes and ranks like its npz", "[e2e][hlo]") {

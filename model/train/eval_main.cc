@@ -27,6 +27,9 @@ ABSL_FLAG(std::string, run_dir, "", "Score with a training run's best folds inst
 ABSL_FLAG(int, keep_folds, 4, "With --run_dir: how many of the best folds to use");
 ABSL_FLAG(bool, official_subset, false, "Layout: evaluate on the 1,000-config subset of the TpuGraphs evaluation");
 ABSL_FLAG(int, tta, 0, "TTA passes at most (0 = the manifest's)");
+ABSL_FLAG(std::string, precision, "auto",
+          "Inference precision of the graph blocks' matmuls, as the server's flag: auto (bf16 where the CPU has "
+          "avx512_bf16), bf16 or fp32");
 ABSL_FLAG(double, tta_agreement, 0.999,
           "Stop a fold's TTA passes once two successive ones rank alike to this Kendall tau (0: run them all), as the "
           "server does");
@@ -77,6 +80,9 @@ int main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError("give --registry (and optionally --version) or --run_dir"));
   }
   if (!model.ok()) return Fail(model.status());
+  absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
+  if (!precision.ok()) return Fail(precision.status());
+  for (const auto& net : model->folds) net->SetInferencePrecision(*precision);
   tgraph::EvalOptions o;
   o.official_subset = absl::GetFlag(FLAGS_official_subset);
   o.scoring.batch_size = absl::GetFlag(FLAGS_batch) > 0 ? absl::GetFlag(FLAGS_batch) : model->manifest.batch_size;
@@ -91,9 +97,10 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", r->Json().c_str());
   } else {
-    std::printf("%s %s with %s (%zu folds, batch %lld, TTA at most %d, agreement %g)\n%s", c->name().c_str(), absl::GetFlag(FLAGS_split).c_str(),
-                source.c_str(), model->folds.size(), static_cast<long long>(o.scoring.batch_size), o.scoring.tta,
-                o.scoring.tta_agreement, r->Table().c_str());
+    std::printf("%s %s with %s (%zu folds, batch %lld, TTA at most %d, agreement %g, %s)\n%s", c->name().c_str(),
+                absl::GetFlag(FLAGS_split).c_str(), source.c_str(), model->folds.size(),
+                static_cast<long long>(o.scoring.batch_size), o.scoring.tta, o.scoring.tta_agreement,
+                tgraph::PrecisionName(*precision), r->Table().c_str());
     int64_t passes = 0;
     for (const tgraph::GraphEval& e : r->graphs) passes += e.passes;
     std::printf("TTA passes per fold and graph: %.2f on average\n",
