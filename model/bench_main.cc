@@ -15,6 +15,9 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "model/graph_io.h"
+#include "model/preprocess.h"
 #include "model/cli.h"
 #include "model/features.h"
 #include "model/rng.h"
@@ -22,6 +25,9 @@
 #include "model/tgraph_net.h"
 
 ABSL_FLAG(int64_t, nodes, 1000, "Pruned nodes of the generated graph");
+ABSL_FLAG(std::string, npz, "",
+          "Benchmark a real layout graph instead (pruned as the server prunes it; every configuration of the file, "
+          "or the first --configs when that is smaller)");
 ABSL_FLAG(int64_t, configs, 128, "Configurations per request (scored in batches of --batch)");
 ABSL_FLAG(int64_t, batch, 128, "Configurations per forward pass");
 ABSL_FLAG(double, config_fraction, 0.25, "Fraction of nodes that are configurable");
@@ -60,8 +66,8 @@ int main(int argc, char** argv) {
   const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
   torch::set_num_threads(threads);
   torch::manual_seed(0);
-  const int64_t n = absl::GetFlag(FLAGS_nodes), c = absl::GetFlag(FLAGS_configs);
-  const int64_t nc = std::max<int64_t>(1, static_cast<int64_t>(absl::GetFlag(FLAGS_config_fraction) * static_cast<double>(n)));
+  int64_t n = absl::GetFlag(FLAGS_nodes), c = absl::GetFlag(FLAGS_configs);
+  int64_t nc = std::max<int64_t>(1, static_cast<int64_t>(absl::GetFlag(FLAGS_config_fraction) * static_cast<double>(n)));
 
   // A graph shaped like a pruned TpuGraphs graph: a chain with some fan-in, real opcodes,
   // random features, every k-th node configurable (dot/convolution/reshape).
@@ -86,6 +92,23 @@ int main(int argc, char** argv) {
   for (int64_t j = 0; j < nc; ++j) config_nodes.push_back(j * n / nc);
   std::vector<int8_t> rows(static_cast<size_t>(c * nc * tgraph::kConfigFeatDim));
   for (int8_t& v : rows) v = static_cast<int8_t>(rng.Int(-1, 5));
+  std::string source = "generated graph";
+  if (const std::string path = absl::GetFlag(FLAGS_npz); !path.empty()) {
+    absl::StatusOr<tgraph::LayoutGraph> real = tgraph::LoadLayoutGraph(path);
+    if (!real.ok()) {
+      std::fprintf(stderr, "tgraph-bench-model: %s\n", std::string(real.status().message()).c_str());
+      return 2;
+    }
+    tgraph::PrunedGraph p = tgraph::PruneGraph(real->graph, real->node_config_ids);
+    g = std::move(p.graph);
+    config_nodes = std::move(p.config_node_index);
+    n = g.num_nodes;
+    nc = static_cast<int64_t>(config_nodes.size());
+    c = std::min(c, real->num_configs);
+    rows.assign(real->config_feat.begin(), real->config_feat.begin() + c * nc * tgraph::kConfigFeatDim);
+    source = absl::StrCat(path, " (", real->graph.num_nodes, " nodes before pruning)");
+  }
+  // Untrained weights: the graph's own feature statistics keep their inputs in range.
   tgraph::FeatureStats stats = tgraph::FeatureStats::Compute({&g});
   const tgraph::GraphTensors tensors = tgraph::MakeGraphTensors(g, config_nodes, stats);
 
@@ -151,8 +174,9 @@ int main(int argc, char** argv) {
   // FLOPs as executed (folded or not), and as the architecture specifies them.
   double flops = 0, spec_flops = 0;
   const bool folded = absl::GetFlag(FLAGS_fold) && spec.architecture == "tgraph";
-  for (int64_t begin = 0; begin < c; begin += so.batch_size) {
-    const int64_t cb = std::min(so.batch_size, c - begin);
+  const std::vector<int64_t> bounds = tgraph::BatchBounds(c, so.batch_size);
+  for (size_t bi = 0; bi + 1 < bounds.size(); ++bi) {
+    const int64_t cb = bounds[bi + 1] - bounds[bi];
     flops += tgraph::ForwardFlops(spec, n, nc, tensors.edge_src.numel(), cb, folded);
     spec_flops += tgraph::ForwardFlops(spec, n, nc, tensors.edge_src.numel(), cb, false);
   }
@@ -165,7 +189,8 @@ int main(int argc, char** argv) {
   std::vector<double> ratios;  // per repetition: (model FLOP/s) / (matmul FLOP/s)
   for (size_t r = 0; r < ms.size(); ++r) ratios.push_back((flops / ms[r]) / (mm_flops / mm_ms[r]));
 
-  std::printf("graph: %lld pruned nodes, %lld configurable, %lld directed edges; %lld configs in batches of %lld\n",
+  std::printf("graph: %s\n", source.c_str());
+  std::printf("       %lld pruned nodes, %lld configurable, %lld directed edges; %lld configs in batches of %lld\n",
               static_cast<long long>(n), static_cast<long long>(nc), static_cast<long long>(tensors.edge_src.numel()),
               static_cast<long long>(c), static_cast<long long>(so.batch_size));
   std::printf("model: %s hidden %lld, %lld blocks, %zu fold(s), %s; torch threads %d, OMP_WAIT_POLICY %s\n",
