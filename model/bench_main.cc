@@ -35,7 +35,7 @@ ABSL_FLAG(int64_t, hidden, 256, "Hidden width (the paper's 256)");
 ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
 ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
 ABSL_FLAG(int, folds, 1, "Folds scored per request");
-ABSL_FLAG(std::string, precision, "auto", "Inference precision: auto (bf16 where the CPU has avx512_bf16), bf16 or fp32");
+ABSL_FLAG(std::string, precision, "auto", tgraph::kPrecisionFlagHelp);
 ABSL_FLAG(bool, fold, true, "Fold f1 into f2 at inference, as the server does (false: the layers as specified)");
 ABSL_FLAG(int, repeats, 10, "Timed repetitions (after 2 warm-up runs)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");

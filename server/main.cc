@@ -40,12 +40,8 @@ ABSL_FLAG(int64_t, max_nodes, 200000, "Largest graph accepted (nodes)");
 ABSL_FLAG(int64_t, max_configs, 100000, "Most configurations per RankConfigs request");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20, "Largest gRPC message accepted");
 ABSL_FLAG(int, max_tta, 64, "Largest tta a request may ask for");
-ABSL_FLAG(std::string, precision, "auto",
-          "Inference precision of the graph blocks' matmuls: auto (bf16 where the CPU has avx512_bf16, else fp32), "
-          "bf16 or fp32");
-ABSL_FLAG(double, tta_agreement, 0.999,
-          "TTA policy: a fold stops its permutation passes (at most the model's or the request's tta) once two "
-          "successive passes rank the configurations alike to this Kendall tau; 0 runs every pass");
+ABSL_FLAG(std::string, precision, "auto", tgraph::kPrecisionFlagHelp);
+ABSL_FLAG(double, tta_agreement, 0.999, tgraph::kTtaAgreementFlagHelp);
 ABSL_FLAG(double, poll_interval_s, 10, "Seconds between registry scans for new model versions");
 ABSL_FLAG(int, keep_versions, 2, "Newest versions kept loaded per collection (older ones cannot be pinned)");
 ABSL_FLAG(bool, fold_inference, true,

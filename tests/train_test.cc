@@ -18,6 +18,7 @@
 #include "model/train/evaluator.h"
 #include "model/train/train_data.h"
 #include "model/train/trainer.h"
+#include "tests/model_fixtures.h"
 #include "tests/test_util.h"
 
 using namespace tgraph;
@@ -124,6 +125,22 @@ CATCH_TEST_CASE("a short training run ranks far better than a random ranker", "[
   for (std::string line; std::getline(log, line);) ++lines;
   CATCH_CHECK(lines == 6);
   CATCH_CHECK(std::filesystem::exists(o.run_dir + "/fold_0/result.json"));
+
+  // bf16 inference ranks as fp32 does with this trained model: per graph, Kendall tau
+  // between the two precisions' scores >= 0.99, on the validation graphs and a real file.
+  if (!CpuHasBf16()) return;
+  std::vector<GraphFile> files = *ListSplit(NlpData(), o.collection, "valid");
+  files.push_back({"unet_3d", std::string(TGRAPH_REAL_DATA) + "/npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz"});
+  for (const GraphFile& f : files) {
+    CATCH_INFO(f.name);
+    for (const auto& net : model->folds) net->SetInferencePrecision(Precision::kFloat32);
+    const ScoreResult fp32 = EvaluatorScores(*model, f);
+    for (const auto& net : model->folds) net->SetInferencePrecision(Precision::kBFloat16);
+    const ScoreResult bf16 = EvaluatorScores(*model, f);
+    const double tau = KendallTau(bf16.score, fp32.score);
+    CATCH_INFO("bf16 vs fp32 tau " << tau);
+    CATCH_CHECK(tau >= 0.99);
+  }
 }
 
 CATCH_TEST_CASE("a killed fold resumes from its checkpoint and ends where an uninterrupted one does", "[train]") {

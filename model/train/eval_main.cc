@@ -27,12 +27,8 @@ ABSL_FLAG(std::string, run_dir, "", "Score with a training run's best folds inst
 ABSL_FLAG(int, keep_folds, 4, "With --run_dir: how many of the best folds to use");
 ABSL_FLAG(bool, official_subset, false, "Layout: evaluate on the 1,000-config subset of the TpuGraphs evaluation");
 ABSL_FLAG(int, tta, 0, "TTA passes at most (0 = the manifest's)");
-ABSL_FLAG(std::string, precision, "auto",
-          "Inference precision of the graph blocks' matmuls, as the server's flag: auto (bf16 where the CPU has "
-          "avx512_bf16), bf16 or fp32");
-ABSL_FLAG(double, tta_agreement, 0.999,
-          "Stop a fold's TTA passes once two successive ones rank alike to this Kendall tau (0: run them all), as the "
-          "server does");
+ABSL_FLAG(std::string, precision, "auto", tgraph::kPrecisionFlagHelp);
+ABSL_FLAG(double, tta_agreement, 0.999, tgraph::kTtaAgreementFlagHelp);
 ABSL_FLAG(int64_t, batch, 0, "Configs per batch (0 = the manifest's)");
 ABSL_FLAG(bool, json, false, "Print JSON instead of a table");
 ABSL_FLAG(std::string, rankings, "",
