@@ -36,6 +36,9 @@ ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
 ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
 ABSL_FLAG(int, folds, 1, "Folds scored per request");
 ABSL_FLAG(std::string, precision, "auto", tgraph::kPrecisionFlagHelp);
+ABSL_FLAG(int64_t, activation_bytes, 0,
+          "As the server's flag: cut batches so that their activations (ActivationBytesPerConfig) fit this many bytes "
+          "(0 = no limit)");
 ABSL_FLAG(bool, fold, true, "Fold f1 into f2 at inference, as the server does (false: the layers as specified)");
 ABSL_FLAG(int, repeats, 10, "Timed repetitions (after 2 warm-up runs)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
@@ -136,6 +139,15 @@ int main(int argc, char** argv) {
   for (size_t f = 0; f < nets.size(); ++f) folds.push_back({nets[f].get(), &caches[f]});
   tgraph::ScoringOptions so;
   so.batch_size = absl::GetFlag(FLAGS_batch);
+  const int64_t per_config = tgraph::ActivationBytesPerConfig(spec, n, precision);
+  if (const int64_t budget = absl::GetFlag(FLAGS_activation_bytes); budget > 0 && per_config > 0) {
+    if (budget < per_config) {
+      std::fprintf(stderr, "tgraph-bench-model: one configuration needs about %lld MiB, over --activation_bytes\n",
+                   static_cast<long long>(per_config >> 20));
+      return 2;
+    }
+    so.batch_size = std::min(so.batch_size, budget / per_config);
+  }
   so.tta = 1;
   const tgraph::ConfigRows cr{rows.data(), nullptr, c, nc};
 
@@ -197,6 +209,8 @@ int main(int argc, char** argv) {
               spec.architecture.c_str(), static_cast<long long>(spec.hidden), static_cast<long long>(spec.blocks),
               folds.size(), tgraph::PrecisionName(precision), torch::get_num_threads(),
               tgraph::OpenMpWaitPolicy().c_str());
+  std::printf("activations (estimated): %.0f MiB per %lld-config batch\n",
+              static_cast<double>(per_config * so.batch_size) / (1 << 20), static_cast<long long>(so.batch_size));
   std::printf("request (all folds, median of %d): %.1f ms\n", repeats, request_ms);
   std::printf("per %lld-config batch per fold:      %.1f ms\n", static_cast<long long>(so.batch_size), per_batch_ms);
   std::printf("throughput:                        %.0f configs/s\n", static_cast<double>(c) / (request_ms / 1000.0));

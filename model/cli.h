@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -68,6 +69,41 @@ inline int AvailableCores() {
   if (quota == 0)
     quota = CgroupQuotaCores(read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") + " " + read("/sys/fs/cgroup/cpu/cpu.cfs_period_us"));
   return quota > 0 ? std::min(cores, quota) : cores;
+}
+
+// A cgroup memory limit in bytes from the text of cgroup v2's memory.max ("max",
+// "12884901888") or v1's memory.limit_in_bytes (a huge number when unlimited); 0 when
+// there is no limit or the text is not one.
+inline int64_t CgroupMemoryLimit(const std::string& text) {
+  std::istringstream in(text);
+  std::string v;
+  if (!(in >> v) || v == "max" || v.empty() || v[0] == '-') return 0;
+  char* end = nullptr;
+  const double bytes = std::strtod(v.c_str(), &end);
+  if (*end != '\0' || !(bytes > 0) || bytes >= 9.0e18) return 0;  // v1's "unlimited" is about 2^63
+  return static_cast<int64_t>(bytes);
+}
+
+// The memory this process may use: its cgroup limit (a Kubernetes memory limit), else
+// the machine's MemTotal.
+inline int64_t AvailableMemoryBytes() {
+  auto read = [](const char* path) {
+    std::ifstream f(path);
+    std::string line;
+    std::getline(f, line);
+    return line;
+  };
+  int64_t limit = CgroupMemoryLimit(read("/sys/fs/cgroup/memory.max"));
+  if (limit == 0) limit = CgroupMemoryLimit(read("/sys/fs/cgroup/memory/memory.limit_in_bytes"));
+  if (limit > 0) return limit;
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  while (meminfo >> key >> kb) {
+    if (key == "MemTotal:") return kb * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return 0;
 }
 
 // LibTorch's intra-op threads are OpenMP (libgomp) threads, which by default spin

@@ -1,5 +1,7 @@
 #include "model/model_spec.h"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
@@ -88,6 +90,12 @@ absl::StatusOr<Precision> ResolvePrecision(const std::string& flag) {
     return Precision::kBFloat16;
   }
   return absl::InvalidArgumentError("precision must be auto, fp32 or bf16, got '" + flag + "'");
+}
+
+int64_t ActivationBytesPerConfig(const ModelSpec& spec, int64_t pruned_nodes, Precision precision) {
+  if (spec.kind == CollectionKind::kTile) return 0;
+  const int64_t per_element = precision == Precision::kBFloat16 ? 21 : 26;
+  return per_element * std::max<int64_t>(1, pruned_nodes) * spec.hidden;
 }
 
 }  // namespace tgraph

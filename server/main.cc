@@ -41,6 +41,10 @@ ABSL_FLAG(int64_t, max_configs, 100000, "Most configurations per RankConfigs req
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20, "Largest gRPC message accepted");
 ABSL_FLAG(int, max_tta, 64, "Largest tta a request may ask for");
 ABSL_FLAG(std::string, precision, "auto", tgraph::kPrecisionFlagHelp);
+ABSL_FLAG(int64_t, activation_bytes, 0,
+          "Activation memory one request may use: batches are made smaller to fit, and a graph one configuration of "
+          "which does not fit is refused (RESOURCE_EXHAUSTED). 0 = auto: the memory limit (cgroup, else MemTotal) "
+          "minus cache_bytes, graph_store_bytes and 1 GiB, divided by workers (at least 256 MiB)");
 ABSL_FLAG(double, tta_agreement, 0.999, tgraph::kTtaAgreementFlagHelp);
 ABSL_FLAG(double, poll_interval_s, 10, "Seconds between registry scans for new model versions");
 ABSL_FLAG(int, keep_versions, 2, "Newest versions kept loaded per collection (older ones cannot be pinned)");
@@ -152,6 +156,13 @@ int main(int argc, char** argv) {
   ro.queue_size = absl::GetFlag(FLAGS_queue_size);
   ro.max_tta = absl::GetFlag(FLAGS_max_tta);
   ro.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
+  ro.activation_bytes = absl::GetFlag(FLAGS_activation_bytes);
+  if (ro.activation_bytes <= 0) {
+    const int64_t spare = tgraph::AvailableMemoryBytes() - ro.cache_bytes - ro.graph_store_bytes - (int64_t{1} << 30);
+    ro.activation_bytes = std::max<int64_t>(int64_t{256} << 20, spare / std::max(1, ro.workers));
+  }
+  Log(absl::StrCat("activation budget per request: ", ro.activation_bytes >> 20, " MiB",
+                   absl::GetFlag(FLAGS_activation_bytes) > 0 ? "" : " (auto, from the memory limit)"));
   tgraph::Ranker ranker(&models, ro);
   tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes);
 

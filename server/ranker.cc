@@ -161,18 +161,35 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
     if (!seen.insert(f).second) return absl::InvalidArgumentError(absl::StrCat("folds: ", f, " is listed twice"));
   }
 
+  // The batch size: the model's, made smaller when its activations would exceed the
+  // per-request budget.
+  const LoadedModel& loaded = *model->model;
+  int64_t batch_size = loaded.manifest.batch_size;
+  const int64_t per_config = ActivationBytesPerConfig(
+      loaded.manifest.spec, graph->pruned.graph.num_nodes,
+      loaded.folds.empty() ? Precision::kFloat32 : loaded.folds.front()->InferencePrecision());
+  if (options_.activation_bytes > 0 && per_config > 0) {
+    const int64_t fits = options_.activation_bytes / per_config;
+    if (fits < 1)
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the graph has ", graph->pruned.graph.num_nodes, " nodes after pruning: one configuration needs about ",
+          per_config >> 20, " MiB of activations at hidden ", loaded.manifest.spec.hidden, ", over this server's ",
+          options_.activation_bytes >> 20, " MiB per request (--activation_bytes)"));
+    batch_size = std::min(batch_size, fits);
+  }
+
   // Inference on the worker pool; this thread waits (or gives up on cancellation).
   auto promise = std::make_shared<std::promise<absl::StatusOr<RankResult>>>();
   std::future<absl::StatusOr<RankResult>> done = promise->get_future();
   const auto submitted = Clock::now();
   // The job borrows the request and the cancellation check: this thread waits for it,
   // so they outlive it, and the (possibly large) configurations are not copied.
-  const bool accepted = pool_->TrySubmit([this, promise, &q, m = *model, graph, &cancelled, submitted] {
+  const bool accepted = pool_->TrySubmit([this, promise, &q, m = *model, graph, batch_size, &cancelled, submitted] {
     const double queue_ms = Ms(submitted, Clock::now());
     absl::StatusOr<RankResult> r = [&]() -> absl::StatusOr<RankResult> {
       if (cancelled && cancelled()) return absl::CancelledError("the request was cancelled while queued");
       try {
-        return RankOnWorker(q, m, graph, cancelled);
+        return RankOnWorker(q, m, graph, batch_size, cancelled);
       } catch (const c10::Error& e) {
         return absl::InternalError(absl::StrCat("inference failed: ", e.what_without_backtrace()));
       } catch (const std::exception& e) {
@@ -197,7 +214,7 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
 }
 
 absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const ModelHandle& m,
-                                                std::shared_ptr<const StoredGraph> graph,
+                                                std::shared_ptr<const StoredGraph> graph, int64_t batch_size,
                                                 const std::function<bool()>& cancelled) {
   RankResult r;
   r.model_version = m.version;
@@ -240,7 +257,7 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
     rows.tile = tile.data();
   }
   ScoringOptions so;
-  so.batch_size = model.manifest.batch_size;
+  so.batch_size = batch_size;
   so.tta = q.tta > 0 ? q.tta : model.manifest.tta;
   so.tta_agreement = options_.tta_agreement;
   so.cancelled = cancelled;

@@ -29,6 +29,10 @@ struct RankerOptions {
   int queue_size = 16;                           // waiting requests before RESOURCE_EXHAUSTED
   int max_tta = 64;
   double tta_agreement = 0.999;                  // ScoringOptions::tta_agreement
+  // Activation memory one request may use (ActivationBytesPerConfig x batch): batches
+  // are made smaller to fit, and a graph whose single configuration does not fit is
+  // refused. 0 = unbounded.
+  int64_t activation_bytes = 0;
 };
 
 struct RegisterResult {
@@ -91,7 +95,7 @@ class Ranker {
   using PreparedKey = std::pair<std::string, std::pair<std::string, int64_t>>;  // hash, (collection, version)
 
   absl::StatusOr<RankResult> RankOnWorker(const RankRequest& request, const ModelHandle& model,
-                                          std::shared_ptr<const StoredGraph> graph,
+                                          std::shared_ptr<const StoredGraph> graph, int64_t batch_size,
                                           const std::function<bool()>& cancelled);
 
   ModelManager* models_;

@@ -47,3 +47,14 @@ TEST_CASE("flag dashes become underscores in names, never in values", "[cli]") {
   CHECK(std::string(argv[4]) == "--");
   CHECK(std::string(argv[5]) == "plain-arg");
 }
+
+TEST_CASE("cgroup memory limits: v2 max and numbers, v1's unlimited", "[cli]") {
+  CHECK(CgroupMemoryLimit("max") == 0);
+  CHECK(CgroupMemoryLimit("12884901888") == int64_t{12} << 30);
+  CHECK(CgroupMemoryLimit("12884901888\n") == int64_t{12} << 30);
+  CHECK(CgroupMemoryLimit("9223372036854771712") == 0);  // cgroup v1 without a limit
+  CHECK(CgroupMemoryLimit("") == 0);
+  CHECK(CgroupMemoryLimit("lots") == 0);
+  CHECK(CgroupMemoryLimit("-1") == 0);
+  CHECK(AvailableMemoryBytes() > (int64_t{256} << 20));  // this machine: a limit or MemTotal
+}

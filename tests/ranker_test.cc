@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <numeric>
 #include <thread>
 
 #include "model/graph_io.h"
@@ -144,7 +145,9 @@ CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-gra
     CATCH_CHECK(first->scores[i] == Approx(eval.score[i]).margin(1e-5));
     CATCH_CHECK(first->spread[i] == Approx(eval.spread[i]).margin(1e-5));
   }
-  CATCH_CHECK(first->timing.batches == 2 * 3 * ((num_configs + 15) / 16));  // folds x TTA x batches
+  // Folds x TTA passes x batches, the passes as the shared policy decided.
+  CATCH_CHECK(first->timing.batches == eval.batches);
+  CATCH_CHECK(first->timing.batches % (2 * ((num_configs + 15) / 16)) == 0);
   // Ranking: fastest first, cut to top_k; one fold only when asked.
   q.top_k = 5;
   q.folds = {1};
@@ -287,4 +290,58 @@ CATCH_TEST_CASE("a full queue answers RESOURCE_EXHAUSTED, and cancelled requests
   auto cancelled = ranker.Rank(q, [] { return true; });
   CATCH_CHECK(cancelled.status().code() == absl::StatusCode::kCancelled);
   CATCH_CHECK(ranker.Stats().cancelled == 1);
+}
+
+CATCH_TEST_CASE("a request's activations stay under the budget: smaller batches, or RESOURCE_EXHAUSTED", "[server]") {
+  World w;
+  w.Publish("layout:xla:random", 1);
+  ModelManager mm(Registry(w.registry), {2});
+  mm.Poll();
+  const GraphFile f = w.File("layout:xla:random");
+  LayoutGraph g = *LoadLayoutGraph(f.path);
+  auto model = LoadModel(Registry(w.registry), "layout:xla:random", 1);
+  const ModelSpec& spec = model->manifest.spec;  // hidden 16, fp32
+  RankerOptions unbounded;
+  Ranker plain(&mm, unbounded);
+  const int64_t pruned = plain.Register(WireOf(g))->pruned_nodes;
+  const int64_t per_config = ActivationBytesPerConfig(spec, pruned, Precision::kFloat32);
+  CATCH_CHECK(per_config == 26 * pruned * 16);  // 26 bytes per node x config x hidden element in fp32
+  CATCH_CHECK(ActivationBytesPerConfig(spec, pruned, Precision::kBFloat16) == 21 * pruned * 16);
+
+  // Room for 5 configurations: batches of at most 5 instead of the model's 16, exactly
+  // as the shared scoring function computes with that batch size.
+  RankerOptions five;
+  five.activation_bytes = 5 * per_config + per_config / 2;
+  Ranker ranker(&mm, five);
+  auto reg = ranker.Register(WireOf(g));
+  CATCH_REQUIRE(reg.ok());
+  auto r = ranker.Rank(LayoutRequest(g, reg->graph_hash), nullptr);
+  CATCH_REQUIRE(r.ok());
+  LoadOptions lo;
+  lo.dedup = false;
+  GraphData d = *LoadGraphData(f, "", CollectionKind::kLayout, lo);
+  std::vector<int64_t> all(static_cast<size_t>(d.num_configs()));
+  std::iota(all.begin(), all.end(), 0);
+  const std::vector<int8_t> rows = d.LayoutRows(all);
+  ScoringOptions so;
+  so.batch_size = 5;
+  so.tta = model->manifest.tta;
+  std::vector<FoldModel> folds;
+  for (const auto& net : model->folds) folds.push_back({net.get(), nullptr});
+  const ScoreResult reference = ScoreConfigs(folds, MakeGraphTensors(d.graph, d.config_nodes, model->manifest.stats),
+                                             ConfigRows{rows.data(), nullptr, d.num_configs(), d.configs.num_config_nodes}, so);
+  CATCH_CHECK(r->timing.batches == reference.batches);
+  CATCH_CHECK(r->timing.batches % ((g.num_configs + 4) / 5) == 0);  // passes x ceil(c / 5)
+  for (size_t i = 0; i < reference.score.size(); ++i) CATCH_CHECK(r->scores[i] == Approx(reference.score[i]).margin(1e-5));
+
+  // Not even one configuration fits: refused before any compute, with the numbers.
+  RankerOptions tiny;
+  tiny.activation_bytes = per_config - 1;
+  Ranker refusing(&mm, tiny);
+  refusing.Register(WireOf(g));
+  auto refused = refusing.Rank(LayoutRequest(g, reg->graph_hash), nullptr);
+  CATCH_CHECK(refused.status().code() == absl::StatusCode::kResourceExhausted);
+  CATCH_CHECK_THAT(std::string(refused.status().message()),
+                   Catch::Contains("the graph has " + std::to_string(pruned) + " nodes after pruning"));
+  CATCH_CHECK_THAT(std::string(refused.status().message()), Catch::Contains("(--activation_bytes)"));
 }
