@@ -189,6 +189,8 @@ int main(int argc, char** argv) {
   if (!set_health()) Log("no model is loaded yet: health is NOT_SERVING until one is published");
   models.StartPolling(absl::GetFlag(FLAGS_poll_interval_s), [&](const std::vector<tgraph::ModelEvent>& events) {
     report(events);
+    if (const int64_t purged = ranker.PurgeUnloaded(); purged > 0)
+      Log(absl::StrCat("dropped the prepared tensors of ", purged, " graph(s) for unloaded model versions"));
     set_health();
     if (metrics) metrics->Refresh(ranker.Stats(), models);
   });

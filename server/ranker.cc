@@ -16,19 +16,6 @@
 
 namespace tgraph {
 
-struct Ranker::StoredGraph {
-  PrunedGraph pruned;
-  int64_t original_nodes = 0;
-  int64_t num_config_nodes = 0;
-  int64_t bytes() const {
-    return static_cast<int64_t>(pruned.graph.node_feat.size() * sizeof(float) +
-                                pruned.graph.node_opcode.size() * sizeof(int32_t) +
-                                (pruned.graph.edge_index.size() + pruned.original_ids.size() +
-                                 pruned.config_node_index.size()) * sizeof(int64_t)) +
-           256;
-  }
-};
-
 struct Ranker::PreparedGraph {
   GraphTensors tensors;
   std::vector<StaticEncoding> encodings;  // one per fold of the model version
@@ -67,31 +54,13 @@ Ranker::~Ranker() { pool_.reset(); }
 
 absl::StatusOr<RegisterResult> Ranker::Register(WireGraph g) {
   RegisterResult r;
-  r.graph_hash = GraphContentHash(g.graph, g.node_config_ids);
   r.num_nodes = g.graph.num_nodes;
   r.num_config_nodes = static_cast<int64_t>(g.node_config_ids.size());
-  if (std::shared_ptr<const StoredGraph> known = graphs_.Get(r.graph_hash)) {
-    r.pruned_nodes = known->pruned.graph.num_nodes;
-    r.already_registered = true;
-    return r;
-  }
-  auto stored = std::make_shared<StoredGraph>();
-  stored->original_nodes = g.graph.num_nodes;
-  stored->num_config_nodes = r.num_config_nodes;
-  if (g.node_config_ids.empty()) {  // a tile graph: nothing to prune
-    stored->pruned.graph = std::move(g.graph);
-    stored->pruned.original_ids.resize(static_cast<size_t>(stored->pruned.graph.num_nodes));
-    for (size_t i = 0; i < stored->pruned.original_ids.size(); ++i) stored->pruned.original_ids[i] = static_cast<int64_t>(i);
-  } else {
-    stored->pruned = PruneGraph(g.graph, g.node_config_ids);
-  }
-  r.pruned_nodes = stored->pruned.graph.num_nodes;
-  const int64_t bytes = stored->bytes();
-  if (bytes > options_.graph_store_bytes)
-    return absl::ResourceExhaustedError(absl::StrCat("the pruned graph needs ", bytes,
-                                                     " bytes, more than the server's graph store of ",
-                                                     options_.graph_store_bytes));
-  graphs_.Put(r.graph_hash, std::move(stored), bytes);
+  absl::StatusOr<StoredGraphResult> stored = graphs_.Register(std::move(g));
+  if (!stored.ok()) return stored.status();
+  r.graph_hash = std::move(stored->graph_hash);
+  r.pruned_nodes = stored->graph->pruned.graph.num_nodes;
+  r.already_registered = stored->already_registered;
   return r;
 }
 
@@ -110,56 +79,11 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   if (!graph)
     return absl::NotFoundError(absl::StrCat("graph ", q.graph_hash,
                                             " is not registered on this server: call RegisterGraph, then retry"));
-  const int64_t c = q.num_configs;
-  if (c <= 0) return absl::InvalidArgumentError(absl::StrCat("num_configs must be positive, got ", c));
-  if (c > options_.max_configs)
-    return absl::ResourceExhaustedError(
-        absl::StrCat("num_configs is ", c, ", over this server's limit of ", options_.max_configs, " per request"));
-  const int64_t nc = graph->num_config_nodes;
-  if (coll->kind == CollectionKind::kLayout) {
-    if (nc == 0)
-      return absl::InvalidArgumentError(absl::StrCat("collection ", q.collection,
-                                                     " ranks layouts, but the graph has no node_config_ids"));
-    if (!q.tile_configs.empty())
-      return absl::InvalidArgumentError("tile_configs must be empty for a layout collection; use layout_configs");
-    const size_t want = static_cast<size_t>(c) * static_cast<size_t>(nc) * kConfigFeatDim;
-    if (q.layout_configs.size() != want)
-      return absl::InvalidArgumentError(absl::StrCat("layout_configs has ", q.layout_configs.size(),
-                                                     " bytes, expected num_configs x nc x 18 = ", c, " x ", nc,
-                                                     " x 18 = ", want));
-    if (std::string bad = FirstBadLayoutConfigValue(reinterpret_cast<const int8_t*>(q.layout_configs.data()), want, nc);
-        !bad.empty())
-      return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
-  } else {
-    if (nc != 0)
-      return absl::InvalidArgumentError(absl::StrCat("collection ", q.collection,
-                                                     " ranks tile configs of a kernel graph without node_config_ids"));
-    if (!q.layout_configs.empty())
-      return absl::InvalidArgumentError("layout_configs must be empty for the tile collection; use tile_configs");
-    const size_t want = static_cast<size_t>(c) * kTileConfigDim * sizeof(float);
-    if (q.tile_configs.size() != want)
-      return absl::InvalidArgumentError(absl::StrCat("tile_configs has ", q.tile_configs.size(),
-                                                     " bytes, expected num_configs x 24 float32 = ", want));
-    for (int64_t i = 0; i < c * kTileConfigDim; ++i) {
-      float v;
-      std::memcpy(&v, q.tile_configs.data() + i * sizeof(float), sizeof v);
-      if (!std::isfinite(v) || v < 0)
-        return absl::InvalidArgumentError(absl::StrCat("tile_configs: config ", i / kTileConfigDim, ", feature ",
-                                                       i % kTileConfigDim, " is ", v,
-                                                       ", expected a finite non-negative number"));
-    }
-  }
-  if (q.top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", q.top_k));
-  if (q.tta < 0 || q.tta > options_.max_tta)
-    return absl::InvalidArgumentError(absl::StrCat("tta must be in 0..", options_.max_tta, ", got ", q.tta));
-  const int folds = static_cast<int>(model->model->folds.size());
-  std::set<int> seen;
-  for (int f : q.folds) {
-    if (f < 0 || f >= folds)
-      return absl::InvalidArgumentError(absl::StrCat("folds: ", f, " is not a fold of ", q.collection, " version ",
-                                                     model->version, ", which has folds 0..", folds - 1));
-    if (!seen.insert(f).second) return absl::InvalidArgumentError(absl::StrCat("folds: ", f, " is listed twice"));
-  }
+  if (absl::Status v = ValidateRankRequest(q, coll->kind, graph->num_config_nodes,
+                                           static_cast<int>(model->model->folds.size()), model->version,
+                                           {options_.max_configs, options_.max_tta});
+      !v.ok())
+    return v;
 
   // The batch size: the model's, made smaller when its activations would exceed the
   // per-request budget.
@@ -272,6 +196,13 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
   r.spread.assign(s.spread.begin(), s.spread.end());
   for (int64_t i : RankByScore(s.score, q.top_k)) r.ranking.push_back(static_cast<int32_t>(i));
   return r;
+}
+
+int64_t Ranker::PurgeUnloaded() {
+  std::set<std::pair<std::string, int64_t>> loaded;
+  for (const auto& [collection, handles] : models_->Loaded())
+    for (const ModelHandle& h : handles) loaded.insert({collection, h.version});
+  return prepared_.EraseIf([&](const PreparedKey& k) { return loaded.count(k.second) == 0; });
 }
 
 RankerStats Ranker::Stats() const {

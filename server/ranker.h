@@ -1,7 +1,8 @@
-// The ranking service's logic, independent of gRPC: registered graphs (pruned once)
-// in a byte-bounded store, per (graph, model version) configuration-independent tensors
-// in a byte-bounded LRU cache, request validation before any compute, and inference on
-// a bounded worker pool through the shared scoring function. Torch-free header.
+// The ranking service's logic, independent of gRPC: it ties together the registered
+// graphs (GraphStore), request validation before any compute (ValidateRankRequest),
+// per (graph, model version) configuration-independent tensors in a byte-bounded LRU
+// cache, the activation budget, and inference on a bounded worker pool (WorkerPool)
+// through the shared scoring function. Torch-free header.
 #pragma once
 
 #include <atomic>
@@ -14,7 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "proto/graph_codec.h"
+#include "server/graph_store.h"
 #include "server/lru_cache.h"
+#include "server/rank_request.h"
 #include "server/model_manager.h"
 #include "server/worker_pool.h"
 
@@ -41,17 +44,6 @@ struct RegisterResult {
   bool already_registered = false;
 };
 
-struct RankRequest {
-  std::string collection;
-  int64_t model_version = 0;
-  std::string graph_hash;
-  int64_t num_configs = 0;
-  std::string layout_configs;  // c x nc x 18 int8
-  std::string tile_configs;    // c x 24 float32
-  int64_t top_k = 0;
-  int tta = 0;
-  std::vector<int> folds;
-};
 
 struct RankTiming {
   double queue_ms = 0, graph_prepare_ms = 0, inference_ms = 0, total_ms = 0;
@@ -86,8 +78,12 @@ class Ranker {
 
   RankerStats Stats() const;
 
+  // Drops the prepared tensors of model versions that are no longer loaded (unloaded
+  // by keep_versions or retired): they would otherwise hold cache budget until evicted.
+  // Returns how many entries were dropped. Called after each registry poll.
+  int64_t PurgeUnloaded();
+
  private:
-  struct StoredGraph;
   struct PreparedGraph;
   struct PreparedKeyHash {
     size_t operator()(const std::pair<std::string, std::pair<std::string, int64_t>>& k) const;
@@ -100,7 +96,7 @@ class Ranker {
 
   ModelManager* models_;
   RankerOptions options_;
-  LruCache<std::string, StoredGraph> graphs_;
+  GraphStore graphs_;
   LruCache<PreparedKey, PreparedGraph, PreparedKeyHash> prepared_;
   std::atomic<int64_t> configs_scored_{0}, batches_run_{0}, rejected_{0}, cancelled_{0};
   std::unique_ptr<WorkerPool> pool_;  // last: destroyed (joined) first

@@ -37,7 +37,8 @@ RankRequest LayoutRequest(const LayoutGraph& g, const std::string& hash) {
   q.collection = "layout:xla:random";
   q.graph_hash = hash;
   q.num_configs = g.num_configs;
-  q.layout_configs.assign(reinterpret_cast<const char*>(g.config_feat.data()), g.config_feat.size());
+  // Borrowed: g outlives the request.
+  q.layout_configs = absl::string_view(reinterpret_cast<const char*>(g.config_feat.data()), g.config_feat.size());
   return q;
 }
 
@@ -212,10 +213,12 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   q.num_configs = 501;
   expect(q, absl::StatusCode::kResourceExhausted, "limit of 500");
   q = good;
-  q.layout_configs.pop_back();
+  q.layout_configs.remove_suffix(1);
   expect(q, absl::StatusCode::kInvalidArgument, "expected num_configs x nc x 18");
   q = good;
-  q.layout_configs[18 * 3 + 4] = 6;
+  std::string bad_value(good.layout_configs);
+  bad_value[18 * 3 + 4] = 6;
+  q.layout_configs = bad_value;
   expect(q, absl::StatusCode::kInvalidArgument, "layout_configs: config 0, configurable node 3, slot 4 is 6, expected -1..5");
   q = good;
   q.tile_configs = "x";
@@ -243,12 +246,13 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   tq.collection = "tile:xla";
   tq.graph_hash = th;
   tq.num_configs = t.num_configs;
-  tq.tile_configs.assign(reinterpret_cast<const char*>(t.config_feat.data()), t.config_feat.size() * 4);
+  std::string tile_bytes(reinterpret_cast<const char*>(t.config_feat.data()), t.config_feat.size() * 4);
+  tq.tile_configs = tile_bytes;
   auto tr = ranker.Rank(tq, nullptr);
   CATCH_REQUIRE(tr.ok());
   CATCH_CHECK(tr->scores.size() == static_cast<size_t>(t.num_configs));
   const float nan = std::nanf("");
-  std::memcpy(&tq.tile_configs[4 * 30], &nan, 4);
+  std::memcpy(&tile_bytes[4 * 30], &nan, 4);
   expect(tq, absl::StatusCode::kInvalidArgument, "tile_configs: config 1, feature 6 is nan");
   tq.collection = "layout:xla:random";
   expect(tq, absl::StatusCode::kInvalidArgument, "the graph has no node_config_ids");
@@ -344,4 +348,26 @@ CATCH_TEST_CASE("a request's activations stay under the budget: smaller batches,
   CATCH_CHECK_THAT(std::string(refused.status().message()),
                    Catch::Contains("the graph has " + std::to_string(pruned) + " nodes after pruning"));
   CATCH_CHECK_THAT(std::string(refused.status().message()), Catch::Contains("(--activation_bytes)"));
+}
+
+CATCH_TEST_CASE("prepared tensors of unloaded versions are dropped", "[server]") {
+  World w;
+  w.Publish("layout:xla:random", 1);
+  ModelManager mm(Registry(w.registry), {1});  // keep only the newest version
+  mm.Poll();
+  Ranker ranker(&mm, RankerOptions{});
+  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
+  auto reg = ranker.Register(WireOf(g));
+  CATCH_REQUIRE(ranker.Rank(LayoutRequest(g, reg->graph_hash), nullptr).ok());
+  CATCH_CHECK(ranker.Stats().tensor_cache.entries == 1);
+  CATCH_CHECK(ranker.PurgeUnloaded() == 0);  // version 1 is still loaded
+  w.Publish("layout:xla:random", 1);
+  mm.Poll();  // version 2 loads, version 1 is unloaded
+  CATCH_CHECK(ranker.PurgeUnloaded() == 1);
+  CATCH_CHECK(ranker.Stats().tensor_cache.entries == 0);
+  CATCH_CHECK(ranker.Stats().tensor_cache.bytes == 0);
+  auto r = ranker.Rank(LayoutRequest(g, reg->graph_hash), nullptr);
+  CATCH_REQUIRE(r.ok());
+  CATCH_CHECK(r->model_version == 2);
+  CATCH_CHECK(ranker.Stats().tensor_cache.entries == 1);
 }

@@ -1,0 +1,42 @@
+#include "server/graph_store.h"
+
+#include "absl/strings/str_cat.h"
+
+namespace tgraph {
+
+int64_t StoredGraph::bytes() const {
+  return static_cast<int64_t>(pruned.graph.node_feat.size() * sizeof(float) +
+                              pruned.graph.node_opcode.size() * sizeof(int32_t) +
+                              (pruned.graph.edge_index.size() + pruned.original_ids.size() +
+                               pruned.config_node_index.size()) * sizeof(int64_t)) +
+         256;
+}
+
+absl::StatusOr<StoredGraphResult> GraphStore::Register(WireGraph g) {
+  StoredGraphResult r;
+  r.graph_hash = GraphContentHash(g.graph, g.node_config_ids);
+  if (std::shared_ptr<const StoredGraph> known = graphs_.Get(r.graph_hash)) {
+    r.graph = std::move(known);
+    r.already_registered = true;
+    return r;
+  }
+  auto stored = std::make_shared<StoredGraph>();
+  stored->original_nodes = g.graph.num_nodes;
+  stored->num_config_nodes = static_cast<int64_t>(g.node_config_ids.size());
+  if (g.node_config_ids.empty()) {  // a tile graph: nothing to prune
+    stored->pruned.graph = std::move(g.graph);
+    stored->pruned.original_ids.resize(static_cast<size_t>(stored->pruned.graph.num_nodes));
+    for (size_t i = 0; i < stored->pruned.original_ids.size(); ++i) stored->pruned.original_ids[i] = static_cast<int64_t>(i);
+  } else {
+    stored->pruned = PruneGraph(g.graph, g.node_config_ids);
+  }
+  const int64_t bytes = stored->bytes();
+  if (bytes > budget_)
+    return absl::ResourceExhaustedError(absl::StrCat("the pruned graph needs ", bytes,
+                                                     " bytes, more than the server's graph store of ", budget_));
+  graphs_.Put(r.graph_hash, stored, bytes);
+  r.graph = std::move(stored);
+  return r;
+}
+
+}  // namespace tgraph

@@ -1,0 +1,49 @@
+// Registered graphs, pruned once, by content hash: a byte-bounded LRU store. What
+// RegisterGraph writes and RankConfigs reads. Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "model/preprocess.h"
+#include "proto/graph_codec.h"
+#include "server/lru_cache.h"
+
+namespace tgraph {
+
+// A registered graph as the server keeps it: pruned (configurable nodes and their
+// direct neighbours; tile graphs whole).
+struct StoredGraph {
+  PrunedGraph pruned;
+  int64_t original_nodes = 0;
+  int64_t num_config_nodes = 0;
+  int64_t bytes() const;
+};
+
+struct StoredGraphResult {
+  std::string graph_hash;
+  std::shared_ptr<const StoredGraph> graph;
+  bool already_registered = false;
+};
+
+class GraphStore {
+ public:
+  explicit GraphStore(int64_t budget_bytes) : budget_(budget_bytes), graphs_(budget_bytes) {}
+
+  // Prunes and stores the graph under its content hash; a graph already stored is not
+  // pruned again. RESOURCE_EXHAUSTED when the pruned graph alone exceeds the budget.
+  absl::StatusOr<StoredGraphResult> Register(WireGraph graph);
+
+  // The stored graph, or nullptr when unknown (never registered, or evicted).
+  std::shared_ptr<const StoredGraph> Get(const std::string& graph_hash) { return graphs_.Get(graph_hash); }
+
+  CacheStats Stats() const { return graphs_.Stats(); }
+
+ private:
+  const int64_t budget_;
+  LruCache<std::string, StoredGraph> graphs_;
+};
+
+}  // namespace tgraph

@@ -1,0 +1,42 @@
+// A RankConfigs request as the service hands it to the Ranker, and its validation:
+// every field checked against the graph and the model it names, before any compute.
+// Torch-free.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "model/dataset.h"
+
+namespace tgraph {
+
+struct RankRequest {
+  std::string collection;
+  int64_t model_version = 0;
+  std::string graph_hash;
+  int64_t num_configs = 0;
+  // Borrowed, not copied (a request may carry hundreds of MB of configurations): they
+  // point into the caller's message, which outlives the Rank call.
+  absl::string_view layout_configs;  // c x nc x 18 int8
+  absl::string_view tile_configs;    // c x 24 float32
+  int64_t top_k = 0;
+  int tta = 0;
+  std::vector<int> folds;
+};
+
+struct RankLimits {
+  int64_t max_configs = 100000;
+  int max_tta = 64;
+};
+
+// The fields of `q` for a graph with `num_config_nodes` configurable nodes and a model
+// (`kind`, `version`) of `num_folds` folds: num_configs, the configuration bytes and
+// values, top_k, tta, folds. INVALID_ARGUMENT naming the field; RESOURCE_EXHAUSTED over
+// max_configs.
+absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int64_t num_config_nodes, int num_folds,
+                                 int64_t version, const RankLimits& limits);
+
+}  // namespace tgraph
