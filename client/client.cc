@@ -60,6 +60,7 @@ struct RankerClient::Impl {
     q.set_top_k(o.top_k);
     q.set_tta(o.tta);
     q.mutable_folds()->Assign(o.folds.begin(), o.folds.end());
+    q.set_cascade(o.cascade);
     Ranking r;
     v1::RankConfigsResponse resp;
     for (int round = 0; round < 2; ++round) {
@@ -84,6 +85,7 @@ struct RankerClient::Impl {
     r.graph_prepare_ms = resp.timing().graph_prepare_ms();
     r.queue_ms = resp.timing().queue_ms();
     r.cache_hit = resp.timing().cache_hit();
+    r.rescored = resp.timing().rescored();
     return r;
   }
 

@@ -34,6 +34,7 @@ struct RankOptions {
   int64_t top_k = 0;
   int tta = 0;                // 0 = the model's default
   std::vector<int> folds;
+  bool cascade = false;       // the top-k cascade (needs top_k > 0): ranker.proto
 };
 
 struct Ranking {
@@ -43,6 +44,7 @@ struct Ranking {
   int64_t model_version = 0;
   double server_total_ms = 0, inference_ms = 0, graph_prepare_ms = 0, queue_ms = 0;
   bool cache_hit = false;
+  int64_t rescored = 0;        // configurations scored by every fold
   int registrations = 0;       // RegisterGraph calls this ranking needed (0 when the server knew the graph)
 };
 

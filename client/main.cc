@@ -40,6 +40,8 @@ ABSL_FLAG(int64_t, top_k, 10, "How many of the fastest configurations to print")
 ABSL_FLAG(int64_t, max_configs, 0, "Rank only the first N configurations of the file (0 = all)");
 ABSL_FLAG(int64_t, model_version, 0, "Model version (0 = latest)");
 ABSL_FLAG(int, tta, 0, "TTA passes (0 = the model's default)");
+ABSL_FLAG(bool, cascade, false,
+          "rank: the top-k cascade: every configuration scored by one fold, the best by every fold (needs --top_k)");
 ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC");
 ABSL_FLAG(std::string, data, "", "eval: dataset root");
 ABSL_FLAG(std::string, split, "valid", "eval: train, valid or test");
@@ -91,6 +93,8 @@ int Rank(tgraph::RankerClient& client) {
   o.collection = c->name();
   o.model_version = absl::GetFlag(FLAGS_model_version);
   o.tta = absl::GetFlag(FLAGS_tta);
+  o.cascade = absl::GetFlag(FLAGS_cascade);
+  if (o.cascade) o.top_k = absl::GetFlag(FLAGS_top_k);
   const int64_t max = absl::GetFlag(FLAGS_max_configs);
   absl::StatusOr<tgraph::Ranking> r;
   std::vector<double> truth;
@@ -139,6 +143,9 @@ int Rank(tgraph::RankerClient& client) {
   std::printf("server time %.1f ms (queue %.1f, graph preparation %.1f%s, inference %.1f)%s\n", r->server_total_ms,
               r->queue_ms, r->graph_prepare_ms, r->cache_hit ? ", cache hit" : "", r->inference_ms,
               r->registrations ? "; the graph was registered first" : "");
+  if (o.cascade)
+    std::printf("cascade: %lld of %lld configurations scored by every fold\n", static_cast<long long>(r->rescored),
+                static_cast<long long>(count));
   const bool known = *std::max_element(truth.begin(), truth.end()) > 0;
   const int64_t k = std::min<int64_t>(absl::GetFlag(FLAGS_top_k), count);
   std::printf("%6s %8s %12s %10s%s\n", "rank", "config", "score", "spread", known ? "   runtime" : "");

@@ -54,6 +54,7 @@ void EvalReport::ComputeMean() {
   mean.opa = mean_of([](const GraphEval& e) { return e.opa; });
   for (int k = 0; k < 3; ++k) mean.top_error[k] = mean_of([k](const GraphEval& e) { return e.top_error[k]; });
   mean.tile_score = mean_of([](const GraphEval& e) { return e.tile_score; });
+  mean.cascade_recall = mean_of([](const GraphEval& e) { return e.cascade_recall; });
   for (const GraphEval& e : graphs) {
     mean.nodes += e.nodes;
     mean.pruned_nodes += e.pruned_nodes;
@@ -101,6 +102,7 @@ std::string EvalReport::Json() const {
     const char* names[2][3] = {{"top1_error", "top10_error", "top100_error"}, {"top1_error", "top5_error", "top10_error"}};
     for (int k = 0; k < 3; ++k) g[names[tile][k]] = JsonNum(e.top_error[k]);
     if (tile) g["m_tile"] = JsonNum(e.tile_score);
+    if (std::isfinite(e.cascade_recall)) g["cascade_recall"] = e.cascade_recall;
     return g;
   };
   j["graphs"] = nlohmann::json::array();

@@ -2,6 +2,7 @@
 // tgraph-client eval so that both print the same numbers the same way. Torch-free.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct GraphEval {
   std::vector<int64_t> ranking;
   // Permutation (TTA) passes run over all folds; 0 where the scores came from elsewhere.
   int64_t passes = 0;
+  // With a cascade evaluation: the share of the full ensemble's top k that the cascade's
+  // top k holds (NaN otherwise).
+  double cascade_recall = std::nan("");
 };
 
 // The metrics of one graph from its scores (lower = predicted faster) and its targets.
@@ -36,6 +40,8 @@ struct EvalReport {
   bool tile = false;
   std::vector<GraphEval> graphs;
   GraphEval mean;  // NaN-skipping means over graphs
+  // A cascade evaluation's scoring time, cascade and full ensemble (seconds, all graphs).
+  double cascade_seconds = 0, full_seconds = 0;
   void ComputeMean();
   std::string Table() const;
   std::string Json() const;

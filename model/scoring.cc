@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "model/rng.h"
@@ -102,6 +103,59 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
   for (int64_t i = 0; i < c; ++i) {
     r.score[i] /= k;
     r.spread[i] = std::sqrt(std::max(0.0, sum_sq[i] / k - r.score[i] * r.score[i]));
+  }
+  return r;
+}
+
+ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
+                         const ScoringOptions& o, int64_t top_k, double fraction) {
+  const int64_t c = rows.count;
+  const int64_t keep = std::min<int64_t>(
+      c, std::max<int64_t>(static_cast<int64_t>(std::ceil(fraction * static_cast<double>(c))), 2 * top_k));
+  if (folds.size() <= 1 || top_k <= 0 || keep >= c) {
+    ScoreResult r = ScoreConfigs(folds, graph, rows, o);
+    r.rescored = c;
+    return r;
+  }
+  ScoreResult first = ScoreConfigs({folds.front()}, graph, rows, o);
+  if (first.cancelled) return first;
+  const std::vector<int64_t> kept = RankByScore(first.score, keep);
+  // The kept rows, gathered in their ranked order.
+  std::vector<int8_t> layout;
+  std::vector<float> tile;
+  ConfigRows subset = rows;
+  subset.count = keep;
+  if (rows.layout) {
+    const int64_t row = rows.num_config_nodes * kConfigFeatDim;
+    layout.resize(static_cast<size_t>(keep * row));
+    for (int64_t i = 0; i < keep; ++i) std::copy_n(rows.layout + kept[i] * row, row, layout.data() + i * row);
+    subset.layout = layout.data();
+  } else {
+    tile.resize(static_cast<size_t>(keep * kTileConfigDim));
+    for (int64_t i = 0; i < keep; ++i)
+      std::copy_n(rows.tile + kept[i] * kTileConfigDim, kTileConfigDim, tile.data() + i * kTileConfigDim);
+    subset.tile = tile.data();
+  }
+  const ScoreResult full = ScoreConfigs(folds, graph, subset, o);
+  ScoreResult r;
+  r.batches = first.batches + full.batches;
+  r.passes = first.passes + full.passes;
+  r.cancelled = full.cancelled;
+  r.rescored = keep;
+  r.spread.assign(c, 0.0);
+  // The others after every kept one: their first-fold scores, shifted past the kept maximum.
+  std::vector<bool> is_kept(c, false);
+  for (int64_t i = 0; i < keep; ++i) is_kept[kept[i]] = true;
+  double kept_max = -std::numeric_limits<double>::infinity(), rest_min = std::numeric_limits<double>::infinity();
+  for (int64_t i = 0; i < keep; ++i) kept_max = std::max(kept_max, full.score[i]);
+  for (int64_t i = 0; i < c; ++i)
+    if (!is_kept[i]) rest_min = std::min(rest_min, first.score[i]);
+  const double shift = kept_max - rest_min + 1.0;
+  r.score.resize(c);
+  for (int64_t i = 0; i < c; ++i) r.score[i] = first.score[i] + shift;
+  for (int64_t i = 0; i < keep; ++i) {
+    r.score[kept[i]] = full.score[i];
+    r.spread[kept[i]] = full.spread[i];
   }
   return r;
 }

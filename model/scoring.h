@@ -47,6 +47,7 @@ struct ScoreResult {
   std::vector<double> spread;  // population std of the fold scores (0 with one fold)
   int64_t batches = 0;         // forward passes run, over all folds
   int64_t passes = 0;          // permutation passes run, over all folds
+  int64_t rescored = 0;        // ScoreCascade: configurations scored by every fold
   bool cancelled = false;      // stopped early by ScoringOptions::cancelled; scores incomplete
 };
 
@@ -60,5 +61,13 @@ std::vector<int64_t> BatchBounds(int64_t count, int64_t batch_size);
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& options);
 
+
+// The top-k cascade, for requests that want only the best few: every configuration is
+// scored by the first fold; the best max(ceil(fraction x count), 2 x top_k) are scored
+// again by every fold. Those get the full ensemble's scores (and spread); the others
+// keep the first fold's, shifted so that each ranks after every re-scored one (spread
+// 0). With one fold, top_k <= 0, or everything kept, it is ScoreConfigs.
+ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
+                         const ScoringOptions& options, int64_t top_k, double fraction = 0.25);
 
 }  // namespace tgraph

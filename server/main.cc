@@ -46,6 +46,9 @@ ABSL_FLAG(int64_t, activation_bytes, 0,
           "which does not fit is refused (RESOURCE_EXHAUSTED). 0 = auto: the memory limit (cgroup, else MemTotal) "
           "minus cache_bytes, graph_store_bytes and 1 GiB, divided by workers (at least 256 MiB)");
 ABSL_FLAG(double, tta_agreement, 0.999, tgraph::kTtaAgreementFlagHelp);
+ABSL_FLAG(double, cascade_fraction, 0.25,
+          "Requests with cascade: the fraction of configurations (at least 2 x top_k) the first fold's scores keep "
+          "for every fold");
 ABSL_FLAG(double, poll_interval_s, 10, "Seconds between registry scans for new model versions");
 ABSL_FLAG(int, keep_versions, 2, "Newest versions kept loaded per collection (older ones cannot be pinned)");
 ABSL_FLAG(bool, fold_inference, true,
@@ -156,6 +159,7 @@ int main(int argc, char** argv) {
   ro.queue_size = absl::GetFlag(FLAGS_queue_size);
   ro.max_tta = absl::GetFlag(FLAGS_max_tta);
   ro.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
+  ro.cascade_fraction = absl::GetFlag(FLAGS_cascade_fraction);
   ro.activation_bytes = absl::GetFlag(FLAGS_activation_bytes);
   if (ro.activation_bytes <= 0) {
     const int64_t spare = tgraph::AvailableMemoryBytes() - ro.cache_bytes - ro.graph_store_bytes - (int64_t{1} << 30);

@@ -51,6 +51,8 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
     }
   }
   if (q.top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", q.top_k));
+  if (q.cascade && q.top_k <= 0)
+    return absl::InvalidArgumentError("cascade needs top_k > 0: it re-scores the best configurations for the top k");
   if (q.tta < 0 || q.tta > limits.max_tta)
     return absl::InvalidArgumentError(absl::StrCat("tta must be in 0..", limits.max_tta, ", got ", q.tta));
   const int folds = num_folds;

@@ -25,6 +25,7 @@ struct RankRequest {
   int64_t top_k = 0;
   int tta = 0;
   std::vector<int> folds;
+  bool cascade = false;  // ScoreCascade with top_k
 };
 
 struct RankLimits {

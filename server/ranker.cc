@@ -186,9 +186,11 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
   so.tta_agreement = options_.tta_agreement;
   so.cancelled = cancelled;
   const auto t0 = Clock::now();
-  const ScoreResult s = ScoreConfigs(folds, prepared->tensors, rows, so);
+  const ScoreResult s = q.cascade ? ScoreCascade(folds, prepared->tensors, rows, so, q.top_k, options_.cascade_fraction)
+                                  : ScoreConfigs(folds, prepared->tensors, rows, so);
   r.timing.inference_ms = Ms(t0, Clock::now());
   r.timing.batches = s.batches;
+  r.timing.rescored = q.cascade ? s.rescored : q.num_configs;
   batches_run_ += s.batches;
   if (s.cancelled) return absl::CancelledError("the request was cancelled or its deadline passed; scoring stopped");
   configs_scored_ += q.num_configs;

@@ -36,6 +36,7 @@ struct RankerOptions {
   // are made smaller to fit, and a graph whose single configuration does not fit is
   // refused. 0 = unbounded.
   int64_t activation_bytes = 0;
+  double cascade_fraction = 0.25;  // ScoreCascade's fraction for requests with cascade
 };
 
 struct RegisterResult {
@@ -49,6 +50,7 @@ struct RankTiming {
   double queue_ms = 0, graph_prepare_ms = 0, inference_ms = 0, total_ms = 0;
   bool cache_hit = false;
   int64_t batches = 0;
+  int64_t rescored = 0;  // configurations scored by every fold
 };
 
 struct RankResult {

@@ -77,6 +77,7 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   q.top_k = request->top_k();
   q.tta = request->tta();
   q.folds.assign(request->folds().begin(), request->folds().end());
+  q.cascade = request->cascade();
   absl::StatusOr<RankResult> r = ranker_->Rank(q, [context] { return context->IsCancelled(); });
   if (!r.ok()) {
     // A request the client gave up on reports why, if the deadline passed.
@@ -95,6 +96,7 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   t->set_total_ms(r->timing.total_ms);
   t->set_cache_hit(r->timing.cache_hit);
   t->set_batches(r->timing.batches);
+  t->set_rescored(r->timing.rescored);
   if (metrics_) {
     metrics_->RecordRank(q.num_configs, r->timing);
     metrics_->Refresh(ranker_->Stats(), *models_);

@@ -433,3 +433,52 @@ CATCH_TEST_CASE("bf16 inference ranks like fp32 on the real graphs", "[scoring][
     CATCH_CHECK(tau >= 0.99);
   }
 }
+
+CATCH_TEST_CASE("scoring: the top-k cascade re-scores the first fold's best with every fold", "[scoring]") {
+  torch::manual_seed(12);
+  Fixture f = MakeFixture(8, 40);
+  auto a = MakeRankingNet(SmallSpec());
+  auto b = MakeRankingNet(SmallSpec());
+  const std::vector<int8_t> rows = RowsOf(f);
+  const ConfigRows cr{rows.data(), nullptr, 40, f.nc};
+  ScoringOptions o;
+  o.batch_size = 8;
+  o.tta = 2;
+  o.tta_agreement = 0;
+  const std::vector<FoldModel> both = {{a.get(), nullptr}, {b.get(), nullptr}};
+  // top 3, fraction 0.25: keep max(ceil(10), 6) = 10.
+  const ScoreResult r = ScoreCascade(both, f.graph, cr, o, /*top_k=*/3, /*fraction=*/0.25);
+  CATCH_CHECK(r.rescored == 10);
+  // The reference by hand: fold a alone, its 10 best, those rows scored by both folds.
+  const ScoreResult first = ScoreConfigs({{a.get(), nullptr}}, f.graph, cr, o);
+  const std::vector<int64_t> kept = RankByScore(first.score, 10);
+  std::vector<int8_t> subset;
+  const size_t row = static_cast<size_t>(f.nc) * kConfigFeatDim;
+  for (int64_t k : kept) subset.insert(subset.end(), rows.begin() + k * row, rows.begin() + (k + 1) * row);
+  const ScoreResult full = ScoreConfigs(both, f.graph, ConfigRows{subset.data(), nullptr, 10, f.nc}, o);
+  CATCH_CHECK(r.batches == first.batches + full.batches);
+  double kept_max = -1e300;
+  for (size_t i = 0; i < kept.size(); ++i) {
+    CATCH_CHECK(r.score[kept[i]] == Approx(full.score[i]).margin(1e-5));
+    CATCH_CHECK(r.spread[kept[i]] == Approx(full.spread[i]).margin(1e-5));
+    kept_max = std::max(kept_max, r.score[kept[i]]);
+  }
+  // Every other configuration ranks after every kept one, in fold a's order.
+  const std::vector<int64_t> order = RankByScore(r.score);
+  std::vector<int64_t> head(order.begin(), order.begin() + 10), sorted_kept = kept;
+  std::sort(head.begin(), head.end());
+  std::sort(sorted_kept.begin(), sorted_kept.end());
+  CATCH_CHECK(head == sorted_kept);
+  for (size_t i = 11; i < order.size(); ++i) CATCH_CHECK(first.score[order[i - 1]] <= first.score[order[i]]);
+  for (int64_t i = 0; i < 40; ++i)
+    if (!std::binary_search(sorted_kept.begin(), sorted_kept.end(), i)) {
+      CATCH_CHECK(r.score[i] > kept_max);
+      CATCH_CHECK(r.spread[i] == 0.0);
+    }
+  // No cascade where it cannot help: one fold, no top_k, or everything kept.
+  const ScoreResult all = ScoreConfigs(both, f.graph, cr, o);
+  CATCH_CHECK(ScoreCascade(both, f.graph, cr, o, 3, 1.0).score == all.score);
+  CATCH_CHECK(ScoreCascade(both, f.graph, cr, o, 0, 0.25).score == all.score);
+  CATCH_CHECK(ScoreCascade(both, f.graph, cr, o, 20, 0.25).score == all.score);  // 2 x 20 >= 40
+  CATCH_CHECK(ScoreCascade({{a.get(), nullptr}}, f.graph, cr, o, 3, 0.25).score == first.score);
+}

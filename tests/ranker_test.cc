@@ -227,6 +227,9 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   q.top_k = -1;
   expect(q, absl::StatusCode::kInvalidArgument, "top_k");
   q = good;
+  q.cascade = true;
+  expect(q, absl::StatusCode::kInvalidArgument, "cascade needs top_k > 0");
+  q = good;
   q.tta = 1000;
   expect(q, absl::StatusCode::kInvalidArgument, "tta must be in 0..64");
   q = good;
@@ -370,4 +373,30 @@ CATCH_TEST_CASE("prepared tensors of unloaded versions are dropped", "[server]")
   CATCH_REQUIRE(r.ok());
   CATCH_CHECK(r->model_version == 2);
   CATCH_CHECK(ranker.Stats().tensor_cache.entries == 1);
+}
+
+CATCH_TEST_CASE("ranker: a cascade request re-scores the best fraction with every fold", "[server]") {
+  World w;
+  w.Publish("layout:xla:random", 2);
+  ModelManager mm(Registry(w.registry), {2});
+  mm.Poll();
+  RankerOptions o;
+  o.cascade_fraction = 0.25;
+  Ranker ranker(&mm, o);
+  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
+  auto reg = ranker.Register(WireOf(g));
+  RankRequest q = LayoutRequest(g, reg->graph_hash);
+  q.top_k = 3;
+  auto plain = ranker.Rank(q, nullptr);
+  CATCH_REQUIRE(plain.ok());
+  CATCH_CHECK(plain->timing.rescored == g.num_configs);
+  q.cascade = true;
+  auto r = ranker.Rank(q, nullptr);
+  CATCH_REQUIRE(r.ok());
+  const int64_t keep = std::max<int64_t>((g.num_configs + 3) / 4, 6);
+  CATCH_CHECK(r->timing.rescored == keep);
+  CATCH_CHECK(r->scores.size() == static_cast<size_t>(g.num_configs));  // scores stay complete
+  CATCH_CHECK(r->ranking.size() == 3u);
+  // Fewer forward passes than the full ensemble over every configuration.
+  CATCH_CHECK(r->timing.batches < plain->timing.batches);
 }

@@ -57,7 +57,8 @@ TrainOptions SmallRun(const std::string& run_dir) {
 
 // A one-fold model of random weights (hidden 16) for `collection`, saved in `dir`: the
 // evaluator's behaviour on hidden runtimes and file formats does not depend on training.
-LoadedModel UntrainedModel(const std::string& collection, const std::string& dir, int64_t batch_size = 0, int tta = 0) {
+LoadedModel UntrainedModel(const std::string& collection, const std::string& dir, int64_t batch_size = 0, int tta = 0,
+                           int folds = 1) {
   ModelSpec spec;
   spec.hidden = 16;
   spec.kind = ParseCollection(collection)->kind;
@@ -66,9 +67,12 @@ LoadedModel UntrainedModel(const std::string& collection, const std::string& dir
   m.spec = spec;
   if (batch_size > 0) m.batch_size = batch_size;
   if (tta > 0) m.tta = tta;
-  auto net = MakeRankingNet(spec);
-  if (!SaveWeights(*net, dir + "/w.npz").ok()) std::abort();
-  m.folds = {{0, 0.5, "w.npz", ""}};
+  for (int f = 0; f < folds; ++f) {
+    auto net = MakeRankingNet(spec);
+    const std::string w = "w" + std::to_string(f) + ".npz";
+    if (!SaveWeights(*net, dir + "/" + w).ok()) std::abort();
+    m.folds.push_back({f, 0.5, w, ""});
+  }
   return *LoadFolds(m, dir);
 }
 
@@ -308,4 +312,30 @@ CATCH_TEST_CASE("tgraph-eval's evaluator on every real file: rankings, and metri
     }
   }
   CATCH_CHECK(evaluated == 14);
+}
+
+CATCH_TEST_CASE("tgraph-eval's cascade report: recall of the full ensemble's top k, both times", "[train]") {
+  TempDir dir;
+  const LoadedModel model = UntrainedModel("layout:nlp:random", dir.path(), 64, 2, /*folds=*/2);
+  EvalOptions eo;
+  eo.scoring.batch_size = 64;
+  eo.scoring.tta = 2;
+  eo.cascade_top_k = 5;
+  eo.cascade_fraction = 0.25;
+  auto r = EvaluateSplit(model, NlpData(), *ParseCollection("layout:nlp:random"), "valid", eo);
+  CATCH_REQUIRE(r.ok());
+  for (const GraphEval& e : r->graphs) CATCH_CHECK((e.cascade_recall >= 0.0 && e.cascade_recall <= 1.0));
+  CATCH_CHECK(std::isfinite(r->mean.cascade_recall));
+  CATCH_CHECK(r->cascade_seconds > 0);
+  CATCH_CHECK(r->full_seconds > 0);
+  CATCH_CHECK_THAT(r->Json(), Catch::Contains("\"cascade_recall\""));
+  // Keeping everything is the full ensemble: recall 1.
+  eo.cascade_fraction = 1.0;
+  auto all = EvaluateSplit(model, NlpData(), *ParseCollection("layout:nlp:random"), "valid", eo);
+  CATCH_REQUIRE(all.ok());
+  for (const GraphEval& e : all->graphs) CATCH_CHECK(e.cascade_recall == 1.0);
+  // Without a cascade there is no recall to report.
+  eo.cascade_top_k = 0;
+  auto none = EvaluateSplit(model, NlpData(), *ParseCollection("layout:nlp:random"), "valid", eo);
+  CATCH_CHECK(std::isnan(none->graphs[0].cascade_recall));
 }

@@ -1,6 +1,8 @@
 #include "model/train/evaluator.h"
 
 #include <algorithm>
+#include <chrono>
+#include <iterator>
 #include <cmath>
 #include <cstdio>
 #include <numeric>
@@ -49,9 +51,27 @@ absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::st
       cr.layout = layout.data();
       cr.num_config_nodes = g->configs.num_config_nodes;
     }
-    const ScoreResult s = ScoreConfigs(folds, tensors, cr, o.scoring);
+    using Clock = std::chrono::steady_clock;
+    auto t0 = Clock::now();
+    const ScoreResult s = o.cascade_top_k > 0
+                              ? ScoreCascade(folds, tensors, cr, o.scoring, o.cascade_top_k, o.cascade_fraction)
+                              : ScoreConfigs(folds, tensors, cr, o.scoring);
+    const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     GraphEval e = EvaluateScores(g->name, g->original_nodes, g->graph.num_nodes, s.score, target, report.tile, rows);
     e.passes = s.passes;
+    if (o.cascade_top_k > 0) {
+      report.cascade_seconds += seconds;
+      t0 = Clock::now();
+      const ScoreResult full = ScoreConfigs(folds, tensors, cr, o.scoring);
+      report.full_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
+      const int64_t k = std::min<int64_t>(o.cascade_top_k, cr.count);
+      std::vector<int64_t> want = RankByScore(full.score, k), got = RankByScore(s.score, k);
+      std::sort(want.begin(), want.end());
+      std::sort(got.begin(), got.end());
+      std::vector<int64_t> both;
+      std::set_intersection(want.begin(), want.end(), got.begin(), got.end(), std::back_inserter(both));
+      e.cascade_recall = static_cast<double>(both.size()) / static_cast<double>(k);
+    }
     report.graphs.push_back(e);
     if (o.progress) std::fprintf(stderr, "evaluated %zu/%zu: %s\n", fi + 1, files->size(), e.name.c_str());
   }

@@ -17,6 +17,11 @@ struct EvalOptions {
   bool official_subset = false;  // layout: the 1,000-config subset of the TpuGraphs evaluation
   ScoringOptions scoring;        // usually the manifest's batch size and TTA
   bool progress = false;
+  // > 0: score with the top-k cascade (ScoreCascade, top k = this, `cascade_fraction`),
+  // and also with the full ensemble, to report the cascade's recall of its top k and
+  // both times. The metrics are the cascade's.
+  int64_t cascade_top_k = 0;
+  double cascade_fraction = 0.25;
 };
 
 absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::string& data_root, const Collection& c,
