@@ -87,6 +87,11 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
       }
       ++run;
       ++r.passes;
+      if (o.pass_means) {
+        std::vector<double> m(c);
+        for (int64_t i = 0; i < c; ++i) m[i] = fold_score[i] / run;
+        o.pass_means->push_back(std::move(m));
+      }
       if (o.tta_agreement <= 0 || run == passes) continue;
       // Stop once another pass no longer changes the ranking (to the agreed tau).
       for (int64_t i = 0; i < c; ++i) mean[i] = fold_score[i] / run;
@@ -158,6 +163,13 @@ ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors
     r.spread[kept[i]] = full.spread[i];
   }
   return r;
+}
+
+int PassesForAgreement(const std::vector<std::vector<double>>& pass_means, double agreement) {
+  const int n = static_cast<int>(pass_means.size());
+  for (int p = 1; p < n; ++p)
+    if (KendallTau(pass_means[p - 1], pass_means.back()) >= agreement) return p;
+  return n;
 }
 
 }  // namespace tgraph

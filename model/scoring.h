@@ -30,6 +30,9 @@ struct ScoringOptions {
   // `tta` passes. On trained models extra passes changed nothing measurable, so most
   // requests stop after 2 (docs/results.md).
   double tta_agreement = 0.999;
+  // When set (one fold): the fold's mean scores after each pass it ran, appended in order
+  // (what PassesForAgreement reads).
+  std::vector<std::vector<double>>* pass_means = nullptr;
   uint64_t seed = 0;   // permutations are a function of the seed: same input, same scores
   // Polled before every batch; when it returns true the scoring stops early (a
   // cancelled or expired RPC stops consuming compute).
@@ -69,5 +72,10 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
 // 0). With one fold, top_k <= 0, or everything kept, it is ScoreConfigs.
 ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& options, int64_t top_k, double fraction = 0.25);
+
+// The smallest p whose mean scores after p passes rank the configurations like those
+// after all N passes (pass_means[N-1]) to Kendall tau >= agreement; N for none earlier,
+// 0 for no passes.
+int PassesForAgreement(const std::vector<std::vector<double>>& pass_means, double agreement);
 
 }  // namespace tgraph

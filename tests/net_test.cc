@@ -263,6 +263,17 @@ CATCH_TEST_CASE("scoring: TTA stops once two successive passes agree, with the s
     // And it scored exactly what p full passes score.
     for (int i = 0; i < 20; ++i) CATCH_CHECK(r.score[i] == Approx(means[p - 1][i]).margin(1e-5));
   }
+  // The recorded means of one run are those of the separate runs with fewer passes.
+  std::vector<std::vector<double>> recorded;
+  ScoringOptions record = full;
+  record.tta = 10;
+  record.pass_means = &recorded;
+  ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, record);
+  CATCH_REQUIRE(recorded.size() == 10u);
+  // (From 2 passes on: a run of one pass scores the identity order, while the first of
+  // several passes is already a permutation.)
+  for (int k = 1; k < 10; ++k)
+    for (int i = 0; i < 20; ++i) CATCH_CHECK(recorded[k][i] == Approx(means[k][i]).margin(1e-5));
   // 0 runs every pass.
   full.tta = 10;
   CATCH_CHECK(ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, full).passes == 10);
@@ -481,4 +492,14 @@ CATCH_TEST_CASE("scoring: the top-k cascade re-scores the first fold's best with
   CATCH_CHECK(ScoreCascade(both, f.graph, cr, o, 0, 0.25).score == all.score);
   CATCH_CHECK(ScoreCascade(both, f.graph, cr, o, 20, 0.25).score == all.score);  // 2 x 20 >= 40
   CATCH_CHECK(ScoreCascade({{a.get(), nullptr}}, f.graph, cr, o, 3, 0.25).score == first.score);
+}
+
+CATCH_TEST_CASE("scoring: the passes needed for a ranking to agree with all of them", "[scoring]") {
+  // Pass 1 swaps the last two configurations; pass 2 already ranks like pass 3.
+  const std::vector<std::vector<double>> means = {{1, 2, 4, 3}, {1, 2, 3, 4}, {1.1, 2, 3, 4}};
+  CATCH_CHECK(PassesForAgreement(means, 0.999) == 2);
+  CATCH_CHECK(PassesForAgreement(means, 0.5) == 1);  // tau(pass 1, all) = 4/6
+  CATCH_CHECK(PassesForAgreement({{1, 2}, {2, 1}, {1, 2}}, 0.999) == 1);
+  CATCH_CHECK(PassesForAgreement({{2, 1}, {2, 1}, {1, 2}}, 0.999) == 3);  // none earlier agrees
+  CATCH_CHECK(PassesForAgreement({}, 0.999) == 0);
 }

@@ -129,6 +129,11 @@ CATCH_TEST_CASE("a short training run ranks far better than a random ranker", "[
   for (std::string line; std::getline(log, line);) ++lines;
   CATCH_CHECK(lines == 6);
   CATCH_CHECK(std::filesystem::exists(o.run_dir + "/fold_0/result.json"));
+  // The passes the fold needs are measured and become the manifest's tta (here at most
+  // valid_tta = 1).
+  CATCH_CHECK(r->tta_passes == 1);
+  CATCH_CHECK(ReadFoldResults(o.run_dir)->front().tta_passes == 1);
+  CATCH_CHECK(m->tta == 1);
 
   // bf16 inference ranks as fp32 does with this trained model: per graph, Kendall tau
   // between the two precisions' scores >= 0.99, on the validation graphs and a real file.

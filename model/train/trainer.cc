@@ -174,6 +174,24 @@ double Validate(RankingNet& net, const Prepared& p, const std::vector<size_t>& g
   return FiniteMean(scores);
 }
 
+// The TTA passes one network needs on the validation graphs (FoldResult::tta_passes).
+int MeasureTtaPasses(RankingNet& net, const Prepared& p, const std::vector<size_t>& graphs, ScoringOptions so) {
+  net.eval();
+  so.tta_agreement = 0;  // every pass, to compare each count with all of them
+  int needed = 0;
+  for (size_t i : graphs) {
+    const GraphData& g = p.graphs[i];
+    if (g.num_configs() <= so.batch_size) continue;  // one batch: TTA changes nothing
+    std::vector<int8_t> storage;
+    std::vector<std::vector<double>> means;
+    so.pass_means = &means;
+    ScoreConfigs({{&net, nullptr}}, p.tensors[i], RowsOf(g, &storage), so);
+    needed = std::max(needed, PassesForAgreement(means, 0.999));
+  }
+  net.train();
+  return needed;
+}
+
 std::string Duration(double s) {
   if (!std::isfinite(s) || s < 0) return "?";
   const int64_t t = static_cast<int64_t>(s);
@@ -390,13 +408,16 @@ absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
     }
   }
   std::fclose(log);
-  const FoldResult r = result(true);
+  FoldResult r = result(true);
   if (!fs::exists(dir + "/best.npz")) {  // no finite validation score ever: keep the last weights
     if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
   }
+  // How many TTA passes the published weights need (the manifest's tta).
+  if (absl::Status s = LoadWeights(*net, dir + "/best.npz"); !s.ok()) return s;
+  r.tta_passes = MeasureTtaPasses(*net, p, valid, so);
   json summary = {{"fold", fold}, {"valid_score", std::isfinite(best) ? json(best) : json()}, {"best_step", best_step},
                  {"steps", total}, {"seconds", r.seconds}, {"peak_rss_bytes", r.peak_rss_bytes},
-                 {"weights", "best.npz"}};
+                 {"tta_passes", r.tta_passes}, {"weights", "best.npz"}};
   if (absl::Status s = WriteFileAtomic(dir + "/result.json", summary.dump(1)); !s.ok()) return s;
   return r;
 }
@@ -417,6 +438,7 @@ absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_d
     r.best_step = j.value("best_step", int64_t{-1});
     r.seconds = j.value("seconds", 0.0);
     r.peak_rss_bytes = j.value("peak_rss_bytes", int64_t{0});
+    r.tta_passes = j.value("tta_passes", 0);
     out.push_back(r);
   }
   if (ec) return absl::NotFoundError(absl::StrCat(run_dir, ": cannot list: ", ec.message()));
@@ -440,10 +462,15 @@ absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep) {
   m.training = info->flags;
   m.batch_size = info->valid_batch;
   m.tta = info->valid_tta;
+  int measured = 0;
+  bool all_measured = true;
   for (const FoldResult& r : *results) {
     if (static_cast<int>(m.folds.size()) >= keep) break;
     m.folds.push_back({r.fold, r.valid_score, absl::StrCat("fold_", r.fold, "/best.npz"), ""});
+    measured = std::max(measured, r.tta_passes);
+    all_measured &= r.tta_passes > 0;
   }
+  if (all_measured && measured > 0) m.tta = std::min(measured, info->valid_tta);
   return m;
 }
 
