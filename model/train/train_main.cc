@@ -144,9 +144,10 @@ int main(int argc, char** argv) {
   for (int k : folds) {
     absl::StatusOr<tgraph::FoldResult> r = tgraph::TrainFold(o, k);
     if (!r.ok()) return Fail(r.status());
-    std::printf("fold %d: best validation %s %.4f at step %lld, %.1f s, peak RSS %.0f MiB\n", r->fold,
-                c->kind == tgraph::CollectionKind::kTile ? "M_tile" : "tau", r->valid_score,
-                static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20));
+    std::printf("fold %d: best validation %s %.4f at step %lld, %.1f s, peak RSS %.0f MiB; TTA passes needed: %d of %d\n",
+                r->fold, c->kind == tgraph::CollectionKind::kTile ? "M_tile" : "tau", r->valid_score,
+                static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20),
+                r->tta_passes, o.valid_tta);
   }
   if (!absl::GetFlag(FLAGS_registry).empty() && absl::GetFlag(FLAGS_fold) < 0) {
     absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep,
