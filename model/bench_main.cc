@@ -2,7 +2,7 @@
 // compares its arithmetic rate with a plain LibTorch matmul of similar shape.
 //
 //   tgraph-bench-model [--nodes 1000] [--configs 128] [--hidden 256] [--folds 1] [--threads 0] [--fold=false]
-//                      [--precision auto|bf16|fp32]
+//                      [--precision auto|bf16|fp32] [--npz REAL.npz] [--tta N] [--cascade K] [--warmup N]
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
@@ -40,7 +40,11 @@ ABSL_FLAG(int64_t, activation_bytes, 0,
           "As the server's flag: cut batches so that their activations (ActivationBytesPerConfig) fit this many bytes "
           "(0 = no limit)");
 ABSL_FLAG(bool, fold, true, "Fold f1 into f2 at inference, as the server does (false: the layers as specified)");
-ABSL_FLAG(int, repeats, 10, "Timed repetitions (after 2 warm-up runs)");
+ABSL_FLAG(int, repeats, 10, "Timed repetitions (after --warmup runs)");
+ABSL_FLAG(int, warmup, 2, "Untimed requests first");
+ABSL_FLAG(int, tta, 1, "Permutation passes per fold at most (when the configurations exceed one batch)");
+ABSL_FLAG(double, tta_agreement, 0, "Stop a fold's passes once two successive ones agree to this tau (0: all)");
+ABSL_FLAG(int64_t, cascade, 0, "K > 0: the top-K cascade (first fold over everything, every fold over the best 25%)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 ABSL_FLAG(std::string, trace, "", "Write a Chrome trace (chrome://tracing, Perfetto) of one extra request to this file");
 
@@ -148,7 +152,9 @@ int main(int argc, char** argv) {
     }
     so.batch_size = std::min(so.batch_size, budget / per_config);
   }
-  so.tta = 1;
+  so.tta = std::max(1, absl::GetFlag(FLAGS_tta));
+  so.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
+  const int64_t cascade = absl::GetFlag(FLAGS_cascade);
   const tgraph::ConfigRows cr{rows.data(), nullptr, c, nc};
 
   // The reference: a plain matmul of the network's dominant shape, [batch*N, H] x [H, H],
@@ -162,9 +168,14 @@ int main(int argc, char** argv) {
   const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
   std::vector<double> ms, mm_ms;
   int64_t batches = 0;
-  for (int r = 0; r < repeats + 2; ++r) {
+  const int warmup = std::max(0, absl::GetFlag(FLAGS_warmup));
+  int64_t passes = 0, rescored = 0;
+  for (int r = 0; r < repeats + warmup; ++r) {
     auto t0 = Clock::now();
-    const tgraph::ScoreResult s = tgraph::ScoreConfigs(folds, tensors, cr, so);
+    const tgraph::ScoreResult s = cascade > 0 ? tgraph::ScoreCascade(folds, tensors, cr, so, cascade)
+                                              : tgraph::ScoreConfigs(folds, tensors, cr, so);
+    passes = s.passes;
+    rescored = cascade > 0 ? s.rescored : c;
     const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     batches = s.batches;
     torch::NoGradGuard no_grad;
@@ -172,7 +183,7 @@ int main(int argc, char** argv) {
     torch::Tensor out = torch::mm(a, b);
     (void)out.data_ptr();
     const double t_mm = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    if (r >= 2) {
+    if (r >= warmup) {
       ms.push_back(t);
       mm_ms.push_back(t_mm);
     }
@@ -211,9 +222,17 @@ int main(int argc, char** argv) {
               tgraph::OpenMpWaitPolicy().c_str());
   std::printf("activations (estimated): %.0f MiB per %lld-config batch\n",
               static_cast<double>(per_config * so.batch_size) / (1 << 20), static_cast<long long>(so.batch_size));
+  std::printf("permutation passes %lld over all folds (tta %d, agreement %g)%s\n", static_cast<long long>(passes),
+              so.tta, so.tta_agreement,
+              cascade > 0 ? absl::StrCat("; cascade top ", cascade, ": ", rescored, " configs by every fold").c_str() : "");
   std::printf("request (all folds, median of %d): %.1f ms\n", repeats, request_ms);
   std::printf("per %lld-config batch per fold:      %.1f ms\n", static_cast<long long>(so.batch_size), per_batch_ms);
   std::printf("throughput:                        %.0f configs/s\n", static_cast<double>(c) / (request_ms / 1000.0));
+  if (passes != static_cast<int64_t>(folds.size()) || cascade > 0) {
+    // The FLOP counts below are those of one pass of every fold over every configuration.
+    std::printf("(more or less than one pass of every fold over every configuration: no FLOP rates)\n");
+    return 0;
+  }
   std::printf("model arithmetic (executed):       %.2f GFLOP per request, %.1f GFLOP/s%s\n", flops / 1e9,
               model_gflops, folded ? " (f1 folded into f2)" : "");
   if (folded)
