@@ -55,19 +55,22 @@ inline int CgroupQuotaCores(const std::string& text) {
 // CPUs this process may use: its affinity mask, capped by the cgroup CPU quota (a
 // Kubernetes CPU limit). std::thread::hardware_concurrency() is the node's core count
 // inside a container, which would oversubscribe a limited pod.
+// The first line of a (kernel) file, "" when it cannot be read.
+inline std::string FirstLine(const char* path) {
+  std::ifstream f(path);
+  std::string line;
+  std::getline(f, line);
+  return line;
+}
+
 inline int AvailableCores() {
   int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = std::max(1, CPU_COUNT(&set));
-  auto read = [](const char* path) {
-    std::ifstream f(path);
-    std::string line;
-    std::getline(f, line);
-    return line;
-  };
-  int quota = CgroupQuotaCores(read("/sys/fs/cgroup/cpu.max"));
+  int quota = CgroupQuotaCores(FirstLine("/sys/fs/cgroup/cpu.max"));
   if (quota == 0)
-    quota = CgroupQuotaCores(read("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") + " " + read("/sys/fs/cgroup/cpu/cpu.cfs_period_us"));
+    quota = CgroupQuotaCores(FirstLine("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") + " " +
+                             FirstLine("/sys/fs/cgroup/cpu/cpu.cfs_period_us"));
   return quota > 0 ? std::min(cores, quota) : cores;
 }
 
@@ -87,14 +90,8 @@ inline int64_t CgroupMemoryLimit(const std::string& text) {
 // The memory this process may use: its cgroup limit (a Kubernetes memory limit), else
 // the machine's MemTotal.
 inline int64_t AvailableMemoryBytes() {
-  auto read = [](const char* path) {
-    std::ifstream f(path);
-    std::string line;
-    std::getline(f, line);
-    return line;
-  };
-  int64_t limit = CgroupMemoryLimit(read("/sys/fs/cgroup/memory.max"));
-  if (limit == 0) limit = CgroupMemoryLimit(read("/sys/fs/cgroup/memory/memory.limit_in_bytes"));
+  int64_t limit = CgroupMemoryLimit(FirstLine("/sys/fs/cgroup/memory.max"));
+  if (limit == 0) limit = CgroupMemoryLimit(FirstLine("/sys/fs/cgroup/memory/memory.limit_in_bytes"));
   if (limit > 0) return limit;
   std::ifstream meminfo("/proc/meminfo");
   std::string key;

@@ -315,7 +315,7 @@ TEST_CASE("bad HLO input: precise errors naming the computation and instruction,
 
   // Names that are not printable ASCII never leave the featurizer as such.
   auto odd = SmallModule({{"a", "parameter", {}}, {std::string("b\xff\n", 3), "negate", {7}}});
-  CHECK_THAT(ErrorOf(odd), Catch::Contains("instruction 'b??' (id 2)"));
+  CHECK_THAT(ErrorOf(odd), Catch::Contains("instruction 'b?\?' (id 2)"));
 
   // A name of any length is cut in messages.
   auto longname = SmallModule({{"a", "parameter", {}}, {std::string(100000, 'x'), "negate", {7}}});

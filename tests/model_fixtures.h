@@ -59,8 +59,9 @@ struct ModelWorld {
 };
 
 // What tgraph-eval computes for a layout file: load, prune, build tensors with the
-// manifest's statistics, score every config with the manifest's batch size and TTA.
-inline ScoreResult EvaluatorScores(const LoadedModel& model, const GraphFile& file) {
+// manifest's statistics, score every config with the manifest's batch size (or
+// `batch_size` when positive) and TTA.
+inline ScoreResult EvaluatorScores(const LoadedModel& model, const GraphFile& file, int64_t batch_size = 0) {
   LoadOptions lo;
   lo.dedup = false;
   GraphData d = *LoadGraphData(file, "", CollectionKind::kLayout, lo);
@@ -68,7 +69,7 @@ inline ScoreResult EvaluatorScores(const LoadedModel& model, const GraphFile& fi
   std::iota(all.begin(), all.end(), 0);
   const std::vector<int8_t> rows = d.LayoutRows(all);
   ScoringOptions so;
-  so.batch_size = model.manifest.batch_size;
+  so.batch_size = batch_size > 0 ? batch_size : model.manifest.batch_size;
   so.tta = model.manifest.tta;
   std::vector<FoldModel> folds;
   for (const auto& net : model.folds) folds.push_back({net.get(), nullptr});

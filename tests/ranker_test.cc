@@ -8,7 +8,6 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
-#include <numeric>
 #include <thread>
 
 #include "model/graph_io.h"
@@ -30,7 +29,13 @@ struct World : ModelWorld {
   GraphFile File(const std::string& collection) const { return ModelWorld::File(collection, "valid"); }
 };
 
-WireGraph WireOf(const LayoutGraph& g) { return {g.graph, g.node_config_ids}; }
+WireGraph WireOf(const NodeGraph& graph, const std::vector<int64_t>& ids) {
+  WireGraph w;
+  w.graph = graph;
+  w.node_config_ids = ids;
+  return w;
+}
+WireGraph WireOf(const LayoutGraph& g) { return WireOf(g.graph, g.node_config_ids); }
 
 RankRequest LayoutRequest(const LayoutGraph& g, const std::string& hash) {
   RankRequest q;
@@ -244,7 +249,7 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
 
   // The tile collection: its own encoding, NaN refused.
   TileGraph t = *LoadTileGraph(w.File("tile:xla").path);
-  const std::string th = ranker.Register({t.graph, {}})->graph_hash;
+  const std::string th = ranker.Register(WireOf(t.graph, {}))->graph_hash;
   RankRequest tq;
   tq.collection = "tile:xla";
   tq.graph_hash = th;
@@ -324,19 +329,7 @@ CATCH_TEST_CASE("a request's activations stay under the budget: smaller batches,
   CATCH_REQUIRE(reg.ok());
   auto r = ranker.Rank(LayoutRequest(g, reg->graph_hash), nullptr);
   CATCH_REQUIRE(r.ok());
-  LoadOptions lo;
-  lo.dedup = false;
-  GraphData d = *LoadGraphData(f, "", CollectionKind::kLayout, lo);
-  std::vector<int64_t> all(static_cast<size_t>(d.num_configs()));
-  std::iota(all.begin(), all.end(), 0);
-  const std::vector<int8_t> rows = d.LayoutRows(all);
-  ScoringOptions so;
-  so.batch_size = 5;
-  so.tta = model->manifest.tta;
-  std::vector<FoldModel> folds;
-  for (const auto& net : model->folds) folds.push_back({net.get(), nullptr});
-  const ScoreResult reference = ScoreConfigs(folds, MakeGraphTensors(d.graph, d.config_nodes, model->manifest.stats),
-                                             ConfigRows{rows.data(), nullptr, d.num_configs(), d.configs.num_config_nodes}, so);
+  const ScoreResult reference = EvaluatorScores(*model, f, /*batch_size=*/5);
   CATCH_CHECK(r->timing.batches == reference.batches);
   CATCH_CHECK(r->timing.batches % ((g.num_configs + 4) / 5) == 0);  // passes x ceil(c / 5)
   for (size_t i = 0; i < reference.score.size(); ++i) CATCH_CHECK(r->scores[i] == Approx(reference.score[i]).margin(1e-5));
@@ -345,7 +338,7 @@ CATCH_TEST_CASE("a request's activations stay under the budget: smaller batches,
   RankerOptions tiny;
   tiny.activation_bytes = per_config - 1;
   Ranker refusing(&mm, tiny);
-  refusing.Register(WireOf(g));
+  CATCH_REQUIRE(refusing.Register(WireOf(g)).ok());
   auto refused = refusing.Rank(LayoutRequest(g, reg->graph_hash), nullptr);
   CATCH_CHECK(refused.status().code() == absl::StatusCode::kResourceExhausted);
   CATCH_CHECK_THAT(std::string(refused.status().message()),
