@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "model/file_util.h"
 #include "proto/graph_codec.h"
 #include "tgraph/v1/ranker.grpc.pb.h"
 
@@ -132,6 +133,12 @@ absl::StatusOr<HloProgram> HloProgram::FromSerialized(std::string serialized, co
   }
   p.graph_hash = GraphContentHash(p.graph, p.node_config_ids);
   return p;
+}
+
+absl::StatusOr<HloProgram> HloProgram::FromFile(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  return FromSerialized(std::move(*bytes), path);
 }
 
 absl::StatusOr<std::vector<int8_t>> HloProgram::LayoutRow(

@@ -77,6 +77,8 @@ struct HloProgram {
   // INVALID_ARGUMENT naming `what` (e.g. the file) for a module that does not parse or is
   // not well formed.
   static absl::StatusOr<HloProgram> FromSerialized(std::string serialized, const std::string& what);
+  // The same from a file (e.g. an XLA dump's *.hlo.pb); errors name the file.
+  static absl::StatusOr<HloProgram> FromFile(const std::string& path);
 
   // One configuration row (nc x 18 values) from per-instruction layouts: instruction
   // name -> its tensors' minor-to-major dimension lists (output first, then operands; at

@@ -100,9 +100,7 @@ int Rank(tgraph::RankerClient& client) {
   std::vector<double> truth;
   int64_t count = 0, nodes = 0;
   if (!hlo.empty()) {
-    absl::StatusOr<std::string> bytes = tgraph::ReadFile(hlo);
-    if (!bytes.ok()) return Fail(bytes.status());
-    absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromSerialized(std::move(*bytes), hlo);
+    absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromFile(hlo);
     if (!p.ok()) return Fail(p.status());
     for (const std::string& w : p->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
     absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
@@ -171,9 +169,7 @@ int Register(tgraph::RankerClient& client) {
   if (path.empty() == hlo.empty()) return Fail(absl::InvalidArgumentError("give one graph: --npz FILE or --hlo FILE"));
   absl::StatusOr<tgraph::RegisteredGraph> reg;
   if (!hlo.empty()) {
-    absl::StatusOr<std::string> bytes = tgraph::ReadFile(hlo);
-    if (!bytes.ok()) return Fail(bytes.status());
-    absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromSerialized(std::move(*bytes), hlo);
+    absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromFile(hlo);
     if (!p.ok()) return Fail(p.status());
     reg = client.Register(*p);
   } else {

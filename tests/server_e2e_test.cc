@@ -640,7 +640,7 @@ CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nod
   co.target = "127.0.0.1:" + std::to_string(server.port);
   RankerClient client(co);
   // The raw tuning data of unet_3d holds the module in field 1, as an xla.HloProto does.
-  auto program = HloProgram::FromSerialized(*ReadFile(kReal + "/module_tuning_data_layout.pb"), "unet.pb");
+  auto program = HloProgram::FromFile(kReal + "/module_tuning_data_layout.pb");
   CATCH_REQUIRE(program.ok());
   const LayoutGraph real = *LoadLayoutGraph(kReal + "/npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz");
   // Same program, same identity: its convolution/dot/reshape nodes are the file's configurable nodes.
