@@ -23,6 +23,7 @@
 #include "model/rng.h"
 #include "model/scoring.h"
 #include "model/tgraph_net.h"
+#include "model/tiled_block.h"
 
 ABSL_FLAG(int64_t, nodes, 1000, "Pruned nodes of the generated graph");
 ABSL_FLAG(std::string, npz, "",
@@ -40,6 +41,8 @@ ABSL_FLAG(int64_t, activation_bytes, 0,
           "As the server's flag: cut batches so that their activations (ActivationBytesPerConfig) fit this many bytes "
           "(0 = no limit)");
 ABSL_FLAG(bool, fold, true, "Fold f1 into f2 at inference, as the server does (false: the layers as specified)");
+ABSL_FLAG(int64_t, tile_rows, tgraph::kDefaultTileRows,
+          "Rows (nodes x configurations) per tile of TGraph's tiled inference blocks (model/tiled_block.h)");
 ABSL_FLAG(int, repeats, 10, "Timed repetitions (after --warmup runs)");
 ABSL_FLAG(int, warmup, 2, "Untimed requests first");
 ABSL_FLAG(int, tta, 1, "Permutation passes per fold at most (when the configurations exceed one batch)");
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
       nets.back()->eval();
       nets.back()->SetInferenceFolding(absl::GetFlag(FLAGS_fold));
       nets.back()->SetInferencePrecision(precision);
+      nets.back()->SetInferenceTileRows(absl::GetFlag(FLAGS_tile_rows));
       caches.push_back(nets.back()->Precompute(tensors));
     }
   }

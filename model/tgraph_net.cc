@@ -1,5 +1,7 @@
 #include "model/tgraph_net.h"
 
+#include "model/tiled_block.h"
+
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
@@ -14,22 +16,23 @@ using torch::Tensor;
 
 constexpr int64_t kLayoutValues = 7;  // -1..5, shifted to 0..6
 
-Tensor Gelu(const Tensor& x) { return torch::gelu(x); }
+// Exact GELU; for inference our vectorised one (model/tiled_kernels.h, error about 1e-7).
+Tensor Gelu(const Tensor& x) {
+  if (torch::GradMode::is_enabled() || x.scalar_type() != torch::kFloat32) return torch::gelu(x);
+  return InferenceGelu(x);
+}
 
 // Activations are node-major, [N, C, F]: linear layers act on the last dim, and the sum
 // over neighbours works on [N, C*F] rows: a sparse matmul of the adjacency when autograd
 // is on, a gather-sum of contiguous rows by destination (CSR) for inference, which
 // avoids the sparse kernel's zero-fill and scatter (profiled: 4x faster at N=1000).
-// The CSR neighbour sum of the inference paths: adds to the `rows` rows of f floats at
-// dst (contiguous) the same rows of every in-neighbour j of node i, read from
-// src + (j * rows + r) * ld.
-template <typename T>  // float, or c10::BFloat16 (read, summed in float)
-inline void AddNeighbourRows(float* dst, const T* src, int64_t ld, int64_t rows, int64_t f, int64_t i,
-                             const int64_t* off, const int64_t* nbr) {
+// TGraph's inference blocks sum neighbours in model/tiled_block.cc.
+// The gather-sum: adds to the f floats at dst the same row of every in-neighbour of i.
+inline void AddNeighbourRows(float* dst, const float* src, int64_t f, int64_t i, const int64_t* off,
+                             const int64_t* nbr) {
   for (int64_t e = off[i]; e < off[i + 1]; ++e) {
-    const T* from = src + nbr[e] * rows * ld;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t k = 0; k < f; ++k) dst[r * f + k] += static_cast<float>(from[r * ld + k]);
+    const float* from = src + nbr[e] * f;
+    for (int64_t k = 0; k < f; ++k) dst[k] += from[k];
   }
 }
 
@@ -49,69 +52,10 @@ Tensor Aggregate(const Tensor& m, const GraphTensors& g) {
     for (int64_t i = begin; i < end; ++i) {
       float* o = dst + i * row;
       std::fill(o, o + row, 0.0f);
-      AddNeighbourRows(o, src, row, 1, row, i, off, nbr);
+      AddNeighbourRows(o, src, row, i, off, nbr);
     }
   });
   return out;
-}
-
-// Inference: out[i*c + r] = normalize(self[i*c + r] + self_bias + sum over neighbours
-// j of i of (nbr[j*c + r] + nbr_bias)) for every node i and config r, as one pass over
-// rows of F floats (row strides of the inputs may exceed F; the biases are added here
-// rather than by the matmuls, which would spend a pass over their outputs on it).
-// nbr undefined = no edges. self and nbr are float or bf16 (the matmuls' outputs, read
-// as they are); the biases, the sums and the output are float. Returns [N*c, F] float.
-template <typename T>
-Tensor SageSumNormalizeImpl(const Tensor& self, const Tensor& self_bias, const Tensor& nbr, const Tensor& nbr_bias,
-                            const GraphTensors& g, int64_t c) {
-  const int64_t rows = self.size(0), f = self.size(1), n = rows / c;
-  TORCH_CHECK(self.stride(1) == 1 && self_bias.is_contiguous() && self_bias.numel() == f);
-  TORCH_CHECK(!nbr.defined() || (nbr.stride(1) == 1 && nbr.sizes() == self.sizes() && nbr_bias.is_contiguous() &&
-                                 nbr_bias.numel() == f && nbr.scalar_type() == self.scalar_type()));
-  Tensor out = torch::empty({rows, f}, self.options().dtype(torch::kFloat32));
-  const T* sp = self.data_ptr<T>();
-  const float* sb = self_bias.data_ptr<float>();
-  const T* np = nbr.defined() ? nbr.data_ptr<T>() : nullptr;
-  const float* nb = nbr.defined() ? nbr_bias.data_ptr<float>() : nullptr;
-  const int64_t sld = self.stride(0), nld = nbr.defined() ? nbr.stride(0) : 0;
-  float* op = out.data_ptr<float>();
-  const int64_t* off = g.csr_offsets.data_ptr<int64_t>();
-  const int64_t* src = g.csr_sources.data_ptr<int64_t>();
-  at::parallel_for(0, n, 8, [&](int64_t begin, int64_t end) {
-    std::vector<float> bias(static_cast<size_t>(f));
-    for (int64_t i = begin; i < end; ++i) {
-      // The node's bias: its own, plus one neighbour bias per incoming message.
-      const float deg = np ? static_cast<float>(off[i + 1] - off[i]) : 0.0f;
-      for (int64_t k = 0; k < f; ++k) bias[k] = sb[k] + (np ? deg * nb[k] : 0.0f);
-      float* block = op + i * c * f;
-      for (int64_t r = 0; r < c; ++r) {
-        const T* a = sp + (i * c + r) * sld;
-        float* o = block + r * f;
-        for (int64_t k = 0; k < f; ++k) o[k] = static_cast<float>(a[k]) + bias[k];
-      }
-      if (np) AddNeighbourRows(block, np, nld, c, f, i, off, src);
-      for (int64_t r = 0; r < c; ++r) {
-        float* o = block + r * f;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // 8 partial sums: a reduction the compiler vectorises
-        int64_t k = 0;
-        for (; k + 8 <= f; k += 8)
-          for (int j = 0; j < 8; ++j) acc[j] += o[k + j] * o[k + j];
-        for (; k < f; ++k) acc[0] += o[k] * o[k];
-        const float ss = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-        const float scale = 1.0f / std::max(std::sqrt(ss), 1e-12f);
-        for (k = 0; k < f; ++k) o[k] *= scale;
-      }
-    }
-  });
-  return out;
-}
-
-Tensor SageSumNormalize(const Tensor& self, const Tensor& self_bias, const Tensor& nbr, const Tensor& nbr_bias,
-                        const GraphTensors& g, int64_t c) {
-  RECORD_FUNCTION("tgraph::SageSumNormalize", std::vector<c10::IValue>());
-  if (self.scalar_type() == torch::kBFloat16)
-    return SageSumNormalizeImpl<c10::BFloat16>(self, self_bias, nbr, nbr_bias, g, c);
-  return SageSumNormalizeImpl<float>(self, self_bias, nbr, nbr_bias, g, c);
 }
 
 // Tile config features span 1..1e9 (products): log-scale them.
@@ -143,9 +87,8 @@ class BlockImpl : public torch::nn::Module {
     log_temperature_ = register_parameter("log_temperature", torch::zeros({1}));
   }
 
-  // x: [N, C, H]. Without autograd (inference) the block runs as InferenceForward.
+  // x: [N, C, H]. The training path; inference runs InferenceForward.
   Tensor forward(const Tensor& x, const GraphTensors& g) {
-    if (!torch::GradMode::is_enabled()) return InferenceForward(x, g);
     const int64_t h = spec_.hidden;
     Tensor y = InstanceNorm(x, norm_weight_, norm_bias_);
     // f2(concat(y, agg)) without materialising the concat: two halves of f2's weight.
@@ -161,67 +104,61 @@ class BlockImpl : public torch::nn::Module {
     return x + Gelu(torch::cat({eta, cross}, -1));
   }
 
-  // The same arithmetic as forward() on fewer, fused passes: these activations are
-  // 100+ MB and every elementwise pass over them costs as much as a small matmul.
-  // Matmuls run on [N*C, F] views without bias; the biases, the neighbour sum, the
-  // residual of SAGE and the L2 normalisation are one pass (SageSumNormalize). f1 is
-  // folded into f2 unless SetInferenceFolding(false). x is updated in place (ScoreCached
-  // passes a fresh activation it does not reuse).
-  Tensor InferenceForward(const Tensor& x, const GraphTensors& g) {
-    RECORD_FUNCTION("tgraph::Block", std::vector<c10::IValue>());
-    const int64_t n = x.size(0), c = x.size(1), h = spec_.hidden, half = h / 2;
-    Tensor y = InstanceNorm(x, norm_weight_, norm_bias_).view({n * c, h});
+  // The same arithmetic as forward(), for inference: model/tiled_block.h runs it in
+  // cache-sized tiles of nodes. f1 is folded into f2 unless SetInferenceFolding(false).
+  // x is updated in place (the caller passes a fresh activation it does not reuse);
+  // `stats` are x's instance-norm statistics on entry and the updated x's on return.
+  void InferenceForward(Tensor& x, const GraphTensors& g, NodeStats& stats) {
+    TiledBlockForward(x, g, InferenceWeights(), stats, &stats, tile_rows_);
+  }
+
+  TiledBlockWeights InferenceWeights() const {
+    const int64_t h = spec_.hidden;
+    TiledBlockWeights tw;
+    tw.norm_weight = norm_weight_;
+    tw.norm_bias = norm_bias_;
     // bf16: the matmuls' inputs and weights in bf16; their outputs are read as bf16 by
-    // SageSumNormalize, which sums and normalises in float.
+    // the SAGE pass, which sums and normalises in float.
     const bool bf16 = precision_ == Precision::kBFloat16;
-    auto mm_weight = [bf16](const Tensor& t) { return bf16 ? t.to(torch::kBFloat16) : t; };
-    if (bf16) y = y.to(torch::kBFloat16);
+    auto mm_weight = [bf16](const Tensor& t) { return (bf16 ? t.to(torch::kBFloat16) : t).contiguous(); };
     const Tensor& w = f2_->weight;
-    Tensor self_part, nbr_part, nbr_bias;
-    if (spec_.edges) nbr_bias = torch::mm(f1_->bias.unsqueeze(0), w.narrow(1, h, h).t()).squeeze(0);  // W2b b1
-    if (spec_.edges && fold_) {
+    const Tensor self_half = w.narrow(1, 0, h), nbr_half = w.narrow(1, h, h);
+    if (!spec_.edges) {
+      tw.w_in = mm_weight(self_half);
+    } else if (fold_) {
       // f1 and the neighbour half of f2 have nothing between them:
       // (y W1^T + b1) W2b^T = y (W2b W1)^T + W2b b1. One [H x H] matmul then yields the
       // self half and the folded neighbour half together: 17 instead of 34 GFLOP per
       // block at N=1000, C=128, H=256. The fold itself is an [H/2 x H x H] matmul.
-      const Tensor wcat = torch::cat({w.narrow(1, 0, h), torch::mm(w.narrow(1, h, h), f1_->weight)}, 0);
-      const Tensor p = torch::mm(y, mm_weight(wcat).t());  // [N*C, H]: self half | neighbour half
-      self_part = p.narrow(1, 0, half);
-      nbr_part = p.narrow(1, half, half);
+      tw.w_in = mm_weight(torch::cat({self_half, torch::mm(nbr_half, f1_->weight)}, 0));
     } else {
-      self_part = torch::mm(y, mm_weight(w.narrow(1, 0, h)).t());
-      if (spec_.edges)
-        nbr_part = torch::mm(torch::mm(y, mm_weight(f1_->weight).t()), mm_weight(w.narrow(1, h, h)).t());
+      tw.w_in = mm_weight(torch::cat({self_half, f1_->weight}, 0));
+      tw.w_nbr = mm_weight(nbr_half);
     }
-    y = Tensor();
-    Tensor s = SageSumNormalize(self_part, f2_->bias, nbr_part, nbr_bias, g, c);  // [N*C, half]
-    self_part = nbr_part = Tensor();
+    tw.self_bias = f2_->bias;
+    if (spec_.edges) tw.nbr_bias = torch::mm(f1_->bias.unsqueeze(0), nbr_half.t()).squeeze(0);  // W2b b1
     if (spec_.self_attention) {
-      Tensor gate = torch::addmm(se1_->bias, s, se1_->weight.t()).relu_();
-      s.mul_(torch::addmm(se2_->bias, gate, se2_->weight.t()).sigmoid_());
+      tw.se1_weight = se1_->weight;
+      tw.se1_bias = se1_->bias;
+      tw.se2_weight = se2_->weight;
+      tw.se2_bias = se2_->bias;
     }
-    s = s.view({n, c, half});
-    if (spec_.cross_attention) {
-      Tensor cross = torch::softmax(s * log_temperature_.neg().exp(), 1).mul_(s);
-      x.narrow(-1, half, half).add_(torch::gelu_(cross));
-      x.narrow(-1, 0, half).add_(torch::gelu_(s));
-    } else {
-      torch::gelu_(s);
-      x.narrow(-1, 0, half).add_(s);
-      x.narrow(-1, half, half).add_(s);
-    }
-    return x;
+    tw.cross_attention = spec_.cross_attention;
+    tw.inv_temperature = std::exp(-log_temperature_.item<double>());
+    return tw;
   }
 
   void set_fold(bool fold) { fold_ = fold; }
   bool fold() const { return fold_; }
   void set_precision(Precision p) { precision_ = p; }
   Precision precision() const { return precision_; }
+  void set_tile_rows(int64_t rows) { tile_rows_ = rows; }
 
  private:
   ModelSpec spec_;
   bool fold_ = true;
   Precision precision_ = Precision::kFloat32;
+  int64_t tile_rows_ = kDefaultTileRows;
   Tensor norm_weight_, norm_bias_, log_temperature_;
   torch::nn::Linear f1_{nullptr}, f2_{nullptr}, se1_{nullptr}, se2_{nullptr};
 };
@@ -258,6 +195,10 @@ class TGraphNet : public RankingNet {
   Precision InferencePrecision() const override {
     return blocks_->begin() != blocks_->end() ? (*blocks_->begin())->as<Block>()->precision() : Precision::kFloat32;
   }
+  void SetInferenceTileRows(int64_t rows) override {
+    tile_rows_ = std::max<int64_t>(1, rows);
+    for (const auto& block : *blocks_) block->as<Block>()->set_tile_rows(tile_rows_);
+  }
 
   StaticEncoding Precompute(const GraphTensors& g) override {
     const int64_t n = g.num_nodes;
@@ -273,9 +214,10 @@ class TGraphNet : public RankingNet {
       enc.config_h0 = h0.index_select(0, g.config_nodes);
     } else {
       // Tile: the encoder does not see the configs (late fusion): run it once.
-      Tensor x = enc.node_in.unsqueeze(1).clone();  // [N, 1, H]; blocks update it in place
-      for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, g);
-      enc.graph_emb = x.mean(0);
+      Tensor x = enc.node_in.unsqueeze(1).clone();  // [N, 1, H]
+      NodeStats stats;
+      if (!torch::GradMode::is_enabled()) stats = ComputeNodeStats(x, tile_rows_);
+      enc.graph_emb = PoolBlocks(std::move(x), g, std::move(stats));
     }
     return enc;
   }
@@ -293,12 +235,31 @@ class TGraphNet : public RankingNet {
     // [nc, C, H]: the configurable nodes' f_in, per config.
     Tensor hc = cached->config_h0.unsqueeze(1) + in_config_->forward(cfg.transpose(0, 1)) - DefaultConfigTerm();
     Tensor fc = Gelu(in2_->forward(Gelu(hc)));
-    Tensor x = cached->node_in.unsqueeze(1).expand({g.num_nodes, c, spec_.hidden}).index_copy(0, g.config_nodes, fc);
-    for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, g);
-    return out_->forward(x.mean(0)).squeeze(-1);
+    Tensor x;
+    NodeStats stats;
+    if (torch::GradMode::is_enabled())
+      x = cached->node_in.unsqueeze(1).expand({g.num_nodes, c, spec_.hidden}).index_copy(0, g.config_nodes, fc);
+    else
+      x = BuildBlockInput(cached->node_in.contiguous(), g.config_nodes, fc.contiguous(), &stats, tile_rows_);
+    return out_->forward(PoolBlocks(std::move(x), g, std::move(stats))).squeeze(-1);
   }
 
  private:
+  // The graph blocks on a fresh activation x [N, C, H], then the mean over the nodes,
+  // [C, H]. Under autograd the training path. Else the tiled inference path (`stats`:
+  // x's, ComputeNodeStats), which updates x in place and has each block compute the
+  // statistics of its output: the next block's instance norm, and after the last block
+  // the pooled mean.
+  Tensor PoolBlocks(Tensor x, const GraphTensors& g, NodeStats stats) {
+    if (torch::GradMode::is_enabled()) {
+      for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, g);
+      return x.mean(0);
+    }
+    if (blocks_->begin() == blocks_->end()) return x.mean(0);
+    for (const auto& block : *blocks_) block->as<Block>()->InferenceForward(x, g, stats);
+    return stats.mean.to(torch::kFloat32);
+  }
+
   // in_config applied to the embedding of an all -1 configuration.
   Tensor DefaultConfigTerm() {
     Tensor idx = torch::zeros({kConfigFeatDim}, torch::kInt64);
@@ -308,6 +269,7 @@ class TGraphNet : public RankingNet {
   torch::nn::Embedding layout_embed_{nullptr}, opcode_embed_{nullptr};
   torch::nn::Linear in_static_{nullptr}, in_config_{nullptr}, in2_{nullptr}, tile_fuse_{nullptr}, out_{nullptr};
   torch::nn::ModuleList blocks_{nullptr};
+  int64_t tile_rows_ = kDefaultTileRows;
 };
 
 // The TpuGraphs baseline: opcode embedding + features (+ raw config values on

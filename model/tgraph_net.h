@@ -54,6 +54,10 @@ class RankingNet : public torch::nn::Module {
   // pooling stay fp32, and weights stay fp32. The baseline ignores it.
   virtual void SetInferencePrecision(Precision p) {}
   virtual Precision InferencePrecision() const { return Precision::kFloat32; }
+  // Inference only: rows (nodes x configurations) per tile of TGraph's tiled graph
+  // blocks (model/tiled_block.h; default kDefaultTileRows). A tuning knob: any value
+  // gives the same scores up to summation order. The baseline ignores it.
+  virtual void SetInferenceTileRows(int64_t rows) {}
 
  protected:
   explicit RankingNet(ModelSpec spec) : spec_(std::move(spec)) {}

@@ -395,8 +395,13 @@ CATCH_TEST_CASE("the fused inference path, folded or not, computes what the trai
     torch::NoGradGuard no_grad;
     for (bool fold : {true, false}) {  // f1 folded into f2, or the layers as specified
       net->SetInferenceFolding(fold);
-      const torch::Tensor inference_path = net->Score(f.graph, {f.configs, {}});
-      CATCH_CHECK(torch::allclose(train_path, inference_path, 1e-4, 1e-5));
+      // Tiles of one node, of a few nodes with a part-filled last tile, and one tile.
+      for (int64_t tile_rows : {1, 100, 1 << 20}) {
+        CATCH_INFO("fold " << fold << ", tile rows " << tile_rows);
+        net->SetInferenceTileRows(tile_rows);
+        const torch::Tensor inference_path = net->Score(f.graph, {f.configs, {}});
+        CATCH_CHECK(torch::allclose(train_path, inference_path, 1e-4, 1e-5));
+      }
     }
   }
 }

@@ -1,0 +1,248 @@
+#include "model/tiled_block.h"
+
+#include "model/tiled_kernels.h"
+
+#include <ATen/Parallel.h>
+#include <ATen/record_function.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace tgraph {
+namespace {
+
+using torch::Tensor;
+
+constexpr double kNormEps = 1e-5;  // torch::batch_norm's default, as the training path uses
+
+// Instance-norm statistics accumulated over tiles of nodes: sums of x - shift and of its
+// square per (configuration, channel), for a shift near the mean (a node's values, or the
+// previous block's mean), which keeps the variance free of cancellation. Rows are summed
+// in float in groups of at most kFlushRows, and the groups in float64.
+class StatsAccumulator {
+ public:
+  StatsAccumulator(const float* shift, int64_t width)
+      : shift_(shift), width_(width), p1_(Size()), p2_(Size()), s1_(Size()), s2_(Size()) {}
+
+  const float* shift() const { return shift_; }
+  int64_t width() const { return width_; }
+
+  // Adds `count` rows of width_ floats.
+  void AddRows(const float* x, int64_t count) {
+    while (count > 0) {
+      const int64_t take = std::min<int64_t>(count, kFlushRows - pending_);
+      kernels::AccumulateShifted(x, take, width_, shift_, p1_.data(), p2_.data());
+      x += take * width_;
+      count -= take;
+      if ((pending_ += take) == kFlushRows) Flush();
+    }
+  }
+  void Merge(StatsAccumulator& o) {
+    Flush();
+    o.Flush();
+    for (size_t k = 0; k < s1_.size(); ++k) {
+      s1_[k] += o.s1_[k];
+      s2_[k] += o.s2_[k];
+    }
+    n_ += o.n_;
+  }
+  // Mean and biased variance, [c, h] float64.
+  NodeStats Finish(int64_t c, int64_t h) {
+    Flush();
+    NodeStats s;
+    s.mean = torch::empty({c, h}, torch::kFloat64);
+    s.var = torch::empty({c, h}, torch::kFloat64);
+    double* mean = s.mean.data_ptr<double>();
+    double* var = s.var.data_ptr<double>();
+    const double n = static_cast<double>(std::max<int64_t>(n_, 1));
+    for (size_t k = 0; k < s1_.size(); ++k) {
+      const double m = s1_[k] / n;  // mean of x - shift
+      mean[k] = shift_[k] + m;
+      var[k] = std::max(0.0, s2_[k] / n - m * m);
+    }
+    return s;
+  }
+
+ private:
+  static constexpr int64_t kFlushRows = 32;
+  size_t Size() const { return static_cast<size_t>(width_); }
+  void Flush() {
+    for (size_t k = 0; k < s1_.size(); ++k) {
+      s1_[k] += p1_[k];
+      s2_[k] += p2_[k];
+    }
+    std::fill(p1_.begin(), p1_.end(), 0.0f);
+    std::fill(p2_.begin(), p2_.end(), 0.0f);
+    n_ += pending_;
+    pending_ = 0;
+  }
+
+  const float* shift_;
+  int64_t width_;
+  std::vector<float> p1_, p2_;
+  std::vector<double> s1_, s2_;
+  int64_t n_ = 0, pending_ = 0;
+};
+
+int64_t NodesPerTile(int64_t c, int64_t tile_rows) { return std::max<int64_t>(1, tile_rows / std::max<int64_t>(c, 1)); }
+
+// Runs fn(first_node, node_count, accumulator) for every tile of nodes, the tiles spread
+// over LibTorch's intra-op threads (the LibTorch ops fn calls then run single-threaded, on
+// their tile). With `stats`, each thread's accumulator is merged into it at the end.
+template <typename Fn>
+void ForEachTile(int64_t n, int64_t per_tile, StatsAccumulator* stats, const Fn& fn) {
+  const int64_t tiles = (n + per_tile - 1) / per_tile;
+  std::mutex mu;
+  at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+    std::optional<StatsAccumulator> local;
+    if (stats) local.emplace(stats->shift(), stats->width());
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t first = t * per_tile;
+      fn(first, std::min(per_tile, n - first), local ? &*local : nullptr);
+    }
+    if (stats) {
+      std::lock_guard<std::mutex> lock(mu);
+      stats->Merge(*local);
+    }
+  });
+}
+
+// Sweep 2 of TiledBlockForward on nodes [first, first + count): SAGE from P, the
+// squeeze-excitation gate, the softmax over configurations, GELU and both residual halves
+// into x; then the tile's statistics into acc (when given) for the next block.
+void CombineTile(Tensor& x, const Tensor& p, const GraphTensors& g, const TiledBlockWeights& w, int64_t first,
+                 int64_t count, StatsAccumulator* acc) {
+  const int64_t c = x.size(1), h = x.size(2), half = h / 2;
+  const bool edges = w.nbr_bias.defined();
+  Tensor s = torch::empty({count * c, half}, x.options());
+  float* sp = s.data_ptr<float>();
+  const int64_t* off = g.csr_offsets.data_ptr<int64_t>();
+  const int64_t* src = g.csr_sources.data_ptr<int64_t>();
+  const float* self_bias = w.self_bias.data_ptr<float>();
+  const float* nbr_bias = edges ? w.nbr_bias.data_ptr<float>() : nullptr;
+  if (p.scalar_type() == torch::kBFloat16)
+    kernels::SageRowsBf16(sp, reinterpret_cast<const uint16_t*>(p.data_ptr<c10::BFloat16>()), p.size(1), half, edges,
+                          self_bias, nbr_bias, off, src, first, first + count, c);
+  else
+    kernels::SageRows(sp, p.data_ptr<float>(), p.size(1), half, edges, self_bias, nbr_bias, off, src, first,
+                      first + count, c);
+  Tensor gate_logits;  // squeeze-excitation: sigmoid(se2(relu(se1(s)))), the sigmoid in CombineNodes
+  if (w.se1_weight.defined())
+    gate_logits = torch::addmm(w.se2_bias, torch::addmm(w.se1_bias, s, w.se1_weight.t()).relu_(), w.se2_weight.t());
+  std::vector<float> scratch(static_cast<size_t>(c * half));
+  float* xp = x.data_ptr<float>() + first * c * h;
+  kernels::CombineNodes(xp, sp, gate_logits.defined() ? gate_logits.data_ptr<float>() : nullptr, count, c, half,
+                        w.cross_attention, static_cast<float>(w.inv_temperature), scratch.data());
+  if (acc) acc->AddRows(xp, count);
+}
+
+}  // namespace
+
+NodeStats ComputeNodeStats(const Tensor& x, int64_t tile_rows) {
+  RECORD_FUNCTION("tgraph::NodeStats", std::vector<c10::IValue>());
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2);
+  const float* data = x.data_ptr<float>();
+  StatsAccumulator acc(data, c * h);  // shifted by node 0's values
+  ForEachTile(n, NodesPerTile(c, tile_rows), &acc,
+              [&](int64_t first, int64_t count, StatsAccumulator* s) { s->AddRows(data + first * c * h, count); });
+  return acc.Finish(c, h);
+}
+
+Tensor BuildBlockInput(const Tensor& node_in, const Tensor& config_nodes, const Tensor& config_rows,
+                       NodeStats* stats, int64_t tile_rows) {
+  RECORD_FUNCTION("tgraph::BlockInput", std::vector<c10::IValue>());
+  const int64_t n = node_in.size(0), h = node_in.size(1), c = config_rows.size(1);
+  TORCH_CHECK(node_in.is_contiguous() && config_rows.is_contiguous() && config_rows.size(2) == h &&
+              config_rows.size(0) == config_nodes.numel());
+  std::vector<int64_t> row_of(static_cast<size_t>(n), -1);  // node -> its row in config_rows, or -1
+  const int64_t* cn = config_nodes.data_ptr<int64_t>();
+  for (int64_t j = 0; j < config_nodes.numel(); ++j) row_of[static_cast<size_t>(cn[j])] = j;
+  Tensor x = torch::empty({n, c, h}, node_in.options());
+  float* xp = x.data_ptr<float>();
+  const float* in = node_in.data_ptr<float>();
+  const float* cr = config_rows.data_ptr<float>();
+  // Shifted by node 0's rows (ComputeNodeStats's shift), known before any tile is written.
+  std::vector<float> shift(static_cast<size_t>(c * h));
+  const float* first_rows = row_of[0] >= 0 ? cr + row_of[0] * c * h : nullptr;
+  for (int64_t r = 0; r < c; ++r)
+    std::copy_n(first_rows ? first_rows + r * h : in, h, shift.begin() + r * h);
+  StatsAccumulator acc(shift.data(), c * h);
+  ForEachTile(n, NodesPerTile(c, tile_rows), stats ? &acc : nullptr,
+              [&](int64_t first, int64_t count, StatsAccumulator* s) {
+                for (int64_t i = first; i < first + count; ++i) {
+                  float* rows = xp + i * c * h;
+                  if (row_of[i] >= 0) {
+                    std::copy_n(cr + row_of[i] * c * h, c * h, rows);
+                  } else {
+                    for (int64_t r = 0; r < c; ++r) std::copy_n(in + i * h, h, rows + r * h);
+                  }
+                }
+                if (s) s->AddRows(xp + first * c * h, count);
+              });
+  if (stats) *stats = acc.Finish(c, h);
+  return x;
+}
+
+Tensor InferenceGelu(const Tensor& x) {
+  TORCH_CHECK(x.scalar_type() == torch::kFloat32);
+  const Tensor in = x.contiguous();
+  Tensor out = torch::empty_like(in);
+  const float* src = in.data_ptr<float>();
+  float* dst = out.data_ptr<float>();
+  at::parallel_for(0, in.numel(), 1 << 16,
+                   [&](int64_t begin, int64_t end) { kernels::Gelu(src + begin, dst + begin, end - begin); });
+  return out;
+}
+
+void TiledBlockForward(Tensor& x, const GraphTensors& g, const TiledBlockWeights& w, const NodeStats& stats,
+                       NodeStats* next_stats, int64_t tile_rows) {
+  TORCH_CHECK(x.dim() == 3 && x.is_contiguous() && x.scalar_type() == torch::kFloat32);
+  const int64_t n = x.size(0), c = x.size(1), h = x.size(2), half = h / 2;
+  const bool edges = w.nbr_bias.defined();
+  const int64_t per_tile = NodesPerTile(c, tile_rows);
+
+  // Instance norm as one multiply-add per element: y = x * scale + shift, [C, H].
+  const Tensor scale = (w.norm_weight.to(torch::kFloat64) / (stats.var + kNormEps).sqrt()).to(torch::kFloat32);
+  const Tensor shift = (w.norm_bias.to(torch::kFloat64) - stats.mean * scale.to(torch::kFloat64)).to(torch::kFloat32);
+
+  // Sweep 1: normalise each tile and project it. P: [N * C, half (+ half with edges)].
+  const int64_t p_width = edges ? h : half;
+  Tensor p = torch::empty({n * c, p_width}, x.options().dtype(w.w_in.scalar_type()));
+  {
+    RECORD_FUNCTION("tgraph::BlockProject", std::vector<c10::IValue>());  // (a name per sweep for --trace)
+    const Tensor w_in_t = w.w_in.t(), w_nbr_t = w.w_nbr.defined() ? w.w_nbr.t() : Tensor();
+    ForEachTile(n, per_tile, nullptr, [&](int64_t first, int64_t count, StatsAccumulator*) {
+      Tensor y = torch::empty({count * c, h}, p.options());
+      const float* xp = x.data_ptr<float>() + first * c * h;
+      if (y.scalar_type() == torch::kBFloat16)
+        kernels::NormalizeRowsBf16(xp, count, c, h, scale.data_ptr<float>(), shift.data_ptr<float>(),
+                                   reinterpret_cast<uint16_t*>(y.data_ptr<c10::BFloat16>()));
+      else
+        kernels::NormalizeRows(xp, count, c, h, scale.data_ptr<float>(), shift.data_ptr<float>(), y.data_ptr<float>());
+      Tensor rows = p.narrow(0, first * c, count * c);
+      if (!w_nbr_t.defined()) {
+        torch::mm_out(rows, y, w_in_t);
+      } else {  // unfolded: [self half | y W1^T], then W2b on the second part
+        const Tensor t = torch::mm(y, w_in_t);
+        rows.narrow(1, 0, half).copy_(t.narrow(1, 0, half));
+        rows.narrow(1, half, half).copy_(torch::mm(t.narrow(1, half, h), w_nbr_t));
+      }
+    });
+  }
+
+  // Sweep 2: per tile, everything after the matmul, into x.
+  RECORD_FUNCTION("tgraph::BlockCombine", std::vector<c10::IValue>());
+  // The updated x's statistics, shifted by x's mean on entry (the block adds terms of
+  // about 1 / sqrt(H) to it).
+  const Tensor next_shift = stats.mean.to(torch::kFloat32).contiguous();
+  StatsAccumulator next(next_shift.data_ptr<float>(), c * h);
+  ForEachTile(n, per_tile, next_stats ? &next : nullptr,
+              [&](int64_t first, int64_t count, StatsAccumulator* acc) { CombineTile(x, p, g, w, first, count, acc); });
+  if (next_stats) *next_stats = next.Finish(c, h);
+}
+
+}  // namespace tgraph

@@ -1,0 +1,74 @@
+// TGraph's graph block for inference, run in cache-sized tiles of nodes.
+//
+// The block (TGraph paper 2.3) is B(x) = x + GELU(concat(eta, A_cross(eta))) with
+// eta = A_self(SAGE(IN(x))). At the paper's widths its activations are 100+ MB per
+// batch, and run pass by pass (one LibTorch op over the whole tensor at a time) every
+// elementwise pass streams them through memory: measured, those passes took 5x the
+// time of the matmuls in bf16. Here the block makes two sweeps over node tiles
+// (a few nodes with all their configurations, about a megabyte):
+//
+//   1. per tile: instance norm with statistics of the whole x (computed in advance),
+//      then the matmul of f2's self half and the (folded) neighbour half, into a
+//      buffer P of every node's projections;
+//   2. per tile, once P is complete: neighbour sum from P, biases, SAGE residual and
+//      L2 norm, squeeze-excitation, softmax over configurations, GELU and both residual
+//      halves into x, and the instance-norm statistics of the updated x for the next
+//      block, all while the tile is in cache.
+//
+// The neighbour sum needs every node's projection, so P is the one full-size
+// intermediate (bf16 when the matmuls are). Same arithmetic as the training path
+// (tested to 1e-4 in fp32 for every ablation); only summation order and rounding differ.
+#pragma once
+
+#include <cstdint>
+
+#include <torch/types.h>
+
+#include "model/features.h"
+
+namespace tgraph {
+
+// Instance-norm statistics of x [N, C, H] over the node axis, per (configuration,
+// channel): mean and biased variance, [C, H] float64.
+struct NodeStats {
+  torch::Tensor mean, var;
+  bool defined() const { return mean.defined(); }
+};
+NodeStats ComputeNodeStats(const torch::Tensor& x, int64_t tile_rows);
+
+// The first block's input x [N, C, H] for layout graphs: node_in [N, H] (every node with
+// the default configuration) repeated over the C configurations, except the configurable
+// nodes config_nodes [nc], whose rows come from config_rows [nc, C, H]; with its
+// statistics (ComputeNodeStats's), accumulated as the rows are written.
+torch::Tensor BuildBlockInput(const torch::Tensor& node_in, const torch::Tensor& config_nodes,
+                              const torch::Tensor& config_rows, NodeStats* stats, int64_t tile_rows);
+
+// GELU of a float tensor, in parallel, with our vectorised GELU (for inference).
+torch::Tensor InferenceGelu(const torch::Tensor& x);
+
+// What one block needs, prepared for inference (matmul weights already in the matmul
+// precision). half = H / 2.
+struct TiledBlockWeights {
+  torch::Tensor norm_weight, norm_bias;  // [H] float
+  // First matmul, [F, H]: f2's self half [half, H] then, with edges, the neighbour half:
+  // folded, W2b W1 [half, H] (F = H); unfolded, W1 [H, H] (F = half + H).
+  torch::Tensor w_in;
+  torch::Tensor w_nbr;      // unfolded with edges: W2b [half, H], applied after W1; else undefined
+  torch::Tensor self_bias;  // [half] float: f2's bias
+  torch::Tensor nbr_bias;   // [half] float: W2b b1, added once per incoming message; undefined = no edges
+  torch::Tensor se1_weight, se1_bias, se2_weight, se2_bias;  // float; undefined = no self-attention
+  bool cross_attention = true;
+  double inv_temperature = 1.0;  // 1 / exp(log_temperature)
+};
+
+// Rows (nodes x configurations) per tile: large enough for the matmul to run near its
+// rate, small enough for a tile's activations to stay in a core's L2.
+constexpr int64_t kDefaultTileRows = 512;
+
+// Runs one block on x [N, C, H] float (contiguous) in place. `stats` are x's statistics
+// (ComputeNodeStats, or the previous block's `next_stats`); with `next_stats` the
+// statistics of the updated x are returned there, computed tile by tile.
+void TiledBlockForward(torch::Tensor& x, const GraphTensors& g, const TiledBlockWeights& w, const NodeStats& stats,
+                       NodeStats* next_stats, int64_t tile_rows = kDefaultTileRows);
+
+}  // namespace tgraph

@@ -1,0 +1,218 @@
+// Compiled with -fno-trapping-math (model/CMakeLists.txt): without it GCC does not
+// vectorise float-to-int conversions. Nothing here relies on floating-point traps.
+#include "model/tiled_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#define TGRAPH_INLINE inline __attribute__((always_inline))
+#define TGRAPH_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
+namespace tgraph::kernels {
+namespace {
+
+TGRAPH_INLINE float BitsToFloat(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+TGRAPH_INLINE uint32_t FloatToBits(float f) {
+  uint32_t b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+// exp by range reduction: x = n ln2 + r, |r| <= ln2 / 2, exp(r) by Cephes' expf
+// polynomial, 2^n from the exponent bits.
+TGRAPH_INLINE float ExpInline(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 in two parts
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * (r * r) + r + 1.0f;
+  return p * BitsToFloat(static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23);
+}
+
+// GELU(x) = x / 2 (1 + erf(x / sqrt 2)). With z = |x| / sqrt 2, erfc(z) = q(t) exp(-z^2),
+// t = 1 / (1 + 0.3275911 z) (Abramowitz and Stegun 7.1.26), and 1 + erf(x / sqrt 2) is
+// erfc(z) for negative x (no cancellation in the tail) and 2 - erfc(z) otherwise.
+TGRAPH_INLINE float GeluInline(float x) {
+  const float z = std::fabs(x) * 0.70710678118654752f;
+  const float t = 1.0f / (1.0f + 0.3275911f * z);
+  float q = 1.061405429f;
+  q = q * t - 1.453152027f;
+  q = q * t + 1.421413741f;
+  q = q * t - 0.284496736f;
+  q = q * t + 0.254829592f;
+  const float erfc = q * t * ExpInline(-z * z);
+  return 0.5f * x * (x < 0.0f ? erfc : 2.0f - erfc);
+}
+
+TGRAPH_INLINE uint16_t ToBf16Inline(float x) {
+  const uint32_t b = FloatToBits(x);
+  const uint32_t rounded = (b + 0x7FFFu + ((b >> 16) & 1u)) >> 16;  // to nearest even
+  return static_cast<uint16_t>(x != x ? 0x7FC0u : rounded);          // NaN stays a (quiet) NaN
+}
+
+TGRAPH_INLINE float FromBf16(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
+TGRAPH_INLINE float Load(const float* p, int64_t k) { return p[k]; }
+TGRAPH_INLINE float Load(const uint16_t* p, int64_t k) { return FromBf16(p[k]); }
+TGRAPH_INLINE void Store(float* p, int64_t k, float v) { p[k] = v; }
+TGRAPH_INLINE void Store(uint16_t* p, int64_t k, float v) { p[k] = ToBf16Inline(v); }
+
+template <typename T>
+TGRAPH_INLINE void NormalizeRowsImpl(const float* x, int64_t nodes, int64_t c, int64_t h, const float* scale,
+                                     const float* shift, T* y) {
+  for (int64_t i = 0; i < nodes; ++i)
+    for (int64_t r = 0; r < c; ++r) {
+      const int64_t row = (i * c + r) * h;
+      const float* a = scale + r * h;
+      const float* b = shift + r * h;
+      for (int64_t k = 0; k < h; ++k) Store(y + row, k, x[row + k] * a[k] + b[k]);
+    }
+}
+
+template <typename T>
+TGRAPH_INLINE void SageRowsImpl(float* out, const T* p, int64_t ld, int64_t half, bool edges, const float* self_bias,
+                                const float* nbr_bias, const int64_t* off, const int64_t* src, int64_t i0, int64_t i1,
+                                int64_t c) {
+  std::vector<float> bias(static_cast<size_t>(half));
+  for (int64_t i = i0; i < i1; ++i) {
+    // The node's bias: its own, plus one neighbour bias per incoming message.
+    const float deg = edges ? static_cast<float>(off[i + 1] - off[i]) : 0.0f;
+    for (int64_t k = 0; k < half; ++k) bias[k] = self_bias[k] + (edges ? deg * nbr_bias[k] : 0.0f);
+    float* block = out + (i - i0) * c * half;
+    for (int64_t r = 0; r < c; ++r) {
+      const T* a = p + (i * c + r) * ld;
+      float* o = block + r * half;
+      for (int64_t k = 0; k < half; ++k) o[k] = Load(a, k) + bias[k];
+    }
+    if (edges) {
+      for (int64_t e = off[i]; e < off[i + 1]; ++e) {
+        const T* from = p + src[e] * c * ld + half;
+        for (int64_t r = 0; r < c; ++r) {
+          float* o = block + r * half;
+          const T* a = from + r * ld;
+          for (int64_t k = 0; k < half; ++k) o[k] += Load(a, k);
+        }
+      }
+    }
+    for (int64_t r = 0; r < c; ++r) {
+      float* o = block + r * half;
+      float acc[16] = {};  // partial sums: a reduction the compiler vectorises
+      int64_t k = 0;
+      for (; k + 16 <= half; k += 16)
+        for (int j = 0; j < 16; ++j) acc[j] += o[k + j] * o[k + j];
+      for (; k < half; ++k) acc[0] += o[k] * o[k];
+      float ss = 0;
+      for (float a : acc) ss += a;
+      const float scale = 1.0f / std::max(std::sqrt(ss), 1e-12f);  // F::normalize's eps
+      for (k = 0; k < half; ++k) o[k] *= scale;
+    }
+  }
+}
+
+}  // namespace
+
+TGRAPH_CLONES void NormalizeRows(const float* x, int64_t nodes, int64_t c, int64_t h, const float* scale,
+                                 const float* shift, float* y) {
+  NormalizeRowsImpl(x, nodes, c, h, scale, shift, y);
+}
+
+TGRAPH_CLONES void NormalizeRowsBf16(const float* x, int64_t nodes, int64_t c, int64_t h, const float* scale,
+                                     const float* shift, uint16_t* y) {
+  NormalizeRowsImpl(x, nodes, c, h, scale, shift, y);
+}
+
+TGRAPH_CLONES void SageRows(float* out, const float* p, int64_t ld, int64_t half, bool edges, const float* self_bias,
+                            const float* nbr_bias, const int64_t* off, const int64_t* src, int64_t i0, int64_t i1,
+                            int64_t c) {
+  SageRowsImpl(out, p, ld, half, edges, self_bias, nbr_bias, off, src, i0, i1, c);
+}
+
+TGRAPH_CLONES void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64_t half, bool edges,
+                                const float* self_bias, const float* nbr_bias, const int64_t* off, const int64_t* src,
+                                int64_t i0, int64_t i1, int64_t c) {
+  SageRowsImpl(out, p, ld, half, edges, self_bias, nbr_bias, off, src, i0, i1, c);
+}
+
+TGRAPH_CLONES void CombineNodes(float* x, float* s, const float* gate_logits, int64_t nodes, int64_t c, int64_t half,
+                                bool cross, float inv_temperature, float* scratch) {
+  const int64_t h = 2 * half;
+  float* e = scratch;  // [c, half]: exp(z - max), then the softmax weights
+  std::vector<float> m(static_cast<size_t>(half)), sum(static_cast<size_t>(half));
+  for (int64_t i = 0; i < nodes; ++i) {
+    float* sn = s + i * c * half;
+    float* xn = x + i * c * h;
+    if (gate_logits) {  // the squeeze-excitation gate: eta = s * sigmoid(logit)
+      const float* gn = gate_logits + i * c * half;
+      for (int64_t j = 0; j < c * half; ++j) sn[j] /= 1.0f + ExpInline(-gn[j]);
+    }
+    if (!cross) {
+      for (int64_t r = 0; r < c; ++r) {
+        const float* a = sn + r * half;
+        float* o = xn + r * h;
+        for (int64_t k = 0; k < half; ++k) {
+          const float g = GeluInline(a[k]);
+          o[k] += g;
+          o[half + k] += g;
+        }
+      }
+      continue;
+    }
+    // Softmax over the configurations, per channel: max, exp and sum, then weights.
+    std::fill(m.begin(), m.end(), -INFINITY);
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    for (int64_t r = 0; r < c; ++r) {
+      const float* a = sn + r * half;
+      for (int64_t k = 0; k < half; ++k) m[k] = std::max(m[k], a[k] * inv_temperature);
+    }
+    for (int64_t r = 0; r < c; ++r) {
+      const float* a = sn + r * half;
+      float* er = e + r * half;
+      for (int64_t k = 0; k < half; ++k) {
+        er[k] = ExpInline(a[k] * inv_temperature - m[k]);
+        sum[k] += er[k];
+      }
+    }
+    for (int64_t k = 0; k < half; ++k) sum[k] = 1.0f / sum[k];
+    for (int64_t r = 0; r < c; ++r) {
+      const float* a = sn + r * half;
+      const float* er = e + r * half;
+      float* o = xn + r * h;
+      for (int64_t k = 0; k < half; ++k) {
+        o[k] += GeluInline(a[k]);
+        o[half + k] += GeluInline(a[k] * er[k] * sum[k]);
+      }
+    }
+  }
+}
+
+TGRAPH_CLONES void AccumulateShifted(const float* x, int64_t rows, int64_t width, const float* shift, float* p1,
+                                     float* p2) {
+  for (int64_t i = 0; i < rows; ++i) {
+    const float* row = x + i * width;
+    for (int64_t k = 0; k < width; ++k) {
+      const float d = row[k] - shift[k];
+      p1[k] += d;
+      p2[k] += d * d;
+    }
+  }
+}
+
+TGRAPH_CLONES void Gelu(const float* x, float* y, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) y[k] = GeluInline(x[k]);
+}
+
+float Exp(float x) { return ExpInline(x); }
+float Gelu(float x) { return GeluInline(x); }
+uint16_t ToBf16(float x) { return ToBf16Inline(x); }
+
+}  // namespace tgraph::kernels

@@ -1,0 +1,56 @@
+// The elementwise work of TGraph's tiled inference block (model/tiled_block.h) as
+// fused loops over raw rows, without LibTorch: one call per tile instead of a dozen
+// LibTorch ops (whose dispatch costs about 10 us each, and whose exp and erf cost
+// several times ours), with exp, erf and bf16 rounding of our own that the compiler
+// vectorises. Each function is compiled for AVX-512, AVX2+FMA and baseline x86-64 and
+// picked at load time by the CPU (GCC's target_clones).
+//
+// Layouts: a tile holds `nodes` nodes with all c configurations of each, as rows of
+// node-major [node, config] order. bf16 values are their uint16_t bit patterns.
+#pragma once
+
+#include <cstdint>
+
+namespace tgraph::kernels {
+
+// y[row] = x[row] * scale[row % c] + shift[row % c] for nodes * c rows of h floats;
+// scale and shift are [c, h]. The bf16 form rounds to nearest even.
+void NormalizeRows(const float* x, int64_t nodes, int64_t c, int64_t h, const float* scale, const float* shift,
+                   float* y);
+void NormalizeRowsBf16(const float* x, int64_t nodes, int64_t c, int64_t h, const float* scale, const float* shift,
+                       uint16_t* y);
+
+// SAGE for nodes [i0, i1) into out [(i1 - i0) * c, half]: for node i and configuration r,
+// normalize(self[i, r] + self_bias + sum over in-neighbours j (CSR off/src) of
+// (nbr[j, r] + nbr_bias)), where self and nbr are P's columns [0, half) and
+// [half, 2 half) (rows of ld values; nbr only with edges), summed in float, and
+// normalize divides by max(L2 norm, 1e-12).
+void SageRows(float* out, const float* p, int64_t ld, int64_t half, bool edges, const float* self_bias,
+              const float* nbr_bias, const int64_t* off, const int64_t* src, int64_t i0, int64_t i1, int64_t c);
+void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64_t half, bool edges, const float* self_bias,
+                  const float* nbr_bias, const int64_t* off, const int64_t* src, int64_t i0, int64_t i1, int64_t c);
+
+// The end of the block for `nodes` nodes: eta = s * sigmoid(gate_logits) (the
+// squeeze-excitation gate; gate_logits may be null: eta = s);
+// with cross attention, cross = eta * softmax over the c configurations of
+// eta * inv_temperature (per node and channel), x[:, half:] += GELU(cross) and
+// x[:, :half] += GELU(eta); without, both halves += GELU(eta). x rows have 2 * half
+// floats, s and gate rows half. s is overwritten. scratch: c * half floats.
+void CombineNodes(float* x, float* s, const float* gate_logits, int64_t nodes, int64_t c, int64_t half, bool cross,
+                  float inv_temperature, float* scratch);
+
+// y = GELU(x) for n floats (x == y allowed).
+void Gelu(const float* x, float* y, int64_t n);
+
+// p1 += x - shift and p2 += (x - shift)^2 elementwise, for `rows` rows of `width`.
+void AccumulateShifted(const float* x, int64_t rows, int64_t width, const float* shift, float* p1, float* p2);
+
+// The approximations, exposed for their tests: exp (relative error < 2e-7 on
+// [-87, 88], clamped outside), GELU with erf by Abramowitz and Stegun 7.1.26 (absolute
+// error of erf < 1.5e-7; of GELU < 3e-7 x max(1, |GELU|)), and bf16 rounding (to nearest
+// even, NaN kept a NaN).
+float Exp(float x);
+float Gelu(float x);
+uint16_t ToBf16(float x);
+
+}  // namespace tgraph::kernels

@@ -1,0 +1,112 @@
+// The tiled inference block's pieces: our exp, GELU and bf16 rounding against the
+// library functions, and the instance-norm statistics against float64 references.
+// (The whole block against the training path: net_test.cc.)
+#define CATCH_CONFIG_PREFIX_ALL
+#include <catch2/catch.hpp>
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "model/tiled_block.h"
+#include "model/tiled_kernels.h"
+
+using namespace tgraph;
+
+namespace {
+
+uint16_t Bits(c10::BFloat16 b) {
+  uint16_t v;
+  std::memcpy(&v, &b, sizeof v);
+  return v;
+}
+
+float FromBits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("tiled kernels: exp within 2e-7 relative of std::exp on [-87, 88]", "[tiled]") {
+  double worst = 0;
+  for (double x = -87.0; x <= 88.0; x += 0.001) {
+    const double want = std::exp(static_cast<double>(static_cast<float>(x)));
+    worst = std::max(worst, std::fabs(kernels::Exp(static_cast<float>(x)) - want) / want);
+  }
+  CATCH_INFO("worst relative error " << worst);
+  CATCH_CHECK(worst < 2e-7);
+  CATCH_CHECK(kernels::Exp(0.0f) == 1.0f);
+  // Clamped outside the range: finite, positive, monotone.
+  CATCH_CHECK(kernels::Exp(-1000.0f) > 0.0f);
+  CATCH_CHECK(kernels::Exp(-1000.0f) <= kernels::Exp(-87.0f));
+  CATCH_CHECK(std::isfinite(kernels::Exp(1000.0f)));
+}
+
+CATCH_TEST_CASE("tiled kernels: GELU within 3e-7 (x max(1, |GELU|)) of the exact (erf) GELU", "[tiled]") {
+  // Beyond |GELU| = 1 a float's own rounding (half an ulp) is the larger error.
+  double worst = 0;
+  for (double x = -12.0; x <= 12.0; x += 0.0007) {
+    const float xf = static_cast<float>(x);
+    const double want = 0.5 * xf * (1.0 + std::erf(xf / std::sqrt(2.0)));
+    worst = std::max(worst, std::fabs(kernels::Gelu(xf) - want) / std::max(1.0, std::fabs(want)));
+  }
+  CATCH_INFO("worst error " << worst);
+  CATCH_CHECK(worst < 3e-7);  // the erf approximation's 1.5e-7, plus float rounding
+  CATCH_CHECK(kernels::Gelu(0.0f) == 0.0f);
+  // The vectorised form (the clone this CPU runs) against the library's GELU.
+  const torch::Tensor x = torch::linspace(-8, 8, 4001);
+  CATCH_CHECK(torch::allclose(InferenceGelu(x), torch::gelu(x), 2e-7, 2e-7));
+}
+
+CATCH_TEST_CASE("tiled kernels: bf16 rounding equals LibTorch's (to nearest even)", "[tiled]") {
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.0f, 3.14159265f, 1e-40f, 65504.0f, 3.0e38f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               FromBits(0x3F808000u),   // exactly halfway, even below: rounds down
+                               FromBits(0x3F818000u),   // exactly halfway, odd below: rounds up
+                               FromBits(0x3F808001u),   // just over halfway: up
+                               FromBits(0x7F7FFFFFu)};  // the largest float: rounds to infinity
+  torch::manual_seed(4);
+  const torch::Tensor r = torch::randn({2000}) * 100;
+  for (int64_t i = 0; i < r.numel(); ++i) values.push_back(r[i].item<float>());
+  for (float v : values) {
+    CATCH_INFO(v);
+    CATCH_CHECK(kernels::ToBf16(v) == Bits(c10::BFloat16(v)));
+  }
+  const uint16_t nan = kernels::ToBf16(std::numeric_limits<float>::quiet_NaN());
+  CATCH_CHECK(std::isnan(FromBits(static_cast<uint32_t>(nan) << 16)));
+  CATCH_CHECK(std::isnan(FromBits(static_cast<uint32_t>(kernels::ToBf16(FromBits(0x7F800001u))) << 16)));
+}
+
+CATCH_TEST_CASE("tiled block: instance-norm statistics equal float64 ones, tile by tile", "[tiled]") {
+  torch::manual_seed(5);
+  // A mean far from zero against a small spread: where sums of squares in float cancel.
+  const torch::Tensor x = torch::randn({37, 5, 8}) * 0.01 + 300;
+  const torch::Tensor xd = x.to(torch::kFloat64);
+  const torch::Tensor want_mean = xd.mean(0), want_var = xd.var(0, /*unbiased=*/false);
+  for (int64_t tile_rows : {1, 7, 40, 100000}) {
+    CATCH_INFO("tile rows " << tile_rows);
+    const NodeStats s = ComputeNodeStats(x, tile_rows);
+    CATCH_CHECK(torch::allclose(s.mean, want_mean, 1e-12, 1e-9));
+    CATCH_CHECK(torch::allclose(s.var, want_var, 1e-5, 1e-12));
+  }
+  // The first block's input: rows of node_in repeated over configurations, the
+  // configurable nodes' own rows, and the same statistics.
+  const torch::Tensor node_in = torch::randn({9, 8}) + 2;
+  const torch::Tensor config_nodes = torch::tensor({0, 4, 7}, torch::kInt64);
+  const torch::Tensor config_rows = torch::randn({3, 5, 8});
+  const torch::Tensor want =
+      node_in.unsqueeze(1).expand({9, 5, 8}).index_copy(0, config_nodes, config_rows).contiguous();
+  for (int64_t tile_rows : {1, 10, 100000}) {
+    NodeStats s;
+    const torch::Tensor built = BuildBlockInput(node_in, config_nodes, config_rows, &s, tile_rows);
+    CATCH_CHECK(torch::equal(built, want));
+    const NodeStats ref = ComputeNodeStats(want, 100000);
+    CATCH_CHECK(torch::allclose(s.mean, ref.mean, 1e-12, 1e-12));
+    CATCH_CHECK(torch::allclose(s.var, ref.var, 1e-9, 1e-12));
+  }
+}
