@@ -138,9 +138,9 @@ class BlockImpl : public torch::nn::Module {
     tw.self_bias = f2_->bias;
     if (spec_.edges) tw.nbr_bias = torch::mm(f1_->bias.unsqueeze(0), nbr_half.t()).squeeze(0);  // W2b b1
     if (spec_.self_attention) {
-      tw.se1_weight = se1_->weight;
+      tw.se1_weight_t = se1_->weight.t().contiguous();
       tw.se1_bias = se1_->bias;
-      tw.se2_weight = se2_->weight;
+      tw.se2_weight_t = se2_->weight.t().contiguous();
       tw.se2_bias = se2_->bias;
     }
     tw.cross_attention = spec_.cross_attention;
@@ -231,17 +231,18 @@ class TGraphNet : public RankingNet {
       return out_->forward(fused).squeeze(-1);
     }
     const int64_t nc = g.config_nodes.numel();
+    if (!torch::GradMode::is_enabled()) {
+      NodeStats stats;
+      Tensor x = BuildBlockInput(cached->node_in.contiguous(), g.config_nodes,
+                                 InferenceConfigInput(batch.layout, cached->config_h0), &stats, tile_rows_);
+      return out_->forward(PoolBlocks(std::move(x), g, std::move(stats))).squeeze(-1);
+    }
     Tensor cfg = layout_embed_->forward(batch.layout).reshape({c, nc, kConfigFeatDim * spec_.layout_embedding});
     // [nc, C, H]: the configurable nodes' f_in, per config.
     Tensor hc = cached->config_h0.unsqueeze(1) + in_config_->forward(cfg.transpose(0, 1)) - DefaultConfigTerm();
     Tensor fc = Gelu(in2_->forward(Gelu(hc)));
-    Tensor x;
-    NodeStats stats;
-    if (torch::GradMode::is_enabled())
-      x = cached->node_in.unsqueeze(1).expand({g.num_nodes, c, spec_.hidden}).index_copy(0, g.config_nodes, fc);
-    else
-      x = BuildBlockInput(cached->node_in.contiguous(), g.config_nodes, fc.contiguous(), &stats, tile_rows_);
-    return out_->forward(PoolBlocks(std::move(x), g, std::move(stats))).squeeze(-1);
+    Tensor x = cached->node_in.unsqueeze(1).expand({g.num_nodes, c, spec_.hidden}).index_copy(0, g.config_nodes, fc);
+    return out_->forward(PoolBlocks(std::move(x), g, {})).squeeze(-1);
   }
 
  private:
@@ -258,6 +259,22 @@ class TGraphNet : public RankingNet {
     if (blocks_->begin() == blocks_->end()) return x.mean(0);
     for (const auto& block : *blocks_) block->as<Block>()->InferenceForward(x, g, stats);
     return stats.mean.to(torch::kFloat32);
+  }
+
+  // The configurable nodes' f_in for inference, [nc, C, H], from layout [C, nc, 18]
+  // indices and config_h0 [nc, H]. in_config is linear in the 18 slots' embeddings, so
+  // in_config(embed(v)) - k = sum over slots s of W_s (E[v_s] - E[0]), W_s the slot's
+  // columns of in_config and E the layout embedding: a sum of 18 rows of a [18, 7, H]
+  // table instead of a [18 x emb] x [H] matmul per row. in2 stays fp32 in every
+  // precision: in bf16 it saved 2.5% of a request on the large real graph and cost
+  // agreement with fp32 (tau 0.9985 against 0.9993 on a trained model).
+  Tensor InferenceConfigInput(const Tensor& layout, const Tensor& config_h0) {
+    const int64_t h = spec_.hidden, e = spec_.layout_embedding;
+    const Tensor& emb = layout_embed_->weight;  // [7, e]
+    const Tensor table = torch::einsum("ve,hse->svh", {emb - emb.narrow(0, 0, 1),
+                                                        in_config_->weight.view({h, kConfigFeatDim, e})})
+                             .contiguous();
+    return ConfigNodeInput(config_h0.contiguous(), table, layout.contiguous(), in2_->weight, in2_->bias);
   }
 
   // in_config applied to the embedding of an all -1 configuration.

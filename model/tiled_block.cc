@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <mutex>
 #include <optional>
@@ -131,8 +132,12 @@ void CombineTile(Tensor& x, const Tensor& p, const GraphTensors& g, const TiledB
     kernels::SageRows(sp, p.data_ptr<float>(), p.size(1), half, edges, self_bias, nbr_bias, off, src, first,
                       first + count, c);
   Tensor gate_logits;  // squeeze-excitation: sigmoid(se2(relu(se1(s)))), the sigmoid in CombineNodes
-  if (w.se1_weight.defined())
-    gate_logits = torch::addmm(w.se2_bias, torch::addmm(w.se1_bias, s, w.se1_weight.t()).relu_(), w.se2_weight.t());
+  if (w.se1_weight_t.defined()) {
+    gate_logits = torch::empty_like(s);
+    kernels::SqueezeExcite(sp, count * c, half, w.se1_weight_t.size(1), w.se1_weight_t.data_ptr<float>(),
+                           w.se1_bias.data_ptr<float>(), w.se2_weight_t.data_ptr<float>(), w.se2_bias.data_ptr<float>(),
+                           gate_logits.data_ptr<float>());
+  }
   std::vector<float> scratch(static_cast<size_t>(c * half));
   float* xp = x.data_ptr<float>() + first * c * h;
   kernels::CombineNodes(xp, sp, gate_logits.defined() ? gate_logits.data_ptr<float>() : nullptr, count, c, half,
@@ -187,6 +192,24 @@ Tensor BuildBlockInput(const Tensor& node_in, const Tensor& config_nodes, const 
   return x;
 }
 
+Tensor ConfigNodeInput(const Tensor& base, const Tensor& table, const Tensor& layout, const Tensor& in2_weight,
+                       const Tensor& in2_bias) {
+  RECORD_FUNCTION("tgraph::ConfigNodeInput", std::vector<c10::IValue>());
+  const int64_t c = layout.size(0), nc = layout.size(1), slots = layout.size(2);
+  const int64_t values = table.size(1), h = table.size(2);
+  TORCH_CHECK(base.is_contiguous() && table.is_contiguous() && layout.is_contiguous() && base.size(0) == nc &&
+              base.size(1) == h && table.size(0) == slots && layout.scalar_type() == torch::kInt64);
+  Tensor g1 = torch::empty({nc * c, h}, base.options());
+  std::atomic<bool> ok{true};
+  at::parallel_for(0, nc, std::max<int64_t>(1, 256 / std::max<int64_t>(c, 1)), [&](int64_t j0, int64_t j1) {
+    if (!kernels::ConfigInputGelu(base.data_ptr<float>(), table.data_ptr<float>(), layout.data_ptr<int64_t>(), nc, c,
+                                  slots, values, h, j0, j1, g1.data_ptr<float>() + j0 * c * h))
+      ok = false;
+  });
+  TORCH_CHECK(ok.load(), "layout configuration index outside [0, ", values, ")");
+  return InferenceGelu(torch::addmm(in2_bias, g1, in2_weight.t())).view({nc, c, h});
+}
+
 Tensor InferenceGelu(const Tensor& x) {
   TORCH_CHECK(x.scalar_type() == torch::kFloat32);
   const Tensor in = x.contiguous();
@@ -209,29 +232,38 @@ void TiledBlockForward(Tensor& x, const GraphTensors& g, const TiledBlockWeights
   const Tensor scale = (w.norm_weight.to(torch::kFloat64) / (stats.var + kNormEps).sqrt()).to(torch::kFloat32);
   const Tensor shift = (w.norm_bias.to(torch::kFloat64) - stats.mean * scale.to(torch::kFloat64)).to(torch::kFloat32);
 
-  // Sweep 1: normalise each tile and project it. P: [N * C, half (+ half with edges)].
+  // Sweep 1: normalise and project, in chunks of nodes: each chunk normalised tile by
+  // tile in parallel, then projected by one matmul over the whole chunk, which runs on
+  // every thread (per-tile matmuls inside the parallel loop ran at half the rate: the
+  // matmul libraries' per-call costs). P: [N * C, half (+ half with edges)].
   const int64_t p_width = edges ? h : half;
   Tensor p = torch::empty({n * c, p_width}, x.options().dtype(w.w_in.scalar_type()));
   {
     RECORD_FUNCTION("tgraph::BlockProject", std::vector<c10::IValue>());  // (a name per sweep for --trace)
     const Tensor w_in_t = w.w_in.t(), w_nbr_t = w.w_nbr.defined() ? w.w_nbr.t() : Tensor();
-    ForEachTile(n, per_tile, nullptr, [&](int64_t first, int64_t count, StatsAccumulator*) {
-      Tensor y = torch::empty({count * c, h}, p.options());
-      const float* xp = x.data_ptr<float>() + first * c * h;
-      if (y.scalar_type() == torch::kBFloat16)
-        kernels::NormalizeRowsBf16(xp, count, c, h, scale.data_ptr<float>(), shift.data_ptr<float>(),
-                                   reinterpret_cast<uint16_t*>(y.data_ptr<c10::BFloat16>()));
-      else
-        kernels::NormalizeRows(xp, count, c, h, scale.data_ptr<float>(), shift.data_ptr<float>(), y.data_ptr<float>());
-      Tensor rows = p.narrow(0, first * c, count * c);
+    const int64_t per_chunk = std::max(per_tile, kProjectRows / std::max<int64_t>(c, 1));
+    Tensor y = torch::empty({std::min(n, per_chunk) * c, h}, p.options());
+    for (int64_t chunk = 0; chunk < n; chunk += per_chunk) {
+      const int64_t nodes = std::min(per_chunk, n - chunk);
+      ForEachTile(nodes, per_tile, nullptr, [&](int64_t first, int64_t count, StatsAccumulator*) {
+        const float* xp = x.data_ptr<float>() + (chunk + first) * c * h;
+        if (y.scalar_type() == torch::kBFloat16)
+          kernels::NormalizeRowsBf16(xp, count, c, h, scale.data_ptr<float>(), shift.data_ptr<float>(),
+                                     reinterpret_cast<uint16_t*>(y.data_ptr<c10::BFloat16>()) + first * c * h);
+        else
+          kernels::NormalizeRows(xp, count, c, h, scale.data_ptr<float>(), shift.data_ptr<float>(),
+                                 y.data_ptr<float>() + first * c * h);
+      });
+      const Tensor yc = y.narrow(0, 0, nodes * c);
+      Tensor rows = p.narrow(0, chunk * c, nodes * c);
       if (!w_nbr_t.defined()) {
-        torch::mm_out(rows, y, w_in_t);
+        torch::mm_out(rows, yc, w_in_t);
       } else {  // unfolded: [self half | y W1^T], then W2b on the second part
-        const Tensor t = torch::mm(y, w_in_t);
+        const Tensor t = torch::mm(yc, w_in_t);
         rows.narrow(1, 0, half).copy_(t.narrow(1, 0, half));
         rows.narrow(1, half, half).copy_(torch::mm(t.narrow(1, half, h), w_nbr_t));
       }
-    });
+    }
   }
 
   // Sweep 2: per tile, everything after the matmul, into x.

@@ -7,9 +7,9 @@
 // time of the matmuls in bf16. Here the block makes two sweeps over node tiles
 // (a few nodes with all their configurations, about a megabyte):
 //
-//   1. per tile: instance norm with statistics of the whole x (computed in advance),
-//      then the matmul of f2's self half and the (folded) neighbour half, into a
-//      buffer P of every node's projections;
+//   1. instance norm with statistics of the whole x (computed by the block before),
+//      tile by tile, then the matmul of f2's self half and the (folded) neighbour half
+//      over chunks of tiles, into a buffer P of every node's projections;
 //   2. per tile, once P is complete: neighbour sum from P, biases, SAGE residual and
 //      L2 norm, squeeze-excitation, softmax over configurations, GELU and both residual
 //      halves into x, and the instance-norm statistics of the updated x for the next
@@ -43,6 +43,13 @@ NodeStats ComputeNodeStats(const torch::Tensor& x, int64_t tile_rows);
 torch::Tensor BuildBlockInput(const torch::Tensor& node_in, const torch::Tensor& config_nodes,
                               const torch::Tensor& config_rows, NodeStats* stats, int64_t tile_rows);
 
+// The configurable nodes' f_in for inference, [nc, C, H] float:
+// GELU(in2(GELU(base[j] + sum over slots s of table[s, layout[r, j, s]]))) for node j and
+// configuration r. base [nc, H]; table [slots, values, H]; layout [C, nc, slots] int64
+// indices (an index outside [0, values) is an error); in2_weight [H, H] and in2_bias [H].
+torch::Tensor ConfigNodeInput(const torch::Tensor& base, const torch::Tensor& table, const torch::Tensor& layout,
+                              const torch::Tensor& in2_weight, const torch::Tensor& in2_bias);
+
 // GELU of a float tensor, in parallel, with our vectorised GELU (for inference).
 torch::Tensor InferenceGelu(const torch::Tensor& x);
 
@@ -56,7 +63,9 @@ struct TiledBlockWeights {
   torch::Tensor w_nbr;      // unfolded with edges: W2b [half, H], applied after W1; else undefined
   torch::Tensor self_bias;  // [half] float: f2's bias
   torch::Tensor nbr_bias;   // [half] float: W2b b1, added once per incoming message; undefined = no edges
-  torch::Tensor se1_weight, se1_bias, se2_weight, se2_bias;  // float; undefined = no self-attention
+  // Squeeze-excitation, float, undefined = no self-attention: se1's weight transposed
+  // [half, half / r] and bias, se2's weight transposed [half / r, half] and bias.
+  torch::Tensor se1_weight_t, se1_bias, se2_weight_t, se2_bias;
   bool cross_attention = true;
   double inv_temperature = 1.0;  // 1 / exp(log_temperature)
 };
@@ -64,6 +73,8 @@ struct TiledBlockWeights {
 // Rows (nodes x configurations) per tile: large enough for the matmul to run near its
 // rate, small enough for a tile's activations to stay in a core's L2.
 constexpr int64_t kDefaultTileRows = 512;
+// Rows per matmul of the projection sweep (a bf16 chunk of y: 8 MiB at H = 256).
+constexpr int64_t kProjectRows = 16384;
 
 // Runs one block on x [N, C, H] float (contiguous) in place. `stats` are x's statistics
 // (ComputeNodeStats, or the previous block's `next_stats`); with `next_stats` the

@@ -39,8 +39,20 @@ void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64_t half, bool 
 void CombineNodes(float* x, float* s, const float* gate_logits, int64_t nodes, int64_t c, int64_t half, bool cross,
                   float inv_temperature, float* scratch);
 
+// The configurable nodes' first f_in layer and GELU, as table lookups: for node j in
+// [j0, j1) and configuration r in [0, c), output row (j - j0) * c + r is
+// GELU(base[j] + sum over slots s of table[s * values + layout[(r * nc + j) * slots + s]])
+// (rows of h). Returns false, writing garbage rows, when a layout index is outside
+// [0, values) (none is read then).
+bool ConfigInputGelu(const float* base, const float* table, const int64_t* layout, int64_t nc, int64_t c,
+                     int64_t slots, int64_t values, int64_t h, int64_t j0, int64_t j1, float* out);
 // y = GELU(x) for n floats (x == y allowed).
 void Gelu(const float* x, float* y, int64_t n);
+
+// The squeeze-excitation's logits: logits[row] = b2 + W2 relu(W1 s[row] + b1), for rows of
+// s [rows, half]; w1t is W1 transposed, [half, q]; w2t is W2 transposed, [q, half].
+void SqueezeExcite(const float* s, int64_t rows, int64_t half, int64_t q, const float* w1t, const float* b1,
+                   const float* w2t, const float* b2, float* logits);
 
 // p1 += x - shift and p2 += (x - shift)^2 elementwise, for `rows` rows of `width`.
 void AccumulateShifted(const float* x, int64_t rows, int64_t width, const float* shift, float* p1, float* p2);
