@@ -207,7 +207,13 @@ Tensor ConfigNodeInput(const Tensor& base, const Tensor& table, const Tensor& la
       ok = false;
   });
   TORCH_CHECK(ok.load(), "layout configuration index outside [0, ", values, ")");
-  return InferenceGelu(torch::addmm(in2_bias, g1, in2_weight.t())).view({nc, c, h});
+  Tensor y = torch::addmm(in2_bias, g1, in2_weight.t());
+  g1 = Tensor();
+  float* yp = y.data_ptr<float>();
+  at::parallel_for(0, y.numel(), 1 << 16, [&](int64_t begin, int64_t end) {  // in place: one buffer fewer
+    kernels::Gelu(yp + begin, yp + begin, end - begin);
+  });
+  return y.view({nc, c, h});
 }
 
 Tensor InferenceGelu(const Tensor& x) {

@@ -317,8 +317,8 @@ CATCH_TEST_CASE("a request's activations stay under the budget: smaller batches,
   Ranker plain(&mm, unbounded);
   const int64_t pruned = plain.Register(WireOf(g))->pruned_nodes;
   const int64_t per_config = ActivationBytesPerConfig(spec, pruned, Precision::kFloat32);
-  CATCH_CHECK(per_config == 26 * pruned * 16);  // 26 bytes per node x config x hidden element in fp32
-  CATCH_CHECK(ActivationBytesPerConfig(spec, pruned, Precision::kBFloat16) == 21 * pruned * 16);
+  CATCH_CHECK(per_config == 16 * pruned * 16);  // 16 bytes per node x config x hidden element
+  CATCH_CHECK(ActivationBytesPerConfig(spec, pruned, Precision::kBFloat16) == per_config);
 
   // Room for 5 configurations: batches of at most 5 instead of the model's 16, exactly
   // as the shared scoring function computes with that batch size.
