@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -92,24 +91,23 @@ class StatsAccumulator {
 int64_t NodesPerTile(int64_t c, int64_t tile_rows) { return std::max<int64_t>(1, tile_rows / std::max<int64_t>(c, 1)); }
 
 // Runs fn(first_node, node_count, accumulator) for every tile of nodes, the tiles spread
-// over LibTorch's intra-op threads (the LibTorch ops fn calls then run single-threaded, on
-// their tile). With `stats`, each thread's accumulator is merged into it at the end.
+// over LibTorch's intra-op threads in contiguous runs. With `stats`, each run has its own
+// accumulator, merged into *stats afterwards in tile order: the same request gives the
+// same statistics to the last bit, whichever thread finishes first.
 template <typename Fn>
 void ForEachTile(int64_t n, int64_t per_tile, StatsAccumulator* stats, const Fn& fn) {
   const int64_t tiles = (n + per_tile - 1) / per_tile;
-  std::mutex mu;
+  std::vector<std::optional<StatsAccumulator>> runs(static_cast<size_t>(stats ? tiles : 0));  // at each run's start
   at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
-    std::optional<StatsAccumulator> local;
-    if (stats) local.emplace(stats->shift(), stats->width());
+    StatsAccumulator* local = nullptr;
+    if (stats) local = &runs[static_cast<size_t>(begin)].emplace(stats->shift(), stats->width());
     for (int64_t t = begin; t < end; ++t) {
       const int64_t first = t * per_tile;
-      fn(first, std::min(per_tile, n - first), local ? &*local : nullptr);
-    }
-    if (stats) {
-      std::lock_guard<std::mutex> lock(mu);
-      stats->Merge(*local);
+      fn(first, std::min(per_tile, n - first), local);
     }
   });
+  for (auto& run : runs)
+    if (run) stats->Merge(*run);
 }
 
 // Sweep 2 of TiledBlockForward on nodes [first, first + count): SAGE from P, the
