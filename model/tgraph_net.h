@@ -50,8 +50,8 @@ class RankingNet : public torch::nn::Module {
   virtual bool InferenceFolding() const { return false; }
   // Inference only: the precision of TGraph's graph-block matmuls (the dominant cost).
   // kBFloat16 runs them on bf16 copies of their inputs and weights and reads their
-  // outputs in the fused SAGE pass; the residual stream, normalisations, attention and
-  // pooling stay fp32, and weights stay fp32. The baseline ignores it.
+  // outputs in the tiled block's SAGE pass; the residual stream, normalisations,
+  // attention and pooling stay fp32, and weights stay fp32. The baseline ignores it.
   virtual void SetInferencePrecision(Precision p) {}
   virtual Precision InferencePrecision() const { return Precision::kFloat32; }
   // Inference only: rows (nodes x configurations) per tile of TGraph's tiled graph
