@@ -34,6 +34,19 @@ ConfigBatch Gather(const ConfigRows& rows, const std::vector<int64_t>& idx, size
 
 }  // namespace
 
+void StandardizeInPlace(std::vector<double>& v) {
+  if (v.empty()) return;
+  const double n = static_cast<double>(v.size());
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= n;
+  double var = 0;
+  for (double x : v) var += (x - mean) * (x - mean);
+  const double sd = std::sqrt(var / n);
+  // All equal (or one configuration): no order to keep, every score 0.
+  for (double& x : v) x = sd > 0 ? (x - mean) / sd : x - mean;
+}
+
 std::vector<int64_t> BatchBounds(int64_t count, int64_t batch_size) {
   std::vector<int64_t> bounds = {0};
   if (count <= 0) return bounds;
@@ -98,10 +111,11 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
       if (run >= 2 && KendallTau(mean, previous_mean) >= o.tta_agreement) break;
       std::swap(mean, previous_mean);
     }
+    for (int64_t i = 0; i < c; ++i) fold_score[i] /= run;
+    StandardizeInPlace(fold_score);
     for (int64_t i = 0; i < c; ++i) {
-      const double v = fold_score[i] / run;
-      r.score[i] += v;
-      sum_sq[i] += v * v;
+      r.score[i] += fold_score[i];
+      sum_sq[i] += fold_score[i] * fold_score[i];
     }
   }
   const double k = static_cast<double>(std::max<size_t>(1, folds.size()));

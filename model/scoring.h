@@ -2,6 +2,12 @@
 // configurations in batches of B through every fold, test-time augmentation with N
 // random permutations when they exceed one batch (skipped when they fit: the network
 // is equivariant over configurations), fold average, and the spread across folds.
+//
+// Folds are averaged on a common scale: the pairwise ranking loss is shift- and
+// scale-free, so each fold learns its own offset and scale, and a plain mean would follow
+// the fold with the largest scale. Each fold's scores are standardised over the
+// request's configurations (mean 0, std 1) before the mean; `spread` is the std of the
+// standardised fold scores. Scores are therefore comparable within one result only.
 #pragma once
 
 #include <cstdint>
@@ -46,13 +52,17 @@ struct FoldModel {
 };
 
 struct ScoreResult {
-  std::vector<double> score;   // fold mean; lower = predicted faster
-  std::vector<double> spread;  // population std of the fold scores (0 with one fold)
+  std::vector<double> score;   // mean of the folds' standardised scores; lower = predicted faster
+  std::vector<double> spread;  // population std of the standardised fold scores (0 with one fold)
   int64_t batches = 0;         // forward passes run, over all folds
   int64_t passes = 0;          // permutation passes run, over all folds
   int64_t rescored = 0;        // ScoreCascade: configurations scored by every fold
   bool cancelled = false;      // stopped early by ScoringOptions::cancelled; scores incomplete
 };
+
+// v = (v - mean) / std over its entries (population std); all entries 0 when they are
+// equal.
+void StandardizeInPlace(std::vector<double>& v);
 
 // How `count` configurations are cut into batches of at most `batch_size`:
 // ceil(count / batch_size) batches of near-equal size (sizes differ by at most one), so

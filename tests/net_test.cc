@@ -205,8 +205,15 @@ CATCH_TEST_CASE("scoring: one batch skips TTA, and TTA over permutations would n
   const ScoreResult r = ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, o);
   CATCH_CHECK(r.batches == 1);  // 20 configs fit one batch of 32: no permutations
   torch::NoGradGuard no_grad;
-  const torch::Tensor direct = net->Score(f.graph, {f.configs, {}});
-  for (int i = 0; i < 20; ++i) CATCH_CHECK(r.score[i] == Approx(direct[i].item<float>()).margin(1e-5));
+  // Scores come standardised over the request's configurations (the folds' common scale).
+  auto standardized = [](const torch::Tensor& t) {
+    const torch::Tensor d = t.to(torch::kFloat64).contiguous();
+    std::vector<double> v(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+    StandardizeInPlace(v);
+    return v;
+  };
+  const std::vector<double> direct = standardized(net->Score(f.graph, {f.configs, {}}));
+  for (int i = 0; i < 20; ++i) CATCH_CHECK(r.score[i] == Approx(direct[i]).margin(1e-4));
   // What TTA would compute, by hand: the mean over permuted full batches, mapped back.
   torch::Tensor tta = torch::zeros({20}, torch::kFloat64);
   for (int p = 0; p < 3; ++p) {
@@ -215,7 +222,8 @@ CATCH_TEST_CASE("scoring: one batch skips TTA, and TTA over permutations would n
     tta.index_add_(0, perm, s);
   }
   tta /= 3;
-  for (int i = 0; i < 20; ++i) CATCH_CHECK(r.score[i] == Approx(tta[i].item<double>()).margin(1e-5));
+  const std::vector<double> tta_z = standardized(tta);
+  for (int i = 0; i < 20; ++i) CATCH_CHECK(r.score[i] == Approx(tta_z[i]).margin(1e-4));
   CATCH_CHECK(r.spread == std::vector<double>(20, 0.0));  // one fold
 }
 
@@ -271,9 +279,13 @@ CATCH_TEST_CASE("scoring: TTA stops once two successive passes agree, with the s
   ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, record);
   CATCH_REQUIRE(recorded.size() == 10u);
   // (From 2 passes on: a run of one pass scores the identity order, while the first of
-  // several passes is already a permutation.)
-  for (int k = 1; k < 10; ++k)
-    for (int i = 0; i < 20; ++i) CATCH_CHECK(recorded[k][i] == Approx(means[k][i]).margin(1e-5));
+  // several passes is already a permutation. The recorded means are the fold's raw
+  // scores; results are standardised.)
+  for (int k = 1; k < 10; ++k) {
+    std::vector<double> z = recorded[k];
+    StandardizeInPlace(z);
+    for (int i = 0; i < 20; ++i) CATCH_CHECK(z[i] == Approx(means[k][i]).margin(1e-4));
+  }
   // 0 runs every pass.
   full.tta = 10;
   CATCH_CHECK(ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, full).passes == 10);
@@ -306,6 +318,61 @@ CATCH_TEST_CASE("scoring: batches, TTA passes, fold average and spread", "[scori
   // Rankings: fastest first, ties by index, cut to top_k.
   CATCH_CHECK(RankByScore({0.5, -1.0, 0.5, 2.0}) == std::vector<int64_t>{1, 0, 2, 3});
   CATCH_CHECK(RankByScore({0.5, -1.0, 0.5, 2.0}, 2) == std::vector<int64_t>{1, 0});
+}
+
+CATCH_TEST_CASE("scoring: folds are averaged on a common scale, so a fold's affine rescaling changes nothing", "[scoring]") {
+  torch::manual_seed(13);
+  Fixture f = MakeFixture(5, 20);
+  auto a = MakeRankingNet(SmallSpec());
+  auto c = MakeRankingNet(SmallSpec());
+  // b is a with its output layer scaled: b's scores are a's x 1000 + 7.
+  auto b = MakeRankingNet(SmallSpec());
+  {
+    torch::NoGradGuard no_grad;
+    auto from = a->named_parameters();
+    for (auto& p : b->named_parameters()) p.value().copy_(from[p.key()]);
+    auto params = b->named_parameters();
+    params["out.weight"].mul_(1000);
+    params["out.bias"].mul_(1000).add_(7);
+  }
+  {
+    torch::NoGradGuard no_grad;
+    const torch::Tensor sa = a->Score(f.graph, {f.configs, {}}), sb = b->Score(f.graph, {f.configs, {}});
+    CATCH_REQUIRE(torch::allclose(sb, sa * 1000 + 7, 1e-4, 1e-2));  // the premise
+  }
+  const std::vector<int8_t> rows = RowsOf(f);
+  const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
+  ScoringOptions o;
+  o.batch_size = 8;
+  o.tta = 2;
+  o.tta_agreement = 0;
+  const ScoreResult ac = ScoreConfigs({{a.get(), nullptr}, {c.get(), nullptr}}, f.graph, cr, o);
+  const ScoreResult bc = ScoreConfigs({{b.get(), nullptr}, {c.get(), nullptr}}, f.graph, cr, o);
+  for (int i = 0; i < 20; ++i) {
+    CATCH_CHECK(bc.score[i] == Approx(ac.score[i]).margin(1e-4));
+    CATCH_CHECK(bc.spread[i] == Approx(ac.spread[i]).margin(1e-4));
+  }
+  CATCH_CHECK(RankByScore(bc.score) == RankByScore(ac.score));
+  // Each fold's contribution has mean 0 and std 1 over the configurations: so has the
+  // score of one fold, and the spread is the std across the standardised folds.
+  const ScoreResult one = ScoreConfigs({{b.get(), nullptr}}, f.graph, cr, o);
+  double sum = 0, sq = 0;
+  for (double v : one.score) {
+    sum += v;
+    sq += v * v;
+  }
+  CATCH_CHECK(sum / 20 == Approx(0).margin(1e-9));
+  CATCH_CHECK(sq / 20 == Approx(1).margin(1e-9));
+  const ScoreResult za = ScoreConfigs({{a.get(), nullptr}}, f.graph, cr, o);
+  const ScoreResult zc = ScoreConfigs({{c.get(), nullptr}}, f.graph, cr, o);
+  for (int i = 0; i < 20; ++i) CATCH_CHECK(ac.spread[i] == Approx(std::abs(za.score[i] - zc.score[i]) / 2).margin(1e-9));
+  // Equal scores have no order to keep: all 0.
+  std::vector<double> flat = {3.0, 3.0, 3.0};
+  StandardizeInPlace(flat);
+  CATCH_CHECK(flat == std::vector<double>{0.0, 0.0, 0.0});
+  std::vector<double> v = {1.0, 3.0};
+  StandardizeInPlace(v);
+  CATCH_CHECK(v == std::vector<double>{-1.0, 1.0});
 }
 
 CATCH_TEST_CASE("weights round trip through npz and the registry", "[model_io]") {
