@@ -20,6 +20,7 @@ std::string ModelSpec::ToJson() const {
   j["self_attention"] = self_attention;
   j["cross_attention"] = cross_attention;
   j["edges"] = edges;
+  j["cross_attention_form"] = cross_attention_form;
   return j.dump();
 }
 
@@ -32,6 +33,9 @@ absl::Status ModelSpec::Validate() const {
   if (blocks < 1 || blocks > 16) return absl::InvalidArgumentError(absl::StrCat("blocks must be 1..16, got ", blocks));
   if (layout_embedding < 1 || opcode_embedding < 1 || se_reduction < 1 || (hidden / 2) / se_reduction < 1)
     return absl::InvalidArgumentError("embedding widths and se_reduction must be positive and fit hidden/2");
+  if (cross_attention_form != "paper" && cross_attention_form != "standardized")
+    return absl::InvalidArgumentError(absl::StrCat("cross_attention_form must be paper or standardized, got '",
+                                                   cross_attention_form, "'"));
   return absl::OkStatus();
 }
 
@@ -68,6 +72,13 @@ absl::StatusOr<ModelSpec> ModelSpec::FromJson(const std::string& text, absl::str
   for (auto [key, ptr] : {std::pair<const char*, bool*>{"self_attention", &s.self_attention},
                           {"cross_attention", &s.cross_attention}, {"edges", &s.edges}})
     if (absl::Status st = get_bool(key, ptr); !st.ok()) return st;
+  if (auto form = j.find("cross_attention_form"); form == j.end()) {
+    s.cross_attention_form = "paper";  // written before the key existed: the paper's form
+  } else if (!form->is_string()) {
+    return err("cross_attention_form", "a string");
+  } else {
+    s.cross_attention_form = form->get<std::string>();
+  }
   if (absl::Status st = s.Validate(); !st.ok())
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", st.message()));
   return s;

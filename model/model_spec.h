@@ -22,6 +22,13 @@ struct ModelSpec {
   bool self_attention = true;     // ablation switches (TGraph table 3)
   bool cross_attention = true;
   bool edges = true;
+  // The input of the cross-configuration softmax (docs/results.md, "Cross-attention"):
+  // "paper": softmax(eta / T) over the configurations, as TGraph's 2.3 writes it;
+  // "standardized": eta standardised over the configurations first (per node and
+  // channel), and the softmax weights scaled by the configuration count C, so that
+  // uniform weights give back eta at any batch size. Manifests without the key were
+  // written by the paper's form.
+  std::string cross_attention_form = "standardized";
 
   std::string ToJson() const;  // a JSON object
   static absl::StatusOr<ModelSpec> FromJson(const std::string& json, absl::string_view what);

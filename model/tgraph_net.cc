@@ -99,9 +99,25 @@ class BlockImpl : public torch::nn::Module {
     if (spec_.edges) s = s + Aggregate(torch::linear(f1_->forward(y), w.narrow(1, h, h)), g);
     s = F::normalize(s, F::NormalizeFuncOptions().dim(-1).eps(1e-12));
     Tensor eta = spec_.self_attention ? s * torch::sigmoid(se2_->forward(torch::relu(se1_->forward(s)))) : s;
-    // Cross-configuration attention: softmax over the configuration axis (dim 1).
-    Tensor cross = spec_.cross_attention ? eta * torch::softmax(eta / log_temperature_.exp(), 1) : eta;
+    Tensor cross = spec_.cross_attention ? CrossAttention(eta) : eta;
     return x + Gelu(torch::cat({eta, cross}, -1));
+  }
+
+  // Cross-configuration attention: eta weighted by a softmax over the configuration axis
+  // (dim 1). The paper's form feeds eta / T to the softmax; but eta is an L2-normalised
+  // row (elements about 1 / sqrt(H / 2)) and T stays near 1 in training, so its weights
+  // are nearly uniform and the cross half is about eta / C, C the batch's configurations
+  // (64 in training, 128 at inference). The standardised form feeds the softmax eta's
+  // deviations from its mean over the configurations in units of their std (per node and
+  // channel; StandardizedCrossEps keeps differences far below eta's own scale from being
+  // amplified)
+  // and scales the weights by C: uniform weights give eta back, at any batch size.
+  Tensor CrossAttention(const Tensor& eta) {
+    const Tensor inv_t = log_temperature_.neg().exp();
+    if (spec_.cross_attention_form == "paper") return eta * torch::softmax(eta * inv_t, 1);
+    auto [var, mean] = torch::var_mean(eta, {1}, /*unbiased=*/false, /*keepdim=*/true);
+    const Tensor z = (eta - mean) * torch::rsqrt(var + StandardizedCrossEps(eta.size(2)));
+    return eta * torch::softmax(z * inv_t, 1) * static_cast<double>(eta.size(1));
   }
 
   // The same arithmetic as forward(), for inference: model/tiled_block.h runs it in
@@ -144,6 +160,7 @@ class BlockImpl : public torch::nn::Module {
       tw.se2_bias = se2_->bias;
     }
     tw.cross_attention = spec_.cross_attention;
+    tw.standardized_cross = spec_.cross_attention_form == "standardized";
     tw.inv_temperature = std::exp(-log_temperature_.item<double>());
     return tw;
   }

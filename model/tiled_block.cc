@@ -139,7 +139,8 @@ void CombineTile(Tensor& x, const Tensor& p, const GraphTensors& g, const TiledB
   std::vector<float> scratch(static_cast<size_t>(c * half));
   float* xp = x.data_ptr<float>() + first * c * h;
   kernels::CombineNodes(xp, sp, gate_logits.defined() ? gate_logits.data_ptr<float>() : nullptr, count, c, half,
-                        w.cross_attention, static_cast<float>(w.inv_temperature), scratch.data());
+                        w.cross_attention, w.standardized_cross, static_cast<float>(StandardizedCrossEps(half)),
+                        static_cast<float>(w.inv_temperature), scratch.data());
   if (acc) acc->AddRows(xp, count);
 }
 

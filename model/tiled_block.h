@@ -67,8 +67,18 @@ struct TiledBlockWeights {
   // [half, half / r] and bias, se2's weight transposed [half / r, half] and bias.
   torch::Tensor se1_weight_t, se1_bias, se2_weight_t, se2_bias;
   bool cross_attention = true;
+  // ModelSpec::cross_attention_form "standardized" (else "paper").
+  bool standardized_cross = true;
   double inv_temperature = 1.0;  // 1 / exp(log_temperature)
 };
+
+// The variance floor of the standardised cross-attention input (ModelSpec), for eta of
+// width `half`: eta's rows have unit L2 norm, so its elements' mean square is 1 / half,
+// and the floor is (1/8)^2 of that. Differences between configurations below about an
+// eighth of eta's typical element stay near-uniform in the softmax: that keeps bf16
+// rounding of eta (2^-8 relative) from being amplified into the weights (bf16 against
+// fp32 tau 0.990 with a floor of 1e-4 at half 16, 0.995 with this one).
+inline double StandardizedCrossEps(int64_t half) { return 1.0 / (64.0 * static_cast<double>(half)); }
 
 // Rows (nodes x configurations) per tile: large enough for the matmul to run near its
 // rate, small enough for a tile's activations to stay in a core's L2.

@@ -222,10 +222,14 @@ TGRAPH_CLONES void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64
 }
 
 TGRAPH_CLONES void CombineNodes(float* x, float* s, const float* gate_logits, int64_t nodes, int64_t c, int64_t half,
-                                bool cross, float inv_temperature, float* scratch) {
+                                bool cross, bool standardized, float eps, float inv_temperature, float* scratch) {
   const int64_t h = 2 * half;
   float* e = scratch;  // [c, half]: exp(z - max), then the softmax weights
   std::vector<float> m(static_cast<size_t>(half)), sum(static_cast<size_t>(half));
+  // The softmax input per channel: u = eta * a + b (a = 1 / T, b = 0 for the paper's form;
+  // a = rstd / T, b = -mean * a standardised).
+  std::vector<float> a(static_cast<size_t>(half), inv_temperature), b(static_cast<size_t>(half), 0.0f);
+  const float weight_scale = standardized ? static_cast<float>(c) : 1.0f;
   for (int64_t i = 0; i < nodes; ++i) {
     float* sn = s + i * c * half;
     float* xn = x + i * c * h;
@@ -245,29 +249,45 @@ TGRAPH_CLONES void CombineNodes(float* x, float* s, const float* gate_logits, in
       }
       continue;
     }
+    if (standardized) {  // mean, then variance (two passes: no cancellation)
+      std::fill(m.begin(), m.end(), 0.0f);
+      std::fill(sum.begin(), sum.end(), 0.0f);
+      for (int64_t r = 0; r < c; ++r)
+        for (int64_t k = 0; k < half; ++k) m[k] += sn[r * half + k];
+      for (int64_t k = 0; k < half; ++k) m[k] /= static_cast<float>(c);
+      for (int64_t r = 0; r < c; ++r)
+        for (int64_t k = 0; k < half; ++k) {
+          const float d = sn[r * half + k] - m[k];
+          sum[k] += d * d;
+        }
+      for (int64_t k = 0; k < half; ++k) {
+        a[k] = inv_temperature / std::sqrt(sum[k] / static_cast<float>(c) + eps);
+        b[k] = -m[k] * a[k];
+      }
+    }
     // Softmax over the configurations, per channel: max, exp and sum, then weights.
     std::fill(m.begin(), m.end(), -INFINITY);
     std::fill(sum.begin(), sum.end(), 0.0f);
     for (int64_t r = 0; r < c; ++r) {
-      const float* a = sn + r * half;
-      for (int64_t k = 0; k < half; ++k) m[k] = std::max(m[k], a[k] * inv_temperature);
+      const float* v = sn + r * half;
+      for (int64_t k = 0; k < half; ++k) m[k] = std::max(m[k], v[k] * a[k] + b[k]);
     }
     for (int64_t r = 0; r < c; ++r) {
-      const float* a = sn + r * half;
+      const float* v = sn + r * half;
       float* er = e + r * half;
       for (int64_t k = 0; k < half; ++k) {
-        er[k] = ExpInline(a[k] * inv_temperature - m[k]);
+        er[k] = ExpInline(v[k] * a[k] + b[k] - m[k]);
         sum[k] += er[k];
       }
     }
-    for (int64_t k = 0; k < half; ++k) sum[k] = 1.0f / sum[k];
+    for (int64_t k = 0; k < half; ++k) sum[k] = weight_scale / sum[k];
     for (int64_t r = 0; r < c; ++r) {
-      const float* a = sn + r * half;
+      const float* v = sn + r * half;
       const float* er = e + r * half;
       float* o = xn + r * h;
       for (int64_t k = 0; k < half; ++k) {
-        o[k] += GeluInline(a[k]);
-        o[half + k] += GeluInline(a[k] * er[k] * sum[k]);
+        o[k] += GeluInline(v[k]);
+        o[half + k] += GeluInline(v[k] * er[k] * sum[k]);
       }
     }
   }

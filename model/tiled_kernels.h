@@ -33,11 +33,13 @@ void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64_t half, bool 
 // The end of the block for `nodes` nodes: eta = s * sigmoid(gate_logits) (the
 // squeeze-excitation gate; gate_logits may be null: eta = s);
 // with cross attention, cross = eta * softmax over the c configurations of
-// eta * inv_temperature (per node and channel), x[:, half:] += GELU(cross) and
-// x[:, :half] += GELU(eta); without, both halves += GELU(eta). x rows have 2 * half
-// floats, s and gate rows half. s is overwritten. scratch: c * half floats.
+// u * inv_temperature (per node and channel), x[:, half:] += GELU(cross) and
+// x[:, :half] += GELU(eta); without, both halves += GELU(eta). u = eta, or with
+// `standardized`, (eta - mean) / sqrt(var + eps) over the configurations and the softmax
+// weights times c. x rows have 2 * half floats, s and gate rows half. s is overwritten.
+// scratch: c * half floats.
 void CombineNodes(float* x, float* s, const float* gate_logits, int64_t nodes, int64_t c, int64_t half, bool cross,
-                  float inv_temperature, float* scratch);
+                  bool standardized, float eps, float inv_temperature, float* scratch);
 
 // The configurable nodes' first f_in layer and GELU, as table lookups: for node j in
 // [j0, j1) and configuration r in [0, c), output row (j - j0) * c + r is

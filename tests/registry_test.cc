@@ -63,6 +63,29 @@ TEST_CASE("manifest JSON round trip", "[registry]") {
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("m.json: key 'version' must be a positive integer"));
 }
 
+TEST_CASE("model spec JSON: the cross-attention form round trips, and old manifests mean the paper's", "[registry]") {
+  ModelSpec spec;
+  CHECK(spec.cross_attention_form == "standardized");  // what new models train with
+  spec.cross_attention_form = "paper";
+  auto back = ModelSpec::FromJson(spec.ToJson(), "spec");
+  REQUIRE(back.ok());
+  CHECK(back->cross_attention_form == "paper");
+  // A manifest written before the key existed: those models were trained with the paper's form.
+  const std::string old = R"({"architecture": "tgraph", "kind": "layout", "hidden": 64, "blocks": 2,
+      "layout_embedding": 4, "opcode_embedding": 16, "se_reduction": 8, "self_attention": true,
+      "cross_attention": true, "edges": true})";
+  auto legacy = ModelSpec::FromJson(old, "m.json");
+  REQUIRE(legacy.ok());
+  CHECK(legacy->cross_attention_form == "paper");
+  auto bad = ModelSpec::FromJson(old.substr(0, old.size() - 1) + R"(, "cross_attention_form": "cosine"})", "m.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()),
+             Catch::Contains("m.json: cross_attention_form must be paper or standardized, got 'cosine'"));
+  auto wrong_type = ModelSpec::FromJson(old.substr(0, old.size() - 1) + R"(, "cross_attention_form": 2})", "m.json");
+  REQUIRE_FALSE(wrong_type.ok());
+  CHECK_THAT(std::string(wrong_type.status().message()), Catch::Contains("key 'cross_attention_form' must be a string"));
+}
+
 TEST_CASE("publish makes complete, checksummed, growing versions", "[registry]") {
   TempDir dir;
   Registry reg(dir.path() + "/registry");

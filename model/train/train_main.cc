@@ -42,6 +42,9 @@ ABSL_FLAG(int64_t, hidden, 0, "Hidden width (0 = 256 paper, 64 quick)");
 ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
 ABSL_FLAG(bool, self_attention, true, "Channel-wise self-attention (ablation switch)");
 ABSL_FLAG(bool, cross_attention, true, "Cross-configuration attention (ablation switch)");
+ABSL_FLAG(std::string, cross_attention_form, "standardized",
+          "The cross-attention softmax's input: standardized (eta standardised over the configurations, weights x C) "
+          "or paper (eta / T, TGraph 2.3 as written); docs/results.md compares them");
 ABSL_FLAG(bool, edges, true, "Message passing along graph edges (ablation switch)");
 ABSL_FLAG(int, valid_tta, 0, "TTA passes in validation (0 = 10 paper, 2 quick)");
 ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
@@ -115,6 +118,7 @@ int main(int argc, char** argv) {
   o.spec.blocks = absl::GetFlag(FLAGS_blocks);
   o.spec.self_attention = absl::GetFlag(FLAGS_self_attention);
   o.spec.cross_attention = absl::GetFlag(FLAGS_cross_attention);
+  o.spec.cross_attention_form = absl::GetFlag(FLAGS_cross_attention_form);
   o.spec.edges = absl::GetFlag(FLAGS_edges);
   o.num_folds = absl::GetFlag(FLAGS_folds);
   o.train_folds = absl::GetFlag(FLAGS_train_folds) > 0 ? absl::GetFlag(FLAGS_train_folds) : (quick ? 2 : 5);
