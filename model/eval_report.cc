@@ -1,6 +1,7 @@
 #include "model/eval_report.h"
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 
 #include <nlohmann/json.hpp>
@@ -22,7 +23,7 @@ nlohmann::json JsonNum(double v) { return std::isfinite(v) ? nlohmann::json(v) :
 
 GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_nodes,
                          const std::vector<double>& scores, const std::vector<double>& target, bool tile,
-                         const std::vector<int64_t>& rows) {
+                         const std::vector<int64_t>& rows, const std::vector<double>& spread) {
   static constexpr int64_t kTopK[2][3] = {{1, 10, 100}, {1, 5, 10}};
   GraphEval e;
   e.name = name;
@@ -36,6 +37,10 @@ GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_
   e.opa = hidden ? nan : OrderedPairAccuracy(scores, target);
   for (int k = 0; k < 3; ++k) e.top_error[k] = hidden ? nan : TopKError(scores, target, kTopK[tile][k]);
   e.tile_score = tile && !hidden ? TileScore(scores, target) : nan;
+  if (!hidden && !spread.empty()) {
+    const SpreadQuartiles q = RankErrorBySpread(scores, spread, target);
+    std::copy(std::begin(q.rank_error), std::end(q.rank_error), e.spread_error);
+  }
   e.ranking = RankByScore(scores);
   if (!rows.empty())
     for (int64_t& r : e.ranking) r = rows[static_cast<size_t>(r)];
@@ -55,6 +60,7 @@ void EvalReport::ComputeMean() {
   for (int k = 0; k < 3; ++k) mean.top_error[k] = mean_of([k](const GraphEval& e) { return e.top_error[k]; });
   mean.tile_score = mean_of([](const GraphEval& e) { return e.tile_score; });
   mean.cascade_recall = mean_of([](const GraphEval& e) { return e.cascade_recall; });
+  for (int q = 0; q < 4; ++q) mean.spread_error[q] = mean_of([q](const GraphEval& e) { return e.spread_error[q]; });
   for (const GraphEval& e : graphs) {
     mean.nodes += e.nodes;
     mean.pruned_nodes += e.pruned_nodes;
@@ -103,6 +109,8 @@ std::string EvalReport::Json() const {
     for (int k = 0; k < 3; ++k) g[names[tile][k]] = JsonNum(e.top_error[k]);
     if (tile) g["m_tile"] = JsonNum(e.tile_score);
     if (std::isfinite(e.cascade_recall)) g["cascade_recall"] = e.cascade_recall;
+    if (std::isfinite(e.spread_error[0]))
+      g["rank_error_by_spread_quartile"] = {e.spread_error[0], e.spread_error[1], e.spread_error[2], e.spread_error[3]};
     return g;
   };
   j["graphs"] = nlohmann::json::array();

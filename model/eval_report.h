@@ -26,13 +26,18 @@ struct GraphEval {
   // With a cascade evaluation: the share of the full ensemble's top k that the cascade's
   // top k holds (NaN otherwise).
   double cascade_recall = std::nan("");
+  // Mean absolute rank error (/ configurations) of the configurations in each quartile of
+  // the fold spread, lowest spread first (RankErrorBySpread; NaN without runtimes or
+  // with one fold).
+  double spread_error[4] = {std::nan(""), std::nan(""), std::nan(""), std::nan("")};
 };
 
 // The metrics of one graph from its scores (lower = predicted faster) and its targets.
 // `rows`: the file's configuration index of each score (empty: 0, 1, ...), for the ranking.
+// `spread`: the scores' fold spread, when known (for spread_error).
 GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_nodes,
                          const std::vector<double>& scores, const std::vector<double>& targets, bool tile,
-                         const std::vector<int64_t>& rows = {});
+                         const std::vector<int64_t>& rows = {}, const std::vector<double>& spread = {});
 
 struct EvalReport {
   std::string collection;

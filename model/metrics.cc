@@ -145,4 +145,30 @@ std::vector<int64_t> RankByScore(const std::vector<double>& score, int64_t top_k
   return idx;
 }
 
+SpreadQuartiles RankErrorBySpread(const std::vector<double>& scores, const std::vector<double>& spread,
+                                  const std::vector<double>& runtimes) {
+  SpreadQuartiles q;
+  std::fill(std::begin(q.rank_error), std::end(q.rank_error), std::nan(""));
+  const size_t n = scores.size();
+  if (n < 4 || spread.size() != n || runtimes.size() != n) return q;
+  if (std::all_of(spread.begin(), spread.end(), [&](double v) { return v == spread[0]; })) return q;
+  const std::vector<int64_t> by_score = RankByScore(scores), by_runtime = RankByScore(runtimes),
+                             by_spread = RankByScore(spread);
+  std::vector<double> predicted(n), truth(n);
+  for (size_t r = 0; r < n; ++r) {
+    predicted[static_cast<size_t>(by_score[r])] = static_cast<double>(r);
+    truth[static_cast<size_t>(by_runtime[r])] = static_cast<double>(r);
+  }
+  for (int g = 0; g < 4; ++g) {
+    const size_t begin = g * n / 4, end = (g + 1) * n / 4;
+    double sum = 0;
+    for (size_t r = begin; r < end; ++r) {
+      const size_t i = static_cast<size_t>(by_spread[r]);
+      sum += std::fabs(predicted[i] - truth[i]) / static_cast<double>(n);
+    }
+    q.rank_error[g] = sum / static_cast<double>(end - begin);
+  }
+  return q;
+}
+
 }  // namespace tgraph

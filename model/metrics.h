@@ -31,6 +31,16 @@ double TileScore(const std::vector<double>& scores, const std::vector<double>& r
 // fastest first. All n configs (sorted) when n <= size.
 std::vector<int64_t> OfficialEvalSubset(const std::vector<double>& runtimes, int64_t size = 1000);
 
+// Whether the fold spread points at ranking errors: the configurations cut into four
+// near-equal groups by spread (lowest first; ties by index), and per group the mean
+// absolute rank error |predicted rank - true rank| / n (ranks 0..n-1 by score and by
+// runtime, ties by index). All NaN when n < 4 or every spread is equal (one fold).
+struct SpreadQuartiles {
+  double rank_error[4];
+};
+SpreadQuartiles RankErrorBySpread(const std::vector<double>& scores, const std::vector<double>& spread,
+                                  const std::vector<double>& runtimes);
+
 // Mean of the finite values (NaN-skipping); NaN when there are none.
 double FiniteMean(const std::vector<double>& values);
 

@@ -4,6 +4,7 @@
 #include <random>
 #include <set>
 
+#include "model/eval_report.h"
 #include "model/metrics.h"
 
 using namespace tgraph;
@@ -118,4 +119,26 @@ TEST_CASE("finite mean skips undefined per-graph metrics", "[metrics]") {
   CHECK(FiniteMean({1, 2, std::nan(""), 3}) == Approx(2.0));
   CHECK(std::isnan(FiniteMean({std::nan("")})));
   CHECK(std::isnan(FiniteMean({})));
+}
+
+TEST_CASE("rank error by spread quartile: hand-computed values", "[metrics]") {
+  // Predicted ranks 0..7; true ranks swap configurations 4 and 7 (error 3/8 each) and 2
+  // and 3 (error 1/8 each). Spreads put 4 and 7 in the highest quartile, 2 and 3 in the
+  // third, the rest below.
+  const std::vector<double> scores = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::vector<double> runtimes = {10, 11, 13, 12, 17, 15, 16, 14};
+  const std::vector<double> spread = {0.1, 0.2, 0.5, 0.6, 0.9, 0.3, 0.35, 0.8};
+  const SpreadQuartiles q = RankErrorBySpread(scores, spread, runtimes);
+  CHECK(q.rank_error[0] == Approx(0.0));        // configurations 0, 1
+  CHECK(q.rank_error[1] == Approx(0.0));        // 5, 6
+  CHECK(q.rank_error[2] == Approx(1.0 / 8));    // 2, 3
+  CHECK(q.rank_error[3] == Approx(3.0 / 8));    // 7, 4
+  // One fold (every spread equal) or too few configurations: nothing to say.
+  CHECK(std::isnan(RankErrorBySpread(scores, std::vector<double>(8, 0.0), runtimes).rank_error[0]));
+  CHECK(std::isnan(RankErrorBySpread({0, 1, 2}, {0.1, 0.2, 0.3}, {1, 2, 3}).rank_error[3]));
+  // Through the evaluation report: per graph, and only with runtimes.
+  const GraphEval e = EvaluateScores("g", 8, 8, scores, runtimes, false, {}, spread);
+  CHECK(e.spread_error[3] == Approx(3.0 / 8));
+  const GraphEval hidden = EvaluateScores("g", 8, 8, scores, std::vector<double>(8, 0.0), false, {}, spread);
+  CHECK(std::isnan(hidden.spread_error[3]));
 }

@@ -105,6 +105,10 @@ int main(int argc, char** argv) {
                 tgraph::PrecisionName(*precision), r->Table().c_str());
     int64_t passes = 0;
     for (const tgraph::GraphEval& e : r->graphs) passes += e.passes;
+    if (std::isfinite(r->mean.spread_error[0]))
+      std::printf("fold spread: mean rank error (share of the configurations) by spread quartile, lowest spread "
+                  "first: %.3f %.3f %.3f %.3f\n",
+                  r->mean.spread_error[0], r->mean.spread_error[1], r->mean.spread_error[2], r->mean.spread_error[3]);
     if (o.cascade_top_k > 0)
       std::printf("cascade (top %lld, fraction %g): recall of the full ensemble's top %lld %.3f on average; scoring "
                   "%.1f s with the cascade, %.1f s with every fold for every configuration\n",

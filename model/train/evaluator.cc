@@ -57,7 +57,8 @@ absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::st
                               ? ScoreCascade(folds, tensors, cr, o.scoring, o.cascade_top_k, o.cascade_fraction)
                               : ScoreConfigs(folds, tensors, cr, o.scoring);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
-    GraphEval e = EvaluateScores(g->name, g->original_nodes, g->graph.num_nodes, s.score, target, report.tile, rows);
+    GraphEval e =
+        EvaluateScores(g->name, g->original_nodes, g->graph.num_nodes, s.score, target, report.tile, rows, s.spread);
     e.passes = s.passes;
     if (o.cascade_top_k > 0) {
       report.cascade_seconds += seconds;
