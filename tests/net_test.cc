@@ -44,6 +44,15 @@ Fixture MakeFixture(uint64_t seed = 1, int64_t configs = 12) {
   return f;
 }
 
+// Scoring options that run every one of `tta` permutation passes (no early stop).
+ScoringOptions EveryPass(int64_t batch_size, int tta) {
+  ScoringOptions o;
+  o.batch_size = batch_size;
+  o.tta = tta;
+  o.tta_agreement = 0;
+  return o;
+}
+
 ModelSpec SmallSpec() {
   ModelSpec s;
   s.hidden = 32;
@@ -298,10 +307,7 @@ CATCH_TEST_CASE("scoring: batches, TTA passes, fold average and spread", "[scori
   auto b = MakeRankingNet(SmallSpec());
   const std::vector<int8_t> rows = RowsOf(f);
   const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
-  ScoringOptions o;
-  o.batch_size = 8;
-  o.tta = 3;
-  o.tta_agreement = 0;  // every pass
+  const ScoringOptions o = EveryPass(8, 3);
   const ScoreResult both = ScoreConfigs({{a.get(), nullptr}, {b.get(), nullptr}}, f.graph, cr, o);
   CATCH_CHECK(both.batches == 2 * 3 * 3);  // folds x passes x ceil(20 / 8)
   CATCH_CHECK(both.passes == 2 * 3);
@@ -342,10 +348,7 @@ CATCH_TEST_CASE("scoring: folds are averaged on a common scale, so a fold's affi
   }
   const std::vector<int8_t> rows = RowsOf(f);
   const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
-  ScoringOptions o;
-  o.batch_size = 8;
-  o.tta = 2;
-  o.tta_agreement = 0;
+  const ScoringOptions o = EveryPass(8, 2);
   const ScoreResult ac = ScoreConfigs({{a.get(), nullptr}, {c.get(), nullptr}}, f.graph, cr, o);
   const ScoreResult bc = ScoreConfigs({{b.get(), nullptr}, {c.get(), nullptr}}, f.graph, cr, o);
   for (int i = 0; i < 20; ++i) {
@@ -530,10 +533,7 @@ CATCH_TEST_CASE("scoring: the top-k cascade re-scores the first fold's best with
   auto b = MakeRankingNet(SmallSpec());
   const std::vector<int8_t> rows = RowsOf(f);
   const ConfigRows cr{rows.data(), nullptr, 40, f.nc};
-  ScoringOptions o;
-  o.batch_size = 8;
-  o.tta = 2;
-  o.tta_agreement = 0;
+  const ScoringOptions o = EveryPass(8, 2);
   const std::vector<FoldModel> both = {{a.get(), nullptr}, {b.get(), nullptr}};
   // top 3, fraction 0.25: keep max(ceil(10), 6) = 10.
   const ScoreResult r = ScoreCascade(both, f.graph, cr, o, /*top_k=*/3, /*fraction=*/0.25);
