@@ -1,12 +1,12 @@
 #include "model/tgraph_net.h"
 
-#include "model/tiled_block.h"
-
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
 #include <torch/torch.h>
 
 #include <algorithm>
+
+#include "model/tiled_block.h"
 
 namespace tgraph {
 namespace {
@@ -16,7 +16,7 @@ using torch::Tensor;
 
 constexpr int64_t kLayoutValues = 7;  // -1..5, shifted to 0..6
 
-// Exact GELU; for inference our vectorised one (model/tiled_kernels.h, error about 1e-7).
+// Exact GELU; for inference our vectorised one (model/tiled_kernels.h, error < 3e-7).
 Tensor Gelu(const Tensor& x) {
   if (torch::GradMode::is_enabled() || x.scalar_type() != torch::kFloat32) return torch::gelu(x);
   return InferenceGelu(x);
