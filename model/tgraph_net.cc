@@ -283,8 +283,8 @@ class TGraphNet : public RankingNet {
   // in_config(embed(v)) - k = sum over slots s of W_s (E[v_s] - E[0]), W_s the slot's
   // columns of in_config and E the layout embedding: a sum of 18 rows of a [18, 7, H]
   // table instead of a [18 x emb] x [H] matmul per row. in2 stays fp32 in every
-  // precision: in bf16 it saved 2.5% of a request on the large real graph and cost
-  // agreement with fp32 (tau 0.9985 against 0.9993 on a trained model).
+  // precision: in bf16 it saved a few percent of a request and lowered agreement with
+  // fp32 on the trained test model.
   Tensor InferenceConfigInput(const Tensor& layout, const Tensor& config_h0) {
     const int64_t h = spec_.hidden, e = spec_.layout_embedding;
     const Tensor& emb = layout_embed_->weight;  // [7, e]

@@ -295,7 +295,8 @@ TGRAPH_CLONES void CombineNodes(float* x, float* s, const float* gate_logits, in
 
 // The paper's widths (half 128, q 16) in AVX-512 intrinsics: per group of 4 rows, the
 // hidden layer in 4 registers and each output row in 8 (GCC's own vectorisation of the
-// loops above keeps them in memory and runs at half OpenBLAS's rate).
+// loops above keeps them in memory). About 2x LibTorch's addmm on this shape
+// (tgraph-bench-kernels).
 __attribute__((target("avx512f"))) void SqueezeExcite128x16Avx512(const float* s, int64_t rows, const float* w1t,
                                                                  const float* b1, const float* w2t, const float* b2,
                                                                  float* logits) {

@@ -1,8 +1,7 @@
 // The elementwise work of TGraph's tiled inference block (model/tiled_block.h) as
-// fused loops over raw rows, without LibTorch: one call per tile instead of a dozen
-// LibTorch ops (whose dispatch costs about 10 us each, and whose exp and erf cost
-// several times ours), with exp, erf and bf16 rounding of our own that the compiler
-// vectorises. Each function is compiled for AVX-512, AVX2+FMA and baseline x86-64 and
+// fused loops over raw rows, without LibTorch: one pass per tile instead of a dozen
+// LibTorch ops each with its own pass, with exp, erf and bf16 rounding of our own that
+// the compiler vectorises (tgraph-bench-kernels times them against LibTorch's). Each function is compiled for AVX-512, AVX2+FMA and baseline x86-64 and
 // picked at load time by the CPU (GCC's target_clones).
 //
 // Layouts: a tile holds `nodes` nodes with all c configurations of each, as rows of

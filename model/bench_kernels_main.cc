@@ -1,0 +1,99 @@
+// tgraph-bench-kernels: times the tiled block's fused loops (model/tiled_kernels.h) on one
+// core against the LibTorch ops they replace, and the memory bandwidth the block's
+// full-size passes are bounded by. Prints figures; not a test.
+//
+//   tgraph-bench-kernels [--reps 2000]
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "model/tiled_kernels.h"
+
+ABSL_FLAG(int, reps, 2000, "Repetitions of each in-cache measurement (the best of 5 rounds is printed)");
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Microseconds per call of fn: the best of 5 rounds of `reps` calls.
+template <typename Fn>
+double MicrosPerCall(int reps, const Fn& fn) {
+  fn();
+  double best = 1e300;
+  for (int round = 0; round < 5; ++round) {
+    const auto t0 = Clock::now();
+    for (int i = 0; i < reps; ++i) fn();
+    best = std::min(best, std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / reps);
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("Benchmark the tiled block's fused loops.\n  tgraph-bench-kernels [--reps N]");
+  absl::ParseCommandLine(argc, argv);
+  const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
+  torch::NoGradGuard no_grad;
+  torch::set_num_threads(1);
+  torch::manual_seed(0);
+
+  // One tile at the paper's widths: 4 nodes x 128 configurations, half = 128.
+  const int64_t nodes = 4, c = 128, half = 128, rows = nodes * c, n = rows * half;
+  const torch::Tensor s0 = torch::randn({rows, half}) * 0.1, gate = torch::randn({rows, half});
+  torch::Tensor s = s0.clone(), x = torch::zeros({rows, 2 * half});
+  std::vector<float> scratch(static_cast<size_t>(c * half));
+  const double copy_us = MicrosPerCall(reps, [&] { s.copy_(s0); });
+  const double combine_us = MicrosPerCall(reps, [&] {
+    s.copy_(s0);
+    tgraph::kernels::CombineNodes(x.data_ptr<float>(), s.data_ptr<float>(), gate.data_ptr<float>(), nodes, c, half,
+                                  true, true, 1.0f / (64 * half), 1.0f, scratch.data());
+  });
+  std::printf("one core, a tile of %lld rows x %lld (in cache):\n", static_cast<long long>(rows),
+              static_cast<long long>(half));
+  std::printf("  fused combine loop (gate, softmax over configurations, 2 GELUs, residuals): %.2f ns per element\n",
+              (combine_us - copy_us) * 1e3 / static_cast<double>(n));
+
+  torch::Tensor y = torch::empty_like(s0);
+  const double ours = MicrosPerCall(reps, [&] { tgraph::kernels::Gelu(s0.data_ptr<float>(), y.data_ptr<float>(), n); });
+  const double theirs = MicrosPerCall(reps, [&] { torch::gelu_out(y, s0); });
+  const double exp_theirs = MicrosPerCall(reps, [&] { torch::exp_out(y, s0); });
+  const double mul_theirs = MicrosPerCall(reps, [&] { torch::mul_out(y, s0, s0); });
+  std::printf("  GELU: ours %.2f ns per element, LibTorch %.2f; LibTorch exp %.2f, multiply %.2f\n",
+              ours * 1e3 / static_cast<double>(n), theirs * 1e3 / static_cast<double>(n),
+              exp_theirs * 1e3 / static_cast<double>(n), mul_theirs * 1e3 / static_cast<double>(n));
+  const torch::Tensor small = torch::randn({16});
+  torch::Tensor small_out = torch::empty_like(small);
+  std::printf("  a LibTorch op on 16 floats (its fixed cost): %.2f us\n",
+              MicrosPerCall(reps, [&] { torch::mul_out(small_out, small, small); }));
+
+  const int64_t q = half / 8;
+  const torch::Tensor w1 = torch::randn({q, half}), b1 = torch::randn({q}), w2 = torch::randn({half, q}),
+                      b2 = torch::randn({half});
+  const torch::Tensor w1t = w1.t().contiguous(), w2t = w2.t().contiguous();
+  const double se_ours = MicrosPerCall(reps, [&] {
+    tgraph::kernels::SqueezeExcite(s0.data_ptr<float>(), rows, half, q, w1t.data_ptr<float>(), b1.data_ptr<float>(),
+                                   w2t.data_ptr<float>(), b2.data_ptr<float>(), y.data_ptr<float>());
+  });
+  const double se_blas =
+      MicrosPerCall(reps, [&] { torch::addmm_out(y, b2, torch::addmm(b1, s0, w1.t()).relu_(), w2.t()); });
+  std::printf("  squeeze-excitation %lld -> %lld -> %lld: ours %.1f us per tile, LibTorch addmm (BLAS) %.1f us\n",
+              static_cast<long long>(half), static_cast<long long>(q), static_cast<long long>(half), se_ours, se_blas);
+
+  // The full-size passes: a 128 MiB copy, out of cache.
+  for (int threads : {1, 2}) {
+    torch::set_num_threads(threads);
+    const torch::Tensor a = torch::randn({32 << 20});
+    torch::Tensor b = torch::empty_like(a);
+    const double us = MicrosPerCall(3, [&] { b.copy_(a); });
+    std::printf("copy of 128 MiB, %d thread(s): %.1f GB/s (read + write)\n", threads,
+                2.0 * 128.0 * (1 << 20) / (us * 1e3));
+  }
+  return 0;
+}
