@@ -28,7 +28,8 @@ inline constexpr int kAdd = 2, kBroadcast = 13, kConstant = 24, kConvert = 25, k
                      kCopy = 27, kDivide = 32, kDot = 34, kExponential = 37, kMaximum = 57,
                      kMultiply = 59, kParameter = 63, kReduce = 70, kReduceWindow = 72, kReshape = 75,
                      kRsqrt = 81, kSubtract = 95, kTanh = 96, kTranspose = 98, kTuple = 100,
-                     kIota = 48, kConcatenate = 22, kSlice = 92, kSelect = 83, kCompare = 20;
+                     kIota = 48, kConcatenate = 22, kSlice = 92, kSelect = 83, kCompare = 20,
+                     kSelectAndScatter = 84;
 }  // namespace op
 
 // What every graph has: nodes in topological order with features and opcodes, and

@@ -8,6 +8,7 @@
 #include "model/dataset.h"
 #include "model/file_util.h"
 #include "model/graph_io.h"
+#include "model/preprocess.h"
 #include "model/synth/cost_model.h"
 #include "model/synth/families.h"
 #include "model/synth/generator.h"
@@ -73,6 +74,158 @@ TEST_CASE("a layout that mismatches a neighbour adds a copy and raises the runti
   CHECK(ok.copy_ns == 0.0);
 }
 
+TEST_CASE("partial layouts are completed with the remaining dims in descending order", "[cost]") {
+  const int8_t feature_batch[6] = {3, 0, -1, -1, -1, -1};
+  CHECK(CompleteLayout(feature_batch, 4) == Layout{3, 0, 2, 1, -1, -1});
+  const int8_t none[6] = {-1, -1, -1, -1, -1, -1};
+  CHECK(CompleteLayout(none, 4) == DefaultLayout(4));
+  const int8_t full[6] = {1, 0, 2, -1, -1, -1};
+  CHECK(CompleteLayout(full, 3) == Layout{1, 0, 2, -1, -1, -1});
+}
+
+TEST_CASE("consumers that need the same layout of one producer share one copy", "[cost]") {
+  // x [8, 512] feeds two dots; each dot's input group asks for x with dim 0 minor-most.
+  GraphBuilder b;
+  const int x = b.Parameter({8, 512}, ElemType::kF32);
+  const int d1 = b.Dot(x, b.Parameter({512, 256}, ElemType::kF32));
+  const int d2 = b.Dot(x, b.Parameter({512, 256}, ElemType::kF32));
+  b.MarkRoot(b.Binary(op::kAdd, d1, d2));
+  const LayoutCostModel m(b.nodes(), ConfigurableNodes(b.nodes()));
+  REQUIRE(m.config_ids().size() == 2);
+  // One copy of x from [1, 0] (512 minor: 512 x 8 padded) to [0, 1] (8 minor: 128 x 512),
+  // f32, penalty 1 + 0.5 x 1 (the new minor dim sat second): (16384 + 262144) bytes
+  // over 900 bytes/ns x 1.5.
+  const double one_copy = (8.0 * 512 * 4 + 128.0 * 512 * 4) / 900.0 * 1.5;
+  auto both = DefaultConfig(2);
+  SetGroup(both, 0, 1, {0, 1});
+  SetGroup(both, 1, 1, {0, 1});
+  const RuntimeBreakdown shared = m.Evaluate(both.data());
+  CHECK(shared.copies == 1);
+  CHECK(shared.copy_ns == Approx(one_copy));
+  // Only one of them asks: still one copy; both ask for different layouts: one each.
+  auto one = DefaultConfig(2);
+  SetGroup(one, 0, 1, {0, 1});
+  CHECK(m.Evaluate(one.data()).copies == 1);
+  auto different = both;
+  SetGroup(different, 1, 1, {0});  // [0] completes to [0, 1]: the same layout
+  CHECK(m.Evaluate(different.data()).copies == 1);
+}
+
+TEST_CASE("the backward pass's convolutions: shapes, flops and dimension numbers as in the real files",
+          "[cost]") {
+  GraphBuilder b;
+  const int x = b.Parameter({2, 16, 16, 8}, ElemType::kBF16);
+  const int w = b.Parameter({3, 3, 8, 32}, ElemType::kBF16);
+  const int y = b.Conv(x, w, 1);
+  const int dz = b.Parameter({2, 16, 16, 32}, ElemType::kBF16);
+  const int dx = b.ConvInputGrad(dz, w);
+  const int dw = b.ConvWeightGrad(x, dz, 3, 3);
+  b.MarkRoot(dw);
+  CHECK(b.node(dx).shape == Shape{2, 16, 16, 8});
+  CHECK(b.node(dw).shape == Shape{3, 3, 8, 32});
+  // All three do the same multiply-adds: 2 x (2 x 16 x 16) x (3 x 3) x 8 x 32.
+  const double flops = 2.0 * 2 * 16 * 16 * 9 * 8 * 32;
+  CostConstants k;
+  k.mxu_flops_per_ns = 1e-3;  // compute-bound for sure: time = flops / (peak x efficiency)
+  const LayoutCostModel m(b.nodes(), ConfigurableNodes(b.nodes()), k);
+  // Default layouts (dim 3 minor-most). Forward and input gradient: contracting feature
+  // minor-most (x1), padding utilisation sqrt(8/128 x 32/128) = 1/8. Weight gradient:
+  // its contracting dim (the batch) is major-most (x0.35), the same utilisation.
+  const double unit = flops / k.mxu_flops_per_ns;
+  CHECK(m.Evaluate(DefaultConfig(3).data()).compute_ns == Approx(unit * (8 + 8 + 8 / 0.35)));
+  // Dimension numbers (node_feat[93:109]) follow the real unet_3d file's forward (660),
+  // input-gradient (1379) and weight-gradient (1320) convolutions, from 3-D to 2-D.
+  const NodeGraph g = ToNodeGraph(b.nodes());
+  auto dn = [&](int node) { return std::vector<float>(g.feat(node) + 93, g.feat(node) + 109); };
+  CHECK(dn(y) == std::vector<float>{0, 3, 1, 2, 0, 0, 2, 3, 0, 1, 0, 0, 0, 3, 1, 1});
+  CHECK(dn(dx) == std::vector<float>{0, 3, 1, 2, 0, 0, 3, 2, 0, 1, 0, 0, 0, 3, 1, 1});
+  CHECK(dn(dw) == std::vector<float>{3, 0, 1, 2, 0, 0, 0, 3, 1, 2, 0, 0, 2, 3, 1, 1});
+  CHECK(g.feat(dx)[91] == 2.0f);  // the input gradient reverses its window
+  CHECK(g.feat(dw)[37] == 16.0f);  // the weight gradient's window is dz's spatial extent
+}
+
+namespace {
+
+// Share of configurable nodes within two hops of another configurable node in the
+// pruned graph (sharing a producer or a consumer, or adjacent): where edges can
+// carry one decision to another.
+double ConfigNodesNearAnother(const NodeGraph& g, const std::vector<int64_t>& ids) {
+  const PrunedGraph p = PruneGraph(g, ids);
+  const int64_t n = p.graph.num_nodes;
+  std::vector<std::vector<int64_t>> adj(n);
+  for (int64_t e = 0; e < p.graph.num_edges(); ++e) {
+    adj[p.graph.edge_index[2 * e]].push_back(p.graph.edge_index[2 * e + 1]);
+    adj[p.graph.edge_index[2 * e + 1]].push_back(p.graph.edge_index[2 * e]);
+  }
+  std::vector<char> is_config(n, 0);
+  for (int64_t c : p.config_node_index) is_config[c] = 1;
+  int near = 0;
+  for (int64_t c : p.config_node_index) {
+    bool found = false;
+    for (int64_t a : adj[c]) {
+      found |= is_config[a] != 0;
+      for (int64_t b2 : adj[a]) found |= b2 != c && is_config[b2];
+    }
+    near += found;
+  }
+  return static_cast<double>(near) / static_cast<double>(ids.size());
+}
+
+// Distinct values each used layout group takes over a graph's configurations.
+std::vector<int> DistinctPerGroup(const LayoutGraph& g) {
+  std::vector<int> out;
+  for (int64_t j = 0; j < g.num_config_nodes(); ++j)
+    for (int grp = 0; grp < 3; ++grp) {
+      std::set<std::vector<int8_t>> seen;
+      for (int64_t c = 0; c < g.num_configs; ++c) {
+        const int8_t* v = g.config(c) + j * kConfigFeatDim + grp * kLayoutSlots;
+        seen.emplace(v, v + kLayoutSlots);
+      }
+      if (seen.size() > 1 || seen.begin()->front() >= 0) out.push_back(static_cast<int>(seen.size()));
+    }
+  return out;
+}
+
+double Median(std::vector<int> v) {
+  std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+TEST_CASE("synthetic xla graphs and searches have the real files' structure", "[synth][real]") {
+  const std::string real = std::string(TGRAPH_REAL_DATA) + "/npz/layout/xla/random/valid/unet_3d.4x4.bf16.npz";
+  absl::StatusOr<LayoutGraph> unet = LoadLayoutGraph(real);
+  REQUIRE(unet.ok());
+  // unet_3d (forward and backward convolutions): 34 of 62 configurable nodes near
+  // another; its groups mostly choose between two layouts.
+  CHECK(ConfigNodesNearAnother(unet->graph, unet->node_config_ids) == Approx(34.0 / 62));
+  CHECK(Median(DistinctPerGroup(*unet)) == 2);
+
+  double near = 0;
+  std::vector<int> distinct;
+  constexpr int kGraphs = 12;
+  for (int i = 0; i < kGraphs; ++i) {
+    Rng rng(1000 + i);
+    const BuiltGraph g = MakeXlaGraph(rng, 300);
+    const std::vector<int64_t> ids = ConfigurableNodes(g.nodes);
+    near += ConfigNodesNearAnother(ToNodeGraph(g.nodes), ids) / kGraphs;
+    const LayoutCostModel m(g.nodes, ids);
+    Rng search(2000 + i);
+    SearchResult s = RandomSearch(m, 200, search);
+    LayoutGraph lg;
+    lg.node_config_ids = ids;
+    lg.num_configs = s.num_configs;
+    lg.config_feat = std::move(s.configs);
+    for (int d : DistinctPerGroup(lg)) distinct.push_back(d);
+  }
+  // Training steps make activations, gradients and kernels feed two convolutions each;
+  // forward-only graphs alone gave 0.24 here.
+  CHECK(near > 0.45);
+  CHECK(Median(distinct) == 2);
+  CHECK(*std::max_element(distinct.begin(), distinct.end()) <= 7);
+}
+
 TEST_CASE("a minor dimension of 3 pads to 128 and costs more than a minor dimension of 128", "[cost]") {
   // conv [8,56,128,16] x [1,1,16,3] -> [8,56,128,3]; its output layout is the config.
   GraphBuilder b;
@@ -125,11 +278,16 @@ TEST_CASE("searches record valid layouts, re-measure some configs, and default c
               REQUIRE(std::all_of(v, v + 6, [](int8_t x) { return x == -1; }));
               continue;
             }
+            // One of the node's candidates: distinct dims of its rank, then -1.
             REQUIRE(rank > 0);
-            std::vector<int8_t> perm(v, v + rank);
-            std::sort(perm.begin(), perm.end());
-            for (int k = 0; k < rank; ++k) REQUIRE(perm[k] == k);
-            for (int k = rank; k < 6; ++k) REQUIRE(v[k] == -1);
+            const auto& cands = m.Candidates(static_cast<int64_t>(j), grp);
+            REQUIRE(std::any_of(cands.begin(), cands.end(),
+                                [&](const Layout& l) { return std::equal(l.begin(), l.end(), v); }));
+            const int listed = static_cast<int>(std::find(v, v + 6, int8_t{-1}) - v);
+            std::set<int8_t> dims(v, v + listed);
+            REQUIRE(static_cast<int>(dims.size()) == listed);
+            REQUIRE(*dims.rbegin() < rank);
+            for (int k = listed; k < 6; ++k) REQUIRE(v[k] == -1);
           }
         seen[std::vector<int8_t>(row, row + nc * kConfigFeatDim)].insert(s->runtimes[c]);
       }
@@ -145,7 +303,9 @@ TEST_CASE("searches record valid layouts, re-measure some configs, and default c
     CHECK(*std::min_element(ga.runtimes.begin(), ga.runtimes.end()) <=
           1.01 * *std::min_element(random.runtimes.begin(), random.runtimes.end()));
   }
-  CHECK(default_spread < 0.7 * random_spread);
+  // Over the four graphs, the genetic search's median is less than half as far above
+  // the best as random sampling's (median/best - 1).
+  CHECK(default_spread - 4.0 < 0.5 * (random_spread - 4.0));
 }
 
 TEST_CASE("graph families use real opcodes and fill node features", "[synth]") {

@@ -32,11 +32,6 @@ bool IsLayoutFlexible(int opcode) {
 
 bool IsDescending(const Layout& l, int rank) { return SameLayout(l, DefaultLayout(rank), rank); }
 
-Layout FromGroup(const int8_t* g) {
-  Layout l;
-  for (int i = 0; i < kLayoutSlots; ++i) l[i] = g[i];
-  return l;
-}
 
 // Where the new layout's most-minor dim sits in the old layout (0 = stays minor-most).
 int MinorShift(const Layout& from, const Layout& to, int rank) {
@@ -53,7 +48,72 @@ double MinorFactor(const Layout& l, int rank, int64_t dim, double second, double
   return other;
 }
 
+Layout Partial(std::initializer_list<int> dims) {
+  Layout l;
+  l.fill(-1);
+  int i = 0;
+  for (int d : dims) l[i++] = static_cast<int8_t>(d);
+  return l;
+}
+
+// What the real files' autotuner tries (TpuGraphs layout:*:random, unet_3d and the
+// nlp test graphs): a choice of which of two dims is most-minor, the rest left to
+// the compiler; data tensors of convolutions choose between batch and feature,
+// kernels between their two feature dims, dots between their two minor-most dims.
+// Rank-2 groups may also stay at the default; reshapes of rank <= 3 try every
+// permutation, as in the real files.
+std::vector<Layout> LayoutCandidates(const SynthNode& node, int group, int rank) {
+  std::vector<Layout> c;
+  if (rank <= 0) return c;
+  Layout none;
+  none.fill(-1);
+  if (rank == 1) return {none, Partial({0})};
+  if (node.opcode == op::kReshape && rank <= 3) {
+    c.push_back(none);
+    std::vector<int> perm(rank);
+    for (int i = 0; i < rank; ++i) perm[i] = i;
+    do {
+      Layout l;
+      l.fill(-1);
+      for (int i = 0; i < rank; ++i) l[i] = static_cast<int8_t>(perm[i]);
+      c.push_back(l);
+    } while (std::next_permutation(perm.begin(), perm.end()));
+    return c;
+  }
+  int a = rank - 1, b = rank - 2;  // dots and reshapes: the two minor-most dims
+  if (node.opcode == op::kConvolution && rank == 4) {
+    const bool kernel_like = (group == 2 && node.conv_kind != ConvKind::kWeightGrad) ||
+                             (group == 0 && node.conv_kind == ConvKind::kWeightGrad);
+    if (kernel_like) {
+      a = group == 2 ? node.ConvKernelOutputFeatureDim() : 3;
+      b = group == 2 ? node.ConvKernelInputFeatureDim() : 2;
+    } else {
+      a = 3;  // feature (for the weight gradient's input, the batch plays that part)
+      b = 0;  // batch
+    }
+  }
+  if (rank == 2) c.push_back(none);
+  c.push_back(Partial({a, b}));
+  c.push_back(Partial({b, a}));
+  return c;
+}
+
 }  // namespace
+
+Layout CompleteLayout(const int8_t* group, int rank) {
+  Layout l;
+  l.fill(-1);
+  if (group[0] < 0) return DefaultLayout(rank);
+  bool used[kLayoutSlots] = {};
+  int k = 0;
+  for (int i = 0; i < kLayoutSlots && group[i] >= 0; ++i) {
+    l[k++] = group[i];
+    used[group[i]] = true;
+  }
+  for (int d = rank - 1; d >= 0; --d)
+    if (!used[d]) l[k++] = static_cast<int8_t>(d);
+  return l;
+}
 
 double PaddedElements(const Shape& shape, const Layout& layout) {
   const int rank = static_cast<int>(shape.size());
@@ -73,13 +133,19 @@ LayoutCostModel::LayoutCostModel(std::vector<SynthNode> nodes, std::vector<int64
     config_pos_[config_ids_[j]] = static_cast<int>(j);
     group_rank_[j * 3 + 0] = n.rank();
     group_rank_[j * 3 + 1] = nodes_[n.operands[0]].rank();
-    if (n.opcode == op::kConvolution) group_rank_[j * 3 + 2] = nodes_[n.operands[1]].rank();
+    // The kernel group: a convolution's kernel, a dot's rhs (the real files configure both).
+    if (n.opcode == op::kConvolution || n.opcode == op::kDot) group_rank_[j * 3 + 2] = nodes_[n.operands[1]].rank();
   }
+  candidates_.resize(group_rank_.size());
+  for (size_t j = 0; j < config_ids_.size(); ++j)
+    for (int g = 0; g < 3; ++g)
+      candidates_[j * 3 + g] = LayoutCandidates(nodes_[config_ids_[j]], g, group_rank_[j * 3 + g]);
 }
 
 RuntimeBreakdown LayoutCostModel::Evaluate(const int8_t* config) const {
   const size_t n = nodes_.size();
   std::vector<Layout> out(n);
+  std::vector<std::vector<Layout>> copies_made(n);  // per producer: the layouts copied to
   RuntimeBreakdown r;
   Layout req[4];
   for (size_t i = 0; i < n; ++i) {
@@ -98,7 +164,7 @@ RuntimeBreakdown LayoutCostModel::Evaluate(const int8_t* config) const {
         break;
       }
     if (cfg) {
-      out[i] = group_set(0) ? FromGroup(cfg) : DefaultLayout(rank);
+      out[i] = CompleteLayout(cfg, rank);
     } else if (IsElementwise(node.opcode) && first_fixed >= 0) {
       out[i] = out[first_fixed];  // elementwise ops keep their operand's layout
     } else {
@@ -106,8 +172,9 @@ RuntimeBreakdown LayoutCostModel::Evaluate(const int8_t* config) const {
     }
     for (size_t o = 0; o < nops; ++o) {
       const int src = node.operands[o];
-      if (cfg && o == 0 && group_set(1)) req[o] = FromGroup(cfg + kLayoutSlots);
-      else if (cfg && o == 1 && node.opcode == op::kConvolution && group_set(2)) req[o] = FromGroup(cfg + 2 * kLayoutSlots);
+      if (cfg && o == 0 && group_set(1)) req[o] = CompleteLayout(cfg + kLayoutSlots, nodes_[src].rank());
+      else if (cfg && o == 1 && group_rank_[pos * 3 + 2] > 0 && group_set(2))
+        req[o] = CompleteLayout(cfg + 2 * kLayoutSlots, nodes_[src].rank());
       else if (IsElementwise(node.opcode)) req[o] = out[i];
       else req[o] = out[src];
       // 3. A copy wherever the producer's layout differs from what is needed.
@@ -117,6 +184,12 @@ RuntimeBreakdown LayoutCostModel::Evaluate(const int8_t* config) const {
         continue;
       }
       if (!SameLayout(out[src], req[o], p.rank())) {
+        // One copy per producer and layout: consumers that need the same layout share it
+        // (as XLA's layout assignment does), so siblings' decisions interact.
+        std::vector<Layout>& made = copies_made[src];
+        if (std::any_of(made.begin(), made.end(), [&](const Layout& l) { return SameLayout(l, req[o], p.rank()); }))
+          continue;
+        made.push_back(req[o]);
         const double penalty = 1.0 + k_.copy_penalty_per_step * MinorShift(out[src], req[o], p.rank());
         r.copy_ns += (Bytes(p, out[src]) + Bytes(p, req[o])) / k_.hbm_bytes_per_ns * penalty;
         ++r.copies;
@@ -133,9 +206,15 @@ RuntimeBreakdown LayoutCostModel::Evaluate(const int8_t* config) const {
       case op::kConvolution: {
         const SynthNode& in = nodes_[node.operands[0]];
         const SynthNode& ker = nodes_[node.operands[1]];
-        const double flops = 2.0 * static_cast<double>(node.elements()) * static_cast<double>(ker.shape[0] * ker.shape[1] * ker.shape[2]);
-        double eff = MinorFactor(req[0], in.rank(), 3, 0.6, 0.35) *
-                     std::max(MinorFactor(req[1], ker.rank(), 2, 0.7, 0.5), MinorFactor(req[1], ker.rank(), 3, 0.7, 0.5)) *
+        // Each output element contracts the window over the input's feature dim (for the
+        // weight gradient: dz's spatial extent over the batch).
+        double window = 1;
+        for (int64_t w : node.win_size) window *= static_cast<double>(w);
+        const int feature = node.ConvInputFeatureDim();
+        const double flops = 2.0 * static_cast<double>(node.elements()) * window * static_cast<double>(in.shape[feature]);
+        double eff = MinorFactor(req[0], in.rank(), feature, 0.6, 0.35) *
+                     std::max(MinorFactor(req[1], ker.rank(), node.ConvKernelInputFeatureDim(), 0.7, 0.5),
+                              MinorFactor(req[1], ker.rank(), node.ConvKernelOutputFeatureDim(), 0.7, 0.5)) *
                      MinorFactor(out[i], rank, 3, 0.8, 0.7);
         eff *= std::sqrt(Utilization(in, req[0]) * Utilization(node, out[i]));
         const double bytes = Bytes(in, req[0]) + Bytes(ker, req[1]) + Bytes(node, out[i]);

@@ -25,6 +25,11 @@ struct CostConstants {
   double vmem_bytes = 16.0 * 1024 * 1024;
 };
 
+// A configured group as a full layout: the dims it lists (minor-to-major; real groups
+// often list only the two most-minor), then the dims it leaves out in descending
+// order, as the compiler's default would place them.
+Layout CompleteLayout(const int8_t* group, int rank);
+
 // Elements of a tensor as stored: most-minor dim padded to 128, second-minor to 8.
 double PaddedElements(const Shape& shape, const Layout& layout);
 
@@ -46,12 +51,16 @@ class LayoutCostModel {
   const std::vector<int64_t>& config_ids() const { return config_ids_; }
   // Rank of each group (output, input, kernel) of configurable node j; 0 = unused.
   int GroupRank(int64_t j, int group) const { return group_rank_[j * 3 + group]; }
+  // The layouts an autotuner tries for a group, as in the real files (see
+  // LayoutCandidates in cost_model.cc); a layout of all -1 is the compiler default.
+  const std::vector<Layout>& Candidates(int64_t j, int group) const { return candidates_[j * 3 + group]; }
 
  private:
   std::vector<SynthNode> nodes_;
   std::vector<int64_t> config_ids_;
   std::vector<int> config_pos_;   // node -> position in config_ids_, or -1
   std::vector<int> group_rank_;   // nc x 3
+  std::vector<std::vector<Layout>> candidates_;  // nc x 3
   CostConstants k_;
 };
 

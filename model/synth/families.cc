@@ -73,6 +73,43 @@ int TransformerLayer(GraphBuilder& b, int x, int64_t heads, int64_t ff, bool com
   return x;
 }
 
+// One conv block of the forward pass, as its backward pass needs it.
+struct ConvBlock {
+  int input = -1, kernel = -1;
+  int64_t k = 1;
+  int scale = -1;      // batch-norm scale parameter, or -1
+  int relu = -1;       // the relu's output
+  bool residual = false;
+  int pooled = -1;     // the node max-pooled after the block, or -1
+};
+
+// The training step's backward pass over the conv stack: the output gradient enters
+// as a parameter (the head's backward pass is not generated); per block, from the
+// last: pooling's gradient (select-and-scatter), relu's mask (compare, select), the
+// batch-norm scale, the bias gradient (reduce), the weight gradient and an SGD update,
+// and the input gradient (none for the first block, as XLA prunes it). Activations
+// and kernels thus feed two convolutions each, as in real training graphs.
+void ConvStackBackward(GraphBuilder& b, const std::vector<ConvBlock>& stack, int out) {
+  const ElemType t = b.node(out).elem;
+  int g = b.Parameter(b.node(out).shape, t);
+  auto zeros = [&](int like) { return b.Broadcast(b.Constant({}, t), b.node(like).shape, {}); };
+  const int lr = b.Constant({}, t);
+  for (int i = static_cast<int>(stack.size()) - 1; i >= 0; --i) {
+    const ConvBlock& cb = stack[i];
+    if (cb.pooled >= 0) g = b.SelectAndScatter(cb.pooled, g, 3, 2);
+    const int mask = b.Compare(cb.relu, zeros(cb.relu));
+    int dz = b.Select(mask, g, zeros(g));
+    if (cb.scale >= 0) dz = b.Binary(op::kMultiply, dz, b.Broadcast(cb.scale, b.node(dz).shape, {3}));
+    b.Reduce(dz, {0, 1, 2});  // the bias gradient
+    const int dw = b.ConvWeightGrad(cb.input, dz, cb.k, cb.k);
+    b.Binary(op::kSubtract, cb.kernel, b.Binary(op::kMultiply, dw, b.Broadcast(lr, b.node(dw).shape, {})));
+    if (i == 0) break;
+    int dx = b.ConvInputGrad(dz, cb.kernel);
+    if (cb.residual) dx = b.Binary(op::kAdd, dx, g);
+    g = dx;
+  }
+}
+
 // Channel widths: mostly multiples of 8, sometimes an odd count as in real models.
 int64_t Width(Rng& rng, int64_t base) {
   if (rng.Bernoulli(0.1)) return std::max<int64_t>(3, base + rng.Int(-5, 5) * 2 + 1);
@@ -91,7 +128,11 @@ BuiltGraph MakeXlaGraph(Rng& rng, int target_nodes) {
   const int64_t c0 = rng.Bernoulli(0.8) ? 3 : 1;
   const bool attention = target_nodes >= 150 && rng.Bernoulli(0.3);
   const bool batch_norm = rng.Bernoulli(0.7);
-  const int per_block = batch_norm ? 13 : 9;
+  // Half the programs are training steps, as most of the real xla collection is
+  // (unet_3d.4x4.bf16 has 53 convolutions, most of them gradients): the conv stack's
+  // backward pass follows the forward one.
+  const bool training = target_nodes >= 40 && rng.Bernoulli(0.5);
+  const int per_block = (batch_norm ? 13 : 9) + (training ? (batch_norm ? 17 : 15) : 0);
   const int budget = target_nodes - 12 - (attention ? 60 : 0);
   const int blocks = std::max(1, budget / per_block);
   const int pools = std::min(4, std::max(0, blocks / 3));
@@ -99,27 +140,35 @@ BuiltGraph MakeXlaGraph(Rng& rng, int target_nodes) {
   int64_t width = rng.Pick(std::vector<int64_t>{16, 32, 64});
 
   int x = b.Parameter({batch, hw, hw, c0}, t);
+  std::vector<ConvBlock> stack;
   for (int blk = 0; blk < blocks; ++blk) {
     const int64_t cin = b.node(x).shape[3];
     const int64_t cout = Width(rng, width);
     const int64_t k = blk == 0 ? rng.Pick(std::vector<int64_t>{3, 5, 7}) : rng.Pick(std::vector<int64_t>{1, 3, 3, 3});
     const int kernel = b.Parameter({k, k, cin, cout}, t);
+    ConvBlock cb{x, kernel, k};
     int y = b.Conv(x, kernel, 1);
     y = BiasAdd(b, y, 3);
     if (batch_norm) {
-      const int scale = b.Parameter({cout}, t);
-      y = b.Binary(op::kMultiply, y, b.Broadcast(scale, b.node(y).shape, {3}));
+      cb.scale = b.Parameter({cout}, t);
+      y = b.Binary(op::kMultiply, y, b.Broadcast(cb.scale, b.node(y).shape, {3}));
       y = BiasAdd(b, y, 3);
     }
-    y = Relu(b, y);
-    if (b.node(y).shape == b.node(x).shape && rng.Bernoulli(0.5)) y = b.Binary(op::kAdd, y, x);
+    y = cb.relu = Relu(b, y);
+    if (b.node(y).shape == b.node(x).shape && rng.Bernoulli(0.5)) {
+      y = b.Binary(op::kAdd, y, x);
+      cb.residual = true;
+    }
     if ((blk + 1) % pool_every == 0 && hw > 4) {
+      cb.pooled = y;
       y = b.ReduceWindow(y, 3, 2);
       hw = b.node(y).shape[1];
       width = std::min<int64_t>(512, width * 2);
     }
     x = y;
+    stack.push_back(cb);
   }
+  if (training) ConvStackBackward(b, stack, x);
   const Shape s = b.node(x).shape;
   if (attention && s[1] * s[2] <= 1024) {
     const int64_t c = s[3];
@@ -136,7 +185,7 @@ BuiltGraph MakeXlaGraph(Rng& rng, int target_nodes) {
     if (i + 1 < dense) x = Relu(b, x);
   }
   b.MarkRoot(x);
-  return {absl::StrCat(attention ? "convattn" : (batch_norm ? "resnet" : "convnet"), "_b", batch, "_hw",
+  return {absl::StrCat(attention ? "convattn" : (batch_norm ? "resnet" : "convnet"), training ? "_train" : "", "_b", batch, "_hw",
                        b.node(0).shape[1]),
           b.nodes()};
 }

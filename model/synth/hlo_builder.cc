@@ -88,6 +88,56 @@ int GraphBuilder::Binary(int opcode, int a, int b) {
   return Add(std::move(n));
 }
 
+int GraphBuilder::Compare(int a, int b) {
+  const int c = Binary(op::kCompare, a, b);
+  nodes_[c].elem = ElemType::kPred;
+  return c;
+}
+
+int GraphBuilder::Select(int pred, int on_true, int on_false) {
+  assert(nodes_[pred].shape == nodes_[on_true].shape && nodes_[on_true].shape == nodes_[on_false].shape);
+  SynthNode n;
+  n.opcode = op::kSelect;
+  n.shape = nodes_[on_true].shape;
+  n.elem = nodes_[on_true].elem;
+  n.operands = {pred, on_true, on_false};
+  return Add(std::move(n));
+}
+
+int GraphBuilder::ConvInputGrad(int dz, int kernel) {
+  const Shape& g = nodes_[dz].shape;
+  const Shape& k = nodes_[kernel].shape;
+  assert(g[3] == k[3]);
+  SynthNode n;
+  n.opcode = op::kConvolution;
+  n.conv_kind = ConvKind::kInputGrad;
+  n.elem = nodes_[dz].elem;
+  n.shape = {g[0], g[1], g[2], k[2]};
+  n.operands = {dz, kernel};
+  n.win_size = {k[0], k[1]};
+  n.win_stride = {1, 1};
+  n.pad_lo = {(k[0] - 1) - (k[0] - 1) / 2, (k[1] - 1) - (k[1] - 1) / 2};
+  n.pad_hi = {(k[0] - 1) / 2, (k[1] - 1) / 2};
+  return Add(std::move(n));
+}
+
+int GraphBuilder::ConvWeightGrad(int x, int dz, int64_t kh, int64_t kw) {
+  const Shape& in = nodes_[x].shape;
+  const Shape& g = nodes_[dz].shape;
+  assert(in[0] == g[0] && in[1] == g[1] && in[2] == g[2]);
+  SynthNode n;
+  n.opcode = op::kConvolution;
+  n.conv_kind = ConvKind::kWeightGrad;
+  n.elem = nodes_[x].elem;
+  n.shape = {kh, kw, in[3], g[3]};
+  n.operands = {x, dz};
+  n.win_size = {g[1], g[2]};
+  n.win_stride = {1, 1};
+  n.pad_lo = {(kh - 1) / 2, (kw - 1) / 2};
+  n.pad_hi = {kh - 1 - (kh - 1) / 2, kw - 1 - (kw - 1) / 2};
+  return Add(std::move(n));
+}
+
 int GraphBuilder::Conv(int input, int kernel, int64_t stride) {
   const Shape& in = nodes_[input].shape;
   const Shape& k = nodes_[kernel].shape;
@@ -166,6 +216,20 @@ int GraphBuilder::ReduceWindow(int x, int64_t window, int64_t stride) {
   return Add(std::move(n));
 }
 
+int GraphBuilder::SelectAndScatter(int x, int g, int64_t window, int64_t stride) {
+  const int init = Constant({}, nodes_[g].elem);
+  SynthNode n;
+  n.opcode = op::kSelectAndScatter;
+  n.elem = nodes_[g].elem;
+  n.shape = nodes_[x].shape;
+  n.operands = {x, g, init};
+  n.win_size = {1, window, window, 1};
+  n.win_stride = {1, stride, stride, 1};
+  n.pad_lo = {0, 0, 0, 0};
+  n.pad_hi = {0, window / 2, window / 2, 0};
+  return Add(std::move(n));
+}
+
 namespace {
 
 // Writes values[0..5] at base, then their sum and product (the *_sum, *_product columns).
@@ -222,14 +286,21 @@ NodeGraph ToNodeGraph(const std::vector<SynthNode>& nodes) {
       PutWithSumProduct(row, 61, n.pad_hi);
       PutWithSumProduct(row, 69, ones);  // window dilation
       PutWithSumProduct(row, 77, ones);  // base dilation
-      row[91] = 0.0f;                    // window reversal: true count
-      row[92] = static_cast<float>(n.win_size.size());
+      // Window reversal (true count, false count): the input gradient reverses its window.
+      const bool reversed = n.conv_kind == ConvKind::kInputGrad;
+      for (size_t d = 0; reversed && d < n.win_size.size() && d < 6; ++d) row[85 + d] = 1.0f;
+      row[91] = reversed ? static_cast<float>(n.win_size.size()) : 0.0f;
+      row[92] = reversed ? 0.0f : static_cast<float>(n.win_size.size());
     }
     if (n.opcode == op::kConvolution) {
-      // NHWC input, HWIO kernel, NHWC output.
-      row[93] = 0; row[94] = 3; row[95] = 1; row[96] = 2;
-      row[99] = 2; row[100] = 3; row[101] = 0; row[102] = 1;
-      row[105] = 0; row[106] = 3;
+      // Forward and input gradient: NHWC input and output. Weight gradient: the batch
+      // is the input's feature dim and the output is HWIO (as in the real files).
+      const bool wgrad = n.conv_kind == ConvKind::kWeightGrad;
+      row[93] = wgrad ? 3 : 0; row[94] = static_cast<float>(n.ConvInputFeatureDim()); row[95] = 1; row[96] = 2;
+      row[99] = static_cast<float>(n.ConvKernelInputFeatureDim());
+      row[100] = static_cast<float>(n.ConvKernelOutputFeatureDim());
+      row[101] = wgrad ? 1 : 0; row[102] = wgrad ? 2 : 1;
+      row[105] = wgrad ? 2 : 0; row[106] = 3;
       row[107] = 1; row[108] = 1;
     }
     const Layout l = DefaultLayout(n.rank());

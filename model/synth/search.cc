@@ -13,14 +13,21 @@ namespace {
 constexpr double kNoiseSd = 0.002;
 constexpr double kRemeasureProbability = 0.03;
 
-void RandomPermutation(int rank, Rng& rng, int8_t* group) {
-  std::vector<int8_t> perm(rank);
-  std::iota(perm.begin(), perm.end(), 0);
-  rng.Shuffle(perm);
-  for (int i = 0; i < kLayoutSlots; ++i) group[i] = i < rank ? perm[i] : -1;
-}
-
 void SetDefault(int8_t* group) { std::fill(group, group + kLayoutSlots, -1); }
+
+// One of the group's candidate layouts; with `other_than_current`, a different one.
+// Returns false when there is no choice to make.
+bool PickCandidate(const LayoutCostModel& model, int64_t j, int g, Rng& rng, int8_t* group,
+                   bool other_than_current) {
+  const std::vector<Layout>& c = model.Candidates(j, g);
+  std::vector<const Layout*> options;
+  for (const Layout& l : c)
+    if (!other_than_current || !std::equal(l.begin(), l.end(), group)) options.push_back(&l);
+  if (options.empty() || (other_than_current && c.size() < 2)) return false;
+  const Layout& l = *options[static_cast<size_t>(rng.Int(0, static_cast<int64_t>(options.size()) - 1))];
+  std::copy(l.begin(), l.end(), group);
+  return true;
+}
 
 class Recorder {
  public:
@@ -53,7 +60,6 @@ SearchResult RandomSearch(const LayoutCostModel& model, int64_t count, Rng& rng)
   const int64_t nc = static_cast<int64_t>(model.config_ids().size());
   Recorder rec(model, count);
   std::vector<int8_t> config(rec.row());
-  const double keep_default = rng.Uniform(0.2, 0.5);
   while (rec.size() < count) {
     if (rec.size() > 0 && rng.Bernoulli(kRemeasureProbability)) {
       const int64_t again = rng.Int(0, rec.size() - 1);
@@ -62,9 +68,8 @@ SearchResult RandomSearch(const LayoutCostModel& model, int64_t count, Rng& rng)
       for (int64_t j = 0; j < nc; ++j)
         for (int g = 0; g < kConfigGroups; ++g) {
           int8_t* group = config.data() + j * kConfigFeatDim + g * kLayoutSlots;
-          const int rank = model.GroupRank(j, g);
-          if (rank == 0 || rng.Bernoulli(keep_default)) SetDefault(group);
-          else RandomPermutation(rank, rng, group);
+          SetDefault(group);
+          PickCandidate(model, j, g, rng, group, /*other_than_current=*/false);
         }
     }
     rec.Record(config.data(), Measure(model.Evaluate(config.data()).total_ns, rng));
@@ -106,11 +111,8 @@ SearchResult GeneticSearch(const LayoutCostModel& model, int64_t count, Rng& rng
          ++tries) {
       const int64_t j = rng.Int(0, nc - 1);
       const int g = static_cast<int>(rng.Int(0, kConfigGroups - 1));
-      const int rank = model.GroupRank(j, g);
-      if (rank == 0) continue;
       int8_t* group = config.data() + j * kConfigFeatDim + g * kLayoutSlots;
-      if (rng.Bernoulli(0.25)) SetDefault(group);
-      else RandomPermutation(rank, rng, group);
+      if (!PickCandidate(model, j, g, rng, group, /*other_than_current=*/true)) continue;
       ++m;
     }
     const int64_t runtime = Measure(model.Evaluate(config.data()).total_ns, rng);
