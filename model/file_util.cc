@@ -15,10 +15,47 @@ namespace tgraph {
 namespace {
 
 absl::Status Errno(absl::string_view path, absl::string_view step) {
-  return absl::InternalError(absl::StrCat(path, ": ", step, ": ", std::strerror(errno)));
+  return ErrnoStatus(errno, absl::StrCat(path, ": ", step));
 }
 
 }  // namespace
+
+absl::Status ErrnoStatus(int err, absl::string_view what) {
+  const std::string msg = absl::StrCat(what, ": ", std::strerror(err));
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+      return absl::ResourceExhaustedError(msg);
+    case EACCES:
+    case EPERM:
+      return absl::PermissionDeniedError(msg);
+    case EROFS:
+      return absl::FailedPreconditionError(msg);
+    default:
+      return absl::InternalError(msg);
+  }
+}
+
+absl::Status FsyncFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Errno(path, "open for fsync");
+  const bool ok = ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  return ok ? absl::OkStatus() : ErrnoStatus(err, absl::StrCat(path, ": fsync"));
+}
+
+absl::Status FsyncParentDir(const std::string& path) {
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return Errno(dir, "open directory for fsync");
+  const bool ok = ::fsync(fd) == 0;
+  const int err = errno;
+  ::close(fd);
+  return ok ? absl::OkStatus() : ErrnoStatus(err, absl::StrCat(dir, ": fsync"));
+}
 
 absl::StatusOr<std::string> ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -57,14 +94,7 @@ absl::Status WriteFileAtomic(const std::string& path, absl::string_view content)
     ::unlink(tmp.c_str());
     return s;
   }
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
+  return FsyncParentDir(path);
 }
 
 }  // namespace tgraph

@@ -15,4 +15,15 @@ absl::StatusOr<std::string> ReadFile(const std::string& path);
 // directory: a reader sees either the old content or the new one, never a mix.
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view content);
 
+// A failed system call as a status whose code says what a caller can do about it: a
+// full disk, a quota or a file-size limit (ENOSPC, EDQUOT, EFBIG) is RESOURCE_EXHAUSTED, no permission (EACCES,
+// EPERM) PERMISSION_DENIED, a read-only file system (EROFS) FAILED_PRECONDITION,
+// anything else INTERNAL. The message is "<what>: <strerror>".
+absl::Status ErrnoStatus(int err, absl::string_view what);
+
+// fsync of a file, and of the directory that holds a path (so that a rename into it
+// survives a crash).
+absl::Status FsyncFile(const std::string& path);
+absl::Status FsyncParentDir(const std::string& path);
+
 }  // namespace tgraph

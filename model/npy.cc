@@ -1,5 +1,7 @@
 #include "model/npy.h"
 
+#include "model/file_util.h"
+
 #include <zip.h>
 
 #include <cerrno>
@@ -422,10 +424,14 @@ absl::Status WriteNpz(const std::string& path, const NpzArchive& arrays) {
   std::vector<std::string> payloads;
   payloads.reserve(arrays.size());
   auto fail = [&](absl::string_view step) {
-    std::string msg = absl::StrCat(path, ": ", step, ": ", zip_strerror(za));
+    // A system error (a full disk, no permission) keeps its errno's status code.
+    zip_error_t* ze = zip_get_error(za);
+    const int sys = zip_error_system_type(ze) == ZIP_ET_SYS ? zip_error_code_system(ze) : 0;
+    absl::Status s = sys != 0 ? ErrnoStatus(sys, absl::StrCat(path, ": ", step))
+                              : absl::InternalError(absl::StrCat(path, ": ", step, ": ", zip_strerror(za)));
     zip_discard(za);
     std::remove(tmp.c_str());
-    return absl::InternalError(msg);
+    return s;
   };
   for (const auto& [key, array] : arrays) {
     payloads.push_back(SerializeNpy(array));
@@ -442,12 +448,17 @@ absl::Status WriteNpz(const std::string& path, const NpzArchive& arrays) {
     if (zip_set_file_compression(za, idx, ZIP_CM_DEFLATE, 1) != 0) return fail("set compression");
   }
   if (zip_close(za) != 0) return fail("write");
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
+  // Durable before it is visible: fsync the file, rename it, fsync the directory.
+  if (absl::Status s = FsyncFile(tmp); !s.ok()) {
     std::remove(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": rename failed: ", std::strerror(e)));
+    return s;
   }
-  return absl::OkStatus();
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    return ErrnoStatus(e, absl::StrCat(path, ": rename"));
+  }
+  return FsyncParentDir(path);
 }
 
 }  // namespace tgraph

@@ -1,0 +1,72 @@
+// The measurement store: runtimes an autotuning farm measured and reported, kept
+// durably on disk as a TpuGraphs dataset, so that tgraph-train and numpy read it as
+// they read any other (issue 12). Torch-free.
+//
+// Layout: <root>/npz/layout/<source>/<search>/train/<graph_hash>.m<sequence>.npz.
+// Each shard is a complete layout npz: the graph as it was reported (the server
+// passes the pruned graph it keeps; pruning it again keeps every node), the reported
+// configuration rows and their runtimes in ns, and the reporter's label under the
+// extra key `tgraph_source` (uint8 bytes; numpy and the readers ignore extra keys).
+// A shard is written under a temporary name, fsynced, renamed and its directory
+// fsynced before Append returns: once Append says OK, a crash cannot lose it, and a
+// crash before then leaves no shard (a stale temporary at most, which readers skip).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/dataset.h"
+#include "model/graph.h"
+
+namespace tgraph {
+
+struct MeasurementReport {
+  Collection collection;                 // a layout collection
+  std::string graph_hash;                // 1-64 lowercase hex digits (it names files)
+  NodeGraph graph;
+  std::vector<int64_t> node_config_ids;  // nc
+  int64_t num_configs = 0;               // c
+  std::vector<int8_t> config_feat;       // c x nc x 18, values in -1..5
+  std::vector<int64_t> runtime_ns;       // c, each > 0
+  std::string source;                    // free text, e.g. the farm's worker pool; may be empty
+};
+
+struct AppendResult {
+  std::string path;
+  int64_t bytes = 0;
+  int64_t measurements = 0;
+};
+
+// Checks a report before anything is written: INVALID_ARGUMENT naming the field and,
+// for rows, the row index (a runtime <= 0, a layout value outside -1..5, a row count
+// that does not match, a graph hash that is not hex, a tile collection).
+absl::Status ValidateMeasurementReport(const MeasurementReport& r);
+
+class MeasurementStore {
+ public:
+  explicit MeasurementStore(std::string root) : root_(std::move(root)) {}
+
+  // Validates and writes one shard durably (see the file comment). A full disk is
+  // RESOURCE_EXHAUSTED, a read-only store FAILED_PRECONDITION or PERMISSION_DENIED;
+  // nothing partial stays behind under a shard's name. Thread-safe.
+  absl::StatusOr<AppendResult> Append(const MeasurementReport& r);
+
+  const std::string& root() const { return root_; }
+
+ private:
+  std::string root_;
+  std::mutex mu_;        // serialises shard naming
+  int64_t last_seq_ = 0;  // strictly increasing shard sequence (nanoseconds since the epoch)
+};
+
+// Every graph measured in a collection, its shards merged: one LayoutGraph per graph
+// hash (named by it), its rows de-duplicated, and each distinct configuration's runtime
+// the median of all its reported measurements (the upper median for an even count, so
+// that it is one of them). Shards whose graph disagrees with the graph's first shard
+// are an error naming both files.
+absl::StatusOr<std::vector<LayoutGraph>> LoadMeasurements(const std::string& root, const Collection& collection);
+
+}  // namespace tgraph

@@ -1,0 +1,218 @@
+// The measurement store (model/measurement_store.h) on the real unet_3d graph: shards
+// that tgraph's loaders read as a dataset, the median of repeated measurements,
+// precise refusals, nothing partial left behind, concurrent appends.
+#include <catch2/catch.hpp>
+
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "model/graph_io.h"
+#include "model/file_util.h"
+#include "model/measurement_store.h"
+#include "model/npy.h"
+#include "tests/test_util.h"
+
+using namespace tgraph;
+namespace fs = std::filesystem;
+
+namespace {
+
+const LayoutGraph& Unet() {
+  static const LayoutGraph* g = [] {
+    absl::StatusOr<LayoutGraph> r =
+        LoadLayoutGraph(std::string(TGRAPH_REAL_DATA) + "/npz/layout/xla/random/valid/unet_3d.4x4.bf16.npz");
+    REQUIRE(r.ok());
+    return new LayoutGraph(std::move(*r));
+  }();
+  return *g;
+}
+
+// A report of the given rows of the real file, with the given runtimes.
+MeasurementReport Report(const std::vector<int64_t>& rows, const std::vector<int64_t>& runtimes) {
+  const LayoutGraph& u = Unet();
+  MeasurementReport r;
+  r.collection = *ParseCollection("layout:xla:default");
+  r.graph_hash = "00ab12cd34ef5678";
+  r.graph = u.graph;
+  r.node_config_ids = u.node_config_ids;
+  const size_t row = static_cast<size_t>(u.num_config_nodes()) * kConfigFeatDim;
+  for (int64_t c : rows) r.config_feat.insert(r.config_feat.end(), u.config(c), u.config(c) + row);
+  r.num_configs = static_cast<int64_t>(rows.size());
+  r.runtime_ns = runtimes;
+  r.source = "farm-a/pool-3";
+  return r;
+}
+
+int CountFiles(const std::string& dir) {
+  int n = 0;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("measurement shards are TpuGraphs files, and repeats train on their median", "[measurements]") {
+  TempDir dir;
+  MeasurementStore store(dir.path());
+  absl::StatusOr<AppendResult> a = store.Append(Report({0, 1}, {100, 200}));
+  REQUIRE(a.ok());
+  CHECK(a->measurements == 2);
+  CHECK(a->bytes > 0);
+  absl::StatusOr<AppendResult> b = store.Append(Report({0, 0, 2}, {300, 110, 50}));
+  REQUIRE(b.ok());
+  CHECK(a->path != b->path);
+  const std::string train = dir.path() + "/npz/layout/xla/default/train";
+  CHECK(fs::path(a->path).parent_path() == fs::path(train));
+
+  // Each shard is a layout file the project's loaders read, with the reporter's label.
+  absl::StatusOr<LayoutGraph> shard = LoadLayoutGraph(b->path);
+  REQUIRE(shard.ok());
+  CHECK(shard->num_configs == 3);
+  CHECK(shard->config_runtime == std::vector<int64_t>{300, 110, 50});
+  CHECK(shard->graph.node_feat == Unet().graph.node_feat);
+  absl::StatusOr<std::string> bytes = ReadFile(b->path);
+  REQUIRE(bytes.ok());
+  absl::StatusOr<NpzArchive> npz = ReadNpzFromBuffer(*bytes, b->path);
+  REQUIRE(npz.ok());
+  REQUIRE(npz->count("tgraph_source") == 1);
+  const NpyArray& src = npz->at("tgraph_source");
+  CHECK(std::string(src.bytes.begin(), src.bytes.end()) == "farm-a/pool-3");
+
+  // Merged: rows 0, 1, 2 of the real file; row 0 measured 100, 300 and 110 -> 110.
+  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  REQUIRE(m.ok());
+  REQUIRE(m->size() == 1);
+  const LayoutGraph& g = m->front();
+  CHECK(g.name == "00ab12cd34ef5678");
+  REQUIRE(g.num_configs == 3);
+  CHECK(g.config_runtime == std::vector<int64_t>{110, 200, 50});
+  const size_t row = static_cast<size_t>(g.num_config_nodes()) * kConfigFeatDim;
+  for (int64_t c = 0; c < 3; ++c)
+    CHECK(std::equal(g.config(c), g.config(c) + row, Unet().config(c)));
+  CHECK(ValidateLayoutGraph(g, "merged").ok());
+
+  // Another collection has nothing yet; a stale temporary is skipped.
+  std::FILE* f = std::fopen((train + "/00ab12cd34ef5678.m1.npz.partial").c_str(), "w");
+  std::fputs("half a shard", f);
+  std::fclose(f);
+  absl::StatusOr<std::vector<LayoutGraph>> again = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  REQUIRE(again.ok());
+  CHECK(again->front().num_configs == 3);
+  absl::StatusOr<std::vector<LayoutGraph>> none = LoadMeasurements(dir.path(), *ParseCollection("layout:nlp:random"));
+  REQUIRE(none.ok());
+  CHECK(none->empty());
+}
+
+TEST_CASE("bad reports are refused with the field and row, and nothing is written", "[measurements]") {
+  TempDir dir;
+  MeasurementStore store(dir.path());
+  auto refused = [&](const MeasurementReport& r, absl::StatusCode code, const std::string& needle) {
+    absl::StatusOr<AppendResult> s = store.Append(r);
+    REQUIRE_FALSE(s.ok());
+    INFO(s.status().message());
+    CHECK(s.status().code() == code);
+    CHECK(std::string(s.status().message()).find(needle) != std::string::npos);
+  };
+  refused(Report({0, 1, 2}, {100, 0, 5}), absl::StatusCode::kInvalidArgument, "runtimes_ns[1]: 0");
+  refused(Report({0, 1}, {100, -7}), absl::StatusCode::kInvalidArgument, "runtimes_ns[1]: -7");
+  refused(Report({0, 1}, {100}), absl::StatusCode::kInvalidArgument, "1 runtimes for 2 configuration rows");
+  MeasurementReport bad_value = Report({0, 1}, {1, 2});
+  bad_value.config_feat[Unet().num_config_nodes() * kConfigFeatDim + 4] = 9;
+  refused(bad_value, absl::StatusCode::kInvalidArgument, "row 1, value 4 is 9");
+  MeasurementReport escape = Report({0}, {1});
+  escape.graph_hash = "../../etc";
+  refused(escape, absl::StatusCode::kInvalidArgument, "graph_hash");
+  MeasurementReport tile = Report({0}, {1});
+  tile.collection = *ParseCollection("tile:xla");
+  refused(tile, absl::StatusCode::kInvalidArgument, "layout collections only");
+  CHECK(CountFiles(dir.path()) == 0);
+}
+
+TEST_CASE("a read-only store is an error to the caller, with no shard left behind", "[measurements]") {
+  if (::geteuid() == 0) {
+    WARN("running as root: permissions do not apply; skipped");
+    return;
+  }
+  TempDir dir;
+  MeasurementStore store(dir.path());
+  REQUIRE(store.Append(Report({0}, {100})).ok());
+  const std::string train = dir.path() + "/npz/layout/xla/default/train";
+  REQUIRE(::chmod(train.c_str(), 0555) == 0);
+  absl::StatusOr<AppendResult> s = store.Append(Report({1}, {200}));
+  ::chmod(train.c_str(), 0755);
+  REQUIRE_FALSE(s.ok());
+  CHECK(s.status().code() == absl::StatusCode::kPermissionDenied);
+  CHECK(std::string(s.status().message()).find(train) != std::string::npos);
+  CHECK(CountFiles(train) == 1);  // the first shard only
+}
+
+TEST_CASE("a full disk is RESOURCE_EXHAUSTED to the caller, with no shard left behind", "[measurements]") {
+  // A file-size limit fails the shard's write as a full disk does (EFBIG rather than
+  // ENOSPC), for root too.
+  TempDir dir;
+  MeasurementStore store(dir.path());
+  REQUIRE(store.Append(Report({0}, {100})).ok());
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &saved) == 0);
+  auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  rlimit small = saved;
+  small.rlim_cur = 16 * 1024;  // the unet graph alone compresses to far more
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+  absl::StatusOr<AppendResult> s = store.Append(Report({1}, {200}));
+  ::setrlimit(RLIMIT_FSIZE, &saved);
+  std::signal(SIGXFSZ, old_handler);
+  REQUIRE_FALSE(s.ok());
+  INFO(s.status().message());
+  CHECK(s.status().code() == absl::StatusCode::kResourceExhausted);
+  const std::string train = dir.path() + "/npz/layout/xla/default/train";
+  CHECK(CountFiles(train) == 1);  // the first shard only: no partial, no temporary
+  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  REQUIRE(m.ok());
+  CHECK(m->front().config_runtime == std::vector<int64_t>{100});
+}
+
+TEST_CASE("concurrent appends get distinct shards and lose none", "[measurements]") {
+  TempDir dir;
+  MeasurementStore store(dir.path());
+  constexpr int kThreads = 4, kEach = 5;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i)
+        if (!store.Append(Report({t * kEach + i}, {1000 + t * kEach + i})).ok()) ++failures;
+    });
+  for (auto& th : threads) th.join();
+  CHECK(failures == 0);
+  CHECK(CountFiles(dir.path() + "/npz/layout/xla/default/train") == kThreads * kEach);
+  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  REQUIRE(m.ok());
+  REQUIRE(m->size() == 1);
+  // The merged graph has one row per distinct configuration among the file's rows 0..19.
+  std::set<std::vector<int8_t>> distinct;
+  const size_t row = static_cast<size_t>(Unet().num_config_nodes()) * kConfigFeatDim;
+  for (int64_t c = 0; c < kThreads * kEach; ++c) distinct.emplace(Unet().config(c), Unet().config(c) + row);
+  CHECK(m->front().num_configs == static_cast<int64_t>(distinct.size()));
+}
+
+TEST_CASE("a shard whose graph differs from its hash's other shards is an error naming both", "[measurements]") {
+  TempDir dir;
+  MeasurementStore store(dir.path());
+  REQUIRE(store.Append(Report({0}, {100})).ok());
+  MeasurementReport other = Report({1}, {200});
+  other.graph.node_feat[0] += 1.0f;
+  absl::StatusOr<AppendResult> second = store.Append(other);
+  REQUIRE(second.ok());
+  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  REQUIRE_FALSE(m.ok());
+  CHECK(m.status().code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(std::string(m.status().message()).find(second->path) != std::string::npos);
+}
