@@ -52,6 +52,26 @@ struct RankerClient::Impl {
     return s;
   }
 
+  // Runs `call` with retries; when the server does not know the graph (new, evicted,
+  // restarted, another replica), registers it and tries once more.
+  template <typename Call>
+  absl::Status WithRegistration(const std::string& hash, const char* method, Call call,
+                                const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph,
+                                int* registrations) {
+    for (int round = 0; round < 2; ++round) {
+      grpc::Status s = WithRetries(hash, call);
+      if (s.ok()) return absl::OkStatus();
+      if (s.error_code() == grpc::NOT_FOUND && round == 0 && s.error_message().find("RegisterGraph") != std::string::npos) {
+        absl::StatusOr<RegisteredGraph> reg = register_graph();
+        if (!reg.ok()) return reg.status();
+        ++*registrations;
+        continue;
+      }
+      return FromGrpc(s, method);
+    }
+    return absl::InternalError(absl::StrCat(method, ": the graph was registered but the server still does not know it"));
+  }
+
   // Ranks by hash; `register_graph` is called when the server does not know the graph.
   absl::StatusOr<Ranking> Rank(const std::string& hash, v1::RankConfigsRequest q, const RankOptions& o,
                                const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph) {
@@ -64,19 +84,11 @@ struct RankerClient::Impl {
     q.set_cascade(o.cascade);
     Ranking r;
     v1::RankConfigsResponse resp;
-    for (int round = 0; round < 2; ++round) {
-      grpc::Status s = WithRetries(hash, [&](grpc::ClientContext* ctx) { return stub->RankConfigs(ctx, q, &resp); });
-      if (s.ok()) break;
-      // The server does not know the graph (new, evicted, restarted, another replica):
-      // register it and try once more.
-      if (s.error_code() == grpc::NOT_FOUND && round == 0 && s.error_message().find("RegisterGraph") != std::string::npos) {
-        absl::StatusOr<RegisteredGraph> reg = register_graph();
-        if (!reg.ok()) return reg.status();
-        ++r.registrations;
-        continue;
-      }
-      return FromGrpc(s, "RankConfigs");
-    }
+    if (absl::Status s = WithRegistration(
+            hash, "RankConfigs", [&](grpc::ClientContext* ctx) { return stub->RankConfigs(ctx, q, &resp); },
+            register_graph, &r.registrations);
+        !s.ok())
+      return s;
     r.scores.assign(resp.scores().begin(), resp.scores().end());
     r.spread.assign(resp.spread().begin(), resp.spread().end());
     r.order.assign(resp.ranking().begin(), resp.ranking().end());
@@ -201,6 +213,32 @@ absl::StatusOr<Ranking> RankerClient::RankTile(const NodeGraph& graph, const flo
   q.set_num_configs(count);
   q.set_tile_configs(reinterpret_cast<const char*>(configs), static_cast<size_t>(count) * kTileConfigDim * sizeof(float));
   return impl_->Rank(GraphContentHash(graph, {}), std::move(q), o, [&] { return impl_->Register(graph, {}); });
+}
+
+absl::StatusOr<MeasurementReceipt> RankerClient::ReportMeasurements(const NodeGraph& graph,
+                                                                   const std::vector<int64_t>& ids,
+                                                                   const std::string& collection,
+                                                                   const int8_t* configs, const int64_t* runtimes_ns,
+                                                                   int64_t count, const std::string& source) {
+  const std::string hash = GraphContentHash(graph, ids);
+  v1::ReportMeasurementsRequest q;
+  q.set_collection(collection);
+  q.set_graph_hash(hash);
+  q.set_num_configs(count);
+  q.set_layout_configs(reinterpret_cast<const char*>(configs), static_cast<size_t>(count) * ids.size() * kConfigFeatDim);
+  q.mutable_runtimes_ns()->Assign(runtimes_ns, runtimes_ns + count);
+  q.set_source(source);
+  v1::ReportMeasurementsResponse resp;
+  MeasurementReceipt r;
+  if (absl::Status s = impl_->WithRegistration(
+          hash, "ReportMeasurements",
+          [&](grpc::ClientContext* ctx) { return impl_->stub->ReportMeasurements(ctx, q, &resp); },
+          [&] { return impl_->Register(graph, ids); }, &r.registrations);
+      !s.ok())
+    return s;
+  r.stored = resp.stored();
+  r.shard = resp.shard();
+  return r;
 }
 
 absl::StatusOr<v1::ListModelsResponse> RankerClient::ListModels() {

@@ -48,6 +48,13 @@ struct Ranking {
   int registrations = 0;       // RegisterGraph calls this ranking needed (0 when the server knew the graph)
 };
 
+// What ReportMeasurements stored.
+struct MeasurementReceipt {
+  int64_t stored = 0;     // measurements stored durably
+  std::string shard;      // the shard written, relative to the server's store
+  int registrations = 0;  // RegisterGraph calls the report needed
+};
+
 // A configurable node as RegisterGraph lists it (configuration-row order).
 struct ConfigurableNode {
   int64_t node = 0;
@@ -110,6 +117,17 @@ class RankerClient {
                                      const RankOptions& options);
   absl::StatusOr<Ranking> RankTile(const NodeGraph& graph, const float* configs, int64_t count,
                                    const RankOptions& options);
+
+  // Reports measured runtimes (ns, each > 0) of `count` layout configurations (count x
+  // nc x 18 values) of a graph, for the server's measurement store; the graph is
+  // registered when the server does not know it. OK means stored durably. An
+  // UNAVAILABLE answer is retried like any call, so a report whose answer was lost may
+  // be stored twice: repeats are kept, and training uses their median.
+  absl::StatusOr<MeasurementReceipt> ReportMeasurements(const NodeGraph& graph,
+                                                        const std::vector<int64_t>& node_config_ids,
+                                                        const std::string& collection, const int8_t* configs,
+                                                        const int64_t* runtimes_ns, int64_t count,
+                                                        const std::string& source = "");
 
   absl::StatusOr<v1::ListModelsResponse> ListModels();
   // SERVING, NOT_SERVING, ... of grpc.health.v1 for a health service name:

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <string_view>
 #include <system_error>
 #include <unordered_map>
@@ -43,9 +44,10 @@ LayoutGraph AsLayoutGraph(const MeasurementReport& r) {
 // The graph hash a shard's file name carries, or "" when the name is not a shard's.
 std::string HashOfShard(const std::string& filename) {
   if (!absl::EndsWith(filename, ".npz")) return "";
-  const size_t mark = filename.rfind(kShardMark);
+  const size_t mark = filename.find(kShardMark);
   if (mark == std::string::npos || mark == 0) return "";
-  return filename.substr(0, mark);
+  const std::string hash = filename.substr(0, mark);
+  return IsHex(hash) ? hash : "";
 }
 
 bool SameGraph(const LayoutGraph& a, const LayoutGraph& b) {
@@ -84,6 +86,13 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
   return ValidateLayoutGraph(AsLayoutGraph(r), absl::StrCat("report for graph ", r.graph_hash));
 }
 
+MeasurementStore::MeasurementStore(std::string root) : root_(std::move(root)) {
+  std::random_device rd;
+  char token[16];
+  std::snprintf(token, sizeof(token), "%08x", static_cast<unsigned>(rd()));
+  writer_ = token;
+}
+
 absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r) {
   if (absl::Status s = ValidateMeasurementReport(r); !s.ok()) return s;
   const std::string dir = SplitDir(root_, r.collection, "train");
@@ -99,7 +108,7 @@ absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r
   }
   char digits[24];
   std::snprintf(digits, sizeof(digits), "%019lld", static_cast<long long>(seq));
-  const std::string path = absl::StrCat(dir, "/", r.graph_hash, kShardMark, digits, ".npz");
+  const std::string path = absl::StrCat(dir, "/", r.graph_hash, kShardMark, digits, ".", writer_, ".npz");
   const std::string partial = absl::StrCat(path, kPartialSuffix);
 
   NpzArchive npz = LayoutGraphToNpz(AsLayoutGraph(r));

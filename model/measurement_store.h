@@ -2,7 +2,9 @@
 // durably on disk as a TpuGraphs dataset, so that tgraph-train and numpy read it as
 // they read any other (issue 12). Torch-free.
 //
-// Layout: <root>/npz/layout/<source>/<search>/train/<graph_hash>.m<sequence>.npz.
+// Layout: <root>/npz/layout/<source>/<search>/train/<graph_hash>.m<sequence>.<writer>.npz,
+// the sequence in nanoseconds since the epoch and the writer a random token per store
+// instance, so that server replicas sharing one directory never pick the same name.
 // Each shard is a complete layout npz: the graph as it was reported (the server
 // passes the pruned graph it keeps; pruning it again keeps every node), the reported
 // configuration rows and their runtimes in ns, and the reporter's label under the
@@ -47,7 +49,7 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r);
 
 class MeasurementStore {
  public:
-  explicit MeasurementStore(std::string root) : root_(std::move(root)) {}
+  explicit MeasurementStore(std::string root);
 
   // Validates and writes one shard durably (see the file comment). A full disk is
   // RESOURCE_EXHAUSTED, a read-only store FAILED_PRECONDITION or PERMISSION_DENIED;
@@ -58,6 +60,7 @@ class MeasurementStore {
 
  private:
   std::string root_;
+  std::string writer_;   // 8 random hex digits
   std::mutex mu_;        // serialises shard naming
   int64_t last_seq_ = 0;  // strictly increasing shard sequence (nanoseconds since the epoch)
 };

@@ -54,6 +54,9 @@ ABSL_FLAG(int, keep_versions, 2, "Newest versions kept loaded per collection (ol
 ABSL_FLAG(bool, fold_inference, true,
           "Fold TGraph's f1 into f2 at inference (the same function, half the block matmuls; false: the layers as "
           "trained, for A/B comparisons)");
+ABSL_FLAG(std::string, measurement_store, "",
+          "Directory where ReportMeasurements stores measured runtimes (a TpuGraphs dataset root; "
+          "docs/operations.md); empty: ReportMeasurements answers FAILED_PRECONDITION");
 ABSL_FLAG(double, drain_timeout_s, 20, "On SIGTERM, how long in-flight RPCs may take to finish");
 
 namespace {
@@ -168,7 +171,12 @@ int main(int argc, char** argv) {
   Log(absl::StrCat("activation budget per request: ", ro.activation_bytes >> 20, " MiB",
                    absl::GetFlag(FLAGS_activation_bytes) > 0 ? "" : " (auto, from the memory limit)"));
   tgraph::Ranker ranker(&models, ro);
-  tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes);
+  std::unique_ptr<tgraph::MeasurementStore> measurements;
+  if (!absl::GetFlag(FLAGS_measurement_store).empty()) {
+    measurements = std::make_unique<tgraph::MeasurementStore>(absl::GetFlag(FLAGS_measurement_store));
+    Log(absl::StrCat("measurement store: ", measurements->root()));
+  }
+  tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes, measurements.get());
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -130,7 +130,10 @@ struct ServerMetrics::Impl {
         graph_bytes(BuildGauge().Name("tgraph_registered_graph_bytes").Help("Bytes of registered graphs held").Register(*registry).Add({})),
         rejected(BuildGauge().Name("tgraph_rejected_queue_full").Help("Requests refused because the queue was full, since start").Register(*registry).Add({})),
         version(BuildGauge().Name("tgraph_model_version").Help("Newest loaded model version per collection").Register(*registry)),
-        loads(BuildCounter().Name("tgraph_model_loads_total").Help("Model version loads and unloads by result: loaded, failed, unloaded (retired)").Register(*registry)) {
+        loads(BuildCounter().Name("tgraph_model_loads_total").Help("Model version loads and unloads by result: loaded, failed, unloaded (retired)").Register(*registry)),
+        measurements(BuildCounter().Name("tgraph_measurements_stored_total").Help("Measured runtimes stored durably by ReportMeasurements").Register(*registry).Add({})),
+        measurement_bytes(BuildCounter().Name("tgraph_measurement_bytes_total").Help("Bytes of measurement shards written").Register(*registry).Add({})),
+        measurement_errors(BuildCounter().Name("tgraph_measurement_store_errors_total").Help("ReportMeasurements calls the store could not write, by status code (a full disk is RESOURCE_EXHAUSTED)").Register(*registry)) {
     http = std::make_unique<MetricsHttpServer>(address, [this] {
       return prometheus::TextSerializer().Serialize(registry->Collect());
     });
@@ -147,6 +150,9 @@ struct ServerMetrics::Impl {
       &graphs, &graph_bytes, &rejected;
   prometheus::Family<prometheus::Gauge>& version;
   prometheus::Family<prometheus::Counter>& loads;
+  prometheus::Counter& measurements;
+  prometheus::Counter& measurement_bytes;
+  prometheus::Family<prometheus::Counter>& measurement_errors;
   std::unique_ptr<MetricsHttpServer> http;  // last: stops serving before the metrics go
 };
 
@@ -175,6 +181,15 @@ void ServerMetrics::RecordRank(int64_t configs, const RankTiming& t) {
 
 void ServerMetrics::RecordModelEvent(const ModelEvent& e) {
   impl_->loads.Add({{"collection", e.collection}, {"result", e.KindName()}}).Increment();
+}
+
+void ServerMetrics::RecordMeasurements(int64_t measurements, int64_t bytes) {
+  impl_->measurements.Increment(static_cast<double>(measurements));
+  impl_->measurement_bytes.Increment(static_cast<double>(bytes));
+}
+
+void ServerMetrics::RecordMeasurementError(const std::string& code) {
+  impl_->measurement_errors.Add({{"code", code}}).Increment();
 }
 
 void ServerMetrics::Refresh(const RankerStats& s, const ModelManager& models) {

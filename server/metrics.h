@@ -21,6 +21,9 @@ class ServerMetrics {
   void RecordRequest(const std::string& method, const std::string& code, double seconds);
   void RecordRank(int64_t configs, const RankTiming& timing);
   void RecordModelEvent(const ModelEvent& e);
+  // ReportMeasurements: measurements and bytes stored, or a store error by code.
+  void RecordMeasurements(int64_t measurements, int64_t bytes);
+  void RecordMeasurementError(const std::string& code);
   // Refreshes gauges from the ranker's counters and the loaded versions.
   void Refresh(const RankerStats& stats, const ModelManager& models);
 

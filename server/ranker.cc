@@ -64,6 +64,17 @@ absl::StatusOr<RegisterResult> Ranker::Register(WireGraph g) {
   return r;
 }
 
+absl::StatusOr<std::shared_ptr<const StoredGraph>> Ranker::RegisteredGraph(const std::string& graph_hash) {
+  if (!IsHexHash(graph_hash))
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph_hash must be 64 lowercase hex digits (from RegisterGraph), got '", graph_hash, "'"));
+  std::shared_ptr<const StoredGraph> graph = graphs_.Get(graph_hash);
+  if (!graph)
+    return absl::NotFoundError(absl::StrCat("graph ", graph_hash,
+                                            " is not registered on this server: call RegisterGraph, then retry"));
+  return graph;
+}
+
 absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::function<bool()>& cancelled) {
   const auto start = Clock::now();
   // All validation happens here, before any compute.
@@ -72,13 +83,9 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   if (q.model_version < 0) return absl::InvalidArgumentError("model_version must be 0 (latest) or a version number");
   absl::StatusOr<ModelHandle> model = models_->Get(q.collection, q.model_version);
   if (!model.ok()) return model.status();
-  if (!IsHexHash(q.graph_hash))
-    return absl::InvalidArgumentError(
-        absl::StrCat("graph_hash must be 64 lowercase hex digits (from RegisterGraph), got '", q.graph_hash, "'"));
-  std::shared_ptr<const StoredGraph> graph = graphs_.Get(q.graph_hash);
-  if (!graph)
-    return absl::NotFoundError(absl::StrCat("graph ", q.graph_hash,
-                                            " is not registered on this server: call RegisterGraph, then retry"));
+  absl::StatusOr<std::shared_ptr<const StoredGraph>> stored = RegisteredGraph(q.graph_hash);
+  if (!stored.ok()) return stored.status();
+  std::shared_ptr<const StoredGraph> graph = std::move(*stored);
   if (absl::Status v = ValidateRankRequest(q, coll->kind, graph->num_config_nodes,
                                            static_cast<int>(model->model->folds.size()), model->version,
                                            {options_.max_configs, options_.max_tta});

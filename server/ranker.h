@@ -80,6 +80,10 @@ class Ranker {
 
   RankerStats Stats() const;
 
+  // A registered graph by hash: INVALID_ARGUMENT for a malformed hash, NOT_FOUND when
+  // this server does not hold it (never registered, or evicted).
+  absl::StatusOr<std::shared_ptr<const StoredGraph>> RegisteredGraph(const std::string& graph_hash);
+
   // Drops the prepared tensors of model versions that are no longer loaded (unloaded
   // by keep_versions or retired): they would otherwise hold cache budget until evicted.
   // Returns how many entries were dropped. Called after each registry poll.

@@ -22,6 +22,7 @@ const char* CodeName(grpc::StatusCode c) {
     case grpc::UNAVAILABLE: return "UNAVAILABLE";
     case grpc::INTERNAL: return "INTERNAL";
     case grpc::DATA_LOSS: return "DATA_LOSS";
+    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
     default: return "OTHER";
   }
 }
@@ -124,6 +125,43 @@ grpc::Status RankerService::ListModels(grpc::ServerContext*, const v1::ListModel
     info->set_batch_size(m.batch_size);
     info->set_tta(m.tta);
   }
+  return rec.Done(grpc::Status::OK);
+}
+
+grpc::Status RankerService::ReportMeasurements(grpc::ServerContext*, const v1::ReportMeasurementsRequest* request,
+                                               v1::ReportMeasurementsResponse* response) {
+  RpcRecorder rec(metrics_, "ReportMeasurements");
+  if (!measurements_)
+    return rec.Done(grpc::Status(grpc::FAILED_PRECONDITION,
+                                 "this server keeps no measurements: start it with --measurement_store DIR"));
+  absl::StatusOr<Collection> coll = ParseCollection(request->collection());
+  if (!coll.ok()) return rec.Done(ToGrpc(absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()))));
+  absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = ranker_->RegisteredGraph(request->graph_hash());
+  if (!graph.ok()) return rec.Done(ToGrpc(graph.status()));
+  if ((*graph)->num_config_nodes == 0)
+    return rec.Done(grpc::Status(grpc::INVALID_ARGUMENT, "graph_hash: this graph has no configurable nodes (a tile "
+                                                         "graph?); measurements are stored for layout graphs"));
+  MeasurementReport r;
+  r.collection = *coll;
+  r.graph_hash = request->graph_hash();
+  r.graph = (*graph)->pruned.graph;
+  r.node_config_ids = (*graph)->pruned.config_node_index;
+  r.num_configs = request->num_configs();
+  const std::string& bytes = request->layout_configs();
+  r.config_feat.assign(reinterpret_cast<const int8_t*>(bytes.data()),
+                       reinterpret_cast<const int8_t*>(bytes.data()) + bytes.size());
+  r.runtime_ns.assign(request->runtimes_ns().begin(), request->runtimes_ns().end());
+  r.source = request->source();
+  absl::StatusOr<AppendResult> a = measurements_->Append(r);
+  if (!a.ok()) {
+    // Invalid reports are the client's; anything else is the store's, and counted.
+    if (a.status().code() != absl::StatusCode::kInvalidArgument && metrics_)
+      metrics_->RecordMeasurementError(CodeName(static_cast<grpc::StatusCode>(a.status().code())));
+    return rec.Done(ToGrpc(a.status()));
+  }
+  if (metrics_) metrics_->RecordMeasurements(a->measurements, a->bytes);
+  response->set_stored(a->measurements);
+  response->set_shard(a->path.substr(std::min(a->path.size(), measurements_->root().size() + 1)));
   return rec.Done(grpc::Status::OK);
 }
 

@@ -2,6 +2,7 @@
 // absl::Status to gRPC status codes and record metrics.
 #pragma once
 
+#include "model/measurement_store.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
@@ -11,8 +12,10 @@ namespace tgraph {
 
 class RankerService final : public v1::Ranker::Service {
  public:
-  RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, int64_t max_nodes)
-      : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(max_nodes) {}
+  // `measurements` may be null: ReportMeasurements then answers FAILED_PRECONDITION.
+  RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, int64_t max_nodes,
+                MeasurementStore* measurements = nullptr)
+      : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(max_nodes), measurements_(measurements) {}
 
   grpc::Status RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                              v1::RegisterGraphResponse* response) override;
@@ -20,12 +23,15 @@ class RankerService final : public v1::Ranker::Service {
                            v1::RankConfigsResponse* response) override;
   grpc::Status ListModels(grpc::ServerContext* context, const v1::ListModelsRequest* request,
                           v1::ListModelsResponse* response) override;
+  grpc::Status ReportMeasurements(grpc::ServerContext* context, const v1::ReportMeasurementsRequest* request,
+                                  v1::ReportMeasurementsResponse* response) override;
 
  private:
   Ranker* ranker_;
   ModelManager* models_;
   ServerMetrics* metrics_;
   int64_t max_nodes_;
+  MeasurementStore* measurements_;
 };
 
 // absl::Status -> grpc::Status with the same code and message.

@@ -179,14 +179,17 @@ TEST_CASE("a full disk is RESOURCE_EXHAUSTED to the caller, with no shard left b
   CHECK(m->front().config_runtime == std::vector<int64_t>{100});
 }
 
-TEST_CASE("concurrent appends get distinct shards and lose none", "[measurements]") {
+TEST_CASE("concurrent appends get distinct shards and lose none, from two stores on one directory",
+          "[measurements]") {
+  // Two instances stand for two server replicas writing one shared volume.
   TempDir dir;
-  MeasurementStore store(dir.path());
+  MeasurementStore replica_a(dir.path()), replica_b(dir.path());
   constexpr int kThreads = 4, kEach = 5;
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int t = 0; t < kThreads; ++t)
     threads.emplace_back([&, t] {
+      MeasurementStore& store = t % 2 ? replica_b : replica_a;
       for (int i = 0; i < kEach; ++i)
         if (!store.Append(Report({t * kEach + i}, {1000 + t * kEach + i})).ok()) ++failures;
     });

@@ -27,6 +27,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "model/file_util.h"
 #include "model/graph_io.h"
+#include "model/measurement_store.h"
 #include "model/hlo/featurize.h"
 #include "model/train/evaluator.h"
 #include <nlohmann/json.hpp>
@@ -771,4 +772,126 @@ CATCH_TEST_CASE("server: mutated HLO modules never crash it", "[e2e][hlo]") {
   CATCH_CHECK(refused > 0);
   CATCH_CHECK(HealthStatus(server.port) == 1);  // SERVING
   CATCH_CHECK(server.Stop() == 0);
+}
+
+namespace {
+
+const LayoutGraph& RealUnet() {
+  static const LayoutGraph* g = new LayoutGraph(
+      *LoadLayoutGraph(std::string(TGRAPH_REAL_DATA) + "/npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz"));
+  return *g;
+}
+
+// Reports rows [first, first + count) of the real unet_3d file with their real runtimes.
+absl::StatusOr<MeasurementReceipt> ReportRealRows(RankerClient& client, int64_t first, int64_t count,
+                                                  const std::string& collection = "layout:xla:default") {
+  const LayoutGraph& u = RealUnet();
+  return client.ReportMeasurements(u.graph, u.node_config_ids, collection, u.config(first),
+                                   u.config_runtime.data() + first, count, "e2e/unet_3d");
+}
+
+// Measurements in every shard of a store's collection (repeats counted).
+int64_t StoredMeasurements(const std::string& store, const Collection& c) {
+  int64_t n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(SplitDir(store, c, "train"))) {
+    absl::StatusOr<LayoutGraph> g = LoadLayoutGraph(entry.path().string());
+    n += g.ok() ? g->num_configs : 0;
+  }
+  return n;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("server: ReportMeasurements stores real runtimes durably, refuses bad ones, survives a kill",
+                "[e2e][measurements]") {
+  TempDir dir;
+  const std::string registry = dir.path() + "/registry", store = dir.path() + "/store";
+  std::filesystem::create_directories(registry);
+  const Collection xla_default = *ParseCollection("layout:xla:default");
+  const LayoutGraph& u = RealUnet();
+  {
+    // Without a store: FAILED_PRECONDITION, saying which flag.
+    ServerProcess plain(registry, dir.path());
+    CATCH_REQUIRE(plain.port > 0);
+    RankerClient client({"127.0.0.1:" + std::to_string(plain.port)});
+    absl::StatusOr<MeasurementReceipt> r = ReportRealRows(client, 0, 2);
+    CATCH_REQUIRE_FALSE(r.ok());
+    CATCH_CHECK(r.status().code() == absl::StatusCode::kFailedPrecondition);
+    CATCH_CHECK_THAT(std::string(r.status().message()), Catch::Contains("--measurement_store"));
+  }
+  ServerProcess server(registry, dir.path(), {"--measurement_store", store});
+  CATCH_REQUIRE(server.port > 0);
+  ClientOptions o;
+  o.target = "127.0.0.1:" + std::to_string(server.port);
+  RankerClient client(o);
+
+  // The graph is registered transparently; ten real measurements are stored.
+  absl::StatusOr<MeasurementReceipt> first = ReportRealRows(client, 0, 10);
+  CATCH_REQUIRE(first.ok());
+  CATCH_CHECK(first->stored == 10);
+  CATCH_CHECK(first->registrations == 1);
+  absl::StatusOr<LayoutGraph> shard = LoadLayoutGraph(store + "/" + first->shard);
+  CATCH_REQUIRE(shard.ok());
+  CATCH_CHECK(shard->config_runtime == std::vector<int64_t>(u.config_runtime.begin(), u.config_runtime.begin() + 10));
+  CATCH_CHECK(std::equal(shard->config_feat.begin(), shard->config_feat.end(), u.config(0)));
+  // The shard's graph is the server's pruned graph: the file's 62 configurable nodes.
+  CATCH_CHECK(shard->num_config_nodes() == 62);
+  CATCH_CHECK(shard->graph.num_nodes == 223);
+  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(store, xla_default);
+  CATCH_REQUIRE(m.ok());
+  CATCH_REQUIRE(m->size() == 1);
+  CATCH_CHECK(m->front().name == GraphContentHash(u.graph, u.node_config_ids));
+  CATCH_CHECK(m->front().num_configs == 9);  // rows 0..9 of the file hold 9 distinct configurations
+
+  // Refusals name the row or the field; nothing is stored for them.
+  {
+    std::vector<int64_t> runtimes(u.config_runtime.begin(), u.config_runtime.begin() + 5);
+    runtimes[3] = 0;
+    absl::StatusOr<MeasurementReceipt> r =
+        client.ReportMeasurements(u.graph, u.node_config_ids, "layout:xla:default", u.config(0), runtimes.data(), 5);
+    CATCH_REQUIRE_FALSE(r.ok());
+    CATCH_CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    CATCH_CHECK_THAT(std::string(r.status().message()), Catch::Contains("runtimes_ns[3]: 0"));
+    absl::StatusOr<MeasurementReceipt> tile = ReportRealRows(client, 0, 1, "tile:xla");
+    CATCH_REQUIRE_FALSE(tile.ok());
+    CATCH_CHECK(tile.status().code() == absl::StatusCode::kInvalidArgument);
+    absl::StatusOr<MeasurementReceipt> unknown = ReportRealRows(client, 0, 1, "layout:jax:random");
+    CATCH_REQUIRE_FALSE(unknown.ok());
+    CATCH_CHECK(unknown.status().code() == absl::StatusCode::kInvalidArgument);
+  }
+  CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"), Catch::Contains("tgraph_measurements_stored_total 10"));
+
+  // Reports in a loop while the server is killed: every acknowledged report is stored.
+  std::atomic<int64_t> acknowledged{0};
+  std::thread reporter([&] {
+    ClientOptions quick = o;
+    quick.max_attempts = 1;
+    RankerClient c(quick);
+    for (int64_t row = 10; row < u.num_configs; ++row) {
+      if (!ReportRealRows(c, row, 1).ok()) return;
+      acknowledged = row - 9;
+    }
+  });
+  while (acknowledged < 20) std::this_thread::sleep_for(5ms);
+  kill(server.pid, SIGKILL);
+  waitpid(server.pid, nullptr, 0);
+  server.pid = -1;
+  reporter.join();
+  const int64_t acked = acknowledged;
+  // Rows 0..(9 + acked) were acknowledged; a report in flight at the kill may be stored
+  // too (stored, then killed before the answer), never half.
+  const int64_t stored = StoredMeasurements(store, xla_default);
+  CATCH_CHECK(stored >= 10 + acked);
+  CATCH_CHECK(stored <= 10 + acked + 1);
+  CATCH_CHECK(LoadMeasurements(store, xla_default).ok());
+  for (const auto& entry : std::filesystem::directory_iterator(SplitDir(store, xla_default, "train")))
+    CATCH_CHECK(entry.path().extension() == ".npz");
+
+  // A restarted server (graphs forgotten) accepts reports again: the client re-registers.
+  ServerProcess again(registry, dir.path(), {"--measurement_store", store});
+  RankerClient after({"127.0.0.1:" + std::to_string(again.port)});
+  absl::StatusOr<MeasurementReceipt> r = ReportRealRows(after, 100, 3);
+  CATCH_REQUIRE(r.ok());
+  CATCH_CHECK(r->registrations == 1);
+  CATCH_CHECK(StoredMeasurements(store, xla_default) == stored + 3);
 }
