@@ -57,6 +57,7 @@ ABSL_FLAG(int64_t, configs_per_request, 128, "bench: configurations per request"
 ABSL_FLAG(int, graphs, 8, "bench: graphs in the pool");
 ABSL_FLAG(std::string, service, "tgraph.v1.Ranker", "health: the health service name (\"liveness\" for liveness)");
 ABSL_FLAG(bool, allow_remote, false, "bench: allow a non-loopback target");
+ABSL_FLAG(std::string, source, "", "report: a label stored with the measurements (e.g. the farm and hardware)");
 
 namespace {
 
@@ -271,6 +272,31 @@ int Eval(tgraph::RankerClient& client) {
   return 0;
 }
 
+// Reports the --npz file's configurations (the first --max_configs) with their
+// runtimes to the server's measurement store.
+int Report(tgraph::RankerClient& client) {
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok()) return Fail(c.status());
+  if (c->kind != tgraph::CollectionKind::kLayout)
+    return Fail(absl::InvalidArgumentError("report stores layout measurements: give a layout collection"));
+  const std::string path = absl::GetFlag(FLAGS_npz);
+  if (path.empty()) return Fail(absl::InvalidArgumentError("report needs --npz FILE with measured runtimes"));
+  absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path);
+  if (!g.ok()) return Fail(g.status());
+  const int64_t max = absl::GetFlag(FLAGS_max_configs);
+  const int64_t count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
+  for (int64_t i = 0; i < count; ++i)
+    if (g->config_runtime[i] <= 0)
+      return Fail(absl::InvalidArgumentError(absl::StrCat(path, ": config_runtime[", i, "] is ", g->config_runtime[i],
+                                                          "; report needs measured runtimes (test files hide them)")));
+  absl::StatusOr<tgraph::MeasurementReceipt> r =
+      client.ReportMeasurements(g->graph, g->node_config_ids, c->name(), g->config_feat.data(),
+                                g->config_runtime.data(), count, absl::GetFlag(FLAGS_source));
+  if (!r.ok()) return Fail(r.status());
+  std::printf("%s: %lld measurements stored as %s\n", path.c_str(), static_cast<long long>(r->stored), r->shard.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -281,11 +307,12 @@ int main(int argc, char** argv) {
       "  tgraph-client register --server H:P (--hlo MODULE.hlo.pb | --npz GRAPH.npz)\n"
       "  tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]\n"
       "  tgraph-client bench --server H:P --collection C --data ROOT [--concurrency N] [--requests N] [--rate R]\n"
+      "  tgraph-client report --server H:P --collection C --npz FILE [--max_configs N] [--source TEXT]\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P");
   tgraph::NormalizeFlagDashes(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, register, eval, bench, health or models (see --help)"));
+  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, register, report, eval, bench, health or models (see --help)"));
   tgraph::ClientOptions co;
   co.target = absl::GetFlag(FLAGS_server);
   co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
@@ -294,6 +321,7 @@ int main(int argc, char** argv) {
   if (cmd == "rank") return Rank(client);
   if (cmd == "register") return Register(client);
   if (cmd == "eval") return Eval(client);
+  if (cmd == "report") return Report(client);
   if (cmd == "bench") {
     tgraph::BenchOptions b;
     b.client = co;
@@ -333,5 +361,5 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, register, eval, bench, health or models")));
+  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, register, report, eval, bench, health or models")));
 }

@@ -884,8 +884,14 @@ CATCH_TEST_CASE("server: ReportMeasurements stores real runtimes durably, refuse
   CATCH_CHECK(stored >= 10 + acked);
   CATCH_CHECK(stored <= 10 + acked + 1);
   CATCH_CHECK(LoadMeasurements(store, xla_default).ok());
-  for (const auto& entry : std::filesystem::directory_iterator(SplitDir(store, xla_default, "train")))
+  // A write the kill interrupted may leave a temporary (….npz.partial…), never a
+  // shard's name on a partial file: every .npz loads.
+  for (const auto& entry : std::filesystem::directory_iterator(SplitDir(store, xla_default, "train"))) {
+    const std::string name = entry.path().filename().string();
+    if (name.find(".partial") != std::string::npos) continue;
     CATCH_CHECK(entry.path().extension() == ".npz");
+    CATCH_CHECK(LoadLayoutGraph(entry.path().string()).ok());
+  }
 
   // A restarted server (graphs forgotten) accepts reports again: the client re-registers.
   ServerProcess again(registry, dir.path(), {"--measurement_store", store});
@@ -894,4 +900,15 @@ CATCH_TEST_CASE("server: ReportMeasurements stores real runtimes durably, refuse
   CATCH_REQUIRE(r.ok());
   CATCH_CHECK(r->registrations == 1);
   CATCH_CHECK(StoredMeasurements(store, xla_default) == stored + 3);
+
+  // The CLI reports a file's measured configurations; a file with hidden runtimes is refused.
+  const std::string cli = std::string(TGRAPH_CLIENT_BIN) + " report --server 127.0.0.1:" + std::to_string(again.port) +
+                          " --collection layout:xla:random --source cli --npz " + TGRAPH_REAL_DATA + "/npz/layout/xla/";
+  auto [rc, out] = RunCommand(cli + "random/valid/unet_3d.4x4.bf16.npz --max_configs 5 2>&1");
+  CATCH_CHECK(rc == 0);
+  CATCH_CHECK_THAT(out, Catch::Contains("5 measurements stored as npz/layout/xla/random/train/"));
+  CATCH_CHECK(StoredMeasurements(store, *ParseCollection("layout:xla:random")) == 5);
+  auto [rc2, out2] = RunCommand(cli + "random/test/cd708819d3f5103afd6460b15e74eaf3.npz 2>&1");
+  CATCH_CHECK(rc2 == 1);
+  CATCH_CHECK_THAT(out2, Catch::Contains("config_runtime[0] is 0"));
 }
