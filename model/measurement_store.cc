@@ -130,6 +130,24 @@ absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r
   return out;
 }
 
+absl::StatusOr<int> MeasurementStore::RemoveStaleTemporaries(double min_age_s) const {
+  const std::string npz = root_ + "/npz";
+  std::error_code ec;
+  if (!fs::exists(npz, ec)) return 0;
+  const auto now = fs::file_time_type::clock::now();
+  int removed = 0;
+  for (fs::recursive_directory_iterator it(npz, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!it->is_regular_file(ec) || it->path().filename().string().find(kPartialSuffix) == std::string::npos) continue;
+    const auto mtime = fs::last_write_time(it->path(), ec);
+    if (ec) break;
+    if (std::chrono::duration<double>(now - mtime).count() < min_age_s) continue;
+    if (!fs::remove(it->path(), ec) || ec) break;
+    ++removed;
+  }
+  if (ec) return ErrnoStatus(ec.value(), absl::StrCat(npz, ": removing stale temporaries"));
+  return removed;
+}
+
 absl::StatusOr<std::vector<LayoutGraph>> LoadMeasurements(const std::string& root, const Collection& collection) {
   const std::string dir = SplitDir(root, collection, "train");
   std::error_code ec;

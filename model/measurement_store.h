@@ -58,6 +58,11 @@ class MeasurementStore {
 
   const std::string& root() const { return root_; }
 
+  // Deletes temporaries (names containing ".partial") older than `min_age_s` under the
+  // store, which crashed writes leave behind; younger ones may be another replica's
+  // write in flight. Returns how many were deleted; errors name the path.
+  absl::StatusOr<int> RemoveStaleTemporaries(double min_age_s = 3600) const;
+
  private:
   std::string root_;
   std::string writer_;   // 8 random hex digits

@@ -174,7 +174,10 @@ int main(int argc, char** argv) {
   std::unique_ptr<tgraph::MeasurementStore> measurements;
   if (!absl::GetFlag(FLAGS_measurement_store).empty()) {
     measurements = std::make_unique<tgraph::MeasurementStore>(absl::GetFlag(FLAGS_measurement_store));
-    Log(absl::StrCat("measurement store: ", measurements->root()));
+    absl::StatusOr<int> stale = measurements->RemoveStaleTemporaries();
+    Log(absl::StrCat("measurement store: ", measurements->root(),
+                     stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
+                                : absl::StrCat(" (", stale.status().message(), ")")));
   }
   tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes, measurements.get());
 

@@ -9,6 +9,7 @@
 
 #include <csignal>
 #include <filesystem>
+#include <fstream>
 #include <atomic>
 #include <set>
 #include <thread>
@@ -218,4 +219,25 @@ TEST_CASE("a shard whose graph differs from its hash's other shards is an error 
   REQUIRE_FALSE(m.ok());
   CHECK(m.status().code() == absl::StatusCode::kFailedPrecondition);
   CHECK(std::string(m.status().message()).find(second->path) != std::string::npos);
+}
+
+TEST_CASE("stale temporaries of crashed writes are removed, fresh ones and shards kept", "[measurements]") {
+  TempDir dir;
+  MeasurementStore store(dir.path());
+  absl::StatusOr<AppendResult> shard = store.Append(Report({0}, {100}));
+  REQUIRE(shard.ok());
+  const std::string train = dir.path() + "/npz/layout/xla/default/train";
+  const std::string stale = train + "/00ab12cd34ef5678.m1.abcd0123.npz.partial.tmp.77";
+  const std::string fresh = train + "/00ab12cd34ef5678.m2.abcd0123.npz.partial";
+  for (const std::string& p : {stale, fresh}) std::ofstream(p) << "half a shard";
+  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+  absl::StatusOr<int> removed = store.RemoveStaleTemporaries(3600);
+  REQUIRE(removed.ok());
+  CHECK(*removed == 1);
+  CHECK_FALSE(fs::exists(stale));
+  CHECK(fs::exists(fresh));
+  CHECK(fs::exists(shard->path));
+  absl::StatusOr<int> none = MeasurementStore(dir.path() + "/nothing-here").RemoveStaleTemporaries();
+  REQUIRE(none.ok());
+  CHECK(*none == 0);
 }
