@@ -19,6 +19,8 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "client/bench.h"
+#include "client/replay.h"
+#include "model/file_util.h"
 #include "client/client.h"
 #include "model/cli.h"
 #include "model/dataset.h"
@@ -57,6 +59,11 @@ ABSL_FLAG(int64_t, configs_per_request, 128, "bench: configurations per request"
 ABSL_FLAG(int, graphs, 8, "bench: graphs in the pool");
 ABSL_FLAG(std::string, service, "tgraph.v1.Ranker", "health: the health service name (\"liveness\" for liveness)");
 ABSL_FLAG(bool, allow_remote, false, "bench: allow a non-loopback target");
+ABSL_FLAG(int, rounds, 10, "replay: measurement rounds");
+ABSL_FLAG(int, per_round, 10, "replay: configurations measured per round");
+ABSL_FLAG(int, random_orders, 20, "replay: random search is the mean over this many random orders");
+ABSL_FLAG(uint64_t, seed, 0, "replay: seed of the random orders");
+ABSL_FLAG(std::string, csv, "", "replay: also write the curves as CSV to this file");
 ABSL_FLAG(std::string, source, "", "report: a label stored with the measurements (e.g. the farm and hardware)");
 
 namespace {
@@ -308,11 +315,12 @@ int main(int argc, char** argv) {
       "  tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]\n"
       "  tgraph-client bench --server H:P --collection C --data ROOT [--concurrency N] [--requests N] [--rate R]\n"
       "  tgraph-client report --server H:P --collection C --npz FILE [--max_configs N] [--source TEXT]\n"
+      "  tgraph-client replay --server H:P --collection C --npz MEASURED.npz [--rounds R] [--per_round K] [--csv OUT]\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P");
   tgraph::NormalizeFlagDashes(argc, argv);
   std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, register, report, eval, bench, health or models (see --help)"));
+  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, register, report, replay, eval, bench, health or models (see --help)"));
   tgraph::ClientOptions co;
   co.target = absl::GetFlag(FLAGS_server);
   co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
@@ -322,6 +330,22 @@ int main(int argc, char** argv) {
   if (cmd == "register") return Register(client);
   if (cmd == "eval") return Eval(client);
   if (cmd == "report") return Report(client);
+  if (cmd == "replay") {
+    tgraph::ReplayOptions ro;
+    ro.client = co;
+    ro.collection = absl::GetFlag(FLAGS_collection);
+    ro.npz = absl::GetFlag(FLAGS_npz);
+    ro.rounds = absl::GetFlag(FLAGS_rounds);
+    ro.per_round = absl::GetFlag(FLAGS_per_round);
+    ro.random_orders = absl::GetFlag(FLAGS_random_orders);
+    ro.seed = absl::GetFlag(FLAGS_seed);
+    absl::StatusOr<tgraph::ReplayReport> r = tgraph::RunReplay(ro);
+    if (!r.ok()) return Fail(r.status());
+    std::printf("%s", r->Table().c_str());
+    if (!absl::GetFlag(FLAGS_csv).empty())
+      if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_csv), r->Csv()); !s.ok()) return Fail(s);
+    return 0;
+  }
   if (cmd == "bench") {
     tgraph::BenchOptions b;
     b.client = co;
@@ -361,5 +385,5 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
-  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, register, report, eval, bench, health or models")));
+  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, register, report, replay, eval, bench, health or models")));
 }

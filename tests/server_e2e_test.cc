@@ -24,6 +24,7 @@
 
 #include "client/bench.h"
 #include "client/client.h"
+#include "client/replay.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "model/file_util.h"
 #include "model/graph_io.h"
@@ -911,4 +912,54 @@ CATCH_TEST_CASE("server: ReportMeasurements stores real runtimes durably, refuse
   auto [rc2, out2] = RunCommand(cli + "random/test/cd708819d3f5103afd6460b15e74eaf3.npz 2>&1");
   CATCH_CHECK(rc2 == 1);
   CATCH_CHECK_THAT(out2, Catch::Contains("config_runtime[0] is 0"));
+}
+
+CATCH_TEST_CASE("replay: the best found per round, by hand", "[replay]") {
+  // Runtimes 50, 40, 10, 30, 20 (best 10). Order 4, 0, 2, ...: after round 1 (2 per
+  // round) the best is min(20, 50) = 20 -> 2.0; after round 2 min(20, 10) = 10 -> 1.0.
+  const std::vector<int64_t> runtimes = {50, 40, 10, 30, 20};
+  CATCH_CHECK(BestSoFar({4, 0, 2, 1, 3}, runtimes, 3, 2) == std::vector<double>{2.0, 1.0, 1.0});
+  // An order shorter than the rounds keeps its last value.
+  CATCH_CHECK(BestSoFar({1}, runtimes, 3, 1) == std::vector<double>{4.0, 4.0, 4.0});
+  // Faster than the best found: 20 has one faster (10); then none.
+  CATCH_CHECK(FasterThanBestSoFar({4, 0, 2, 1, 3}, runtimes, 3, 2) == std::vector<double>{1, 0, 0});
+  CATCH_CHECK(FasterThanBestSoFar({1}, runtimes, 2, 1) == std::vector<double>{3, 3});
+}
+
+CATCH_TEST_CASE("replay: random search and the frozen model on a graph with runtimes", "[e2e][replay]") {
+  World w;
+  w.Publish();
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  for (int i = 0; i < 100 && HealthStatus(server.port) != grpc::health::v1::HealthCheckResponse::SERVING; ++i)
+    std::this_thread::sleep_for(100ms);
+  ReplayOptions o;
+  o.client.target = "127.0.0.1:" + std::to_string(server.port);
+  o.collection = "layout:xla:random";
+  o.npz = w.File("layout:xla:random", "train", 0).path;
+  o.rounds = 4;
+  o.per_round = 3;
+  absl::StatusOr<ReplayReport> r = RunReplay(o);
+  CATCH_REQUIRE(r.ok());
+  const LayoutGraph g = w.Graph();
+  CATCH_CHECK(r->configs == g.num_configs);
+  CATCH_CHECK(r->measured == std::vector<int64_t>{3, 6, 9, 12});
+  CATCH_CHECK(r->model_version == 1);
+  // The frozen curve is the server's ranking measured in order.
+  auto stub = Stub(server.port);
+  v1::RankConfigsResponse resp;
+  CATCH_REQUIRE(Call(*stub, RankRequestFor(g, RegisterHash(*stub, g)), &resp).ok());
+  const std::vector<int64_t> order(resp.ranking().begin(), resp.ranking().end());
+  CATCH_CHECK(r->frozen_model == BestSoFar(order, g.config_runtime, 4, 3));
+  CATCH_CHECK(r->frozen_model_rank == FasterThanBestSoFar(order, g.config_runtime, 4, 3));
+  for (int k = 0; k < 4; ++k) {
+    CATCH_CHECK(r->random_search[k] >= 1.0);
+    if (k > 0) CATCH_CHECK(r->random_search[k] <= r->random_search[k - 1]);
+  }
+  CATCH_CHECK_THAT(r->Csv(), Catch::StartsWith("round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank\n1,3,"));
+  // A file with hidden runtimes is refused, naming it.
+  o.npz = std::string(TGRAPH_REAL_DATA) + "/npz/layout/xla/random/test/cd708819d3f5103afd6460b15e74eaf3.npz";
+  absl::StatusOr<ReplayReport> hidden = RunReplay(o);
+  CATCH_REQUIRE_FALSE(hidden.ok());
+  CATCH_CHECK_THAT(std::string(hidden.status().message()), Catch::Contains("cd708819"));
 }

@@ -1,0 +1,56 @@
+// `tgraph-client replay`: an autotuner's loop played on a file of measured
+// configurations (issue 12, part 3). Each round "measures" the next `per_round`
+// configurations not measured yet, reading their runtimes from the file, and records
+// the best runtime found so far relative to the file's best. Strategies: random search
+// (the mean over several random orders) and the model's ranking without updates (one
+// RankConfigs call, then its order). The model with updates (report, fine-tune,
+// publish, rank again) follows when fine-tuning exists.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/client.h"
+
+namespace tgraph {
+
+struct ReplayOptions {
+  ClientOptions client;
+  std::string collection;  // a layout collection the server has a model for
+  std::string npz;         // a layout file with measured runtimes
+  int rounds = 10;
+  int per_round = 10;
+  int random_orders = 20;  // random search: the curve is the mean over this many orders
+  uint64_t seed = 0;
+};
+
+struct ReplayReport {
+  std::string npz;
+  int64_t configs = 0;
+  int64_t file_best_ns = 0;
+  int64_t model_version = 0;
+  std::vector<int64_t> measured;      // per round: configurations measured so far
+  std::vector<double> random_search;  // per round: best found / the file's best (mean over orders)
+  std::vector<double> frozen_model;   // the same, measuring in the model's order
+  // Per round: how many of the file's configurations are faster than the best found
+  // (0 = found the best); the mean over orders for random search. Real runtimes of one
+  // program often differ by less than 0.01%, where this says more than the ratio.
+  std::vector<double> random_search_rank, frozen_model_rank;
+  std::string Table() const;          // one line per round
+  std::string Csv() const;            // round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank
+};
+
+// Best runtime found after each round when measuring in `order` (indices into
+// runtimes), `per_round` at a time, relative to the smallest runtime: the curve a
+// replay prints. Rounds past the end of `order` repeat the last value.
+std::vector<double> BestSoFar(const std::vector<int64_t>& order, const std::vector<int64_t>& runtimes, int rounds,
+                              int per_round);
+// The same rounds: how many runtimes are smaller than the best found so far.
+std::vector<double> FasterThanBestSoFar(const std::vector<int64_t>& order, const std::vector<int64_t>& runtimes,
+                                        int rounds, int per_round);
+
+absl::StatusOr<ReplayReport> RunReplay(const ReplayOptions& options);
+
+}  // namespace tgraph
