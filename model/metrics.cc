@@ -33,15 +33,15 @@ PairCounts CountPairs(const std::vector<double>& s, const std::vector<double>& r
   std::vector<int64_t> idx(n);
   std::iota(idx.begin(), idx.end(), 0);
   std::sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
-    return s[a] != s[b] ? s[a] < s[b] : r[a] < r[b];
+    return !TotalEqual(s[a], s[b]) ? TotalLess(s[a], s[b]) : TotalLess(r[a], r[b]);
   });
   for (int64_t i = 0; i < n;) {  // ties in s, and in (s, r)
     int64_t j = i;
-    while (j < n && s[idx[j]] == s[idx[i]]) ++j;
+    while (j < n && TotalEqual(s[idx[j]], s[idx[i]])) ++j;
     pc.tied_s += TiePairs(j - i);
     for (int64_t a = i; a < j;) {
       int64_t b = a;
-      while (b < j && r[idx[b]] == r[idx[a]]) ++b;
+      while (b < j && TotalEqual(r[idx[b]], r[idx[a]])) ++b;
       pc.tied_both += TiePairs(b - a);
       a = b;
     }
@@ -55,7 +55,7 @@ PairCounts CountPairs(const std::vector<double>& s, const std::vector<double>& r
       const int64_t mid = std::min(lo + width, n), hi = std::min(lo + 2 * width, n);
       int64_t a = lo, b = mid, k = lo;
       while (a < mid && b < hi) {
-        if (v[b] < v[a]) {
+        if (TotalLess(v[b], v[a])) {
           pc.discordant += static_cast<double>(mid - a);
           tmp[k++] = v[b++];
         } else {
@@ -69,17 +69,21 @@ PairCounts CountPairs(const std::vector<double>& s, const std::vector<double>& r
   }
   for (int64_t i = 0; i < n;) {  // v is now sorted: ties in r
     int64_t j = i;
-    while (j < n && v[j] == v[i]) ++j;
+    while (j < n && TotalEqual(v[j], v[i])) ++j;
     pc.tied_r += TiePairs(j - i);
     i = j;
   }
   return pc;
 }
 
+bool AnyNaN(const std::vector<double>& v) {
+  return std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); });
+}
+
 }  // namespace
 
 double KendallTau(const std::vector<double>& scores, const std::vector<double>& runtimes) {
-  if (scores.size() < 2 || scores.size() != runtimes.size()) return kNaN;
+  if (scores.size() < 2 || scores.size() != runtimes.size() || AnyNaN(scores) || AnyNaN(runtimes)) return kNaN;
   const PairCounts pc = CountPairs(scores, runtimes);
   return (pc.concordant() - pc.discordant) / pc.total;
 }
@@ -99,7 +103,7 @@ double TopKError(const std::vector<double>& scores, const std::vector<double>& r
   std::vector<int64_t> idx(n);
   std::iota(idx.begin(), idx.end(), 0);
   std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
-    return scores[a] != scores[b] ? scores[a] < scores[b] : a < b;
+    return !TotalEqual(scores[a], scores[b]) ? TotalLess(scores[a], scores[b]) : a < b;
   });
   double best_k = std::numeric_limits<double>::infinity();
   for (int64_t i = 0; i < k; ++i) best_k = std::min(best_k, runtimes[idx[i]]);
@@ -116,7 +120,8 @@ std::vector<int64_t> OfficialEvalSubset(const std::vector<double>& runtimes, int
   const int64_t n = static_cast<int64_t>(runtimes.size());
   std::vector<int64_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return runtimes[a] < runtimes[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return TotalLess(runtimes[a], runtimes[b]); });
   if (n <= size) return order;
   if (size <= 0) return {};
   if (size == 1) return {order.front()};
@@ -140,7 +145,7 @@ double FiniteMean(const std::vector<double>& values) {
 std::vector<int64_t> RankByScore(const std::vector<double>& score, int64_t top_k) {
   std::vector<int64_t> idx(score.size());
   std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return score[a] < score[b]; });
+  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return TotalLess(score[a], score[b]); });
   if (top_k > 0 && top_k < static_cast<int64_t>(idx.size())) idx.resize(static_cast<size_t>(top_k));
   return idx;
 }

@@ -8,8 +8,16 @@
 
 namespace tgraph {
 
+// A total order on doubles for every sort of scores and runtimes: ordinary values by
+// <, NaN after everything (NaNs equal to each other). A plain < is not a strict weak
+// order once a NaN appears, and sorting with it is undefined behaviour (a hang or a
+// crash): a NaN from a broken model must only ever rank last.
+inline bool TotalLess(double a, double b) { return b != b ? a == a : a < b; }
+inline bool TotalEqual(double a, double b) { return a != a ? b != b : a == b; }
+
 // tau = 2 / (n (n-1)) * sum_{i<j} sgn(s_i - s_j) sgn(r_i - r_j); a tie in either list
-// contributes 0. O(n log n). NaN when n < 2 (no pairs). Sizes must match.
+// contributes 0. O(n log n). NaN when n < 2 (no pairs) or when a score or runtime is
+// NaN (a broken model's ranking has no tau). Sizes must match.
 double KendallTau(const std::vector<double>& scores, const std::vector<double>& runtimes);
 
 // Fraction of pairs with r_i > r_j that the scores order the same way (s_i > s_j
@@ -44,8 +52,8 @@ SpreadQuartiles RankErrorBySpread(const std::vector<double>& scores, const std::
 // Mean of the finite values (NaN-skipping); NaN when there are none.
 double FiniteMean(const std::vector<double>& values);
 
-// Ranking: config indices sorted by score, fastest first (ties by index), cut to top_k
-// when top_k > 0.
+// Ranking: config indices sorted by score, fastest first (ties by index; NaN scores
+// last), cut to top_k when top_k > 0.
 std::vector<int64_t> RankByScore(const std::vector<double>& score, int64_t top_k = 0);
 
 }  // namespace tgraph

@@ -142,3 +142,27 @@ TEST_CASE("rank error by spread quartile: hand-computed values", "[metrics]") {
   const GraphEval hidden = EvaluateScores("g", 8, 8, scores, std::vector<double>(8, 0.0), false, {}, spread);
   CHECK(std::isnan(hidden.spread_error[3]));
 }
+
+TEST_CASE("NaN scores never hang a metric or a ranking: they rank last, and tau is NaN", "[metrics]") {
+  const double nan = std::nan("");
+  // This input hung KendallTau's tie loop (NaN == NaN is false) before the total order.
+  const std::vector<double> scores = {0.5, nan, 0.1, nan, 0.3};
+  const std::vector<double> runtimes = {5, 1, 2, 3, 4};
+  CHECK(std::isnan(KendallTau(scores, runtimes)));
+  CHECK(std::isnan(KendallTau(std::vector<double>(1000, nan), std::vector<double>(1000, 1.0))));
+  CHECK(std::isnan(KendallTau(runtimes, scores)));
+  // Ordered by score, NaNs last in index order.
+  CHECK(RankByScore(scores) == std::vector<int64_t>{2, 4, 0, 1, 3});
+  CHECK(RankByScore(scores, 2) == std::vector<int64_t>{2, 4});
+  // Top-K picks finite scores first: the 2 best scores are configs 2 and 4 (runtimes 2,
+  // 4; the best runtime 1 is config 1, scored NaN): 2 / 1 - 1.
+  CHECK(TopKError(scores, runtimes, 2) == Approx(1.0));
+  // OPA and the evaluation subset sort NaN runtimes last too, without hanging.
+  CHECK(OfficialEvalSubset({3, nan, 1, 2}, 10) == std::vector<int64_t>{2, 3, 0, 1});
+  (void)OrderedPairAccuracy(scores, runtimes);
+  CHECK(TotalLess(1.0, nan));
+  CHECK_FALSE(TotalLess(nan, 1.0));
+  CHECK_FALSE(TotalLess(nan, nan));
+  CHECK(TotalEqual(nan, nan));
+  CHECK(TotalEqual(-0.0, 0.0));
+}

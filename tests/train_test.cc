@@ -12,12 +12,15 @@
 #include <thread>
 
 #include "model/file_util.h"
+#include "model/graph_io.h"
 #include "model/metrics.h"
 #include "model/model_io.h"
 #include "model/synth/generator.h"
 #include "model/train/evaluator.h"
 #include "model/train/train_data.h"
+#include "model/train/finetune.h"
 #include "model/train/trainer.h"
+#include "model/measurement_store.h"
 #include "tests/model_fixtures.h"
 #include "tests/test_util.h"
 
@@ -343,4 +346,102 @@ CATCH_TEST_CASE("tgraph-eval's cascade report: recall of the full ensemble's top
   eo.cascade_top_k = 0;
   auto none = EvaluateSplit(model, NlpData(), *ParseCollection("layout:nlp:random"), "valid", eo);
   CATCH_CHECK(std::isnan(none->graphs[0].cascade_recall));
+}
+
+namespace {
+
+// A measurement store holding every configuration of the world's train graphs, as a
+// farm would have reported them.
+void ReportWorldGraphs(const ModelWorld& w, const std::string& collection, const std::string& store_root) {
+  MeasurementStore store(store_root);
+  const absl::StatusOr<std::vector<GraphFile>> files = ListSplit(w.data, *ParseCollection(collection), "train");
+  CATCH_REQUIRE(files.ok());
+  for (const GraphFile& f : *files) {
+    LayoutGraph g = *LoadLayoutGraph(f.path);
+    MeasurementReport r;
+    r.collection = *ParseCollection(collection);
+    r.graph_hash = GraphContentHash(g.graph, g.node_config_ids);
+    r.graph = g.graph;
+    r.node_config_ids = g.node_config_ids;
+    r.num_configs = g.num_configs;
+    r.config_feat = g.config_feat;
+    r.runtime_ns = g.config_runtime;
+    CATCH_REQUIRE(store.Append(r).ok());
+  }
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("held-out measurements are chosen by their values: stable, and the asked share", "[finetune]") {
+  std::mt19937 gen(3);
+  std::vector<int8_t> row(5 * kConfigFeatDim);
+  int held = 0;
+  constexpr int kRows = 20000;
+  for (int i = 0; i < kRows; ++i) {
+    for (int8_t& v : row) v = static_cast<int8_t>(static_cast<int>(gen() % 7) - 1);
+    const bool h = IsHeldOut(row.data(), row.size(), 0.2, 11);
+    CATCH_CHECK(h == IsHeldOut(row.data(), row.size(), 0.2, 11));  // the same row, the same side
+    held += h;
+  }
+  CATCH_CHECK(std::abs(held / static_cast<double>(kRows) - 0.2) < 0.01);
+}
+
+CATCH_TEST_CASE("finetune learns from measurements, publishes only when not worse, and records its parent",
+          "[finetune][train]") {
+  torch::set_num_threads(1);
+  ModelWorld w(5, {"layout:xla:random"});
+  const int64_t v1 = w.Publish("layout:xla:random", 2);  // random weights
+  const std::string store = w.dir.path() + "/measurements";
+  FinetuneOptions o;
+  o.registry = w.registry;
+  o.collection = "layout:xla:random";
+  o.measurements = store;
+  o.work_dir = w.dir.path() + "/finetune1";
+  o.steps = 120;
+  o.lr = 1e-3;
+  o.holdout = 0.3;
+  o.progress = false;
+
+  // Nothing measured yet: a precise refusal.
+  absl::StatusOr<FinetuneResult> empty = Finetune(o);
+  CATCH_REQUIRE_FALSE(empty.ok());
+  CATCH_CHECK(empty.status().code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK_THAT(std::string(empty.status().message()), Catch::Contains(store));
+
+  ReportWorldGraphs(w, "layout:xla:random", store);
+  absl::StatusOr<FinetuneResult> r = Finetune(o);
+  CATCH_REQUIRE(r.ok());
+  CATCH_INFO("held-out tau " << r->parent_score << " -> " << r->child_score);
+  CATCH_CHECK(r->parent_version == v1);
+  CATCH_CHECK(r->graphs == 4);
+  CATCH_CHECK(r->heldout_configs > 0);
+  CATCH_CHECK(r->train_configs > 2 * r->heldout_configs);  // 30% held out
+  CATCH_CHECK(r->child_score > r->parent_score + 0.2);      // random weights learn the measured graphs
+  CATCH_REQUIRE(r->published_version == v1 + 1);
+  const Registry reg(w.registry);
+  absl::StatusOr<Manifest> m = reg.ReadVersion("layout:xla:random", r->published_version);
+  CATCH_REQUIRE(m.ok());
+  CATCH_CHECK(m->training.at("finetune_parent_version") == std::to_string(v1));
+  CATCH_CHECK(m->training.at("finetune_measurements") == store);
+  CATCH_CHECK(m->folds.size() == 2);
+  CATCH_CHECK(LoadModel(reg, "layout:xla:random", r->published_version).ok());
+
+  // A fine-tune that makes things worse (a rate that wrecks the weights) is not
+  // published: the registry keeps serving its parent.
+  FinetuneOptions bad = o;
+  bad.work_dir = w.dir.path() + "/finetune2";
+  bad.lr = 50.0;
+  bad.steps = 40;
+  absl::StatusOr<FinetuneResult> worse = Finetune(bad);
+  CATCH_REQUIRE(worse.ok());
+  CATCH_INFO("wrecked: " << worse->parent_score << " -> " << worse->child_score);
+  CATCH_CHECK(worse->parent_version == v1 + 1);
+  CATCH_CHECK(worse->published_version == 0);
+  CATCH_CHECK(*reg.LatestVersion("layout:xla:random") == v1 + 1);
+
+  FinetuneOptions tile = o;
+  tile.collection = "tile:xla";
+  absl::StatusOr<FinetuneResult> t = Finetune(tile);
+  CATCH_REQUIRE_FALSE(t.ok());
+  CATCH_CHECK(t.status().code() == absl::StatusCode::kInvalidArgument);
 }

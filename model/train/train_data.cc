@@ -17,34 +17,41 @@ std::vector<int8_t> GraphData::LayoutRows(const std::vector<int64_t>& rows) cons
   return out;
 }
 
+GraphData LayoutGraphData(LayoutGraph g, const std::string& name, const std::string& split, const LoadOptions& o) {
+  GraphData d;
+  d.name = name;
+  d.split = split;
+  if (o.dedup) DeduplicateConfigs(&g);
+  d.original_nodes = g.graph.num_nodes;
+  if (o.prune) {
+    PrunedGraph p = PruneGraph(g.graph, g.node_config_ids);
+    d.graph = std::move(p.graph);
+    d.config_nodes = std::move(p.config_node_index);
+  } else {
+    d.graph = std::move(g.graph);
+    d.config_nodes = g.node_config_ids;
+  }
+  d.configs = CompressedConfigs::Compress(g.config_feat.data(), g.num_configs, g.num_config_nodes());
+  d.target.assign(g.config_runtime.begin(), g.config_runtime.end());
+  return d;
+}
+
 absl::StatusOr<GraphData> LoadGraphData(const GraphFile& file, const std::string& split, CollectionKind kind,
                                         const LoadOptions& o) {
-  GraphData d;
-  d.name = file.name;
-  d.split = split;
   if (kind == CollectionKind::kLayout) {
     absl::StatusOr<LayoutGraph> g = LoadLayoutGraph(file.path);
     if (!g.ok()) return g.status();
-    if (o.dedup) DeduplicateConfigs(&*g);
-    d.original_nodes = g->graph.num_nodes;
-    if (o.prune) {
-      PrunedGraph p = PruneGraph(g->graph, g->node_config_ids);
-      d.graph = std::move(p.graph);
-      d.config_nodes = std::move(p.config_node_index);
-    } else {
-      d.graph = std::move(g->graph);
-      d.config_nodes = g->node_config_ids;
-    }
-    d.configs = CompressedConfigs::Compress(g->config_feat.data(), g->num_configs, g->num_config_nodes());
-    d.target.assign(g->config_runtime.begin(), g->config_runtime.end());
-  } else {
-    absl::StatusOr<TileGraph> g = LoadTileGraph(file.path);
-    if (!g.ok()) return g.status();
-    d.original_nodes = g->graph.num_nodes;
-    d.graph = std::move(g->graph);
-    d.tile_feat = std::move(g->config_feat);
-    d.target = TileTargets(*g);
+    return LayoutGraphData(std::move(*g), file.name, split, o);
   }
+  absl::StatusOr<TileGraph> g = LoadTileGraph(file.path);
+  if (!g.ok()) return g.status();
+  GraphData d;
+  d.name = file.name;
+  d.split = split;
+  d.original_nodes = g->graph.num_nodes;
+  d.graph = std::move(g->graph);
+  d.tile_feat = std::move(g->config_feat);
+  d.target = TileTargets(*g);
   return d;
 }
 

@@ -38,6 +38,11 @@ struct LoadOptions {
   std::function<void(size_t, size_t, const std::string&)> progress;
 };
 
+// A layout graph already in memory (e.g. merged measurements) as training data:
+// de-duplicated and pruned per `options`, named `name`.
+GraphData LayoutGraphData(LayoutGraph g, const std::string& name, const std::string& split,
+                          const LoadOptions& options = {});
+
 // Loads one graph file of a collection. Errors name the file.
 absl::StatusOr<GraphData> LoadGraphData(const GraphFile& file, const std::string& split, CollectionKind kind,
                                         const LoadOptions& options = {});

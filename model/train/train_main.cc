@@ -17,6 +17,7 @@
 #include "absl/flags/usage.h"
 #include "model/cli.h"
 #include "absl/strings/str_cat.h"
+#include "model/train/finetune.h"
 #include "model/train/trainer.h"
 
 ABSL_FLAG(std::string, data, "", "Dataset root holding npz/layout/... and npz/tile/...");
@@ -49,6 +50,12 @@ ABSL_FLAG(bool, edges, true, "Message passing along graph edges (ablation switch
 ABSL_FLAG(int, valid_tta, 0, "TTA passes in validation (0 = 10 paper, 2 quick)");
 ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
 ABSL_FLAG(bool, progress, true, "Progress bar on stderr");
+ABSL_FLAG(std::string, measurements, "", "finetune: the measurement store's root (tgraph-server --measurement_store)");
+ABSL_FLAG(int64_t, steps, 200, "finetune: optimisation steps per fold");
+ABSL_FLAG(double, finetune_lr, 1e-4,
+          "finetune: AdamW learning rate, constant (a tenth of --lr's default: the parent's weights are a good start)");
+ABSL_FLAG(double, holdout, 0.2, "finetune: share of each graph's measured configurations held out for validation");
+ABSL_FLAG(double, base_fraction, 0.5, "finetune: share of steps on --data's train split, when --data is given");
 
 namespace {
 
@@ -65,6 +72,8 @@ int main(int argc, char** argv) {
       "K-fold training of TGraph and publishing to the model registry.\n"
       "  tgraph-train --data ROOT --collection C --run_dir RUN [--registry REG] [--fold K] [--profile quick]\n"
       "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N] [--require_folds N]\n"
+      "  tgraph-train finetune --registry REG --collection C --measurements STORE --run_dir WORK [--data BASE]\n"
+      "                        [--steps 200] [--finetune_lr 1e-4] [--holdout 0.2]\n"
       "  tgraph-train retire  --registry REG --collection C --version V [--reason TEXT]   (rollback)\n"
       "  tgraph-train restore --registry REG --collection C --version V");
   tgraph::NormalizeFlagDashes(argc, argv);
@@ -74,9 +83,37 @@ int main(int argc, char** argv) {
   const int keep = absl::GetFlag(FLAGS_keep_folds) > 0 ? absl::GetFlag(FLAGS_keep_folds) : (quick ? 2 : 4);
   const std::string run_dir = absl::GetFlag(FLAGS_run_dir);
   const std::string command = args.size() > 1 ? args[1] : "";
-  if (args.size() > 2 || (!command.empty() && command != "publish" && command != "retire" && command != "restore"))
-    return Fail(absl::InvalidArgumentError(
-        absl::StrCat("unknown command '", args.back(), "'; expected publish, retire or restore (or none, to train)")));
+  if (args.size() > 2 || (!command.empty() && command != "publish" && command != "retire" && command != "restore" &&
+                           command != "finetune"))
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "unknown command '", args.back(), "'; expected publish, retire, restore or finetune (or none, to train)")));
+  if (command == "finetune") {
+    tgraph::FinetuneOptions f;
+    f.registry = absl::GetFlag(FLAGS_registry);
+    f.collection = absl::GetFlag(FLAGS_collection);
+    f.measurements = absl::GetFlag(FLAGS_measurements);
+    f.base_data = absl::GetFlag(FLAGS_data);
+    f.base_fraction = absl::GetFlag(FLAGS_base_fraction);
+    f.work_dir = run_dir;
+    f.steps = absl::GetFlag(FLAGS_steps);
+    f.lr = absl::GetFlag(FLAGS_finetune_lr);
+    f.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+    if (absl::GetFlag(FLAGS_batch_configs) > 0) f.batch_configs = absl::GetFlag(FLAGS_batch_configs);
+    f.holdout = absl::GetFlag(FLAGS_holdout);
+    f.seed = absl::GetFlag(FLAGS_seed);
+    f.progress = absl::GetFlag(FLAGS_progress);
+    if (f.registry.empty() || f.measurements.empty() || f.collection.empty())
+      return Fail(absl::InvalidArgumentError("finetune needs --registry, --collection, --measurements and --run_dir"));
+    torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
+    absl::StatusOr<tgraph::FinetuneResult> r = tgraph::Finetune(f);
+    if (!r.ok()) return Fail(r.status());
+    std::printf("%s: held-out tau %.4f (version %lld) -> %.4f on %lld held-out configurations of %lld graphs; %s\n",
+                f.collection.c_str(), r->parent_score, static_cast<long long>(r->parent_version), r->child_score,
+                static_cast<long long>(r->heldout_configs), static_cast<long long>(r->graphs),
+                r->published_version > 0 ? absl::StrCat("published as version ", r->published_version).c_str()
+                                         : "worse than its parent: not published");
+    return 0;
+  }
   if (command == "retire" || command == "restore") {
     const std::string collection = absl::GetFlag(FLAGS_collection);
     const int64_t version = absl::GetFlag(FLAGS_version);

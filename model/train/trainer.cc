@@ -26,6 +26,7 @@
 #include "model/scoring.h"
 #include "model/tgraph_net.h"
 #include "model/train/train_data.h"
+#include "model/train/train_step.h"
 
 namespace tgraph {
 
@@ -256,15 +257,8 @@ absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
   torch::manual_seed(o.seed * 1000 + static_cast<uint64_t>(fold));
   std::shared_ptr<RankingNet> net = MakeRankingNet(info->spec);
   net->train();
-  std::vector<torch::Tensor> decay, no_decay;
-  for (auto& item : net->named_parameters())
-    (item.value().dim() >= 2 ? decay : no_decay).push_back(item.value());
-  std::vector<torch::optim::OptimizerParamGroup> groups;
-  groups.emplace_back(decay, std::make_unique<torch::optim::AdamWOptions>(o.lr));
-  static_cast<torch::optim::AdamWOptions&>(groups.back().options()).weight_decay(o.weight_decay);
-  groups.emplace_back(no_decay, std::make_unique<torch::optim::AdamWOptions>(o.lr));
-  static_cast<torch::optim::AdamWOptions&>(groups.back().options()).weight_decay(0.0);
-  torch::optim::AdamW opt(groups, torch::optim::AdamWOptions(o.lr));
+  std::unique_ptr<torch::optim::AdamW> optimizer = MakeOptimizer(*net, o.lr, o.weight_decay);
+  torch::optim::AdamW& opt = *optimizer;
 
   // Resume from the last checkpoint, if any.
   int64_t step = 0, best_step = -1;
@@ -330,30 +324,9 @@ absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
     const size_t gi = order[static_cast<size_t>(step % steps_per_epoch)];
     const GraphData& g = p.graphs[gi];
     Rng rng(o.seed * 7919 + static_cast<uint64_t>(fold) * 104729 + static_cast<uint64_t>(step));
-    std::vector<int64_t> rows(static_cast<size_t>(g.num_configs()));
-    std::iota(rows.begin(), rows.end(), 0);
-    rng.Shuffle(rows);
-    rows.resize(static_cast<size_t>(std::min<int64_t>(batch, g.num_configs())));
-    ConfigBatch b;
-    torch::Tensor target = torch::empty({static_cast<int64_t>(rows.size())}, torch::kFloat32);
-    for (size_t i = 0; i < rows.size(); ++i) target[static_cast<int64_t>(i)] = static_cast<float>(g.target[rows[i]]);
-    if (g.tile_feat.empty()) {
-      const std::vector<int8_t> cfg = g.LayoutRows(rows);
-      b.layout = MakeLayoutConfigTensor(cfg.data(), static_cast<int64_t>(rows.size()), g.configs.num_config_nodes);
-    } else {
-      b.tile = torch::empty({static_cast<int64_t>(rows.size()), kTileConfigDim});
-      for (size_t i = 0; i < rows.size(); ++i)
-        std::copy_n(g.tile_feat.data() + rows[i] * kTileConfigDim, kTileConfigDim,
-                    b.tile.data_ptr<float>() + i * kTileConfigDim);
-    }
+    const std::vector<int64_t> rows = SampleRows(g, batch, rng);
     const double lr = LearningRate(o, step, total);
-    for (auto& group : opt.param_groups()) group.options().set_lr(lr);
-    opt.zero_grad();
-    torch::Tensor loss = PairwiseHingeLoss(net->Score(p.tensors[gi], b), target);
-    loss.backward();
-    torch::nn::utils::clip_grad_norm_(net->parameters(), o.clip_norm);
-    opt.step();
-    loss_sum += loss.item<double>();
+    loss_sum += TrainStep(*net, opt, p.tensors[gi], g, rows, lr, o.clip_norm);
     ++loss_count;
     ++step;
 

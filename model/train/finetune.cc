@@ -1,0 +1,190 @@
+#include "model/train/finetune.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "model/dataset.h"
+#include "model/measurement_store.h"
+#include "model/metrics.h"
+#include "model/model_io.h"
+#include "model/scoring.h"
+#include "model/train/train_data.h"
+#include "model/train/train_step.h"
+
+namespace tgraph {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Split {
+  std::vector<GraphData> train, heldout;
+  std::vector<GraphTensors> train_tensors, heldout_tensors;
+  int64_t train_configs = 0, heldout_configs = 0;
+};
+
+// Each measured graph's configurations, cut into held-in and held-out by IsHeldOut.
+Split SplitMeasurements(const std::vector<LayoutGraph>& graphs, const FinetuneOptions& o) {
+  Split s;
+  for (const LayoutGraph& g : graphs) {
+    const size_t row = static_cast<size_t>(g.num_config_nodes()) * kConfigFeatDim;
+    LayoutGraph parts[2] = {g, g};  // 0: train, 1: held out
+    for (LayoutGraph& p : parts) {
+      p.num_configs = 0;
+      p.config_feat.clear();
+      p.config_runtime.clear();
+    }
+    for (int64_t c = 0; c < g.num_configs; ++c) {
+      LayoutGraph& p = parts[IsHeldOut(g.config(c), row, o.holdout, o.seed) ? 1 : 0];
+      p.config_feat.insert(p.config_feat.end(), g.config(c), g.config(c) + row);
+      p.config_runtime.push_back(g.config_runtime[c]);
+      ++p.num_configs;
+    }
+    // A ranking needs two configurations.
+    if (parts[0].num_configs >= 2) {
+      s.train_configs += parts[0].num_configs;
+      s.train.push_back(LayoutGraphData(std::move(parts[0]), g.name, "measured"));
+    }
+    if (parts[1].num_configs >= 2) {
+      s.heldout_configs += parts[1].num_configs;
+      s.heldout.push_back(LayoutGraphData(std::move(parts[1]), g.name, "heldout"));
+    }
+  }
+  return s;
+}
+
+// Mean Kendall's tau of the folds' ensemble over the graphs.
+double EnsembleTau(const std::vector<std::shared_ptr<RankingNet>>& nets, const std::vector<GraphData>& graphs,
+                   const std::vector<GraphTensors>& tensors, const Manifest& m) {
+  std::vector<FoldModel> folds;
+  for (const auto& n : nets) folds.push_back({n.get(), nullptr});
+  ScoringOptions so;
+  so.batch_size = m.batch_size;
+  so.tta = m.tta;
+  std::vector<double> taus;
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    std::vector<int64_t> all(static_cast<size_t>(graphs[i].num_configs()));
+    for (size_t k = 0; k < all.size(); ++k) all[k] = static_cast<int64_t>(k);
+    const std::vector<int8_t> rows = graphs[i].LayoutRows(all);
+    ConfigRows r;
+    r.layout = rows.data();
+    r.count = graphs[i].num_configs();
+    r.num_config_nodes = graphs[i].configs.num_config_nodes;
+    const std::vector<double> score = ScoreConfigs(folds, tensors[i], r, so).score;
+    // A model that scores anything non-finite is broken, whatever its ranking.
+    if (!std::all_of(score.begin(), score.end(), [](double v) { return std::isfinite(v); }))
+      return std::nan("");
+    taus.push_back(KendallTau(score, graphs[i].target));
+  }
+  return FiniteMean(taus);
+}
+
+}  // namespace
+
+bool IsHeldOut(const int8_t* row, size_t bytes, double holdout, uint64_t seed) {
+  uint64_t h = 1469598103934665603ULL ^ seed;  // FNV-1a
+  for (size_t i = 0; i < bytes; ++i) {
+    h ^= static_cast<uint8_t>(row[i]);
+    h *= 1099511628211ULL;
+  }
+  return static_cast<double>(h % 1000000) < holdout * 1e6;
+}
+
+absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
+  absl::StatusOr<Collection> c = ParseCollection(o.collection);
+  if (!c.ok()) return c.status();
+  if (c->kind != CollectionKind::kLayout)
+    return absl::InvalidArgumentError("finetune learns from layout measurements: give a layout collection");
+  if (o.steps < 1 || !(o.holdout > 0 && o.holdout < 1) || o.batch_configs < 2 || !(o.lr > 0))
+    return absl::InvalidArgumentError("--steps >= 1, --holdout in (0, 1), --batch_configs >= 2 and --lr > 0");
+  if (o.work_dir.empty()) return absl::InvalidArgumentError("finetune needs --run_dir (a work directory)");
+  const Registry registry(o.registry);
+  FinetuneResult result;
+  absl::StatusOr<int64_t> parent = registry.LatestVersion(c->name());
+  if (!parent.ok()) return parent.status();
+  result.parent_version = *parent;
+  absl::StatusOr<LoadedModel> model = LoadModel(registry, c->name(), *parent);
+  if (!model.ok()) return model.status();
+  const Manifest& pm = model->manifest;
+
+  absl::StatusOr<std::vector<LayoutGraph>> measured = LoadMeasurements(o.measurements, *c);
+  if (!measured.ok()) return measured.status();
+  Split s = SplitMeasurements(*measured, o);
+  if (s.train.empty() || s.heldout.empty())
+    return absl::FailedPreconditionError(absl::StrCat(
+        o.measurements, ": ", measured->size(), " measured graphs of ", c->name(), " give ", s.train_configs,
+        " training and ", s.heldout_configs, " held-out configurations; fine-tuning needs a graph with at least 2 "
+        "of each (report more measurements)"));
+  result.graphs = static_cast<int64_t>(measured->size());
+  result.train_configs = s.train_configs;
+  result.heldout_configs = s.heldout_configs;
+  for (const GraphData& g : s.train) s.train_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
+  for (const GraphData& g : s.heldout) s.heldout_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
+  std::vector<GraphData> base;
+  std::vector<GraphTensors> base_tensors;
+  if (!o.base_data.empty()) {
+    absl::StatusOr<std::vector<GraphData>> b = LoadCollectionData(o.base_data, *c, {"train"});
+    if (!b.ok()) return b.status();
+    base = std::move(*b);
+    for (const GraphData& g : base) base_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
+  }
+
+  result.parent_score = EnsembleTau(model->folds, s.heldout, s.heldout_tensors, pm);
+  std::error_code ec;
+  fs::create_directories(o.work_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(o.work_dir, ": cannot create: ", ec.message()));
+  Manifest child = pm;
+  for (size_t f = 0; f < model->folds.size(); ++f) {
+    RankingNet& net = *model->folds[f];
+    torch::manual_seed(o.seed * 1000 + f);
+    net.train();
+    std::unique_ptr<torch::optim::AdamW> opt = MakeOptimizer(net, o.lr, o.weight_decay);
+    Rng rng(o.seed * 7919 + f);
+    double loss_sum = 0;
+    for (int64_t step = 0; step < o.steps; ++step) {
+      const bool from_base = !base.empty() && rng.Bernoulli(o.base_fraction);
+      const std::vector<GraphData>& pool = from_base ? base : s.train;
+      const std::vector<GraphTensors>& tensors = from_base ? base_tensors : s.train_tensors;
+      const size_t gi = static_cast<size_t>(rng.Int(0, static_cast<int64_t>(pool.size()) - 1));
+      const std::vector<int64_t> rows = SampleRows(pool[gi], o.batch_configs, rng);
+      loss_sum += TrainStep(net, *opt, tensors[gi], pool[gi], rows, o.lr, o.clip_norm);
+    }
+    net.eval();
+    const std::string path = absl::StrCat(o.work_dir, "/fold_", f, ".npz");
+    if (absl::Status st = SaveWeights(net, path); !st.ok()) return st;
+    child.folds[f].weights = path;
+    child.folds[f].valid_tau = EnsembleTau({model->folds[f]}, s.heldout, s.heldout_tensors, pm);
+    if (o.progress)
+      std::fprintf(stderr, "finetune %s: fold %zu, %lld steps, mean loss %.4f, held-out tau %.4f\n", c->name().c_str(),
+                   f, static_cast<long long>(o.steps), loss_sum / static_cast<double>(o.steps),
+                   child.folds[f].valid_tau);
+  }
+  result.child_score = EnsembleTau(model->folds, s.heldout, s.heldout_tensors, pm);
+  if (o.progress)
+    std::fprintf(stderr, "finetune %s: held-out tau %.4f (version %lld) -> %.4f on %lld configurations of %lld graphs\n",
+                 c->name().c_str(), result.parent_score, static_cast<long long>(*parent), result.child_score,
+                 static_cast<long long>(s.heldout_configs), static_cast<long long>(result.graphs));
+  // Not worse, and a real number: NaN weights or scores never get published.
+  if (!(std::isfinite(result.child_score) && result.child_score >= result.parent_score)) return result;
+  std::vector<GraphData> seen = s.train;
+  seen.insert(seen.end(), base.begin(), base.end());
+  child.data_fingerprint = DataFingerprint(seen);
+  child.training["finetune_parent_version"] = absl::StrCat(*parent);
+  child.training["finetune_measurements"] = o.measurements;
+  child.training["finetune_base_data"] = o.base_data;
+  child.training["finetune_steps"] = absl::StrCat(o.steps);
+  child.training["finetune_lr"] = absl::StrCat(o.lr);
+  child.training["finetune_heldout_configs"] = absl::StrCat(s.heldout_configs);
+  child.training["finetune_heldout_tau_parent"] = absl::StrCat(result.parent_score);
+  child.training["finetune_heldout_tau"] = absl::StrCat(result.child_score);
+  absl::StatusOr<int64_t> v = registry.Publish(child);
+  if (!v.ok()) return v.status();
+  result.published_version = *v;
+  return result;
+}
+
+}  // namespace tgraph
