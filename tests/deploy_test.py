@@ -150,6 +150,10 @@ def test_manifests(root, bin_dir):
          "no PersistentVolumeClaim tgraph-reg"),
         ("routing-header", "deploy/k8s/envoy/envoy.yaml", "header_name: x-graph-hash", "header_name: x-graph-id",
          "hashes on x-graph-id but the client sets x-graph-hash"),
+        ("finetune-store", "deploy/k8s/training/finetune-cronjob.yaml", "--measurements=/var/lib/tgraph/measurements",
+         "--measurements=/var/lib/tgraph/measurement", "is not the servers' --measurement_store"),
+        ("finetune-overlap", "deploy/k8s/training/finetune-cronjob.yaml", "concurrencyPolicy: Forbid",
+         "concurrencyPolicy: Allow", "concurrencyPolicy must be Forbid"),
         ("stray-file", "deploy/k8s/kustomization.yaml", "  - pdb.yaml\n", "", "pdb.yaml: not a kustomization resource"),
     ]
     tmp = tempfile.mkdtemp(prefix="tgraph-deploy-")

@@ -104,9 +104,10 @@ console.log(`schema: ${validated} of ${objects.length} objects valid (kubernetes
 const byKind = (kind) => objects.filter((o) => o.obj.kind === kind);
 const name = (o) => o.obj.metadata.name;
 const matches = (selector, labels) => Object.entries(selector || {}).every(([k, v]) => labels && labels[k] === v);
-const workloads = [...byKind("Deployment"), ...byKind("Job")];
-const podSpec = (o) => o.obj.spec.template.spec;
-const podLabels = (o) => (o.obj.spec.template.metadata || {}).labels || {};
+const workloads = [...byKind("Deployment"), ...byKind("Job"), ...byKind("CronJob")];
+const templateOf = (o) => (o.obj.kind === "CronJob" ? o.obj.spec.jobTemplate.spec.template : o.obj.spec.template);
+const podSpec = (o) => templateOf(o).spec;
+const podLabels = (o) => (templateOf(o).metadata || {}).labels || {};
 const pvcs = new Set(byKind("PersistentVolumeClaim").map(name));
 const configMaps = new Set([...generated.keys(), ...byKind("ConfigMap").map(name)]);
 const image = kustomization.images.find((i) => i.name === "tgraph");
@@ -233,11 +234,23 @@ for (const line of flagsText.split("\n")) {
   if (line.trim() && !line.startsWith("#") && !m) fail("deploy/k8s/server.flags", `not a --flag=value line: ${line}`);
   if (m && !serverFlags.has(m[1])) fail("deploy/k8s/server.flags", `--${m[1]} is not a tgraph-server flag`);
 }
-for (const j of byKind("Job")) {
+for (const j of [...byKind("Job"), ...byKind("CronJob")]) {
   for (const a of podSpec(j).containers[0].args || []) {
     const m = a.match(/^--([a-z0-9_]+)/);
-    if (m && !trainFlags.has(m[1])) fail(`${rel(j.file)} Job/${name(j)}`, `--${m[1]} is not a tgraph-train flag`);
+    if (m && !trainFlags.has(m[1])) fail(`${rel(j.file)} ${j.obj.kind}/${name(j)}`, `--${m[1]} is not a tgraph-train flag`);
   }
+}
+// Fine-tuning reads the store the servers write and publishes where they read.
+for (const f of byKind("CronJob").filter((j) => (podSpec(j).containers[0].command || []).includes("finetune"))) {
+  const where = `${rel(f.file)} CronJob/${name(f)}`;
+  const c = podSpec(f).containers[0];
+  const argOf = (flag) => ((c.args || []).find((a) => a.startsWith(`--${flag}=`)) || "").split("=")[1];
+  if (argOf("registry") !== flagValue(flagsText, "registry")) fail(where, "--registry differs from the servers' (server.flags)");
+  if (argOf("measurements") !== flagValue(flagsText, "measurement_store"))
+    fail(where, `--measurements ${argOf("measurements")} is not the servers' --measurement_store ${flagValue(flagsText, "measurement_store")}`);
+  for (const path of [argOf("registry"), argOf("measurements")])
+    if (!(c.volumeMounts || []).some((m) => m.mountPath === path)) fail(where, `nothing is mounted at ${path}`);
+  if (f.obj.spec.concurrencyPolicy !== "Forbid") fail(where, "concurrencyPolicy must be Forbid: two fine-tunes would publish twice");
 }
 const envoy = YAML.parse(fs.readFileSync(path.join(k8s, "envoy", "envoy.yaml"), "utf8"));
 const clientSrc = fs.readFileSync(path.join(root, "client", "client.cc"), "utf8");
