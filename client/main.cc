@@ -64,6 +64,9 @@ ABSL_FLAG(int, per_round, 10, "replay: configurations measured per round");
 ABSL_FLAG(int, random_orders, 20, "replay: random search is the mean over this many random orders");
 ABSL_FLAG(uint64_t, seed, 0, "replay: seed of the random orders");
 ABSL_FLAG(std::string, csv, "", "replay: also write the curves as CSV to this file");
+ABSL_FLAG(std::string, finetune_command, "",
+          "replay: the model with updates: report each round's measurements, run this command (e.g. tgraph-train "
+          "finetune ...), wait for the version it publishes, rank again");
 ABSL_FLAG(std::string, source, "", "report: a label stored with the measurements (e.g. the farm and hardware)");
 
 namespace {
@@ -316,6 +319,7 @@ int main(int argc, char** argv) {
       "  tgraph-client bench --server H:P --collection C --data ROOT [--concurrency N] [--requests N] [--rate R]\n"
       "  tgraph-client report --server H:P --collection C --npz FILE [--max_configs N] [--source TEXT]\n"
       "  tgraph-client replay --server H:P --collection C --npz MEASURED.npz [--rounds R] [--per_round K] [--csv OUT]\n"
+      "                       [--finetune_command 'tgraph-train finetune ...']\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P");
   tgraph::NormalizeFlagDashes(argc, argv);
@@ -339,6 +343,7 @@ int main(int argc, char** argv) {
     ro.per_round = absl::GetFlag(FLAGS_per_round);
     ro.random_orders = absl::GetFlag(FLAGS_random_orders);
     ro.seed = absl::GetFlag(FLAGS_seed);
+    ro.finetune_command = absl::GetFlag(FLAGS_finetune_command);
     absl::StatusOr<tgraph::ReplayReport> r = tgraph::RunReplay(ro);
     if (!r.ok()) return Fail(r.status());
     std::printf("%s", r->Table().c_str());

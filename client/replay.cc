@@ -2,12 +2,17 @@
 
 #include <algorithm>
 #include <numeric>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "model/dataset.h"
 #include "model/graph_io.h"
+#include "tgraph/v1/ranker.pb.h"
 
 namespace tgraph {
 
@@ -36,6 +41,98 @@ std::vector<double> FasterThanBestSoFar(const std::vector<int64_t>& order, const
     out.push_back(static_cast<double>(std::lower_bound(sorted.begin(), sorted.end(), found) - sorted.begin()));
   }
   return out;
+}
+
+namespace {
+
+// Runs the fine-tuning command; the version it published, or 0 when it published none.
+absl::StatusOr<int64_t> RunFinetune(const std::string& command) {
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (!p) return absl::InternalError(absl::StrCat("cannot run: ", command));
+  std::string out;
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  const int status = pclose(p);
+  if (status != 0)
+    return absl::InternalError(absl::StrCat("the fine-tuning command failed (status ", status, "): ", command, "\n", out));
+  const size_t at = out.find("published as version ");
+  return at == std::string::npos ? 0 : std::atoll(out.c_str() + at + 21);
+}
+
+// Waits until the server lists `version` (or newer) for the collection.
+absl::Status WaitForVersion(RankerClient& client, const std::string& collection, int64_t version, double timeout_s) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    absl::StatusOr<v1::ListModelsResponse> m = client.ListModels();
+    if (m.ok())
+      for (const auto& info : m->models())
+        if (info.collection() == collection && info.version() >= version) return absl::OkStatus();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat("the server did not load ", collection, " version ", version, " within ", timeout_s, " s"));
+}
+
+}  // namespace
+
+absl::Status ReplayWithUpdates(const ReplayOptions& o, const LayoutGraph& g, RankerClient& client,
+                               const RankOptions& ro, std::vector<int64_t> order, int64_t version, ReplayReport* r) {
+  const size_t row = static_cast<size_t>(g.num_config_nodes()) * kConfigFeatDim;
+  std::vector<char> measured(static_cast<size_t>(g.num_configs), 0);
+  std::vector<int64_t> measured_order;  // what was measured, in order: the curve's input
+  for (int k = 0; k < o.rounds; ++k) {
+    // Measure the next configurations of the current ranking not measured yet.
+    std::vector<int64_t> picked;
+    for (int64_t c : order) {
+      if (static_cast<int>(picked.size()) == o.per_round) break;
+      if (!measured[static_cast<size_t>(c)]) picked.push_back(c);
+    }
+    if (picked.empty()) break;
+    std::vector<int8_t> rows;
+    std::vector<int64_t> runtimes;
+    for (int64_t c : picked) {
+      measured[static_cast<size_t>(c)] = 1;
+      measured_order.push_back(c);
+      rows.insert(rows.end(), g.config(c), g.config(c) + row);
+      runtimes.push_back(g.config_runtime[c]);
+    }
+    r->updated_versions.push_back(version);
+    absl::StatusOr<MeasurementReceipt> m = client.ReportMeasurements(
+        g.graph, g.node_config_ids, ro.collection, rows.data(), runtimes.data(), static_cast<int64_t>(picked.size()),
+        "tgraph-client replay");
+    if (!m.ok()) return m.status();
+    if (k + 1 == o.rounds) break;
+    absl::StatusOr<int64_t> published = RunFinetune(o.finetune_command);
+    if (!published.ok()) {
+      // Early rounds may have too few measurements to validate a fine-tune: keep the
+      // model, say why.
+      r->warnings.push_back(absl::StrCat("round ", k + 1, ": ", published.status().message()));
+      published = 0;
+    }
+    if (*published > version) {
+      if (absl::Status s = WaitForVersion(client, ro.collection, *published, o.reload_timeout_s); !s.ok()) return s;
+      version = *published;
+    }
+    // Rank what is left with the (possibly new) model.
+    std::vector<int64_t> left;
+    std::vector<int8_t> left_rows;
+    for (int64_t c = 0; c < g.num_configs; ++c)
+      if (!measured[static_cast<size_t>(c)]) {
+        left.push_back(c);
+        left_rows.insert(left_rows.end(), g.config(c), g.config(c) + row);
+      }
+    if (left.empty()) break;
+    RankOptions pinned = ro;
+    pinned.model_version = version;
+    absl::StatusOr<Ranking> again =
+        client.RankLayout(g.graph, g.node_config_ids, left_rows.data(), static_cast<int64_t>(left.size()), pinned);
+    if (!again.ok()) return again.status();
+    order.clear();
+    for (int32_t i : again->order) order.push_back(left[static_cast<size_t>(i)]);
+  }
+  r->updated_model = BestSoFar(measured_order, g.config_runtime, o.rounds, o.per_round);
+  r->updated_model_rank = FasterThanBestSoFar(measured_order, g.config_runtime, o.rounds, o.per_round);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<ReplayReport> RunReplay(const ReplayOptions& o) {
@@ -85,28 +182,45 @@ absl::StatusOr<ReplayReport> RunReplay(const ReplayOptions& o) {
   const std::vector<int64_t> model_order(ranking->order.begin(), ranking->order.end());
   r.frozen_model = BestSoFar(model_order, g->config_runtime, o.rounds, o.per_round);
   r.frozen_model_rank = FasterThanBestSoFar(model_order, g->config_runtime, o.rounds, o.per_round);
+  if (!o.finetune_command.empty())
+    if (absl::Status s = ReplayWithUpdates(o, *g, client, ro, model_order, ranking->model_version, &r); !s.ok()) return s;
   return r;
 }
 
 std::string ReplayReport::Table() const {
+  const bool updated = !updated_model.empty();
   std::string out = absl::StrFormat("%s: %d configurations, best %d ns; model version %d\n", npz, configs,
                                     file_best_ns, model_version);
-  absl::StrAppendFormat(&out, "%6s %9s   %-27s %-27s\n", "", "", "random search", "model (frozen)");
-  absl::StrAppendFormat(&out, "%6s %9s   %12s %14s %12s %14s\n", "round", "measured", "best/file", "faster ones",
-                        "best/file", "faster ones");
-  for (size_t k = 0; k < measured.size(); ++k)
-    absl::StrAppendFormat(&out, "%6d %9d   %12.6f %14.1f %12.6f %14.0f\n", k + 1, measured[k], random_search[k],
+  absl::StrAppendFormat(&out, "%6s %9s   %-27s %-27s%s\n", "", "", "random search", "model (frozen)",
+                        updated ? "   model (updated every round)" : "");
+  absl::StrAppendFormat(&out, "%6s %9s   %12s %14s %12s %14s%s\n", "round", "measured", "best/file", "faster ones",
+                        "best/file", "faster ones", updated ? "    best/file    faster ones  version" : "");
+  for (size_t k = 0; k < measured.size(); ++k) {
+    absl::StrAppendFormat(&out, "%6d %9d   %12.6f %14.1f %12.6f %14.0f", k + 1, measured[k], random_search[k],
                           random_search_rank[k], frozen_model[k], frozen_model_rank[k]);
+    if (updated && k < updated_model.size())
+      absl::StrAppendFormat(&out, "   %12.6f %14.0f %8d", updated_model[k], updated_model_rank[k],
+                            k < updated_versions.size() ? updated_versions[k] : updated_versions.back());
+    out += "\n";
+  }
   out += "(best/file: best runtime found so far over the file's best; faster ones: the file's configurations\n"
          " faster than the best found, 0 when the best was found; random search: mean over random orders)\n";
+  for (const std::string& w : warnings) out += "warning: " + w + "\n";
   return out;
 }
 
 std::string ReplayReport::Csv() const {
-  std::string out = "round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank\n";
-  for (size_t k = 0; k < measured.size(); ++k)
-    absl::StrAppendFormat(&out, "%d,%d,%.8f,%.8f,%.2f,%.0f\n", k + 1, measured[k], random_search[k], frozen_model[k],
+  const bool updated = !updated_model.empty();
+  std::string out = "round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank";
+  out += updated ? ",updated_model,updated_model_rank,updated_version\n" : "\n";
+  for (size_t k = 0; k < measured.size(); ++k) {
+    absl::StrAppendFormat(&out, "%d,%d,%.8f,%.8f,%.2f,%.0f", k + 1, measured[k], random_search[k], frozen_model[k],
                           random_search_rank[k], frozen_model_rank[k]);
+    if (updated && k < updated_model.size())
+      absl::StrAppendFormat(&out, ",%.8f,%.0f,%d", updated_model[k], updated_model_rank[k],
+                            k < updated_versions.size() ? updated_versions[k] : updated_versions.back());
+    out += "\n";
+  }
   return out;
 }
 

@@ -2,9 +2,9 @@
 // configurations (issue 12, part 3). Each round "measures" the next `per_round`
 // configurations not measured yet, reading their runtimes from the file, and records
 // the best runtime found so far relative to the file's best. Strategies: random search
-// (the mean over several random orders) and the model's ranking without updates (one
-// RankConfigs call, then its order). The model with updates (report, fine-tune,
-// publish, rank again) follows when fine-tuning exists.
+// (the mean over several random orders), the model's ranking without updates (one
+// RankConfigs call, then its order), and optionally the model with updates (report,
+// fine-tune, publish, rank again every round).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
+#include "model/graph.h"
 
 namespace tgraph {
 
@@ -24,6 +25,13 @@ struct ReplayOptions {
   int per_round = 10;
   int random_orders = 20;  // random search: the curve is the mean over this many orders
   uint64_t seed = 0;
+  // The model with updates (when set): every round's measurements are reported
+  // (ReportMeasurements, the server needs --measurement_store), this shell command is
+  // run (e.g. tgraph-train finetune ...), and when it prints "published as version N"
+  // the replay waits for the server to load N, then ranks the unmeasured
+  // configurations again.
+  std::string finetune_command;
+  double reload_timeout_s = 120;
 };
 
 struct ReplayReport {
@@ -38,8 +46,15 @@ struct ReplayReport {
   // (0 = found the best); the mean over orders for random search. Real runtimes of one
   // program often differ by less than 0.01%, where this says more than the ratio.
   std::vector<double> random_search_rank, frozen_model_rank;
+  // With finetune_command: the model with updates, and the version that chose each
+  // round's configurations.
+  std::vector<double> updated_model, updated_model_rank;
+  std::vector<int64_t> updated_versions;
+  std::vector<std::string> warnings;  // e.g. a round whose fine-tuning failed (the model was kept)
   std::string Table() const;          // one line per round
-  std::string Csv() const;            // round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank
+  // round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank
+  // [,updated_model,updated_model_rank,updated_version]
+  std::string Csv() const;
 };
 
 // Best runtime found after each round when measuring in `order` (indices into
@@ -52,5 +67,11 @@ std::vector<double> FasterThanBestSoFar(const std::vector<int64_t>& order, const
                                         int rounds, int per_round);
 
 absl::StatusOr<ReplayReport> RunReplay(const ReplayOptions& options);
+
+// The model-with-updates curve of RunReplay (fills updated_*), from the model's first
+// ranking `order` by `version`.
+absl::Status ReplayWithUpdates(const ReplayOptions& options, const LayoutGraph& graph, RankerClient& client,
+                               const RankOptions& rank, std::vector<int64_t> order, int64_t version,
+                               ReplayReport* report);
 
 }  // namespace tgraph

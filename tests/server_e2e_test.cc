@@ -963,3 +963,43 @@ CATCH_TEST_CASE("replay: random search and the frozen model on a graph with runt
   CATCH_REQUIRE_FALSE(hidden.ok());
   CATCH_CHECK_THAT(std::string(hidden.status().message()), Catch::Contains("cd708819"));
 }
+
+CATCH_TEST_CASE("replay with updates: measurements reported, fine-tuned versions published, served and used",
+                "[e2e][replay][measurements]") {
+  World w;
+  w.Publish();
+  const std::string store = w.dir.path() + "/store";
+  ServerProcess server(w.registry, w.dir.path(), {"--measurement_store", store});
+  CATCH_REQUIRE(server.port > 0);
+  for (int i = 0; i < 100 && HealthStatus(server.port) != grpc::health::v1::HealthCheckResponse::SERVING; ++i)
+    std::this_thread::sleep_for(100ms);
+  ReplayOptions o;
+  o.client.target = "127.0.0.1:" + std::to_string(server.port);
+  o.collection = "layout:xla:random";
+  o.npz = w.File("layout:xla:random", "train", 0).path;
+  o.rounds = 4;
+  o.per_round = 8;
+  o.finetune_command = std::string(TGRAPH_TRAIN_BIN) + " finetune --registry " + w.registry +
+                       " --collection layout:xla:random --measurements " + store + " --run_dir " + w.dir.path() +
+                       "/ft --steps 30 --finetune_lr 0.001 --holdout 0.3 --threads 1 --progress=false";
+  absl::StatusOr<ReplayReport> r = RunReplay(o);
+  CATCH_REQUIRE(r.ok());
+  CATCH_INFO(r->Table());
+  CATCH_REQUIRE(r->updated_model.size() == 4);
+  CATCH_CHECK(r->updated_versions.front() == 1);
+  // Every round's measurements were reported: 4 x 8 rows in the store.
+  CATCH_CHECK(StoredMeasurements(store, *ParseCollection("layout:xla:random")) == 32);
+  // Fine-tunes ran; a published one is listed in the registry with its parent.
+  const Registry reg(w.registry);
+  const int64_t latest = *reg.LatestVersion("layout:xla:random");
+  if (latest > 1) {
+    absl::StatusOr<Manifest> m = reg.ReadVersion("layout:xla:random", latest);
+    CATCH_REQUIRE(m.ok());
+    CATCH_CHECK(m->training.count("finetune_parent_version") == 1);
+    CATCH_CHECK(r->updated_versions.back() == latest);
+  }
+  // A rounds' curve never gets worse, and the first round is the frozen model's.
+  CATCH_CHECK(r->updated_model.front() == r->frozen_model.front());
+  for (size_t k = 1; k < 4; ++k) CATCH_CHECK(r->updated_model[k] <= r->updated_model[k - 1]);
+  CATCH_CHECK_THAT(r->Csv(), Catch::Contains(",updated_model,updated_model_rank,updated_version\n"));
+}
