@@ -926,10 +926,10 @@ CATCH_TEST_CASE("replay: the best found per round, by hand", "[replay]") {
   CATCH_CHECK(FasterThanBestSoFar({1}, runtimes, 2, 1) == std::vector<double>{3, 3});
 }
 
-CATCH_TEST_CASE("replay: random search and the frozen model on a graph with runtimes", "[e2e][replay]") {
-  World w;
-  w.Publish();
-  ServerProcess server(w.registry, w.dir.path());
+namespace {
+
+// Replay options for the world's first train graph, once `server` serves a model.
+ReplayOptions ReplayOfFirstGraph(World& w, const ServerProcess& server, int rounds, int per_round) {
   CATCH_REQUIRE(server.port > 0);
   for (int i = 0; i < 100 && HealthStatus(server.port) != grpc::health::v1::HealthCheckResponse::SERVING; ++i)
     std::this_thread::sleep_for(100ms);
@@ -937,8 +937,18 @@ CATCH_TEST_CASE("replay: random search and the frozen model on a graph with runt
   o.client.target = "127.0.0.1:" + std::to_string(server.port);
   o.collection = "layout:xla:random";
   o.npz = w.File("layout:xla:random", "train", 0).path;
-  o.rounds = 4;
-  o.per_round = 3;
+  o.rounds = rounds;
+  o.per_round = per_round;
+  return o;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("replay: random search and the frozen model on a graph with runtimes", "[e2e][replay]") {
+  World w;
+  w.Publish();
+  ServerProcess server(w.registry, w.dir.path());
+  ReplayOptions o = ReplayOfFirstGraph(w, server, 4, 3);
   absl::StatusOr<ReplayReport> r = RunReplay(o);
   CATCH_REQUIRE(r.ok());
   const LayoutGraph g = w.Graph();
@@ -970,15 +980,7 @@ CATCH_TEST_CASE("replay with updates: measurements reported, fine-tuned versions
   w.Publish();
   const std::string store = w.dir.path() + "/store";
   ServerProcess server(w.registry, w.dir.path(), {"--measurement_store", store});
-  CATCH_REQUIRE(server.port > 0);
-  for (int i = 0; i < 100 && HealthStatus(server.port) != grpc::health::v1::HealthCheckResponse::SERVING; ++i)
-    std::this_thread::sleep_for(100ms);
-  ReplayOptions o;
-  o.client.target = "127.0.0.1:" + std::to_string(server.port);
-  o.collection = "layout:xla:random";
-  o.npz = w.File("layout:xla:random", "train", 0).path;
-  o.rounds = 4;
-  o.per_round = 8;
+  ReplayOptions o = ReplayOfFirstGraph(w, server, 4, 8);
   o.finetune_command = std::string(TGRAPH_TRAIN_BIN) + " finetune --registry " + w.registry +
                        " --collection layout:xla:random --measurements " + store + " --run_dir " + w.dir.path() +
                        "/ft --steps 30 --finetune_lr 0.001 --holdout 0.3 --threads 1 --progress=false";
