@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,7 +53,10 @@ struct ServerProcess {
   int port = 0, metrics_port = 0;
   std::string log;
 
-  ServerProcess(const std::string& registry, const std::string& dir, std::vector<std::string> extra = {}) {
+  // file_size_limit > 0: the server runs under RLIMIT_FSIZE (with SIGXFSZ ignored), so
+  // that its writes past the limit fail as on a full disk.
+  ServerProcess(const std::string& registry, const std::string& dir, std::vector<std::string> extra = {},
+                rlim_t file_size_limit = 0) {
     const std::string port_file = dir + "/port";
     log = dir + "/server.log";
     std::filesystem::remove(port_file);
@@ -68,6 +72,11 @@ struct ServerProcess {
       const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 2);
       dup2(fd, 1);
+      if (file_size_limit > 0) {
+        signal(SIGXFSZ, SIG_IGN);
+        rlimit lim{file_size_limit, file_size_limit};
+        setrlimit(RLIMIT_FSIZE, &lim);
+      }
       std::vector<char*> argv;
       for (std::string& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -1004,4 +1013,24 @@ CATCH_TEST_CASE("replay with updates: measurements reported, fine-tuned versions
   CATCH_CHECK(r->updated_model.front() == r->frozen_model.front());
   for (size_t k = 1; k < 4; ++k) CATCH_CHECK(r->updated_model[k] <= r->updated_model[k - 1]);
   CATCH_CHECK_THAT(r->Csv(), Catch::Contains(",updated_model,updated_model_rank,updated_version\n"));
+}
+
+CATCH_TEST_CASE("server: a full disk answers RESOURCE_EXHAUSTED to ReportMeasurements, stores nothing, counts it",
+                "[e2e][measurements]") {
+  TempDir dir;
+  const std::string registry = dir.path() + "/registry", store = dir.path() + "/store";
+  std::filesystem::create_directories(registry);
+  // 4 KiB per file: the port file fits, a shard of the unet graph (about 11 KiB) does
+  // not (the log's later lines may be cut; the test does not read them).
+  ServerProcess server(registry, dir.path(), {"--measurement_store", store}, 4 * 1024);
+  CATCH_REQUIRE(server.port > 0);
+  RankerClient client({"127.0.0.1:" + std::to_string(server.port)});
+  absl::StatusOr<MeasurementReceipt> r = ReportRealRows(client, 0, 5);
+  CATCH_REQUIRE_FALSE(r.ok());
+  CATCH_CHECK(r.status().code() == absl::StatusCode::kResourceExhausted);
+  CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"),
+                   Catch::Contains("tgraph_measurement_store_errors_total{code=\"RESOURCE_EXHAUSTED\"} 1"));
+  CATCH_CHECK(StoredMeasurements(store, *ParseCollection("layout:xla:default")) == 0);
+  // The server keeps serving.
+  CATCH_CHECK(HealthStatus(server.port, "liveness") == grpc::health::v1::HealthCheckResponse::SERVING);
 }
