@@ -439,6 +439,21 @@ CATCH_TEST_CASE("finetune learns from measurements, publishes only when not wors
   CATCH_CHECK(worse->published_version == 0);
   CATCH_CHECK(*reg.LatestVersion("layout:xla:random") == v1 + 1);
 
+  // Mixed with base training data: half the steps on the world's own train split.
+  FinetuneOptions mixed = o;
+  mixed.work_dir = w.dir.path() + "/finetune3";
+  mixed.base_data = w.data;
+  mixed.steps = 40;
+  absl::StatusOr<FinetuneResult> m3 = Finetune(mixed);
+  CATCH_REQUIRE(m3.ok());
+  CATCH_CHECK(std::isfinite(m3->child_score));
+  if (m3->published_version > 0) {
+    absl::StatusOr<Manifest> mm = reg.ReadVersion("layout:xla:random", m3->published_version);
+    CATCH_REQUIRE(mm.ok());
+    CATCH_CHECK(mm->training.at("finetune_base_data") == w.data);
+    CATCH_CHECK(mm->training.at("finetune_parent_version") == std::to_string(v1 + 1));
+  }
+
   FinetuneOptions tile = o;
   tile.collection = "tile:xla";
   absl::StatusOr<FinetuneResult> t = Finetune(tile);
