@@ -1002,13 +1002,14 @@ CATCH_TEST_CASE("replay with updates: measurements reported, fine-tuned versions
   CATCH_CHECK(StoredMeasurements(store, *ParseCollection("layout:xla:random")) == 32);
   // Fine-tunes ran; a published one is listed in the registry with its parent.
   const Registry reg(w.registry);
+  // Random weights fine-tuned on 8-24 measured configurations rank the held-out ones
+  // better at once (seeded, one thread: the runs seen published versions 2 and 3).
   const int64_t latest = *reg.LatestVersion("layout:xla:random");
-  if (latest > 1) {
-    absl::StatusOr<Manifest> m = reg.ReadVersion("layout:xla:random", latest);
-    CATCH_REQUIRE(m.ok());
-    CATCH_CHECK(m->training.count("finetune_parent_version") == 1);
-    CATCH_CHECK(r->updated_versions.back() == latest);
-  }
+  CATCH_REQUIRE(latest > 1);
+  absl::StatusOr<Manifest> m = reg.ReadVersion("layout:xla:random", latest);
+  CATCH_REQUIRE(m.ok());
+  CATCH_CHECK(m->training.count("finetune_parent_version") == 1);
+  CATCH_CHECK(r->updated_versions.back() == latest);
   // A rounds' curve never gets worse, and the first round is the frozen model's.
   CATCH_CHECK(r->updated_model.front() == r->frozen_model.front());
   for (size_t k = 1; k < 4; ++k) CATCH_CHECK(r->updated_model[k] <= r->updated_model[k - 1]);

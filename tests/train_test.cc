@@ -447,6 +447,11 @@ CATCH_TEST_CASE("finetune learns from measurements, publishes only when not wors
   absl::StatusOr<FinetuneResult> m3 = Finetune(mixed);
   CATCH_REQUIRE(m3.ok());
   CATCH_CHECK(std::isfinite(m3->child_score));
+  // 2 folds x 40 steps, half of them on base graphs (binomial: 80 +- 2 sd is 31..49).
+  CATCH_CHECK(m3->base_steps >= 25);
+  CATCH_CHECK(m3->base_steps <= 55);
+  // Published exactly when not worse, with the base recorded.
+  CATCH_CHECK((m3->published_version > 0) == (m3->child_score >= m3->parent_score));
   if (m3->published_version > 0) {
     absl::StatusOr<Manifest> mm = reg.ReadVersion("layout:xla:random", m3->published_version);
     CATCH_REQUIRE(mm.ok());

@@ -147,6 +147,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
     double loss_sum = 0;
     for (int64_t step = 0; step < o.steps; ++step) {
       const bool from_base = !base.empty() && rng.Bernoulli(o.base_fraction);
+      result.base_steps += from_base;
       const std::vector<GraphData>& pool = from_base ? base : s.train;
       const std::vector<GraphTensors>& tensors = from_base ? base_tensors : s.train_tensors;
       const size_t gi = static_cast<size_t>(rng.Int(0, static_cast<int64_t>(pool.size()) - 1));

@@ -42,6 +42,7 @@ struct FinetuneResult {
   // configurations, before and after.
   double parent_score = 0, child_score = 0;
   int64_t graphs = 0, train_configs = 0, heldout_configs = 0;
+  int64_t base_steps = 0;  // steps on base_data graphs, over all folds
 };
 
 // Whether a configuration row (nc x 18 values) is held out: a hash of its bytes and
