@@ -52,6 +52,13 @@ def main():
     assert r["configs"] == c and r["decision_columns"] == 3 and r["independent_decisions"] == 2, r
     assert r["heldout_r2"] > 1 - 1e-9, r
     assert abs(r["heldout_tau"] - 1.0) < 1e-9, r
+    # --fit_on: fitted on one file, another file of the same graph scored whole (its 4
+    # distinct configurations, ranked exactly).
+    write_layout(os.path.join(work, "other.npz"), feat[:50], additive[:50])
+    r = json.loads(run(tool, os.path.join(work, "other.npz"), "--fit_on", os.path.join(work, "additive.npz"),
+                       "--json").stdout)
+    assert r["fitted_configs"] == c and r["configs"] == 50 and r["distinct_configs"] == 4, r
+    assert abs(r["tau"] - 1.0) < 1e-9, r
     # An interaction: a copy only when a and b disagree. No sum of per-decision terms
     # fits it: the best additive fit explains none of a balanced XOR.
     xor = np.round(1e6 * (1.0 + 0.5 * (a != b)))
