@@ -202,14 +202,19 @@ TEST_CASE("synthetic xla graphs and searches have the real files' structure", "[
   CHECK(ConfigNodesNearAnother(unet->graph, unet->node_config_ids) == Approx(34.0 / 62));
   CHECK(Median(DistinctPerGroup(*unet)) == 2);
 
-  double near = 0;
+  double near = 0, near_training = 0, near_forward = 0;
+  int training = 0;
   std::vector<int> distinct;
   constexpr int kGraphs = 12;
   for (int i = 0; i < kGraphs; ++i) {
     Rng rng(1000 + i);
     const BuiltGraph g = MakeXlaGraph(rng, 300);
     const std::vector<int64_t> ids = ConfigurableNodes(g.nodes);
-    near += ConfigNodesNearAnother(ToNodeGraph(g.nodes), ids) / kGraphs;
+    const double share = ConfigNodesNearAnother(ToNodeGraph(g.nodes), ids);
+    near += share / kGraphs;
+    const bool is_training = g.kind.find("_train") != std::string::npos;
+    training += is_training;
+    (is_training ? near_training : near_forward) += share;
     const LayoutCostModel m(g.nodes, ids);
     Rng search(2000 + i);
     SearchResult s = RandomSearch(m, 200, search);
@@ -220,8 +225,15 @@ TEST_CASE("synthetic xla graphs and searches have the real files' structure", "[
     for (int d : DistinctPerGroup(lg)) distinct.push_back(d);
   }
   // Training steps make activations, gradients and kernels feed two convolutions each;
-  // forward-only graphs alone gave 0.24 here.
+  // in forward-only graphs a convolution's neighbours are bias adds and relus.
+  REQUIRE(training > 0);
+  REQUIRE(training < kGraphs);
+  near_training /= training;
+  near_forward /= kGraphs - training;
+  CAPTURE(near, near_training, near_forward);
   CHECK(near > 0.45);
+  CHECK(near_training > 0.85);
+  CHECK(near_forward < 0.2);
   CHECK(Median(distinct) == 2);
   CHECK(*std::max_element(distinct.begin(), distinct.end()) <= 7);
 }
