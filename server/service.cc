@@ -1,6 +1,7 @@
 #include "server/service.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include "model/model_io.h"
 #include "proto/graph_codec.h"
@@ -161,7 +162,7 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext*, const v1::R
   }
   if (metrics_) metrics_->RecordMeasurements(a->measurements, a->bytes);
   response->set_stored(a->measurements);
-  response->set_shard(a->path.substr(std::min(a->path.size(), measurements_->root().size() + 1)));
+  response->set_shard(std::filesystem::path(a->path).lexically_relative(measurements_->root()).string());
   return rec.Done(grpc::Status::OK);
 }
 
