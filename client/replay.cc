@@ -45,8 +45,13 @@ std::vector<double> FasterThanBestSoFar(const std::vector<int64_t>& order, const
 
 namespace {
 
-// Runs the fine-tuning command; the version it published, or 0 when it published none.
-absl::StatusOr<int64_t> RunFinetune(const std::string& command) {
+struct FinetuneRun {
+  int64_t published = 0;  // 0 when it published none
+  std::string last_line;
+};
+
+// Runs the fine-tuning command: the version it published and what it said last.
+absl::StatusOr<FinetuneRun> RunFinetune(const std::string& command) {
   FILE* p = popen((command + " 2>&1").c_str(), "r");
   if (!p) return absl::InternalError(absl::StrCat("cannot run: ", command));
   std::string out;
@@ -55,8 +60,12 @@ absl::StatusOr<int64_t> RunFinetune(const std::string& command) {
   const int status = pclose(p);
   if (status != 0)
     return absl::InternalError(absl::StrCat("the fine-tuning command failed (status ", status, "): ", command, "\n", out));
+  FinetuneRun run;
   const size_t at = out.find("published as version ");
-  return at == std::string::npos ? 0 : std::atoll(out.c_str() + at + 21);
+  if (at != std::string::npos) run.published = std::atoll(out.c_str() + at + 21);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  run.last_line = out.substr(out.find_last_of('\n') == std::string::npos ? 0 : out.find_last_of('\n') + 1);
+  return run;
 }
 
 // Waits until the server lists `version` (or newer) for the collection.
@@ -102,16 +111,19 @@ absl::Status ReplayWithUpdates(const ReplayOptions& o, const LayoutGraph& g, Ran
         "tgraph-client replay");
     if (!m.ok()) return m.status();
     if (k + 1 == o.rounds) break;
-    absl::StatusOr<int64_t> published = RunFinetune(o.finetune_command);
-    if (!published.ok()) {
+    absl::StatusOr<FinetuneRun> run = RunFinetune(o.finetune_command);
+    if (!run.ok()) {
       // Early rounds may have too few measurements to validate a fine-tune: keep the
       // model, say why.
-      r->warnings.push_back(absl::StrCat("round ", k + 1, ": ", published.status().message()));
-      published = 0;
+      r->warnings.push_back(absl::StrCat("round ", k + 1, ": ", run.status().message()));
+      run = FinetuneRun{};
+    } else {
+      r->finetune_outcomes.push_back(absl::StrCat("round ", k + 1, ": ", run->last_line));
     }
-    if (*published > version) {
-      if (absl::Status s = WaitForVersion(client, ro.collection, *published, o.reload_timeout_s); !s.ok()) return s;
-      version = *published;
+    r->finetune_published.push_back(run->published);
+    if (run->published > version) {
+      if (absl::Status s = WaitForVersion(client, ro.collection, run->published, o.reload_timeout_s); !s.ok()) return s;
+      version = run->published;
     }
     // Rank what is left with the (possibly new) model.
     std::vector<int64_t> left;
@@ -205,6 +217,7 @@ std::string ReplayReport::Table() const {
   }
   out += "(best/file: best runtime found so far over the file's best; faster ones: the file's configurations\n"
          " faster than the best found, 0 when the best was found; random search: mean over random orders)\n";
+  for (const std::string& f : finetune_outcomes) out += "fine-tuning after " + f + "\n";
   for (const std::string& w : warnings) out += "warning: " + w + "\n";
   return out;
 }

@@ -51,6 +51,10 @@ struct ReplayReport {
   std::vector<double> updated_model, updated_model_rank;
   std::vector<int64_t> updated_versions;
   std::vector<std::string> warnings;  // e.g. a round whose fine-tuning failed (the model was kept)
+  // Per round whose fine-tuning ran: the command's last output line (what it decided)
+  // and the version it published (0 = none).
+  std::vector<std::string> finetune_outcomes;
+  std::vector<int64_t> finetune_published;
   std::string Table() const;          // one line per round
   // round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank
   // [,updated_model,updated_model_rank,updated_version]

@@ -1002,14 +1002,29 @@ CATCH_TEST_CASE("replay with updates: measurements reported, fine-tuned versions
   CATCH_CHECK(StoredMeasurements(store, *ParseCollection("layout:xla:random")) == 32);
   // Fine-tunes ran; a published one is listed in the registry with its parent.
   const Registry reg(w.registry);
-  // Random weights fine-tuned on 8-24 measured configurations rank the held-out ones
-  // better at once (seeded, one thread: the runs seen published versions 2 and 3).
-  const int64_t latest = *reg.LatestVersion("layout:xla:random");
-  CATCH_REQUIRE(latest > 1);
-  absl::StatusOr<Manifest> m = reg.ReadVersion("layout:xla:random", latest);
-  CATCH_REQUIRE(m.ok());
-  CATCH_CHECK(m->training.count("finetune_parent_version") == 1);
-  CATCH_CHECK(r->updated_versions.back() == latest);
+  // A fine-tune ran after rounds 1-3. Whether one publishes depends on a few held-out
+  // configurations of a tiny graph (tests/train_test.cc checks the gate itself); the
+  // loop must follow what each decided: the version that chooses a round is the last
+  // one published before it, and the registry holds exactly those.
+  CATCH_REQUIRE(r->finetune_published.size() == 3);
+  CATCH_REQUIRE(r->finetune_outcomes.size() + r->warnings.size() == 3);
+  for (const std::string& line : r->finetune_outcomes)
+    CATCH_CHECK((line.find("published as version") != std::string::npos ||
+                 line.find("not published") != std::string::npos));
+  int64_t expected = 1, published = 0;
+  for (size_t k = 0; k < 3; ++k) {
+    if (r->finetune_published[k] > 0) {
+      expected = r->finetune_published[k];
+      ++published;
+    }
+    CATCH_CHECK(r->updated_versions[k + 1] == expected);
+  }
+  CATCH_CHECK(*reg.LatestVersion("layout:xla:random") == 1 + published);
+  if (published > 0) {
+    absl::StatusOr<Manifest> m = reg.ReadVersion("layout:xla:random", expected);
+    CATCH_REQUIRE(m.ok());
+    CATCH_CHECK(m->training.count("finetune_parent_version") == 1);
+  }
   // A rounds' curve never gets worse, and the first round is the frozen model's.
   CATCH_CHECK(r->updated_model.front() == r->frozen_model.front());
   for (size_t k = 1; k < 4; ++k) CATCH_CHECK(r->updated_model[k] <= r->updated_model[k - 1]);
