@@ -65,10 +65,10 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
   if (!IsHex(r.graph_hash))
     return absl::InvalidArgumentError(
         absl::StrCat("graph_hash: expected 1-64 lowercase hex digits, got ", r.graph_hash.size(), " characters"));
-  if (r.num_configs < 1) return absl::InvalidArgumentError("configs: a report needs at least one configuration row");
+  if (r.num_configs < 1) return absl::InvalidArgumentError("num_configs: a report needs at least one configuration row");
   const int64_t nc = static_cast<int64_t>(r.node_config_ids.size());
   if (static_cast<int64_t>(r.config_feat.size()) != r.num_configs * nc * kConfigFeatDim)
-    return absl::InvalidArgumentError(absl::StrCat("configs: ", r.config_feat.size(), " values for ", r.num_configs,
+    return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", r.config_feat.size(), " values for ", r.num_configs,
                                                    " rows of ", nc, " configurable nodes x ", kConfigFeatDim,
                                                    " (expected ", r.num_configs * nc * kConfigFeatDim, ")"));
   if (static_cast<int64_t>(r.runtime_ns.size()) != r.num_configs)
@@ -78,11 +78,8 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
     if (r.runtime_ns[i] <= 0)
       return absl::InvalidArgumentError(
           absl::StrCat("runtimes_ns[", i, "]: ", r.runtime_ns[i], " is not a runtime (expected > 0 ns)"));
-  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
-  for (size_t k = 0; k < r.config_feat.size(); ++k)
-    if (r.config_feat[k] < -1 || r.config_feat[k] > 5)
-      return absl::InvalidArgumentError(absl::StrCat("configs: row ", k / row, ", value ", k % row, " is ",
-                                                     static_cast<int>(r.config_feat[k]), " (expected -1..5)"));
+  if (std::string bad = FirstBadLayoutConfigValue(r.config_feat.data(), r.config_feat.size(), nc); !bad.empty())
+    return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
   return ValidateLayoutGraph(AsLayoutGraph(r), absl::StrCat("report for graph ", r.graph_hash));
 }
 

@@ -127,7 +127,7 @@ TEST_CASE("bad reports are refused with the field and row, and nothing is writte
   refused(Report({0, 1}, {100}), absl::StatusCode::kInvalidArgument, "1 runtimes for 2 configuration rows");
   MeasurementReport bad_value = Report({0, 1}, {1, 2});
   bad_value.config_feat[Unet().num_config_nodes() * kConfigFeatDim + 4] = 9;
-  refused(bad_value, absl::StatusCode::kInvalidArgument, "row 1, value 4 is 9");
+  refused(bad_value, absl::StatusCode::kInvalidArgument, "layout_configs: config 1, configurable node 0, slot 4 is 9");
   MeasurementReport escape = Report({0}, {1});
   escape.graph_hash = "../../etc";
   refused(escape, absl::StatusCode::kInvalidArgument, "graph_hash");

@@ -67,14 +67,8 @@ double EnsembleTau(const std::vector<std::shared_ptr<RankingNet>>& nets, const s
   so.tta = m.tta;
   std::vector<double> taus;
   for (size_t i = 0; i < graphs.size(); ++i) {
-    std::vector<int64_t> all(static_cast<size_t>(graphs[i].num_configs()));
-    for (size_t k = 0; k < all.size(); ++k) all[k] = static_cast<int64_t>(k);
-    const std::vector<int8_t> rows = graphs[i].LayoutRows(all);
-    ConfigRows r;
-    r.layout = rows.data();
-    r.count = graphs[i].num_configs();
-    r.num_config_nodes = graphs[i].configs.num_config_nodes;
-    const std::vector<double> score = ScoreConfigs(folds, tensors[i], r, so).score;
+    std::vector<int8_t> storage;
+    const std::vector<double> score = ScoreConfigs(folds, tensors[i], RowsOf(graphs[i], &storage), so).score;
     // A model that scores anything non-finite is broken, whatever its ranking.
     if (!std::all_of(score.begin(), score.end(), [](double v) { return std::isfinite(v); }))
       return std::nan("");

@@ -18,6 +18,21 @@ std::unique_ptr<torch::optim::AdamW> MakeOptimizer(RankingNet& net, double lr, d
   return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(lr));
 }
 
+ConfigRows RowsOf(const GraphData& g, std::vector<int8_t>* storage) {
+  ConfigRows r;
+  r.count = g.num_configs();
+  if (!g.tile_feat.empty()) {
+    r.tile = g.tile_feat.data();
+    return r;
+  }
+  std::vector<int64_t> all(static_cast<size_t>(r.count));
+  std::iota(all.begin(), all.end(), 0);
+  *storage = g.LayoutRows(all);
+  r.layout = storage->data();
+  r.num_config_nodes = g.configs.num_config_nodes;
+  return r;
+}
+
 std::vector<int64_t> SampleRows(const GraphData& g, int64_t batch, Rng& rng) {
   std::vector<int64_t> rows(static_cast<size_t>(g.num_configs()));
   std::iota(rows.begin(), rows.end(), 0);

@@ -11,6 +11,7 @@
 
 #include "model/features.h"
 #include "model/rng.h"
+#include "model/scoring.h"
 #include "model/tgraph_net.h"
 #include "model/train/train_data.h"
 
@@ -18,6 +19,9 @@ namespace tgraph {
 
 // AdamW with weight decay on matrices only (biases and norms undecayed), as the paper.
 std::unique_ptr<torch::optim::AdamW> MakeOptimizer(RankingNet& net, double lr, double weight_decay);
+
+// Every configuration of g as scoring input; layout rows are decompressed into storage.
+ConfigRows RowsOf(const GraphData& g, std::vector<int8_t>* storage);
 
 // min(batch, count) distinct configuration rows of g, drawn by rng.
 std::vector<int64_t> SampleRows(const GraphData& g, int64_t batch, Rng& rng);

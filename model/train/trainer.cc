@@ -146,21 +146,6 @@ double LearningRate(const TrainOptions& o, int64_t step, int64_t total) {
   return o.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, t)));
 }
 
-ConfigRows RowsOf(const GraphData& g, std::vector<int8_t>* storage) {
-  ConfigRows r;
-  r.count = g.num_configs();
-  if (!g.tile_feat.empty()) {
-    r.tile = g.tile_feat.data();
-    return r;
-  }
-  std::vector<int64_t> all(static_cast<size_t>(r.count));
-  std::iota(all.begin(), all.end(), 0);
-  *storage = g.LayoutRows(all);
-  r.layout = storage->data();
-  r.num_config_nodes = g.configs.num_config_nodes;
-  return r;
-}
-
 // Mean validation score of one network over the given graphs.
 double Validate(RankingNet& net, const Prepared& p, const std::vector<size_t>& graphs, const ScoringOptions& so) {
   net.eval();
