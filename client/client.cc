@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "model/file_util.h"
+#include "proto/error_reason.h"
 #include "proto/graph_codec.h"
 #include "tgraph/v1/ranker.grpc.pb.h"
 
@@ -36,20 +37,34 @@ struct RankerClient::Impl {
     if (!graph_hash.empty()) ctx->AddMetadata("x-graph-hash", graph_hash);
   }
 
+  // What a call ended with: its status, and whether the server said the graph is not
+  // registered (the machine-readable reason of proto/error_reason.h, never message text).
+  struct Outcome {
+    grpc::Status status;
+    bool graph_not_registered = false;
+  };
+
   // Runs `call` (a fresh context each time), retrying UNAVAILABLE with backoff.
   template <typename Call>
-  grpc::Status WithRetries(const std::string& graph_hash, Call call) const {
+  Outcome WithRetries(const std::string& graph_hash, Call call) const {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.retry_budget_s);
     double backoff = options.initial_backoff_s;
-    grpc::Status s;
-    for (int attempt = 0; attempt < std::max(1, options.max_attempts); ++attempt) {
+    Outcome o;
+    while (true) {
       grpc::ClientContext ctx;
       Prepare(&ctx, graph_hash);
-      s = call(&ctx);
-      if (s.error_code() != grpc::UNAVAILABLE) return s;
+      o.status = call(&ctx);
+      if (o.status.error_code() != grpc::UNAVAILABLE) {
+        const auto& trailers = ctx.GetServerTrailingMetadata();
+        auto it = trailers.find(kErrorReasonKey);
+        o.graph_not_registered = o.status.error_code() == grpc::NOT_FOUND && it != trailers.end() &&
+                                 absl::string_view(it->second.data(), it->second.size()) == kGraphNotRegistered;
+        return o;
+      }
+      if (std::chrono::steady_clock::now() + std::chrono::duration<double>(backoff) > give_up) return o;
       std::this_thread::sleep_for(std::chrono::duration<double>(backoff));
-      backoff *= 2;
+      backoff = std::min(2 * backoff, 2.0);
     }
-    return s;
   }
 
   // Runs `call` with retries; when the server does not know the graph (new, evicted,
@@ -59,15 +74,15 @@ struct RankerClient::Impl {
                                 const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph,
                                 int* registrations) {
     for (int round = 0; round < 2; ++round) {
-      grpc::Status s = WithRetries(hash, call);
-      if (s.ok()) return absl::OkStatus();
-      if (s.error_code() == grpc::NOT_FOUND && round == 0 && s.error_message().find("RegisterGraph") != std::string::npos) {
+      Outcome o = WithRetries(hash, call);
+      if (o.status.ok()) return absl::OkStatus();
+      if (o.graph_not_registered && round == 0) {
         absl::StatusOr<RegisteredGraph> reg = register_graph();
         if (!reg.ok()) return reg.status();
         ++*registrations;
         continue;
       }
-      return FromGrpc(s, method);
+      return FromGrpc(o.status, method);
     }
     return absl::InternalError(absl::StrCat(method, ": the graph was registered but the server still does not know it"));
   }
@@ -104,7 +119,8 @@ struct RankerClient::Impl {
 
   absl::StatusOr<RegisteredGraph> Register(const v1::RegisterGraphRequest& req, const std::string& hash) {
     v1::RegisterGraphResponse resp;
-    grpc::Status s = WithRetries(hash, [&](grpc::ClientContext* ctx) { return stub->RegisterGraph(ctx, req, &resp); });
+    grpc::Status s =
+        WithRetries(hash, [&](grpc::ClientContext* ctx) { return stub->RegisterGraph(ctx, req, &resp); }).status;
     if (!s.ok()) return FromGrpc(s, "RegisterGraph");
     if (resp.graph_hash() != hash)
       return absl::InternalError(absl::StrCat("RegisterGraph: the server's hash ", resp.graph_hash(),
@@ -245,7 +261,7 @@ absl::StatusOr<v1::ListModelsResponse> RankerClient::ListModels() {
   v1::ListModelsResponse resp;
   grpc::Status s = impl_->WithRetries("", [&](grpc::ClientContext* ctx) {
     return impl_->stub->ListModels(ctx, v1::ListModelsRequest(), &resp);
-  });
+  }).status;
   if (!s.ok()) return FromGrpc(s, "ListModels");
   return resp;
 }
@@ -254,7 +270,7 @@ absl::StatusOr<std::string> RankerClient::Health(const std::string& service) {
   grpc::health::v1::HealthCheckRequest req;
   req.set_service(service);
   grpc::health::v1::HealthCheckResponse resp;
-  grpc::Status s = impl_->WithRetries("", [&](grpc::ClientContext* ctx) { return impl_->health->Check(ctx, req, &resp); });
+  grpc::Status s = impl_->WithRetries("", [&](grpc::ClientContext* ctx) { return impl_->health->Check(ctx, req, &resp); }).status;
   if (!s.ok()) return FromGrpc(s, "Health");
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
 }

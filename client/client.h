@@ -1,7 +1,8 @@
 // The client library an autotuner links: one channel with sensible arguments
 // (keepalive, message sizes), per-call deadlines, graphs registered once and
-// re-registered transparently when a server answers NOT_FOUND, UNAVAILABLE retried
-// with exponential backoff, every other error surfaced as an absl::Status.
+// re-registered transparently when a server says the graph is not registered (the
+// machine-readable reason of proto/error_reason.h), UNAVAILABLE retried with
+// exponential backoff within a retry budget, every other error surfaced as an absl::Status.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +24,10 @@ class ListModelsResponse;
 struct ClientOptions {
   std::string target = "127.0.0.1:50051";
   double timeout_s = 60;         // deadline of each RPC
-  int max_attempts = 4;          // UNAVAILABLE retries, with backoff 0.1 s, 0.2 s, 0.4 s...
+  // UNAVAILABLE (no server listening, a restart, a drain) is retried with backoff 0.1 s,
+  // 0.2 s, 0.4 s ... capped at 2 s, for up to this long in all: long enough to ride over a
+  // server restart (over a second) or a pod being replaced. 0: no retries.
+  double retry_budget_s = 30;
   double initial_backoff_s = 0.1;
   int64_t max_message_bytes = int64_t{256} << 20;
 };

@@ -45,6 +45,8 @@ ABSL_FLAG(int, tta, 0, "TTA passes (0 = the model's default)");
 ABSL_FLAG(bool, cascade, false,
           "rank: the top-k cascade: every configuration scored by one fold, the best by every fold (needs --top_k)");
 ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC");
+ABSL_FLAG(double, retry_budget_s, 30,
+          "How long UNAVAILABLE (no server, a restart) is retried with backoff, in all (0 = no retries)");
 ABSL_FLAG(std::string, data, "", "eval: dataset root");
 ABSL_FLAG(std::string, split, "valid", "eval: train, valid or test");
 ABSL_FLAG(bool, official_subset, false, "eval: layout graphs scored on the 1,000-config evaluation subset");
@@ -328,6 +330,7 @@ int main(int argc, char** argv) {
   tgraph::ClientOptions co;
   co.target = absl::GetFlag(FLAGS_server);
   co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  co.retry_budget_s = absl::GetFlag(FLAGS_retry_budget_s);
   tgraph::RankerClient client(co);
   const std::string cmd = args[1];
   if (cmd == "rank") return Rank(client);

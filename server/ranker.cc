@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/features.h"
 #include "model/model_io.h"
+#include "proto/error_reason.h"
 #include "model/preprocess.h"
 #include "model/scoring.h"
 
@@ -70,8 +71,9 @@ absl::StatusOr<std::shared_ptr<const StoredGraph>> Ranker::RegisteredGraph(const
         absl::StrCat("graph_hash must be 64 lowercase hex digits (from RegisterGraph), got '", graph_hash, "'"));
   std::shared_ptr<const StoredGraph> graph = graphs_.Get(graph_hash);
   if (!graph)
-    return absl::NotFoundError(absl::StrCat("graph ", graph_hash,
-                                            " is not registered on this server: call RegisterGraph, then retry"));
+    return WithErrorReason(absl::NotFoundError(absl::StrCat(
+                               "graph ", graph_hash, " is not registered on this server: call RegisterGraph, then retry")),
+                           kGraphNotRegistered);
   return graph;
 }
 

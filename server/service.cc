@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "model/model_io.h"
+#include "proto/error_reason.h"
 #include "proto/graph_codec.h"
 
 namespace tgraph {
@@ -45,8 +46,10 @@ class RpcRecorder {
 
 }  // namespace
 
-grpc::Status ToGrpc(const absl::Status& s) {
+grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
   if (s.ok()) return grpc::Status::OK;
+  if (std::optional<std::string> reason = ErrorReason(s); reason && context)
+    context->AddTrailingMetadata(kErrorReasonKey, *reason);
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
@@ -85,7 +88,7 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
     // A request the client gave up on reports why, if the deadline passed.
     if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
       return rec.Done(grpc::Status(grpc::DEADLINE_EXCEEDED, "deadline exceeded; scoring stopped"));
-    return rec.Done(ToGrpc(r.status()));
+    return rec.Done(ToGrpc(r.status(), context));
   }
   response->mutable_scores()->Assign(r->scores.begin(), r->scores.end());
   response->mutable_spread()->Assign(r->spread.begin(), r->spread.end());
@@ -129,7 +132,7 @@ grpc::Status RankerService::ListModels(grpc::ServerContext*, const v1::ListModel
   return rec.Done(grpc::Status::OK);
 }
 
-grpc::Status RankerService::ReportMeasurements(grpc::ServerContext*, const v1::ReportMeasurementsRequest* request,
+grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, const v1::ReportMeasurementsRequest* request,
                                                v1::ReportMeasurementsResponse* response) {
   RpcRecorder rec(metrics_, "ReportMeasurements");
   if (!measurements_)
@@ -138,7 +141,7 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext*, const v1::R
   absl::StatusOr<Collection> coll = ParseCollection(request->collection());
   if (!coll.ok()) return rec.Done(ToGrpc(absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()))));
   absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = ranker_->RegisteredGraph(request->graph_hash());
-  if (!graph.ok()) return rec.Done(ToGrpc(graph.status()));
+  if (!graph.ok()) return rec.Done(ToGrpc(graph.status(), context));
   if ((*graph)->num_config_nodes == 0)
     return rec.Done(grpc::Status(grpc::INVALID_ARGUMENT, "graph_hash: this graph has no configurable nodes (a tile "
                                                          "graph?); measurements are stored for layout graphs"));

@@ -34,7 +34,8 @@ class RankerService final : public v1::Ranker::Service {
   MeasurementStore* measurements_;
 };
 
-// absl::Status -> grpc::Status with the same code and message.
-grpc::Status ToGrpc(const absl::Status& s);
+// absl::Status -> grpc::Status with the same code and message; a machine-readable
+// reason (proto/error_reason.h) becomes trailing metadata of `context` when given.
+grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context = nullptr);
 
 }  // namespace tgraph

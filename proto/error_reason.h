@@ -1,0 +1,33 @@
+// Machine-readable error reasons: the contract between server and clients where a
+// status code alone is ambiguous. NOT_FOUND means "graph not registered" (register it
+// and retry) or "collection or version unknown" (do not retry); the server tells them
+// apart with the trailing metadata entry kErrorReasonKey = kGraphNotRegistered,
+// which clients (C++ and Python) key on, never on message text (docs/api.md).
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/cord.h"
+
+namespace tgraph {
+
+inline constexpr char kErrorReasonKey[] = "tgraph-error-reason";  // gRPC trailing metadata key
+inline constexpr char kGraphNotRegistered[] = "GRAPH_NOT_REGISTERED";
+
+// The absl::Status payload that carries a reason from the ranker to the gRPC layer.
+inline constexpr char kErrorReasonPayload[] = "type.tgraph.dev/tgraph.ErrorReason";
+
+inline absl::Status WithErrorReason(absl::Status s, const std::string& reason) {
+  s.SetPayload(kErrorReasonPayload, absl::Cord(reason));
+  return s;
+}
+
+inline std::optional<std::string> ErrorReason(const absl::Status& s) {
+  absl::optional<absl::Cord> p = s.GetPayload(kErrorReasonPayload);
+  if (!p) return std::nullopt;
+  return std::string(*p);
+}
+
+}  // namespace tgraph
