@@ -1,0 +1,248 @@
+"""The Python client against a real tgraph-server on loopback (and, for the wire
+contract alone, against a recording stand-in server)."""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from concurrent import futures
+
+import grpc
+import numpy as np
+import pytest
+
+import tgraph
+from tgraph.hlo import tuning_pb2
+from tgraph.v1 import ranker_pb2
+
+from conftest import REAL, SRC, Server, binary, real_files, run
+
+UNET = os.path.join(REAL, "npz", "layout", "xla", "random", "valid", "unet_3d.4x4.bf16.npz")
+UNET_DEFAULT = os.path.join(REAL, "npz", "layout", "xla", "default", "valid", "unet_3d.4x4.bf16.npz")
+
+
+def cpp_hash(server, path):
+    """The C++ client's hash of a file (tgraph-client register checks it against the server's)."""
+    out = run([binary("client", "tgraph-client"), "register", "--server", server.address, "--npz", path]).stdout
+    return re.match(r"graph ([0-9a-f]{64}):", out).group(1)
+
+
+def test_content_hash_equals_the_cpp_clients_and_the_servers_on_real_and_synthetic_files(server, world):
+    files = real_files() + sorted(glob.glob(os.path.join(world["data"], "npz", "**", "*.npz"), recursive=True))[:6]
+    assert len(real_files()) == 14
+    client = tgraph.Client(server.address)
+    for path in files:
+        g = tgraph.load_graph(path)
+        assert client.register(g).graph_hash == g.content_hash, path
+        assert cpp_hash(server, path) == g.content_hash, path
+
+
+def test_hash_canonicalises_negative_zero_and_depends_on_every_array():
+    g = tgraph.load_graph(UNET)
+    feat = g.node_feat.copy()
+    zero = np.argwhere(feat == 0)[0]
+    feat[tuple(zero)] = -0.0
+    assert tgraph.Graph(feat, g.node_opcode, g.edge_index, g.node_config_ids).content_hash == g.content_hash
+    feat[tuple(zero)] = 1.0
+    assert tgraph.Graph(feat, g.node_opcode, g.edge_index, g.node_config_ids).content_hash != g.content_hash
+    ids = g.node_config_ids.copy()
+    ids[0] += 1
+    assert tgraph.Graph(g.node_feat, g.node_opcode, g.edge_index, ids).content_hash != g.content_hash
+
+
+def test_rank_a_real_graph_in_a_few_lines(server):
+    with tgraph.Client(server.address) as client:
+        ranking = client.rank("layout:xla:random", UNET, top_k=5)
+    g = tgraph.load_graph(UNET)
+    assert ranking.scores.shape == (g.configs.shape[0],) == (481,)
+    assert ranking.spread.shape == (481,)
+    assert list(ranking.order) == list(np.argsort(ranking.scores, kind="stable")[:5])
+    assert ranking.model_version == 1
+
+
+def test_registration_is_transparent_and_survives_a_server_restart(world):
+    s = Server(world["registry"], world["tmp"])
+    client = tgraph.Client(s.address)
+    g = tgraph.load_graph(UNET)
+    first = client.rank("layout:xla:random", g, g.configs[:40])
+    assert first.registrations == 1
+    second = client.rank("layout:xla:random", g, g.configs[:40])
+    assert second.registrations == 0 and second.timing["cache_hit"]
+    np.testing.assert_array_equal(first.scores, second.scores)
+    # The request goes out while nothing listens; the server is back 2 s later (a restart
+    # takes over a second) and has forgotten the graph: the client rides over both.
+    s.stop()
+    restart = threading.Timer(2.0, s.start)
+    restart.start()
+    third = client.rank("layout:xla:random", g, g.configs[:40])
+    restart.join()
+    assert third.registrations == 1
+    np.testing.assert_array_equal(first.scores, third.scores)
+    assert s.stop() == 0
+
+
+def test_tile_graphs_rank_with_their_own_configurations(server):
+    path = sorted(glob.glob(os.path.join(REAL, "npz", "tile", "xla", "test", "*.npz")))[0]
+    g = tgraph.load_graph(path)
+    r = tgraph.Client(server.address).rank("tile:xla", path, top_k=3)
+    assert r.scores.shape == (g.configs.shape[0],)
+    assert len(r.order) == 3
+
+
+def test_an_hlo_module_registers_lists_its_nodes_and_ranks(server):
+    data = tuning_pb2.ModuleTuningData.FromString(open(os.path.join(REAL, "module_tuning_data_layout.pb"), "rb").read())
+    module = tgraph.HloModule(data.module.SerializeToString(), "unet3d")
+    client = tgraph.Client(server.address)
+    npz = tgraph.load_graph(UNET_DEFAULT)
+    r = client.rank("layout:xla:random", module, npz.configs[:30], top_k=3)
+    assert r.registrations == 1
+    reg = client.register(module)
+    # The featurizer reproduces the real file: same graph, same hash.
+    assert reg.graph_hash == npz.content_hash
+    assert len(reg.configurable_nodes) == 62
+    assert reg.configurable_nodes[0].instruction and reg.configurable_nodes[0].computation
+    assert [n.node for n in reg.configurable_nodes] == list(npz.node_config_ids)
+    np.testing.assert_array_equal(client.rank("layout:xla:random", UNET_DEFAULT, npz.configs[:30]).scores, r.scores)
+
+
+def test_report_measurements_stores_a_shard(server, world):
+    g = tgraph.load_graph(UNET)
+    receipt = tgraph.Client(server.address).report_measurements("layout:xla:random", g, g.configs[:7],
+                                                                g.runtimes[:7], source="pytest")
+    assert receipt.stored == 7
+    shard = os.path.join(world["tmp"], "store", receipt.shard)
+    with np.load(shard) as z:
+        np.testing.assert_array_equal(z["config_runtime"], g.runtimes[:7])
+
+
+def test_health_and_models(server):
+    client = tgraph.Client(server.address)
+    assert client.health() == "SERVING"
+    assert client.health("liveness") == "SERVING"
+    models = {m.collection: m for m in client.models()}
+    assert set(models) == {"layout:xla:random", "tile:xla"}
+    assert models["layout:xla:random"].version == 1 and models["layout:xla:random"].hidden == 16
+
+
+def test_errors_are_one_exception_type_with_the_grpc_code(server):
+    client = tgraph.Client(server.address)
+    g = tgraph.load_graph(UNET)
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.rank("layout:nlp:random", g, g.configs[:5])  # no model for it: NOT_FOUND, no registration loop
+    assert e.value.code == grpc.StatusCode.NOT_FOUND and "no model is loaded" in e.value.message
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.rank("layout:xla:random", g, g.configs[:5], folds=[7])  # the server's check
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "folds" in e.value.message
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.rank("layout:xla:random", g, g.configs[:5, :10])  # checked before any call
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "(c, 62, 18)" in e.value.message
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.rank("layout:xla:random", g, np.full((2, 62, 18), 9))
+    assert "-1..5" in e.value.message
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.report_measurements("layout:xla:random", g, g.configs[:2], [100, 0])
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "runtimes_ns[1]" in e.value.message
+    with pytest.raises(tgraph.TgraphError) as e:
+        tgraph.load_graph(os.path.join(SRC, "README.md"))
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "README.md" in e.value.message
+    with pytest.raises(tgraph.TgraphError) as e:
+        tgraph.Graph(np.zeros((3, 139), np.float32), [0, 1, 2], [[1, 0]])
+    assert "node_feat must be (n, 140)" in e.value.message
+    nobody = tgraph.Client(f"127.0.0.1:{server.port + 1 if server.port < 65535 else 1}", retry_budget=0.3)
+    start = time.monotonic()
+    with pytest.raises(tgraph.TgraphError) as e:
+        nobody.health()
+    assert e.value.code == grpc.StatusCode.UNAVAILABLE and time.monotonic() - start < 5
+
+
+class Recording(grpc.GenericRpcHandler):
+    """A stand-in server that records each call's metadata. RankConfigs answers NOT_FOUND
+    first: with the GRAPH_NOT_REGISTERED reason when `reason`, else without (what an
+    unknown collection looks like), whatever the message says."""
+
+    def __init__(self, reason):
+        self.reason, self.calls = reason, []
+
+    def service(self, details):
+        method = details.method.rsplit("/", 1)[1]
+        self.calls.append((method, dict(details.invocation_metadata)))
+        if method == "RegisterGraph":
+            def register(request, context):
+                g = request.graph
+                graph = tgraph.Graph(np.frombuffer(g.node_feat, "<f4").reshape(-1, 140),
+                                     np.frombuffer(g.node_opcode, np.uint8), np.frombuffer(g.edge_index, "<i8").reshape(-1, 2),
+                                     np.array(g.node_config_ids, np.int64))
+                return ranker_pb2.RegisterGraphResponse(graph_hash=graph.content_hash, num_nodes=g.num_nodes)
+            return grpc.unary_unary_rpc_method_handler(register, ranker_pb2.RegisterGraphRequest.FromString,
+                                                       ranker_pb2.RegisterGraphResponse.SerializeToString)
+
+        def rank(request, context):
+            if sum(1 for m, _ in self.calls if m == "RankConfigs") == 1:
+                if self.reason:
+                    context.set_trailing_metadata((("tgraph-error-reason", "GRAPH_NOT_REGISTERED"),))
+                context.abort(grpc.StatusCode.NOT_FOUND, "a message that says RegisterGraph, which is not the contract")
+            return ranker_pb2.RankConfigsResponse(scores=[0.5] * request.num_configs, ranking=[0])
+        return grpc.unary_unary_rpc_method_handler(rank, ranker_pb2.RankConfigsRequest.FromString,
+                                                   ranker_pb2.RankConfigsResponse.SerializeToString)
+
+
+@pytest.mark.parametrize("reason", [True, False])
+def test_the_client_keys_on_the_reason_not_the_message_and_sends_the_routing_header(reason):
+    handler = Recording(reason)
+    fake = grpc.server(futures.ThreadPoolExecutor(2), handlers=[handler])
+    port = fake.add_insecure_port("127.0.0.1:0")
+    fake.start()
+    try:
+        g = tgraph.load_graph(UNET)
+        client = tgraph.Client(f"127.0.0.1:{port}")
+        if reason:
+            assert client.rank("layout:xla:random", g, g.configs[:3]).registrations == 1
+            assert [m for m, _ in handler.calls] == ["RankConfigs", "RegisterGraph", "RankConfigs"]
+        else:
+            with pytest.raises(tgraph.TgraphError) as e:
+                client.rank("layout:xla:random", g, g.configs[:3])
+            assert e.value.code == grpc.StatusCode.NOT_FOUND
+            assert [m for m, _ in handler.calls] == ["RankConfigs"]
+        assert all(md.get("x-graph-hash") == g.content_hash for _, md in handler.calls)
+    finally:
+        fake.stop(None)
+
+
+def test_generated_modules_cannot_shadow_grpcio_or_protobuf():
+    package_root = os.path.dirname(os.path.dirname(tgraph.__file__))
+    assert not os.path.exists(os.path.join(package_root, "grpc"))
+    assert not os.path.exists(os.path.join(package_root, "google"))
+    assert os.path.dirname(grpc.__file__) != os.path.join(package_root, "grpc")
+    assert tgraph.v1.ranker_pb2.DESCRIPTOR.package == "tgraph.v1"
+
+
+def test_installs_into_a_venv_without_network(tmp_path, server):
+    """python3 -m venv --system-site-packages; pip install client/python (no index)."""
+    src = tmp_path / "src"
+    shutil.copytree(os.path.join(SRC, "client", "python"), src / "client" / "python",
+                    ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    shutil.copytree(os.path.join(SRC, "proto"), src / "proto")
+    venv = tmp_path / "venv"
+    run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)])
+    run([str(venv / "bin" / "pip"), "install", "--no-index", "--quiet", str(src / "client" / "python")])
+    code = ("import tgraph, sys; c = tgraph.Client(sys.argv[1]); "
+            "print(tgraph.__file__); print(c.rank('layout:xla:random', sys.argv[2], top_k=2).order.tolist())")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", code, server.address, UNET], capture_output=True,
+                       text=True, env=env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith(str(venv))
+    assert len(eval(r.stdout.splitlines()[1])) == 2
+
+
+def test_the_documented_autotuner_loop_runs(server, world):
+    """client/python/examples/autotune.py, the loop docs/python.md shows."""
+    r = run([sys.executable, os.path.join(SRC, "client", "python", "examples", "autotune.py"), server.address, UNET])
+    lines = r.stdout.splitlines()
+    assert len(lines) == 5 and lines[-1].endswith("after 40 measurements")
+    best = [int(re.search(r"best (\d+) ns", line).group(1)) for line in lines]
+    assert best == sorted(best, reverse=True)  # the best found never gets worse
+    assert min(best) >= int(tgraph.load_graph(UNET).runtimes.min())

@@ -1,0 +1,348 @@
+"""The Python client of tgraph-server: numpy in, results out.
+
+Behaves like the C++ client library (client/client.h): graphs are sent only when the
+server does not know them (it says so with the machine-readable reason
+GRAPH_NOT_REGISTERED, docs/api.md), UNAVAILABLE is retried with backoff within a
+retry budget long enough to ride over a server restart, every call carries the
+x-graph-hash routing header, and every failure is one exception type, TgraphError,
+carrying the gRPC status code."""
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import List, Optional, Sequence, Union
+
+import grpc
+import numpy as np
+
+from ._errors import TgraphError, invalid
+from ._graph import LAYOUT_CONFIG_DIM, TILE_CONFIG_DIM, Graph, load_graph
+from .v1 import ranker_pb2, ranker_pb2_grpc
+
+ERROR_REASON_KEY = "tgraph-error-reason"      # trailing metadata (proto/error_reason.h)
+GRAPH_NOT_REGISTERED = "GRAPH_NOT_REGISTERED"
+ROUTING_HEADER = "x-graph-hash"               # what graph-affinity routing hashes on
+_HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+
+
+@dataclass
+class ConfigurableNode:
+    """A configurable node, in configuration-row order (names empty for array graphs)."""
+    node: int
+    opcode: str
+    instruction: str
+    computation: str
+
+
+@dataclass
+class Registration:
+    graph_hash: str
+    num_nodes: int
+    pruned_nodes: int
+    already_registered: bool
+    configurable_nodes: List[ConfigurableNode]
+    warnings: List[str]
+
+
+@dataclass
+class Ranking:
+    """scores: per configuration, lower = predicted faster; spread: disagreement of the
+    folds (standardised scores, docs/api.md); order: the fastest first (top_k of them)."""
+    scores: np.ndarray
+    spread: np.ndarray
+    order: np.ndarray
+    model_version: int
+    timing: dict
+    registrations: int = 0  # RegisterGraph calls this ranking needed
+
+
+@dataclass
+class MeasurementReceipt:
+    stored: int
+    shard: str
+    registrations: int = 0
+
+
+@dataclass
+class ModelInfo:
+    collection: str
+    version: int
+    loaded_versions: List[int]
+    architecture: str
+    hidden: int
+    folds: int
+    mean_valid_score: float
+    created: str
+    batch_size: int
+    tta: int
+
+
+class HloModule:
+    """An XLA HLO module (serialized xla.HloProto or HloModuleProto, e.g. an XLA dump's
+    *.hlo.pb). The server featurizes it; its convolution, dot and reshape instructions
+    are the configurable nodes (Client.register lists them in row order)."""
+
+    def __init__(self, data: bytes, name: str = "hlo_module"):
+        if not isinstance(data, (bytes, bytearray)) or not data:
+            raise invalid(f"{name}: an HLO module must be non-empty bytes")
+        self.data = bytes(data)
+        self.name = name
+        self.digest = hashlib.sha256(self.data).hexdigest()
+
+    @classmethod
+    def from_file(cls, path) -> "HloModule":
+        path = os.fspath(path)
+        try:
+            with open(path, "rb") as f:
+                return cls(f.read(), path)
+        except FileNotFoundError:
+            raise TgraphError(grpc.StatusCode.NOT_FOUND, f"{path}: no such file") from None
+
+
+GraphLike = Union[Graph, HloModule, str, os.PathLike]
+
+
+class Client:
+    """A connection to tgraph-server.
+
+    address: HOST:PORT. timeout: the deadline of each call (s). retry_budget: how long
+    UNAVAILABLE (no server, a restart, a drain) is retried in all (s; 0 = never)."""
+
+    def __init__(self, address: str = "127.0.0.1:50051", *, timeout: float = 60.0, retry_budget: float = 30.0,
+                 max_message_bytes: int = 256 << 20):
+        options = [("grpc.max_send_message_length", max_message_bytes),
+                   ("grpc.max_receive_message_length", max_message_bytes),
+                   ("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_timeout_ms", 10000)]
+        self.timeout = timeout
+        self.retry_budget = retry_budget
+        self._channel = grpc.insecure_channel(address, options=options)
+        self._stub = ranker_pb2_grpc.RankerStub(self._channel)
+        self._health = self._channel.unary_unary("/grpc.health.v1.Health/Check",
+                                                 request_serializer=_encode_health_request,
+                                                 response_deserializer=_decode_health_response)
+        self._hlo = {}     # HloModule digest -> graph hash, learnt from RegisterGraph
+        self._files = {}   # (path, mtime, size) -> Graph
+
+    def close(self):
+        self._channel.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # --- the RPCs ----------------------------------------------------------------
+    def register(self, graph: GraphLike) -> Registration:
+        """Registers a graph (idempotent) and lists its configurable nodes."""
+        graph = self._graph(graph)
+        request = ranker_pb2.RegisterGraphRequest()
+        if isinstance(graph, HloModule):
+            request.hlo_module = graph.data
+            local_hash = self._hlo.get(graph.digest, "")
+        else:
+            graph.to_proto(request.graph)
+            local_hash = graph.content_hash
+        try:
+            r = self._call(self._stub.RegisterGraph, request, local_hash)
+        except grpc.RpcError as e:
+            raise _error(e, "RegisterGraph") from None
+        if local_hash and r.graph_hash != local_hash:
+            raise TgraphError(grpc.StatusCode.INTERNAL,
+                              f"RegisterGraph: the server's hash {r.graph_hash} differs from the local one "
+                              f"{local_hash} (incompatible versions?)")
+        if isinstance(graph, HloModule):
+            self._hlo[graph.digest] = r.graph_hash
+        return Registration(r.graph_hash, r.num_nodes, r.pruned_nodes, r.already_registered,
+                            [ConfigurableNode(c.node, c.opcode, c.instruction, c.computation)
+                             for c in r.configurable_nodes], list(r.warnings))
+
+    def rank(self, collection: str, graph: GraphLike, configs: Optional[np.ndarray] = None, *, top_k: int = 0,
+             model_version: int = 0, tta: int = 0, folds: Sequence[int] = (), cascade: bool = False) -> Ranking:
+        """Ranks configurations of `graph` by predicted runtime.
+
+        collection: e.g. "layout:xla:random" or "tile:xla". configs: (c, nc, 18) layout
+        values -1..5 for a layout collection, (c, 24) floats for tile; default: the npz
+        file's own. top_k > 0 returns the fastest top_k in `order` (cascade: rescore only
+        the likely top with every fold). model_version 0 is the latest."""
+        graph = self._graph(graph)
+        kind = _kind(collection)
+        configs = _configs(graph, configs, kind)
+        request = ranker_pb2.RankConfigsRequest(collection=collection, model_version=model_version,
+                                                num_configs=configs.shape[0], top_k=top_k, tta=tta,
+                                                folds=list(folds), cascade=cascade)
+        if kind == "layout":
+            request.layout_configs = configs.tobytes()
+        else:
+            request.tile_configs = configs.astype("<f4").tobytes()
+        r, registrations = self._with_registration(self._stub.RankConfigs, request, graph, "RankConfigs")
+        t = r.timing
+        timing = {"queue_ms": t.queue_ms, "graph_prepare_ms": t.graph_prepare_ms, "inference_ms": t.inference_ms,
+                  "total_ms": t.total_ms, "cache_hit": t.cache_hit, "batches": t.batches, "rescored": t.rescored}
+        return Ranking(np.array(r.scores, np.float32), np.array(r.spread, np.float32),
+                       np.array(r.ranking, np.int32), r.model_version, timing, registrations)
+
+    def report_measurements(self, collection: str, graph: GraphLike, configs: np.ndarray,
+                            runtimes_ns: Sequence[int], source: str = "") -> MeasurementReceipt:
+        """Stores measured runtimes (ns, each > 0) of layout configurations (c, nc, 18)
+        in the server's measurement store, for fine-tuning. Returning means stored
+        durably; a retried report may be stored twice (training uses the median)."""
+        graph = self._graph(graph)
+        if _kind(collection) != "layout":
+            raise invalid(f"collection: measurements are stored for layout collections, got '{collection}'")
+        configs = _configs(graph, configs, "layout")
+        runtimes = np.asarray(runtimes_ns).reshape(-1)
+        if runtimes.size != configs.shape[0]:
+            raise invalid(f"runtimes_ns: {runtimes.size} runtimes for {configs.shape[0]} configurations")
+        request = ranker_pb2.ReportMeasurementsRequest(collection=collection, num_configs=configs.shape[0],
+                                                       layout_configs=configs.tobytes(),
+                                                       runtimes_ns=[int(x) for x in runtimes], source=source)
+        r, registrations = self._with_registration(self._stub.ReportMeasurements, request, graph,
+                                                   "ReportMeasurements")
+        return MeasurementReceipt(r.stored, r.shard, registrations)
+
+    def models(self) -> List[ModelInfo]:
+        """The loaded models: per collection, the latest version first."""
+        try:
+            r = self._call(self._stub.ListModels, ranker_pb2.ListModelsRequest(), "")
+        except grpc.RpcError as e:
+            raise _error(e, "ListModels") from None
+        return [ModelInfo(m.collection, m.version, list(m.loaded_versions), m.architecture, m.hidden, m.folds,
+                          m.mean_valid_score, m.created, m.batch_size, m.tta) for m in r.models]
+
+    def health(self, service: str = "tgraph.v1.Ranker") -> str:
+        """SERVING, NOT_SERVING, ... of grpc.health.v1: "tgraph.v1.Ranker" is readiness,
+        "liveness" liveness."""
+        try:
+            return self._call(self._health, service, "")
+        except grpc.RpcError as e:
+            raise _error(e, "Health") from None
+
+    # --- plumbing ----------------------------------------------------------------
+    def _graph(self, graph: GraphLike):
+        if isinstance(graph, (Graph, HloModule)):
+            return graph
+        if isinstance(graph, (str, os.PathLike)):
+            path = os.path.abspath(os.fspath(graph))
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                raise TgraphError(grpc.StatusCode.NOT_FOUND, f"{path}: no such file") from None
+            key = (path, st.st_mtime_ns, st.st_size)
+            if key not in self._files:
+                if path.endswith(".pb"):
+                    self._files[key] = HloModule.from_file(path)
+                else:
+                    self._files[key] = load_graph(path)
+            return self._files[key]
+        raise invalid(f"graph: expected a tgraph.Graph, an HloModule or an npz path, got {type(graph).__name__}")
+
+    def _call(self, method, request, graph_hash: str):
+        """One RPC; UNAVAILABLE retried with backoff 0.1 s doubling to 2 s, within the budget."""
+        metadata = ((ROUTING_HEADER, graph_hash),) if graph_hash else ()
+        give_up = time.monotonic() + self.retry_budget
+        backoff = 0.1
+        while True:
+            try:
+                return method(request, timeout=self.timeout, metadata=metadata)
+            except grpc.RpcError as e:
+                if e.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() + backoff > give_up:
+                    raise
+                time.sleep(backoff)
+                backoff = min(2 * backoff, 2.0)
+
+    def _with_registration(self, method, request, graph, what):
+        """The call by hash; registers the graph when the server does not know it (new,
+        evicted, restarted, another replica) and tries once more."""
+        registrations = 0
+        if isinstance(graph, HloModule) and graph.digest not in self._hlo:
+            self.register(graph)
+            registrations += 1
+        request.graph_hash = self._hlo[graph.digest] if isinstance(graph, HloModule) else graph.content_hash
+        for attempt in range(2):
+            try:
+                return self._call(method, request, request.graph_hash), registrations
+            except grpc.RpcError as e:
+                if attempt == 0 and _not_registered(e):
+                    self.register(graph)
+                    registrations += 1
+                    continue
+                raise _error(e, what) from None
+        raise AssertionError("unreachable")
+
+
+def _kind(collection: str) -> str:
+    kind = collection.split(":", 1)[0]
+    if kind not in ("layout", "tile"):
+        raise invalid(f"collection: expected layout:{{xla|nlp}}:{{random|default}} or tile:xla, got '{collection}'")
+    return kind
+
+
+def _configs(graph, configs, kind: str) -> np.ndarray:
+    """The configurations as the wire wants them, checked against the graph."""
+    if configs is None:
+        configs = getattr(graph, "configs", None)
+        if configs is None:
+            raise invalid("configs: none given, and the graph has no configurations of its own")
+    configs = np.asarray(configs)
+    if kind == "layout":
+        nc = graph.num_config_nodes if isinstance(graph, Graph) else None
+        if configs.ndim != 3 or configs.shape[2] != LAYOUT_CONFIG_DIM or (nc is not None and configs.shape[1] != nc):
+            raise invalid(f"configs: layout configurations must be (c, {'nc' if nc is None else nc}, "
+                          f"{LAYOUT_CONFIG_DIM}), got {configs.shape}")
+        if configs.size and (configs.min() < -1 or configs.max() > 5):
+            raise invalid(f"configs: layout values must be -1..5, got {configs.min()}..{configs.max()}")
+        configs = np.ascontiguousarray(configs, dtype=np.int8)
+    else:
+        if configs.ndim != 2 or configs.shape[1] != TILE_CONFIG_DIM:
+            raise invalid(f"configs: tile configurations must be (c, {TILE_CONFIG_DIM}), got {configs.shape}")
+        configs = np.ascontiguousarray(configs, dtype=np.float32)
+    if configs.shape[0] == 0:
+        raise invalid("configs: no configurations")
+    return configs
+
+
+def _not_registered(e: grpc.RpcError) -> bool:
+    if e.code() != grpc.StatusCode.NOT_FOUND:
+        return False
+    return any(k == ERROR_REASON_KEY and v == GRAPH_NOT_REGISTERED for k, v in (e.trailing_metadata() or ()))
+
+
+def _error(e: grpc.RpcError, what: str) -> TgraphError:
+    return TgraphError(e.code(), f"{what}: {e.details()}")
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b, n = n & 0x7F, n >> 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _encode_health_request(service: str) -> bytes:
+    """grpc.health.v1.HealthCheckRequest {string service = 1}."""
+    data = service.encode()
+    return b"\x0a" + _varint(len(data)) + data if data else b""
+
+
+def _decode_health_response(data: bytes) -> str:
+    """grpc.health.v1.HealthCheckResponse {ServingStatus status = 1}: a varint field."""
+    status, i = 0, 0
+    while i < len(data):
+        tag = data[i]
+        i += 1
+        value, shift = 0, 0
+        while True:
+            b = data[i]
+            i += 1
+            value |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                break
+        if tag == 0x08:
+            status = value
+        elif tag & 7 != 0:  # the response has only this varint field
+            raise ValueError(f"grpc.health.v1.HealthCheckResponse: unexpected field tag {tag}")
+    return _HEALTH_STATUS.get(status, str(status))
