@@ -1,7 +1,7 @@
 # tgraph: one image with tgraph-server (the entrypoint), tgraph-train, tgraph-eval,
 # tgraph-client, tgraph-synth and tgraph-featurize (XLA HLO modules -> TpuGraphs files).
 #
-#   docker build -t tgraph:dev .
+#   docker build -t tgraph:dev --build-arg TGRAPH_GIT_COMMIT="$(git rev-parse --short=12 HEAD)" .
 #   docker run --rm -p 50051:50051 -p 9090:9090 -v "$PWD/registry:/var/lib/tgraph/registry:ro" tgraph:dev
 #   docker run --rm --entrypoint tgraph-train tgraph:dev --help
 #
@@ -11,6 +11,8 @@ WORKDIR /src
 COPY scripts/install-deps scripts/select-openblas scripts/
 RUN scripts/install-deps && rm -rf /var/lib/apt/lists/*
 COPY . .
+# The context has no .git (.dockerignore): --version and tgraph_build_info name this commit.
+ARG TGRAPH_GIT_COMMIT=unknown
 RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release \
  && cmake --build /build -j "$(nproc)" --target tgraph-server tgraph-train tgraph-eval tgraph-client tgraph-synth tgraph-featurize \
  && mkdir -p /opt/tgraph/bin \

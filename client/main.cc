@@ -9,25 +9,26 @@
 //                       [--duration_s 60] [--rate 0] [--configs_per_request 128] [--json]
 //   tgraph-client health --server H:P [--service liveness]
 //   tgraph-client models --server H:P
+// --json on rank, register, report, eval, bench, health and models prints JSON instead
+// of text. Exit status: 0 success (health: SERVING), 2 usage error, 1 anything else.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "client/bench.h"
-#include "client/replay.h"
-#include "model/file_util.h"
 #include "client/client.h"
-#include "model/cli.h"
+#include "client/replay.h"
 #include "model/dataset.h"
 #include "model/eval_report.h"
 #include "model/file_util.h"
 #include "model/graph_io.h"
 #include "model/metrics.h"
+#include "model/tool.h"
 #include "tgraph/v1/ranker.pb.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address HOST:PORT");
@@ -50,7 +51,7 @@ ABSL_FLAG(double, retry_budget_s, 30,
 ABSL_FLAG(std::string, data, "", "eval: dataset root");
 ABSL_FLAG(std::string, split, "valid", "eval: train, valid or test");
 ABSL_FLAG(bool, official_subset, false, "eval: layout graphs scored on the 1,000-config evaluation subset");
-ABSL_FLAG(bool, json, false, "eval, bench: print JSON");
+ABSL_FLAG(bool, json, false, "rank, register, report, eval, bench, health, models: print JSON instead of text");
 ABSL_FLAG(std::string, rankings, "",
           "eval: also write each graph's ranking (the file's configuration indices, fastest first) to this CSV");
 ABSL_FLAG(int, concurrency, 4, "bench: concurrent requests");
@@ -73,9 +74,19 @@ ABSL_FLAG(std::string, source, "", "report: a label stored with the measurements
 
 namespace {
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "tgraph-client: %s\n", std::string(s.message()).c_str());
-  return 1;
+using tgraph::Fail;
+using tgraph::UsageError;
+
+int PrintJson(const nlohmann::json& j) {
+  std::printf("%s\n", j.dump(1).c_str());
+  return tgraph::kExitOk;
+}
+
+// --collection, parsed; a usage error names the flag.
+absl::StatusOr<tgraph::Collection> CollectionFlag() {
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok()) return UsageError(absl::StrCat("--collection: ", c.status().message()));
+  return c;
 }
 
 // The configuration rows of --configs for a graph of nc configurable nodes, cut to
@@ -92,16 +103,16 @@ absl::StatusOr<tgraph::LayoutConfigRows> ConfigsFlag(int64_t nc) {
 }
 
 int Rank(tgraph::RankerClient& client) {
-  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  absl::StatusOr<tgraph::Collection> c = CollectionFlag();
   if (!c.ok()) return Fail(c.status());
   const std::string hlo = absl::GetFlag(FLAGS_hlo), configs = absl::GetFlag(FLAGS_configs);
   std::string path = absl::GetFlag(FLAGS_npz);
-  if (path.empty() == hlo.empty()) return Fail(absl::InvalidArgumentError("give one graph: --npz FILE or --hlo FILE"));
+  if (path.empty() == hlo.empty()) return Fail(UsageError("give one graph: --npz FILE or --hlo FILE"));
   if (!hlo.empty() && configs.empty())
-    return Fail(absl::InvalidArgumentError("--hlo needs --configs ROWS.npy|.npz: (c, nc, 18) layout rows for the "
-                                           "module's configurable nodes (tgraph-client register --hlo lists them)"));
+    return Fail(UsageError("--hlo needs --configs ROWS.npy|.npz: (c, nc, 18) layout rows for the module's "
+                           "configurable nodes (tgraph-client register --hlo lists them)"));
   if ((!hlo.empty() || !configs.empty()) && c->kind != tgraph::CollectionKind::kLayout)
-    return Fail(absl::InvalidArgumentError("--hlo and --configs rank layout configurations: give a layout collection"));
+    return Fail(UsageError("--hlo and --configs rank layout configurations: give a layout collection"));
   tgraph::RankOptions o;
   o.collection = c->name();
   o.model_version = absl::GetFlag(FLAGS_model_version);
@@ -148,6 +159,29 @@ int Rank(tgraph::RankerClient& client) {
     r = client.RankTile(g->graph, g->config_feat.data(), count, o);
   }
   if (!r.ok()) return Fail(r.status());
+  const bool known = *std::max_element(truth.begin(), truth.end()) > 0;
+  const int64_t k = std::min<int64_t>(absl::GetFlag(FLAGS_top_k), count);
+  const std::vector<double> scores(r->scores.begin(), r->scores.end());
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j = {{"graph", path}, {"nodes", nodes}, {"configs", count}, {"collection", c->name()},
+                        {"model_version", r->model_version}, {"registrations", r->registrations},
+                        {"timing", {{"total_ms", r->server_total_ms}, {"queue_ms", r->queue_ms},
+                                    {"graph_prepare_ms", r->graph_prepare_ms}, {"inference_ms", r->inference_ms},
+                                    {"cache_hit", r->cache_hit}, {"rescored", r->rescored}}},
+                        {"top", nlohmann::json::array()}, {"scores", r->scores}, {"spread", r->spread}};
+    for (int64_t i = 0; i < k; ++i) {
+      const int32_t idx = r->order[i];
+      nlohmann::json row = {{"rank", i + 1}, {"config", idx}, {"score", r->scores[idx]}, {"spread", r->spread[idx]}};
+      if (known) row["runtime"] = truth[idx];
+      j["top"].push_back(row);
+    }
+    if (known)
+      j["against_runtimes"] = {{"kendall_tau", tgraph::KendallTau(scores, truth)},
+                               {"opa", tgraph::OrderedPairAccuracy(scores, truth)},
+                               {"top1_error", tgraph::TopKError(scores, truth, 1)},
+                               {"topk_error", tgraph::TopKError(scores, truth, k)}};
+    return PrintJson(j);
+  }
   std::printf("%s: %lld nodes, %lld configurations ranked by %s version %lld\n", path.c_str(),
               static_cast<long long>(nodes), static_cast<long long>(count), c->name().c_str(),
               static_cast<long long>(r->model_version));
@@ -157,8 +191,6 @@ int Rank(tgraph::RankerClient& client) {
   if (o.cascade)
     std::printf("cascade: %lld of %lld configurations scored by every fold\n", static_cast<long long>(r->rescored),
                 static_cast<long long>(count));
-  const bool known = *std::max_element(truth.begin(), truth.end()) > 0;
-  const int64_t k = std::min<int64_t>(absl::GetFlag(FLAGS_top_k), count);
   std::printf("%6s %8s %12s %10s%s\n", "rank", "config", "score", "spread", known ? "   runtime" : "");
   for (int64_t i = 0; i < k; ++i) {
     const int32_t idx = r->order[i];
@@ -166,20 +198,18 @@ int Rank(tgraph::RankerClient& client) {
     if (known) std::printf("   %.6g", truth[idx]);
     std::printf("\n");
   }
-  if (known) {
-    const std::vector<double> scores(r->scores.begin(), r->scores.end());
+  if (known)
     std::printf("against the file's runtimes: Kendall tau %.4f, OPA %.4f, top-1 error %.4f, top-%lld error %.4f\n",
                 tgraph::KendallTau(scores, truth), tgraph::OrderedPairAccuracy(scores, truth),
                 tgraph::TopKError(scores, truth, 1), static_cast<long long>(k), tgraph::TopKError(scores, truth, k));
-  }
-  return 0;
+  return tgraph::kExitOk;
 }
 
 // Registers a graph (--npz or --hlo) and lists its configurable nodes in
 // configuration-row order: what a client needs to build layout rows.
 int Register(tgraph::RankerClient& client) {
   const std::string hlo = absl::GetFlag(FLAGS_hlo), path = absl::GetFlag(FLAGS_npz);
-  if (path.empty() == hlo.empty()) return Fail(absl::InvalidArgumentError("give one graph: --npz FILE or --hlo FILE"));
+  if (path.empty() == hlo.empty()) return Fail(UsageError("give one graph: --npz FILE or --hlo FILE"));
   absl::StatusOr<tgraph::RegisteredGraph> reg;
   if (!hlo.empty()) {
     absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromFile(hlo);
@@ -197,6 +227,15 @@ int Register(tgraph::RankerClient& client) {
   }
   if (!reg.ok()) return Fail(reg.status());
   for (const std::string& w : reg->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j = {{"graph_hash", reg->graph_hash}, {"nodes", reg->num_nodes}, {"pruned_nodes", reg->pruned_nodes},
+                        {"already_registered", reg->already_registered}, {"warnings", reg->warnings},
+                        {"configurable_nodes", nlohmann::json::array()}};
+    for (const tgraph::ConfigurableNode& n : reg->configurable_nodes)
+      j["configurable_nodes"].push_back({{"node", n.node}, {"opcode", n.opcode}, {"instruction", n.instruction},
+                                         {"computation", n.computation}});
+    return PrintJson(j);
+  }
   std::printf("graph %s: %lld nodes, %lld after pruning, %zu configurable%s\n", reg->graph_hash.c_str(),
               static_cast<long long>(reg->num_nodes), static_cast<long long>(reg->pruned_nodes),
               reg->configurable_nodes.size(), reg->already_registered ? " (already registered)" : "");
@@ -206,15 +245,15 @@ int Register(tgraph::RankerClient& client) {
     std::printf("%5zu %7lld  %-12s %-32s %s\n", i, static_cast<long long>(n.node), n.opcode.c_str(),
                 n.instruction.empty() ? "-" : n.instruction.c_str(), n.computation.empty() ? "-" : n.computation.c_str());
   }
-  return 0;
+  return tgraph::kExitOk;
 }
 
 // The evaluation of tgraph-eval, through the server: same files, same configurations in
 // the same order, same metrics, so the same numbers for the same model version.
 int Eval(tgraph::RankerClient& client) {
-  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  absl::StatusOr<tgraph::Collection> c = CollectionFlag();
   if (!c.ok()) return Fail(c.status());
-  if (absl::GetFlag(FLAGS_data).empty()) return Fail(absl::InvalidArgumentError("--data ROOT is required"));
+  if (absl::GetFlag(FLAGS_data).empty()) return Fail(UsageError("--data ROOT is required"));
   absl::StatusOr<std::vector<tgraph::GraphFile>> files =
       tgraph::ListSplit(absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split));
   if (!files.ok()) return Fail(files.status());
@@ -281,18 +320,18 @@ int Eval(tgraph::RankerClient& client) {
     std::printf("%s %s through %s, model version %lld\n%s", c->name().c_str(), report.split.c_str(),
                 absl::GetFlag(FLAGS_server).c_str(), static_cast<long long>(version), report.Table().c_str());
   }
-  return 0;
+  return tgraph::kExitOk;
 }
 
 // Reports the --npz file's configurations (the first --max_configs) with their
 // runtimes to the server's measurement store.
 int Report(tgraph::RankerClient& client) {
-  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  absl::StatusOr<tgraph::Collection> c = CollectionFlag();
   if (!c.ok()) return Fail(c.status());
   if (c->kind != tgraph::CollectionKind::kLayout)
-    return Fail(absl::InvalidArgumentError("report stores layout measurements: give a layout collection"));
+    return Fail(UsageError("report stores layout measurements: give a layout collection"));
   const std::string path = absl::GetFlag(FLAGS_npz);
-  if (path.empty()) return Fail(absl::InvalidArgumentError("report needs --npz FILE with measured runtimes"));
+  if (path.empty()) return Fail(UsageError("report needs --npz FILE with measured runtimes"));
   absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path);
   if (!g.ok()) return Fail(g.status());
   const int64_t max = absl::GetFlag(FLAGS_max_configs);
@@ -305,14 +344,16 @@ int Report(tgraph::RankerClient& client) {
       client.ReportMeasurements(g->graph, g->node_config_ids, c->name(), g->config_feat.data(),
                                 g->config_runtime.data(), count, absl::GetFlag(FLAGS_source));
   if (!r.ok()) return Fail(r.status());
+  if (absl::GetFlag(FLAGS_json))
+    return PrintJson({{"graph", path}, {"stored", r->stored}, {"shard", r->shard}, {"registrations", r->registrations}});
   std::printf("%s: %lld measurements stored as %s\n", path.c_str(), static_cast<long long>(r->stored), r->shard.c_str());
-  return 0;
+  return tgraph::kExitOk;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(argc, argv,
       "Client of tgraph-server.\n"
       "  tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]\n"
       "  tgraph-client rank --server H:P --collection C (--hlo MODULE.hlo.pb | --npz GRAPH.npz) --configs ROWS.npy\n"
@@ -323,10 +364,9 @@ int main(int argc, char** argv) {
       "  tgraph-client replay --server H:P --collection C --npz MEASURED.npz [--rounds R] [--per_round K] [--csv OUT]\n"
       "                       [--finetune_command 'tgraph-train finetune ...']\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
-      "  tgraph-client models --server H:P");
-  tgraph::NormalizeFlagDashes(argc, argv);
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: rank, register, report, replay, eval, bench, health or models (see --help)"));
+      "  tgraph-client models --server H:P\n"
+      "--json prints JSON (rank, register, report, eval, bench, health, models).");
+  if (args.size() != 2) return Fail(UsageError("give one command: rank, register, report, replay, eval, bench, health or models"));
   tgraph::ClientOptions co;
   co.target = absl::GetFlag(FLAGS_server);
   co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
@@ -338,6 +378,7 @@ int main(int argc, char** argv) {
   if (cmd == "eval") return Eval(client);
   if (cmd == "report") return Report(client);
   if (cmd == "replay") {
+    if (absl::GetFlag(FLAGS_json)) return Fail(UsageError("replay prints a table; --csv FILE writes its curves"));
     tgraph::ReplayOptions ro;
     ro.client = co;
     ro.collection = absl::GetFlag(FLAGS_collection);
@@ -352,7 +393,7 @@ int main(int argc, char** argv) {
     std::printf("%s", r->Table().c_str());
     if (!absl::GetFlag(FLAGS_csv).empty())
       if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_csv), r->Csv()); !s.ok()) return Fail(s);
-    return 0;
+    return tgraph::kExitOk;
   }
   if (cmd == "bench") {
     tgraph::BenchOptions b;
@@ -370,17 +411,28 @@ int main(int argc, char** argv) {
     absl::StatusOr<tgraph::BenchReport> r = tgraph::RunBench(b);
     if (!r.ok()) return Fail(r.status());
     std::printf("%s", absl::GetFlag(FLAGS_json) ? (r->Json() + "\n").c_str() : r->Text().c_str());
-    return r->errors.empty() ? 0 : 4;
+    return r->errors.empty() ? tgraph::kExitOk : tgraph::kExitFailure;
   }
   if (cmd == "health") {
     absl::StatusOr<std::string> h = client.Health(absl::GetFlag(FLAGS_service));
     if (!h.ok()) return Fail(h.status());
-    std::printf("%s\n", h->c_str());
-    return *h == "SERVING" ? 0 : 3;
+    if (absl::GetFlag(FLAGS_json)) PrintJson({{"service", absl::GetFlag(FLAGS_service)}, {"status", *h}});
+    else std::printf("%s\n", h->c_str());
+    return *h == "SERVING" ? tgraph::kExitOk : tgraph::kExitFailure;
   }
   if (cmd == "models") {
     absl::StatusOr<tgraph::v1::ListModelsResponse> m = client.ListModels();
     if (!m.ok()) return Fail(m.status());
+    if (absl::GetFlag(FLAGS_json)) {
+      nlohmann::json j = nlohmann::json::array();
+      for (const auto& info : m->models())
+        j.push_back({{"collection", info.collection()}, {"version", info.version()},
+                     {"loaded_versions", std::vector<int64_t>(info.loaded_versions().begin(), info.loaded_versions().end())},
+                     {"architecture", info.architecture()}, {"hidden", info.hidden()}, {"folds", info.folds()},
+                     {"mean_valid_score", info.mean_valid_score()}, {"created", info.created()},
+                     {"batch_size", info.batch_size()}, {"tta", info.tta()}});
+      return PrintJson(j);
+    }
     std::printf("%-20s %8s %10s %-20s %7s %6s %12s  %s\n", "collection", "version", "loaded", "architecture", "hidden",
                 "folds", "valid score", "created");
     for (const auto& info : m->models()) {
@@ -391,7 +443,8 @@ int main(int argc, char** argv) {
                   static_cast<long long>(info.hidden()), static_cast<long long>(info.folds()), info.mean_valid_score(),
                   info.created().c_str());
     }
-    return 0;
+    return tgraph::kExitOk;
   }
-  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected rank, register, report, replay, eval, bench, health or models")));
+  return Fail(UsageError(absl::StrCat("unknown command '", cmd,
+                                      "'; expected rank, register, report, replay, eval, bench, health or models")));
 }

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "model/tool.h"
 #include "model/tiled_kernels.h"
 
 ABSL_FLAG(int, reps, 2000, "Repetitions of each in-cache measurement (the best of 5 rounds is printed)");
@@ -37,8 +37,9 @@ double MicrosPerCall(int reps, const Fn& fn) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Benchmark the tiled block's fused loops.\n  tgraph-bench-kernels [--reps N]");
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv, "Benchmark the tiled block's fused loops.\n  tgraph-bench-kernels [--reps N]");
+  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
   torch::NoGradGuard no_grad;
   torch::set_num_threads(1);

@@ -13,12 +13,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "model/graph_io.h"
 #include "model/preprocess.h"
 #include "model/cli.h"
+#include "model/tool.h"
 #include "model/features.h"
 #include "model/rng.h"
 #include "model/scoring.h"
@@ -64,14 +63,11 @@ double Median(std::vector<double> v) {
 
 int main(int argc, char** argv) {
   tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
-  absl::SetProgramUsageMessage("Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C]");
-  tgraph::NormalizeFlagDashes(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv, "Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C] [--npz GRAPH.npz]");
+  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   absl::StatusOr<tgraph::Precision> resolved = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
-  if (!resolved.ok()) {
-    std::fprintf(stderr, "tgraph-bench-model: %s\n", std::string(resolved.status().message()).c_str());
-    return 2;
-  }
+  if (!resolved.ok()) return tgraph::Fail(tgraph::UsageError(absl::StrCat("--precision: ", resolved.status().message())));
   const tgraph::Precision precision = *resolved;
   const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
   torch::set_num_threads(threads);
@@ -105,10 +101,7 @@ int main(int argc, char** argv) {
   std::string source = "generated graph";
   if (const std::string path = absl::GetFlag(FLAGS_npz); !path.empty()) {
     absl::StatusOr<tgraph::LayoutGraph> real = tgraph::LoadLayoutGraph(path);
-    if (!real.ok()) {
-      std::fprintf(stderr, "tgraph-bench-model: %s\n", std::string(real.status().message()).c_str());
-      return 2;
-    }
+    if (!real.ok()) return tgraph::Fail(real.status());
     tgraph::PrunedGraph p = tgraph::PruneGraph(real->graph, real->node_config_ids);
     g = std::move(p.graph);
     config_nodes = std::move(p.config_node_index);
@@ -126,10 +119,7 @@ int main(int argc, char** argv) {
   spec.architecture = absl::GetFlag(FLAGS_architecture);
   spec.hidden = absl::GetFlag(FLAGS_hidden);
   spec.blocks = absl::GetFlag(FLAGS_blocks);
-  if (absl::Status s = spec.Validate(); !s.ok()) {
-    std::fprintf(stderr, "tgraph-bench-model: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
+  if (absl::Status s = spec.Validate(); !s.ok()) return tgraph::Fail(tgraph::UsageError(s.message()));
   std::vector<std::shared_ptr<tgraph::RankingNet>> nets;
   std::vector<tgraph::StaticEncoding> caches;
   std::vector<tgraph::FoldModel> folds;
@@ -150,9 +140,8 @@ int main(int argc, char** argv) {
   const int64_t per_config = tgraph::ActivationBytesPerConfig(spec, n, precision);
   if (const int64_t budget = absl::GetFlag(FLAGS_activation_bytes); budget > 0 && per_config > 0) {
     if (budget < per_config) {
-      std::fprintf(stderr, "tgraph-bench-model: one configuration needs about %lld MiB, over --activation_bytes\n",
-                   static_cast<long long>(per_config >> 20));
-      return 2;
+      return tgraph::Fail(tgraph::UsageError(absl::StrCat("one configuration needs about ", per_config >> 20,
+                                                          " MiB, over --activation_bytes")));
     }
     so.batch_size = std::min(so.batch_size, budget / per_config);
   }

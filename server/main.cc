@@ -18,10 +18,9 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "model/cli.h"
+#include "model/tool.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
@@ -87,19 +86,18 @@ void Log(const std::string& s) {
 
 int main(int argc, char** argv) {
   tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
-  absl::SetProgramUsageMessage("Serve tgraph.v1.Ranker.\n  tgraph-server --registry REG [--address HOST:PORT]");
-  tgraph::NormalizeFlagDashes(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  // From the first line (exec resets handlers, so after the re-exec): a SIGTERM while
+  // the server starts (loading models can take seconds) ends it cleanly, exit 0.
+  std::signal(SIGTERM, OnSignal);
+  std::signal(SIGINT, OnSignal);
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv, "Serve tgraph.v1.Ranker.\n  tgraph-server --registry REG [--address HOST:PORT]");
+  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   const std::string registry = absl::GetFlag(FLAGS_registry);
-  if (registry.empty()) {
-    Log("--registry is required");
-    return 2;
-  }
+  if (registry.empty()) return tgraph::Fail(tgraph::UsageError("--registry is required"));
   absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
-  if (!precision.ok()) {
-    Log(std::string(precision.status().message()));
-    return 2;
-  }
+  if (!precision.ok())
+    return tgraph::Fail(tgraph::UsageError(absl::StrCat("--precision: ", precision.status().message())));
   const int intra = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_intra_op_threads));
   torch::set_num_threads(intra);
   Log(absl::StrCat("registry=", registry, " address=", absl::GetFlag(FLAGS_address),
@@ -152,6 +150,10 @@ int main(int argc, char** argv) {
     }
   };
   report(models.Poll());
+  if (g_signal != 0) {
+    Log(absl::StrCat("signal ", g_signal.load(), " while starting: stopped before serving"));
+    return tgraph::kExitOk;
+  }
 
   tgraph::RankerOptions ro;
   ro.cache_bytes = absl::GetFlag(FLAGS_cache_bytes);
@@ -218,8 +220,6 @@ int main(int argc, char** argv) {
     std::rename(tmp.c_str(), absl::GetFlag(FLAGS_port_file).c_str());
   }
 
-  std::signal(SIGTERM, OnSignal);
-  std::signal(SIGINT, OnSignal);
   while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   Log(absl::StrCat("signal ", g_signal.load(), ": draining in-flight RPCs (up to ", absl::GetFlag(FLAGS_drain_timeout_s),
                    " s)"));

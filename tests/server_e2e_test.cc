@@ -56,8 +56,9 @@ struct ServerProcess {
 
   // file_size_limit > 0: the server runs under RLIMIT_FSIZE (with SIGXFSZ ignored), so
   // that its writes past the limit fail as on a full disk.
+  // wait_for_port false: return as soon as the process is started.
   ServerProcess(const std::string& registry, const std::string& dir, std::vector<std::string> extra = {},
-                rlim_t file_size_limit = 0) {
+                rlim_t file_size_limit = 0, bool wait_for_port = true) {
     const std::string port_file = dir + "/port";
     log = dir + "/server.log";
     std::filesystem::remove(port_file);
@@ -84,6 +85,7 @@ struct ServerProcess {
       execv(argv[0], argv.data());
       _exit(127);
     }
+    if (!wait_for_port) return;
     for (int i = 0; i < 600 && !std::filesystem::exists(port_file); ++i) std::this_thread::sleep_for(50ms);
     std::ifstream(port_file) >> port >> metrics_port;
   }
@@ -487,6 +489,18 @@ CATCH_TEST_CASE("client library: transparent registration, re-registration after
   co.timeout_s = 2;
   RankerClient nobody(co);
   CATCH_CHECK(nobody.Health().status().code() == absl::StatusCode::kUnavailable);
+}
+
+CATCH_TEST_CASE("server: SIGTERM while it starts ends it cleanly", "[e2e]") {
+  // The handler is installed on main's first line: a signal during startup (models
+  // loading) used to kill the process by signal.
+  World w;
+  w.Publish(2, /*hidden=*/64);
+  ServerProcess server(w.registry, w.dir.path(), {}, 0, /*wait_for_port=*/false);
+  for (int i = 0; i < 600 && server.Log().find("registry=") == std::string::npos; ++i) std::this_thread::sleep_for(5ms);
+  CATCH_REQUIRE(server.Log().find("registry=") != std::string::npos);
+  CATCH_CHECK(server.Stop() == 0);  // -1 when killed by the signal
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("signal 15"));
 }
 
 CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers and ranks", "[e2e]") {

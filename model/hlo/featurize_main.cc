@@ -10,13 +10,11 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "model/cli.h"
 #include "model/file_util.h"
 #include "model/graph_io.h"
 #include "model/hlo/featurize.h"
+#include "model/tool.h"
 
 ABSL_FLAG(std::string, in, "", "Input: an HLO module (module), a ModuleTuningData (layout) or a TuningData (tile)");
 ABSL_FLAG(std::string, out, "", "module, layout: the .npz to write");
@@ -31,10 +29,8 @@ namespace {
 namespace fs = std::filesystem;
 using tgraph::hlo::ModuleGraph;
 
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "tgraph-featurize: %s\n", std::string(s.message()).c_str());
-  return 1;
-}
+using tgraph::Fail;
+using tgraph::UsageError;
 
 absl::Status WriteNodesTsv(const std::string& path, const ModuleGraph& m, const std::vector<int64_t>& ids) {
   std::string text = "row\tnode\tcomputation\tinstruction\topcode\n";
@@ -64,7 +60,7 @@ absl::StatusOr<T> ReadProto(const std::string& path, const char* kind) {
 
 int Module(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out);
-  if (in.empty() || out.empty()) return Fail(absl::InvalidArgumentError("module needs --in MODULE.hlo.pb and --out GRAPH.npz"));
+  if (in.empty() || out.empty()) return Fail(UsageError("module needs --in MODULE.hlo.pb and --out GRAPH.npz"));
   absl::StatusOr<std::string> bytes = tgraph::ReadFile(in);
   if (!bytes.ok()) return Fail(bytes.status());
   absl::StatusOr<tgraph::xla::HloModuleProto> proto = tgraph::hlo::ParseModule(*bytes, in);
@@ -94,7 +90,7 @@ int Module(const tgraph::hlo::Limits& limits) {
 
 int Layout(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out);
-  if (in.empty() || out.empty()) return Fail(absl::InvalidArgumentError("layout needs --in TUNING.pb and --out GRAPH.npz"));
+  if (in.empty() || out.empty()) return Fail(UsageError("layout needs --in TUNING.pb and --out GRAPH.npz"));
   absl::StatusOr<tgraph::xla::ModuleTuningData> data = ReadProto<tgraph::xla::ModuleTuningData>(in, "tpu_graphs.ModuleTuningData");
   if (!data.ok()) return Fail(data.status());
   absl::StatusOr<tgraph::hlo::LayoutTuning> t = tgraph::hlo::FeaturizeLayoutTuning(*data, in, limits);
@@ -117,7 +113,7 @@ int Layout(const tgraph::hlo::Limits& limits) {
 
 int Tile(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), dir = absl::GetFlag(FLAGS_out_dir);
-  if (in.empty() || dir.empty()) return Fail(absl::InvalidArgumentError("tile needs --in TUNING.pb and --out_dir DIR"));
+  if (in.empty() || dir.empty()) return Fail(UsageError("tile needs --in TUNING.pb and --out_dir DIR"));
   absl::StatusOr<tgraph::xla::TuningData> data = ReadProto<tgraph::xla::TuningData>(in, "tpu_graphs.TuningData");
   if (!data.ok()) return Fail(data.status());
   absl::StatusOr<tgraph::hlo::TileTuning> t = tgraph::hlo::FeaturizeTileTuning(*data, in, limits);
@@ -143,7 +139,7 @@ int Tile(const tgraph::hlo::Limits& limits) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(argc, argv,
       "XLA HLO modules and TpuGraphs tuning data -> TpuGraphs .npz files (docs/api.md, \"Ranking your own "
       "XLA program\").\n"
       "  tgraph-featurize module --in MODULE.hlo.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]\n"
@@ -153,14 +149,12 @@ int main(int argc, char** argv) {
       "      a tpu_graphs.ModuleTuningData -> a layout file with its valid runs and their runtimes\n"
       "  tgraph-featurize tile --in TUNING_DATA.pb --out_dir DIR\n"
       "      a tpu_graphs.TuningData -> one tile file per kernel, with runtimes and normalizers");
-  tgraph::NormalizeFlagDashes(argc, argv);
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
-  if (args.size() != 2) return Fail(absl::InvalidArgumentError("give one command: module, layout or tile (see --help)"));
+  if (args.size() != 2) return Fail(UsageError("give one command: module, layout or tile"));
   tgraph::hlo::Limits limits;
   limits.max_instructions = absl::GetFlag(FLAGS_max_instructions);
   const std::string cmd = args[1];
   if (cmd == "module") return Module(limits);
   if (cmd == "layout") return Layout(limits);
   if (cmd == "tile") return Tile(limits);
-  return Fail(absl::InvalidArgumentError(absl::StrCat("unknown command '", cmd, "'; expected module, layout or tile")));
+  return Fail(UsageError(absl::StrCat("unknown command '", cmd, "'; expected module, layout or tile")));
 }

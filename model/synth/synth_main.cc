@@ -4,11 +4,9 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "model/cli.h"
-#include "absl/strings/str_split.h"
+#include "absl/strings/str_cat.h"
 #include "model/synth/generator.h"
+#include "model/tool.h"
 
 ABSL_FLAG(std::string, out, "", "Output root; files go to <out>/npz/layout/... and <out>/npz/tile/...");
 ABSL_FLAG(std::string, preset, "ci", "Size preset: tiny (unit tests), ci (integration), full (TpuGraphs-sized)");
@@ -21,11 +19,11 @@ ABSL_FLAG(bool, progress, false, "Print a line per graph (always on for --preset
 ABSL_FLAG(int, max_graphs_per_split, -1, "Cap the graphs per split (-1 = the preset's counts)");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv,
       "Generate synthetic TpuGraphs-format data.\n"
       "  tgraph-synth --out DIR --preset tiny|ci|full --seed N [--collections layout:xla:random,...]");
-  tgraph::NormalizeFlagDashes(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   tgraph::synth::GenerateOptions o;
   o.out = absl::GetFlag(FLAGS_out);
   o.preset = absl::GetFlag(FLAGS_preset);
@@ -37,23 +35,16 @@ int main(int argc, char** argv) {
   for (const std::string& name : absl::GetFlag(FLAGS_collections)) {
     if (name.empty()) continue;
     absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(name);
-    if (!c.ok()) {
-      std::fprintf(stderr, "tgraph-synth: --collections: %s\n", std::string(c.status().message()).c_str());
-      return 2;
-    }
+    if (!c.ok()) return tgraph::Fail(tgraph::UsageError(absl::StrCat("--collections: ", c.status().message())));
     o.collections.push_back(*c);
   }
-  if (o.out.empty()) {
-    std::fprintf(stderr, "tgraph-synth: --out DIR is required (see --help)\n");
-    return 2;
-  }
+  if (o.out.empty()) return tgraph::Fail(tgraph::UsageError("--out DIR is required"));
+  if (o.preset != "tiny" && o.preset != "ci" && o.preset != "full")
+    return tgraph::Fail(tgraph::UsageError(absl::StrCat("--preset must be tiny, ci or full, got '", o.preset, "'")));
   absl::StatusOr<tgraph::synth::GenerateSummary> s = tgraph::synth::Generate(o);
-  if (!s.ok()) {
-    std::fprintf(stderr, "tgraph-synth: %s\n", std::string(s.status().message()).c_str());
-    return 1;
-  }
+  if (!s.ok()) return tgraph::Fail(s.status());
   std::printf("%s", s->Table().c_str());
   std::printf("wrote %s (preset %s, seed %llu) in %.1f s\n", o.out.c_str(), o.preset.c_str(),
               static_cast<unsigned long long>(o.seed), s->seconds);
-  return 0;
+  return tgraph::kExitOk;
 }

@@ -11,11 +11,11 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "model/cli.h"
 #include "model/file_util.h"
 #include "model/train/evaluator.h"
+#include "model/tool.h"
 #include "model/train/trainer.h"
 
 ABSL_FLAG(std::string, data, "", "Dataset root");
@@ -40,25 +40,23 @@ ABSL_FLAG(std::string, rankings, "",
           "what a test split, whose runtimes are hidden, is evaluated for");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 
-namespace {
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "tgraph-eval: %s\n", std::string(s.message()).c_str());
-  return 1;
-}
-}  // namespace
+using tgraph::Fail;
+using tgraph::UsageError;
 
 int main(int argc, char** argv) {
   tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
-  absl::SetProgramUsageMessage(
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv,
       "Evaluate a model on a split.\n"
       "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)");
-  tgraph::NormalizeFlagDashes(argc, argv);
-  absl::ParseCommandLine(argc, argv);
+  if (args.size() > 1) return Fail(UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
   torch::set_num_threads(threads);
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
-  if (!c.ok()) return Fail(c.status());
-  if (absl::GetFlag(FLAGS_data).empty()) return Fail(absl::InvalidArgumentError("--data is required"));
+  if (!c.ok()) return Fail(UsageError(absl::StrCat("--collection: ", c.status().message())));
+  if (absl::GetFlag(FLAGS_data).empty()) return Fail(UsageError("--data is required"));
+  absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
+  if (!precision.ok()) return Fail(UsageError(absl::StrCat("--precision: ", precision.status().message())));
   absl::StatusOr<tgraph::LoadedModel> model;
   std::string source;
   if (!absl::GetFlag(FLAGS_run_dir).empty()) {
@@ -77,11 +75,9 @@ int main(int argc, char** argv) {
     model = tgraph::LoadModel(reg, c->name(), version);
     source = absl::GetFlag(FLAGS_registry) + " version " + std::to_string(version);
   } else {
-    return Fail(absl::InvalidArgumentError("give --registry (and optionally --version) or --run_dir"));
+    return Fail(UsageError("give --registry (and optionally --version) or --run_dir"));
   }
   if (!model.ok()) return Fail(model.status());
-  absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
-  if (!precision.ok()) return Fail(precision.status());
   for (const auto& net : model->folds) net->SetInferencePrecision(*precision);
   tgraph::EvalOptions o;
   o.official_subset = absl::GetFlag(FLAGS_official_subset);
@@ -118,5 +114,5 @@ int main(int argc, char** argv) {
                 r->graphs.empty() ? 0.0
                                   : static_cast<double>(passes) / static_cast<double>(r->graphs.size() * model->folds.size()));
   }
-  return 0;
+  return tgraph::kExitOk;
 }

@@ -13,10 +13,9 @@
 #include <thread>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "model/cli.h"
 #include "absl/strings/str_cat.h"
+#include "model/cli.h"
+#include "model/tool.h"
 #include "model/train/finetune.h"
 #include "model/train/trainer.h"
 
@@ -57,18 +56,13 @@ ABSL_FLAG(double, finetune_lr, 1e-4,
 ABSL_FLAG(double, holdout, 0.2, "finetune: share of each graph's measured configurations held out for validation");
 ABSL_FLAG(double, base_fraction, 0.5, "finetune: share of steps on --data's train split, when --data is given");
 
-namespace {
-
-int Fail(const absl::Status& s) {
-  std::fprintf(stderr, "tgraph-train: %s\n", std::string(s.message()).c_str());
-  return 1;
-}
-
-}  // namespace
+using tgraph::Fail;
+using tgraph::UsageError;
 
 int main(int argc, char** argv) {
   tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
-  absl::SetProgramUsageMessage(
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv,
       "K-fold training of TGraph and publishing to the model registry.\n"
       "  tgraph-train --data ROOT --collection C --run_dir RUN [--registry REG] [--fold K] [--profile quick]\n"
       "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N] [--require_folds N]\n"
@@ -76,17 +70,15 @@ int main(int argc, char** argv) {
       "                        [--steps 200] [--finetune_lr 1e-4] [--holdout 0.2]\n"
       "  tgraph-train retire  --registry REG --collection C --version V [--reason TEXT]   (rollback)\n"
       "  tgraph-train restore --registry REG --collection C --version V");
-  tgraph::NormalizeFlagDashes(argc, argv);
-  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
   const bool quick = absl::GetFlag(FLAGS_profile) == "quick";
-  if (!quick && absl::GetFlag(FLAGS_profile) != "paper") return Fail(absl::InvalidArgumentError("--profile must be paper or quick"));
+  if (!quick && absl::GetFlag(FLAGS_profile) != "paper") return Fail(UsageError("--profile must be paper or quick"));
   const int keep = absl::GetFlag(FLAGS_keep_folds) > 0 ? absl::GetFlag(FLAGS_keep_folds) : (quick ? 2 : 4);
   const std::string run_dir = absl::GetFlag(FLAGS_run_dir);
   const std::string command = args.size() > 1 ? args[1] : "";
   if (args.size() > 2 || (!command.empty() && command != "publish" && command != "retire" && command != "restore" &&
                            command != "finetune"))
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "unknown command '", args.back(), "'; expected publish, retire, restore or finetune (or none, to train)")));
+    return Fail(UsageError(absl::StrCat("unknown command '", args.back(),
+                                        "'; expected publish, retire, restore or finetune (or none, to train)")));
   if (command == "finetune") {
     tgraph::FinetuneOptions f;
     f.registry = absl::GetFlag(FLAGS_registry);
@@ -103,7 +95,7 @@ int main(int argc, char** argv) {
     f.seed = absl::GetFlag(FLAGS_seed);
     f.progress = absl::GetFlag(FLAGS_progress);
     if (f.registry.empty() || f.measurements.empty() || f.collection.empty())
-      return Fail(absl::InvalidArgumentError("finetune needs --registry, --collection, --measurements and --run_dir"));
+      return Fail(UsageError("finetune needs --registry, --collection, --measurements and --run_dir"));
     torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
     absl::StatusOr<tgraph::FinetuneResult> r = tgraph::Finetune(f);
     if (!r.ok()) return Fail(r.status());
@@ -112,13 +104,13 @@ int main(int argc, char** argv) {
                 static_cast<long long>(r->heldout_configs), static_cast<long long>(r->graphs),
                 r->published_version > 0 ? absl::StrCat("published as version ", r->published_version).c_str()
                                          : "worse than its parent: not published");
-    return 0;
+    return tgraph::kExitOk;
   }
   if (command == "retire" || command == "restore") {
     const std::string collection = absl::GetFlag(FLAGS_collection);
     const int64_t version = absl::GetFlag(FLAGS_version);
     if (absl::GetFlag(FLAGS_registry).empty() || collection.empty() || version < 1)
-      return Fail(absl::InvalidArgumentError(absl::StrCat(command, " needs --registry, --collection and --version (>= 1)")));
+      return Fail(UsageError(absl::StrCat(command, " needs --registry, --collection and --version (>= 1)")));
     const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
     const absl::Status s = command == "retire" ? registry.Retire(collection, version, absl::GetFlag(FLAGS_reason))
                                                : registry.Restore(collection, version);
@@ -128,25 +120,25 @@ int main(int argc, char** argv) {
                 collection.c_str(), static_cast<long long>(version),
                 latest.ok() ? absl::StrCat("version ", *latest).c_str()
                             : "their last loaded version (no other version is listed)");
-    return 0;
+    return tgraph::kExitOk;
   }
-  if (run_dir.empty()) return Fail(absl::InvalidArgumentError("--run_dir is required"));
+  if (run_dir.empty()) return Fail(UsageError("--run_dir is required"));
 
   if (command == "publish") {
-    if (absl::GetFlag(FLAGS_registry).empty()) return Fail(absl::InvalidArgumentError("publish needs --registry"));
+    if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("publish needs --registry"));
     absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep,
                                                     absl::GetFlag(FLAGS_require_folds));
     if (!v.ok()) return Fail(v.status());
     std::printf("published %s as version %lld in %s\n", run_dir.c_str(), static_cast<long long>(*v),
                 absl::GetFlag(FLAGS_registry).c_str());
-    return 0;
+    return tgraph::kExitOk;
   }
 
   tgraph::TrainOptions o;
   o.data_root = absl::GetFlag(FLAGS_data);
-  if (o.data_root.empty()) return Fail(absl::InvalidArgumentError("--data is required"));
+  if (o.data_root.empty()) return Fail(UsageError("--data is required"));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
-  if (!c.ok()) return Fail(c.status());
+  if (!c.ok()) return Fail(UsageError(absl::StrCat("--collection: ", c.status().message())));
   o.collection = *c;
   o.run_dir = run_dir;
   o.spec.architecture = absl::GetFlag(FLAGS_architecture);
@@ -197,5 +189,5 @@ int main(int argc, char** argv) {
     std::printf("published %s version %lld to %s\n", c->name().c_str(), static_cast<long long>(*v),
                 absl::GetFlag(FLAGS_registry).c_str());
   }
-  return 0;
+  return tgraph::kExitOk;
 }

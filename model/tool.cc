@@ -1,0 +1,99 @@
+#include "model/tool.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+
+#include "absl/flags/commandlineflag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/cord.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "model/build_info.h"
+#include "model/cli.h"
+
+namespace tgraph {
+namespace {
+
+constexpr char kUsagePayload[] = "type.tgraph.dev/tgraph.UsageError";
+
+std::string& MutableToolName() {
+  static std::string name = "tgraph";
+  return name;
+}
+
+// Abseil reports a bad flag by printing its message and calling exit(1), which no
+// option changes in this Abseil version; while it parses, an exit handler turns that
+// into the usage status 2.
+bool parsing = false;
+void ExitUsageWhileParsing() {
+  if (!parsing) return;
+  std::fflush(nullptr);
+  _exit(kExitUsage);
+}
+
+void PrintHelp(const char* usage) {
+  std::printf("%s\n\nFlags (--name=default; dashes or underscores both work):\n", usage);
+  std::map<std::string, absl::CommandLineFlag*> ours;
+  for (const auto& [name, flag] : absl::GetAllFlags())
+    if (!absl::StrContains(flag->Filename(), "absl/")) ours.emplace(std::string(name), flag);
+  for (const auto& [name, flag] : ours) {
+    const std::string def = flag->IsOfType<std::string>() ? absl::StrCat("\"", flag->DefaultValue(), "\"")
+                                                           : flag->DefaultValue();
+    std::printf("  --%s=%s\n      %s\n", name.c_str(), def.c_str(), flag->Help().c_str());
+  }
+  std::printf("\nAlso: --flagfile=FILE (flags, one per line), --help, --version.\n"
+              "Exit status: 0 success, 1 failure, 2 usage error.\n");
+}
+
+}  // namespace
+
+const std::string& ToolName() { return MutableToolName(); }
+
+std::string VersionLine() { return absl::StrCat(ToolName(), " ", BuildVersion(), " (commit ", BuildCommit(), ")"); }
+
+std::vector<char*> ParseToolCommandLine(int argc, char** argv, const char* usage) {
+  const char* slash = std::strrchr(argv[0], '/');
+  MutableToolName() = slash ? slash + 1 : argv[0];
+  NormalizeFlagDashes(argc, argv);
+  absl::SetProgramUsageMessage(usage);
+  for (int i = 1; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+    const absl::string_view a = argv[i];
+    if (a == "-h" || a == "--help" || a == "--helpfull" || a == "--helpshort" || a == "--helppackage" ||
+        absl::StartsWith(a, "--helpon=") || absl::StartsWith(a, "--helpmatch=")) {
+      PrintHelp(usage);
+      std::exit(kExitOk);
+    }
+    if (std::strcmp(argv[i], "--version") == 0) {
+      std::printf("%s\n", VersionLine().c_str());
+      std::exit(kExitOk);
+    }
+  }
+  static const bool registered = std::atexit(ExitUsageWhileParsing) == 0;
+  (void)registered;
+  parsing = true;
+  std::vector<char*> args = absl::ParseCommandLine(argc, argv);
+  parsing = false;
+  return args;
+}
+
+absl::Status UsageError(absl::string_view message) {
+  absl::Status s = absl::InvalidArgumentError(absl::StrCat(message, " (see --help)"));
+  s.SetPayload(kUsagePayload, absl::Cord("1"));
+  return s;
+}
+
+bool IsUsageError(const absl::Status& s) { return s.GetPayload(kUsagePayload).has_value(); }
+
+int Fail(const absl::Status& s) {
+  if (s.ok()) return kExitOk;
+  std::fprintf(stderr, "%s: %s\n", ToolName().c_str(), std::string(s.message()).c_str());
+  return IsUsageError(s) ? kExitUsage : kExitFailure;
+}
+
+}  // namespace tgraph

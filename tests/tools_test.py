@@ -1,0 +1,116 @@
+"""Every command-line tool follows the same conventions (model/tool.h): --help lists
+its own flags and exits 0, --version names the version and commit, exit status 0 on
+success, 2 on a usage error, 1 on any other failure, and --json prints JSON wherever
+results are printed (a usage error where it makes no sense). Run by ctest (tools_cli)
+with pytest; the server fixtures are the Python client's (client/python/tests)."""
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.environ.get("TGRAPH_SOURCE_DIR", "."), "client", "python", "tests"))
+from conftest import REAL, binary, server, world  # noqa: E402,F401  (fixtures)
+
+TOOLS = {  # tool -> a flag of its own that --help must list
+    ("client", "tgraph-client"): "--server",
+    ("server", "tgraph-server"): "--registry",
+    ("model", "train", "tgraph-train"): "--run_dir",
+    ("model", "train", "tgraph-eval"): "--split",
+    ("model", "synth", "tgraph-synth"): "--preset",
+    ("model", "hlo", "tgraph-featurize"): "--nodes_tsv",
+    ("model", "tgraph-bench-model"): "--nodes",
+    ("model", "tgraph-bench-kernels"): "--reps",
+}
+UNET = os.path.join(REAL, "npz", "layout", "xla", "random", "valid", "unet_3d.4x4.bf16.npz")
+
+
+def call(*args):
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("tool", sorted(TOOLS), ids=lambda t: t[-1])
+def test_help_version_and_usage_errors(tool):
+    exe = binary(*tool)
+    for flag in ("--help", "-h", "--helpfull"):
+        r = call(exe, flag)
+        assert r.returncode == 0, (flag, r.stderr)
+        assert TOOLS[tool] + "=" in r.stdout and "No flags matched" not in r.stdout + r.stderr
+        assert "Exit status: 0 success, 1 failure, 2 usage error" in r.stdout
+    r = call(exe, "--version")
+    assert r.returncode == 0
+    assert re.fullmatch(rf"{tool[-1]} \d+\.\d+\.\d+ \(commit ([0-9a-f]{{12}}(-dirty)?|unknown)\)\n", r.stdout), r.stdout
+    r = call(exe, "--no_such_flag")
+    assert r.returncode == 2 and "no_such_flag" in r.stderr
+    r = call(exe, "--json=maybe" if tool[-1] == "tgraph-client" else "--help_me_not=1")
+    assert r.returncode == 2
+
+
+def test_version_names_the_commit_built():
+    head = subprocess.run(["git", "-C", os.environ.get("TGRAPH_SOURCE_DIR", "."), "rev-parse", "--short=12", "HEAD"],
+                          capture_output=True, text=True)
+    if head.returncode != 0:
+        pytest.skip("not a git checkout")
+    assert f"(commit {head.stdout.strip()}" in call(binary("client", "tgraph-client"), "--version").stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["tgraph-client"],                                            # no command
+    ["tgraph-client", "launch"],                                  # unknown command
+    ["tgraph-client", "rank", "--collection", "layout:xla:random"],   # no graph
+    ["tgraph-client", "rank", "--collection", "layout:xla:wrong", "--npz", UNET],
+    ["tgraph-client", "replay", "--json"],                        # --json where it makes no sense
+    ["tgraph-client", "rank", "--top_k", "abc"],                  # a value that does not parse
+    ["tgraph-server"],                                            # --registry missing
+    ["tgraph-server", "--registry", "r", "--precision", "fp8"],
+    ["tgraph-train", "--run_dir", "r"],                           # --data missing
+    ["tgraph-train", "deploy", "--run_dir", "r"],
+    ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
+    ["tgraph-synth", "--out", "x", "--preset", "huge"],
+    ["tgraph-featurize", "module"],                               # --in and --out missing
+    ["tgraph-bench-model", "--precision", "fp8"],
+], ids=lambda a: " ".join(a[:3]))
+def test_usage_errors_exit_2(args):
+    exe = next(binary(*t) for t in TOOLS if t[-1] == args[0])
+    r = call(exe, *args[1:])
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip(), "a usage error says what is wrong"
+
+
+def test_other_failures_exit_1(tmp_path):
+    client = binary("client", "tgraph-client")
+    r = call(client, "rank", "--collection", "layout:xla:random", "--npz", tmp_path / "missing.npz")
+    assert r.returncode == 1 and "missing.npz" in r.stderr
+    r = call(client, "health", "--server", "127.0.0.1:1", "--retry_budget_s", "0", "--timeout_s", "2")
+    assert r.returncode == 1 and "Health" in r.stderr
+    r = call(binary("model", "hlo", "tgraph-featurize"), "module", "--in", UNET, "--out", tmp_path / "g.npz")
+    assert r.returncode == 1 and "unet_3d" in r.stderr  # an npz is not an HLO module
+
+
+def test_json_output_of_every_command_that_prints_results(server, tmp_path):
+    client = binary("client", "tgraph-client")
+    s = ["--server", server.address, "--json"]
+    models = json.loads(call(client, "models", *s).stdout)
+    assert {m["collection"] for m in models} == {"layout:xla:random", "tile:xla"}
+    health = call(client, "health", *s)
+    assert health.returncode == 0 and json.loads(health.stdout) == {"service": "tgraph.v1.Ranker", "status": "SERVING"}
+    reg = json.loads(call(client, "register", *s, "--npz", UNET).stdout)
+    assert len(reg["graph_hash"]) == 64 and len(reg["configurable_nodes"]) == 62
+    r = call(client, "rank", *s, "--collection", "layout:xla:random", "--npz", UNET, "--top_k", "3")
+    assert r.returncode == 0, r.stderr
+    rank = json.loads(r.stdout)
+    assert rank["configs"] == 481 and len(rank["scores"]) == 481 and len(rank["top"]) == 3
+    best = min(range(481), key=lambda i: (rank["scores"][i], i))
+    assert rank["top"][0]["config"] == best and rank["top"][0]["rank"] == 1
+    assert -1 <= rank["against_runtimes"]["kendall_tau"] <= 1
+    rep = json.loads(call(client, "report", *s, "--collection", "layout:xla:random", "--npz", UNET,
+                          "--max_configs", "3").stdout)
+    assert rep["stored"] == 3 and rep["shard"].endswith(".npz")
+    data = os.path.join(os.path.dirname(server.registry), "data")
+    ev = call(client, "eval", *s, "--collection", "layout:xla:random", "--data", data, "--split", "valid")
+    assert ev.returncode == 0 and json.loads(ev.stdout)["split"] == "valid"
+    bench = call(client, "bench", *s, "--collection", "layout:xla:random", "--data", data, "--requests", "4",
+                 "--concurrency", "1", "--graphs", "1", "--configs_per_request", "8")
+    assert bench.returncode == 0 and json.loads(bench.stdout)["ok"] == 4
