@@ -121,13 +121,11 @@ int main(int argc, char** argv) {
 
   std::unique_ptr<tgraph::ServerMetrics> metrics;
   if (!absl::GetFlag(FLAGS_metrics_address).empty()) {
-    try {
-      metrics = std::make_unique<tgraph::ServerMetrics>(absl::GetFlag(FLAGS_metrics_address));
-      Log(absl::StrCat("metrics on port ", metrics->port(), " at /metrics"));
-    } catch (const std::exception& e) {
-      Log(absl::StrCat("cannot serve metrics on ", absl::GetFlag(FLAGS_metrics_address), ": ", e.what()));
-      return 1;
-    }
+    absl::StatusOr<std::unique_ptr<tgraph::ServerMetrics>> m =
+        tgraph::ServerMetrics::Start(absl::GetFlag(FLAGS_metrics_address), tgraph::PrecisionName(*precision));
+    if (!m.ok()) return tgraph::Fail(m.status());
+    metrics = std::move(*m);
+    Log(absl::StrCat("metrics on port ", metrics->port(), " at /metrics"));
   }
 
   tgraph::ModelManager models(tgraph::Registry(registry),
@@ -209,9 +207,8 @@ int main(int argc, char** argv) {
     if (const int64_t purged = ranker.PurgeUnloaded(); purged > 0)
       Log(absl::StrCat("dropped the prepared tensors of ", purged, " graph(s) for unloaded model versions"));
     set_health();
-    if (metrics) metrics->Refresh(ranker.Stats(), models);
   });
-  if (metrics) metrics->Refresh(ranker.Stats(), models);
+  if (metrics) metrics->Watch(&ranker, &models);
   Log(absl::StrCat("serving tgraph.v1.Ranker on port ", port));
   if (!absl::GetFlag(FLAGS_port_file).empty()) {
     // Written whole, then renamed: a reader never sees a half-written file.
@@ -228,6 +225,7 @@ int main(int argc, char** argv) {
                         std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_drain_timeout_s) * 1000));
   server->Shutdown(deadline);
   models.Stop();
+  if (metrics) metrics->Watch(nullptr, nullptr);  // the ranker and models go before the metrics
   Log("stopped");
   return 0;
 }

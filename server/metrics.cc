@@ -12,12 +12,17 @@
 #include <prometheus/text_serializer.h>
 #include <poll.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <functional>
-#include <stdexcept>
+#include <mutex>
 #include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "model/build_info.h"
 
 namespace tgraph {
 namespace {
@@ -27,27 +32,31 @@ namespace {
 // start in a process that also loads Debian's LibTorch, so we serve it ourselves.)
 class MetricsHttpServer {
  public:
-  MetricsHttpServer(const std::string& address, std::function<std::string()> body) : body_(std::move(body)) {
+  // INVALID_ARGUMENT for an address that is not IPv4 HOST:PORT, UNAVAILABLE when it
+  // cannot listen there.
+  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& address,
+                                                                   std::function<std::string()> body) {
     const size_t colon = address.rfind(':');
-    if (colon == std::string::npos) throw std::runtime_error("metrics address must be HOST:PORT, got " + address);
+    int port = -1;
+    if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535)
+      return absl::InvalidArgumentError(absl::StrCat("metrics address must be HOST:PORT, got '", address, "'"));
     const std::string host = address.substr(0, colon);
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+    addr.sin_port = htons(static_cast<uint16_t>(port));
     if (inet_pton(AF_INET, host.empty() ? "0.0.0.0" : host.c_str(), &addr.sin_addr) != 1)
-      throw std::runtime_error("metrics address: '" + host + "' is not an IPv4 address");
-    fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      return absl::InvalidArgumentError(absl::StrCat("metrics address: '", host, "' is not an IPv4 address"));
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     const int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     socklen_t len = sizeof addr;
-    if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 16) != 0 ||
-        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0 ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
       const std::string err = std::strerror(errno);
-      if (fd_ >= 0) ::close(fd_);
-      throw std::runtime_error("cannot listen on " + address + ": " + err);
+      if (fd >= 0) ::close(fd);
+      return absl::UnavailableError(absl::StrCat("cannot listen on ", address, " for metrics: ", err));
     }
-    port_ = ntohs(addr.sin_port);
-    thread_ = std::thread([this] { Serve(); });
+    return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(fd, ntohs(addr.sin_port), std::move(body)));
   }
   ~MetricsHttpServer() {
     stop_ = true;
@@ -58,6 +67,9 @@ class MetricsHttpServer {
   int port() const { return port_; }
 
  private:
+  MetricsHttpServer(int fd, int port, std::function<std::string()> body)
+      : body_(std::move(body)), fd_(fd), port_(port), thread_([this] { Serve(); }) {}
+
   void Serve() {
     while (!stop_) {
       pollfd p{fd_, POLLIN, 0};
@@ -102,7 +114,7 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 
 struct ServerMetrics::Impl {
-  explicit Impl(const std::string& address)
+  Impl()
       : registry(std::make_shared<prometheus::Registry>()),
         requests(BuildCounter().Name("tgraph_requests_total").Help("RPCs by method and status code").Register(*registry)),
         latency(BuildHistogram().Name("tgraph_request_latency_seconds").Help("RPC latency by method").Register(*registry)),
@@ -121,23 +133,20 @@ struct ServerMetrics::Impl {
                        .Add({}, prometheus::Histogram::BucketBoundaries{0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5})),
         queue_depth(BuildGauge().Name("tgraph_queue_depth").Help("Requests waiting for a worker").Register(*registry).Add({})),
         running(BuildGauge().Name("tgraph_requests_running").Help("Requests on a worker").Register(*registry).Add({})),
-        cache_hits(BuildGauge().Name("tgraph_cache_hits").Help("Graph tensor cache hits since start").Register(*registry).Add({})),
-        cache_misses(BuildGauge().Name("tgraph_cache_misses").Help("Graph tensor cache misses since start").Register(*registry).Add({})),
-        cache_evictions(BuildGauge().Name("tgraph_cache_evictions").Help("Graph tensor cache evictions since start").Register(*registry).Add({})),
+        cache_hits(BuildCounter().Name("tgraph_cache_hits_total").Help("Graph tensor cache hits").Register(*registry).Add({})),
+        cache_misses(BuildCounter().Name("tgraph_cache_misses_total").Help("Graph tensor cache misses").Register(*registry).Add({})),
+        cache_evictions(BuildCounter().Name("tgraph_cache_evictions_total").Help("Graph tensor cache evictions").Register(*registry).Add({})),
         cache_bytes(BuildGauge().Name("tgraph_cache_bytes").Help("Bytes held by the graph tensor cache").Register(*registry).Add({})),
         cache_entries(BuildGauge().Name("tgraph_cache_entries").Help("Entries in the graph tensor cache").Register(*registry).Add({})),
         graphs(BuildGauge().Name("tgraph_registered_graphs").Help("Registered graphs held").Register(*registry).Add({})),
         graph_bytes(BuildGauge().Name("tgraph_registered_graph_bytes").Help("Bytes of registered graphs held").Register(*registry).Add({})),
-        rejected(BuildGauge().Name("tgraph_rejected_queue_full").Help("Requests refused because the queue was full, since start").Register(*registry).Add({})),
+        rejected(BuildCounter().Name("tgraph_rejected_queue_full_total").Help("Requests refused because the queue was full").Register(*registry).Add({})),
         version(BuildGauge().Name("tgraph_model_version").Help("Newest loaded model version per collection").Register(*registry)),
         loads(BuildCounter().Name("tgraph_model_loads_total").Help("Model version loads and unloads by result: loaded, failed, unloaded (retired)").Register(*registry)),
         measurements(BuildCounter().Name("tgraph_measurements_stored_total").Help("Measured runtimes stored durably by ReportMeasurements").Register(*registry).Add({})),
         measurement_bytes(BuildCounter().Name("tgraph_measurement_bytes_total").Help("Bytes of measurement shards written").Register(*registry).Add({})),
-        measurement_errors(BuildCounter().Name("tgraph_measurement_store_errors_total").Help("ReportMeasurements calls the store could not write, by status code (a full disk is RESOURCE_EXHAUSTED)").Register(*registry)) {
-    http = std::make_unique<MetricsHttpServer>(address, [this] {
-      return prometheus::TextSerializer().Serialize(registry->Collect());
-    });
-  }
+        measurement_errors(BuildCounter().Name("tgraph_measurement_store_errors_total").Help("ReportMeasurements calls the store could not write, by status code (a full disk is RESOURCE_EXHAUSTED)").Register(*registry)),
+        build_info(BuildGauge().Name("tgraph_build_info").Help("1, labelled with the version, git commit and inference precision of this server").Register(*registry)) {}
   std::shared_ptr<prometheus::Registry> registry;
   prometheus::Family<prometheus::Counter>& requests;
   prometheus::Family<prometheus::Histogram>& latency;
@@ -146,18 +155,48 @@ struct ServerMetrics::Impl {
   prometheus::Histogram& batches;
   prometheus::Histogram& inference;
   prometheus::Histogram& queue_wait;
-  prometheus::Gauge &queue_depth, &running, &cache_hits, &cache_misses, &cache_evictions, &cache_bytes, &cache_entries,
-      &graphs, &graph_bytes, &rejected;
+  prometheus::Gauge &queue_depth, &running, &cache_bytes, &cache_entries, &graphs, &graph_bytes;
+  prometheus::Counter &cache_hits, &cache_misses, &cache_evictions, &rejected;
   prometheus::Family<prometheus::Gauge>& version;
   prometheus::Family<prometheus::Counter>& loads;
   prometheus::Counter& measurements;
   prometheus::Counter& measurement_bytes;
   prometheus::Family<prometheus::Counter>& measurement_errors;
+  prometheus::Family<prometheus::Gauge>& build_info;
+  // The scrape-time source (Watch) and the ranker's cumulative counts already added.
+  std::mutex refresh_mu;
+  const Ranker* ranker = nullptr;
+  const ModelManager* models = nullptr;
+  RankerStats counted;
   std::unique_ptr<MetricsHttpServer> http;  // last: stops serving before the metrics go
 };
 
-ServerMetrics::ServerMetrics(const std::string& address) : impl_(std::make_unique<Impl>(address)) {}
+absl::StatusOr<std::unique_ptr<ServerMetrics>> ServerMetrics::Start(const std::string& address,
+                                                                    const std::string& precision) {
+  std::unique_ptr<ServerMetrics> m(new ServerMetrics(std::make_unique<Impl>()));
+  m->impl_->build_info.Add({{"version", BuildVersion()}, {"commit", BuildCommit()}, {"precision", precision}}).Set(1);
+  Impl* impl = m->impl_.get();
+  ServerMetrics* self = m.get();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(address, [impl, self] {
+    {
+      std::lock_guard<std::mutex> lock(impl->refresh_mu);
+      if (impl->ranker && impl->models) self->Refresh(impl->ranker->Stats(), *impl->models);
+    }
+    return prometheus::TextSerializer().Serialize(impl->registry->Collect());
+  });
+  if (!http.ok()) return http.status();
+  m->impl_->http = std::move(*http);
+  return m;
+}
+
+ServerMetrics::ServerMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ServerMetrics::~ServerMetrics() = default;
+
+void ServerMetrics::Watch(const Ranker* ranker, const ModelManager* models) {
+  std::lock_guard<std::mutex> lock(impl_->refresh_mu);
+  impl_->ranker = ranker;
+  impl_->models = models;
+}
 
 int ServerMetrics::port() const {
   return impl_->http->port();
@@ -192,17 +231,24 @@ void ServerMetrics::RecordMeasurementError(const std::string& code) {
   impl_->measurement_errors.Add({{"code", code}}).Increment();
 }
 
+// Called with refresh_mu held, at each scrape.
 void ServerMetrics::Refresh(const RankerStats& s, const ModelManager& models) {
   impl_->queue_depth.Set(static_cast<double>(s.queued));
   impl_->running.Set(static_cast<double>(s.running));
-  impl_->cache_hits.Set(static_cast<double>(s.tensor_cache.hits));
-  impl_->cache_misses.Set(static_cast<double>(s.tensor_cache.misses));
-  impl_->cache_evictions.Set(static_cast<double>(s.tensor_cache.evictions));
   impl_->cache_bytes.Set(static_cast<double>(s.tensor_cache.bytes));
   impl_->cache_entries.Set(static_cast<double>(s.tensor_cache.entries));
   impl_->graphs.Set(static_cast<double>(s.graph_store.entries));
   impl_->graph_bytes.Set(static_cast<double>(s.graph_store.bytes));
-  impl_->rejected.Set(static_cast<double>(s.rejected_queue_full));
+  // The ranker counts since start; the counters advance by what is new.
+  RankerStats& c = impl_->counted;
+  auto advance = [](prometheus::Counter& counter, int64_t now, int64_t& seen) {
+    if (now > seen) counter.Increment(static_cast<double>(now - seen));
+    seen = std::max(seen, now);
+  };
+  advance(impl_->cache_hits, s.tensor_cache.hits, c.tensor_cache.hits);
+  advance(impl_->cache_misses, s.tensor_cache.misses, c.tensor_cache.misses);
+  advance(impl_->cache_evictions, s.tensor_cache.evictions, c.tensor_cache.evictions);
+  advance(impl_->rejected, s.rejected_queue_full, c.rejected_queue_full);
   for (const auto& [collection, handles] : models.Loaded())
     if (!handles.empty()) impl_->version.Add({{"collection", collection}}).Set(static_cast<double>(handles.front().version));
 }

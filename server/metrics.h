@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
 
@@ -13,8 +14,9 @@ namespace tgraph {
 class ServerMetrics {
  public:
   // Serves GET /metrics on `address` ("0.0.0.0:9090"; port 0 picks a free port).
-  // Throws std::runtime_error when it cannot listen.
-  explicit ServerMetrics(const std::string& address);
+  // INVALID_ARGUMENT for an address that is not IPv4 HOST:PORT, UNAVAILABLE when it
+  // cannot listen. `precision` is the inference precision, for tgraph_build_info.
+  static absl::StatusOr<std::unique_ptr<ServerMetrics>> Start(const std::string& address, const std::string& precision);
   ~ServerMetrics();
   int port() const;  // the port actually bound
 
@@ -24,11 +26,15 @@ class ServerMetrics {
   // ReportMeasurements: measurements and bytes stored, or a store error by code.
   void RecordMeasurements(int64_t measurements, int64_t bytes);
   void RecordMeasurementError(const std::string& code);
-  // Refreshes gauges from the ranker's counters and the loaded versions.
-  void Refresh(const RankerStats& stats, const ModelManager& models);
+  // What every scrape reads first: the ranker's counters and the loaded versions, so
+  // that gauges and counters are current whenever they are read. Call once, before
+  // the ranker or the models go away.
+  void Watch(const Ranker* ranker, const ModelManager* models);
 
  private:
   struct Impl;
+  explicit ServerMetrics(std::unique_ptr<Impl> impl);
+  void Refresh(const RankerStats& stats, const ModelManager& models);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -102,10 +102,7 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   t->set_cache_hit(r->timing.cache_hit);
   t->set_batches(r->timing.batches);
   t->set_rescored(r->timing.rescored);
-  if (metrics_) {
-    metrics_->RecordRank(q.num_configs, r->timing);
-    metrics_->Refresh(ranker_->Stats(), *models_);
-  }
+  if (metrics_) metrics_->RecordRank(q.num_configs, r->timing);
   return rec.Done(grpc::Status::OK);
 }
 

@@ -296,8 +296,8 @@ def test_prometheus(root, bin_dir):
               f"tgraph_configs_scored_total is 3 x {configs} configurations")
         check(scalar(prom, 'tgraph_model_version{collection="layout:xla:random"}') == 1,
               "tgraph_model_version{collection=layout:xla:random} is 1")
-        check(scalar(prom, "sum(tgraph_cache_hits)") == 2 and scalar(prom, "sum(tgraph_cache_misses)") == 1,
-              "the cache gauges show one miss, then two hits")
+        check(scalar(prom, "sum(tgraph_cache_hits_total)") == 2 and scalar(prom, "sum(tgraph_cache_misses_total)") == 1,
+              "the cache counters show one miss, then two hits")
         # The client's first RankConfigs for an unknown graph gets NOT_FOUND, registers, retries.
         check(scalar(prom, 'tgraph_requests_total{method="RankConfigs",code="NOT_FOUND"}') == 1 and
               scalar(prom, 'tgraph_requests_total{method="RegisterGraph",code="OK"}') == 1,
@@ -324,6 +324,22 @@ def test_prometheus(root, bin_dir):
              '{method="RankConfigs"}[1m])))')
         v = scalar(prom, q)
         check(v is not None and v > 0, f"the dashboard's RankConfigs p50 latency has a value ({v} s)")
+
+        # Naming conventions: every counter ends in _total and nothing else does; the
+        # build and the registered graph are visible without any RankConfigs refresh.
+        meta = http_json(f"{prom}/api/v1/metadata")["data"]
+        ours = {n: m[0]["type"] for n, m in meta.items() if n.startswith("tgraph_")}
+        wrong = sorted(n for n, t in ours.items() if (t == "counter") != n.endswith("_total"))
+        check(ours and not wrong, f"all {len(ours)} tgraph metrics: counters, and only counters, end in _total",
+              f"wrong: {wrong}")
+        check(scalar(prom, 'count(tgraph_build_info{version!="",commit!="",precision!=""} == 1)') == 2,
+              "both servers export tgraph_build_info with version, commit and precision")
+        check(scalar(prom, "sum(tgraph_registered_graphs)") == 1, "tgraph_registered_graphs counts the registered graph")
+        rules_text = open(os.path.join(root, "deploy", "k8s", "prometheus", "tgraph-rules.yml")).read()
+        # A labelled family appears with its first sample: store errors only on an error.
+        rule_metrics = set(re.findall(r"\btgraph_[a-z_]+", rules_text)) - {"tgraph_measurement_store_errors_total"}
+        missing = sorted(rule_metrics - names)
+        check(not missing, f"all {len(rule_metrics)} metrics the alerting rules use exist", f"missing: {missing}")
 
         # The alerting rules load and evaluate without errors.
         groups = []

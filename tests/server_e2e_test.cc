@@ -27,6 +27,7 @@
 #include "client/client.h"
 #include "client/replay.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "model/build_info.h"
 #include "model/file_util.h"
 #include "model/graph_io.h"
 #include "model/measurement_store.h"
@@ -208,6 +209,8 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
   LayoutGraph g = w.Graph();
   const std::string hash = RegisterHash(*stub, g);
   CATCH_CHECK(hash == GraphContentHash(g.graph, g.node_config_ids));
+  // Gauges are current at each scrape, not only after a RankConfigs.
+  CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"), Catch::Contains("\ntgraph_registered_graphs 1\n"));
 
   v1::RankConfigsResponse first, second;
   CATCH_REQUIRE(Call(*stub, RankRequestFor(g, hash), &first).ok());
@@ -266,7 +269,10 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
   const std::string metrics = HttpGet(server.metrics_port, "/metrics");
   CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_requests_total{code=\"OK\",method=\"RankConfigs\"} 2"));
   CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_requests_total{code=\"NOT_FOUND\",method=\"RankConfigs\"} 3"));
-  CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_cache_hits 1"));
+  CATCH_CHECK_THAT(metrics, Catch::Contains("# TYPE tgraph_cache_hits_total counter\ntgraph_cache_hits_total 1\n"));
+  CATCH_CHECK_THAT(metrics, Catch::Contains("# TYPE tgraph_rejected_queue_full_total counter"));
+  CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_build_info{commit=\"" + std::string(BuildCommit()) +
+                                            "\",precision=\"fp32\",version=\"" + BuildVersion() + "\"} 1"));
   CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_model_version{collection=\"layout:xla:random\"} 1"));
   CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_request_latency_seconds_bucket"));
 
