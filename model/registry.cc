@@ -14,6 +14,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "model/dataset.h"
 #include "model/file_util.h"
 #include "model/sha256.h"
 
@@ -147,6 +148,70 @@ std::vector<std::string> Registry::ListCollections() const {
       out.push_back(it->path().filename().string());
   std::sort(out.begin(), out.end());
   return out;
+}
+
+namespace {
+
+// Up to `max` names, quoted, then how many more.
+std::string SomeNames(const std::vector<std::string>& names, size_t max = 5) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < max; ++i) absl::StrAppend(&out, i ? ", " : "", "'", names[i], "'");
+  if (names.size() > max) absl::StrAppend(&out, " and ", names.size() - max, " more");
+  return out;
+}
+
+}  // namespace
+
+RegistryCheck Registry::Check() const {
+  std::error_code ec;
+  const fs::file_status st = fs::status(root_, ec);
+  if (ec && ec != std::errc::no_such_file_or_directory)
+    return {"unreadable", absl::StrCat("registry ", root_, ": cannot read: ", ec.message())};
+  if (!fs::exists(st))
+    return {"missing", absl::StrCat("registry ", root_, " does not exist (a wrong --registry, or a volume not mounted?)")};
+  if (!fs::is_directory(st)) return {"not_a_directory", absl::StrCat("registry ", root_, " is not a directory")};
+  std::vector<std::string> collections, others;
+  fs::directory_iterator it(root_, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (it->is_directory(type_ec) && ParseCollection(name).ok()) collections.push_back(name);
+    else if (name.rfind(".staging-", 0) != 0) others.push_back(name);
+  }
+  if (ec) return {"unreadable", absl::StrCat("registry ", root_, ": cannot list: ", ec.message())};
+  std::sort(collections.begin(), collections.end());
+  std::sort(others.begin(), others.end());
+  if (collections.empty() && others.empty())
+    return {"empty", absl::StrCat("registry ", root_, " is empty: publish a model into it (tgraph-train ... --registry ",
+                                  root_, ")")};
+  if (collections.empty())
+    return {"no_collection",
+            absl::StrCat("registry ", root_, " holds no collection folder: found ", SomeNames(others),
+                         " (expected folders named like layout:xla:random or tile:xla, holding numbered versions)")};
+  std::vector<std::string> found;
+  for (const std::string& c : collections) {
+    if (!ListVersions(c).empty()) return {};
+    int64_t versions = 0, without_manifest = 0, retired = 0;
+    const fs::path dir = fs::path(root_) / c;
+    std::error_code list_ec;
+    for (fs::directory_iterator v(dir, list_ec), vend; !list_ec && v != vend; v.increment(list_ec)) {
+      int64_t n = 0;
+      const std::string name = v->path().filename().string();
+      if (!absl::SimpleAtoi(name, &n) || n < 1 || absl::StrCat(n) != name) continue;
+      ++versions;
+      std::error_code f_ec;
+      if (!fs::is_regular_file(v->path() / kManifest, f_ec)) ++without_manifest;
+      else if (fs::exists(v->path() / kRetired, f_ec)) ++retired;
+    }
+    if (list_ec)
+      return {"unreadable", absl::StrCat("registry ", root_, ": cannot list ", dir.string(), ": ", list_ec.message())};
+    found.push_back(versions == 0 ? absl::StrCat(c, ": no version folder")
+                                  : absl::StrCat(c, ": ", versions, " version folder(s), ", without_manifest, " without ",
+                                                 kManifest, ", ", retired, " retired"));
+  }
+  std::string what;
+  for (const std::string& f : found) absl::StrAppend(&what, what.empty() ? "" : "; ", f);
+  return {"no_version", absl::StrCat("registry ", root_, " has no servable version: ", what)};
 }
 
 absl::StatusOr<int64_t> Registry::LatestVersion(const std::string& collection) const {

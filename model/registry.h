@@ -38,6 +38,16 @@ struct Manifest {
   static absl::StatusOr<Manifest> FromJson(const std::string& json, absl::string_view what);
 };
 
+// What Registry::Check found: OK, or why nothing can be served from the registry.
+struct RegistryCheck {
+  // "" when at least one collection has a servable version; else one of "missing",
+  // "not_a_directory", "unreadable", "empty", "no_collection", "no_version" (the
+  // tgraph_registry_errors_total label).
+  std::string reason;
+  std::string message;  // names the path and what was found there
+  bool ok() const { return reason.empty(); }
+};
+
 class Registry {
  public:
   explicit Registry(std::string root) : root_(std::move(root)) {}
@@ -51,6 +61,11 @@ class Registry {
   std::vector<std::string> ListCollections() const;
   // NOT_FOUND when the collection has no version.
   absl::StatusOr<int64_t> LatestVersion(const std::string& collection) const;
+  // Whether anything can be served from here, and if not, why: the root is missing, not
+  // a directory or unreadable; it is empty; it holds no collection folder (naming what
+  // it holds); or no collection has a published, unretired version (naming what each
+  // holds). Read errors are reported, never taken for an empty registry.
+  RegistryCheck Check() const;
 
   // Reads and checks a version: manifest parses, matches its directory, every weight
   // file exists and has the recorded sha256. Errors name the file and the problem.

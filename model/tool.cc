@@ -2,10 +2,14 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
+
+#include <nlohmann/json.hpp>
 
 #include "absl/flags/commandlineflag.h"
 #include "absl/flags/parse.h"
@@ -14,6 +18,8 @@
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "model/build_info.h"
 #include "model/cli.h"
 
@@ -89,6 +95,29 @@ absl::Status UsageError(absl::string_view message) {
 }
 
 bool IsUsageError(const absl::Status& s) { return s.GetPayload(kUsagePayload).has_value(); }
+
+namespace {
+std::atomic<bool> json_logs{false};
+std::mutex log_mu;
+}  // namespace
+
+void SetJsonLogs(bool json) { json_logs = json; }
+
+void Log(LogLevel level, absl::string_view message) {
+  const char* name = level == LogLevel::kError ? "ERROR" : level == LogLevel::kWarning ? "WARNING" : "INFO";
+  const std::string time = absl::FormatTime("%Y-%m-%dT%H:%M:%E3SZ", absl::Now(), absl::UTCTimeZone());
+  std::string line;
+  if (json_logs) {
+    line = nlohmann::json{{"time", time}, {"level", name}, {"tool", ToolName()}, {"msg", std::string(message)}}.dump(
+        -1, ' ', false, nlohmann::json::error_handler_t::replace);
+  } else {
+    line = absl::StrCat(time, " ", name, " ", ToolName(), ": ", message);
+  }
+  line += '\n';
+  std::lock_guard<std::mutex> lock(log_mu);
+  std::fwrite(line.data(), 1, line.size(), stderr);
+  std::fflush(stderr);
+}
 
 int Fail(const absl::Status& s) {
   if (s.ok()) return kExitOk;

@@ -36,4 +36,15 @@ int Fail(const absl::Status& s);
 // "<tool> <version> (commit <commit>)".
 std::string VersionLine();
 
+// Log lines on stderr, one whole line per call (safe from any thread):
+//   2026-11-23T00:45:12.345Z INFO tgraph-server: serving tgraph.v1.Ranker on port 50051
+// or, after SetJsonLogs(true), one JSON object per line (for log collectors):
+//   {"time":"2026-11-23T00:45:12.345Z","level":"INFO","tool":"tgraph-server","msg":"..."}
+enum class LogLevel { kInfo, kWarning, kError };
+void SetJsonLogs(bool json);
+void Log(LogLevel level, absl::string_view message);
+inline void LogInfo(absl::string_view message) { Log(LogLevel::kInfo, message); }
+inline void LogWarning(absl::string_view message) { Log(LogLevel::kWarning, message); }
+inline void LogError(absl::string_view message) { Log(LogLevel::kError, message); }
+
 }  // namespace tgraph

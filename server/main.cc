@@ -56,6 +56,8 @@ ABSL_FLAG(bool, fold_inference, true,
 ABSL_FLAG(std::string, measurement_store, "",
           "Directory where ReportMeasurements stores measured runtimes (a TpuGraphs dataset root; "
           "docs/operations.md); empty: ReportMeasurements answers FAILED_PRECONDITION");
+ABSL_FLAG(std::string, log_format, "text",
+          "Log lines: text (time, level, message) or json (one object per line: time, level, tool, msg)");
 ABSL_FLAG(double, drain_timeout_s, 20, "On SIGTERM, how long in-flight RPCs may take to finish");
 
 namespace {
@@ -77,10 +79,9 @@ std::string BlasInUse() {
   return found.empty() ? "none mapped (LibTorch's own kernels)" : found;
 }
 
-void Log(const std::string& s) {
-  std::fprintf(stderr, "tgraph-server: %s\n", s.c_str());
-  std::fflush(stderr);
-}
+using tgraph::LogError;
+using tgraph::LogInfo;
+using tgraph::LogWarning;
 
 }  // namespace
 
@@ -93,6 +94,10 @@ int main(int argc, char** argv) {
   const std::vector<char*> args = tgraph::ParseToolCommandLine(
       argc, argv, "Serve tgraph.v1.Ranker.\n  tgraph-server --registry REG [--address HOST:PORT]");
   if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
+  if (absl::GetFlag(FLAGS_log_format) != "text" && absl::GetFlag(FLAGS_log_format) != "json")
+    return tgraph::Fail(tgraph::UsageError(absl::StrCat("--log_format must be text or json, got '",
+                                                        absl::GetFlag(FLAGS_log_format), "'")));
+  tgraph::SetJsonLogs(absl::GetFlag(FLAGS_log_format) == "json");
   const std::string registry = absl::GetFlag(FLAGS_registry);
   if (registry.empty()) return tgraph::Fail(tgraph::UsageError("--registry is required"));
   absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
@@ -100,7 +105,7 @@ int main(int argc, char** argv) {
     return tgraph::Fail(tgraph::UsageError(absl::StrCat("--precision: ", precision.status().message())));
   const int intra = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_intra_op_threads));
   torch::set_num_threads(intra);
-  Log(absl::StrCat("registry=", registry, " address=", absl::GetFlag(FLAGS_address),
+  LogInfo(absl::StrCat("registry=", registry, " address=", absl::GetFlag(FLAGS_address),
                    " metrics_address=", absl::GetFlag(FLAGS_metrics_address), " workers=", absl::GetFlag(FLAGS_workers),
                    " intra_op_threads=", torch::get_num_threads(), " OMP_WAIT_POLICY=", tgraph::OpenMpWaitPolicy(),
                    " queue_size=", absl::GetFlag(FLAGS_queue_size),
@@ -117,7 +122,7 @@ int main(int argc, char** argv) {
                    absl::GetFlag(FLAGS_drain_timeout_s)));
   // Touch the BLAS once so it is mapped, then report it.
   (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
-  Log(absl::StrCat("BLAS: ", BlasInUse()));
+  LogInfo(absl::StrCat("BLAS: ", BlasInUse()));
 
   std::unique_ptr<tgraph::ServerMetrics> metrics;
   if (!absl::GetFlag(FLAGS_metrics_address).empty()) {
@@ -125,7 +130,7 @@ int main(int argc, char** argv) {
         tgraph::ServerMetrics::Start(absl::GetFlag(FLAGS_metrics_address), tgraph::PrecisionName(*precision));
     if (!m.ok()) return tgraph::Fail(m.status());
     metrics = std::move(*m);
-    Log(absl::StrCat("metrics on port ", metrics->port(), " at /metrics"));
+    LogInfo(absl::StrCat("metrics on port ", metrics->port(), " at /metrics"));
   }
 
   tgraph::ModelManager models(tgraph::Registry(registry),
@@ -134,22 +139,39 @@ int main(int argc, char** argv) {
     for (const tgraph::ModelEvent& e : events) {
       switch (e.kind) {
         case tgraph::ModelEvent::Kind::kLoaded:
-          Log(absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s"));
+          LogInfo(absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s"));
           break;
         case tgraph::ModelEvent::Kind::kFailed:
-          Log(absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
+          LogError(absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
                            " (the previous version keeps serving)"));
           break;
         case tgraph::ModelEvent::Kind::kUnloaded:
-          Log(absl::StrCat("unloaded ", e.collection, " version ", e.version, ": ", e.message));
+          LogInfo(absl::StrCat("unloaded ", e.collection, " version ", e.version, ": ", e.message));
           break;
       }
       if (metrics) metrics->RecordModelEvent(e);
     }
   };
   report(models.Poll());
+  // Registry problems are logged at startup, at each poll while nothing is loaded, and
+  // when they change while serving; every poll that finds one is counted by reason.
+  std::string registry_problem;
+  auto check_registry = [&] {
+    const tgraph::RegistryCheck c = models.registry().Check();
+    const bool serving = models.AnyLoaded();
+    if (!c.ok()) {
+      if (metrics) metrics->RecordRegistryError(c.reason);
+      if (!serving || c.message != registry_problem)
+        LogError(absl::StrCat(c.message, serving ? " (the versions already loaded keep serving)"
+                                                 : "; health is NOT_SERVING until a model loads"));
+    } else if (!registry_problem.empty()) {
+      LogInfo(absl::StrCat("registry ", registry, " is readable and holds a servable version again"));
+    }
+    registry_problem = c.ok() ? "" : c.message;
+  };
+  check_registry();
   if (g_signal != 0) {
-    Log(absl::StrCat("signal ", g_signal.load(), " while starting: stopped before serving"));
+    LogInfo(absl::StrCat("signal ", g_signal.load(), " while starting: stopped before serving"));
     return tgraph::kExitOk;
   }
 
@@ -168,14 +190,14 @@ int main(int argc, char** argv) {
     const int64_t spare = tgraph::AvailableMemoryBytes() - ro.cache_bytes - ro.graph_store_bytes - (int64_t{1} << 30);
     ro.activation_bytes = std::max<int64_t>(int64_t{256} << 20, spare / std::max(1, ro.workers));
   }
-  Log(absl::StrCat("activation budget per request: ", ro.activation_bytes >> 20, " MiB",
+  LogInfo(absl::StrCat("activation budget per request: ", ro.activation_bytes >> 20, " MiB",
                    absl::GetFlag(FLAGS_activation_bytes) > 0 ? "" : " (auto, from the memory limit)"));
   tgraph::Ranker ranker(&models, ro);
   std::unique_ptr<tgraph::MeasurementStore> measurements;
   if (!absl::GetFlag(FLAGS_measurement_store).empty()) {
     measurements = std::make_unique<tgraph::MeasurementStore>(absl::GetFlag(FLAGS_measurement_store));
     absl::StatusOr<int> stale = measurements->RemoveStaleTemporaries();
-    Log(absl::StrCat("measurement store: ", measurements->root(),
+    LogInfo(absl::StrCat("measurement store: ", measurements->root(),
                      stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
                                 : absl::StrCat(" (", stale.status().message(), ")")));
   }
@@ -191,7 +213,7 @@ int main(int argc, char** argv) {
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    Log(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_address)));
+    LogError(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_address)));
     return 1;
   }
   auto set_health = [&] {
@@ -201,15 +223,17 @@ int main(int argc, char** argv) {
     return serving;
   };
   server->GetHealthCheckService()->SetServingStatus("liveness", true);
-  if (!set_health()) Log("no model is loaded yet: health is NOT_SERVING until one is published");
+  if (!set_health() && registry_problem.empty())
+    LogWarning("no model is loaded yet (see the load failures above): health is NOT_SERVING until one loads");
   models.StartPolling(absl::GetFlag(FLAGS_poll_interval_s), [&](const std::vector<tgraph::ModelEvent>& events) {
     report(events);
+    check_registry();
     if (const int64_t purged = ranker.PurgeUnloaded(); purged > 0)
-      Log(absl::StrCat("dropped the prepared tensors of ", purged, " graph(s) for unloaded model versions"));
+      LogInfo(absl::StrCat("dropped the prepared tensors of ", purged, " graph(s) for unloaded model versions"));
     set_health();
   });
   if (metrics) metrics->Watch(&ranker, &models);
-  Log(absl::StrCat("serving tgraph.v1.Ranker on port ", port));
+  LogInfo(absl::StrCat("serving tgraph.v1.Ranker on port ", port));
   if (!absl::GetFlag(FLAGS_port_file).empty()) {
     // Written whole, then renamed: a reader never sees a half-written file.
     const std::string tmp = absl::GetFlag(FLAGS_port_file) + ".tmp";
@@ -218,7 +242,7 @@ int main(int argc, char** argv) {
   }
 
   while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  Log(absl::StrCat("signal ", g_signal.load(), ": draining in-flight RPCs (up to ", absl::GetFlag(FLAGS_drain_timeout_s),
+  LogInfo(absl::StrCat("signal ", g_signal.load(), ": draining in-flight RPCs (up to ", absl::GetFlag(FLAGS_drain_timeout_s),
                    " s)"));
   server->GetHealthCheckService()->Shutdown();  // health reports NOT_SERVING from now on
   const auto deadline = std::chrono::system_clock::now() +
@@ -226,6 +250,6 @@ int main(int argc, char** argv) {
   server->Shutdown(deadline);
   models.Stop();
   if (metrics) metrics->Watch(nullptr, nullptr);  // the ranker and models go before the metrics
-  Log("stopped");
+  LogInfo("stopped");
   return 0;
 }

@@ -146,6 +146,7 @@ struct ServerMetrics::Impl {
         measurements(BuildCounter().Name("tgraph_measurements_stored_total").Help("Measured runtimes stored durably by ReportMeasurements").Register(*registry).Add({})),
         measurement_bytes(BuildCounter().Name("tgraph_measurement_bytes_total").Help("Bytes of measurement shards written").Register(*registry).Add({})),
         measurement_errors(BuildCounter().Name("tgraph_measurement_store_errors_total").Help("ReportMeasurements calls the store could not write, by status code (a full disk is RESOURCE_EXHAUSTED)").Register(*registry)),
+        registry_errors(BuildCounter().Name("tgraph_registry_errors_total").Help("Registry polls that found nothing servable or could not read it, by reason: missing, not_a_directory, unreadable, empty, no_collection, no_version").Register(*registry)),
         build_info(BuildGauge().Name("tgraph_build_info").Help("1, labelled with the version, git commit and inference precision of this server").Register(*registry)) {}
   std::shared_ptr<prometheus::Registry> registry;
   prometheus::Family<prometheus::Counter>& requests;
@@ -162,6 +163,7 @@ struct ServerMetrics::Impl {
   prometheus::Counter& measurements;
   prometheus::Counter& measurement_bytes;
   prometheus::Family<prometheus::Counter>& measurement_errors;
+  prometheus::Family<prometheus::Counter>& registry_errors;
   prometheus::Family<prometheus::Gauge>& build_info;
   // The scrape-time source (Watch) and the ranker's cumulative counts already added.
   std::mutex refresh_mu;
@@ -229,6 +231,10 @@ void ServerMetrics::RecordMeasurements(int64_t measurements, int64_t bytes) {
 
 void ServerMetrics::RecordMeasurementError(const std::string& code) {
   impl_->measurement_errors.Add({{"code", code}}).Increment();
+}
+
+void ServerMetrics::RecordRegistryError(const std::string& reason) {
+  impl_->registry_errors.Add({{"reason", reason}}).Increment();
 }
 
 // Called with refresh_mu held, at each scrape.

@@ -26,6 +26,8 @@ class ServerMetrics {
   // ReportMeasurements: measurements and bytes stored, or a store error by code.
   void RecordMeasurements(int64_t measurements, int64_t bytes);
   void RecordMeasurementError(const std::string& code);
+  // A registry poll that found nothing servable or could not read (RegistryCheck::reason).
+  void RecordRegistryError(const std::string& reason);
   // What every scrape reads first: the ranker's counters and the loaded versions, so
   // that gauges and counters are current whenever they are read. Call once, before
   // the ranker or the models go away.

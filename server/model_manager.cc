@@ -96,7 +96,7 @@ void ModelManager::StartPolling(double interval_seconds,
           return;
       }
       std::vector<ModelEvent> events = Poll();
-      if (on_events && !events.empty()) on_events(events);
+      if (on_events) on_events(events);
     }
   });
 }

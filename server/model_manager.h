@@ -64,7 +64,8 @@ class ModelManager {
   std::vector<ModelEvent> Poll();
 
   // Polls every `interval` seconds on a background thread; `on_events` sees each poll's
-  // events (logging, metrics). Stop() (or the destructor) ends it.
+  // events, none included (logging, metrics, registry checks). Stop() (or the
+  // destructor) ends it.
   void StartPolling(double interval_seconds, std::function<void(const std::vector<ModelEvent>&)> on_events);
   void Stop();
 

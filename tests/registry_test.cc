@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -217,4 +219,41 @@ TEST_CASE("incomplete and corrupt versions are reported precisely", "[registry]"
   SECTION("an unknown version is NOT_FOUND") {
     CHECK(reg.ReadVersion("layout:xla:random", 9).status().code() == absl::StatusCode::kNotFound);
   }
+}
+
+TEST_CASE("Registry::Check says why nothing can be served, naming what it found", "[registry]") {
+  TempDir dir;
+  const std::string root = dir.path() + "/registry";
+  auto check = [&] { return Registry(root).Check(); };
+  CHECK(check().reason == "missing");
+  CHECK_THAT(check().message, Catch::Contains(root + " does not exist"));
+  std::ofstream(root) << "a file";
+  CHECK(check().reason == "not_a_directory");
+  std::filesystem::remove(root);
+  std::filesystem::create_directories(root);
+  CHECK(check().reason == "empty");
+  CHECK_THAT(check().message, Catch::Contains("is empty"));
+  std::filesystem::create_directories(root + "/models");
+  std::filesystem::create_directories(root + "/v1");
+  CHECK(check().reason == "no_collection");
+  CHECK_THAT(check().message, Catch::Contains("found 'models', 'v1'"));
+  // A collection folder whose only version has no manifest (a publish killed midway).
+  std::filesystem::create_directories(root + "/layout:xla:random/1");
+  CHECK(check().reason == "no_version");
+  CHECK_THAT(check().message, Catch::Contains("layout:xla:random: 1 version folder(s), 1 without manifest.json, 0 retired"));
+  std::filesystem::remove_all(root + "/layout:xla:random");
+  const int64_t v = *Registry(root).Publish(TestManifest(dir.path()));
+  CHECK(check().ok());
+  REQUIRE(Registry(root).Retire("layout:xla:random", v, "test").ok());
+  CHECK(check().reason == "no_version");
+  CHECK_THAT(check().message, Catch::Contains("1 retired"));
+  // An unreadable registry is a read error, not an empty one.
+  if (::geteuid() == 0) {
+    WARN("running as root: permissions do not apply; the unreadable case is skipped");
+    return;
+  }
+  std::filesystem::permissions(root, std::filesystem::perms::none);
+  CHECK(check().reason == "unreadable");
+  CHECK_THAT(check().message, Catch::Contains("Permission denied"));
+  std::filesystem::permissions(root, std::filesystem::perms::owner_all);
 }

@@ -497,6 +497,30 @@ CATCH_TEST_CASE("client library: transparent registration, re-registration after
   CATCH_CHECK(nobody.Health().status().code() == absl::StatusCode::kUnavailable);
 }
 
+CATCH_TEST_CASE("server: a registry with nothing to serve says why in the log and a metric until a model loads", "[e2e]") {
+  World w;
+  std::filesystem::create_directories(w.registry + "/models");  // not a collection folder
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  std::this_thread::sleep_for(1s);  // polls every 0.2 s: logged at each poll while nothing loads
+  const std::string problem = "holds no collection folder: found 'models'";
+  const std::string log = server.Log();
+  size_t lines = 0;
+  for (size_t at = log.find(problem); at != std::string::npos; at = log.find(problem, at + 1)) ++lines;
+  CATCH_CHECK(lines >= 3);
+  CATCH_CHECK_THAT(log, Catch::Contains("ERROR tgraph-server: registry " + w.registry));
+  CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"),
+                   Catch::Contains("tgraph_registry_errors_total{reason=\"no_collection\"}"));
+  // Once a model is published it loads, health turns SERVING, and the log says so.
+  w.Publish(1);
+  for (int i = 0; i < 100 && HealthStatus(server.port) != grpc::health::v1::HealthCheckResponse::SERVING; ++i)
+    std::this_thread::sleep_for(100ms);
+  CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::SERVING);
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("holds a servable version again"));
+  CATCH_CHECK(server.Stop() == 0);
+}
+
 CATCH_TEST_CASE("server: SIGTERM while it starts ends it cleanly", "[e2e]") {
   // The handler is installed on main's first line: a signal during startup (models
   // loading) used to kill the process by signal.

@@ -114,3 +114,32 @@ def test_json_output_of_every_command_that_prints_results(server, tmp_path):
     bench = call(client, "bench", *s, "--collection", "layout:xla:random", "--data", data, "--requests", "4",
                  "--concurrency", "1", "--graphs", "1", "--configs_per_request", "8")
     assert bench.returncode == 0 and json.loads(bench.stdout)["ok"] == 4
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_server_log_lines_have_time_and_level_and_name_a_missing_registry(tmp_path, fmt):
+    import signal
+    import time
+    port_file = tmp_path / "ports"
+    log = open(tmp_path / "log", "w+")
+    proc = subprocess.Popen([binary("server", "tgraph-server"), f"--registry={tmp_path / 'nowhere'}",
+                             "--address=127.0.0.1:0", "--metrics_address=", f"--port_file={port_file}",
+                             "--poll_interval_s=0.2", f"--log_format={fmt}"], stdout=log, stderr=subprocess.STDOUT)
+    for _ in range(600):
+        if port_file.exists():
+            break
+        time.sleep(0.05)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(30) == 0
+    log.seek(0)
+    lines = log.read().splitlines()
+    stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z"
+    if fmt == "json":
+        records = [json.loads(line) for line in lines]
+        assert all(set(r) == {"time", "level", "tool", "msg"} and re.fullmatch(stamp, r["time"]) for r in records)
+        problems = [r for r in records if r["level"] == "ERROR" and "does not exist" in r["msg"]]
+    else:
+        assert all(re.match(rf"{stamp} (INFO|WARNING|ERROR) tgraph-server: ", line) for line in lines), lines[:3]
+        problems = [line for line in lines if " ERROR " in line and "does not exist" in line]
+    assert len(problems) >= 2  # at startup and at each poll while nothing loads
