@@ -20,7 +20,7 @@ struct Collection {
   std::string name() const;  // "layout:xla:random", "tile:xla"
 };
 
-// The five collections of the dataset, in the order of FORMAT.md.
+// The five collections of the dataset, in the order of docs/format.md.
 const std::vector<Collection>& AllCollections();
 // Parses "layout:xla:random" etc.; the error lists the valid names.
 absl::StatusOr<Collection> ParseCollection(absl::string_view name);

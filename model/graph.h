@@ -20,9 +20,9 @@ inline constexpr int kShapeDimsBegin = 21;     // node_feat[21:27]: shape_dimens
 inline constexpr int kConfigFeatDim = 18;      // node_config_feat: output, input, kernel groups of 6
 inline constexpr int kConfigGroups = 3;
 inline constexpr int kTileConfigDim = 24;      // config_feat of the tile collection
-inline constexpr int kNumOpcodes = 121;        // opcode ids are in [0, 120], hlo_opcodes.tsv
+inline constexpr int kNumOpcodes = 121;        // opcode ids are in [0, 120], docs/format.md
 
-// HLO opcode ids used by the code (hlo_opcodes.tsv).
+// HLO opcode ids used by the code (docs/format.md).
 namespace op {
 inline constexpr int kAdd = 2, kBroadcast = 13, kConstant = 24, kConvert = 25, kConvolution = 26,
                      kCopy = 27, kDivide = 32, kDot = 34, kExponential = 37, kMaximum = 57,
@@ -73,7 +73,7 @@ struct TileGraph {
 // config_runtime_normalizers (0 where the normalizer is 0, e.g. hidden test runtimes).
 std::vector<double> TileTargets(const TileGraph& g);
 
-// Invariants of FORMAT.md: sizes agree, opcodes in range, edges and config ids
+// Invariants of docs/format.md: sizes agree, opcodes in range, edges and config ids
 // in range, config values in {-1..5}, features finite, runtimes non-negative.
 // `what` (usually the file path) prefixes every error, which also names the key.
 absl::Status ValidateNodeGraph(const NodeGraph& g, absl::string_view what);
@@ -83,7 +83,7 @@ absl::Status ValidateNodeGraph(const NodeGraph& g, absl::string_view what);
 absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what, bool allow_no_configs = false);
 absl::Status ValidateTileGraph(const TileGraph& g, absl::string_view what);
 
-// node_splits of FORMAT.md: empty, or boundaries from 0 to n inclusive, non-decreasing
+// node_splits of docs/format.md: empty, or boundaries from 0 to n inclusive, non-decreasing
 // (e.g. [0, 324, 372] for 372 nodes).
 absl::Status ValidateNodeSplits(const std::vector<int64_t>& splits, int64_t n, absl::string_view what);
 

@@ -1,5 +1,5 @@
 // Typed loading and saving of layout and tile graphs in the TpuGraphs .npz format
-// (FORMAT.md): dtypes and shapes checked, every invariant validated, precise errors.
+// (docs/format.md): dtypes and shapes checked, every invariant validated, precise errors.
 #pragma once
 
 #include <string>
@@ -22,7 +22,7 @@ absl::StatusOr<LayoutGraph> LoadLayoutGraph(const std::string& path, bool allow_
 absl::StatusOr<TileGraph> LoadTileGraph(const std::string& path);
 
 // The archive numpy.load sees: keys, dtypes, shapes and orders of the real files
-// (FORMAT.md): node_opcode uint8, ids/edges/runtimes int64, features float32,
+// (docs/format.md): node_opcode uint8, ids/edges/runtimes int64, features float32,
 // node_splits (1, k); layout edge_index in Fortran order, tile edge_index in C order.
 NpzArchive LayoutGraphToNpz(const LayoutGraph& g);
 NpzArchive TileGraphToNpz(const TileGraph& g);

@@ -69,7 +69,7 @@ TEST_CASE("layout graph save/load round trip keeps every value", "[graph_io]") {
   CHECK(back->node_config_ids == g.node_config_ids);
   CHECK(back->config_feat == g.config_feat);
   CHECK(back->config_runtime == g.config_runtime);
-  // On disk: the dtypes of FORMAT.md.
+  // On disk: the dtypes of docs/format.md.
   auto npz = ReadNpz(path);
   REQUIRE(npz.ok());
   CHECK(npz->at("node_opcode").dtype == DType::kUint8);

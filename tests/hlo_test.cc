@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <map>
 #include <random>
+#include <regex>
 #include <tuple>
 
 #include "model/file_util.h"
@@ -396,7 +397,7 @@ TEST_CASE("LayoutConfigRow: per-node minor-to-major lists to an 18-value row", "
              Catch::Contains("configurable node 1: tensor 0, position 1 is 6"));
 }
 
-TEST_CASE("opcode table: names and ids of hlo_opcodes.tsv", "[hlo]") {
+TEST_CASE("opcode table: names and ids of docs/format.md", "[hlo]") {
   CHECK(hlo::OpcodeId("abs") == 1);
   CHECK(hlo::OpcodeId("convolution") == op::kConvolution);
   CHECK(hlo::OpcodeId("dot") == op::kDot);
@@ -407,6 +408,18 @@ TEST_CASE("opcode table: names and ids of hlo_opcodes.tsv", "[hlo]") {
   CHECK(hlo::OpcodeName(0).empty());
   CHECK(hlo::OpcodeName(121).empty());
   for (int id = 1; id <= 120; ++id) CHECK(hlo::OpcodeId(hlo::OpcodeName(id)) == id);
+}
+
+TEST_CASE("docs/format.md lists the opcode table the code uses", "[hlo]") {
+  const absl::StatusOr<std::string> doc = ReadFile(std::string(TGRAPH_SOURCE_DIR) + "/docs/format.md");
+  REQUIRE(doc.ok());
+  const std::string table = doc->substr(doc->find("## HLO opcode ids"));
+  std::map<int, std::string> listed;
+  const std::regex cell("\\| (\\d+) `([a-z0-9-]+)` ");
+  for (std::sregex_iterator it(table.begin(), table.end(), cell), end; it != end; ++it)
+    listed[std::stoi((*it)[1])] = (*it)[2];
+  REQUIRE(listed.size() == 120u);
+  for (const auto& [id, name] : listed) CHECK(hlo::OpcodeName(id) == name);
 }
 
 namespace {

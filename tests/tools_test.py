@@ -143,3 +143,21 @@ def test_server_log_lines_have_time_and_level_and_name_a_missing_registry(tmp_pa
         assert all(re.match(rf"{stamp} (INFO|WARNING|ERROR) tgraph-server: ", line) for line in lines), lines[:3]
         problems = [line for line in lines if " ERROR " in line and "does not exist" in line]
     assert len(problems) >= 2  # at startup and at each poll while nothing loads
+
+
+def test_quickstart_runs_for_the_tile_collection(tmp_path):
+    """COLLECTION=tile:xla scripts/quickstart: trains, publishes, serves and ranks a tile graph."""
+    from conftest import SRC, free_port
+    env = dict(os.environ, COLLECTION="tile:xla", BUILD_DIR=os.environ.get("TGRAPH_BIN_DIR", "build"),
+               PORT=str(free_port()), METRICS_PORT=str(free_port()))
+    work = tmp_path / "quickstart"
+    r = subprocess.run([os.path.join(SRC, "scripts", "quickstart"), str(work)], capture_output=True, text=True,
+                       env=env, timeout=900)
+    try:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        assert re.search(r"tile/xla/test/\S+\.npz: \d+ nodes, \d+ configurations ranked by tile:xla version 1", r.stdout)
+        assert (work / "registry" / "tile:xla" / "1" / "manifest.json").exists()
+    finally:
+        pid = work / "server.pid"
+        if pid.exists():
+            subprocess.run(["kill", pid.read_text().strip()])

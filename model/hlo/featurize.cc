@@ -19,7 +19,7 @@ using xla::HloComputationProto;
 using xla::HloInstructionProto;
 using xla::HloModuleProto;
 
-// hlo_opcodes.tsv: id i is kOpcodeNames[i - 1].
+// docs/format.md "HLO opcode ids": id i is kOpcodeNames[i - 1].
 constexpr std::array<const char*, 120> kOpcodeNames = {
     "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan2", "batch-norm-grad",
     "batch-norm-inference", "batch-norm-training", "bitcast", "bitcast-convert", "broadcast", "call", "ceil",
@@ -83,7 +83,7 @@ class Row {
   int pos_ = 0;
 };
 
-// node_feat of HLO.md / node_feat.tsv, 140 values.
+// node_feat of docs/format.md, 140 values.
 void InstructionFeatures(const HloInstructionProto& inst, const HloComputationProto& comp, float* out) {
   Row r(out);
   r.Put(inst.id() == comp.root_id() ? 1 : 0);  // 0 is_root
@@ -314,7 +314,7 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
     out.graph.edge_index.push_back(v);
   }
   for (const std::string& name : unknown_opcodes)
-    out.warnings.push_back(absl::StrCat("opcode '", name, "' is not in hlo_opcodes.tsv: encoded as id 0"));
+    out.warnings.push_back(absl::StrCat("opcode '", name, "' is not in the opcode table (docs/format.md): encoded as id 0"));
   return out;
 }
 

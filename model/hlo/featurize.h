@@ -1,5 +1,5 @@
 // XLA HLO modules and TpuGraphs tuning data -> graphs in the TpuGraphs format, built
-// exactly as the TpuGraphs encoder builds them (../shared/spec/HLO.md): node order,
+// exactly as the TpuGraphs encoder builds them (docs/format.md, "From an XLA HLO module"): node order,
 // the 140 node features, opcode ids, edges, node_splits, configurable nodes, layout
 // configurations (18 values per configurable node) and tile configurations (24 values).
 // Every structural problem of the input is an INVALID_ARGUMENT naming the computation
@@ -18,7 +18,7 @@
 
 namespace tgraph::hlo {
 
-// Opcode ids of hlo_opcodes.tsv: 1..120 for known names, 0 for any other (as upstream).
+// Opcode ids of docs/format.md: 1..120 for known names, 0 for any other (as upstream).
 int OpcodeId(absl::string_view name);
 // The name of an opcode id, "" for 0 or out of range.
 absl::string_view OpcodeName(int id);
@@ -36,7 +36,7 @@ struct NodeSource {
 struct ModuleGraph {
   std::string module_name;
   NodeGraph graph;                       // node_feat, node_opcode, edge_index (rows sorted, u > v)
-  std::vector<int64_t> node_splits;      // 0, ..., n (HLO.md "node_splits")
+  std::vector<int64_t> node_splits;      // 0, ..., n (docs/format.md)
   std::vector<NodeSource> nodes;         // one per node, in node order
   std::vector<int64_t> default_config_nodes;  // convolution, dot and reshape nodes, ascending
   std::vector<std::string> warnings;     // e.g. unknown opcode names (encoded as id 0)
@@ -65,7 +65,7 @@ struct RunStats {
 
 // A tpu_graphs.ModuleTuningData of layout runs -> a layout graph whose configurable
 // nodes are config_index_to_node and whose configurations are the runs kept (a module
-// config, no error, a profile; HLO.md), in the order of the file, runtime =
+// config, no error, a profile; docs/format.md), in the order of the file, runtime =
 // compute_time_ns. FAILED_PRECONDITION when the data has no default run (upstream
 // drops such modules) or no run is kept.
 struct LayoutTuning {
@@ -90,7 +90,7 @@ struct TileTuning {
 absl::StatusOr<TileTuning> FeaturizeTileTuning(const tgraph::xla::TuningData& data, absl::string_view what,
                                                const Limits& limits = {});
 
-// The 24 tile config features of HLO.md: kernel, output and input bounds, each the
+// The 24 tile config features of docs/format.md: kernel, output and input bounds, each the
 // first 6 values zero-padded, then their sum and product (product of none = 0).
 std::vector<float> TileConfigFeatures(const tgraph::xla::TileSizeConfig& config);
 

@@ -1,4 +1,4 @@
-// The synthetic data's TPU-like runtime model (SYNTH.md "Runtime model"): layout
+// The synthetic data's TPU-like runtime model (docs/synthetic-data.md): layout
 // assignment, (8, 128) tile padding, layout-mismatch copies, roofline compute for
 // convolution and dot, bandwidth-bound memory ops, bitcast-or-copy reshapes; and the
 // tile collection's per-kernel model. Noise-free; measurement noise is added by search.h.

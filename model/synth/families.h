@@ -1,4 +1,4 @@
-// Graph families of the synthetic dataset (SYNTH.md): vision-style `xla` programs,
+// Graph families of the synthetic dataset (docs/synthetic-data.md): vision-style `xla` programs,
 // BERT-style `nlp` encoders, and the fused kernels of the tile collection.
 #pragma once
 

@@ -1,6 +1,6 @@
 // A small HLO-like graph builder for the synthetic data generator: typed nodes with
 // shapes and attributes, appended in topological order, turned into TpuGraphs
-// node_feat rows (node_feat.tsv) and [consumer, producer] edges.
+// node_feat rows (docs/format.md) and [consumer, producer] edges.
 #pragma once
 
 #include <array>
@@ -94,7 +94,7 @@ class GraphBuilder {
   int next_param_ = 0;
 };
 
-// The TpuGraphs view of a built graph: node_feat filled per node_feat.tsv with the
+// The TpuGraphs view of a built graph: node_feat filled per docs/format.md with the
 // default layout (0-padded) in [134:140], opcodes, and [consumer, producer] edges.
 NodeGraph ToNodeGraph(const std::vector<SynthNode>& nodes);
 // Indices of the configurable nodes (convolution, dot, reshape), ascending.

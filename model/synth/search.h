@@ -1,4 +1,4 @@
-// The two configuration searches of the layout collections (SYNTH.md): `random`
+// The two configuration searches of the layout collections (docs/synthetic-data.md): `random`
 // (independent random layouts, wide spread) and `default` (a genetic search from the
 // all-default configuration, clustering near the best), both measuring with noise and
 // both re-measuring some configurations, as the real autotuner did.

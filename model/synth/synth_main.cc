@@ -1,4 +1,4 @@
-// tgraph-synth: writes synthetic TpuGraphs-format collections (SYNTH.md).
+// tgraph-synth: writes synthetic TpuGraphs-format collections (docs/synthetic-data.md).
 #include <cstdio>
 #include <string>
 #include <vector>

@@ -14,7 +14,7 @@ from ._errors import TgraphError, invalid
 NODE_FEAT_DIM = 140      # node_feat columns (docs/format.md)
 LAYOUT_CONFIG_DIM = 18   # values per configurable node in a layout configuration
 TILE_CONFIG_DIM = 24     # values per tile configuration
-MAX_OPCODE = 120         # HLO opcode ids 0..120 (docs/hlo_opcodes.tsv)
+MAX_OPCODE = 120         # HLO opcode ids 0..120 (docs/format.md)
 _HASH_TAG = b"tgraph.graph.v1\n"
 
 
