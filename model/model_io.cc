@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <cstring>
 #include <set>
 
@@ -42,6 +43,14 @@ absl::Status LoadWeights(RankingNet& net, const std::string& path) {
                                               a.ShapeString(), ", the architecture needs float32 (",
                                               absl::StrJoin(want, ", "), ")"));
     std::memcpy(item.value().data_ptr<float>(), a.bytes.data(), a.bytes.size());
+    // NaN or infinite weights (a diverged run, with a valid checksum) would answer every
+    // request with NaN scores: refused here, so such a version never serves.
+    const float* w = item.value().data_ptr<float>();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < item.value().numel(); ++i) bad += !std::isfinite(w[i]);
+    if (bad > 0)
+      return absl::DataLossError(absl::StrCat(path, ": parameter '", item.key(), "' has ", bad,
+                                              " non-finite values (NaN or infinity): the weights are unusable"));
   }
   for (const auto& [key, value] : *npz)
     if (!expected.count(key))

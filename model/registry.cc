@@ -1,6 +1,7 @@
 #include "model/registry.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "model/dataset.h"
 #include "model/file_util.h"
 #include "model/sha256.h"
@@ -26,6 +28,10 @@ using nlohmann::json;
 namespace {
 
 constexpr char kManifest[] = "manifest.json";
+// Bounds on what a manifest may ask of a server.
+constexpr int64_t kMaxBatchSize = 65536;
+constexpr int64_t kMaxTta = 64;
+constexpr int kMaxFolds = 64;
 constexpr char kRetired[] = "RETIRED";
 constexpr char kFormat[] = "tgraph.manifest.v1";
 
@@ -104,11 +110,18 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
       return err("folds", "weight file names without a directory");
     m.folds.push_back({f["fold"].get<int>(), f["valid_tau"].get<double>(), file, f["sha256"].get<std::string>()});
   }
+  if (m.folds.size() > static_cast<size_t>(kMaxFolds)) return err("folds", absl::StrCat("at most ", kMaxFolds, " folds"));
   if (j.contains("inference") && j["inference"].is_object()) {
-    m.batch_size = j["inference"].value("batch_size", int64_t{128});
-    m.tta = j["inference"].value("tta", 10);
+    const json& inf = j["inference"];
+    if (inf.contains("batch_size") && !inf["batch_size"].is_number_integer()) return err("inference.batch_size", "an integer");
+    if (inf.contains("tta") && !inf["tta"].is_number_integer()) return err("inference.tta", "an integer");
+    m.batch_size = inf.value("batch_size", int64_t{128});
+    m.tta = static_cast<int>(std::clamp<int64_t>(inf.value("tta", int64_t{10}), -1, kMaxTta + 1));
   }
-  if (m.batch_size < 1 || m.tta < 1) return err("inference", "positive batch_size and tta");
+  // Bounded so that a manifest can never make a server allocate without limit.
+  if (m.batch_size < 1 || m.batch_size > kMaxBatchSize)
+    return err("inference.batch_size", absl::StrCat("in 1..", kMaxBatchSize, ", got ", m.batch_size));
+  if (m.tta < 1 || m.tta > kMaxTta) return err("inference.tta", absl::StrCat("in 1..", kMaxTta));
   if (j.contains("training") && j["training"].is_object()) {
     m.data_fingerprint = j["training"].value("data_fingerprint", "");
     if (j["training"].contains("flags") && j["training"]["flags"].is_object())
@@ -256,6 +269,25 @@ absl::Status Registry::Restore(const std::string& collection, int64_t version) c
   return absl::OkStatus();
 }
 
+std::string Registry::VersionStamp(const std::string& collection, int64_t version) const {
+  std::vector<std::string> entries;
+  std::error_code ec;
+  for (fs::directory_iterator it(VersionDir(collection, version), ec), end; !ec && it != end; it.increment(ec)) {
+    struct stat st {};
+    const std::string path = it->path().string();
+    if (::stat(path.c_str(), &st) != 0) {
+      entries.push_back(absl::StrCat(it->path().filename().string(), ":unreadable:", errno));
+      continue;
+    }
+    entries.push_back(absl::StrCat(it->path().filename().string(), ":", st.st_size, ":", st.st_mode, ":",
+                                   st.st_ctim.tv_sec, ".", st.st_ctim.tv_nsec, ":", st.st_mtim.tv_sec, ".",
+                                   st.st_mtim.tv_nsec));
+  }
+  if (ec) entries.push_back(absl::StrCat("list-error:", ec.value()));
+  std::sort(entries.begin(), entries.end());
+  return absl::StrJoin(entries, "|");
+}
+
 absl::StatusOr<Manifest> Registry::ReadVersion(const std::string& collection, int64_t version) const {
   const std::string dir = VersionDir(collection, version);
   const std::string path = absl::StrCat(dir, "/", kManifest);
@@ -267,8 +299,24 @@ absl::StatusOr<Manifest> Registry::ReadVersion(const std::string& collection, in
   if (m->collection != collection || m->version != version)
     return absl::DataLossError(absl::StrCat(path, ": describes ", m->collection, " version ", m->version,
                                             " but lies in the directory of ", collection, " version ", version));
+  // Every file read must lie inside the registry: a symbolic link out of it (the version
+  // folder or a weight file) is refused rather than followed.
+  std::error_code ec;
+  const fs::path root = fs::weakly_canonical(root_, ec);
+  auto inside = [&](const std::string& p) {
+    std::error_code e;
+    const fs::path real = fs::weakly_canonical(p, e);
+    if (e) return false;
+    const fs::path rel = real.lexically_relative(root);
+    return !rel.empty() && *rel.begin() != "..";
+  };
+  if (ec || !inside(path))
+    return absl::PermissionDeniedError(absl::StrCat(path, ": resolves outside the registry ", root_, " (a symbolic link?)"));
   for (const FoldEntry& f : m->folds) {
     const std::string file = absl::StrCat(dir, "/", f.weights);
+    if (!inside(file))
+      return absl::PermissionDeniedError(
+          absl::StrCat(file, ": resolves outside the registry ", root_, " (a symbolic link?); not read"));
     absl::StatusOr<std::string> sha = Sha256File(file);
     if (!sha.ok())
       return absl::DataLossError(absl::StrCat(path, ": fold ", f.fold, " weight file is missing: ", sha.status().message()));

@@ -67,6 +67,11 @@ class Registry {
   // holds). Read errors are reported, never taken for an empty registry.
   RegistryCheck Check() const;
 
+  // A stamp of a version's files (names, sizes, change times, permissions) that changes
+  // whenever any of them is written, replaced, renamed or chmod-ed: a server retries a
+  // version that failed to load when its stamp changes.
+  std::string VersionStamp(const std::string& collection, int64_t version) const;
+
   // Reads and checks a version: manifest parses, matches its directory, every weight
   // file exists and has the recorded sha256. Errors name the file and the problem.
   absl::StatusOr<Manifest> ReadVersion(const std::string& collection, int64_t version) const;

@@ -39,9 +39,12 @@ std::vector<ModelEvent> ModelManager::Poll() {
     if (static_cast<int>(wanted.size()) > options_.keep_versions)
       wanted.erase(wanted.begin(), wanted.end() - options_.keep_versions);
     for (int64_t v : wanted) {
+      const std::string stamp = registry_.VersionStamp(collection, v);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (failed_.count({collection, v}) || models_[collection].count(v)) continue;
+        if (models_[collection].count(v)) continue;
+        auto failed = failed_.find({collection, v});
+        if (failed != failed_.end() && failed->second == stamp) continue;  // unchanged since it failed
       }
       // Loading (reading, verifying, building networks) happens outside the lock.
       const auto start = std::chrono::steady_clock::now();
@@ -56,8 +59,9 @@ std::vector<ModelEvent> ModelManager::Poll() {
           net->SetInferencePrecision(options_.precision);
         }
         models_[collection][v] = std::make_shared<const LoadedModel>(std::move(*m));
+        failed_.erase({collection, v});
       } else {
-        failed_.insert({collection, v});
+        failed_[{collection, v}] = stamp;
         ++failed_loads_;
       }
       events.push_back(std::move(e));

@@ -82,7 +82,9 @@ class ModelManager {
   Options options_;
   mutable std::mutex mu_;
   std::map<std::string, std::map<int64_t, std::shared_ptr<const LoadedModel>>> models_;  // guarded by mu_
-  std::set<std::pair<std::string, int64_t>> failed_;  // guarded by mu_
+  // Versions that failed to load, with the registry's VersionStamp at that attempt:
+  // retried when the stamp changes (a fixed file), not at every poll. Guarded by mu_.
+  std::map<std::pair<std::string, int64_t>, std::string> failed_;
   std::atomic<int64_t> failed_loads_{0};
   std::mutex poll_mu_;  // one Poll at a time
   std::thread poller_;

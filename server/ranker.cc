@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -203,6 +204,12 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
   batches_run_ += s.batches;
   if (s.cancelled) return absl::CancelledError("the request was cancelled or its deadline passed; scoring stopped");
   configs_scored_ += q.num_configs;
+  // A score that is not finite has no rank: never answered OK (weights are checked at
+  // load, so this means an overflow inside the network for this graph).
+  if (const int64_t bad = std::count_if(s.score.begin(), s.score.end(), [](double v) { return !std::isfinite(v); });
+      bad > 0)
+    return absl::InternalError(absl::StrCat("model ", q.collection, " version ", m.version, " gave ", bad, " of ",
+                                            q.num_configs, " configurations a non-finite score; nothing is ranked"));
   r.scores.assign(s.score.begin(), s.score.end());
   r.spread.assign(s.spread.begin(), s.spread.end());
   for (int64_t i : RankByScore(s.score, q.top_k)) r.ranking.push_back(static_cast<int32_t>(i));

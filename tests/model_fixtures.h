@@ -2,7 +2,10 @@
 // registry of untrained (but fixed) models, and the evaluator's scoring path.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -34,8 +37,10 @@ struct ModelWorld {
   }
 
   // Publishes a model of `folds` folds of random weights; the service's behaviour
-  // does not depend on how good the model is. Returns the version.
-  int64_t Publish(const std::string& collection, int folds, int64_t hidden = 16) {
+  // does not depend on how good the model is. Returns the version. `edit` changes each
+  // fold's weights before they are saved (e.g. a NaN, as a diverged run saves them).
+  int64_t Publish(const std::string& collection, int folds, int64_t hidden = 16,
+                  const std::function<void(RankingNet&)>& edit = nullptr) {
     ModelSpec spec;
     spec.hidden = hidden;
     spec.kind = ParseCollection(collection)->kind;
@@ -46,6 +51,10 @@ struct ModelWorld {
     m.tta = tta;
     for (int f = 0; f < folds; ++f) {
       auto net = MakeRankingNet(spec);
+      if (edit) {
+        torch::NoGradGuard no_grad;
+        edit(*net);
+      }
       const std::string w = dir.path() + "/w" + std::to_string(f) + ".npz";
       if (!SaveWeights(*net, w).ok()) std::abort();
       m.folds.push_back({f, 0.5, w, ""});

@@ -2,6 +2,8 @@
 #define CATCH_CONFIG_PREFIX_ALL
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 #include <torch/torch.h>
 
 #include <atomic>
@@ -48,6 +50,55 @@ RankRequest LayoutRequest(const LayoutGraph& g, const std::string& hash) {
 }
 
 }  // namespace
+
+CATCH_TEST_CASE("model manager: NaN weights are refused at load; a failed version is retried once its files change", "[server]") {
+  World w;
+  ModelManager mm(Registry(w.registry), {2});
+  w.Publish("layout:xla:random", 1);
+  mm.Poll();
+  // A diverged run's weights: a valid checksum, one NaN. Refused; version 1 serves.
+  w.Publish("layout:xla:random", 1, 16, [](RankingNet& net) {
+    net.parameters().front().view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  });
+  std::vector<ModelEvent> events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK(events[0].kind == ModelEvent::Kind::kFailed);
+  CATCH_CHECK_THAT(events[0].message, Catch::Contains("1 non-finite values (NaN or infinity)"));
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 1);
+
+  // Version 3's weight file is missing (moved away): failed, and not retried while
+  // nothing changes; once the file is back, the next poll loads it.
+  const int64_t v3 = w.Publish("layout:xla:random", 1);
+  const std::string weights = Registry(w.registry).VersionDir("layout:xla:random", v3) + "/fold_0.npz";
+  std::filesystem::rename(weights, weights + ".away");
+  events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK(events[0].kind == ModelEvent::Kind::kFailed);
+  CATCH_CHECK(mm.Poll().empty());
+  std::filesystem::rename(weights + ".away", weights);
+  events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK(events[0].kind == ModelEvent::Kind::kLoaded);
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == v3);
+}
+
+CATCH_TEST_CASE("ranker: scores that overflow are an INTERNAL error, never an OK ranking", "[server]") {
+  World w;
+  // Finite weights that overflow float inside the network (every weight x 1e30).
+  w.Publish("layout:xla:random", 1, 16, [](RankingNet& net) {
+    for (torch::Tensor& p : net.parameters()) p.mul_(1e30);
+  });
+  ModelManager mm(Registry(w.registry), {2});
+  mm.Poll();
+  CATCH_REQUIRE(mm.AnyLoaded());
+  Ranker ranker(&mm, RankerOptions{});
+  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
+  absl::StatusOr<RegisterResult> reg = ranker.Register(WireOf(g));
+  CATCH_REQUIRE(reg.ok());
+  absl::StatusOr<RankResult> r = ranker.Rank(LayoutRequest(g, reg->graph_hash), [] { return false; });
+  CATCH_CHECK(r.status().code() == absl::StatusCode::kInternal);
+  CATCH_CHECK_THAT(std::string(r.status().message()), Catch::Contains("non-finite score"));
+}
 
 CATCH_TEST_CASE("model manager loads, swaps, pins and survives a corrupt version", "[server]") {
   World w;

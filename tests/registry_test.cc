@@ -7,6 +7,8 @@
 #include <set>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "model/file_util.h"
 #include "model/registry.h"
 #include "tests/test_util.h"
@@ -256,4 +258,49 @@ TEST_CASE("Registry::Check says why nothing can be served, naming what it found"
   CHECK(check().reason == "unreadable");
   CHECK_THAT(check().message, Catch::Contains("Permission denied"));
   std::filesystem::permissions(root, std::filesystem::perms::owner_all);
+}
+
+TEST_CASE("manifest values are bounded and typed; a wrong type is an error, not a crash", "[registry]") {
+  TempDir dir;
+  Manifest m = TestManifest(dir.path());
+  m.version = 1;
+  for (auto& f : m.folds) f.weights = "fold_" + std::to_string(f.fold) + ".npz";
+  nlohmann::json j = nlohmann::json::parse(m.ToJson());
+  auto parse = [&](const nlohmann::json& v) { return Manifest::FromJson(v.dump(), "m.json"); };
+  REQUIRE(parse(j).ok());
+  nlohmann::json big = j;
+  big["inference"]["batch_size"] = int64_t{1000000000000};
+  CHECK_THAT(std::string(parse(big).status().message()), Catch::Contains("'inference.batch_size' must be in 1..65536"));
+  nlohmann::json text = j;
+  text["inference"]["batch_size"] = "large";
+  CHECK_THAT(std::string(parse(text).status().message()), Catch::Contains("'inference.batch_size' must be an integer"));
+  nlohmann::json tta = j;
+  tta["inference"]["tta"] = 1000;
+  CHECK_THAT(std::string(parse(tta).status().message()), Catch::Contains("'inference.tta' must be in 1..64"));
+}
+
+TEST_CASE("a registry never reads through a symbolic link out of it", "[registry]") {
+  TempDir dir;
+  const std::string root = dir.path() + "/registry";
+  Registry reg(root);
+  const int64_t v = *reg.Publish(TestManifest(dir.path()));
+  REQUIRE(reg.ReadVersion("layout:xla:random", v).ok());
+  // A weight file replaced by a link to a file outside (with the same bytes, so the
+  // checksum alone would pass).
+  const std::string weights = reg.VersionDir("layout:xla:random", v) + "/fold_0.npz";
+  std::filesystem::copy_file(weights, dir.path() + "/outside.npz");
+  std::filesystem::remove(weights);
+  std::filesystem::create_symlink(dir.path() + "/outside.npz", weights);
+  absl::StatusOr<Manifest> read = reg.ReadVersion("layout:xla:random", v);
+  CHECK(read.status().code() == absl::StatusCode::kPermissionDenied);
+  CHECK_THAT(std::string(read.status().message()), Catch::Contains("fold_0.npz: resolves outside the registry"));
+  // A link inside the registry is fine.
+  std::filesystem::remove(weights);
+  std::filesystem::copy_file(dir.path() + "/outside.npz", root + "/shared.npz");
+  std::filesystem::create_symlink(root + "/shared.npz", weights);
+  CHECK(reg.ReadVersion("layout:xla:random", v).ok());
+  // A version folder that is a link out of the registry.
+  std::filesystem::rename(reg.VersionDir("layout:xla:random", v), dir.path() + "/moved");
+  std::filesystem::create_symlink(dir.path() + "/moved", reg.VersionDir("layout:xla:random", v));
+  CHECK(reg.ReadVersion("layout:xla:random", v).status().code() == absl::StatusCode::kPermissionDenied);
 }
