@@ -71,6 +71,12 @@ absl::StatusOr<LoadedModel> LoadFolds(const Manifest& manifest, const std::strin
   return model;
 }
 
+absl::StatusOr<int64_t> PublishLoadable(const Registry& registry, const Manifest& manifest, bool* already_published) {
+  if (absl::StatusOr<LoadedModel> loaded = LoadFolds(manifest, "."); !loaded.ok())
+    return absl::Status(loaded.status().code(), absl::StrCat("not published: ", loaded.status().message()));
+  return registry.Publish(manifest, already_published);
+}
+
 absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::string& collection, int64_t version) {
   absl::StatusOr<Manifest> m = registry.ReadVersion(collection, version);
   if (!m.ok()) return m.status();

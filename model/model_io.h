@@ -26,6 +26,13 @@ struct LoadedModel {
 // paths are relative to `dir` unless absolute.
 absl::StatusOr<LoadedModel> LoadFolds(const Manifest& manifest, const std::string& dir);
 
+// Publishes `manifest` (FoldEntry::weights are the source files) after loading every
+// fold as a server will: a weight file that is truncated, does not fit the architecture
+// or holds NaN is an error and nothing is published. Registry::Publish's idempotency
+// applies (*already_published).
+absl::StatusOr<int64_t> PublishLoadable(const Registry& registry, const Manifest& manifest,
+                                        bool* already_published = nullptr);
+
 // Reads and verifies a registry version (checksums), then LoadFolds.
 absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::string& collection, int64_t version);
 

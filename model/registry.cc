@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -327,29 +328,75 @@ absl::StatusOr<Manifest> Registry::ReadVersion(const std::string& collection, in
   return m;
 }
 
-absl::StatusOr<int64_t> Registry::Publish(Manifest m) const {
+namespace {
+
+// A manifest's model, without what differs between two publishes of it.
+std::string ModelIdentity(Manifest m) {
+  m.version = 0;
+  m.created.clear();
+  return m.ToJson();
+}
+
+// Removes `.staging-*` directories in `dir` not modified for an hour: what killed
+// publishes leave. A live publish writes its staging directory within seconds.
+void RemoveStaleStaging(const std::string& dir) {
+  std::error_code ec;
+  const auto cutoff = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code e;
+    if (it->path().filename().string().rfind(".staging-", 0) == 0 && it->is_directory(e) &&
+        fs::last_write_time(it->path(), e) < cutoff && !e)
+      fs::remove_all(it->path(), e);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> Registry::Publish(Manifest m, bool* already_published) const {
+  if (already_published) *already_published = false;
   const std::string coll_dir = absl::StrCat(root_, "/", m.collection);
   std::error_code ec;
   fs::create_directories(coll_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(coll_dir, ": cannot create: ", ec.message()));
+  RemoveStaleStaging(coll_dir);
+  // The model as it would be published; if a live version holds it, that is the answer.
+  std::vector<std::string> sources;
+  Manifest candidate = m;
+  for (FoldEntry& f : candidate.folds) {
+    absl::StatusOr<std::string> sha = Sha256File(f.weights);
+    if (!sha.ok()) return sha.status();
+    sources.push_back(f.weights);
+    f.weights = absl::StrCat("fold_", f.fold, ".npz");
+    f.sha256 = *sha;
+  }
+  const std::string identity = ModelIdentity(candidate);
+  for (int64_t v : ListVersions(m.collection)) {
+    absl::StatusOr<std::string> text = ReadFile(absl::StrCat(VersionDir(m.collection, v), "/", kManifest));
+    if (!text.ok()) continue;
+    absl::StatusOr<Manifest> existing = Manifest::FromJson(*text, "manifest");
+    if (existing.ok() && ModelIdentity(*existing) == identity) {
+      if (already_published) *already_published = true;
+      return v;
+    }
+  }
   std::random_device rd;
   const std::string staging = absl::StrCat(coll_dir, "/.staging-", getpid(), "-", rd());
   fs::create_directories(staging, ec);
   if (ec) return absl::InternalError(absl::StrCat(staging, ": cannot create: ", ec.message()));
   auto cleanup = [&] { fs::remove_all(staging, ec); };
-  for (FoldEntry& f : m.folds) {
-    const std::string name = absl::StrCat("fold_", f.fold, ".npz");
-    if (absl::Status s = CopyFileSynced(f.weights, absl::StrCat(staging, "/", name)); !s.ok()) {
+  m = candidate;
+  for (size_t i = 0; i < m.folds.size(); ++i) {
+    const FoldEntry& f = m.folds[i];
+    if (absl::Status s = CopyFileSynced(sources[i], absl::StrCat(staging, "/", f.weights)); !s.ok()) {
       cleanup();
       return s;
     }
-    absl::StatusOr<std::string> sha = Sha256File(absl::StrCat(staging, "/", name));
-    if (!sha.ok()) {
+    absl::StatusOr<std::string> sha = Sha256File(absl::StrCat(staging, "/", f.weights));
+    if (!sha.ok() || *sha != f.sha256) {
       cleanup();
-      return sha.status();
+      return sha.ok() ? absl::DataLossError(absl::StrCat(sources[i], ": changed while it was being published"))
+                      : sha.status();
     }
-    f.weights = name;
-    f.sha256 = *sha;
   }
   m.created = UtcNow();
   // Take the number after the highest published one, retired versions included (their

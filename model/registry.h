@@ -80,7 +80,11 @@ class Registry {
   // source path; the published name is fold_<k>.npz), fills in sha256, version and
   // created, writes everything into a staging directory, fsyncs and renames it to the
   // next free version number. Returns the version.
-  absl::StatusOr<int64_t> Publish(Manifest manifest) const;
+  // Idempotent: when a live (not retired) version already holds the same model (the
+  // same weights, spec, statistics and inference settings), that version is returned and
+  // nothing is written; *already_published (if given) says which happened. Staging
+  // directories of publishes killed more than an hour ago are removed first.
+  absl::StatusOr<int64_t> Publish(Manifest manifest, bool* already_published = nullptr) const;
 
   // Rollback: retiring a version writes a RETIRED marker (JSON: time, reason) into its
   // directory. The version stays on disk and its number is never reused, but

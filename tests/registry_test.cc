@@ -304,3 +304,35 @@ TEST_CASE("a registry never reads through a symbolic link out of it", "[registry
   std::filesystem::create_symlink(dir.path() + "/moved", reg.VersionDir("layout:xla:random", v));
   CHECK(reg.ReadVersion("layout:xla:random", v).status().code() == absl::StatusCode::kPermissionDenied);
 }
+
+TEST_CASE("publishing the same model again is the same version; killed publishes' staging is cleaned", "[registry]") {
+  TempDir dir;
+  Registry reg(dir.path() + "/registry");
+  bool existed = true;
+  const int64_t v1 = *reg.Publish(TestManifest(dir.path()), &existed);
+  CHECK_FALSE(existed);
+  // A retried publish Job, or a finished run published twice: no duplicate version.
+  CHECK(*reg.Publish(TestManifest(dir.path()), &existed) == v1);
+  CHECK(existed);
+  CHECK(reg.ListVersions("layout:xla:random") == std::vector<int64_t>{v1});
+  // Other weights, or other inference settings, are another model.
+  const int64_t v2 = *reg.Publish(TestManifest(dir.path(), "b"), &existed);
+  CHECK((v2 == v1 + 1 && !existed));
+  Manifest other_tta = TestManifest(dir.path());
+  other_tta.tta = 3;
+  CHECK(*reg.Publish(other_tta, &existed) == v2 + 1);
+  // A retired version is not reused: publishing its model again is a new version.
+  REQUIRE(reg.Retire("layout:xla:random", v1, "test").ok());
+  CHECK(*reg.Publish(TestManifest(dir.path()), &existed) == v2 + 2);
+  CHECK_FALSE(existed);
+
+  // Staging folders: one a killed publish left two hours ago goes, a fresh one stays.
+  const std::string coll = dir.path() + "/registry/layout:xla:random";
+  std::filesystem::create_directories(coll + "/.staging-1-old");
+  std::filesystem::create_directories(coll + "/.staging-2-live");
+  std::filesystem::last_write_time(coll + "/.staging-1-old",
+                                   std::filesystem::file_time_type::clock::now() - std::chrono::hours(2));
+  REQUIRE(reg.Publish(TestManifest(dir.path(), "c")).ok());
+  CHECK_FALSE(std::filesystem::exists(coll + "/.staging-1-old"));
+  CHECK(std::filesystem::exists(coll + "/.staging-2-live"));
+}

@@ -206,8 +206,23 @@ CATCH_TEST_CASE("runs refuse mismatched settings, and publish keeps the best fol
   auto results = ReadFoldResults(o.run_dir);
   CATCH_REQUIRE(results->size() == 2u);
   CATCH_CHECK((*results)[0].valid_score >= (*results)[1].valid_score);
-  auto v = PublishRun(o.run_dir, reg, 1, /*require_folds=*/2);
+  // Publish loads what it publishes: a truncated weight file (its checksum would be
+  // computed over the corrupt bytes) is refused and nothing is published.
+  const std::string best = o.run_dir + "/fold_" + std::to_string((*results)[0].fold) + "/best.npz";
+  const std::string intact = *ReadFile(best);
+  CATCH_REQUIRE(WriteFileAtomic(best, intact.substr(0, intact.size() / 2)).ok());
+  auto truncated = PublishRun(o.run_dir, reg, 1, /*require_folds=*/2);
+  CATCH_CHECK_THAT(std::string(truncated.status().message()), Catch::Contains("not published"));
+  CATCH_CHECK(reg.ListVersions("layout:nlp:random").empty());
+  CATCH_REQUIRE(WriteFileAtomic(best, intact).ok());
+  bool existed = true;
+  auto v = PublishRun(o.run_dir, reg, 1, /*require_folds=*/2, &existed);
   CATCH_REQUIRE(v.ok());
+  CATCH_CHECK_FALSE(existed);
+  // A retried publish step: the same version, not a duplicate.
+  CATCH_CHECK(*PublishRun(o.run_dir, reg, 1, /*require_folds=*/2, &existed) == *v);
+  CATCH_CHECK(existed);
+  CATCH_CHECK(reg.ListVersions("layout:nlp:random").size() == 1u);
   auto m = reg.ReadVersion("layout:nlp:random", *v);
   CATCH_REQUIRE(m.ok());
   CATCH_REQUIRE(m->folds.size() == 1u);

@@ -176,7 +176,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   child.training["finetune_heldout_configs"] = absl::StrCat(s.heldout_configs);
   child.training["finetune_heldout_tau_parent"] = absl::StrCat(result.parent_score);
   child.training["finetune_heldout_tau"] = absl::StrCat(result.child_score);
-  absl::StatusOr<int64_t> v = registry.Publish(child);
+  absl::StatusOr<int64_t> v = PublishLoadable(registry, child);
   if (!v.ok()) return v.status();
   result.published_version = *v;
   return result;

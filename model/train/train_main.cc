@@ -126,11 +126,12 @@ int main(int argc, char** argv) {
 
   if (command == "publish") {
     if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("publish needs --registry"));
+    bool existed = false;
     absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep,
-                                                    absl::GetFlag(FLAGS_require_folds));
+                                                    absl::GetFlag(FLAGS_require_folds), &existed);
     if (!v.ok()) return Fail(v.status());
-    std::printf("published %s as version %lld in %s\n", run_dir.c_str(), static_cast<long long>(*v),
-                absl::GetFlag(FLAGS_registry).c_str());
+    std::printf("%s %s as version %lld in %s\n", existed ? "already published" : "published", run_dir.c_str(),
+                static_cast<long long>(*v), absl::GetFlag(FLAGS_registry).c_str());
     return tgraph::kExitOk;
   }
 
@@ -183,11 +184,12 @@ int main(int argc, char** argv) {
                 r->tta_passes, o.valid_tta);
   }
   if (!absl::GetFlag(FLAGS_registry).empty() && absl::GetFlag(FLAGS_fold) < 0) {
+    bool existed = false;
     absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep,
-                                                    absl::GetFlag(FLAGS_require_folds));
+                                                    absl::GetFlag(FLAGS_require_folds), &existed);
     if (!v.ok()) return Fail(v.status());
-    std::printf("published %s version %lld to %s\n", c->name().c_str(), static_cast<long long>(*v),
-                absl::GetFlag(FLAGS_registry).c_str());
+    std::printf("%s %s version %lld to %s\n", existed ? "already published" : "published", c->name().c_str(),
+                static_cast<long long>(*v), absl::GetFlag(FLAGS_registry).c_str());
   }
   return tgraph::kExitOk;
 }

@@ -433,7 +433,7 @@ absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep) {
 }
 
 absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep,
-                                   int require_folds) {
+                                   int require_folds, bool* already_published) {
   if (require_folds > 0) {
     absl::StatusOr<std::vector<FoldResult>> done = ReadFoldResults(run_dir);
     if (!done.ok()) return done.status();
@@ -450,7 +450,7 @@ absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& r
   absl::StatusOr<Manifest> m = RunManifest(run_dir, keep);
   if (!m.ok()) return m.status();
   for (FoldEntry& f : m->folds) f.weights = absl::StrCat(run_dir, "/", f.weights);  // the source files
-  return registry.Publish(*m);
+  return PublishLoadable(registry, *m, already_published);
 }
 
 }  // namespace tgraph

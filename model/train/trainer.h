@@ -73,9 +73,11 @@ absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_d
 
 // Publishes the best `keep` completed folds of a run as a new version. With
 // require_folds > 0, fails (FAILED_PRECONDITION, nothing published) until at least that
-// many folds have completed: a publish step scheduled after parallel fold jobs.
+// many folds have completed: a publish step scheduled after parallel fold jobs. Every
+// fold is loaded before anything is published (PublishLoadable); publishing the same
+// run again returns the version that already holds it (*already_published).
 absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep,
-                                   int require_folds = 0);
+                                   int require_folds = 0, bool* already_published = nullptr);
 
 // The manifest a run would publish (its tta: the most passes its kept folds need, or
 // valid_tta when they did not measure it), fold weights relative to the run dir
