@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/echo.h"
 
 namespace tgraph {
 
@@ -33,7 +34,7 @@ absl::StatusOr<Collection> ParseCollection(absl::string_view name) {
     names.push_back(c.name());
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown collection '", name, "'; expected one of: ", absl::StrJoin(names, ", ")));
+      absl::StrCat("unknown collection '", Echo(name), "'; expected one of: ", absl::StrJoin(names, ", ")));
 }
 
 std::string SplitDir(const std::string& root, const Collection& c, absl::string_view split) {

@@ -4,13 +4,17 @@
 //
 // Health (grpc.health.v1): the overall status ("") and "tgraph.v1.Ranker" are
 // NOT_SERVING until a model is loaded (readiness); "liveness" is SERVING as long as the
-// process answers RPCs, with or without a model (liveness probes). Server reflection is on; Prometheus metrics are on their own port. SIGTERM/SIGINT stop
-// accepting, drain in-flight RPCs up to --drain_timeout_s, and exit 0.
+// process answers RPCs, with or without a model (liveness probes). Server reflection is
+// on unless --reflection=false; Prometheus metrics are on their own port. SIGTERM/SIGINT
+// stop accepting, drain in-flight RPCs up to --drain_timeout_s, and exit 0.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -56,6 +60,8 @@ ABSL_FLAG(bool, fold_inference, true,
 ABSL_FLAG(std::string, measurement_store, "",
           "Directory where ReportMeasurements stores measured runtimes (a TpuGraphs dataset root; "
           "docs/operations.md); empty: ReportMeasurements answers FAILED_PRECONDITION");
+ABSL_FLAG(bool, reflection, true,
+          "Serve gRPC server reflection (grpcurl and similar tools list the services); false turns it off");
 ABSL_FLAG(std::string, log_format, "text",
           "Log lines: text (time, level, message) or json (one object per line: time, level, tool, msg)");
 ABSL_FLAG(double, drain_timeout_s, 20, "On SIGTERM, how long in-flight RPCs may take to finish");
@@ -78,6 +84,18 @@ std::string BlasInUse() {
   }
   return found.empty() ? "none mapped (LibTorch's own kernels)" : found;
 }
+
+// Linking grpc++_reflection registers server reflection for every server builder;
+// this option takes the plugin out again (--reflection=false).
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const auto& p) { return p->name() == "proto_server_reflection"; }),
+                   plugins->end());
+  }
+};
 
 using tgraph::LogError;
 using tgraph::LogInfo;
@@ -118,6 +136,7 @@ int main(int argc, char** argv) {
                    " precision=", tgraph::PrecisionName(*precision), " (", absl::GetFlag(FLAGS_precision),
                    tgraph::CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
                    " tta_agreement=", absl::GetFlag(FLAGS_tta_agreement),
+                   " reflection=", absl::GetFlag(FLAGS_reflection) ? "true" : "false",
                    " drain_timeout_s=",
                    absl::GetFlag(FLAGS_drain_timeout_s)));
   // Touch the BLAS once so it is mapped, then report it.
@@ -206,6 +225,12 @@ int main(int argc, char** argv) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
+  if (!absl::GetFlag(FLAGS_reflection)) builder.SetOption(std::make_unique<WithoutReflection>());
+  if (metrics) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(tgraph::MakeRequestCounter(metrics.get()));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
   int port = 0;
   builder.AddListeningPort(absl::GetFlag(FLAGS_address), grpc::InsecureServerCredentials(), &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX)));

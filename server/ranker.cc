@@ -10,6 +10,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "model/echo.h"
 #include "model/features.h"
 #include "model/model_io.h"
 #include "proto/error_reason.h"
@@ -69,7 +70,7 @@ absl::StatusOr<RegisterResult> Ranker::Register(WireGraph g) {
 absl::StatusOr<std::shared_ptr<const StoredGraph>> Ranker::RegisteredGraph(const std::string& graph_hash) {
   if (!IsHexHash(graph_hash))
     return absl::InvalidArgumentError(
-        absl::StrCat("graph_hash must be 64 lowercase hex digits (from RegisterGraph), got '", graph_hash, "'"));
+        absl::StrCat("graph_hash must be 64 lowercase hex digits (from RegisterGraph), got '", Echo(graph_hash), "'"));
   std::shared_ptr<const StoredGraph> graph = graphs_.Get(graph_hash);
   if (!graph)
     return WithErrorReason(absl::NotFoundError(absl::StrCat(

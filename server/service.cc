@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "absl/strings/match.h"
 #include "model/model_io.h"
 #include "proto/error_reason.h"
 #include "proto/graph_codec.h"
@@ -29,22 +30,44 @@ const char* CodeName(grpc::StatusCode c) {
   }
 }
 
-// Records the RPC's outcome and latency when the handler returns.
-class RpcRecorder {
+// Counts each tgraph.v1.Ranker RPC with the status actually sent: at PRE_SEND_STATUS,
+// which gRPC reaches also for requests refused before any handler runs.
+class RequestCounter : public grpc::experimental::Interceptor {
  public:
-  RpcRecorder(ServerMetrics* m, const char* method) : m_(m), method_(method), start_(Clock::now()) {}
-  grpc::Status Done(grpc::Status s) {
-    if (m_) m_->RecordRequest(method_, CodeName(s.error_code()), std::chrono::duration<double>(Clock::now() - start_).count());
-    return s;
+  RequestCounter(ServerMetrics* metrics, std::string method)
+      : metrics_(metrics), method_(std::move(method)), start_(Clock::now()) {}
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS))
+      metrics_->RecordRequest(method_, CodeName(methods->GetSendStatus().error_code()),
+                              std::chrono::duration<double>(Clock::now() - start_).count());
+    methods->Proceed();
   }
 
  private:
-  ServerMetrics* m_;
-  const char* method_;
+  ServerMetrics* metrics_;
+  std::string method_;
   Clock::time_point start_;
 };
 
+class RequestCounterFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit RequestCounterFactory(ServerMetrics* metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
+    constexpr absl::string_view kService = "/tgraph.v1.Ranker/";
+    const absl::string_view method = info->method() ? info->method() : "";
+    if (!absl::StartsWith(method, kService)) return nullptr;  // health, reflection
+    return new RequestCounter(metrics_, std::string(method.substr(kService.size())));
+  }
+
+ private:
+  ServerMetrics* metrics_;
+};
+
 }  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeRequestCounter(ServerMetrics* metrics) {
+  return std::make_unique<RequestCounterFactory>(metrics);
+}
 
 grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
   if (s.ok()) return grpc::Status::OK;
@@ -55,23 +78,21 @@ grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
 
 grpc::Status RankerService::RegisterGraph(grpc::ServerContext*, const v1::RegisterGraphRequest* request,
                                           v1::RegisterGraphResponse* response) {
-  RpcRecorder rec(metrics_, "RegisterGraph");
   absl::StatusOr<WireGraph> g = DecodeRegistration(*request, max_nodes_);
-  if (!g.ok()) return rec.Done(ToGrpc(g.status()));
+  if (!g.ok()) return ToGrpc(g.status());
   EncodeConfigurableNodes(*g, response);
   absl::StatusOr<RegisterResult> r = ranker_->Register(std::move(*g));
-  if (!r.ok()) return rec.Done(ToGrpc(r.status()));
+  if (!r.ok()) return ToGrpc(r.status());
   response->set_graph_hash(r->graph_hash);
   response->set_num_nodes(r->num_nodes);
   response->set_pruned_nodes(r->pruned_nodes);
   response->set_num_config_nodes(r->num_config_nodes);
   response->set_already_registered(r->already_registered);
-  return rec.Done(grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::RankConfigsRequest* request,
                                         v1::RankConfigsResponse* response) {
-  RpcRecorder rec(metrics_, "RankConfigs");
   RankRequest q;
   q.collection = request->collection();
   q.model_version = request->model_version();
@@ -87,8 +108,8 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   if (!r.ok()) {
     // A request the client gave up on reports why, if the deadline passed.
     if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
-      return rec.Done(grpc::Status(grpc::DEADLINE_EXCEEDED, "deadline exceeded; scoring stopped"));
-    return rec.Done(ToGrpc(r.status(), context));
+      return grpc::Status(grpc::DEADLINE_EXCEEDED, "deadline exceeded; scoring stopped");
+    return ToGrpc(r.status(), context);
   }
   response->mutable_scores()->Assign(r->scores.begin(), r->scores.end());
   response->mutable_spread()->Assign(r->spread.begin(), r->spread.end());
@@ -103,12 +124,11 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   t->set_batches(r->timing.batches);
   t->set_rescored(r->timing.rescored);
   if (metrics_) metrics_->RecordRank(q.num_configs, r->timing);
-  return rec.Done(grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::Status RankerService::ListModels(grpc::ServerContext*, const v1::ListModelsRequest*,
                                        v1::ListModelsResponse* response) {
-  RpcRecorder rec(metrics_, "ListModels");
   for (const auto& [collection, handles] : models_->Loaded()) {
     if (handles.empty()) continue;
     const Manifest& m = handles.front().model->manifest;
@@ -126,22 +146,21 @@ grpc::Status RankerService::ListModels(grpc::ServerContext*, const v1::ListModel
     info->set_batch_size(m.batch_size);
     info->set_tta(m.tta);
   }
-  return rec.Done(grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, const v1::ReportMeasurementsRequest* request,
                                                v1::ReportMeasurementsResponse* response) {
-  RpcRecorder rec(metrics_, "ReportMeasurements");
   if (!measurements_)
-    return rec.Done(grpc::Status(grpc::FAILED_PRECONDITION,
-                                 "this server keeps no measurements: start it with --measurement_store DIR"));
+    return grpc::Status(grpc::FAILED_PRECONDITION,
+                                 "this server keeps no measurements: start it with --measurement_store DIR");
   absl::StatusOr<Collection> coll = ParseCollection(request->collection());
-  if (!coll.ok()) return rec.Done(ToGrpc(absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()))));
+  if (!coll.ok()) return ToGrpc(absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message())));
   absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = ranker_->RegisteredGraph(request->graph_hash());
-  if (!graph.ok()) return rec.Done(ToGrpc(graph.status(), context));
+  if (!graph.ok()) return ToGrpc(graph.status(), context);
   if ((*graph)->num_config_nodes == 0)
-    return rec.Done(grpc::Status(grpc::INVALID_ARGUMENT, "graph_hash: this graph has no configurable nodes (a tile "
-                                                         "graph?); measurements are stored for layout graphs"));
+    return grpc::Status(grpc::INVALID_ARGUMENT, "graph_hash: this graph has no configurable nodes (a tile "
+                                                         "graph?); measurements are stored for layout graphs");
   MeasurementReport r;
   r.collection = *coll;
   r.graph_hash = request->graph_hash();
@@ -158,12 +177,12 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
     // Invalid reports are the client's; anything else is the store's, and counted.
     if (a.status().code() != absl::StatusCode::kInvalidArgument && metrics_)
       metrics_->RecordMeasurementError(CodeName(static_cast<grpc::StatusCode>(a.status().code())));
-    return rec.Done(ToGrpc(a.status()));
+    return ToGrpc(a.status());
   }
   if (metrics_) metrics_->RecordMeasurements(a->measurements, a->bytes);
   response->set_stored(a->measurements);
   response->set_shard(std::filesystem::path(a->path).lexically_relative(measurements_->root()).string());
-  return rec.Done(grpc::Status::OK);
+  return grpc::Status::OK;
 }
 
 }  // namespace tgraph

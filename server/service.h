@@ -2,6 +2,10 @@
 // absl::Status to gRPC status codes and record metrics.
 #pragma once
 
+#include <grpcpp/support/server_interceptor.h>
+
+#include <memory>
+
 #include "model/measurement_store.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
@@ -33,6 +37,12 @@ class RankerService final : public v1::Ranker::Service {
   int64_t max_nodes_;
   MeasurementStore* measurements_;
 };
+
+// Counts every tgraph.v1.Ranker RPC in tgraph_requests_total{method,code} and its
+// latency, with the status actually sent, including the requests gRPC itself refuses
+// before a handler runs (over --max_message_bytes, unparseable): install it with
+// ServerBuilder::experimental().SetInterceptorCreators.
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeRequestCounter(ServerMetrics* metrics);
 
 // absl::Status -> grpc::Status with the same code and message; a machine-readable
 // reason (proto/error_reason.h) becomes trailing metadata of `context` when given.

@@ -51,7 +51,7 @@ RankRequest LayoutRequest(const LayoutGraph& g, const std::string& hash) {
 
 }  // namespace
 
-CATCH_TEST_CASE("model manager: NaN weights are refused at load; a failed version is retried once its files change", "[server]") {
+CATCH_TEST_CASE("model manager: NaN weights are refused at load and a failed version is retried once its files change", "[server]") {
   World w;
   ModelManager mm(Registry(w.registry), {2});
   w.Publish("layout:xla:random", 1);

@@ -260,7 +260,7 @@ TEST_CASE("Registry::Check says why nothing can be served, naming what it found"
   std::filesystem::permissions(root, std::filesystem::perms::owner_all);
 }
 
-TEST_CASE("manifest values are bounded and typed; a wrong type is an error, not a crash", "[registry]") {
+TEST_CASE("manifest values are bounded and typed and a wrong type is an error not a crash", "[registry]") {
   TempDir dir;
   Manifest m = TestManifest(dir.path());
   m.version = 1;
@@ -305,7 +305,7 @@ TEST_CASE("a registry never reads through a symbolic link out of it", "[registry
   CHECK(reg.ReadVersion("layout:xla:random", v).status().code() == absl::StatusCode::kPermissionDenied);
 }
 
-TEST_CASE("publishing the same model again is the same version; killed publishes' staging is cleaned", "[registry]") {
+TEST_CASE("publishing the same model again is the same version and stale staging is cleaned", "[registry]") {
   TempDir dir;
   Registry reg(dir.path() + "/registry");
   bool existed = true;

@@ -161,3 +161,51 @@ def test_quickstart_runs_for_the_tile_collection(tmp_path):
         pid = work / "server.pid"
         if pid.exists():
             subprocess.run(["kill", pid.read_text().strip()])
+
+
+def test_server_reflection_can_be_turned_off(world):
+    """grpc.reflection.v1alpha lists the services unless --reflection=false."""
+    import grpc
+    from conftest import Server
+    list_services = b"\x3a\x00"  # ServerReflectionRequest{list_services = ""} (field 7)
+    answers = {}
+    for flag in ("true", "false"):
+        s = Server(world["registry"], world["tmp"], extra=[f"--reflection={flag}"])
+        try:
+            with grpc.insecure_channel(s.address) as channel:
+                call = channel.stream_stream("/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                                             request_serializer=lambda b: b, response_deserializer=lambda b: b)
+                try:
+                    answers[flag] = b"".join(call(iter([list_services]), timeout=10))
+                except grpc.RpcError as e:
+                    answers[flag] = e.code()
+        finally:
+            s.stop()
+    assert b"tgraph.v1.Ranker" in answers["true"]
+    assert answers["false"] == grpc.StatusCode.UNIMPLEMENTED
+
+
+def test_requests_refused_before_a_handler_are_counted(world):
+    """A request that is not a message at all never reaches a handler and is still
+    counted in tgraph_requests_total (the error-ratio alert sees it). One over
+    --max_message_bytes is refused by gRPC's transport before the server sees the call:
+    RESOURCE_EXHAUSTED for the client, not counted (docs/api.md)."""
+    import urllib.request
+
+    import grpc
+    from conftest import Server
+    s = Server(world["registry"], world["tmp"], extra=["--max_message_bytes=100000"])
+    try:
+        with grpc.insecure_channel(s.address, options=[("grpc.max_send_message_length", 1 << 24)]) as channel:
+            rank = channel.unary_unary("/tgraph.v1.Ranker/RankConfigs", request_serializer=lambda b: b,
+                                       response_deserializer=lambda b: b)
+            with pytest.raises(grpc.RpcError) as e:
+                rank(b"\x0f\x0f\x0f", timeout=10)  # an invalid wire type
+            assert e.value.code() == grpc.StatusCode.INTERNAL
+            with pytest.raises(grpc.RpcError) as e:
+                rank(b"\x2a\x80\x80\x10" + b"x" * 262144, timeout=10)  # layout_configs of 256 KiB
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{s.metrics_port}/metrics", timeout=10).read().decode()
+        assert 'tgraph_requests_total{code="INTERNAL",method="RankConfigs"} 1' in metrics
+    finally:
+        s.stop()

@@ -9,7 +9,7 @@
 //    service names, images, the drain timeout against the grace period, the Indexed
 //    Job's completions against --folds and the publish Job's --require_folds.
 // 3. They agree with the code: every flag in server.flags and in the Jobs' args is a
-//    flag of the binary (from its --helpfull), the router hashes on the header the
+//    flag of the binary (from its --help), the router hashes on the header the
 //    client library sets, and Envoy's upstream is the headless Service.
 // Prints one line per check group and exits 1 with every problem listed.
 "use strict";
@@ -182,6 +182,25 @@ for (const s of byKind("Service")) {
   for (const p of s.obj.spec.ports)
     if (typeof p.targetPort === "string" && !ports.has(p.targetPort)) fail(where, `targetPort ${p.targetPort}: no such named container port`);
 }
+// Least privilege: no pod gets a service account token (none calls the Kubernetes API),
+// the metrics port is only in the Service Prometheus discovers, and a NetworkPolicy
+// limits who reaches the servers to gRPC and metrics.
+for (const w of workloads)
+  if (podSpec(w).automountServiceAccountToken !== false)
+    fail(`${rel(w.file)} ${w.obj.kind}/${name(w)}`, "automountServiceAccountToken must be false");
+for (const s of byKind("Service"))
+  if (name(s) !== "tgraph-server-metrics" && s.obj.spec.ports.some((p) => p.targetPort === "metrics"))
+    fail(`${rel(s.file)} Service/${name(s)}`, "exposes the metrics port: only tgraph-server-metrics may");
+{
+  const server = workloads.find((w) => w.obj.kind === "Deployment" && name(w) === "tgraph-server");
+  const policies = byKind("NetworkPolicy").filter((n) => server && matches(n.obj.spec.podSelector.matchLabels, podLabels(server)));
+  if (policies.length === 0) fail("deploy/k8s", "no NetworkPolicy selects the tgraph-server pods");
+  for (const n of policies) {
+    const ports = (n.obj.spec.ingress || []).flatMap((r) => (r.ports || []).map((p) => p.port)).sort();
+    if (JSON.stringify(ports) !== JSON.stringify([50051, 9090].sort()))
+      fail(`${rel(n.file)} NetworkPolicy/${name(n)}`, `ingress ports ${ports}: expected the gRPC and metrics ports only`);
+  }
+}
 for (const p of byKind("PodDisruptionBudget")) {
   const n = workloads.filter((w) => w.obj.kind === "Deployment" && matches(p.obj.spec.selector.matchLabels, podLabels(w))).length;
   if (n !== 1) fail(`${rel(p.file)} PodDisruptionBudget/${name(p)}`, `selector matches ${n} Deployments, expected 1`);
@@ -220,12 +239,13 @@ console.log(`references: ${objects.length} objects cross-checked`);
 function knownFlags(bin) {
   let out;
   try {
-    out = execFileSync(bin, ["--helpfull"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
+    out = execFileSync(bin, ["--help"], { encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
   } catch (e) {
-    out = (e.stdout || "") + (e.stderr || "");  // absl exits 1 after --helpfull
+    out = (e.stdout || "") + (e.stderr || "");
   }
-  const flags = new Set([...out.matchAll(/--([a-z0-9_]+) \(/g)].map((m) => m[1]));
-  if (flags.size < 5) fail(bin, "--helpfull listed no flags");
+  // model/tool.h's help: one "  --name=default" line per flag.
+  const flags = new Set([...out.matchAll(/^  --([a-z0-9_]+)=/gm)].map((m) => m[1]));
+  if (flags.size < 5) fail(bin, "--help listed no flags");
   return flags;
 }
 const serverFlags = knownFlags(serverBin), trainFlags = knownFlags(trainBin);

@@ -60,6 +60,7 @@ class Server:
                 break
             time.sleep(0.05)
         assert os.path.exists(port_file), f"tgraph-server did not start: {self.log.name}"
+        self.metrics_port = int(open(port_file).read().split()[1])
 
     @property
     def address(self):
