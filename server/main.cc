@@ -164,6 +164,9 @@ int main(int argc, char** argv) {
           LogError(absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
                            " (the previous version keeps serving)"));
           break;
+        case tgraph::ModelEvent::Kind::kVanished:
+          LogError(absl::StrCat(e.collection, " version ", e.version, ": ", e.message));
+          break;
         case tgraph::ModelEvent::Kind::kUnloaded:
           LogInfo(absl::StrCat("unloaded ", e.collection, " version ", e.version, ": ", e.message));
           break;

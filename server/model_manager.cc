@@ -19,6 +19,7 @@ const char* ModelEvent::KindName() const {
     case Kind::kLoaded: return "loaded";
     case Kind::kFailed: return "failed";
     case Kind::kUnloaded: return "unloaded";
+    case Kind::kVanished: return "vanished";
   }
   return "unknown";
 }
@@ -42,7 +43,11 @@ std::vector<ModelEvent> ModelManager::Poll() {
       const std::string stamp = registry_.VersionStamp(collection, v);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (models_[collection].count(v)) continue;
+        const auto& have = models_[collection];
+        if (have.count(v)) continue;
+        // Older than every loaded version while keep_versions are loaded: it would be
+        // trimmed again at once (vanished newer versions still serving, see below).
+        if (static_cast<int>(have.size()) >= options_.keep_versions && v < have.begin()->first) continue;
         auto failed = failed_.find({collection, v});
         if (failed != failed_.end() && failed->second == stamp) continue;  // unchanged since it failed
       }
@@ -68,16 +73,28 @@ std::vector<ModelEvent> ModelManager::Poll() {
     }
     std::lock_guard<std::mutex> lock(mu_);
     auto& loaded = models_[collection];
-    // Versions retired (or removed) from the registry are unloaded: a rollback. The
-    // last loaded version of a collection stays, so that a collection never goes dark.
+    // Versions retired in the registry are unloaded: a rollback. The last loaded version
+    // of a collection stays, so that a collection never goes dark. A version that is
+    // gone without a RETIRED marker (its folder deleted, the registry re-created or
+    // mounted wrong) is not a rollback: it keeps serving, reported once, rather than the
+    // server silently dropping from version 19 to 1.
     const std::set<int64_t> live(listed.begin(), listed.end());
     for (auto it = loaded.begin(); it != loaded.end() && loaded.size() > 1;) {
       if (live.count(it->first)) {
+        vanished_.erase({collection, it->first});
         ++it;
         continue;
       }
-      events.push_back({collection, it->first, ModelEvent::Kind::kUnloaded,
-                        "no longer listed in the registry (retired or removed)", 0});
+      if (!registry_.IsRetired(collection, it->first)) {
+        if (vanished_.insert({collection, it->first}).second)
+          events.push_back({collection, it->first, ModelEvent::Kind::kVanished,
+                            absl::StrCat("gone from the registry without being retired (", registry_.root(),
+                                         " lost or re-created?): still serving it; retire versions to roll back"),
+                            0});
+        ++it;
+        continue;
+      }
+      events.push_back({collection, it->first, ModelEvent::Kind::kUnloaded, "retired in the registry", 0});
       it = loaded.erase(it);  // in-flight requests keep their shared_ptr
     }
     while (static_cast<int>(loaded.size()) > options_.keep_versions) loaded.erase(loaded.begin());

@@ -35,14 +35,16 @@ struct ModelEvent {
   enum class Kind {
     kLoaded,    // a new version loaded and serving
     kFailed,    // a version failed to load (message says why); the previous one serves
-    kUnloaded,  // retired or removed from the registry, so unloaded (a rollback)
+    kUnloaded,  // retired in the registry, so unloaded (a rollback)
+    kVanished,  // gone from the registry without being retired (a registry lost or
+                // re-created?): kept serving, reported once
   };
   std::string collection;
   int64_t version = 0;
   Kind kind = Kind::kLoaded;
   std::string message;  // why, when failed or unloaded
   double seconds = 0;   // load time
-  // The metric label and log word: "loaded", "failed" or "unloaded".
+  // The metric label and log word: "loaded", "failed", "unloaded" or "vanished".
   const char* KindName() const;
 };
 
@@ -86,6 +88,7 @@ class ModelManager {
   // retried when the stamp changes (a fixed file), not at every poll. Guarded by mu_.
   std::map<std::pair<std::string, int64_t>, std::string> failed_;
   std::atomic<int64_t> failed_loads_{0};
+  std::set<std::pair<std::string, int64_t>> vanished_;  // reported vanished versions; guarded by mu_
   std::mutex poll_mu_;  // one Poll at a time
   std::thread poller_;
   std::mutex stop_mu_;

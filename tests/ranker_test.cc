@@ -82,6 +82,26 @@ CATCH_TEST_CASE("model manager: NaN weights are refused at load and a failed ver
   CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == v3);
 }
 
+CATCH_TEST_CASE("model manager: versions gone from the registry without being retired keep serving", "[server]") {
+  World w;
+  ModelManager mm(Registry(w.registry), {2});
+  w.Publish("layout:xla:random", 1);
+  w.Publish("layout:xla:random", 1);
+  mm.Poll();
+  CATCH_REQUIRE(mm.Get("layout:xla:random", 0)->version == 2);
+  // The registry is re-created with a single version 1 (other weights): not a rollback.
+  std::filesystem::remove_all(w.registry);
+  w.Publish("layout:xla:random", 1);
+  std::vector<ModelEvent> events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK(events[0].kind == ModelEvent::Kind::kVanished);
+  CATCH_CHECK(events[0].version == 2);
+  CATCH_CHECK_THAT(events[0].message, Catch::Contains("without being retired"));
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 2);
+  CATCH_CHECK(mm.Poll().empty());  // reported once, nothing reloaded at every poll
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 2);
+}
+
 CATCH_TEST_CASE("ranker: scores that overflow are an INTERNAL error, never an OK ranking", "[server]") {
   World w;
   // Finite weights that overflow float inside the network (every weight x 1e30).
