@@ -60,6 +60,9 @@ ABSL_FLAG(bool, fold_inference, true,
 ABSL_FLAG(std::string, measurement_store, "",
           "Directory where ReportMeasurements stores measured runtimes (a TpuGraphs dataset root; "
           "docs/operations.md); empty: ReportMeasurements answers FAILED_PRECONDITION");
+ABSL_FLAG(int64_t, registration_bytes, int64_t{512} << 20,
+          "RegisterGraph calls in progress at once may hold this many request bytes in all (decoding takes a few "
+          "times that); past it they get RESOURCE_EXHAUSTED. One larger request alone is admitted");
 ABSL_FLAG(bool, reflection, true,
           "Serve gRPC server reflection (grpcurl and similar tools list the services); false turns it off");
 ABSL_FLAG(std::string, log_format, "text",
@@ -137,6 +140,7 @@ int main(int argc, char** argv) {
                    tgraph::CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
                    " tta_agreement=", absl::GetFlag(FLAGS_tta_agreement),
                    " reflection=", absl::GetFlag(FLAGS_reflection) ? "true" : "false",
+                   " registration_bytes=", absl::GetFlag(FLAGS_registration_bytes),
                    " drain_timeout_s=",
                    absl::GetFlag(FLAGS_drain_timeout_s)));
   // Touch the BLAS once so it is mapped, then report it.
@@ -223,7 +227,8 @@ int main(int argc, char** argv) {
                      stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
                                 : absl::StrCat(" (", stale.status().message(), ")")));
   }
-  tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes, measurements.get());
+  tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes, measurements.get(),
+                               absl::GetFlag(FLAGS_registration_bytes));
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

@@ -78,6 +78,14 @@ grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
 
 grpc::Status RankerService::RegisterGraph(grpc::ServerContext*, const v1::RegisterGraphRequest* request,
                                           v1::RegisterGraphResponse* response) {
+  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong());
+  std::optional<ByteBudget::Lease> lease = registrations_.TryAcquire(bytes);
+  if (!lease)
+    return grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                        absl::StrCat("RegisterGraph: ", registrations_.holders(), " registrations (",
+                                     registrations_.held() >> 20, " MiB) are being decoded, over --registration_bytes (",
+                                     registrations_.budget() >> 20, " MiB) with this one (", bytes >> 20,
+                                     " MiB): retry with backoff"));
   absl::StatusOr<WireGraph> g = DecodeRegistration(*request, max_nodes_);
   if (!g.ok()) return ToGrpc(g.status());
   EncodeConfigurableNodes(*g, response);

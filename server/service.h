@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "model/measurement_store.h"
+#include "server/byte_budget.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
@@ -17,9 +18,12 @@ namespace tgraph {
 class RankerService final : public v1::Ranker::Service {
  public:
   // `measurements` may be null: ReportMeasurements then answers FAILED_PRECONDITION.
+  // `registration_bytes` bounds the request bytes of RegisterGraph calls in progress at
+  // once (their decoding takes a few times that in memory); past it, RESOURCE_EXHAUSTED.
   RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, int64_t max_nodes,
-                MeasurementStore* measurements = nullptr)
-      : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(max_nodes), measurements_(measurements) {}
+                MeasurementStore* measurements = nullptr, int64_t registration_bytes = int64_t{512} << 20)
+      : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(max_nodes), measurements_(measurements),
+        registrations_(registration_bytes) {}
 
   grpc::Status RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                              v1::RegisterGraphResponse* response) override;
@@ -36,6 +40,7 @@ class RankerService final : public v1::Ranker::Service {
   ServerMetrics* metrics_;
   int64_t max_nodes_;
   MeasurementStore* measurements_;
+  ByteBudget registrations_;
 };
 
 // Counts every tgraph.v1.Ranker RPC in tgraph_requests_total{method,code} and its

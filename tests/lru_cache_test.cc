@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/byte_budget.h"
 #include "server/lru_cache.h"
 
 using namespace tgraph;
@@ -65,4 +66,25 @@ TEST_CASE("LRU cache: concurrent use keeps the accounting exact", "[cache]") {
   for (int k = 0; k < 50; ++k)
     if (auto v = cache.Get(k)) bytes += 10 + *v % 30;
   CHECK(bytes == s.bytes);
+}
+
+TEST_CASE("byte budget: admits up to the budget, one oversized request alone, and gives bytes back", "[cache]") {
+  ByteBudget budget(100);
+  {
+    auto a = budget.TryAcquire(60);
+    REQUIRE(a.has_value());
+    auto b = budget.TryAcquire(40);
+    REQUIRE(b.has_value());
+    CHECK(budget.held() == 100);
+    CHECK_FALSE(budget.TryAcquire(1).has_value());  // full: refused, not queued
+    CHECK(budget.holders() == 2);
+  }
+  CHECK(budget.held() == 0);
+  {
+    auto big = budget.TryAcquire(250);  // larger than the budget, but alone
+    REQUIRE(big.has_value());
+    CHECK_FALSE(budget.TryAcquire(1).has_value());
+  }
+  CHECK(budget.TryAcquire(100).has_value());
+  CHECK(budget.held() == 0);  // the temporary lease above was released at once
 }

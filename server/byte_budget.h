@@ -1,0 +1,66 @@
+// A budget of bytes shared by concurrent work (RegisterGraph decodes: each holds its
+// request's bytes while it runs). TryAcquire never waits: past the budget the caller
+// answers RESOURCE_EXHAUSTED and the client retries later, so memory stays bounded
+// whatever the number of concurrent requests. One request larger than the whole
+// budget is still admitted when nothing else holds any (--max_message_bytes bounds it).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+
+namespace tgraph {
+
+class ByteBudget {
+ public:
+  explicit ByteBudget(int64_t bytes) : budget_(bytes) {}
+
+  // Returned by TryAcquire; gives its bytes back when destroyed.
+  class Lease {
+   public:
+    Lease(ByteBudget* b, int64_t bytes) : b_(b), bytes_(bytes) {}
+    Lease(Lease&& o) noexcept : b_(o.b_), bytes_(o.bytes_) { o.b_ = nullptr; }
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Lease& operator=(Lease&&) = delete;
+    ~Lease() {
+      if (b_) b_->Release(bytes_);
+    }
+
+   private:
+    ByteBudget* b_;
+    int64_t bytes_;
+  };
+
+  std::optional<Lease> TryAcquire(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_ > 0 && held_ + bytes > budget_) return std::nullopt;
+    held_ += bytes;
+    ++holders_;
+    return Lease(this, bytes);
+  }
+
+  int64_t held() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return held_;
+  }
+  int holders() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return holders_;
+  }
+  int64_t budget() const { return budget_; }
+
+ private:
+  void Release(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    held_ -= bytes;
+    --holders_;
+  }
+
+  const int64_t budget_;
+  mutable std::mutex mu_;
+  int64_t held_ = 0;
+  int holders_ = 0;
+};
+
+}  // namespace tgraph
