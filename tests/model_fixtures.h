@@ -24,6 +24,7 @@ struct ModelWorld {
   std::string data, registry;
   int64_t batch_size = 16;
   int tta = 3;
+  uint64_t next_seed = 1;
 
   ModelWorld(uint64_t seed, const std::vector<std::string>& collections) {
     data = dir.path() + "/data";
@@ -39,8 +40,12 @@ struct ModelWorld {
   // Publishes a model of `folds` folds of random weights; the service's behaviour
   // does not depend on how good the model is. Returns the version. `edit` changes each
   // fold's weights before they are saved (e.g. a NaN, as a diverged run saves them).
+  // The weights are drawn from `seed`, or from the world's next seed when 0 (each
+  // publish a new model): LibTorch seeds its default generator nondeterministically,
+  // and a test whose figures depend on unseeded weights is flaky.
   int64_t Publish(const std::string& collection, int folds, int64_t hidden = 16,
-                  const std::function<void(RankingNet&)>& edit = nullptr) {
+                  const std::function<void(RankingNet&)>& edit = nullptr, uint64_t seed = 0) {
+    if (seed == 0) seed = next_seed++;
     ModelSpec spec;
     spec.hidden = hidden;
     spec.kind = ParseCollection(collection)->kind;
@@ -50,6 +55,7 @@ struct ModelWorld {
     m.batch_size = batch_size;
     m.tta = tta;
     for (int f = 0; f < folds; ++f) {
+      torch::manual_seed(seed * 1000 + static_cast<uint64_t>(f));
       auto net = MakeRankingNet(spec);
       if (edit) {
         torch::NoGradGuard no_grad;

@@ -405,7 +405,9 @@ CATCH_TEST_CASE("finetune learns from measurements, publishes only when not wors
           "[finetune][train]") {
   torch::set_num_threads(1);
   ModelWorld w(5, {"layout:xla:random"});
-  const int64_t v1 = w.Publish("layout:xla:random", 2);  // random weights
+  // Random weights from a fixed seed. Over seeds 1..16 the fine-tune gained 0.21 to
+  // 0.57 of held-out tau; seed 2 gains 0.35, far from the bound below on any CPU.
+  const int64_t v1 = w.Publish("layout:xla:random", 2, 16, nullptr, /*seed=*/2);
   const std::string store = w.dir.path() + "/measurements";
   FinetuneOptions o;
   o.registry = w.registry;
