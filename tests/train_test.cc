@@ -71,6 +71,7 @@ LoadedModel UntrainedModel(const std::string& collection, const std::string& dir
   if (batch_size > 0) m.batch_size = batch_size;
   if (tta > 0) m.tta = tta;
   for (int f = 0; f < folds; ++f) {
+    torch::manual_seed(static_cast<uint64_t>(f) + 1);  // reproducible: LibTorch's own seed is not
     auto net = MakeRankingNet(spec);
     const std::string w = "w" + std::to_string(f) + ".npz";
     if (!SaveWeights(*net, dir + "/" + w).ok()) std::abort();
