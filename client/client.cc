@@ -5,6 +5,7 @@
 #include <chrono>
 #include <functional>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -185,6 +186,25 @@ absl::StatusOr<std::vector<int8_t>> HloProgram::LayoutRow(
   return row;
 }
 
+absl::StatusOr<ClientTlsOptions> TlsFromFiles(const std::string& ca_file, const std::string& cert_file,
+                                              const std::string& key_file, const std::string& server_name) {
+  if (cert_file.empty() != key_file.empty())
+    return absl::InvalidArgumentError(
+        "a client certificate needs both --tls_cert and --tls_key (PEM), or neither (no mutual TLS)");
+  ClientTlsOptions t;
+  t.enabled = true;
+  t.server_name = server_name;
+  for (auto [path, what, label, out] : {std::tuple{&ca_file, "--tls_ca", "CERTIFICATE", &t.root_certs_pem},
+                                        std::tuple{&cert_file, "--tls_cert", "CERTIFICATE", &t.cert_chain_pem},
+                                        std::tuple{&key_file, "--tls_key", "PRIVATE KEY", &t.private_key_pem}}) {
+    if (path->empty()) continue;
+    absl::StatusOr<std::string> pem = ReadPemFile(*path, what, label);
+    if (!pem.ok()) return pem.status();
+    *out = std::move(*pem);
+  }
+  return t;
+}
+
 RankerClient::RankerClient(ClientOptions options) : impl_(std::make_unique<Impl>()) {
   impl_->options = options;
   grpc::ChannelArguments args;
@@ -193,7 +213,16 @@ RankerClient::RankerClient(ClientOptions options) : impl_(std::make_unique<Impl>
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 30000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
-  impl_->channel = grpc::CreateCustomChannel(options.target, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+  if (options.tls.enabled) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls.root_certs_pem;
+    ssl.pem_cert_chain = options.tls.cert_chain_pem;
+    ssl.pem_private_key = options.tls.private_key_pem;
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls.server_name.empty()) args.SetSslTargetNameOverride(options.tls.server_name);
+  }
+  impl_->channel = grpc::CreateCustomChannel(options.target, credentials, args);
   impl_->stub = v1::Ranker::NewStub(impl_->channel);
   impl_->health = grpc::health::v1::Health::NewStub(impl_->channel);
 }

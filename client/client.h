@@ -21,8 +21,24 @@ class RankConfigsResponse;
 class ListModelsResponse;
 }  // namespace v1
 
+// TLS to the server (server/tls.h). The PEM contents, not file names: TlsFromFiles
+// reads files with precise errors.
+struct ClientTlsOptions {
+  bool enabled = false;
+  std::string root_certs_pem;   // CAs the server's certificate must chain to; empty: gRPC's default roots
+  std::string cert_chain_pem;   // the client's own certificate (mutual TLS), with private_key_pem
+  std::string private_key_pem;
+  std::string server_name;      // the name the server's certificate must carry, when not the target's host
+};
+
+// TLS options from PEM files (each may be empty but cert and key go together), enabled.
+// Errors name the flag (--tls_ca, --tls_cert, --tls_key) and the file.
+absl::StatusOr<ClientTlsOptions> TlsFromFiles(const std::string& ca_file, const std::string& cert_file,
+                                              const std::string& key_file, const std::string& server_name);
+
 struct ClientOptions {
   std::string target = "127.0.0.1:50051";
+  ClientTlsOptions tls{};        // plaintext unless tls.enabled
   double timeout_s = 60;         // deadline of each RPC
   // UNAVAILABLE (no server listening, a restart, a drain) is retried with backoff 0.1 s,
   // 0.2 s, 0.4 s ... capped at 2 s, for up to this long in all: long enough to ride over a

@@ -32,6 +32,13 @@
 #include "tgraph/v1/ranker.pb.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address HOST:PORT");
+ABSL_FLAG(bool, tls, false, "Connect over TLS (implied by any --tls_* flag); the server's certificate is checked "
+          "against --tls_ca, else gRPC's default roots");
+ABSL_FLAG(std::string, tls_ca, "", "PEM CA bundle the server's certificate must chain to");
+ABSL_FLAG(std::string, tls_cert, "", "PEM client certificate, for a server that requires one (mutual TLS)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "The name the server's certificate must carry, when it is not --server's host (e.g. connecting by IP)");
 ABSL_FLAG(std::string, collection, "", "Collection, e.g. layout:xla:random");
 ABSL_FLAG(std::string, npz, "", "A graph file in the TpuGraphs format");
 ABSL_FLAG(std::string, hlo, "",
@@ -365,12 +372,21 @@ int main(int argc, char** argv) {
       "                       [--finetune_command 'tgraph-train finetune ...']\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P\n"
-      "--json prints JSON (rank, register, report, eval, bench, health, models).");
+      "--json prints JSON (rank, register, report, eval, bench, health, models).\n"
+      "--tls, --tls_ca CA.pem [--tls_cert C.pem --tls_key K.pem] connect over TLS (mutual TLS with a certificate).");
   if (args.size() != 2) return Fail(UsageError("give one command: rank, register, report, replay, eval, bench, health or models"));
   tgraph::ClientOptions co;
   co.target = absl::GetFlag(FLAGS_server);
   co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
   co.retry_budget_s = absl::GetFlag(FLAGS_retry_budget_s);
+  if (absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty() || !absl::GetFlag(FLAGS_tls_cert).empty() ||
+      !absl::GetFlag(FLAGS_tls_key).empty() || !absl::GetFlag(FLAGS_tls_server_name).empty()) {
+    absl::StatusOr<tgraph::ClientTlsOptions> tls =
+        tgraph::TlsFromFiles(absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                             absl::GetFlag(FLAGS_tls_server_name));
+    if (!tls.ok()) return Fail(UsageError(tls.status().message()));
+    co.tls = std::move(*tls);
+  }
   tgraph::RankerClient client(co);
   const std::string cmd = args[1];
   if (cmd == "rank") return Rank(client);

@@ -66,6 +66,20 @@ absl::StatusOr<std::string> ReadFile(const std::string& path) {
   return ss.str();
 }
 
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view what, absl::string_view label) {
+  absl::StatusOr<std::string> pem = ReadFile(path);
+  if (!pem.ok()) return absl::Status(pem.status().code(), absl::StrCat(what, ": ", pem.status().message()));
+  // "-----BEGIN <label>-----", where the label may say more ("RSA PRIVATE KEY").
+  for (size_t at = pem->find("-----BEGIN "); at != std::string::npos; at = pem->find("-----BEGIN ", at + 1)) {
+    const size_t end = pem->find("-----", at + 11);
+    if (end != std::string::npos && absl::string_view(*pem).substr(at + 11, end - at - 11).find(label) !=
+                                        absl::string_view::npos)
+      return pem;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": ", path, " holds no PEM block '-----BEGIN ...", label, "-----' (expected a PEM file)"));
+}
+
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view content) {
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);

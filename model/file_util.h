@@ -11,6 +11,11 @@ namespace tgraph {
 
 absl::StatusOr<std::string> ReadFile(const std::string& path);
 
+// A PEM file (TLS certificates and keys) for `what` (e.g. "--tls_cert"): its content, or
+// an error naming `what` and the file when it cannot be read or holds no PEM block
+// whose label contains `label` ("CERTIFICATE", "PRIVATE KEY").
+absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_view what, absl::string_view label);
+
 // Writes to "<path>.tmp.<pid>", fsyncs it, renames it over path and fsyncs the
 // directory: a reader sees either the old content or the new one, never a mix.
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view content);

@@ -5,7 +5,8 @@
 // Health (grpc.health.v1): the overall status ("") and "tgraph.v1.Ranker" are
 // NOT_SERVING until a model is loaded (readiness); "liveness" is SERVING as long as the
 // process answers RPCs, with or without a model (liveness probes). Server reflection is
-// on unless --reflection=false; Prometheus metrics are on their own port. SIGTERM/SIGINT
+// on unless --reflection=false; TLS or mutual TLS with --tls_cert, --tls_key and
+// --tls_client_ca; Prometheus metrics are on their own port. SIGTERM/SIGINT
 // stop accepting, drain in-flight RPCs up to --drain_timeout_s, and exit 0.
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
@@ -29,6 +30,7 @@
 #include "server/model_manager.h"
 #include "server/ranker.h"
 #include "server/service.h"
+#include "server/tls.h"
 
 ABSL_FLAG(std::string, registry, "", "Model registry root (<registry>/<collection>/<version>/manifest.json)");
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address; port 0 picks a free port");
@@ -65,6 +67,13 @@ ABSL_FLAG(int64_t, registration_bytes, int64_t{512} << 20,
           "times that); past it they get RESOURCE_EXHAUSTED. One larger request alone is admitted");
 ABSL_FLAG(bool, reflection, true,
           "Serve gRPC server reflection (grpcurl and similar tools list the services); false turns it off");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain of the server; with --tls_key, gRPC is served over TLS (empty: plaintext)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: clients must present a certificate it signed (mutual TLS); needs --tls_cert and --tls_key");
+ABSL_FLAG(int, tls_reload_s, 60,
+          "Seconds between re-reads of the TLS files: a rotated certificate is served without a restart");
 ABSL_FLAG(std::string, log_format, "text",
           "Log lines: text (time, level, message) or json (one object per line: time, level, tool, msg)");
 ABSL_FLAG(double, drain_timeout_s, 20, "On SIGTERM, how long in-flight RPCs may take to finish");
@@ -124,6 +133,13 @@ int main(int argc, char** argv) {
   absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok())
     return tgraph::Fail(tgraph::UsageError(absl::StrCat("--precision: ", precision.status().message())));
+  tgraph::ServerTlsOptions tls;
+  tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  tls.reload_s = absl::GetFlag(FLAGS_tls_reload_s);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = tgraph::MakeServerCredentials(tls);
+  if (!credentials.ok()) return tgraph::Fail(tgraph::UsageError(credentials.status().message()));
   const int intra = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_intra_op_threads));
   torch::set_num_threads(intra);
   LogInfo(absl::StrCat("registry=", registry, " address=", absl::GetFlag(FLAGS_address),
@@ -139,7 +155,7 @@ int main(int argc, char** argv) {
                    " precision=", tgraph::PrecisionName(*precision), " (", absl::GetFlag(FLAGS_precision),
                    tgraph::CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
                    " tta_agreement=", absl::GetFlag(FLAGS_tta_agreement),
-                   " reflection=", absl::GetFlag(FLAGS_reflection) ? "true" : "false",
+                   " reflection=", absl::GetFlag(FLAGS_reflection) ? "true" : "false", " transport=", tls.Describe(),
                    " registration_bytes=", absl::GetFlag(FLAGS_registration_bytes),
                    " drain_timeout_s=",
                    absl::GetFlag(FLAGS_drain_timeout_s)));
@@ -240,13 +256,14 @@ int main(int argc, char** argv) {
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
   int port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_address), grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(absl::GetFlag(FLAGS_address), *credentials, &port);
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX)));
   builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX)));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {
-    LogError(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_address)));
+    LogError(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_address),
+                          tls.enabled() ? " (with TLS: are --tls_cert and --tls_key a matching pair?)" : ""));
     return 1;
   }
   auto set_health = [&] {

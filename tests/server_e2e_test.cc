@@ -1157,3 +1157,135 @@ CATCH_TEST_CASE("server: a full disk answers RESOURCE_EXHAUSTED to ReportMeasure
   // The server keeps serving.
   CATCH_CHECK(HealthStatus(server.port, "liveness") == grpc::health::v1::HealthCheckResponse::SERVING);
 }
+
+namespace {
+
+// A throwaway CA and certificates from scripts/dev-certs (openssl), in `dir`.
+std::string DevCerts(const std::string& dir) {
+  const std::string certs = dir + "/certs";
+  const std::string cmd = std::string(TGRAPH_SOURCE_DIR) + "/scripts/dev-certs " + certs;
+  if (std::system(cmd.c_str()) != 0) return "";
+  return certs;
+}
+
+ClientOptions TlsClient(int port, const std::string& certs, const std::string& ca, const std::string& client = "") {
+  ClientOptions co;
+  co.target = "127.0.0.1:" + std::to_string(port);
+  co.retry_budget_s = 0;  // a refused handshake is UNAVAILABLE: no waiting for it
+  co.timeout_s = 10;
+  co.tls = *TlsFromFiles(certs + "/" + ca + ".pem", client.empty() ? "" : certs + "/" + client + ".pem",
+                         client.empty() ? "" : certs + "/" + client + ".key", "");
+  return co;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("server: TLS and mutual TLS with generated certificates, rotation without a restart, precise refusals",
+                "[e2e][tls]") {
+  World w;
+  w.Publish();
+  const std::string certs = DevCerts(w.dir.path());
+  CATCH_REQUIRE_FALSE(certs.empty());
+  const LayoutGraph g = w.Graph();
+  RankOptions ro;
+  ro.collection = "layout:xla:random";
+  auto rank = [&](const ClientOptions& co) {
+    RankerClient c(co);
+    return c.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), g.num_configs, ro);
+  };
+
+  // The same ranking over TLS as over plaintext.
+  absl::StatusOr<Ranking> plain;
+  {
+    const std::string dir = w.dir.path() + "/plain";
+    std::filesystem::create_directories(dir);
+    ServerProcess server(w.registry, dir);
+    CATCH_REQUIRE(server.port > 0);
+    plain = rank({"127.0.0.1:" + std::to_string(server.port)});
+    CATCH_REQUIRE(plain.ok());
+  }
+  // The server's files are copies, so that they can be rotated below.
+  const std::string live = w.dir.path() + "/live";
+  std::filesystem::create_directories(live);
+  for (const char* f : {"server.pem", "server.key"}) std::filesystem::copy_file(certs + "/" + f, live + "/" + f);
+  ServerProcess tls(w.registry, w.dir.path(),
+                    {"--tls_cert", live + "/server.pem", "--tls_key", live + "/server.key", "--tls_reload_s", "1"});
+  CATCH_REQUIRE(tls.port > 0);
+  CATCH_CHECK_THAT(tls.Log(), Catch::Contains("transport=TLS"));
+  absl::StatusOr<Ranking> secure = rank(TlsClient(tls.port, certs, "ca"));
+  CATCH_REQUIRE(secure.ok());
+  CATCH_CHECK(secure->scores == plain->scores);
+  // A plaintext client, a client that trusts another CA, and a client expecting
+  // another name all fail the handshake: UNAVAILABLE, nothing served.
+  ClientOptions cleartext;
+  cleartext.target = "127.0.0.1:" + std::to_string(tls.port);
+  cleartext.retry_budget_s = 0;
+  CATCH_CHECK(RankerClient(cleartext).Health().status().code() == absl::StatusCode::kUnavailable);
+  absl::StatusOr<std::string> wrong_ca = RankerClient(TlsClient(tls.port, certs, "other-ca")).Health();
+  CATCH_CHECK(wrong_ca.status().code() == absl::StatusCode::kUnavailable);
+  CATCH_CHECK_THAT(std::string(wrong_ca.status().message()), Catch::Contains("certificate verify failed"));
+  ClientOptions wrong_name = TlsClient(tls.port, certs, "ca");
+  wrong_name.tls.server_name = "elsewhere.example";
+  absl::StatusOr<std::string> named = RankerClient(wrong_name).Health();
+  CATCH_CHECK(named.status().code() == absl::StatusCode::kUnavailable);
+  CATCH_CHECK_THAT(std::string(named.status().message()), Catch::Contains("elsewhere.example"));
+  // A certificate the server name carries in its SANs other than the address's host.
+  ClientOptions by_name = TlsClient(tls.port, certs, "ca");
+  by_name.tls.server_name = "tgraph";
+  CATCH_CHECK(*RankerClient(by_name).Health() == "SERVING");
+
+  // Rotation: the files are replaced (each by a rename, as a Secret's update) with a
+  // certificate another CA signed; new connections get it within --tls_reload_s, no restart.
+  for (const char* ext : {".key", ".pem"}) {
+    std::filesystem::copy_file(certs + "/other-server" + ext, live + "/next" + ext);
+    std::filesystem::rename(live + "/next" + ext, live + "/server" + ext);
+  }
+  bool rotated = false;
+  for (int i = 0; i < 100 && !rotated; ++i) {
+    std::this_thread::sleep_for(100ms);
+    rotated = RankerClient(TlsClient(tls.port, certs, "other-ca")).Health().ok();
+  }
+  CATCH_CHECK(rotated);
+  CATCH_CHECK(RankerClient(TlsClient(tls.port, certs, "ca")).Health().status().code() ==
+              absl::StatusCode::kUnavailable);
+  CATCH_CHECK(tls.Stop() == 0);
+
+  // Mutual TLS: only a client certificate the client CA signed gets in.
+  const std::string mdir = w.dir.path() + "/mtls";
+  std::filesystem::create_directories(mdir);
+  ServerProcess mtls(w.registry, mdir,
+                     {"--tls_cert", certs + "/server.pem", "--tls_key", certs + "/server.key", "--tls_client_ca",
+                      certs + "/ca.pem"});
+  CATCH_REQUIRE(mtls.port > 0);
+  CATCH_CHECK_THAT(mtls.Log(), Catch::Contains("transport=mutual TLS"));
+  absl::StatusOr<Ranking> mutual = rank(TlsClient(mtls.port, certs, "ca", "client"));
+  CATCH_REQUIRE(mutual.ok());
+  CATCH_CHECK(mutual->scores == plain->scores);
+  CATCH_CHECK(RankerClient(TlsClient(mtls.port, certs, "ca")).Health().status().code() ==
+              absl::StatusCode::kUnavailable);  // no certificate
+  CATCH_CHECK(RankerClient(TlsClient(mtls.port, certs, "ca", "other-client")).Health().status().code() ==
+              absl::StatusCode::kUnavailable);  // signed by another CA
+  CATCH_CHECK(mtls.Stop() == 0);
+
+  // Bad TLS settings stop the server at startup with a usage error naming the flag.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
+      {{"--tls_cert", certs + "/server.pem"}, "needs both --tls_cert and --tls_key"},
+      {{"--tls_client_ca", certs + "/ca.pem"}, "needs both --tls_cert and --tls_key"},
+      {{"--tls_cert", certs + "/server.pem", "--tls_key", certs + "/absent.key"}, "--tls_key: " + certs + "/absent.key"},
+      {{"--tls_cert", certs + "/server.key", "--tls_key", certs + "/server.key"}, "--tls_cert: " + certs + "/server.key holds no PEM block"},
+      {{"--tls_cert", certs + "/server.pem", "--tls_key", certs + "/server.key", "--tls_client_ca",
+        certs + "/client.key"}, "--tls_client_ca: "},
+  };
+  for (size_t i = 0; i < bad.size(); ++i) {
+    const std::string dir = w.dir.path() + "/bad" + std::to_string(i);
+    std::filesystem::create_directories(dir);
+    ServerProcess refused(w.registry, dir, bad[i].first, 0, /*wait_for_port=*/false);
+    int status = 0;
+    waitpid(refused.pid, &status, 0);
+    refused.pid = -1;
+    CATCH_INFO(refused.Log());
+    CATCH_CHECK(WIFEXITED(status));
+    CATCH_CHECK(WEXITSTATUS(status) == 2);
+    CATCH_CHECK_THAT(refused.Log(), Catch::Contains(bad[i].second));
+  }
+}

@@ -246,3 +246,34 @@ def test_the_documented_autotuner_loop_runs(server, world):
     best = [int(re.search(r"best (\d+) ns", line).group(1)) for line in lines]
     assert best == sorted(best, reverse=True)  # the best found never gets worse
     assert min(best) >= int(tgraph.load_graph(UNET).runtimes.min())
+
+
+def test_tls_and_mutual_tls_rank_like_plaintext(tmp_path, world, server):
+    certs = str(tmp_path / "certs")
+    run([os.path.join(SRC, "scripts", "dev-certs"), certs])
+    pem = lambda name: os.path.join(certs, name)
+    plain = tgraph.Client(server.address).rank("layout:xla:random", UNET)
+    mtls = Server(world["registry"], str(tmp_path), extra=[
+        f"--tls_cert={pem('server.pem')}", f"--tls_key={pem('server.key')}", f"--tls_client_ca={pem('ca.pem')}"])
+    try:
+        # Paths or bytes; the same scores as over plaintext.
+        with tgraph.Client(mtls.address, tls_ca=pem("ca.pem"), tls_cert=pem("client.pem"),
+                           tls_key=open(pem("client.key"), "rb").read()) as client:
+            ranking = client.rank("layout:xla:random", UNET)
+        assert np.array_equal(ranking.scores, plain.scores)
+        # Refused handshakes: no client certificate, another CA's, plaintext.
+        for kwargs in [dict(tls_ca=pem("ca.pem")),
+                       dict(tls_ca=pem("ca.pem"), tls_cert=pem("other-client.pem"), tls_key=pem("other-client.key")),
+                       dict()]:
+            with pytest.raises(tgraph.TgraphError) as e:
+                tgraph.Client(mtls.address, retry_budget=0, **kwargs).health()
+            assert e.value.code == grpc.StatusCode.UNAVAILABLE, kwargs
+    finally:
+        mtls.stop()
+    # Bad arguments are refused before any call, naming the argument.
+    with pytest.raises(tgraph.TgraphError, match="both tls_cert and tls_key"):
+        tgraph.Client(server.address, tls_cert=pem("client.pem"))
+    with pytest.raises(tgraph.TgraphError, match="tls_ca: .*absent.pem: cannot read"):
+        tgraph.Client(server.address, tls_ca=pem("absent.pem"))
+    with pytest.raises(tgraph.TgraphError, match="tls_key: .*client.pem holds no PEM block"):
+        tgraph.Client(server.address, tls_cert=pem("client.pem"), tls_key=pem("client.pem"))

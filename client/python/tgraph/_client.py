@@ -102,20 +102,60 @@ class HloModule:
 GraphLike = Union[Graph, HloModule, str, os.PathLike]
 
 
+def _pem(value, what: str, label: bytes) -> Optional[bytes]:
+    """PEM bytes from bytes or a path; None stays None. Errors name the argument."""
+    if value is None:
+        return None
+    if isinstance(value, (bytes, bytearray)):
+        data, where = bytes(value), "the bytes given"
+    else:
+        where = os.fspath(value)
+        try:
+            with open(where, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise invalid(f"{what}: {where}: cannot read: {e.strerror}") from None
+    begin = data.find(b"-----BEGIN ")
+    while begin >= 0:
+        end = data.find(b"-----", begin + 11)
+        if end >= 0 and label in data[begin + 11:end]:
+            return data
+        begin = data.find(b"-----BEGIN ", begin + 1)
+    raise invalid(f"{what}: {where} holds no PEM block '-----BEGIN ...{label.decode()}-----' (expected a PEM file)")
+
+
 class Client:
     """A connection to tgraph-server.
 
     address: HOST:PORT. timeout: the deadline of each call (s). retry_budget: how long
-    UNAVAILABLE (no server, a restart, a drain) is retried in all (s; 0 = never)."""
+    UNAVAILABLE (no server, a restart, a drain) is retried in all (s; 0 = never).
+
+    TLS (a server started with --tls_cert/--tls_key): tls=True, with tls_ca the CA
+    bundle the server's certificate must chain to (a PEM path or bytes; None: gRPC's
+    default roots); for mutual TLS also tls_cert and tls_key (the client's certificate
+    and key); tls_server_name when the certificate names another host than address's
+    (e.g. connecting by IP). Any tls_* argument implies tls=True."""
 
     def __init__(self, address: str = "127.0.0.1:50051", *, timeout: float = 60.0, retry_budget: float = 30.0,
-                 max_message_bytes: int = 256 << 20):
+                 max_message_bytes: int = 256 << 20, tls: bool = False, tls_ca=None, tls_cert=None, tls_key=None,
+                 tls_server_name: Optional[str] = None):
         options = [("grpc.max_send_message_length", max_message_bytes),
                    ("grpc.max_receive_message_length", max_message_bytes),
                    ("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_timeout_ms", 10000)]
         self.timeout = timeout
         self.retry_budget = retry_budget
-        self._channel = grpc.insecure_channel(address, options=options)
+        if tls or tls_ca is not None or tls_cert is not None or tls_key is not None or tls_server_name:
+            if (tls_cert is None) != (tls_key is None):
+                raise invalid("a client certificate needs both tls_cert and tls_key, or neither (no mutual TLS)")
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_pem(tls_ca, "tls_ca", b"CERTIFICATE"),
+                private_key=_pem(tls_key, "tls_key", b"PRIVATE KEY"),
+                certificate_chain=_pem(tls_cert, "tls_cert", b"CERTIFICATE"))
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            self._channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(address, options=options)
         self._stub = ranker_pb2_grpc.RankerStub(self._channel)
         self._health = self._channel.unary_unary("/grpc.health.v1.Health/Check",
                                                  request_serializer=_encode_health_request,
