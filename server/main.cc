@@ -243,8 +243,9 @@ int main(int argc, char** argv) {
                      stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
                                 : absl::StrCat(" (", stale.status().message(), ")")));
   }
+  const int64_t max_message_bytes = std::min<int64_t>(absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX);
   tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes, measurements.get(),
-                               absl::GetFlag(FLAGS_registration_bytes));
+                               absl::GetFlag(FLAGS_registration_bytes), max_message_bytes);
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -257,8 +258,8 @@ int main(int argc, char** argv) {
   }
   int port = 0;
   builder.AddListeningPort(absl::GetFlag(FLAGS_address), *credentials, &port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX)));
-  builder.SetMaxSendMessageSize(static_cast<int>(std::min<int64_t>(absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX)));
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || port == 0) {

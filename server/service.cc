@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "model/model_io.h"
@@ -67,6 +68,57 @@ class RequestCounterFactory : public grpc::experimental::ServerInterceptorFactor
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeRequestCounter(ServerMetrics* metrics) {
   return std::make_unique<RequestCounterFactory>(metrics);
+}
+
+namespace {
+
+// One streamed-unary call: the request read here, `handle` run on it, its answer
+// written when OK. A request that cannot be read is over the transport's message limit
+// (gRPC then cancels the call and its own RESOURCE_EXHAUSTED reaches the client), was
+// cancelled by the client while sending, or is not a message of the method's type (the
+// call stays open). The status returned is the one tgraph_requests_total counts.
+template <typename Request, typename Response, typename Handle>
+grpc::Status ServeUnary(grpc::ServerContext* context, grpc::ServerUnaryStreamer<Request, Response>* stream,
+                        absl::string_view method, int64_t max_message_bytes, Handle handle) {
+  Request request;
+  if (!stream->Read(&request)) {
+    // The cancellation reaches the context a moment after the failed read.
+    for (int i = 0; i < 100 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (context->deadline() < std::chrono::system_clock::now())
+      return grpc::Status(grpc::DEADLINE_EXCEEDED, absl::StrCat(method, ": the deadline passed before the request "
+                                                                        "arrived whole"));
+    if (context->IsCancelled())
+      return grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                          absl::StrCat(method, ": the request is over --max_message_bytes (", max_message_bytes,
+                                       " bytes), or the client cancelled it while sending"));
+    return grpc::Status(grpc::INVALID_ARGUMENT, absl::StrCat(method, ": the request is not a ",
+                                                             Request::descriptor()->full_name(), " message"));
+  }
+  Response response;
+  grpc::Status status = handle(context, &request, &response);
+  if (status.ok() && !stream->Write(response))
+    return grpc::Status(grpc::CANCELLED, absl::StrCat(method, ": the answer could not be sent (the client left)"));
+  return status;
+}
+
+}  // namespace
+
+grpc::Status RankerService::StreamedRegisterGraph(
+    grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::RegisterGraphRequest, v1::RegisterGraphResponse>* s) {
+  return ServeUnary(context, s, "RegisterGraph", max_message_bytes_, [this](auto... a) { return RegisterGraph(a...); });
+}
+grpc::Status RankerService::StreamedRankConfigs(
+    grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::RankConfigsRequest, v1::RankConfigsResponse>* s) {
+  return ServeUnary(context, s, "RankConfigs", max_message_bytes_, [this](auto... a) { return RankConfigs(a...); });
+}
+grpc::Status RankerService::StreamedListModels(
+    grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::ListModelsRequest, v1::ListModelsResponse>* s) {
+  return ServeUnary(context, s, "ListModels", max_message_bytes_, [this](auto... a) { return ListModels(a...); });
+}
+grpc::Status RankerService::StreamedReportMeasurements(
+    grpc::ServerContext* context,
+    grpc::ServerUnaryStreamer<v1::ReportMeasurementsRequest, v1::ReportMeasurementsResponse>* s) {
+  return ServeUnary(context, s, "ReportMeasurements", max_message_bytes_, [this](auto... a) { return ReportMeasurements(a...); });
 }
 
 grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {

@@ -15,15 +15,34 @@
 
 namespace tgraph {
 
-class RankerService final : public v1::Ranker::Service {
+// The methods are served "streamed unary" (one request read by the handler, one
+// answer): gRPC then hands every call to the handler, also one whose request is over
+// --max_message_bytes or does not parse, so that the handler answers it with a precise
+// status and the request counter sees it. Served as plain unary, such calls are refused
+// inside gRPC's transport, where nothing of the server sees them.
+class RankerService final : public v1::Ranker::StreamedUnaryService {
  public:
   // `measurements` may be null: ReportMeasurements then answers FAILED_PRECONDITION.
   // `registration_bytes` bounds the request bytes of RegisterGraph calls in progress at
   // once (their decoding takes a few times that in memory); past it, RESOURCE_EXHAUSTED.
+  // `max_message_bytes` is the transport's limit (ServerBuilder), named in refusals.
   RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, int64_t max_nodes,
-                MeasurementStore* measurements = nullptr, int64_t registration_bytes = int64_t{512} << 20)
+                MeasurementStore* measurements = nullptr, int64_t registration_bytes = int64_t{512} << 20,
+                int64_t max_message_bytes = int64_t{256} << 20)
       : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(max_nodes), measurements_(measurements),
-        registrations_(registration_bytes) {}
+        registrations_(registration_bytes), max_message_bytes_(max_message_bytes) {}
+
+  // What gRPC calls: read the request, run the handler below, write its answer.
+  grpc::Status StreamedRegisterGraph(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<v1::RegisterGraphRequest, v1::RegisterGraphResponse>* stream) override;
+  grpc::Status StreamedRankConfigs(grpc::ServerContext* context,
+                                   grpc::ServerUnaryStreamer<v1::RankConfigsRequest, v1::RankConfigsResponse>* stream) override;
+  grpc::Status StreamedListModels(grpc::ServerContext* context,
+                                  grpc::ServerUnaryStreamer<v1::ListModelsRequest, v1::ListModelsResponse>* stream) override;
+  grpc::Status StreamedReportMeasurements(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<v1::ReportMeasurementsRequest, v1::ReportMeasurementsResponse>* stream) override;
 
   grpc::Status RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                              v1::RegisterGraphResponse* response) override;
@@ -41,12 +60,13 @@ class RankerService final : public v1::Ranker::Service {
   int64_t max_nodes_;
   MeasurementStore* measurements_;
   ByteBudget registrations_;
+  int64_t max_message_bytes_;
 };
 
 // Counts every tgraph.v1.Ranker RPC in tgraph_requests_total{method,code} and its
-// latency, with the status actually sent, including the requests gRPC itself refuses
-// before a handler runs (over --max_message_bytes, unparseable): install it with
-// ServerBuilder::experimental().SetInterceptorCreators.
+// latency, with the status actually sent, including requests over
+// --max_message_bytes and unparseable ones (RankerService reads them itself): install
+// it with ServerBuilder::experimental().SetInterceptorCreators.
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeRequestCounter(ServerMetrics* metrics);
 
 // absl::Status -> grpc::Status with the same code and message; a machine-readable

@@ -186,10 +186,10 @@ def test_server_reflection_can_be_turned_off(world):
 
 
 def test_requests_refused_before_a_handler_are_counted(world):
-    """A request that is not a message at all never reaches a handler and is still
-    counted in tgraph_requests_total (the error-ratio alert sees it). One over
-    --max_message_bytes is refused by gRPC's transport before the server sees the call:
-    RESOURCE_EXHAUSTED for the client, not counted (docs/api.md)."""
+    """A request over --max_message_bytes and one that is not a message at all are
+    counted in tgraph_requests_total (the error-ratio alert sees them): the server reads
+    requests itself (server/service.h). The first gets gRPC's RESOURCE_EXHAUSTED, the
+    second INVALID_ARGUMENT naming the message type; a valid request still works."""
     import urllib.request
 
     import grpc
@@ -199,13 +199,21 @@ def test_requests_refused_before_a_handler_are_counted(world):
         with grpc.insecure_channel(s.address, options=[("grpc.max_send_message_length", 1 << 24)]) as channel:
             rank = channel.unary_unary("/tgraph.v1.Ranker/RankConfigs", request_serializer=lambda b: b,
                                        response_deserializer=lambda b: b)
+            for _ in range(2):
+                with pytest.raises(grpc.RpcError) as e:
+                    rank(b"\x0f\x0f\x0f", timeout=10)  # an invalid wire type
+                assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+                assert "not a tgraph.v1.RankConfigsRequest message" in e.value.details()
+            for _ in range(3):
+                with pytest.raises(grpc.RpcError) as e:
+                    rank(b"\x2a\x80\x80\x10" + b"x" * 262144, timeout=10)  # layout_configs of 256 KiB
+                assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
             with pytest.raises(grpc.RpcError) as e:
-                rank(b"\x0f\x0f\x0f", timeout=10)  # an invalid wire type
-            assert e.value.code() == grpc.StatusCode.INTERNAL
-            with pytest.raises(grpc.RpcError) as e:
-                rank(b"\x2a\x80\x80\x10" + b"x" * 262144, timeout=10)  # layout_configs of 256 KiB
-            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+                rank(b"", timeout=10)  # parses: refused by the handler, for its empty collection
+            assert e.value.code() == grpc.StatusCode.NOT_FOUND
         metrics = urllib.request.urlopen(f"http://127.0.0.1:{s.metrics_port}/metrics", timeout=10).read().decode()
-        assert 'tgraph_requests_total{code="INTERNAL",method="RankConfigs"} 1' in metrics
+        assert 'tgraph_requests_total{code="INVALID_ARGUMENT",method="RankConfigs"} 2' in metrics
+        assert 'tgraph_requests_total{code="RESOURCE_EXHAUSTED",method="RankConfigs"} 3' in metrics
+        assert 'tgraph_requests_total{code="NOT_FOUND",method="RankConfigs"} 1' in metrics
     finally:
         s.stop()
