@@ -59,6 +59,12 @@ void PrintHelp(const char* usage) {
 
 }  // namespace
 
+// Whether the tool defines a flag `name` that takes a value (not a bool).
+static bool OwnValueFlag(absl::string_view name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  return flag != nullptr && !flag->IsOfType<bool>();
+}
+
 const std::string& ToolName() { return MutableToolName(); }
 
 std::string VersionLine() { return absl::StrCat(ToolName(), " ", BuildVersion(), " (commit ", BuildCommit(), ")"); }
@@ -75,7 +81,9 @@ std::vector<char*> ParseToolCommandLine(int argc, char** argv, const char* usage
       PrintHelp(usage);
       std::exit(kExitOk);
     }
-    if (std::strcmp(argv[i], "--version") == 0) {
+    // "--version N" is a tool's own version flag when it has one with a value
+    // (tgraph-train retire --version 7); "--version" alone prints the tool's version.
+    if (std::strcmp(argv[i], "--version") == 0 && !(OwnValueFlag("version") && i + 1 < argc && argv[i + 1][0] != '-')) {
       std::printf("%s\n", VersionLine().c_str());
       std::exit(kExitOk);
     }

@@ -55,7 +55,7 @@ ABSL_FLAG(double, cascade_fraction, 0.25,
           "Requests with cascade: the fraction of configurations (at least 2 x top_k) the first fold's scores keep "
           "for every fold");
 ABSL_FLAG(double, poll_interval_s, 10, "Seconds between registry scans for new model versions");
-ABSL_FLAG(int, keep_versions, 2, "Newest versions kept loaded per collection (older ones cannot be pinned)");
+ABSL_FLAG(int, keep_versions, 2, "Newest loadable versions kept loaded per collection (older ones cannot be pinned; versions that fail to load are passed over)");
 ABSL_FLAG(bool, fold_inference, true,
           "Fold TGraph's f1 into f2 at inference (the same function, half the block matmuls; false: the layers as "
           "trained, for A/B comparisons)");

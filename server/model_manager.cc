@@ -35,19 +35,20 @@ std::vector<ModelEvent> ModelManager::Poll() {
   }
   for (const std::string& collection : collections) {
     const std::vector<int64_t> listed = registry_.ListVersions(collection);
-    // The newest keep_versions listed versions, oldest first, so the newest loads last.
-    std::vector<int64_t> wanted = listed;
-    if (static_cast<int>(wanted.size()) > options_.keep_versions)
-      wanted.erase(wanted.begin(), wanted.end() - options_.keep_versions);
-    for (int64_t v : wanted) {
+    // The newest keep_versions versions that load, newest first (it serves as soon as it
+    // is in). A version that failed and has not changed since is passed over, so that
+    // corrupt newest versions leave the server on the newest good ones rather than on
+    // nothing (or on fewer than keep_versions).
+    for (auto it = listed.rbegin(); it != listed.rend(); ++it) {
+      const int64_t v = *it;
       const std::string stamp = registry_.VersionStamp(collection, v);
       {
         std::lock_guard<std::mutex> lock(mu_);
         const auto& have = models_[collection];
+        // Loaded versions at least as new as v (vanished newer ones, still serving, too).
+        const auto at_least_v = static_cast<int>(std::distance(have.lower_bound(v), have.end()));
+        if (at_least_v >= options_.keep_versions) break;
         if (have.count(v)) continue;
-        // Older than every loaded version while keep_versions are loaded: it would be
-        // trimmed again at once (vanished newer versions still serving, see below).
-        if (static_cast<int>(have.size()) >= options_.keep_versions && v < have.begin()->first) continue;
         auto failed = failed_.find({collection, v});
         if (failed != failed_.end() && failed->second == stamp) continue;  // unchanged since it failed
       }

@@ -186,6 +186,37 @@ CATCH_TEST_CASE("model manager loads, swaps, pins and survives a corrupt version
   CATCH_CHECK(mm.AnyLoaded());
 }
 
+CATCH_TEST_CASE("model manager: corrupt newest versions leave it on the newest good ones, not on nothing", "[server]") {
+  World w;
+  const int64_t good1 = w.Publish("layout:xla:random", 1);
+  const int64_t good2 = w.Publish("layout:xla:random", 1);
+  std::vector<int64_t> corrupt;
+  for (int i = 0; i < 2; ++i) {
+    corrupt.push_back(w.Publish("layout:xla:random", 1));
+    std::ofstream(Registry(w.registry).VersionDir("layout:xla:random", corrupt.back()) + "/fold_0.npz", std::ios::app)
+        << "junk";
+  }
+  // A server that starts now (keep_versions 2) loads the two newest good versions.
+  ModelManager mm(Registry(w.registry), {2});
+  std::vector<ModelEvent> events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 4u);  // newest first: two failures, then two loads
+  CATCH_CHECK((events[0].kind == ModelEvent::Kind::kFailed && events[0].version == corrupt[1]));
+  CATCH_CHECK((events[1].kind == ModelEvent::Kind::kFailed && events[1].version == corrupt[0]));
+  CATCH_CHECK((events[2].kind == ModelEvent::Kind::kLoaded && events[2].version == good2));
+  CATCH_CHECK((events[3].kind == ModelEvent::Kind::kLoaded && events[3].version == good1));
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == good2);
+  CATCH_CHECK(mm.Get("layout:xla:random", good1).ok());
+  CATCH_CHECK(mm.Poll().empty());  // the failures are not retried while unchanged
+  // A good version published over them serves at the next poll; the oldest goes.
+  const int64_t good3 = w.Publish("layout:xla:random", 1);
+  events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK(events[0].version == good3);
+  CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == good3);
+  CATCH_CHECK(mm.Get("layout:xla:random", good2).ok());
+  CATCH_CHECK(mm.Get("layout:xla:random", good1).status().code() == absl::StatusCode::kNotFound);
+}
+
 CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-graph work", "[server]") {
   World w;
   w.Publish("layout:xla:random", 2);

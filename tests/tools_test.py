@@ -89,6 +89,27 @@ def test_other_failures_exit_1(tmp_path):
     assert r.returncode == 1 and "unet_3d" in r.stderr  # an npz is not an HLO module
 
 
+def test_retire_and_restore_take_the_model_version_as_version_n(world, tmp_path):
+    """tgraph-train's own --version flag (the model version of retire and restore) takes
+    its value after a space too, as docs/operations.md writes it; --version alone still
+    prints the tool's version. Retire also says what servers serve now."""
+    import shutil
+    registry = str(tmp_path / "registry")
+    shutil.copytree(world["registry"], registry)
+    train = binary("model", "train", "tgraph-train")
+    marker = os.path.join(registry, "layout:xla:random", "1", "RETIRED")
+    r = call(train, "retire", "--registry", registry, "--collection", "layout:xla:random", "--version", "1",
+             "--reason", "tools test")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("retired layout:xla:random version 1;"), r.stdout
+    assert os.path.exists(marker)
+    r = call(train, "restore", "--registry", registry, "--collection", "layout:xla:random", "--version=1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "restored layout:xla:random version 1; servers now serve version 1\n"
+    assert not os.path.exists(marker)
+    assert re.match(r"tgraph-train \d", call(train, "--version").stdout)
+
+
 def test_json_output_of_every_command_that_prints_results(server, tmp_path):
     client = binary("client", "tgraph-client")
     s = ["--server", server.address, "--json"]

@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "model/cli.h"
+#include "model/model_io.h"
 #include "model/tool.h"
 #include "model/train/finetune.h"
 #include "model/train/trainer.h"
@@ -115,11 +116,20 @@ int main(int argc, char** argv) {
     const absl::Status s = command == "retire" ? registry.Retire(collection, version, absl::GetFlag(FLAGS_reason))
                                                : registry.Restore(collection, version);
     if (!s.ok()) return Fail(s);
-    absl::StatusOr<int64_t> latest = registry.LatestVersion(collection);
-    std::printf("%s %s version %lld; servers now serve %s\n", command == "retire" ? "retired" : "restored",
-                collection.c_str(), static_cast<long long>(version),
-                latest.ok() ? absl::StrCat("version ", *latest).c_str()
-                            : "their last loaded version (no other version is listed)");
+    // What servers serve now: the newest listed version that loads (server/model_manager.h).
+    std::string serving = "their last loaded version (no other version is listed)", skipped;
+    const std::vector<int64_t> listed = registry.ListVersions(collection);
+    for (auto v = listed.rbegin(); v != listed.rend(); ++v) {
+      absl::Status loads = tgraph::LoadModel(registry, collection, *v).status();
+      if (loads.ok()) {
+        serving = absl::StrCat("version ", *v);
+        break;
+      }
+      absl::StrAppend(&skipped, skipped.empty() ? "" : "; ", "version ", *v, " does not load: ", loads.message());
+    }
+    std::printf("%s %s version %lld; servers now serve %s%s\n", command == "retire" ? "retired" : "restored",
+                collection.c_str(), static_cast<long long>(version), serving.c_str(),
+                skipped.empty() ? "" : absl::StrCat(" (", skipped, ")").c_str());
     return tgraph::kExitOk;
   }
   if (run_dir.empty()) return Fail(UsageError("--run_dir is required"));
