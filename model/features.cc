@@ -2,6 +2,8 @@
 
 #include <torch/torch.h>
 
+#include "model/config_rows.h"
+
 namespace tgraph {
 
 int64_t GraphTensors::bytes() const {
@@ -31,7 +33,7 @@ GraphTensors MakeGraphTensors(const NodeGraph& g, const std::vector<int64_t>& co
     for (int k = 0; k < kLayoutSlots; ++k) {
       // Re-padding (TGraph 2.2.4): -1 past the rank, so 0 always means axis 0.
       const int v = k < rank ? static_cast<int>(row[kLayoutFeatBegin + k]) : -1;
-      lay[i * kLayoutSlots + k] = std::clamp(v, -1, 5) + 1;
+      lay[i * kLayoutSlots + k] = LayoutValueIndex(std::clamp(v, kLayoutValueMin, kLayoutValueMax));
     }
     opc[i] = g.node_opcode[i];
   }
@@ -66,7 +68,7 @@ torch::Tensor MakeLayoutConfigTensor(const int8_t* rows, int64_t count, int64_t 
   torch::Tensor out = torch::empty({count, nc, kConfigFeatDim}, torch::kInt64);
   int64_t* p = out.data_ptr<int64_t>();
   const int64_t total = count * nc * kConfigFeatDim;
-  for (int64_t i = 0; i < total; ++i) p[i] = static_cast<int64_t>(rows[i]) + 1;
+  LayoutValueIndices(rows, total, p);
   return out;
 }
 

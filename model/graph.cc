@@ -1,5 +1,7 @@
 #include "model/graph.h"
 
+#include "model/config_rows.h"
+
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -73,14 +75,6 @@ absl::Status ValidateNodeSplits(const std::vector<int64_t>& splits, int64_t n, a
   return absl::OkStatus();
 }
 
-std::string FirstBadLayoutConfigValue(const int8_t* values, size_t n, int64_t nc) {
-  for (size_t i = 0; i < n; ++i)
-    if (values[i] < -1 || values[i] > 5)
-      return absl::StrCat("config ", i / (nc * kConfigFeatDim), ", configurable node ", (i / kConfigFeatDim) % nc,
-                          ", slot ", i % kConfigFeatDim, " is ", static_cast<int>(values[i]), ", expected -1..5");
-  return "";
-}
-
 absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what, bool allow_no_configs) {
   if (absl::Status s = ValidateNodeGraph(g.graph, what); !s.ok()) return s;
   const int64_t n = g.graph.num_nodes, nc = g.num_config_nodes(), c = g.num_configs;
@@ -114,10 +108,8 @@ absl::Status ValidateTileGraph(const TileGraph& g, absl::string_view what) {
   if (static_cast<int64_t>(g.config_feat.size()) != c * kTileConfigDim)
     return Invalid(what, "config_feat", absl::StrCat("has ", g.config_feat.size(), " values, expected ", c,
                                                      " x ", kTileConfigDim));
-  for (size_t i = 0; i < g.config_feat.size(); ++i)
-    if (!std::isfinite(g.config_feat[i]))
-      return Invalid(what, "config_feat", absl::StrCat("config ", i / kTileConfigDim, ", feature ",
-                                                       i % kTileConfigDim, " is not finite"));
+  if (std::string bad = FirstBadTileConfigValue(g.config_feat.data(), g.config_feat.size()); !bad.empty())
+    return Invalid(what, "config_feat", bad);
   if (absl::Status s = CheckRuntimes(g.config_runtime, c, what, "config_runtime"); !s.ok()) return s;
   if (absl::Status s = CheckRuntimes(g.config_runtime_normalizers, c, what, "config_runtime_normalizers");
       !s.ok())

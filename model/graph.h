@@ -87,10 +87,6 @@ absl::Status ValidateTileGraph(const TileGraph& g, absl::string_view what);
 // (e.g. [0, 324, 372] for 372 nodes).
 absl::Status ValidateNodeSplits(const std::vector<int64_t>& splits, int64_t n, absl::string_view what);
 
-// The first of n layout config values (laid out c x nc x 18) outside -1..5, described
-// as "config C, configurable node N, slot S is V, expected -1..5"; empty when all are
-// in range. Shared by the file validation above and the server's request validation.
-std::string FirstBadLayoutConfigValue(const int8_t* values, size_t n, int64_t nc);
 
 // Content hash: lowercase hex SHA-256 of this canonical little-endian encoding:
 //   "tgraph.graph.v1\n"

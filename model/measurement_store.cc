@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "model/config_rows.h"
 #include "model/file_util.h"
 #include "model/graph_io.h"
 #include "model/npy.h"

@@ -7,6 +7,7 @@
 #include <limits>
 #include <numeric>
 
+#include "model/config_rows.h"
 #include "model/rng.h"
 
 namespace tgraph {
@@ -21,7 +22,7 @@ ConfigBatch Gather(const ConfigRows& rows, const std::vector<int64_t>& idx, size
     int64_t* p = b.layout.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i) {
       const int8_t* src = rows.layout + idx[begin + i] * row;
-      for (int64_t k = 0; k < row; ++k) p[i * row + k] = static_cast<int64_t>(src[k]) + 1;
+      LayoutValueIndices(src, row, p + i * row);
     }
   } else {
     b.tile = torch::empty({n, kTileConfigDim}, torch::kFloat32);

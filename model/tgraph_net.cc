@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "model/config_rows.h"
 #include "model/tiled_block.h"
 
 namespace tgraph {
@@ -14,7 +15,7 @@ namespace {
 namespace F = torch::nn::functional;
 using torch::Tensor;
 
-constexpr int64_t kLayoutValues = 7;  // -1..5, shifted to 0..6
+
 
 // Exact GELU; for inference our vectorised one (model/tiled_kernels.h, error < 3e-7).
 Tensor Gelu(const Tensor& x) {
@@ -185,7 +186,7 @@ class TGraphNet : public RankingNet {
  public:
   explicit TGraphNet(const ModelSpec& s) : RankingNet(s) {
     const int64_t h = s.hidden;
-    layout_embed_ = register_module("layout_embed", torch::nn::Embedding(kLayoutValues, s.layout_embedding));
+    layout_embed_ = register_module("layout_embed", torch::nn::Embedding(kLayoutValueIndices, s.layout_embedding));
     opcode_embed_ = register_module("opcode_embed", torch::nn::Embedding(kNumOpcodes, s.opcode_embedding));
     const int64_t static_width = kNumericFeatDim + kLayoutSlots * s.layout_embedding + s.opcode_embedding;
     in_static_ = register_module("in_static", torch::nn::Linear(static_width, h));

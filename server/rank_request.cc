@@ -5,6 +5,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "model/config_rows.h"
 #include "model/graph.h"
 
 namespace tgraph {
@@ -41,14 +42,10 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
     if (q.tile_configs.size() != want)
       return absl::InvalidArgumentError(absl::StrCat("tile_configs has ", q.tile_configs.size(),
                                                      " bytes, expected num_configs x 24 float32 = ", want));
-    for (int64_t i = 0; i < c * kTileConfigDim; ++i) {
-      float v;
-      std::memcpy(&v, q.tile_configs.data() + i * sizeof(float), sizeof v);
-      if (!std::isfinite(v) || v < 0)
-        return absl::InvalidArgumentError(absl::StrCat("tile_configs: config ", i / kTileConfigDim, ", feature ",
-                                                       i % kTileConfigDim, " is ", v,
-                                                       ", expected a finite non-negative number"));
-    }
+    std::vector<float> values(static_cast<size_t>(c) * kTileConfigDim);
+    std::memcpy(values.data(), q.tile_configs.data(), want);
+    if (std::string bad = FirstBadTileConfigValue(values.data(), values.size()); !bad.empty())
+      return absl::InvalidArgumentError(absl::StrCat("tile_configs: ", bad));
   }
   if (q.top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", q.top_k));
   if (q.cascade && q.top_k <= 0)

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "model/dataset.h"
 #include "model/file_util.h"
@@ -244,6 +245,16 @@ TEST_CASE("tile loader checks its own keys", "[graph_io]") {
   r = TileGraphFromNpz(npz, "t.npz");
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(std::string(r.status().message()), Catch::Contains("expected (c, 24)"));
+  // The loader's tile check is the server's (model/config_rows.h): finite and >= 0.
+  for (float bad : {-2.0f, std::numeric_limits<float>::infinity()}) {
+    TileGraph g = SmallTileGraph();
+    g.config_feat[kTileConfigDim + 3] = bad;
+    r = TileGraphFromNpz(TileGraphToNpz(g), "t.npz");
+    REQUIRE_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()),
+               Catch::Contains("t.npz: key 'config_feat': config 1, feature 3 is " + std::string(bad < 0 ? "-2" : "inf") +
+                               ", expected a finite non-negative number"));
+  }
 }
 
 TEST_CASE("a truncated graph file is an error, not a crash", "[graph_io]") {

@@ -364,6 +364,11 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   const float nan = std::nanf("");
   std::memcpy(&tile_bytes[4 * 30], &nan, 4);
   expect(tq, absl::StatusCode::kInvalidArgument, "tile_configs: config 1, feature 6 is nan");
+  const float negative = -2;  // the loader refuses it too (model/config_rows.h)
+  std::memcpy(&tile_bytes[4 * 30], &negative, 4);
+  tq.tile_configs = tile_bytes;
+  expect(tq, absl::StatusCode::kInvalidArgument,
+         "tile_configs: config 1, feature 6 is -2, expected a finite non-negative number");
   tq.collection = "layout:xla:random";
   expect(tq, absl::StatusCode::kInvalidArgument, "the graph has no node_config_ids");
 }
