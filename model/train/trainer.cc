@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -210,174 +212,303 @@ absl::Status PrepareRun(const TrainOptions& o) {
   return WriteFileAtomic(path, RunInfoJson(p->info));
 }
 
-absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
+namespace {
+
+// The data of a fold's process: the run's graphs as tensors built with the statistics
+// run.json stores (exactly, not recomputed), and the fold's split.
+struct FoldData {
+  Prepared p;
+  RunInfo info;
+  std::vector<size_t> train, valid;  // indices into p.graphs
+};
+
+absl::StatusOr<FoldData> LoadFoldData(const TrainOptions& o, int fold) {
   if (fold < 0 || fold >= o.num_folds)
     return absl::InvalidArgumentError(absl::StrCat("fold ", fold, " is outside 0..", o.num_folds - 1));
   absl::StatusOr<Prepared> loaded = LoadPrepared(o);
   if (!loaded.ok()) return loaded.status();
-  Prepared& p = *loaded;
   absl::StatusOr<RunInfo> info = ReadRunInfo(o.run_dir);
   if (!info.ok()) return info.status();
-  if (info->fingerprint != p.info.fingerprint)
+  FoldData d{std::move(*loaded), std::move(*info), {}, {}};
+  if (d.info.fingerprint != d.p.info.fingerprint)
     return absl::FailedPreconditionError(absl::StrCat(o.run_dir, "/run.json was prepared on other data"));
-  p.info.stats = info->stats;  // exactly the stored statistics
-  p.tensors.clear();
-  for (const GraphData& g : p.graphs) p.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, p.info.stats));
+  d.p.info.stats = d.info.stats;
+  d.p.tensors.clear();
+  for (const GraphData& g : d.p.graphs) d.p.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, d.info.stats));
+  for (size_t i = 0; i < d.p.graphs.size(); ++i)
+    (d.info.fold_of.at(d.p.graphs[i].name) == fold ? d.valid : d.train).push_back(i);
+  if (d.train.empty() || d.valid.empty())
+    return absl::FailedPreconditionError(absl::StrCat("fold ", fold, " has ", d.train.size(), " training and ",
+                                                      d.valid.size(), " validation graphs; use fewer --folds"));
+  return d;
+}
 
-  std::vector<size_t> train, valid;
-  for (size_t i = 0; i < p.graphs.size(); ++i) (info->fold_of.at(p.graphs[i].name) == fold ? valid : train).push_back(i);
-  if (train.empty() || valid.empty())
-    return absl::FailedPreconditionError(absl::StrCat("fold ", fold, " has ", train.size(), " training and ",
-                                                      valid.size(), " validation graphs; use fewer --folds"));
+// How long a fold trains, in steps (one graph each).
+struct FoldSchedule {
+  double epochs = 0;
+  int64_t steps_per_epoch = 0, total = 0, batch = 0, valid_interval = 0;
+};
 
+FoldSchedule ScheduleOf(const TrainOptions& o, size_t train_graphs) {
+  FoldSchedule s;
+  s.epochs = o.epochs > 0 ? o.epochs : DefaultEpochs(o.collection);
+  s.steps_per_epoch = static_cast<int64_t>(train_graphs);
+  s.total = std::max<int64_t>(1, std::llround(s.epochs * static_cast<double>(s.steps_per_epoch)));
+  s.batch = o.batch_configs > 0 ? o.batch_configs : DefaultBatch(o.collection);
+  s.valid_interval = std::max<int64_t>(1, o.valid_every * s.steps_per_epoch);
+  return s;
+}
+
+// What a checkpoint holds besides the weights and the optimizer state.
+struct FoldState {
+  int64_t step = 0, best_step = -1;
+  double best = -std::numeric_limits<double>::infinity();
+  double seconds_before = 0;  // training time of earlier processes
+};
+
+// Resumes from <dir>/state.json when there is one: the state, the weights and the
+// optimizer's moments. No checkpoint: the initial state.
+absl::StatusOr<FoldState> LoadCheckpoint(const std::string& dir, RankingNet& net, torch::optim::AdamW& opt) {
+  FoldState st;
+  const std::string state_path = dir + "/state.json";
+  if (!fs::exists(state_path)) return st;
+  absl::StatusOr<std::string> text = ReadFile(state_path);
+  if (!text.ok()) return text.status();
+  json s = json::parse(*text, nullptr, false);
+  if (s.is_discarded()) return absl::DataLossError(absl::StrCat(state_path, ": not valid JSON"));
+  st.step = s.value("step", int64_t{0});
+  st.best = s.value("best", st.best);
+  st.best_step = s.value("best_step", int64_t{-1});
+  st.seconds_before = s.value("seconds", 0.0);
+  if (absl::Status w = LoadWeights(net, dir + "/" + s.value("weights", "")); !w.ok()) return w;
+  try {
+    torch::serialize::InputArchive in;
+    in.load_from(dir + "/" + s.value("optimizer", ""));
+    opt.load(in);
+  } catch (const c10::Error& e) {
+    return absl::DataLossError(absl::StrCat(dir, ": optimizer checkpoint unreadable: ", e.what_without_backtrace()));
+  }
+  return st;
+}
+
+// New files first, then the state that names them, then the older files: a process
+// killed at any point resumes from a complete checkpoint.
+absl::Status SaveCheckpoint(const std::string& dir, RankingNet& net, torch::optim::AdamW& opt, const FoldState& st,
+                            double seconds) {
+  const std::string weights = absl::StrCat("ckpt_", st.step, ".npz"), optim = absl::StrCat("ckpt_", st.step, ".opt");
+  if (absl::Status s = SaveWeights(net, dir + "/" + weights); !s.ok()) return s;
+  try {
+    torch::serialize::OutputArchive out;
+    opt.save(out);
+    out.save_to(dir + "/" + optim);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(dir, ": cannot save optimizer state: ", e.what_without_backtrace()));
+  }
+  const json state = {{"step", st.step},   {"best", st.best},      {"best_step", st.best_step},
+                      {"weights", weights}, {"optimizer", optim}, {"seconds", seconds}};
+  if (absl::Status s = WriteFileAtomic(dir + "/state.json", state.dump()); !s.ok()) return s;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt_", 0) == 0 && name != weights && name != optim) fs::remove(e.path(), ec);
+  }
+  return absl::OkStatus();
+}
+
+// The graph and configuration rows of each step, a function of (seed, fold, step)
+// alone, so that a resumed fold draws what an uninterrupted one would have drawn.
+class BatchSampler {
+ public:
+  BatchSampler(const TrainOptions& o, int fold, const std::vector<size_t>& train, const FoldSchedule& s)
+      : seed_(o.seed), fold_(static_cast<uint64_t>(fold)), train_(train), schedule_(s) {}
+
+  // The graph (an index into the run's graphs) and rows for `step`.
+  std::pair<size_t, std::vector<int64_t>> Draw(int64_t step, const std::vector<GraphData>& graphs) {
+    const int64_t epoch = step / schedule_.steps_per_epoch;
+    if (epoch != order_epoch_) {  // the epoch's graph order is a function of (seed, fold, epoch)
+      order_ = train_;
+      Rng rng(seed_ ^ (fold_ << 32) ^ static_cast<uint64_t>(epoch) * 0x9e3779b97f4a7c15ULL);
+      rng.Shuffle(order_);
+      order_epoch_ = epoch;
+    }
+    const size_t gi = order_[static_cast<size_t>(step % schedule_.steps_per_epoch)];
+    Rng rng(seed_ * 7919 + fold_ * 104729 + static_cast<uint64_t>(step));
+    return {gi, SampleRows(graphs[gi], schedule_.batch, rng)};
+  }
+
+ private:
+  uint64_t seed_, fold_;
+  const std::vector<size_t>& train_;
+  FoldSchedule schedule_;
+  std::vector<size_t> order_;
+  int64_t order_epoch_ = -1;
+};
+
+// <dir>/log.jsonl, appended to (a resumed fold continues it), closed when it goes.
+class FoldLog {
+ public:
+  static absl::StatusOr<FoldLog> Open(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "a");
+    if (!f) return ErrnoStatus(errno, absl::StrCat(path, ": open"));
+    return FoldLog(f);
+  }
+  FoldLog(FoldLog&& other) noexcept : file_(std::exchange(other.file_, nullptr)) {}
+  FoldLog(const FoldLog&) = delete;
+  FoldLog& operator=(const FoldLog&) = delete;
+  ~FoldLog() {
+    if (file_) std::fclose(file_);
+  }
+  void Write(const json& line) {
+    std::fprintf(file_, "%s\n", line.dump().c_str());
+    std::fflush(file_);
+  }
+
+ private:
+  explicit FoldLog(FILE* f) : file_(f) {}
+  FILE* file_;
+};
+
+// The progress line on stderr: redrawn in place on a terminal, every 10% otherwise.
+class FoldProgress {
+ public:
+  FoldProgress(int fold, const FoldSchedule& s, int64_t start_step)
+      : fold_(fold), schedule_(s), start_step_(start_step), tty_(isatty(fileno(stderr))) {}
+
+  void Report(int64_t step, double elapsed_s, double loss, double score, double best) {
+    const double frac = static_cast<double>(step) / static_cast<double>(schedule_.total);
+    const double eta = elapsed_s / std::max<double>(1, static_cast<double>(step - start_step_)) *
+                       static_cast<double>(schedule_.total - step);
+    const int width = 24, filled = static_cast<int>(frac * width);
+    const std::string bar =
+        std::string(filled, '=') + (filled < width ? ">" : "") + std::string(std::max(0, width - filled - 1), ' ');
+    const int pct = static_cast<int>(frac * 100);
+    if (!tty_ && pct / 10 == last_report_ && step != schedule_.total) return;
+    std::fprintf(stderr, "%sfold %d epoch %.1f/%.1f [%s] loss %.4f valid %.4f best %.4f ETA %s%s", tty_ ? "\r" : "",
+                 fold_, static_cast<double>(step) / static_cast<double>(schedule_.steps_per_epoch), schedule_.epochs,
+                 bar.c_str(), loss, score, best, Duration(eta).c_str(), tty_ && step < schedule_.total ? "" : "\n");
+    std::fflush(stderr);
+    last_report_ = pct / 10;
+  }
+
+ private:
+  int fold_;
+  FoldSchedule schedule_;
+  int64_t start_step_;
+  bool tty_;
+  int last_report_ = -1;
+};
+
+// The end of a fold: best.npz (the last weights when no validation score was ever
+// finite), the TTA passes it needs, and result.json.
+absl::StatusOr<FoldResult> FinishFold(const std::string& dir, RankingNet& net, const FoldData& d,
+                                      const ScoringOptions& so, FoldResult r, int64_t total_steps) {
+  if (!fs::exists(dir + "/best.npz"))
+    if (absl::Status s = SaveWeights(net, dir + "/best.npz"); !s.ok()) return s;
+  if (absl::Status s = LoadWeights(net, dir + "/best.npz"); !s.ok()) return s;
+  r.tta_passes = MeasureTtaPasses(net, d.p, d.valid, so);
+  const json summary = {{"fold", r.fold},
+                        {"valid_score", std::isfinite(r.valid_score) ? json(r.valid_score) : json()},
+                        {"best_step", r.best_step},
+                        {"steps", total_steps},
+                        {"seconds", r.seconds},
+                        {"peak_rss_bytes", r.peak_rss_bytes},
+                        {"tta_passes", r.tta_passes},
+                        {"weights", "best.npz"}};
+  if (absl::Status s = WriteFileAtomic(dir + "/result.json", summary.dump(1)); !s.ok()) return s;
+  return r;
+}
+
+absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
+  absl::StatusOr<FoldData> data = LoadFoldData(o, fold);
+  if (!data.ok()) return data.status();
+  const FoldData& d = *data;
+  const FoldSchedule schedule = ScheduleOf(o, d.train.size());
   const std::string dir = FoldDir(o.run_dir, fold);
   std::error_code ec;
   fs::create_directories(dir, ec);
-  const double epochs = o.epochs > 0 ? o.epochs : DefaultEpochs(o.collection);
-  const int64_t steps_per_epoch = static_cast<int64_t>(train.size());
-  const int64_t total = std::max<int64_t>(1, std::llround(epochs * static_cast<double>(steps_per_epoch)));
-  const int64_t batch = o.batch_configs > 0 ? o.batch_configs : DefaultBatch(o.collection);
-  const int64_t valid_interval = std::max<int64_t>(1, o.valid_every * steps_per_epoch);
+  if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": create directory"));
 
+  // The network and optimizer, from the fold's seed or its checkpoint.
   torch::manual_seed(o.seed * 1000 + static_cast<uint64_t>(fold));
-  std::shared_ptr<RankingNet> net = MakeRankingNet(info->spec);
+  std::shared_ptr<RankingNet> net = MakeRankingNet(d.info.spec);
   net->train();
-  std::unique_ptr<torch::optim::AdamW> optimizer = MakeOptimizer(*net, o.lr, o.weight_decay);
-  torch::optim::AdamW& opt = *optimizer;
+  std::unique_ptr<torch::optim::AdamW> opt = MakeOptimizer(*net, o.lr, o.weight_decay);
+  absl::StatusOr<FoldState> resumed = LoadCheckpoint(dir, *net, *opt);
+  if (!resumed.ok()) return resumed.status();
+  FoldState st = *resumed;
+  if (o.progress && st.step > 0)
+    std::fprintf(stderr, "fold %d: resuming at step %lld of %lld\n", fold, static_cast<long long>(st.step),
+                 static_cast<long long>(schedule.total));
 
-  // Resume from the last checkpoint, if any.
-  int64_t step = 0, best_step = -1;
-  double best = -std::numeric_limits<double>::infinity(), seconds_before = 0;
-  const std::string state_path = dir + "/state.json";
-  if (fs::exists(state_path)) {
-    absl::StatusOr<std::string> text = ReadFile(state_path);
-    if (!text.ok()) return text.status();
-    json s = json::parse(*text, nullptr, false);
-    if (s.is_discarded()) return absl::DataLossError(absl::StrCat(state_path, ": not valid JSON"));
-    step = s.value("step", int64_t{0});
-    best = s.value("best", best);
-    best_step = s.value("best_step", int64_t{-1});
-    seconds_before = s.value("seconds", 0.0);
-    if (absl::Status st = LoadWeights(*net, dir + "/" + s.value("weights", "")); !st.ok()) return st;
-    try {
-      torch::serialize::InputArchive in;
-      in.load_from(dir + "/" + s.value("optimizer", ""));
-      opt.load(in);
-    } catch (const c10::Error& e) {
-      return absl::DataLossError(absl::StrCat(dir, ": optimizer checkpoint unreadable: ", e.what_without_backtrace()));
-    }
-    if (o.progress) std::fprintf(stderr, "fold %d: resuming at step %lld of %lld\n", fold, static_cast<long long>(step), static_cast<long long>(total));
-  }
-
+  absl::StatusOr<FoldLog> log = FoldLog::Open(dir + "/log.jsonl");
+  if (!log.ok()) return log.status();
   ScoringOptions so;
   so.batch_size = o.valid_batch;
   so.tta = o.valid_tta;
-  FILE* log = std::fopen((dir + "/log.jsonl").c_str(), "a");
-  if (!log) return absl::InternalError(absl::StrCat(dir, "/log.jsonl: cannot open"));
-  const bool tty = isatty(fileno(stderr));
+  BatchSampler sampler(o, fold, d.train, schedule);
+  FoldProgress progress(fold, schedule, st.step);
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  const int64_t start_step = step;
-  double loss_sum = 0;
-  int64_t loss_count = 0;
-  int last_report = -1;
-
   auto result = [&](bool completed) {
     FoldResult r;
     r.fold = fold;
-    r.valid_score = best;
-    r.best_step = best_step;
-    r.seconds = seconds_before + elapsed();
+    r.valid_score = st.best;
+    r.best_step = st.best_step;
+    r.seconds = st.seconds_before + elapsed();
     r.peak_rss_bytes = PeakRssBytes();
     r.completed = completed;
     return r;
   };
-  std::vector<size_t> order;
-  int64_t order_epoch = -1;
-  while (step < total) {
-    if (o.stop_after_steps > 0 && step - start_step >= o.stop_after_steps) {
-      std::fclose(log);
-      return result(false);
-    }
-    const int64_t epoch = step / steps_per_epoch;
-    if (epoch != order_epoch) {  // the epoch's graph order is a function of (seed, fold, epoch)
-      order = train;
-      Rng rng(o.seed ^ (static_cast<uint64_t>(fold) << 32) ^ static_cast<uint64_t>(epoch) * 0x9e3779b97f4a7c15ULL);
-      rng.Shuffle(order);
-      order_epoch = epoch;
-    }
-    const size_t gi = order[static_cast<size_t>(step % steps_per_epoch)];
-    const GraphData& g = p.graphs[gi];
-    Rng rng(o.seed * 7919 + static_cast<uint64_t>(fold) * 104729 + static_cast<uint64_t>(step));
-    const std::vector<int64_t> rows = SampleRows(g, batch, rng);
-    const double lr = LearningRate(o, step, total);
-    loss_sum += TrainStep(*net, opt, p.tensors[gi], g, rows, lr, o.clip_norm);
-    ++loss_count;
-    ++step;
 
-    if (step % valid_interval == 0 || step == total) {
-      const double score = Validate(*net, p, valid, so);
-      if (std::isfinite(score) && score > best) {
-        best = score;
-        best_step = step;
-        if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
-      }
-      // Checkpoint: new files first, then the state that names them, then cleanup.
-      const std::string weights = absl::StrCat("ckpt_", step, ".npz"), optim = absl::StrCat("ckpt_", step, ".opt");
-      if (absl::Status s = SaveWeights(*net, dir + "/" + weights); !s.ok()) return s;
-      try {
-        torch::serialize::OutputArchive out;
-        opt.save(out);
-        out.save_to(dir + "/" + optim);
-      } catch (const c10::Error& e) {
-        return absl::InternalError(absl::StrCat(dir, ": cannot save optimizer state: ", e.what_without_backtrace()));
-      }
-      json state = {{"step", step}, {"best", best}, {"best_step", best_step}, {"weights", weights},
-                    {"optimizer", optim}, {"seconds", seconds_before + elapsed()}};
-      if (absl::Status s = WriteFileAtomic(state_path, state.dump()); !s.ok()) return s;
-      for (const auto& e : fs::directory_iterator(dir, ec)) {
-        const std::string name = e.path().filename().string();
-        if (name.rfind("ckpt_", 0) == 0 && name != weights && name != optim) fs::remove(e.path(), ec);
-      }
-      const double mean_loss = loss_count ? loss_sum / static_cast<double>(loss_count) : 0.0;
-      json line = {{"fold", fold}, {"epoch", static_cast<double>(step) / static_cast<double>(steps_per_epoch)},
-                   {"step", step}, {"loss", mean_loss}, {"valid_score", std::isfinite(score) ? json(score) : json()},
-                   {"best", std::isfinite(best) ? json(best) : json()}, {"lr", lr}, {"elapsed_s", seconds_before + elapsed()}};
-      std::fprintf(log, "%s\n", line.dump().c_str());
-      std::fflush(log);
-      if (o.progress) {
-        const double frac = static_cast<double>(step) / static_cast<double>(total);
-        const double eta = elapsed() / std::max<double>(1, static_cast<double>(step - start_step)) *
-                           static_cast<double>(total - step);
-        const int width = 24, filled = static_cast<int>(frac * width);
-        const std::string bar = std::string(filled, '=') + (filled < width ? ">" : "") +
-                                std::string(std::max(0, width - filled - 1), ' ');
-        const int pct = static_cast<int>(frac * 100);
-        if (tty || pct / 10 != last_report || step == total) {
-          std::fprintf(stderr, "%sfold %d epoch %.1f/%.1f [%s] loss %.4f valid %.4f best %.4f ETA %s%s", tty ? "\r" : "",
-                       fold, static_cast<double>(step) / static_cast<double>(steps_per_epoch), epochs, bar.c_str(),
-                       mean_loss, score, best, Duration(eta).c_str(), tty && step < total ? "" : "\n");
-          std::fflush(stderr);
-          last_report = pct / 10;
-        }
-      }
-      loss_sum = 0;
-      loss_count = 0;
+  const int64_t start_step = st.step;
+  double loss_sum = 0;
+  int64_t loss_count = 0;
+  while (st.step < schedule.total) {
+    if (o.stop_after_steps > 0 && st.step - start_step >= o.stop_after_steps) return result(false);
+    // One step.
+    const auto [gi, rows] = sampler.Draw(st.step, d.p.graphs);
+    const double lr = LearningRate(o, st.step, schedule.total);
+    loss_sum += TrainStep(*net, *opt, d.p.tensors[gi], d.p.graphs[gi], rows, lr, o.clip_norm);
+    ++loss_count;
+    ++st.step;
+    if (st.step % schedule.valid_interval != 0 && st.step != schedule.total) continue;
+
+    // Validation, the best weights, a checkpoint, the log and the progress line.
+    const double score = Validate(*net, d.p, d.valid, so);
+    if (std::isfinite(score) && score > st.best) {
+      st.best = score;
+      st.best_step = st.step;
+      if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
     }
+    if (absl::Status s = SaveCheckpoint(dir, *net, *opt, st, st.seconds_before + elapsed()); !s.ok()) return s;
+    const double mean_loss = loss_count ? loss_sum / static_cast<double>(loss_count) : 0.0;
+    log->Write({{"fold", fold},
+                {"epoch", static_cast<double>(st.step) / static_cast<double>(schedule.steps_per_epoch)},
+                {"step", st.step},
+                {"loss", mean_loss},
+                {"valid_score", std::isfinite(score) ? json(score) : json()},
+                {"best", std::isfinite(st.best) ? json(st.best) : json()},
+                {"lr", lr},
+                {"elapsed_s", st.seconds_before + elapsed()}});
+    if (o.progress) progress.Report(st.step, elapsed(), mean_loss, score, st.best);
+    loss_sum = 0;
+    loss_count = 0;
   }
-  std::fclose(log);
-  FoldResult r = result(true);
-  if (!fs::exists(dir + "/best.npz")) {  // no finite validation score ever: keep the last weights
-    if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
+  return FinishFold(dir, *net, d, so, result(true), schedule.total);
+}
+
+}  // namespace
+
+absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
+  // LibTorch reports errors (a shape mismatch, an allocation that fails) by throwing:
+  // they end here as a status naming the fold, never as a crashed process.
+  try {
+    return TrainFoldSteps(o, fold);
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat(o.run_dir, ": fold ", fold, ": LibTorch: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat(o.run_dir, ": fold ", fold, ": ", e.what()));
   }
-  // How many TTA passes the published weights need (the manifest's tta).
-  if (absl::Status s = LoadWeights(*net, dir + "/best.npz"); !s.ok()) return s;
-  r.tta_passes = MeasureTtaPasses(*net, p, valid, so);
-  json summary = {{"fold", fold}, {"valid_score", std::isfinite(best) ? json(best) : json()}, {"best_step", best_step},
-                 {"steps", total}, {"seconds", r.seconds}, {"peak_rss_bytes", r.peak_rss_bytes},
-                 {"tta_passes", r.tta_passes}, {"weights", "best.npz"}};
-  if (absl::Status s = WriteFileAtomic(dir + "/result.json", summary.dump(1)); !s.ok()) return s;
-  return r;
 }
 
 absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_dir) {
