@@ -40,9 +40,10 @@ struct ClientOptions {
   std::string target = "127.0.0.1:50051";
   ClientTlsOptions tls{};        // plaintext unless tls.enabled
   double timeout_s = 60;         // deadline of each RPC
-  // UNAVAILABLE (no server listening, a restart, a drain) is retried with backoff 0.1 s,
-  // 0.2 s, 0.4 s ... capped at 2 s, for up to this long in all: long enough to ride over a
-  // server restart (over a second) or a pod being replaced. 0: no retries.
+  // UNAVAILABLE (no server listening, a restart, a drain) is retried, each time once the
+  // channel is connected again and after a backoff of 0.1 s, 0.2 s, 0.4 s ... capped at
+  // 2 s, for up to this long in all: long enough to ride over a server restart (over a
+  // second) or a pod being replaced. 0: no retries.
   double retry_budget_s = 30;
   double initial_backoff_s = 0.1;
   int64_t max_message_bytes = int64_t{256} << 20;

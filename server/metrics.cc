@@ -156,8 +156,10 @@ struct ServerMetrics::Impl {
   prometheus::Histogram& batches;
   prometheus::Histogram& inference;
   prometheus::Histogram& queue_wait;
-  prometheus::Gauge &queue_depth, &running, &cache_bytes, &cache_entries, &graphs, &graph_bytes;
-  prometheus::Counter &cache_hits, &cache_misses, &cache_evictions, &rejected;
+  prometheus::Gauge &queue_depth, &running;
+  prometheus::Counter &cache_hits, &cache_misses, &cache_evictions;
+  prometheus::Gauge &cache_bytes, &cache_entries, &graphs, &graph_bytes;
+  prometheus::Counter& rejected;
   prometheus::Family<prometheus::Gauge>& version;
   prometheus::Family<prometheus::Counter>& loads;
   prometheus::Counter& measurements;

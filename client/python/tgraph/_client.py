@@ -141,7 +141,11 @@ class Client:
                  tls_server_name: Optional[str] = None):
         options = [("grpc.max_send_message_length", max_message_bytes),
                    ("grpc.max_receive_message_length", max_message_bytes),
-                   ("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_timeout_ms", 10000)]
+                   ("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_timeout_ms", 10000),
+                   # Reconnect within about a second of a restarted server coming back
+                   # (gRPC's default backoff grows from 1 s to 120 s; docs/results.md, soak).
+                   ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                   ("grpc.max_reconnect_backoff_ms", 1000)]
         self.timeout = timeout
         self.retry_budget = retry_budget
         if tls or tls_ca is not None or tls_cert is not None or tls_key is not None or tls_server_name:
@@ -278,7 +282,8 @@ class Client:
         raise invalid(f"graph: expected a tgraph.Graph, an HloModule or an npz path, got {type(graph).__name__}")
 
     def _call(self, method, request, graph_hash: str):
-        """One RPC; UNAVAILABLE retried with backoff 0.1 s doubling to 2 s, within the budget."""
+        """One RPC; UNAVAILABLE retried within the budget: once the channel is connected
+        again, after a backoff of 0.1 s doubling to 2 s."""
         metadata = ((ROUTING_HEADER, graph_hash),) if graph_hash else ()
         give_up = time.monotonic() + self.retry_budget
         backoff = 0.1
@@ -288,6 +293,13 @@ class Client:
             except grpc.RpcError as e:
                 if e.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() + backoff > give_up:
                     raise
+                # A restarting server: wait for the connection to come back (at once when
+                # it is up) rather than sleeping through backoff steps past its return.
+                try:
+                    grpc.channel_ready_future(self._channel).result(timeout=max(0.0, give_up - time.monotonic()))
+                except grpc.FutureTimeoutError:
+                    raise e from None
+                # Connected but answered UNAVAILABLE (a proxy without a healthy backend).
                 time.sleep(backoff)
                 backoff = min(2 * backoff, 2.0)
 
