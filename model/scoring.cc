@@ -11,9 +11,8 @@
 #include "model/rng.h"
 
 namespace tgraph {
-namespace {
 
-ConfigBatch Gather(const ConfigRows& rows, const std::vector<int64_t>& idx, size_t begin, size_t end) {
+ConfigBatch GatherConfigs(const ConfigRows& rows, const std::vector<int64_t>& idx, size_t begin, size_t end) {
   const int64_t n = static_cast<int64_t>(end - begin);
   ConfigBatch b;
   if (rows.layout) {
@@ -32,8 +31,6 @@ ConfigBatch Gather(const ConfigRows& rows, const std::vector<int64_t>& idx, size
   }
   return b;
 }
-
-}  // namespace
 
 void StandardizeInPlace(std::vector<double>& v) {
   if (v.empty()) return;
@@ -92,7 +89,7 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
         }
         const int64_t begin = bounds[b], end = bounds[b + 1];
         const torch::Tensor s =
-            f.net->Score(graph, Gather(rows, order, static_cast<size_t>(begin), static_cast<size_t>(end)), cache)
+            f.net->Score(graph, GatherConfigs(rows, order, static_cast<size_t>(begin), static_cast<size_t>(end)), cache)
                 .to(torch::kFloat64)
                 .contiguous();
         const double* sp = s.data_ptr<double>();

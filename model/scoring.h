@@ -28,6 +28,10 @@ struct ConfigRows {
   int64_t num_config_nodes = 0;
 };
 
+// Rows idx[begin..end) of `rows` as a network input: layout values shifted to
+// embedding indices (model/config_rows.h), tile rows copied.
+ConfigBatch GatherConfigs(const ConfigRows& rows, const std::vector<int64_t>& idx, size_t begin, size_t end);
+
 struct ScoringOptions {
   int64_t batch_size = 128;
   int tta = 10;        // at most this many permutations when count > batch_size

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/features.h"
 #include "model/metrics.h"
+#include "model/train/train_step.h"
 #include "model/train/train_data.h"
 
 namespace tgraph {
@@ -39,18 +40,8 @@ absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::st
     const GraphTensors tensors = MakeGraphTensors(g->graph, g->config_nodes, model.manifest.stats);
     std::vector<FoldModel> folds;
     for (const auto& net : model.folds) folds.push_back({net.get(), nullptr});
-    ConfigRows cr;
-    cr.count = static_cast<int64_t>(rows.size());
-    std::vector<int8_t> layout;
-    std::vector<float> tile;
-    if (report.tile) {
-      for (int64_t r : rows) tile.insert(tile.end(), g->tile_feat.begin() + r * kTileConfigDim, g->tile_feat.begin() + (r + 1) * kTileConfigDim);
-      cr.tile = tile.data();
-    } else {
-      layout = g->LayoutRows(rows);
-      cr.layout = layout.data();
-      cr.num_config_nodes = g->configs.num_config_nodes;
-    }
+    RowStorage storage;
+    const ConfigRows cr = SelectRows(*g, rows, &storage);
     using Clock = std::chrono::steady_clock;
     auto t0 = Clock::now();
     const ScoreResult s = o.cascade_top_k > 0

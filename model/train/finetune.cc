@@ -67,7 +67,7 @@ double EnsembleTau(const std::vector<std::shared_ptr<RankingNet>>& nets, const s
   so.tta = m.tta;
   std::vector<double> taus;
   for (size_t i = 0; i < graphs.size(); ++i) {
-    std::vector<int8_t> storage;
+    RowStorage storage;
     const std::vector<double> score = ScoreConfigs(folds, tensors[i], RowsOf(graphs[i], &storage), so).score;
     // A model that scores anything non-finite is broken, whatever its ranking.
     if (!std::all_of(score.begin(), score.end(), [](double v) { return std::isfinite(v); }))

@@ -18,19 +18,32 @@ std::unique_ptr<torch::optim::AdamW> MakeOptimizer(RankingNet& net, double lr, d
   return std::make_unique<torch::optim::AdamW>(groups, torch::optim::AdamWOptions(lr));
 }
 
-ConfigRows RowsOf(const GraphData& g, std::vector<int8_t>* storage) {
+ConfigRows SelectRows(const GraphData& g, const std::vector<int64_t>& rows, RowStorage* storage) {
   ConfigRows r;
-  r.count = g.num_configs();
+  r.count = static_cast<int64_t>(rows.size());
   if (!g.tile_feat.empty()) {
+    storage->tile.resize(rows.size() * kTileConfigDim);
+    for (size_t i = 0; i < rows.size(); ++i)
+      std::copy_n(g.tile_feat.data() + rows[i] * kTileConfigDim, kTileConfigDim, storage->tile.data() + i * kTileConfigDim);
+    r.tile = storage->tile.data();
+    return r;
+  }
+  storage->layout = g.LayoutRows(rows);
+  r.layout = storage->layout.data();
+  r.num_config_nodes = g.configs.num_config_nodes;
+  return r;
+}
+
+ConfigRows RowsOf(const GraphData& g, RowStorage* storage) {
+  if (!g.tile_feat.empty()) {
+    ConfigRows r;
+    r.count = g.num_configs();
     r.tile = g.tile_feat.data();
     return r;
   }
-  std::vector<int64_t> all(static_cast<size_t>(r.count));
+  std::vector<int64_t> all(static_cast<size_t>(g.num_configs()));
   std::iota(all.begin(), all.end(), 0);
-  *storage = g.LayoutRows(all);
-  r.layout = storage->data();
-  r.num_config_nodes = g.configs.num_config_nodes;
-  return r;
+  return SelectRows(g, all, storage);
 }
 
 std::vector<int64_t> SampleRows(const GraphData& g, int64_t batch, Rng& rng) {
@@ -43,18 +56,13 @@ std::vector<int64_t> SampleRows(const GraphData& g, int64_t batch, Rng& rng) {
 
 double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& tensors, const GraphData& g,
                  const std::vector<int64_t>& rows, double lr, double clip_norm) {
-  ConfigBatch b;
   torch::Tensor target = torch::empty({static_cast<int64_t>(rows.size())}, torch::kFloat32);
   for (size_t i = 0; i < rows.size(); ++i) target[static_cast<int64_t>(i)] = static_cast<float>(g.target[rows[i]]);
-  if (g.tile_feat.empty()) {
-    const std::vector<int8_t> cfg = g.LayoutRows(rows);
-    b.layout = MakeLayoutConfigTensor(cfg.data(), static_cast<int64_t>(rows.size()), g.configs.num_config_nodes);
-  } else {
-    b.tile = torch::empty({static_cast<int64_t>(rows.size()), kTileConfigDim});
-    for (size_t i = 0; i < rows.size(); ++i)
-      std::copy_n(g.tile_feat.data() + rows[i] * kTileConfigDim, kTileConfigDim,
-                  b.tile.data_ptr<float>() + i * kTileConfigDim);
-  }
+  RowStorage storage;
+  const ConfigRows selected = SelectRows(g, rows, &storage);
+  std::vector<int64_t> in_order(rows.size());
+  std::iota(in_order.begin(), in_order.end(), 0);
+  const ConfigBatch b = GatherConfigs(selected, in_order, 0, in_order.size());
   for (auto& group : opt.param_groups()) group.options().set_lr(lr);
   opt.zero_grad();
   torch::Tensor loss = PairwiseHingeLoss(net.Score(tensors, b), target);

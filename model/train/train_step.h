@@ -20,8 +20,17 @@ namespace tgraph {
 // AdamW with weight decay on matrices only (biases and norms undecayed), as the paper.
 std::unique_ptr<torch::optim::AdamW> MakeOptimizer(RankingNet& net, double lr, double weight_decay);
 
-// Every configuration of g as scoring input; layout rows are decompressed into storage.
-ConfigRows RowsOf(const GraphData& g, std::vector<int8_t>* storage);
+// What a ConfigRows view of a GraphData's configurations points into.
+struct RowStorage {
+  std::vector<int8_t> layout;  // decompressed layout rows
+  std::vector<float> tile;     // copied tile rows
+};
+
+// Configurations `rows` of g (in that order) as scoring and training take them:
+// layout rows decompressed into storage, tile rows copied into it.
+ConfigRows SelectRows(const GraphData& g, const std::vector<int64_t>& rows, RowStorage* storage);
+// Every configuration of g (tile rows are not copied).
+ConfigRows RowsOf(const GraphData& g, RowStorage* storage);
 
 // min(batch, count) distinct configuration rows of g, drawn by rng.
 std::vector<int64_t> SampleRows(const GraphData& g, int64_t batch, Rng& rng);

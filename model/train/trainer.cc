@@ -154,7 +154,7 @@ double Validate(RankingNet& net, const Prepared& p, const std::vector<size_t>& g
   std::vector<double> scores;
   for (size_t i : graphs) {
     const GraphData& g = p.graphs[i];
-    std::vector<int8_t> storage;
+    RowStorage storage;
     const ScoreResult r = ScoreConfigs({{&net, nullptr}}, p.tensors[i], RowsOf(g, &storage), so);
     scores.push_back(g.tile_feat.empty() ? KendallTau(r.score, g.target) : TileScore(r.score, g.target));
   }
@@ -170,7 +170,7 @@ int MeasureTtaPasses(RankingNet& net, const Prepared& p, const std::vector<size_
   for (size_t i : graphs) {
     const GraphData& g = p.graphs[i];
     if (g.num_configs() <= so.batch_size) continue;  // one batch: TTA changes nothing
-    std::vector<int8_t> storage;
+    RowStorage storage;
     std::vector<std::vector<double>> means;
     so.pass_means = &means;
     ScoreConfigs({{&net, nullptr}}, p.tensors[i], RowsOf(g, &storage), so);
