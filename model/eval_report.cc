@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <cmath>
+#include <numeric>
 
 #include <nlohmann/json.hpp>
 
@@ -42,8 +43,15 @@ GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_
     std::copy(std::begin(q.rank_error), std::end(q.rank_error), e.spread_error);
   }
   e.ranking = RankByScore(scores);
-  if (!rows.empty())
-    for (int64_t& r : e.ranking) r = rows[static_cast<size_t>(r)];
+  e.rows = rows;
+  if (e.rows.empty()) {
+    e.rows.resize(scores.size());
+    std::iota(e.rows.begin(), e.rows.end(), 0);
+  }
+  for (int64_t& r : e.ranking) r = e.rows[static_cast<size_t>(r)];
+  e.scores = scores;
+  e.spread = spread;
+  e.targets = target;
   return e;
 }
 
@@ -95,6 +103,16 @@ std::string EvalReport::RankingsCsv() const {
     for (size_t i = 0; i < e.ranking.size(); ++i) absl::StrAppend(&out, i ? ";" : "", e.ranking[i]);
     out += "\n";
   }
+  return out;
+}
+
+std::string EvalReport::ScoresCsv() const {
+  std::string out = "collection,graph,config,score,spread,runtime\n";
+  for (const GraphEval& e : graphs)
+    for (size_t i = 0; i < e.scores.size(); ++i)
+      absl::StrAppend(&out, collection, ",", e.name, ",", e.rows[i], ",", absl::StrFormat("%.17g", e.scores[i]), ",",
+                      i < e.spread.size() ? absl::StrFormat("%.17g", e.spread[i]) : std::string(), ",",
+                      absl::StrFormat("%.17g", e.targets[i]), "\n");
   return out;
 }
 

@@ -30,6 +30,11 @@ struct GraphEval {
   // the fold spread, lowest spread first (RankErrorBySpread; NaN without runtimes or
   // with one fold).
   double spread_error[4] = {std::nan(""), std::nan(""), std::nan(""), std::nan("")};
+  // Per configuration, in the order scored: the file's configuration index, the ensemble
+  // score, the fold spread (empty when unknown) and the runtime (0 when hidden). For
+  // analyses the summary metrics do not cover (EvalReport::ScoresCsv).
+  std::vector<int64_t> rows;
+  std::vector<double> scores, spread, targets;
 };
 
 // The metrics of one graph from its scores (lower = predicted faster) and its targets.
@@ -53,6 +58,10 @@ struct EvalReport {
   // One line per graph, "collection,graph,ranking" with the ranking's configuration
   // indices joined by ';' (a header line first).
   std::string RankingsCsv() const;
+  // One line per configuration, "collection,graph,config,score,spread,runtime" (a header
+  // line first; spread empty when unknown, runtime 0 when hidden): the file's
+  // configuration index, the ensemble score (lower = predicted faster), the fold spread.
+  std::string ScoresCsv() const;
 };
 
 }  // namespace tgraph

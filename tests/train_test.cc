@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "absl/strings/str_split.h"
 #include "model/file_util.h"
 #include "model/graph_io.h"
 #include "model/metrics.h"
@@ -333,6 +334,31 @@ CATCH_TEST_CASE("tgraph-eval's evaluator on every real file: rankings, and metri
       CATCH_CHECK(csv.rfind("collection,graph,ranking\n", 0) == 0);
       CATCH_CHECK(std::count(csv.begin(), csv.end(), '\n') == static_cast<long>(report->graphs.size()) + 1);
       CATCH_CHECK_THAT(csv, Catch::Contains(std::string(collection) + "," + report->graphs[0].name + ","));
+      // Every configuration's score, spread and runtime, one line each; sorted by score
+      // (ties by line) the lines give the ranking.
+      const std::vector<std::string> lines = absl::StrSplit(report->ScoresCsv(), '\n', absl::SkipEmpty());
+      CATCH_REQUIRE(lines.front() == "collection,graph,config,score,spread,runtime");
+      size_t line = 1;
+      for (const GraphEval& e : report->graphs) {
+        std::vector<std::pair<double, int64_t>> by_score;
+        for (int64_t i = 0; i < e.configs; ++i, ++line) {
+          CATCH_REQUIRE(line < lines.size());
+          const std::vector<std::string> f = absl::StrSplit(lines[line], ',');
+          CATCH_REQUIRE(f.size() == 6u);
+          CATCH_CHECK(f[0] == collection);
+          CATCH_CHECK(f[1] == e.name);
+          CATCH_CHECK(f[2] == std::to_string(i));
+          CATCH_CHECK(std::stod(f[4]) >= 0);
+          CATCH_CHECK((std::stod(f[5]) == 0) == (std::string(split) == "test"));
+          by_score.push_back({std::stod(f[3]), i});
+        }
+        std::stable_sort(by_score.begin(), by_score.end(),
+                         [](const auto& a, const auto& b) { return a.first < b.first; });
+        std::vector<int64_t> ranking;
+        for (const auto& p : by_score) ranking.push_back(p.second);
+        CATCH_CHECK(ranking == e.ranking);
+      }
+      CATCH_CHECK(line == lines.size());
     }
   }
   CATCH_CHECK(evaluated == 14);

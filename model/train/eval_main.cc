@@ -38,6 +38,9 @@ ABSL_FLAG(bool, json, false, "Print JSON instead of a table");
 ABSL_FLAG(std::string, rankings, "",
           "Also write each graph's ranking (the file's configuration indices, predicted fastest first) to this CSV: "
           "what a test split, whose runtimes are hidden, is evaluated for");
+ABSL_FLAG(std::string, scores, "",
+          "Also write every configuration's ensemble score, fold spread and runtime to this CSV "
+          "(collection,graph,config,score,spread,runtime; spread 0 with one fold, runtime 0 where hidden)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 
 using tgraph::Fail;
@@ -92,6 +95,8 @@ int main(int argc, char** argv) {
   if (!r.ok()) return Fail(r.status());
   if (!absl::GetFlag(FLAGS_rankings).empty())
     if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_rankings), r->RankingsCsv()); !s.ok()) return Fail(s);
+  if (!absl::GetFlag(FLAGS_scores).empty())
+    if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_scores), r->ScoresCsv()); !s.ok()) return Fail(s);
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", r->Json().c_str());
   } else {
