@@ -238,3 +238,32 @@ def test_requests_refused_before_a_handler_are_counted(world):
         assert 'tgraph_requests_total{code="NOT_FOUND",method="RankConfigs"} 1' in metrics
     finally:
         s.stop()
+
+
+def test_spread_report_on_hand_computed_scores(tmp_path):
+    """scripts/spread-report on 8 configurations (runtime ranks 0..7; scores put config 2
+    first, then 0, 1, 3..7): rank errors 1/8, 1/8, 2/8, then 0; Spearman of the spread
+    with them 32/42; in the predicted top quarter (configs 2 and 0) the higher-spread one
+    (2: 0.9) errs by 2/8 and the other (0: 0.2) by 1/8, a gap of 1/8. A graph with hidden
+    runtimes is skipped; a file without the columns is a precise error."""
+    from conftest import SRC
+    tool = os.path.join(SRC, "scripts", "spread-report")
+    scores = [1, 2, 0, 3, 4, 5, 6, 7]
+    spread = [0.2, 0.8, 0.9, 0.1, 0.3, 0.4, 0.5, 0.6]
+    rows = ["collection,graph,config,score,spread,runtime"]
+    rows += [f"layout:xla:random,g,{i},{scores[i]},{spread[i]},{i + 1}" for i in range(8)]
+    rows += [f"layout:xla:random,hidden,{i},{i},{spread[i]},0" for i in range(8)]
+    csv_path = tmp_path / "scores.csv"
+    csv_path.write_text("\n".join(rows) + "\n")
+    r = call(tool, csv_path, "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert [g["graph"] for g in out["graphs"]] == ["g"]
+    assert out["graphs"][0]["configs"] == 8
+    assert out["graphs"][0]["rho"] == pytest.approx(32 / 42)
+    assert out["graphs"][0]["top_gap"] == pytest.approx(1 / 8)
+    assert out["mean"]["rho"] == pytest.approx(32 / 42)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("graph,score\ng,1\n")
+    r = call(tool, bad)
+    assert r.returncode != 0 and "bad.csv: expected the columns of tgraph-eval --scores" in r.stderr
