@@ -2,9 +2,11 @@
 """Checks of deploy/ against the real tools, registered with ctest (tests/CMakeLists.txt).
 
   deploy_test.py manifests  --root R --bin-dir B   the Kubernetes manifests validate
-      (deploy/validate/validate.js), broken copies of them are refused with the right
-      message, promtool accepts the scrape config and the alerting rules, and
-      tgraph-server starts with deploy/k8s/server.flags;
+      (deploy/validate/validate.js, the TLS overlay deploy/k8s-tls included), broken
+      copies of them are refused with the right message, promtool accepts the scrape
+      config and the alerting rules, tgraph-server starts with deploy/k8s/server.flags,
+      and the TLS overlay's server arguments and probe commands work against a real
+      server with mutual TLS;
   deploy_test.py dockerfile --root R --bin-dir B   the binaries the Dockerfile copies
       exist, and scripts/runtime-packages (its runtime stage's package list) resolves
       every library they load to an installed Debian package, with no -dev packages;
@@ -162,6 +164,20 @@ def test_manifests(root, bin_dir):
         ("finetune-overlap", "deploy/k8s/training/finetune-cronjob.yaml", "concurrencyPolicy: Forbid",
          "concurrencyPolicy: Allow", "concurrencyPolicy must be Forbid"),
         ("stray-file", "deploy/k8s/kustomization.yaml", "  - pdb.yaml\n", "", "pdb.yaml: not a kustomization resource"),
+        ("tls-plaintext-probe", "deploy/k8s-tls/server-tls.yaml", "          readinessProbe:\n            grpc: null\n",
+         "          readinessProbe:\n", "readinessProbe: a gRPC probe speaks plaintext"),
+        ("tls-unmounted", "deploy/k8s-tls/server-tls.yaml", "              mountPath: /etc/tgraph-tls/client\n",
+         "              mountPath: /etc/tgraph-tls/probe\n", "--tls_ca /etc/tgraph-tls/client/ca.crt is not in a mounted Secret"),
+        ("tls-probe-no-cert", "deploy/k8s-tls/server-tls.yaml",
+         "--tls_key=/etc/tgraph-tls/client/tls.key, --tls_server_name=tgraph]\n          livenessProbe:",
+         "--tls_server_name=tgraph]\n          livenessProbe:", "the probe needs --tls_cert and --tls_key"),
+        ("tls-sni", "deploy/k8s-tls/envoy/envoy.yaml", "sni: tgraph", "sni: tgraph-server",
+         "upstream sni tgraph-server is not the name the probes check"),
+        ("tls-upstream-plaintext", "deploy/k8s-tls/envoy/envoy.yaml", "      transport_socket:\n        name: envoy.transport_sockets.tls",
+         "      transport_socket_unused:\n        name: envoy.transport_sockets.tls",
+         "the upstream cluster has no TLS transport socket"),
+        ("tls-patch-target", "deploy/k8s-tls/router-tls.yaml", "name: tgraph-router", "name: tgraph-proxy",
+         "patches an object deploy/k8s does not have"),
     ]
     tmp = tempfile.mkdtemp(prefix="tgraph-deploy-")
     try:
@@ -185,6 +201,43 @@ def test_manifests(root, bin_dir):
         log = s.text()
         check(code == 0 and "queue_size=16" in log and "drain_timeout_s=30" in log,
               "tgraph-server starts with deploy/k8s/server.flags, shows its values, and drains on SIGTERM", log)
+
+    test_tls_overlay_probes(root, bin_dir)
+
+
+def test_tls_overlay_probes(root, bin_dir):
+    """The TLS overlay's server arguments and probe commands, run as written with the
+    Secrets' paths pointed at scripts/dev-certs files: the server starts with mutual
+    TLS, the startup and liveness probes pass, and the readiness probe fails with
+    NOT_SERVING while no model is loaded (not with a handshake error)."""
+    import yaml
+    with open(os.path.join(root, "deploy", "k8s-tls", "server-tls.yaml")) as f:
+        container = yaml.safe_load(f)["spec"]["template"]["spec"]["containers"][0]
+    with tempfile.TemporaryDirectory(prefix="tgraph-tls-") as tmp:
+        r = run([os.path.join(root, "scripts", "dev-certs"), os.path.join(tmp, "certs")])
+        check(r.returncode == 0, "scripts/dev-certs makes the certificates", r.stdout + r.stderr)
+        secrets = {"server": {"tls.crt": "server.pem", "tls.key": "server.key", "ca.crt": "ca.pem"},
+                   "client": {"tls.crt": "client.pem", "tls.key": "client.key", "ca.crt": "ca.pem"}}
+        for secret, files in secrets.items():
+            os.makedirs(os.path.join(tmp, secret))
+            for key, src in files.items():
+                shutil.copy(os.path.join(tmp, "certs", src), os.path.join(tmp, secret, key))
+        local = lambda a: a.replace("/etc/tgraph-tls/", tmp + "/")  # noqa: E731
+        args = [local(a) for a in container["args"] if not a.startswith("--flagfile=")]
+        os.makedirs(os.path.join(tmp, "registry"))
+        s = Server(bin_dir, tmp, os.path.join(tmp, "registry"), args)
+        try:
+            check("mutual TLS" in s.text(), "tgraph-server starts with the overlay's TLS arguments (mutual TLS)", s.text())
+            for probe, want in [("startupProbe", 0), ("livenessProbe", 0), ("readinessProbe", 1)]:
+                cmd = [local(a).replace("127.0.0.1:50051", f"127.0.0.1:{s.grpc_port}")
+                       for a in container[probe]["exec"]["command"]]
+                cmd[0] = os.path.join(bin_dir, "client", "tgraph-client")
+                r = run(cmd, timeout=30)
+                said = (r.stdout + r.stderr).strip()
+                ok = r.returncode == want and (want == 0 or "NOT_SERVING" in said)
+                check(ok, f"the overlay's {probe} exits {want} ({said.splitlines()[-1] if said else ''})", said)
+        finally:
+            s.stop()
 
 
 def test_dockerfile(root, bin_dir):

@@ -11,6 +11,11 @@
 // 3. They agree with the code: every flag in server.flags and in the Jobs' args is a
 //    flag of the binary (from its --help), the router hashes on the header the
 //    client library sets, and Envoy's upstream is the headless Service.
+// 4. The TLS overlay (deploy/k8s-tls) patches objects that exist, validates after its
+//    strategic-merge patches, and is consistent: no plaintext gRPC probe is left, the
+//    probes run tgraph-client health with its own flags, every certificate path (the
+//    server's flags, the probes', Envoy's) lies in a mounted Secret, and Envoy checks
+//    the name the probes check.
 // Prints one line per check group and exits 1 with every problem listed.
 "use strict";
 
@@ -272,25 +277,165 @@ for (const f of byKind("CronJob").filter((j) => (podSpec(j).containers[0].comman
     if (!(c.volumeMounts || []).some((m) => m.mountPath === path)) fail(where, `nothing is mounted at ${path}`);
   if (f.obj.spec.concurrencyPolicy !== "Forbid") fail(where, "concurrencyPolicy must be Forbid: two fine-tunes would publish twice");
 }
-const envoy = YAML.parse(fs.readFileSync(path.join(k8s, "envoy", "envoy.yaml"), "utf8"));
 const clientSrc = fs.readFileSync(path.join(root, "client", "client.cc"), "utf8");
 const headerSet = (clientSrc.match(/AddMetadata\("([a-z0-9-]+)"/) || [])[1];
-const routes = envoy.static_resources.listeners[0].filter_chains[0].filters[0].typed_config.route_config.virtual_hosts[0].routes;
-const hashHeader = routes[0].route.hash_policy[0].header.header_name;
-if (!headerSet || hashHeader !== headerSet) fail("deploy/k8s/envoy/envoy.yaml", `hashes on ${hashHeader} but the client sets ${headerSet}`);
-const cluster = envoy.static_resources.clusters.find((c) => c.name === routes[0].route.cluster);
-if (!cluster) fail("deploy/k8s/envoy/envoy.yaml", `route cluster ${routes[0].route.cluster} is not defined`);
-else {
-  if (cluster.lb_policy !== "RING_HASH" && cluster.lb_policy !== "MAGLEV") fail("deploy/k8s/envoy/envoy.yaml", `lb_policy ${cluster.lb_policy} does not use the hash`);
+// An Envoy configuration routes as the client library expects; returns its parts.
+function checkEnvoy(file, envoy) {
+  const where = rel(file);
+  const listener = envoy.static_resources.listeners[0].filter_chains[0];
+  const routes = listener.filters[0].typed_config.route_config.virtual_hosts[0].routes;
+  const hashHeader = routes[0].route.hash_policy[0].header.header_name;
+  if (!headerSet || hashHeader !== headerSet) fail(where, `hashes on ${hashHeader} but the client sets ${headerSet}`);
+  const cluster = envoy.static_resources.clusters.find((c) => c.name === routes[0].route.cluster);
+  if (!cluster) { fail(where, `route cluster ${routes[0].route.cluster} is not defined`); return { listener }; }
+  if (cluster.lb_policy !== "RING_HASH" && cluster.lb_policy !== "MAGLEV") fail(where, `lb_policy ${cluster.lb_policy} does not use the hash`);
   const addr = cluster.load_assignment.endpoints[0].lb_endpoints[0].endpoint.address.socket_address;
   const [svc, ns] = addr.address.split(".");
   const headless = byKind("Service").find((s) => name(s) === svc);
-  if (!headless || headless.obj.spec.clusterIP !== "None") fail("deploy/k8s/envoy/envoy.yaml", `upstream ${svc} is not a headless Service`);
-  if (ns !== kustomization.namespace) fail("deploy/k8s/envoy/envoy.yaml", `upstream namespace ${ns} is not the kustomization's ${kustomization.namespace}`);
+  if (!headless || headless.obj.spec.clusterIP !== "None") fail(where, `upstream ${svc} is not a headless Service`);
+  if (ns !== kustomization.namespace) fail(where, `upstream namespace ${ns} is not the kustomization's ${kustomization.namespace}`);
   const hc = cluster.health_checks[0].grpc_health_check.service_name;
-  if (hc !== "tgraph.v1.Ranker") fail("deploy/k8s/envoy/envoy.yaml", `health check service ${hc}, expected tgraph.v1.Ranker`);
+  if (hc !== "tgraph.v1.Ranker") fail(where, `health check service ${hc}, expected tgraph.v1.Ranker`);
+  return { listener, cluster };
 }
+checkEnvoy(path.join(k8s, "envoy", "envoy.yaml"), YAML.parse(fs.readFileSync(path.join(k8s, "envoy", "envoy.yaml"), "utf8")));
 console.log(`code: ${serverFlags.size} server flags, ${trainFlags.size} trainer flags, routing header ${headerSet}`);
+
+
+// ---- 4. the TLS overlay -----------------------------------------------------------
+// Kubernetes' strategic merge, as far as these patches use it: maps merge, null
+// deletes a key, lists of objects merge on their merge key, other lists are replaced.
+const mergeKeys = { containers: "name", initContainers: "name", volumes: "name", env: "name", volumeMounts: "mountPath", ports: "containerPort" };
+function strategicMerge(base, patch, field) {
+  if (patch === null) return undefined;
+  if (Array.isArray(patch)) {
+    const key = mergeKeys[field];
+    if (!key || !Array.isArray(base)) return patch;
+    const out = base.slice();
+    for (const p of patch) {
+      const i = out.findIndex((b) => b[key] === p[key]);
+      if (i >= 0) out[i] = strategicMerge(out[i], p); else out.push(p);
+    }
+    return out;
+  }
+  if (patch && typeof patch === "object") {
+    const out = Object.assign({}, base && typeof base === "object" && !Array.isArray(base) ? base : {});
+    for (const [k, v] of Object.entries(patch)) {
+      const m = strategicMerge(out[k], v, k);
+      if (m === undefined) delete out[k]; else out[k] = m;
+    }
+    return out;
+  }
+  return patch;
+}
+const tlsDir = path.join(root, "deploy", "k8s-tls");
+const tlsRel = "deploy/k8s-tls/kustomization.yaml";
+const clientFlags = knownFlags(path.join(path.dirname(path.dirname(serverBin)), "client", "tgraph-client"));
+let tlsObjects = 0;
+if (!fs.existsSync(path.join(tlsDir, "kustomization.yaml"))) fail(tlsRel, "does not exist");
+else {
+  const overlay = YAML.parse(fs.readFileSync(path.join(tlsDir, "kustomization.yaml"), "utf8"));
+  const tlsAccounted = new Set([path.join(tlsDir, "kustomization.yaml")]);
+  if (JSON.stringify(overlay.resources) !== JSON.stringify(["../k8s"])) fail(tlsRel, `resources ${overlay.resources}: expected ../k8s only`);
+  if (overlay.namespace !== kustomization.namespace) fail(tlsRel, `namespace ${overlay.namespace} is not the base's ${kustomization.namespace}`);
+  const patched = new Map();  // "Kind/name" -> patched object
+  for (const pt of overlay.patches || []) {
+    const file = path.join(tlsDir, pt.path);
+    if (!fs.existsSync(file)) { fail(tlsRel, `patch ${pt.path} does not exist`); continue; }
+    tlsAccounted.add(file);
+    for (const patch of parseYamlFile(file)) {
+      const id = `${patch.kind}/${patch.metadata.name}`;
+      const base = patched.get(id) || (objects.find((o) => o.obj.kind === patch.kind && name(o) === patch.metadata.name) || {}).obj;
+      if (!base) { fail(`${rel(file)} ${id}`, "patches an object deploy/k8s does not have"); continue; }
+      patched.set(id, strategicMerge(base, patch));
+    }
+  }
+  let envoyFile = null;
+  for (const g of overlay.configMapGenerator || []) {
+    if (g.behavior !== "replace" || !generated.has(g.name)) fail(tlsRel, `configMapGenerator ${g.name}: must replace one of the base's generators`);
+    for (const f of g.files || []) {
+      const file = path.join(tlsDir, f);
+      if (!fs.existsSync(file)) { fail(tlsRel, `configMapGenerator ${g.name}: ${f} does not exist`); continue; }
+      tlsAccounted.add(file);
+      if (g.name === "tgraph-envoy-config") envoyFile = file;
+    }
+  }
+  (function walk(dir) {
+    for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+      const p = path.join(dir, e.name);
+      if (e.isDirectory()) walk(p);
+      else if (/\.(ya?ml|flags)$/.test(e.name) && !tlsAccounted.has(p)) fail(rel(p), "not a patch or generator file of deploy/k8s-tls: nothing deploys it");
+    }
+  })(tlsDir);
+  for (const [id, obj] of patched) {
+    try { new (modelClass(obj.apiVersion, obj.kind))(obj).validate(); tlsObjects++; } catch (e) { fail(`deploy/k8s-tls ${id}`, `schema after the patches: ${e.message}`); }
+  }
+  // Paths that must lie in a Secret the container mounts.
+  const secretMounts = (spec, c) => (c.volumeMounts || []).filter((m) => (spec.volumes || []).some((v) => v.name === m.name && v.secret)).map((m) => m.mountPath);
+  const inSecret = (where, what, file, mounts) => {
+    if (!mounts.some((m) => file.startsWith(m.replace(/\/?$/, "/")))) fail(where, `${what} ${file} is not in a mounted Secret`);
+  };
+  const flagOf = (args, flag) => { const a = args.find((x) => x.startsWith(`--${flag}=`)); return a && a.slice(flag.length + 3); };
+  let probeName = null;
+  const server = patched.get("Deployment/tgraph-server");
+  if (!server) fail(tlsRel, "does not patch Deployment/tgraph-server");
+  else {
+    const where = "deploy/k8s-tls Deployment/tgraph-server";
+    const spec = server.spec.template.spec, c = spec.containers.find((x) => x.name === "tgraph-server");
+    const mounts = secretMounts(spec, c), args = c.args || [];
+    if (!args.includes("--flagfile=/etc/tgraph/server.flags")) fail(where, "args must still pass --flagfile=/etc/tgraph/server.flags");
+    for (const a of args) {
+      const m = a.match(/^--([a-z0-9_]+)=(.*)$/);
+      if (m && m[1] !== "flagfile" && !serverFlags.has(m[1])) fail(where, `--${m[1]} is not a tgraph-server flag`);
+      if (m && /^tls_(cert|key|client_ca)$/.test(m[1])) inSecret(where, `--${m[1]}`, m[2], mounts);
+    }
+    if (!flagOf(args, "tls_cert") || !flagOf(args, "tls_key")) fail(where, "args need --tls_cert and --tls_key");
+    const grpcPort = (c.ports || []).find((p) => p.name === "grpc").containerPort;
+    for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
+      const p = c[probe];
+      if (!p) { fail(where, `${probe} is missing`); continue; }
+      if (p.grpc) { fail(where, `${probe}: a gRPC probe speaks plaintext, which a TLS server refuses; probe with exec and tgraph-client health`); continue; }
+      const cmd = (p.exec && p.exec.command) || [];
+      if (cmd[0] !== "tgraph-client" || cmd[1] !== "health") { fail(where, `${probe}: expected exec tgraph-client health, got ${cmd.join(" ")}`); continue; }
+      for (const a of cmd.slice(2)) {
+        const m = a.match(/^--([a-z0-9_]+)=(.*)$/);
+        if (!m) { fail(where, `${probe}: ${a} is not a --flag=value argument`); continue; }
+        if (!clientFlags.has(m[1])) fail(where, `${probe}: --${m[1]} is not a tgraph-client flag`);
+        if (/^tls_(ca|cert|key)$/.test(m[1])) inSecret(where, `${probe}: --${m[1]}`, m[2], mounts);
+      }
+      const want = probe === "readinessProbe" ? "tgraph.v1.Ranker" : "liveness";
+      if (flagOf(cmd, "service") !== want) fail(where, `${probe}: --service=${flagOf(cmd, "service")}, expected ${want} (docs/api.md, Health)`);
+      if (flagOf(cmd, "server") !== `127.0.0.1:${grpcPort}`) fail(where, `${probe}: --server=${flagOf(cmd, "server")}, expected 127.0.0.1:${grpcPort}`);
+      if (!flagOf(cmd, "tls_ca")) fail(where, `${probe}: needs --tls_ca (the server's certificate is checked)`);
+      if (flagOf(args, "tls_client_ca") && !(flagOf(cmd, "tls_cert") && flagOf(cmd, "tls_key")))
+        fail(where, `${probe}: the server asks for client certificates (--tls_client_ca); the probe needs --tls_cert and --tls_key`);
+      probeName = flagOf(cmd, "tls_server_name") || probeName;
+    }
+  }
+  const router = patched.get("Deployment/tgraph-router");
+  if (!envoyFile) fail(tlsRel, "does not replace tgraph-envoy-config");
+  else if (!router) fail(tlsRel, "does not patch Deployment/tgraph-router to mount the certificates");
+  else {
+    const where = rel(envoyFile);
+    const envoy = YAML.parse(fs.readFileSync(envoyFile, "utf8"));
+    const { listener, cluster } = checkEnvoy(envoyFile, envoy);
+    const spec = router.spec.template.spec, c = spec.containers.find((x) => x.name === "envoy");
+    const mounts = secretMounts(spec, c);
+    for (const m of fs.readFileSync(envoyFile, "utf8").matchAll(/filename:\s*([^\s}]+)/g)) inSecret(where, "certificate file", m[1], mounts);
+    const tlsOf = (t) => t && t.name === "envoy.transport_sockets.tls" && t.typed_config;
+    const down = tlsOf(listener.transport_socket), up = cluster && tlsOf(cluster.transport_socket);
+    if (!down) fail(where, "the listener has no TLS transport socket");
+    else if (down.require_client_certificate !== true && server && flagOf(server.spec.template.spec.containers[0].args || [], "tls_client_ca"))
+      fail(where, "the servers ask for client certificates but the listener does not");
+    if (!up) fail(where, "the upstream cluster has no TLS transport socket: it would speak plaintext to TLS servers");
+    else {
+      if (up.sni !== probeName) fail(where, `upstream sni ${up.sni} is not the name the probes check (--tls_server_name=${probeName})`);
+      const sans = ((up.common_tls_context.validation_context || {}).match_typed_subject_alt_names || []).map((x) => x.matcher.exact);
+      if (!sans.includes(probeName)) fail(where, `the upstream does not check that the servers' certificate names ${probeName}`);
+    }
+  }
+}
+console.log(`tls overlay: ${tlsObjects} patched objects valid, probes and certificate paths checked`);
 
 if (problems.length) {
   console.error(`\n${problems.length} problem(s):`);
