@@ -381,7 +381,7 @@ else {
   if (!server) fail(tlsRel, "does not patch Deployment/tgraph-server");
   else {
     const where = "deploy/k8s-tls Deployment/tgraph-server";
-    const spec = server.spec.template.spec, c = spec.containers.find((x) => x.name === "tgraph-server");
+    const spec = server.spec.template.spec, c = spec.containers.find((x) => x.name === "tgraph-server") || {};
     const mounts = secretMounts(spec, c), args = c.args || [];
     if (!args.includes("--flagfile=/etc/tgraph/server.flags")) fail(where, "args must still pass --flagfile=/etc/tgraph/server.flags");
     for (const a of args) {
@@ -390,7 +390,7 @@ else {
       if (m && /^tls_(cert|key|client_ca)$/.test(m[1])) inSecret(where, `--${m[1]}`, m[2], mounts);
     }
     if (!flagOf(args, "tls_cert") || !flagOf(args, "tls_key")) fail(where, "args need --tls_cert and --tls_key");
-    const grpcPort = (c.ports || []).find((p) => p.name === "grpc").containerPort;
+    const grpcPort = ((c.ports || []).find((p) => p.name === "grpc") || {}).containerPort;
     for (const probe of ["startupProbe", "readinessProbe", "livenessProbe"]) {
       const p = c[probe];
       if (!p) { fail(where, `${probe} is missing`); continue; }
@@ -419,18 +419,19 @@ else {
     const where = rel(envoyFile);
     const envoy = YAML.parse(fs.readFileSync(envoyFile, "utf8"));
     const { listener, cluster } = checkEnvoy(envoyFile, envoy);
-    const spec = router.spec.template.spec, c = spec.containers.find((x) => x.name === "envoy");
+    const spec = router.spec.template.spec, c = spec.containers.find((x) => x.name === "envoy") || {};
     const mounts = secretMounts(spec, c);
     for (const m of fs.readFileSync(envoyFile, "utf8").matchAll(/filename:\s*([^\s}]+)/g)) inSecret(where, "certificate file", m[1], mounts);
     const tlsOf = (t) => t && t.name === "envoy.transport_sockets.tls" && t.typed_config;
     const down = tlsOf(listener.transport_socket), up = cluster && tlsOf(cluster.transport_socket);
     if (!down) fail(where, "the listener has no TLS transport socket");
-    else if (down.require_client_certificate !== true && server && flagOf(server.spec.template.spec.containers[0].args || [], "tls_client_ca"))
+    else if (down.require_client_certificate !== true && server &&
+             server.spec.template.spec.containers.some((x) => flagOf(x.args || [], "tls_client_ca")))
       fail(where, "the servers ask for client certificates but the listener does not");
     if (!up) fail(where, "the upstream cluster has no TLS transport socket: it would speak plaintext to TLS servers");
     else {
       if (up.sni !== probeName) fail(where, `upstream sni ${up.sni} is not the name the probes check (--tls_server_name=${probeName})`);
-      const sans = ((up.common_tls_context.validation_context || {}).match_typed_subject_alt_names || []).map((x) => x.matcher.exact);
+      const sans = (((up.common_tls_context || {}).validation_context || {}).match_typed_subject_alt_names || []).map((x) => (x.matcher || {}).exact);
       if (!sans.includes(probeName)) fail(where, `the upstream does not check that the servers' certificate names ${probeName}`);
     }
   }
