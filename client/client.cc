@@ -102,7 +102,12 @@ struct RankerClient::Impl {
     q.set_model_version(o.model_version);
     q.set_graph_hash(hash);
     q.set_top_k(o.top_k);
-    q.set_tta(o.tta);
+    if (o.reference_count > 0) {
+      q.set_num_reference_configs(o.reference_count);
+      q.set_reference_layout_configs(std::string(o.reference_layout.begin(), o.reference_layout.end()));
+      q.set_reference_tile_configs(std::string(reinterpret_cast<const char*>(o.reference_tile.data()),
+                                               o.reference_tile.size() * sizeof(float)));
+    }
     q.mutable_folds()->Assign(o.folds.begin(), o.folds.end());
     q.set_cascade(o.cascade);
     Ranking r;
@@ -122,6 +127,7 @@ struct RankerClient::Impl {
     r.queue_ms = resp.timing().queue_ms();
     r.cache_hit = resp.timing().cache_hit();
     r.rescored = resp.timing().rescored();
+    r.reference_configs = resp.reference_configs();
     return r;
   }
 

@@ -53,9 +53,14 @@ struct RankOptions {
   std::string collection;
   int64_t model_version = 0;  // 0 = latest
   int64_t top_k = 0;
-  int tta = 0;                // 0 = the model's default
   std::vector<int> folds;
   bool cascade = false;       // the top-k cascade (needs top_k > 0): ranker.proto
+  // The reference to score against (ranker.proto, docs/api.md "What a score means"):
+  // reference_count rows, layout (count x nc x 18) or tile (count x 24); none: the
+  // server chooses it from the request's rows.
+  int64_t reference_count = 0;
+  std::vector<int8_t> reference_layout;
+  std::vector<float> reference_tile;
 };
 
 struct Ranking {
@@ -66,6 +71,7 @@ struct Ranking {
   double server_total_ms = 0, inference_ms = 0, graph_prepare_ms = 0, queue_ms = 0;
   bool cache_hit = false;
   int64_t rescored = 0;        // configurations scored by every fold
+  int64_t reference_configs = 0;  // configurations in the reference the scores are computed against
   int registrations = 0;       // RegisterGraph calls this ranking needed (0 when the server knew the graph)
 };
 

@@ -49,7 +49,6 @@ ABSL_FLAG(std::string, configs, "",
 ABSL_FLAG(int64_t, top_k, 10, "How many of the fastest configurations to print");
 ABSL_FLAG(int64_t, max_configs, 0, "Rank only the first N configurations of the file (0 = all)");
 ABSL_FLAG(int64_t, model_version, 0, "Model version (0 = latest)");
-ABSL_FLAG(int, tta, 0, "TTA passes (0 = the model's default)");
 ABSL_FLAG(bool, cascade, false,
           "rank: the top-k cascade: every configuration scored by one fold, the best by every fold (needs --top_k)");
 ABSL_FLAG(double, timeout_s, 60, "Deadline of each RPC");
@@ -123,7 +122,6 @@ int Rank(tgraph::RankerClient& client) {
   tgraph::RankOptions o;
   o.collection = c->name();
   o.model_version = absl::GetFlag(FLAGS_model_version);
-  o.tta = absl::GetFlag(FLAGS_tta);
   o.cascade = absl::GetFlag(FLAGS_cascade);
   if (o.cascade) o.top_k = absl::GetFlag(FLAGS_top_k);
   const int64_t max = absl::GetFlag(FLAGS_max_configs);
@@ -267,7 +265,6 @@ int Eval(tgraph::RankerClient& client) {
   tgraph::RankOptions o;
   o.collection = c->name();
   o.model_version = absl::GetFlag(FLAGS_model_version);
-  o.tta = absl::GetFlag(FLAGS_tta);
   tgraph::EvalReport report;
   report.collection = c->name();
   report.split = absl::GetFlag(FLAGS_split);
@@ -446,7 +443,7 @@ int main(int argc, char** argv) {
                      {"loaded_versions", std::vector<int64_t>(info.loaded_versions().begin(), info.loaded_versions().end())},
                      {"architecture", info.architecture()}, {"hidden", info.hidden()}, {"folds", info.folds()},
                      {"mean_valid_score", info.mean_valid_score()}, {"created", info.created()},
-                     {"batch_size", info.batch_size()}, {"tta", info.tta()}});
+                     {"batch_size", info.batch_size()}, {"reference_configs", info.reference_configs()}});
       return PrintJson(j);
     }
     std::printf("%-20s %8s %10s %-20s %7s %6s %12s  %s\n", "collection", "version", "loaded", "architecture", "hidden",

@@ -51,15 +51,35 @@ int main(int argc, char** argv) {
   torch::Tensor s = s0.clone(), x = torch::zeros({rows, 2 * half});
   std::vector<float> scratch(static_cast<size_t>(c * half));
   const double copy_us = MicrosPerCall(reps, [&] { s.copy_(s0); });
+  tgraph::kernels::CrossRowsMode batch_softmax;
+  batch_softmax.members = c;
   const double combine_us = MicrosPerCall(reps, [&] {
     s.copy_(s0);
     tgraph::kernels::CombineNodes(x.data_ptr<float>(), s.data_ptr<float>(), gate.data_ptr<float>(), nodes, c, half,
-                                  true, true, 1.0f / (64 * half), 1.0f, scratch.data());
+                                  true, true, 1.0f / (64 * half), 1.0f, scratch.data(), batch_softmax);
   });
   std::printf("one core, a tile of %lld rows x %lld (in cache):\n", static_cast<long long>(rows),
               static_cast<long long>(half));
   std::printf("  fused combine loop (gate, softmax over configurations, 2 GELUs, residuals): %.2f ns per element\n",
               (combine_us - copy_us) * 1e3 / static_cast<double>(n));
+
+  // The same tile scored against a recorded reference (every row joins it alone).
+  const torch::Tensor ref_a = torch::rand({nodes, half}) + 1, ref_b = torch::randn({nodes, half}),
+                      ref_lse = torch::randn({nodes, half}) + 5;
+  tgraph::kernels::CrossStatsRows ref_rows;
+  ref_rows.a = ref_a.data_ptr<float>();
+  ref_rows.b = ref_b.data_ptr<float>();
+  ref_rows.lse = ref_lse.data_ptr<float>();
+  tgraph::kernels::CrossRowsMode against_reference;
+  against_reference.use = &ref_rows;
+  against_reference.use_count = 128;
+  const double reference_us = MicrosPerCall(reps, [&] {
+    s.copy_(s0);
+    tgraph::kernels::CombineNodes(x.data_ptr<float>(), s.data_ptr<float>(), gate.data_ptr<float>(), nodes, c, half,
+                                  true, true, 1.0f / (64 * half), 1.0f, scratch.data(), against_reference);
+  });
+  std::printf("  the same against a recorded reference (model/tiled_block.h, CrossStats): %.2f ns per element\n",
+              (reference_us - copy_us) * 1e3 / static_cast<double>(n));
 
   torch::Tensor y = torch::empty_like(s0);
   const double ours = MicrosPerCall(reps, [&] { tgraph::kernels::Gelu(s0.data_ptr<float>(), y.data_ptr<float>(), n); });

@@ -2,7 +2,8 @@
 // compares its arithmetic rate with a plain LibTorch matmul of similar shape.
 //
 //   tgraph-bench-model [--nodes 1000] [--configs 128] [--hidden 256] [--folds 1] [--threads 0] [--fold=false]
-//                      [--precision auto|bf16|fp32] [--npz REAL.npz] [--tta N] [--cascade K] [--warmup N]
+//                      [--precision auto|bf16|fp32] [--npz REAL.npz] [--registry REG --collection C]
+//                      [--scoring reference|batch] [--tta N] [--cascade K] [--warmup N]
 #include <torch/csrc/autograd/profiler_legacy.h>
 #include <torch/torch.h>
 
@@ -19,6 +20,8 @@
 #include "model/cli.h"
 #include "model/tool.h"
 #include "model/features.h"
+#include "model/model_io.h"
+#include "model/registry.h"
 #include "model/rng.h"
 #include "model/scoring.h"
 #include "model/tgraph_net.h"
@@ -44,8 +47,16 @@ ABSL_FLAG(int64_t, tile_rows, tgraph::kDefaultTileRows,
           "Rows (nodes x configurations) per tile of TGraph's tiled inference blocks (model/tiled_block.h)");
 ABSL_FLAG(int, repeats, 10, "Timed repetitions (after --warmup runs)");
 ABSL_FLAG(int, warmup, 2, "Untimed requests first");
-ABSL_FLAG(int, tta, 1, "Permutation passes per fold at most (when the configurations exceed one batch)");
-ABSL_FLAG(double, tta_agreement, 0, "Stop a fold's passes once two successive ones agree to this tau (0: all)");
+ABSL_FLAG(std::string, registry, "",
+          "Time a published model (its folds, hidden width and statistics) instead of untrained folds of --hidden");
+ABSL_FLAG(std::string, collection, "", "With --registry: the model's collection");
+ABSL_FLAG(int64_t, version, 0, "With --registry: the model version (0 = latest)");
+ABSL_FLAG(std::string, scoring, "reference",
+          "reference: every configuration against one reference (model/scoring.h); batch: each batch its own softmax "
+          "with --tta permutations (the earlier scoring)");
+ABSL_FLAG(int64_t, reference, 128, "Reference configurations (capped by --batch; with --registry, 0 = the model's)");
+ABSL_FLAG(int, tta, 1, "With --scoring batch: permutation passes per fold at most");
+ABSL_FLAG(double, tta_agreement, 0, "With --scoring batch: stop a fold's passes once two successive ones agree to this tau (0: all)");
 ABSL_FLAG(int64_t, cascade, 0, "K > 0: the top-K cascade (first fold over everything, every fold over the best 25%)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 ABSL_FLAG(std::string, trace, "", "Write a Chrome trace (chrome://tracing, Perfetto) of one extra request to this file");
@@ -111,27 +122,49 @@ int main(int argc, char** argv) {
     rows.assign(real->config_feat.begin(), real->config_feat.begin() + c * nc * tgraph::kConfigFeatDim);
     source = absl::StrCat(path, " (", real->graph.num_nodes, " nodes before pruning)");
   }
-  // Untrained weights: the graph's own feature statistics keep their inputs in range.
+  // Untrained weights: the graph's own feature statistics keep their inputs in range. A
+  // published model: its own statistics, spec and folds.
   tgraph::FeatureStats stats = tgraph::FeatureStats::Compute({&g});
-  const tgraph::GraphTensors tensors = tgraph::MakeGraphTensors(g, config_nodes, stats);
-
   tgraph::ModelSpec spec;
   spec.architecture = absl::GetFlag(FLAGS_architecture);
   spec.hidden = absl::GetFlag(FLAGS_hidden);
   spec.blocks = absl::GetFlag(FLAGS_blocks);
-  if (absl::Status s = spec.Validate(); !s.ok()) return tgraph::Fail(tgraph::UsageError(s.message()));
   std::vector<std::shared_ptr<tgraph::RankingNet>> nets;
+  int64_t reference = absl::GetFlag(FLAGS_reference);
+  int64_t groups = 1;
+  std::string model_name = "untrained";
+  if (const std::string reg = absl::GetFlag(FLAGS_registry); !reg.empty()) {
+    const tgraph::Registry registry(reg);
+    int64_t version = absl::GetFlag(FLAGS_version);
+    if (version <= 0) {
+      absl::StatusOr<int64_t> latest = registry.LatestVersion(absl::GetFlag(FLAGS_collection));
+      if (!latest.ok()) return tgraph::Fail(latest.status());
+      version = *latest;
+    }
+    absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModel(registry, absl::GetFlag(FLAGS_collection), version);
+    if (!model.ok()) return tgraph::Fail(model.status());
+    stats = model->manifest.stats;
+    spec = model->manifest.spec;
+    nets = model->folds;
+    if (reference <= 0) reference = model->manifest.reference_configs;
+    groups = model->manifest.reference_groups;
+    model_name = absl::StrCat(absl::GetFlag(FLAGS_collection), " version ", version, " of ", reg);
+  } else {
+    if (absl::Status s = spec.Validate(); !s.ok()) return tgraph::Fail(tgraph::UsageError(s.message()));
+    for (int f = 0; f < absl::GetFlag(FLAGS_folds); ++f) nets.push_back(tgraph::MakeRankingNet(spec));
+    if (reference <= 0) reference = 128;
+  }
+  const tgraph::GraphTensors tensors = tgraph::MakeGraphTensors(g, config_nodes, stats);
   std::vector<tgraph::StaticEncoding> caches;
   std::vector<tgraph::FoldModel> folds;
   {
     torch::NoGradGuard no_grad;
-    for (int f = 0; f < absl::GetFlag(FLAGS_folds); ++f) {
-      nets.push_back(tgraph::MakeRankingNet(spec));
-      nets.back()->eval();
-      nets.back()->SetInferenceFolding(absl::GetFlag(FLAGS_fold));
-      nets.back()->SetInferencePrecision(precision);
-      nets.back()->SetInferenceTileRows(absl::GetFlag(FLAGS_tile_rows));
-      caches.push_back(nets.back()->Precompute(tensors));
+    for (const auto& net : nets) {
+      net->eval();
+      net->SetInferenceFolding(absl::GetFlag(FLAGS_fold));
+      net->SetInferencePrecision(precision);
+      net->SetInferenceTileRows(absl::GetFlag(FLAGS_tile_rows));
+      caches.push_back(net->Precompute(tensors));
     }
   }
   for (size_t f = 0; f < nets.size(); ++f) folds.push_back({nets[f].get(), &caches[f]});
@@ -145,6 +178,12 @@ int main(int argc, char** argv) {
     }
     so.batch_size = std::min(so.batch_size, budget / per_config);
   }
+  const std::string scoring = absl::GetFlag(FLAGS_scoring);
+  if (scoring != "reference" && scoring != "batch")
+    return tgraph::Fail(tgraph::UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'")));
+  so.batch_softmax = scoring == "batch";
+  so.reference_size = reference;
+  so.reference_groups = groups;
   so.tta = std::max(1, absl::GetFlag(FLAGS_tta));
   so.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
   const int64_t cascade = absl::GetFlag(FLAGS_cascade);
@@ -162,12 +201,13 @@ int main(int argc, char** argv) {
   std::vector<double> ms, mm_ms;
   int64_t batches = 0;
   const int warmup = std::max(0, absl::GetFlag(FLAGS_warmup));
-  int64_t passes = 0, rescored = 0;
+  int64_t passes = 0, rescored = 0, reference_used = 0;
   for (int r = 0; r < repeats + warmup; ++r) {
     auto t0 = Clock::now();
     const tgraph::ScoreResult s = cascade > 0 ? tgraph::ScoreCascade(folds, tensors, cr, so, cascade)
                                               : tgraph::ScoreConfigs(folds, tensors, cr, so);
     passes = s.passes;
+    reference_used = s.reference;
     rescored = cascade > 0 ? s.rescored : c;
     const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     batches = s.batches;
@@ -187,12 +227,21 @@ int main(int argc, char** argv) {
   }
   const double request_ms = Median(ms);
   const double per_batch_ms = request_ms / static_cast<double>(batches);
-  // FLOPs as executed (folded or not), and as the architecture specifies them.
+  // FLOPs as executed (folded or not), and as the architecture specifies them: with a
+  // reference, its batch and then the other distinct rows' batches.
   double flops = 0, spec_flops = 0;
   const bool folded = absl::GetFlag(FLAGS_fold) && spec.architecture == "tgraph";
-  const std::vector<int64_t> bounds = tgraph::BatchBounds(c, so.batch_size);
-  for (size_t bi = 0; bi + 1 < bounds.size(); ++bi) {
-    const int64_t cb = bounds[bi + 1] - bounds[bi];
+  std::vector<int64_t> batch_sizes;
+  if (so.batch_softmax) {
+    const std::vector<int64_t> bounds = tgraph::BatchBounds(c, so.batch_size);
+    for (size_t bi = 0; bi + 1 < bounds.size(); ++bi) batch_sizes.push_back(bounds[bi + 1] - bounds[bi]);
+  } else {
+    const int64_t distinct = static_cast<int64_t>(tgraph::ChooseReference(cr, c).size());
+    batch_sizes.push_back(reference_used);
+    const std::vector<int64_t> bounds = tgraph::BatchBounds(distinct - reference_used, so.batch_size);
+    for (size_t bi = 0; bi + 1 < bounds.size(); ++bi) batch_sizes.push_back(bounds[bi + 1] - bounds[bi]);
+  }
+  for (int64_t cb : batch_sizes) {
     flops += tgraph::ForwardFlops(spec, n, nc, tensors.edge_src.numel(), cb, folded);
     spec_flops += tgraph::ForwardFlops(spec, n, nc, tensors.edge_src.numel(), cb, false);
   }
@@ -209,14 +258,18 @@ int main(int argc, char** argv) {
   std::printf("       %lld pruned nodes, %lld configurable, %lld directed edges; %lld configs in batches of %lld\n",
               static_cast<long long>(n), static_cast<long long>(nc), static_cast<long long>(tensors.edge_src.numel()),
               static_cast<long long>(c), static_cast<long long>(so.batch_size));
-  std::printf("model: %s hidden %lld, %lld blocks, %zu fold(s), %s; torch threads %d, OMP_WAIT_POLICY %s\n",
-              spec.architecture.c_str(), static_cast<long long>(spec.hidden), static_cast<long long>(spec.blocks),
-              folds.size(), tgraph::PrecisionName(precision), torch::get_num_threads(),
-              tgraph::OpenMpWaitPolicy().c_str());
+  std::printf("model: %s, %s hidden %lld, %lld blocks, %zu fold(s), %s; torch threads %d, OMP_WAIT_POLICY %s\n",
+              model_name.c_str(), spec.architecture.c_str(), static_cast<long long>(spec.hidden),
+              static_cast<long long>(spec.blocks), folds.size(), tgraph::PrecisionName(precision),
+              torch::get_num_threads(), tgraph::OpenMpWaitPolicy().c_str());
   std::printf("activations (estimated): %.0f MiB per %lld-config batch\n",
               static_cast<double>(per_config * so.batch_size) / (1 << 20), static_cast<long long>(so.batch_size));
-  std::printf("permutation passes %lld over all folds (tta %d, agreement %g)%s\n", static_cast<long long>(passes),
-              so.tta, so.tta_agreement,
+  const std::string how =
+      so.batch_softmax
+          ? absl::StrCat("batch softmax: permutation passes ", passes, " over all folds (tta ", so.tta, ", agreement ",
+                         so.tta_agreement, ")")
+          : absl::StrCat("scored against a reference of ", reference_used, " configurations, one pass");
+  std::printf("%s%s\n", how.c_str(),
               cascade > 0 ? absl::StrCat("; cascade top ", cascade, ": ", rescored, " configs by every fold").c_str() : "");
   std::printf("request (all folds, median of %d): %.1f ms\n", repeats, request_ms);
   std::printf("per %lld-config batch per fold:      %.1f ms\n", static_cast<long long>(so.batch_size), per_batch_ms);

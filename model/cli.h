@@ -23,8 +23,8 @@ inline constexpr char kPrecisionFlagHelp[] =
     "Inference precision of the graph blocks' matmuls: auto (bf16 where the CPU has avx512_bf16, else fp32), bf16 "
     "or fp32";
 inline constexpr char kTtaAgreementFlagHelp[] =
-    "TTA policy: a fold stops its permutation passes (at most the model's or the request's tta) once two successive "
-    "passes rank the configurations alike to this Kendall tau; 0 runs every pass";
+    "With --scoring batch: a fold stops its permutation passes (at most --tta) once two successive passes rank the "
+    "configurations alike to this Kendall tau; 0 runs every pass";
 
 // Lets users write flags with dashes (--official-subset) as well as Abseil's
 // underscores (--official_subset): rewrites "--a-b[=v]" to "--a_b[=v]" in place.

@@ -20,6 +20,10 @@ struct Collection {
   std::string name() const;  // "layout:xla:random", "tile:xla"
 };
 
+// Configurations sampled per graph and training step when not set: 64 for the default
+// collections, 128 otherwise (TGraph paper 3.1).
+inline int64_t DefaultTrainingBatch(const Collection& c) { return c.search == "default" ? 64 : 128; }
+
 // The five collections of the dataset, in the order of docs/format.md.
 const std::vector<Collection>& AllCollections();
 // Parses "layout:xla:random" etc.; the error lists the valid names.

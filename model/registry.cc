@@ -30,7 +30,6 @@ namespace {
 
 constexpr char kManifest[] = "manifest.json";
 // Bounds on what a manifest may ask of a server.
-constexpr int64_t kMaxBatchSize = 65536;
 constexpr int64_t kMaxTta = 64;
 constexpr int kMaxFolds = 64;
 constexpr char kRetired[] = "RETIRED";
@@ -72,7 +71,10 @@ std::string Manifest::ToJson() const {
   j["folds"] = json::array();
   for (const FoldEntry& f : folds)
     j["folds"].push_back({{"fold", f.fold}, {"valid_tau", f.valid_tau}, {"weights", f.weights}, {"sha256", f.sha256}});
-  j["inference"] = {{"batch_size", batch_size}, {"tta", tta}};
+  j["inference"] = {{"batch_size", batch_size},
+                    {"reference_configs", reference_configs},
+                    {"reference_groups", reference_groups},
+                    {"tta", tta}};
   j["training"] = {{"data_fingerprint", data_fingerprint}, {"flags", training}};
   return j.dump(2);
 }
@@ -116,19 +118,43 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
     const json& inf = j["inference"];
     if (inf.contains("batch_size") && !inf["batch_size"].is_number_integer()) return err("inference.batch_size", "an integer");
     if (inf.contains("tta") && !inf["tta"].is_number_integer()) return err("inference.tta", "an integer");
+    if (inf.contains("reference_configs") && !inf["reference_configs"].is_number_integer())
+      return err("inference.reference_configs", "an integer");
+    if (inf.contains("reference_groups") && !inf["reference_groups"].is_number_integer())
+      return err("inference.reference_groups", "an integer");
     m.batch_size = inf.value("batch_size", int64_t{128});
+    m.reference_configs = inf.value("reference_configs", int64_t{128});
     m.tta = static_cast<int>(std::clamp<int64_t>(inf.value("tta", int64_t{10}), -1, kMaxTta + 1));
   }
   // Bounded so that a manifest can never make a server allocate without limit.
   if (m.batch_size < 1 || m.batch_size > kMaxBatchSize)
     return err("inference.batch_size", absl::StrCat("in 1..", kMaxBatchSize, ", got ", m.batch_size));
   if (m.tta < 1 || m.tta > kMaxTta) return err("inference.tta", absl::StrCat("in 1..", kMaxTta));
+  if (m.reference_configs < 1 || m.reference_configs > kMaxBatchSize)
+    return err("inference.reference_configs", absl::StrCat("in 1..", kMaxBatchSize, ", got ", m.reference_configs));
   if (j.contains("training") && j["training"].is_object()) {
     m.data_fingerprint = j["training"].value("data_fingerprint", "");
     if (j["training"].contains("flags") && j["training"]["flags"].is_object())
       for (auto& [k, v] : j["training"]["flags"].items()) m.training[k] = v.is_string() ? v.get<std::string>() : v.dump();
   }
+  const json* inference = j.contains("inference") && j["inference"].is_object() ? &j["inference"] : nullptr;
+  if (inference && inference->contains("reference_groups")) {
+    m.reference_groups = (*inference)["reference_groups"].get<int64_t>();
+  } else {  // written before groups: the training batch the trainer used
+    int64_t batch = 0;
+    if (auto it = m.training.find("batch_configs"); it != m.training.end()) (void)absl::SimpleAtoi(it->second, &batch);
+    absl::StatusOr<Collection> c = ParseCollection(m.collection);
+    if (batch <= 0) batch = c.ok() ? DefaultTrainingBatch(*c) : m.reference_configs;
+    m.reference_groups = ReferenceGroups(m.reference_configs, batch);
+  }
+  if (m.reference_groups < 1 || m.reference_groups > m.reference_configs)
+    return err("inference.reference_groups",
+               absl::StrCat("in 1..reference_configs (", m.reference_configs, "), got ", m.reference_groups));
   return m;
+}
+
+int64_t ReferenceGroups(int64_t reference_configs, int64_t training_batch) {
+  return std::max<int64_t>(1, reference_configs / std::max<int64_t>(1, training_batch));
 }
 
 std::string Registry::VersionDir(const std::string& collection, int64_t version) const {

@@ -15,6 +15,9 @@
 
 namespace tgraph {
 
+// The largest inference batch and reference a manifest may ask for.
+constexpr int64_t kMaxBatchSize = 65536;
+
 struct FoldEntry {
   int fold = 0;
   double valid_tau = 0;     // validation metric of the fold (M_tile for tile)
@@ -30,7 +33,15 @@ struct Manifest {
   FeatureStats stats;
   std::vector<FoldEntry> folds;
   int64_t batch_size = 128; // inference batch (the paper's 128)
-  int tta = 10;             // test-time augmentation passes
+  // The cross-attention reference's size when a request does not fix one (model/scoring.h).
+  int64_t reference_configs = 128;
+  // The reference's groups, each its own softmax (ScoringOptions::reference_groups):
+  // ReferenceGroups of the training batch. Manifests without the key get that of the
+  // trainer's batch_configs flag, or of its default for the collection.
+  int64_t reference_groups = 1;
+  // Test-time augmentation passes: only for the batch-softmax scoring of ablations
+  // (ScoringOptions::batch_softmax); scoring against a reference makes them pointless.
+  int tta = 10;
   std::string data_fingerprint;               // hash of the training data
   std::map<std::string, std::string> training;  // the trainer's flags
 
@@ -100,6 +111,11 @@ class Registry {
   std::vector<int64_t> PublishedVersions(const std::string& collection, bool include_retired) const;
   std::string root_;
 };
+
+// Groups of a reference of `reference_configs` so that each is about a training batch
+// of `training_batch` configurations, the size of the softmax the network was trained
+// with: max(1, reference_configs / training_batch).
+int64_t ReferenceGroups(int64_t reference_configs, int64_t training_batch);
 
 // Current UTC time as "2026-11-22T09:30:00Z".
 std::string UtcNow();

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
+#include <optional>
+#include <unordered_map>
 
 #include "model/config_rows.h"
 #include "model/rng.h"
@@ -54,8 +57,12 @@ std::vector<int64_t> BatchBounds(int64_t count, int64_t batch_size) {
   return bounds;
 }
 
-ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
-                         const ScoringOptions& o) {
+namespace {
+
+// ScoringOptions::batch_softmax: each batch its own softmax, TTA permutations. Scores of
+// one fold are averaged over the passes it ran, then standardised over the request.
+ScoreResult ScoreBatchSoftmax(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
+                              const ScoringOptions& o) {
   torch::NoGradGuard no_grad;
   const int64_t c = rows.count;
   const int64_t batch = std::max<int64_t>(1, o.batch_size);
@@ -95,6 +102,7 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
         const double* sp = s.data_ptr<double>();
         for (int64_t i = begin; i < end; ++i) fold_score[order[i]] += sp[i - begin];
         ++r.batches;
+        r.evaluated += end - begin;
       }
       ++run;
       ++r.passes;
@@ -124,6 +132,233 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
   return r;
 }
 
+size_t RowBytes(const ConfigRows& rows) {
+  return rows.layout ? static_cast<size_t>(rows.num_config_nodes * kConfigFeatDim)
+                     : static_cast<size_t>(kTileConfigDim) * sizeof(float);
+}
+const unsigned char* RowData(const ConfigRows& rows, int64_t i) {
+  return rows.layout ? reinterpret_cast<const unsigned char*>(rows.layout) + i * RowBytes(rows)
+                     : reinterpret_cast<const unsigned char*>(rows.tile) + i * RowBytes(rows);
+}
+bool SameRow(const ConfigRows& a, int64_t i, const ConfigRows& b, int64_t j) {
+  return std::memcmp(RowData(a, i), RowData(b, j), RowBytes(a)) == 0;
+}
+
+// Rows of `rows` by content: the index of each row's first equal row.
+std::vector<int64_t> FirstEqualRows(const ConfigRows& rows, const std::vector<uint64_t>& hash) {
+  std::vector<int64_t> first(static_cast<size_t>(rows.count));
+  std::unordered_multimap<uint64_t, int64_t> seen;
+  seen.reserve(static_cast<size_t>(rows.count));
+  for (int64_t i = 0; i < rows.count; ++i) {
+    first[i] = i;
+    auto [lo, hi] = seen.equal_range(hash[i]);
+    for (auto it = lo; it != hi; ++it)
+      if (SameRow(rows, it->second, rows, i)) {
+        first[i] = it->second;
+        break;
+      }
+    if (first[i] == i) seen.emplace(hash[i], i);
+  }
+  return first;
+}
+
+// The reference's rows, copied (model/scoring.h).
+struct ReferenceRows {
+  std::vector<int8_t> layout;
+  std::vector<float> tile;
+  ConfigRows rows;
+};
+
+ReferenceRows CopyRows(const ConfigRows& from, const std::vector<int64_t>& idx) {
+  ReferenceRows r;
+  r.rows = from;
+  r.rows.count = static_cast<int64_t>(idx.size());
+  const size_t bytes = RowBytes(from);
+  if (from.layout) {
+    r.layout.resize(idx.size() * bytes);
+    for (size_t i = 0; i < idx.size(); ++i) std::memcpy(r.layout.data() + i * bytes, RowData(from, idx[i]), bytes);
+    r.rows.layout = r.layout.data();
+  } else {
+    r.tile.resize(idx.size() * kTileConfigDim);
+    for (size_t i = 0; i < idx.size(); ++i)
+      std::memcpy(r.tile.data() + i * kTileConfigDim, RowData(from, idx[i]), bytes);
+    r.rows.tile = r.tile.data();
+  }
+  return r;
+}
+
+std::vector<double> ToDoubles(const torch::Tensor& t) {
+  const torch::Tensor d = t.to(torch::kFloat64).contiguous();
+  return std::vector<double>(d.data_ptr<double>(), d.data_ptr<double>() + d.numel());
+}
+
+// One fold's reference and how the request's rows meet it.
+struct ReferencePlan {
+  ReferenceRows ref;
+  std::vector<int64_t> member;   // per row: its index in the reference, or -1
+  std::vector<int64_t> queries;  // distinct rows that are not members, in request order
+};
+
+// The reference: `given` when set, else chosen from `choose_from` with `salt` (the rows
+// themselves when null); every distinct row (first[i] == i) is a member of it or a query.
+ReferencePlan PlanReference(const ConfigRows& rows, const std::vector<uint64_t>& hash, const std::vector<int64_t>& first,
+                            const ConfigRows* given, const ConfigRows* choose_from, int64_t size, uint64_t salt) {
+  ReferencePlan p;
+  const int64_t c = rows.count;
+  p.member.assign(static_cast<size_t>(c), -1);
+  ReferenceRows chosen_elsewhere;
+  if (!given && choose_from) {
+    chosen_elsewhere = CopyRows(*choose_from, ChooseReference(*choose_from, size, salt));
+    given = &chosen_elsewhere.rows;
+  }
+  if (given) {
+    p.ref = CopyRows(*given, ChooseReference(*given, given->count));
+    std::unordered_multimap<uint64_t, int64_t> by_hash;
+    for (int64_t j = 0; j < p.ref.rows.count; ++j) by_hash.emplace(RowHash(p.ref.rows, j), j);
+    for (int64_t i = 0; i < c; ++i) {
+      if (first[i] != i) continue;
+      auto [lo, hi] = by_hash.equal_range(hash[i]);
+      for (auto it = lo; it != hi; ++it)
+        if (SameRow(rows, i, p.ref.rows, it->second)) p.member[i] = it->second;
+    }
+  } else {
+    // In the order of the unsalted hashes, as a given reference is: the same rows make
+    // the same batch whichever way they were chosen.
+    std::vector<int64_t> chosen = ChooseReference(rows, size, salt);
+    std::sort(chosen.begin(), chosen.end(), [&](int64_t a, int64_t b) {
+      if (hash[a] != hash[b]) return hash[a] < hash[b];
+      return std::memcmp(RowData(rows, a), RowData(rows, b), RowBytes(rows)) < 0;
+    });
+    p.ref = CopyRows(rows, chosen);
+    for (size_t j = 0; j < chosen.size(); ++j) p.member[chosen[j]] = static_cast<int64_t>(j);
+  }
+  for (int64_t i = 0; i < c; ++i)
+    if (first[i] == i && p.member[i] < 0) p.queries.push_back(i);
+  return p;
+}
+
+// The reference path of ScoreConfigs (model/scoring.h).
+ScoreResult ScoreAgainstReference(const std::vector<FoldModel>& folds, const GraphTensors& graph,
+                                  const ConfigRows& rows, const ScoringOptions& o) {
+  torch::NoGradGuard no_grad;
+  const int64_t c = rows.count;
+  const int64_t batch = std::max<int64_t>(1, o.batch_size);
+  ScoreResult r;
+  if (c == 0) return r;
+  std::vector<uint64_t> hash(static_cast<size_t>(c));
+  for (int64_t i = 0; i < c; ++i) hash[i] = RowHash(rows, i);
+  const std::vector<int64_t> first = FirstEqualRows(rows, hash);
+  const ConfigRows* given = o.reference && o.reference->count > 0 ? o.reference : nullptr;
+  const int64_t size = std::min(o.reference_size, batch);
+
+  r.score.assign(c, 0.0);
+  r.spread.assign(c, 0.0);
+  std::vector<double> fold_score(c), sum_sq(c, 0.0);
+  std::optional<ReferencePlan> shared;
+  for (size_t k = 0; k < folds.size(); ++k) {
+    const FoldModel& f = folds[k];
+    if (o.cancelled && o.cancelled()) {
+      r.cancelled = true;
+      return r;
+    }
+    std::optional<ReferencePlan> own;
+    const bool per_fold = o.reference_per_fold && !given;
+    if (per_fold) own = PlanReference(rows, hash, first, given, o.choose_from, size, k);
+    else if (!shared) shared = PlanReference(rows, hash, first, given, o.choose_from, size, 0);
+    const ReferencePlan& plan = per_fold ? *own : *shared;
+    const int64_t r_count = plan.ref.rows.count;
+    r.reference = r_count;
+    StaticEncoding local;
+    const StaticEncoding* cache = f.cache;
+    if (!cache) {
+      local = f.net->Precompute(graph);
+      cache = &local;
+    }
+    // The reference as one batch: its statistics, and its members' scores.
+    std::vector<int64_t> ref_order(static_cast<size_t>(r_count));
+    std::iota(ref_order.begin(), ref_order.end(), 0);
+    CrossReference stats;
+    ScoreMode record;
+    record.groups = o.reference_groups;
+    if (f.net->UsesReference()) record.record = &stats;
+    const std::vector<double> ref_score =
+        ToDoubles(f.net->Score(graph, GatherConfigs(plan.ref.rows, ref_order, 0, ref_order.size()), cache, record));
+    ++r.batches;
+    r.evaluated += r_count;
+    ScoreMode use;
+    if (f.net->UsesReference()) use.use = &stats;
+    const std::vector<int64_t> bounds = BatchBounds(static_cast<int64_t>(plan.queries.size()), batch);
+    for (size_t b = 0; b + 1 < bounds.size(); ++b) {
+      if (o.cancelled && o.cancelled()) {
+        r.cancelled = true;
+        return r;
+      }
+      const std::vector<double> s = ToDoubles(f.net->Score(
+          graph,
+          GatherConfigs(rows, plan.queries, static_cast<size_t>(bounds[b]), static_cast<size_t>(bounds[b + 1])), cache,
+          use));
+      for (int64_t i = bounds[b]; i < bounds[b + 1]; ++i) fold_score[plan.queries[i]] = s[i - bounds[b]];
+      ++r.batches;
+      r.evaluated += bounds[b + 1] - bounds[b];
+    }
+    ++r.passes;
+    // On the common scale: the mean and std of the reference's scores.
+    double mean = 0, var = 0;
+    for (double x : ref_score) mean += x;
+    mean /= static_cast<double>(std::max<int64_t>(1, r_count));
+    for (double x : ref_score) var += (x - mean) * (x - mean);
+    const double sd = std::sqrt(var / static_cast<double>(std::max<int64_t>(1, r_count)));
+    for (int64_t i = 0; i < c; ++i) {
+      const int64_t m = plan.member[first[i]];
+      const double raw = m >= 0 ? ref_score[m] : fold_score[first[i]];
+      const double z = sd > 0 ? (raw - mean) / sd : raw - mean;
+      r.score[i] += z;
+      sum_sq[i] += z * z;
+    }
+  }
+  const double k = static_cast<double>(std::max<size_t>(1, folds.size()));
+  for (int64_t i = 0; i < c; ++i) {
+    r.score[i] /= k;
+    r.spread[i] = std::sqrt(std::max(0.0, sum_sq[i] / k - r.score[i] * r.score[i]));
+  }
+  return r;
+}
+
+}  // namespace
+
+uint64_t RowHash(const ConfigRows& rows, int64_t i, uint64_t salt) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (int k = 0; salt != 0 && k < 8; ++k) h = (h ^ ((salt >> (8 * k)) & 0xff)) * 0x100000001b3ULL;
+  const unsigned char* p = RowData(rows, i);
+  for (size_t k = 0; k < RowBytes(rows); ++k) h = (h ^ p[k]) * 0x100000001b3ULL;
+  return h;
+}
+
+std::vector<int64_t> ChooseReference(const ConfigRows& rows, int64_t size, uint64_t salt) {
+  std::vector<uint64_t> hash(static_cast<size_t>(rows.count));
+  for (int64_t i = 0; i < rows.count; ++i) hash[i] = RowHash(rows, i);
+  const std::vector<int64_t> first = FirstEqualRows(rows, hash);
+  if (salt != 0)
+    for (int64_t i = 0; i < rows.count; ++i) hash[i] = RowHash(rows, i, salt);
+  std::vector<int64_t> distinct;
+  for (int64_t i = 0; i < rows.count; ++i)
+    if (first[i] == i) distinct.push_back(i);
+  const auto before = [&](int64_t a, int64_t b) {
+    if (hash[a] != hash[b]) return hash[a] < hash[b];
+    return std::memcmp(RowData(rows, a), RowData(rows, b), RowBytes(rows)) < 0;
+  };
+  const size_t keep = static_cast<size_t>(std::clamp<int64_t>(size, 0, static_cast<int64_t>(distinct.size())));
+  std::partial_sort(distinct.begin(), distinct.begin() + static_cast<std::ptrdiff_t>(keep), distinct.end(), before);
+  distinct.resize(keep);
+  return distinct;
+}
+
+ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
+                         const ScoringOptions& o) {
+  if (o.batch_softmax) return ScoreBatchSoftmax(folds, graph, rows, o);
+  return ScoreAgainstReference(folds, graph, rows, o);
+}
+
 ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& o, int64_t top_k, double fraction) {
   const int64_t c = rows.count;
@@ -134,7 +369,10 @@ ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors
     r.rescored = c;
     return r;
   }
-  ScoreResult first = ScoreConfigs({folds.front()}, graph, rows, o);
+  // The same references in both stages: chosen from all the rows.
+  ScoringOptions with_ref = o;
+  if (!o.choose_from) with_ref.choose_from = &rows;
+  ScoreResult first = ScoreConfigs({folds.front()}, graph, rows, with_ref);
   if (first.cancelled) return first;
   const std::vector<int64_t> kept = RankByScore(first.score, keep);
   // The kept rows, gathered in their ranked order.
@@ -153,12 +391,14 @@ ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors
       std::copy_n(rows.tile + kept[i] * kTileConfigDim, kTileConfigDim, tile.data() + i * kTileConfigDim);
     subset.tile = tile.data();
   }
-  const ScoreResult full = ScoreConfigs(folds, graph, subset, o);
+  const ScoreResult full = ScoreConfigs(folds, graph, subset, with_ref);
   ScoreResult r;
   r.batches = first.batches + full.batches;
+  r.evaluated = first.evaluated + full.evaluated;
   r.passes = first.passes + full.passes;
   r.cancelled = full.cancelled;
   r.rescored = keep;
+  r.reference = full.reference;
   r.spread.assign(c, 0.0);
   // The others after every kept one: their first-fold scores, shifted past the kept maximum.
   std::vector<bool> is_kept(c, false);

@@ -1,13 +1,35 @@
 // The one scoring function used by the evaluator, trainer validation and server:
-// configurations in batches of B through every fold, test-time augmentation with N
-// random permutations when they exceed one batch (skipped when they fit: the network
-// is equivariant over configurations), fold average, and the spread across folds.
+// configurations in batches of B through every fold, fold average, and the spread
+// across folds.
+//
+// Scores that do not depend on what shares a batch. TGraph's cross-attention compares
+// a configuration with others through a softmax over configurations; run over each batch,
+// a score moved with its neighbours in the batch, which test-time augmentation (TTA:
+// several permuted passes, averaged) only papered over. Here the softmax runs over a
+// *reference*: a set of configurations fixed for the request. The reference is scored
+// once per fold as one batch (the paper's softmax over it), recording its statistics per
+// node and channel (model/tiled_block.h, CrossStats); every other configuration joins the
+// reference's softmax alone. A configuration's score is therefore a function of the
+// graph, the model version, the reference and its own row only: the same whatever the
+// order of the request's rows, the batch size and the other rows of its batch (tested),
+// and one pass is all there is. Identical rows get identical scores (they are scored
+// once). Training takes the same path (model/train/train_step.h).
+//
+// The reference is ScoringOptions::reference when given (a search, or a client that wants
+// scores comparable across requests, fixes it); otherwise ChooseReference picks it from
+// the request: its distinct rows with the smallest row hashes, up to reference_size (the
+// model manifest's; capped by the batch size). Requests whose reference is the same set
+// get comparable scores; a request with no more distinct rows than reference_size is its
+// own reference, which is the paper's softmax over the whole request.
 //
 // Folds are averaged on a common scale: the pairwise ranking loss is shift- and
 // scale-free, so each fold learns its own offset and scale, and a plain mean would follow
-// the fold with the largest scale. Each fold's scores are standardised over the
-// request's configurations (mean 0, std 1) before the mean; `spread` is the std of the
-// standardised fold scores. Scores are therefore comparable within one result only.
+// the fold with the largest scale. Each fold's scores are standardised by the mean and
+// std of its scores of the reference's configurations before the mean; `spread` is the
+// std of the standardised fold scores.
+//
+// ScoringOptions::batch_softmax keeps the earlier scoring (each batch its own softmax,
+// TTA permutations) for the ablation tables.
 #pragma once
 
 #include <cstdint>
@@ -34,16 +56,31 @@ ConfigBatch GatherConfigs(const ConfigRows& rows, const std::vector<int64_t>& id
 
 struct ScoringOptions {
   int64_t batch_size = 128;
-  int tta = 10;        // at most this many permutations when count > batch_size
-  // A fold stops its permutation passes once the ranking after p passes agrees with
-  // the ranking after p - 1 to this Kendall tau (checked from p = 2 on); 0 runs all
-  // `tta` passes. On trained models extra passes changed nothing measurable, so most
-  // requests stop after 2 (docs/results.md).
+  // The reference's size when chosen from the request (the manifest's
+  // inference.reference_configs); capped by batch_size.
+  int64_t reference_size = 128;
+  // A fixed reference (rows of the same graph and kind), used by every fold; null: each
+  // fold chooses its own from `choose_from` (default: the scored rows).
+  const ConfigRows* reference = nullptr;
+  const ConfigRows* choose_from = nullptr;
+  // Without a fixed reference: fold k chooses its own (ChooseReference with salt k), so
+  // that the fold average is also an average over references; false: salt 0 for all.
+  bool reference_per_fold = true;
+  // The reference in this many groups, each its own softmax, weights averaged (ScoreMode;
+  // the manifest's reference_groups).
+  int64_t reference_groups = 1;
+  // The earlier scoring, for ablations: each batch is its own softmax, with up to `tta`
+  // random permutations when the configurations exceed one batch.
+  bool batch_softmax = false;
+  int tta = 10;
+  // batch_softmax: a fold stops its permutation passes once the ranking after p passes
+  // agrees with the ranking after p - 1 to this Kendall tau (checked from p = 2 on); 0
+  // runs all `tta` passes.
   double tta_agreement = 0.999;
-  // When set (one fold): the fold's mean scores after each pass it ran, appended in order
-  // (what PassesForAgreement reads).
+  // batch_softmax, one fold: the fold's mean scores after each pass it ran, appended in
+  // order (what PassesForAgreement reads).
   std::vector<std::vector<double>>* pass_means = nullptr;
-  uint64_t seed = 0;   // permutations are a function of the seed: same input, same scores
+  uint64_t seed = 0;   // batch_softmax: permutations are a function of the seed
   // Polled before every batch; when it returns true the scoring stops early (a
   // cancelled or expired RPC stops consuming compute).
   std::function<bool()> cancelled;
@@ -59,8 +96,10 @@ struct ScoreResult {
   std::vector<double> score;   // mean of the folds' standardised scores; lower = predicted faster
   std::vector<double> spread;  // population std of the standardised fold scores (0 with one fold)
   int64_t batches = 0;         // forward passes run, over all folds
+  int64_t evaluated = 0;       // configurations those forward passes ran, over all folds
   int64_t passes = 0;          // permutation passes run, over all folds
   int64_t rescored = 0;        // ScoreCascade: configurations scored by every fold
+  int64_t reference = 0;       // configurations in the reference (0 with batch_softmax)
   bool cancelled = false;      // stopped early by ScoringOptions::cancelled; scores incomplete
 };
 
@@ -74,14 +113,24 @@ void StandardizeInPlace(std::vector<double>& v);
 // batch boundaries 0 = b_0 < b_1 < ... < b_k = count.
 std::vector<int64_t> BatchBounds(int64_t count, int64_t batch_size);
 
-// Runs without autograd. Scores of one fold are averaged over the TTA passes it ran.
+// A 64-bit FNV-1a hash of row i's bytes: fixed by this definition, so the reference a
+// request chooses is the same on every build and machine.
+// With a salt, the FNV-1a hash of the salt's 8 bytes (little-endian) and then the row's.
+uint64_t RowHash(const ConfigRows& rows, int64_t i, uint64_t salt = 0);
+
+// The reference chosen from `rows`: the indices of its distinct rows with the `size`
+// smallest (RowHash, bytes), in that order (all distinct rows when there are fewer).
+// With a salt, the smallest salted hashes (another, independent sample of the rows).
+std::vector<int64_t> ChooseReference(const ConfigRows& rows, int64_t size, uint64_t salt = 0);
+
+// Runs without autograd.
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& options);
 
 
 // The top-k cascade, for requests that want only the best few: every configuration is
 // scored by the first fold; the best max(ceil(fraction x count), 2 x top_k) are scored
-// again by every fold. Those get the full ensemble's scores (and spread); the others
+// again by every fold, against the same reference (chosen from all the rows). Those get the full ensemble's scores (and spread); the others
 // keep the first fold's, shifted so that each ranks after every re-scored one (spread
 // 0). With one fold, top_k <= 0, or everything kept, it is ScoreConfigs.
 ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,

@@ -88,8 +88,9 @@ class BlockImpl : public torch::nn::Module {
     log_temperature_ = register_parameter("log_temperature", torch::zeros({1}));
   }
 
-  // x: [N, C, H]. The training path; inference runs InferenceForward.
-  Tensor forward(const Tensor& x, const GraphTensors& g) {
+  // x: [N, C, H]. The training path; inference runs InferenceForward. `members`: the
+  // cross-attention's reference is the first `members` configurations (-1: all).
+  Tensor forward(const Tensor& x, const GraphTensors& g, int64_t members = -1, int64_t groups = 1) {
     const int64_t h = spec_.hidden;
     Tensor y = InstanceNorm(x, norm_weight_, norm_bias_);
     // f2(concat(y, agg)) without materialising the concat: two halves of f2's weight.
@@ -100,7 +101,7 @@ class BlockImpl : public torch::nn::Module {
     if (spec_.edges) s = s + Aggregate(torch::linear(f1_->forward(y), w.narrow(1, h, h)), g);
     s = F::normalize(s, F::NormalizeFuncOptions().dim(-1).eps(1e-12));
     Tensor eta = spec_.self_attention ? s * torch::sigmoid(se2_->forward(torch::relu(se1_->forward(s)))) : s;
-    Tensor cross = spec_.cross_attention ? CrossAttention(eta) : eta;
+    Tensor cross = spec_.cross_attention ? CrossAttention(eta, members, groups) : eta;
     return x + Gelu(torch::cat({eta, cross}, -1));
   }
 
@@ -113,20 +114,53 @@ class BlockImpl : public torch::nn::Module {
   // channel; StandardizedCrossEps keeps differences far below eta's own scale from being
   // amplified)
   // and scales the weights by C: uniform weights give eta back, at any batch size.
-  Tensor CrossAttention(const Tensor& eta) {
+  //
+  // The softmax runs over the reference, the first `members` configurations (-1: all;
+  // model/scoring.h says why): their statistics standardise every row, and each other
+  // configuration joins the reference's softmax alone, its weight
+  // exp(u) / (exp(lse) + exp(u)) = sigmoid(u - lse), times R + 1 when standardised.
+  // With `groups`, the reference is cut into near-equal groups (members g R / G onwards),
+  // each its own softmax, and the weights are averaged over the groups.
+  Tensor CrossAttention(const Tensor& eta, int64_t members, int64_t groups) {
     const Tensor inv_t = log_temperature_.neg().exp();
-    if (spec_.cross_attention_form == "paper") return eta * torch::softmax(eta * inv_t, 1);
-    auto [var, mean] = torch::var_mean(eta, {1}, /*unbiased=*/false, /*keepdim=*/true);
-    const Tensor z = (eta - mean) * torch::rsqrt(var + StandardizedCrossEps(eta.size(2)));
-    return eta * torch::softmax(z * inv_t, 1) * static_cast<double>(eta.size(1));
+    const int64_t c = eta.size(1);
+    if (members < 0 || members > c) members = c;
+    groups = std::max<int64_t>(1, std::min(groups, members));
+    if (members == c && groups == 1) {
+      if (spec_.cross_attention_form == "paper") return eta * torch::softmax(eta * inv_t, 1);
+      auto [var, mean] = torch::var_mean(eta, {1}, /*unbiased=*/false, /*keepdim=*/true);
+      const Tensor z = (eta - mean) * torch::rsqrt(var + StandardizedCrossEps(eta.size(2)));
+      return eta * torch::softmax(z * inv_t, 1) * static_cast<double>(c);
+    }
+    TORCH_CHECK(members > 0, "the cross-attention's reference needs at least one configuration");
+    const bool standardized = spec_.cross_attention_form != "paper";
+    Tensor w;
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t lo = g * members / groups, n = (g + 1) * members / groups - lo;
+      Tensor u = eta * inv_t;
+      if (standardized) {
+        auto [var, mean] = torch::var_mean(eta.narrow(1, lo, n), {1}, /*unbiased=*/false, /*keepdim=*/true);
+        u = (eta - mean) * torch::rsqrt(var + StandardizedCrossEps(eta.size(2))) * inv_t;
+      }
+      const Tensor lse = torch::logsumexp(u.narrow(1, lo, n), {1}, /*keepdim=*/true);
+      const double r = static_cast<double>(n);
+      std::vector<Tensor> parts;
+      if (lo > 0) parts.push_back(torch::sigmoid(u.narrow(1, 0, lo) - lse) * (standardized ? r + 1 : 1.0));
+      parts.push_back(torch::exp(u.narrow(1, lo, n) - lse) * (standardized ? r : 1.0));
+      if (lo + n < c)
+        parts.push_back(torch::sigmoid(u.narrow(1, lo + n, c - lo - n) - lse) * (standardized ? r + 1 : 1.0));
+      const Tensor wg = torch::cat(parts, 1);
+      w = w.defined() ? w + wg : wg;
+    }
+    return eta * w / static_cast<double>(groups);
   }
 
   // The same arithmetic as forward(), for inference: model/tiled_block.h runs it in
   // cache-sized tiles of nodes. f1 is folded into f2 unless SetInferenceFolding(false).
   // x is updated in place (the caller passes a fresh activation it does not reuse);
   // `stats` are x's instance-norm statistics on entry and the updated x's on return.
-  void InferenceForward(Tensor& x, const GraphTensors& g, NodeStats& stats) {
-    TiledBlockForward(x, g, InferenceWeights(), stats, &stats, tile_rows_);
+  void InferenceForward(Tensor& x, const GraphTensors& g, NodeStats& stats, const CrossPass& cross) {
+    TiledBlockForward(x, g, InferenceWeights(), stats, &stats, tile_rows_, cross);
   }
 
   TiledBlockWeights InferenceWeights() const {
@@ -235,12 +269,15 @@ class TGraphNet : public RankingNet {
       Tensor x = enc.node_in.unsqueeze(1).clone();  // [N, 1, H]
       NodeStats stats;
       if (!torch::GradMode::is_enabled()) stats = ComputeNodeStats(x, tile_rows_);
-      enc.graph_emb = PoolBlocks(std::move(x), g, std::move(stats));
+      enc.graph_emb = PoolBlocks(std::move(x), g, std::move(stats), {});
     }
     return enc;
   }
 
-  Tensor ScoreCached(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding& enc) override {
+  bool UsesReference() const override { return spec_.cross_attention && spec_.kind == CollectionKind::kLayout; }
+
+  Tensor ScoreCached(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding& enc,
+                     const ScoreMode& mode) override {
     const StaticEncoding* cached = &enc;
     const int64_t c = batch.size();
     if (spec_.kind == CollectionKind::kTile) {
@@ -253,14 +290,15 @@ class TGraphNet : public RankingNet {
       NodeStats stats;
       Tensor x = BuildBlockInput(cached->node_in.contiguous(), g.config_nodes,
                                  InferenceConfigInput(batch.layout, cached->config_h0), &stats, tile_rows_);
-      return out_->forward(PoolBlocks(std::move(x), g, std::move(stats))).squeeze(-1);
+      return out_->forward(PoolBlocks(std::move(x), g, std::move(stats), mode)).squeeze(-1);
     }
+    TORCH_CHECK(!mode.use && !mode.record, "a recorded reference is for inference only (no autograd)");
     Tensor cfg = layout_embed_->forward(batch.layout).reshape({c, nc, kConfigFeatDim * spec_.layout_embedding});
     // [nc, C, H]: the configurable nodes' f_in, per config.
     Tensor hc = cached->config_h0.unsqueeze(1) + in_config_->forward(cfg.transpose(0, 1)) - DefaultConfigTerm();
     Tensor fc = Gelu(in2_->forward(Gelu(hc)));
     Tensor x = cached->node_in.unsqueeze(1).expand({g.num_nodes, c, spec_.hidden}).index_copy(0, g.config_nodes, fc);
-    return out_->forward(PoolBlocks(std::move(x), g, {})).squeeze(-1);
+    return out_->forward(PoolBlocks(std::move(x), g, {}, mode)).squeeze(-1);
   }
 
  private:
@@ -269,13 +307,28 @@ class TGraphNet : public RankingNet {
   // x's, ComputeNodeStats), which updates x in place and has each block compute the
   // statistics of its output: the next block's instance norm, and after the last block
   // the pooled mean.
-  Tensor PoolBlocks(Tensor x, const GraphTensors& g, NodeStats stats) {
+  Tensor PoolBlocks(Tensor x, const GraphTensors& g, NodeStats stats, const ScoreMode& mode) {
     if (torch::GradMode::is_enabled()) {
-      for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, g);
+      for (const auto& block : *blocks_) x = block->as<Block>()->forward(x, g, mode.members, mode.groups);
       return x.mean(0);
     }
     if (blocks_->begin() == blocks_->end()) return x.mean(0);
-    for (const auto& block : *blocks_) block->as<Block>()->InferenceForward(x, g, stats);
+    const bool cross = UsesReference();
+    if (cross && mode.use) TORCH_CHECK(mode.use->blocks.size() == blocks_->size(), "the reference is for another network");
+    if (cross && mode.record) {
+      mode.record->blocks.assign(blocks_->size(), CrossStats());
+      mode.record->count = mode.members < 0 ? x.size(1) : std::min(mode.members, x.size(1));
+    }
+    size_t b = 0;
+    for (const auto& block : *blocks_) {
+      CrossPass pass;
+      pass.members = mode.members;
+      pass.groups = mode.groups;
+      if (cross && mode.use) pass.use = &mode.use->blocks[b];
+      if (cross && mode.record) pass.record = &mode.record->blocks[b];
+      block->as<Block>()->InferenceForward(x, g, stats, pass);
+      ++b;
+    }
     return stats.mean.to(torch::kFloat32);
   }
 
@@ -333,7 +386,8 @@ class BaselineNet : public RankingNet {
     return enc;
   }
 
-  Tensor ScoreCached(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding& enc) override {
+  Tensor ScoreCached(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding& enc,
+                     const ScoreMode&) override {
     const StaticEncoding* cached = &enc;
     const int64_t c = batch.size(), n = g.num_nodes;
     if (spec_.kind == CollectionKind::kTile) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include <torch/nn/module.h>
 #include <torch/nn/modules/embedding.h>
@@ -12,6 +13,7 @@
 
 #include "model/features.h"
 #include "model/model_spec.h"
+#include "model/tiled_block.h"  // CrossStats
 
 namespace tgraph {
 
@@ -31,16 +33,43 @@ struct StaticEncoding {
   torch::Tensor graph_emb;  // tile only: [1, H] pooled encoder output
 };
 
+// A reference's cross-attention statistics for every graph block of one network and
+// graph (model/tiled_block.h, CrossStats; model/scoring.h says what the reference is).
+struct CrossReference {
+  std::vector<CrossStats> blocks;
+  int64_t count = 0;  // configurations in the reference
+};
+
+// How a batch's configurations meet TGraph's cross-attention (ignored by networks
+// without it). By default the batch is its own reference: the paper's softmax over the
+// batch. `members`: only the batch's first `members` configurations are the reference,
+// and each other one joins the reference's softmax alone (training takes this path to
+// train as inference scores). Inference only: `use` scores every configuration against
+// a recorded reference; `record` receives the statistics of the batch's own reference.
+// `groups`: the reference is cut into that many near-equal groups, each its own softmax,
+// and every configuration's attention weights are averaged over them (a recorded
+// reference keeps the groups it was recorded with).
+struct ScoreMode {
+  int64_t members = -1;
+  int64_t groups = 1;
+  const CrossReference* use = nullptr;
+  CrossReference* record = nullptr;
+};
+
 class RankingNet : public torch::nn::Module {
  public:
   virtual ~RankingNet() = default;
   virtual StaticEncoding Precompute(const GraphTensors& g) = 0;
   // Scores [C] for a batch. With `cached` from Precompute of the same graph the result
   // equals the uncached one (tested to 1e-5); without, Precompute runs first.
-  torch::Tensor Score(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding* cached = nullptr) {
-    if (cached) return ScoreCached(g, batch, *cached);
-    return ScoreCached(g, batch, Precompute(g));
+  torch::Tensor Score(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding* cached = nullptr,
+                      const ScoreMode& mode = {}) {
+    if (cached) return ScoreCached(g, batch, *cached, mode);
+    return ScoreCached(g, batch, Precompute(g), mode);
   }
+  // Whether the scores of this network depend on the other configurations of a batch
+  // (TGraph with cross-attention on layout graphs).
+  virtual bool UsesReference() const { return false; }
   const ModelSpec& spec() const { return spec_; }
   // Inference only (no autograd): whether TGraph folds f1 into the neighbour half of
   // f2, which are linear with nothing between them (on by default; the same function,
@@ -61,7 +90,8 @@ class RankingNet : public torch::nn::Module {
 
  protected:
   explicit RankingNet(ModelSpec spec) : spec_(std::move(spec)) {}
-  virtual torch::Tensor ScoreCached(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding& cached) = 0;
+  virtual torch::Tensor ScoreCached(const GraphTensors& g, const ConfigBatch& batch, const StaticEncoding& cached,
+                                    const ScoreMode& mode) = 0;
   ModelSpec spec_;
 };
 

@@ -113,8 +113,8 @@ void ForEachTile(int64_t n, int64_t per_tile, StatsAccumulator* stats, const Fn&
 // Sweep 2 of TiledBlockForward on nodes [first, first + count): SAGE from P, the
 // squeeze-excitation gate, the softmax over configurations, GELU and both residual halves
 // into x; then the tile's statistics into acc (when given) for the next block.
-void CombineTile(Tensor& x, const Tensor& p, const GraphTensors& g, const TiledBlockWeights& w, int64_t first,
-                 int64_t count, StatsAccumulator* acc) {
+void CombineTile(Tensor& x, const Tensor& p, const GraphTensors& g, const TiledBlockWeights& w, const CrossPass& cross,
+                 int64_t first, int64_t count, StatsAccumulator* acc) {
   const int64_t c = x.size(1), h = x.size(2), half = h / 2;
   const bool edges = w.nbr_bias.defined();
   Tensor s = torch::empty({count * c, half}, x.options());
@@ -138,9 +138,32 @@ void CombineTile(Tensor& x, const Tensor& p, const GraphTensors& g, const TiledB
   }
   std::vector<float> scratch(static_cast<size_t>(c * half));
   float* xp = x.data_ptr<float>() + first * c * h;
+  // The tile's rows of the reference's statistics (in use, or to record).
+  auto rows_of = [&](const CrossStats& cs) {
+    kernels::CrossStatsRows r;
+    r.a = cs.a.data_ptr<float>() + first * half;
+    r.b = cs.b.data_ptr<float>() + first * half;
+    r.lse = cs.lse.data_ptr<float>() + first * half;
+    r.group_stride = cs.a.size(1) * half;
+    return r;
+  };
+  kernels::CrossStatsRows use, record;
+  kernels::CrossRowsMode mode;
+  mode.members = cross.members < 0 ? c : cross.members;
+  mode.groups = cross.groups;
+  if (cross.use) {
+    use = rows_of(*cross.use);
+    mode.use = &use;
+    mode.use_count = cross.use->count;
+    mode.groups = cross.use->groups;
+  }
+  if (cross.record) {
+    record = rows_of(*cross.record);
+    mode.record = &record;
+  }
   kernels::CombineNodes(xp, sp, gate_logits.defined() ? gate_logits.data_ptr<float>() : nullptr, count, c, half,
                         w.cross_attention, w.standardized_cross, static_cast<float>(StandardizedCrossEps(half)),
-                        static_cast<float>(w.inv_temperature), scratch.data());
+                        static_cast<float>(w.inv_temperature), scratch.data(), mode);
   if (acc) acc->AddRows(xp, count);
 }
 
@@ -227,9 +250,24 @@ Tensor InferenceGelu(const Tensor& x) {
 }
 
 void TiledBlockForward(Tensor& x, const GraphTensors& g, const TiledBlockWeights& w, const NodeStats& stats,
-                       NodeStats* next_stats, int64_t tile_rows) {
+                       NodeStats* next_stats, int64_t tile_rows, const CrossPass& cross) {
   TORCH_CHECK(x.dim() == 3 && x.is_contiguous() && x.scalar_type() == torch::kFloat32);
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), half = h / 2;
+  if (w.cross_attention) {
+    TORCH_CHECK(!(cross.use && cross.record), "a pass either uses a reference or records one");
+    TORCH_CHECK(cross.use || cross.members != 0, "a pass without a reference needs members of its own");
+    if (cross.use)
+      TORCH_CHECK(cross.use->defined() && cross.use->a.dim() == 3 && cross.use->a.size(1) == n &&
+                      cross.use->a.size(2) == half && cross.use->count > 0 &&
+                      cross.use->a.size(0) == std::max<int64_t>(1, std::min(cross.use->groups, cross.use->count)),
+                  "the reference's statistics are for another graph or width");
+    if (cross.record) {
+      cross.record->count = cross.members < 0 ? c : std::min(cross.members, c);
+      cross.record->groups = std::max<int64_t>(1, std::min(cross.groups, cross.record->count));
+      for (Tensor* t : {&cross.record->a, &cross.record->b, &cross.record->lse})
+        *t = torch::empty({cross.record->groups, n, half}, x.options());
+    }
+  }
   const bool edges = w.nbr_bias.defined();
   const int64_t per_tile = NodesPerTile(c, tile_rows);
 
@@ -278,7 +316,9 @@ void TiledBlockForward(Tensor& x, const GraphTensors& g, const TiledBlockWeights
   const Tensor next_shift = stats.mean.to(torch::kFloat32).contiguous();
   StatsAccumulator next(next_shift.data_ptr<float>(), c * h);
   ForEachTile(n, per_tile, next_stats ? &next : nullptr,
-              [&](int64_t first, int64_t count, StatsAccumulator* acc) { CombineTile(x, p, g, w, first, count, acc); });
+              [&](int64_t first, int64_t count, StatsAccumulator* acc) {
+                CombineTile(x, p, g, w, cross, first, count, acc);
+              });
   if (next_stats) *next_stats = next.Finish(c, h);
 }
 

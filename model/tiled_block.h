@@ -11,7 +11,7 @@
 //      tile by tile, then the matmul of f2's self half and the (folded) neighbour half
 //      over chunks of tiles, into a buffer P of every node's projections;
 //   2. per tile, once P is complete: neighbour sum from P, biases, SAGE residual and
-//      L2 norm, squeeze-excitation, softmax over configurations, GELU and both residual
+//      L2 norm, squeeze-excitation, softmax over the reference (CrossPass), GELU and both residual
 //      halves into x, and the instance-norm statistics of the updated x for the next
 //      block, all while the tile is in cache.
 //
@@ -86,10 +86,38 @@ constexpr int64_t kDefaultTileRows = 512;
 // Rows per matmul of the projection sweep (a bf16 chunk of y: 8 MiB at H = 256).
 constexpr int64_t kProjectRows = 16384;
 
+// The reference (model/scoring.h): the cross-attention's softmax runs over a fixed set
+// of configurations, so that a configuration's score does not depend on what shares its
+// batch. A block records, per node and channel, the statistics of the reference's
+// softmax input here, [N, half] float each: u = eta * a + b (a = rstd / T and
+// b = -mean * a, standardised; a = 1 / T and b = 0 for the paper's form) and lse, the
+// log of the sum over the reference of exp(u). `count` is the reference's size. A
+// reference in `groups` (CrossPass) has a set per group: [groups, N, half].
+struct CrossStats {
+  torch::Tensor a, b, lse;
+  int64_t count = 0;
+  int64_t groups = 1;
+  bool defined() const { return a.defined(); }
+};
+
+// How one forward pass's configurations meet the cross-attention: with `use`, each is
+// scored against that reference (it joins the reference's softmax alone); without, the
+// batch's first `members` configurations are the reference (-1: all of them, the
+// paper's softmax over the batch) and the others join it one at a time; `record`, when
+// set, receives the statistics of that reference. `groups`: the reference is cut into
+// that many near-equal groups, each its own softmax, and the weights averaged over them
+// (model/tiled_kernels.h, CombineNodes); a recorded reference keeps its own.
+struct CrossPass {
+  int64_t members = -1;
+  int64_t groups = 1;
+  const CrossStats* use = nullptr;
+  CrossStats* record = nullptr;
+};
+
 // Runs one block on x [N, C, H] float (contiguous) in place. `stats` are x's statistics
 // (ComputeNodeStats, or the previous block's `next_stats`); with `next_stats` the
 // statistics of the updated x are returned there, computed tile by tile.
 void TiledBlockForward(torch::Tensor& x, const GraphTensors& g, const TiledBlockWeights& w, const NodeStats& stats,
-                       NodeStats* next_stats, int64_t tile_rows = kDefaultTileRows);
+                       NodeStats* next_stats, int64_t tile_rows = kDefaultTileRows, const CrossPass& cross = {});
 
 }  // namespace tgraph

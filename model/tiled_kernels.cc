@@ -222,14 +222,17 @@ TGRAPH_CLONES void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64
 }
 
 TGRAPH_CLONES void CombineNodes(float* x, float* s, const float* gate_logits, int64_t nodes, int64_t c, int64_t half,
-                                bool cross, bool standardized, float eps, float inv_temperature, float* scratch) {
+                                bool cross, bool standardized, float eps, float inv_temperature, float* scratch,
+                                const CrossRowsMode& mode) {
   const int64_t h = 2 * half;
-  float* e = scratch;  // [c, half]: exp(z - max), then the softmax weights
+  float* w = scratch;  // [c, half]: the rows' softmax weights, summed over the groups
   std::vector<float> m(static_cast<size_t>(half)), sum(static_cast<size_t>(half));
-  // The softmax input per channel: u = eta * a + b (a = 1 / T, b = 0 for the paper's form;
-  // a = rstd / T, b = -mean * a standardised).
   std::vector<float> a(static_cast<size_t>(half), inv_temperature), b(static_cast<size_t>(half), 0.0f);
-  const float weight_scale = standardized ? static_cast<float>(c) : 1.0f;
+  std::vector<float> lse(static_cast<size_t>(half));
+  const int64_t members = mode.use ? 0 : std::min(mode.members, c);
+  const int64_t ref_count = mode.use ? mode.use_count : members;
+  const int64_t groups = std::max<int64_t>(1, std::min(mode.groups, ref_count));
+  const float inv_groups = 1.0f / static_cast<float>(groups);
   for (int64_t i = 0; i < nodes; ++i) {
     float* sn = s + i * c * half;
     float* xn = x + i * c * h;
@@ -239,55 +242,83 @@ TGRAPH_CLONES void CombineNodes(float* x, float* s, const float* gate_logits, in
     }
     if (!cross) {
       for (int64_t r = 0; r < c; ++r) {
-        const float* a = sn + r * half;
+        const float* v = sn + r * half;
         float* o = xn + r * h;
         for (int64_t k = 0; k < half; ++k) {
-          const float g = GeluInline(a[k]);
+          const float g = GeluInline(v[k]);
           o[k] += g;
           o[half + k] += g;
         }
       }
       continue;
     }
-    if (standardized) {  // mean, then variance (two passes: no cancellation)
-      std::fill(m.begin(), m.end(), 0.0f);
-      std::fill(sum.begin(), sum.end(), 0.0f);
-      for (int64_t r = 0; r < c; ++r)
-        for (int64_t k = 0; k < half; ++k) m[k] += sn[r * half + k];
-      for (int64_t k = 0; k < half; ++k) m[k] /= static_cast<float>(c);
-      for (int64_t r = 0; r < c; ++r)
-        for (int64_t k = 0; k < half; ++k) {
-          const float d = sn[r * half + k] - m[k];
-          sum[k] += d * d;
+    std::fill(w, w + c * half, 0.0f);
+    for (int64_t g = 0; g < groups; ++g) {
+      // The group's reference rows [lo, hi): near-equal parts of the reference.
+      const int64_t lo = g * ref_count / groups, hi = (g + 1) * ref_count / groups, n = hi - lo;
+      const int64_t at = g * (mode.use ? mode.use->group_stride : 0) + i * half;
+      if (mode.use) {  // the recorded reference: u = eta * a + b and its log-sum-exp
+        std::copy_n(mode.use->a + at, half, a.data());
+        std::copy_n(mode.use->b + at, half, b.data());
+        std::copy_n(mode.use->lse + at, half, lse.data());
+      } else {
+        if (standardized) {  // the group's mean, then variance (two passes: no cancellation)
+          std::fill(m.begin(), m.end(), 0.0f);
+          std::fill(sum.begin(), sum.end(), 0.0f);
+          for (int64_t r = lo; r < hi; ++r)
+            for (int64_t k = 0; k < half; ++k) m[k] += sn[r * half + k];
+          for (int64_t k = 0; k < half; ++k) m[k] /= static_cast<float>(n);
+          for (int64_t r = lo; r < hi; ++r)
+            for (int64_t k = 0; k < half; ++k) {
+              const float d = sn[r * half + k] - m[k];
+              sum[k] += d * d;
+            }
+          for (int64_t k = 0; k < half; ++k) {
+            a[k] = inv_temperature / std::sqrt(sum[k] / static_cast<float>(n) + eps);
+            b[k] = -m[k] * a[k];
+          }
         }
-      for (int64_t k = 0; k < half; ++k) {
-        a[k] = inv_temperature / std::sqrt(sum[k] / static_cast<float>(c) + eps);
-        b[k] = -m[k] * a[k];
+        // The log of the softmax's denominator over the group: max, then exp and sum.
+        std::fill(m.begin(), m.end(), -INFINITY);
+        std::fill(sum.begin(), sum.end(), 0.0f);
+        for (int64_t r = lo; r < hi; ++r) {
+          const float* v = sn + r * half;
+          for (int64_t k = 0; k < half; ++k) m[k] = std::max(m[k], v[k] * a[k] + b[k]);
+        }
+        for (int64_t r = lo; r < hi; ++r) {
+          const float* v = sn + r * half;
+          for (int64_t k = 0; k < half; ++k) sum[k] += ExpInline(v[k] * a[k] + b[k] - m[k]);
+        }
+        for (int64_t k = 0; k < half; ++k) lse[k] = m[k] + std::log(sum[k]);
+        if (mode.record) {
+          const int64_t to = g * mode.record->group_stride + i * half;
+          std::copy_n(a.data(), half, mode.record->a + to);
+          std::copy_n(b.data(), half, mode.record->b + to);
+          std::copy_n(lse.data(), half, mode.record->lse + to);
+        }
+      }
+      const float member_scale = standardized ? static_cast<float>(n) : 1.0f;
+      const float other_scale = standardized ? static_cast<float>(n + 1) : 1.0f;
+      // The group's members: their softmax weight over it; every other row joins it
+      // alone, exp(u) / (exp(lse) + exp(u)) = 1 / (1 + exp(lse - u)).
+      for (int64_t r = 0; r < c; ++r) {
+        const float* v = sn + r * half;
+        float* wr = w + r * half;
+        if (r >= lo && r < hi && !mode.use) {
+          for (int64_t k = 0; k < half; ++k) wr[k] += member_scale * ExpInline(v[k] * a[k] + b[k] - lse[k]);
+        } else {
+          for (int64_t k = 0; k < half; ++k)
+            wr[k] += other_scale / (1.0f + ExpInline(lse[k] - (v[k] * a[k] + b[k])));
+        }
       }
     }
-    // Softmax over the configurations, per channel: max, exp and sum, then weights.
-    std::fill(m.begin(), m.end(), -INFINITY);
-    std::fill(sum.begin(), sum.end(), 0.0f);
     for (int64_t r = 0; r < c; ++r) {
       const float* v = sn + r * half;
-      for (int64_t k = 0; k < half; ++k) m[k] = std::max(m[k], v[k] * a[k] + b[k]);
-    }
-    for (int64_t r = 0; r < c; ++r) {
-      const float* v = sn + r * half;
-      float* er = e + r * half;
-      for (int64_t k = 0; k < half; ++k) {
-        er[k] = ExpInline(v[k] * a[k] + b[k] - m[k]);
-        sum[k] += er[k];
-      }
-    }
-    for (int64_t k = 0; k < half; ++k) sum[k] = weight_scale / sum[k];
-    for (int64_t r = 0; r < c; ++r) {
-      const float* v = sn + r * half;
-      const float* er = e + r * half;
+      const float* wr = w + r * half;
       float* o = xn + r * h;
       for (int64_t k = 0; k < half; ++k) {
         o[k] += GeluInline(v[k]);
-        o[half + k] += GeluInline(v[k] * er[k] * sum[k]);
+        o[half + k] += GeluInline(v[k] * wr[k] * inv_groups);
       }
     }
   }

@@ -29,16 +29,45 @@ void SageRows(float* out, const float* p, int64_t ld, int64_t half, bool edges, 
 void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64_t half, bool edges, const float* self_bias,
                   const float* nbr_bias, const int64_t* off, const int64_t* src, int64_t i0, int64_t i1, int64_t c);
 
+// The cross-attention statistics of a reference set of configurations, for the nodes of
+// one call, node-major rows of `half` floats each (model/tiled_block.h, CrossStats): the
+// softmax input is u = eta * a + b, and lse = log of the sum over the reference of exp(u).
+// A reference in groups has one such set per group, group g's `group_stride` floats
+// after group g - 1's.
+struct CrossStatsRows {
+  float* a = nullptr;
+  float* b = nullptr;
+  float* lse = nullptr;
+  int64_t group_stride = 0;
+};
+
+// How one call's configurations meet the cross-attention softmax (model/tiled_block.h
+// explains the reference): with `use`, every row is scored against those recorded
+// statistics of a reference of `use_count` configurations; without, rows [0, members) of
+// each node are the reference (members = c: the whole batch, the paper's softmax), and
+// their statistics are written to `record` when it is set. The reference is cut into
+// `groups` near-equal parts (row g * R / groups onwards), each its own softmax, and a
+// row's weight is the mean of its weights in each.
+struct CrossRowsMode {
+  int64_t members = 0;
+  int64_t groups = 1;
+  const CrossStatsRows* use = nullptr;
+  int64_t use_count = 0;
+  const CrossStatsRows* record = nullptr;
+};
+
 // The end of the block for `nodes` nodes: eta = s * sigmoid(gate_logits) (the
 // squeeze-excitation gate; gate_logits may be null: eta = s);
-// with cross attention, cross = eta * softmax over the c configurations of
-// u * inv_temperature (per node and channel), x[:, half:] += GELU(cross) and
-// x[:, :half] += GELU(eta); without, both halves += GELU(eta). u = eta, or with
-// `standardized`, (eta - mean) / sqrt(var + eps) over the configurations and the softmax
-// weights times c. x rows have 2 * half floats, s and gate rows half. s is overwritten.
-// scratch: c * half floats.
+// with cross attention, x[:, half:] += GELU(eta * w) and x[:, :half] += GELU(eta);
+// without, both halves += GELU(eta). The weights w, per node and channel, are the mean
+// over the reference's groups of: from the softmax input u = eta * inv_temperature, or
+// with `standardized` (eta - mean) / sqrt(var + eps) * inv_temperature with the group's
+// mean and variance, for a member of an R-configuration group its softmax weight over
+// the group, times R when standardized; for any other row, its softmax weight over the
+// group plus itself, times R + 1 when standardized. x rows have 2 * half floats,
+// s and gate rows half. s is overwritten. scratch: c * half floats.
 void CombineNodes(float* x, float* s, const float* gate_logits, int64_t nodes, int64_t c, int64_t half, bool cross,
-                  bool standardized, float eps, float inv_temperature, float* scratch);
+                  bool standardized, float eps, float inv_temperature, float* scratch, const CrossRowsMode& mode);
 
 // The configurable nodes' first f_in layer and GELU, as table lookups: for node j in
 // [j0, j1) and configuration r in [0, c), output row (j - j0) * c + r is

@@ -44,13 +44,11 @@ ABSL_FLAG(int, queue_size, 16, "Requests that may wait for a worker before RESOU
 ABSL_FLAG(int64_t, max_nodes, 200000, "Largest graph accepted (nodes)");
 ABSL_FLAG(int64_t, max_configs, 100000, "Most configurations per RankConfigs request");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20, "Largest gRPC message accepted");
-ABSL_FLAG(int, max_tta, 64, "Largest tta a request may ask for");
 ABSL_FLAG(std::string, precision, "auto", tgraph::kPrecisionFlagHelp);
 ABSL_FLAG(int64_t, activation_bytes, 0,
           "Activation memory one request may use: batches are made smaller to fit, and a graph one configuration of "
           "which does not fit is refused (RESOURCE_EXHAUSTED). 0 = auto: the memory limit (cgroup, else MemTotal) "
           "minus cache_bytes, graph_store_bytes and 1 GiB, divided by workers (at least 256 MiB)");
-ABSL_FLAG(double, tta_agreement, 0.999, tgraph::kTtaAgreementFlagHelp);
 ABSL_FLAG(double, cascade_fraction, 0.25,
           "Requests with cascade: the fraction of configurations (at least 2 x top_k) the first fold's scores keep "
           "for every fold");
@@ -154,7 +152,6 @@ int main(int argc, char** argv) {
                    " fold_inference=", absl::GetFlag(FLAGS_fold_inference) ? "true" : "false",
                    " precision=", tgraph::PrecisionName(*precision), " (", absl::GetFlag(FLAGS_precision),
                    tgraph::CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
-                   " tta_agreement=", absl::GetFlag(FLAGS_tta_agreement),
                    " reflection=", absl::GetFlag(FLAGS_reflection) ? "true" : "false", " transport=", tls.Describe(),
                    " registration_bytes=", absl::GetFlag(FLAGS_registration_bytes),
                    " drain_timeout_s=",
@@ -224,8 +221,6 @@ int main(int argc, char** argv) {
   ro.max_configs = absl::GetFlag(FLAGS_max_configs);
   ro.workers = absl::GetFlag(FLAGS_workers);
   ro.queue_size = absl::GetFlag(FLAGS_queue_size);
-  ro.max_tta = absl::GetFlag(FLAGS_max_tta);
-  ro.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
   ro.cascade_fraction = absl::GetFlag(FLAGS_cascade_fraction);
   ro.activation_bytes = absl::GetFlag(FLAGS_activation_bytes);
   if (ro.activation_bytes <= 0) {

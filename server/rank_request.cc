@@ -10,6 +10,50 @@
 
 namespace tgraph {
 
+namespace {
+
+// `count` configurations in `layout` or `tile` bytes (the fields `<prefix>layout_configs`
+// and `<prefix>tile_configs`, counted by `count_field`) for a graph with
+// `num_config_nodes` configurable nodes.
+absl::Status ValidateRows(absl::string_view prefix, absl::string_view count_field, int64_t count,
+                          absl::string_view layout, absl::string_view tile, const std::string& collection,
+                          CollectionKind kind, int64_t num_config_nodes) {
+  const int64_t c = count, nc = num_config_nodes;
+  if (kind == CollectionKind::kLayout) {
+    if (nc == 0)
+      return absl::InvalidArgumentError(absl::StrCat("collection ", collection,
+                                                     " ranks layouts, but the graph has no node_config_ids"));
+    if (!tile.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "tile_configs must be empty for a layout collection; use ", prefix, "layout_configs"));
+    const size_t want = static_cast<size_t>(c) * static_cast<size_t>(nc) * kConfigFeatDim;
+    if (layout.size() != want)
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "layout_configs has ", layout.size(), " bytes, expected ",
+                                                     count_field, " x nc x 18 = ", c, " x ", nc, " x 18 = ", want));
+    if (std::string bad = FirstBadLayoutConfigValue(reinterpret_cast<const int8_t*>(layout.data()), want, nc);
+        !bad.empty())
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "layout_configs: ", bad));
+  } else {
+    if (nc != 0)
+      return absl::InvalidArgumentError(absl::StrCat("collection ", collection,
+                                                     " ranks tile configs of a kernel graph without node_config_ids"));
+    if (!layout.empty())
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, "layout_configs must be empty for the tile collection; use ", prefix, "tile_configs"));
+    const size_t want = static_cast<size_t>(c) * kTileConfigDim * sizeof(float);
+    if (tile.size() != want)
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "tile_configs has ", tile.size(), " bytes, expected ",
+                                                     count_field, " x 24 float32 = ", want));
+    std::vector<float> values(static_cast<size_t>(c) * kTileConfigDim);
+    std::memcpy(values.data(), tile.data(), want);
+    if (std::string bad = FirstBadTileConfigValue(values.data(), values.size()); !bad.empty())
+      return absl::InvalidArgumentError(absl::StrCat(prefix, "tile_configs: ", bad));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int64_t num_config_nodes, int num_folds,
                                  int64_t version, const RankLimits& limits) {
   const int64_t c = q.num_configs;
@@ -17,41 +61,24 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
   if (c > limits.max_configs)
     return absl::ResourceExhaustedError(
         absl::StrCat("num_configs is ", c, ", over this server's limit of ", limits.max_configs, " per request"));
-  const int64_t nc = num_config_nodes;
-  if (kind == CollectionKind::kLayout) {
-    if (nc == 0)
-      return absl::InvalidArgumentError(absl::StrCat("collection ", q.collection,
-                                                     " ranks layouts, but the graph has no node_config_ids"));
-    if (!q.tile_configs.empty())
-      return absl::InvalidArgumentError("tile_configs must be empty for a layout collection; use layout_configs");
-    const size_t want = static_cast<size_t>(c) * static_cast<size_t>(nc) * kConfigFeatDim;
-    if (q.layout_configs.size() != want)
-      return absl::InvalidArgumentError(absl::StrCat("layout_configs has ", q.layout_configs.size(),
-                                                     " bytes, expected num_configs x nc x 18 = ", c, " x ", nc,
-                                                     " x 18 = ", want));
-    if (std::string bad = FirstBadLayoutConfigValue(reinterpret_cast<const int8_t*>(q.layout_configs.data()), want, nc);
-        !bad.empty())
-      return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
-  } else {
-    if (nc != 0)
-      return absl::InvalidArgumentError(absl::StrCat("collection ", q.collection,
-                                                     " ranks tile configs of a kernel graph without node_config_ids"));
-    if (!q.layout_configs.empty())
-      return absl::InvalidArgumentError("layout_configs must be empty for the tile collection; use tile_configs");
-    const size_t want = static_cast<size_t>(c) * kTileConfigDim * sizeof(float);
-    if (q.tile_configs.size() != want)
-      return absl::InvalidArgumentError(absl::StrCat("tile_configs has ", q.tile_configs.size(),
-                                                     " bytes, expected num_configs x 24 float32 = ", want));
-    std::vector<float> values(static_cast<size_t>(c) * kTileConfigDim);
-    std::memcpy(values.data(), q.tile_configs.data(), want);
-    if (std::string bad = FirstBadTileConfigValue(values.data(), values.size()); !bad.empty())
-      return absl::InvalidArgumentError(absl::StrCat("tile_configs: ", bad));
-  }
+  if (absl::Status s = ValidateRows("", "num_configs", c, q.layout_configs, q.tile_configs, q.collection, kind,
+                                    num_config_nodes);
+      !s.ok())
+    return s;
+  const int64_t r = q.num_reference_configs;
+  if (r < 0 || r > limits.max_reference)
+    return absl::InvalidArgumentError(absl::StrCat("num_reference_configs must be in 0..", limits.max_reference,
+                                                   " (the model's batch for this graph), got ", r));
+  if (r == 0 && (!q.reference_layout_configs.empty() || !q.reference_tile_configs.empty()))
+    return absl::InvalidArgumentError("reference configurations given but num_reference_configs is 0");
+  if (r > 0)
+    if (absl::Status s = ValidateRows("reference_", "num_reference_configs", r, q.reference_layout_configs,
+                                      q.reference_tile_configs, q.collection, kind, num_config_nodes);
+        !s.ok())
+      return s;
   if (q.top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", q.top_k));
   if (q.cascade && q.top_k <= 0)
     return absl::InvalidArgumentError("cascade needs top_k > 0: it re-scores the best configurations for the top k");
-  if (q.tta < 0 || q.tta > limits.max_tta)
-    return absl::InvalidArgumentError(absl::StrCat("tta must be in 0..", limits.max_tta, ", got ", q.tta));
   const int folds = num_folds;
   std::set<int> seen;
   for (int f : q.folds) {

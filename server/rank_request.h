@@ -23,20 +23,23 @@ struct RankRequest {
   absl::string_view layout_configs;  // c x nc x 18 int8
   absl::string_view tile_configs;    // c x 24 float32
   int64_t top_k = 0;
-  int tta = 0;
   std::vector<int> folds;
   bool cascade = false;  // ScoreCascade with top_k
+  // The reference (model/scoring.h), borrowed like the configurations; 0: chosen from them.
+  int64_t num_reference_configs = 0;
+  absl::string_view reference_layout_configs;
+  absl::string_view reference_tile_configs;
 };
 
 struct RankLimits {
   int64_t max_configs = 100000;
-  int max_tta = 64;
+  int64_t max_reference = 128;  // the batch the model may run for this graph
 };
 
 // The fields of `q` for a graph with `num_config_nodes` configurable nodes and a model
 // (`kind`, `version`) of `num_folds` folds: num_configs, the configuration bytes and
-// values, top_k, tta, folds. INVALID_ARGUMENT naming the field; RESOURCE_EXHAUSTED over
-// max_configs.
+// values, top_k, folds, the reference's count, bytes and values. INVALID_ARGUMENT naming
+// the field; RESOURCE_EXHAUSTED over max_configs.
 absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int64_t num_config_nodes, int num_folds,
                                  int64_t version, const RankLimits& limits);
 

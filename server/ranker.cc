@@ -90,11 +90,6 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   absl::StatusOr<std::shared_ptr<const StoredGraph>> stored = RegisteredGraph(q.graph_hash);
   if (!stored.ok()) return stored.status();
   std::shared_ptr<const StoredGraph> graph = std::move(*stored);
-  if (absl::Status v = ValidateRankRequest(q, coll->kind, graph->num_config_nodes,
-                                           static_cast<int>(model->model->folds.size()), model->version,
-                                           {options_.max_configs, options_.max_tta});
-      !v.ok())
-    return v;
 
   // The batch size: the model's, made smaller when its activations would exceed the
   // per-request budget.
@@ -112,6 +107,11 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
           options_.activation_bytes >> 20, " MiB per request (--activation_bytes)"));
     batch_size = std::min(batch_size, fits);
   }
+  if (absl::Status v = ValidateRankRequest(q, coll->kind, graph->num_config_nodes,
+                                           static_cast<int>(model->model->folds.size()), model->version,
+                                           {options_.max_configs, batch_size});
+      !v.ok())
+    return v;
 
   // Inference on the worker pool; this thread waits (or gives up on cancellation).
   auto promise = std::make_shared<std::promise<absl::StatusOr<RankResult>>>();
@@ -191,16 +191,27 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
     std::memcpy(tile.data(), q.tile_configs.data(), q.tile_configs.size());
     rows.tile = tile.data();
   }
+  ConfigRows reference = rows;
+  reference.count = q.num_reference_configs;
+  std::vector<float> reference_tile;
+  if (!q.reference_layout_configs.empty()) reference.layout = reinterpret_cast<const int8_t*>(q.reference_layout_configs.data());
+  if (!q.reference_tile_configs.empty()) {
+    reference_tile.resize(q.reference_tile_configs.size() / sizeof(float));
+    std::memcpy(reference_tile.data(), q.reference_tile_configs.data(), q.reference_tile_configs.size());
+    reference.tile = reference_tile.data();
+  }
   ScoringOptions so;
   so.batch_size = batch_size;
-  so.tta = q.tta > 0 ? q.tta : model.manifest.tta;
-  so.tta_agreement = options_.tta_agreement;
+  so.reference_size = model.manifest.reference_configs;
+  so.reference_groups = model.manifest.reference_groups;
+  if (q.num_reference_configs > 0) so.reference = &reference;
   so.cancelled = cancelled;
   const auto t0 = Clock::now();
   const ScoreResult s = q.cascade ? ScoreCascade(folds, prepared->tensors, rows, so, q.top_k, options_.cascade_fraction)
                                   : ScoreConfigs(folds, prepared->tensors, rows, so);
   r.timing.inference_ms = Ms(t0, Clock::now());
   r.timing.batches = s.batches;
+  r.reference_configs = s.reference;
   r.timing.rescored = q.cascade ? s.rescored : q.num_configs;
   batches_run_ += s.batches;
   if (s.cancelled) return absl::CancelledError("the request was cancelled or its deadline passed; scoring stopped");

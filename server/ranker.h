@@ -30,8 +30,6 @@ struct RankerOptions {
   int64_t max_configs = 100000;
   int workers = 1;
   int queue_size = 16;                           // waiting requests before RESOURCE_EXHAUSTED
-  int max_tta = 64;
-  double tta_agreement = 0.999;                  // ScoringOptions::tta_agreement
   // Activation memory one request may use (ActivationBytesPerConfig x batch): batches
   // are made smaller to fit, and a graph whose single configuration does not fit is
   // refused. 0 = unbounded.
@@ -57,6 +55,7 @@ struct RankResult {
   std::vector<float> scores, spread;
   std::vector<int32_t> ranking;
   int64_t model_version = 0;
+  int64_t reference_configs = 0;  // the reference the scores were computed against
   RankTiming timing;
 };
 

@@ -161,7 +161,9 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   q.layout_configs = request->layout_configs();
   q.tile_configs = request->tile_configs();
   q.top_k = request->top_k();
-  q.tta = request->tta();
+  q.num_reference_configs = request->num_reference_configs();
+  q.reference_layout_configs = request->reference_layout_configs();
+  q.reference_tile_configs = request->reference_tile_configs();
   q.folds.assign(request->folds().begin(), request->folds().end());
   q.cascade = request->cascade();
   absl::StatusOr<RankResult> r = ranker_->Rank(q, [context] { return context->IsCancelled(); });
@@ -175,6 +177,7 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   response->mutable_spread()->Assign(r->spread.begin(), r->spread.end());
   response->mutable_ranking()->Assign(r->ranking.begin(), r->ranking.end());
   response->set_model_version(r->model_version);
+  response->set_reference_configs(r->reference_configs);
   v1::Timing* t = response->mutable_timing();
   t->set_queue_ms(r->timing.queue_ms);
   t->set_graph_prepare_ms(r->timing.graph_prepare_ms);
@@ -204,7 +207,7 @@ grpc::Status RankerService::ListModels(grpc::ServerContext*, const v1::ListModel
     info->set_mean_valid_score(m.folds.empty() ? 0 : sum / static_cast<double>(m.folds.size()));
     info->set_created(m.created);
     info->set_batch_size(m.batch_size);
-    info->set_tta(m.tta);
+    info->set_reference_configs(m.reference_configs);
   }
   return grpc::Status::OK;
 }

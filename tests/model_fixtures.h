@@ -85,7 +85,8 @@ inline ScoreResult EvaluatorScores(const LoadedModel& model, const GraphFile& fi
   const std::vector<int8_t> rows = d.LayoutRows(all);
   ScoringOptions so;
   so.batch_size = batch_size > 0 ? batch_size : model.manifest.batch_size;
-  so.tta = model.manifest.tta;
+  so.reference_size = model.manifest.reference_configs;
+  so.reference_groups = model.manifest.reference_groups;
   std::vector<FoldModel> folds;
   for (const auto& net : model.folds) folds.push_back({net.get(), nullptr});
   return ScoreConfigs(folds, MakeGraphTensors(d.graph, d.config_nodes, model.manifest.stats),

@@ -44,9 +44,11 @@ Fixture MakeFixture(uint64_t seed = 1, int64_t configs = 12) {
   return f;
 }
 
-// Scoring options that run every one of `tta` permutation passes (no early stop).
+// The batch-softmax scoring of the ablations, running every one of `tta` permutation
+// passes (no early stop).
 ScoringOptions EveryPass(int64_t batch_size, int tta) {
   ScoringOptions o;
+  o.batch_softmax = true;
   o.batch_size = batch_size;
   o.tta = tta;
   o.tta_agreement = 0;
@@ -202,7 +204,7 @@ std::vector<int8_t> RowsOf(const Fixture& f) {
 
 }  // namespace
 
-CATCH_TEST_CASE("scoring: one batch skips TTA, and TTA over permutations would not change it", "[scoring]") {
+CATCH_TEST_CASE("scoring: a request no larger than the reference is one softmax over all of it, as permutations of it", "[scoring]") {
   torch::manual_seed(5);
   Fixture f = MakeFixture(6, 20);
   auto net = MakeRankingNet(SmallSpec());
@@ -210,9 +212,9 @@ CATCH_TEST_CASE("scoring: one batch skips TTA, and TTA over permutations would n
   const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
   ScoringOptions o;
   o.batch_size = 32;
-  o.tta = 10;
   const ScoreResult r = ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, o);
-  CATCH_CHECK(r.batches == 1);  // 20 configs fit one batch of 32: no permutations
+  CATCH_CHECK(r.batches == 1);  // 20 configs are their own reference: one batch
+  CATCH_CHECK(r.reference == 20);
   torch::NoGradGuard no_grad;
   // Scores come standardised over the request's configurations (the folds' common scale).
   auto standardized = [](const torch::Tensor& t) {
@@ -252,6 +254,7 @@ CATCH_TEST_CASE("scoring: TTA stops once two successive passes agree, with the s
   const std::vector<int8_t> rows = RowsOf(f);
   const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
   ScoringOptions full;
+  full.batch_softmax = true;
   full.batch_size = 8;
   full.tta_agreement = 0;
   // The reference by hand: the means after 1..10 passes (the same seed gives the same
@@ -348,7 +351,11 @@ CATCH_TEST_CASE("scoring: folds are averaged on a common scale, so a fold's affi
   }
   const std::vector<int8_t> rows = RowsOf(f);
   const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
-  const ScoringOptions o = EveryPass(8, 2);
+  ScoringOptions o;
+  o.batch_size = 8;  // a reference of 8 of the 20
+  // One reference for every fold, so that a fold scored alone meets the one it meets in
+  // an ensemble (per fold, fold k's depends on its position k).
+  o.reference_per_fold = false;
   const ScoreResult ac = ScoreConfigs({{a.get(), nullptr}, {c.get(), nullptr}}, f.graph, cr, o);
   const ScoreResult bc = ScoreConfigs({{b.get(), nullptr}, {c.get(), nullptr}}, f.graph, cr, o);
   for (int i = 0; i < 20; ++i) {
@@ -356,16 +363,17 @@ CATCH_TEST_CASE("scoring: folds are averaged on a common scale, so a fold's affi
     CATCH_CHECK(bc.spread[i] == Approx(ac.spread[i]).margin(1e-4));
   }
   CATCH_CHECK(RankByScore(bc.score) == RankByScore(ac.score));
-  // Each fold's contribution has mean 0 and std 1 over the configurations: so has the
-  // score of one fold, and the spread is the std across the standardised folds.
+  // Each fold's contribution has mean 0 and std 1 over the reference's configurations:
+  // so has the score of one fold there, and the spread is the std across the
+  // standardised folds.
   const ScoreResult one = ScoreConfigs({{b.get(), nullptr}}, f.graph, cr, o);
   double sum = 0, sq = 0;
-  for (double v : one.score) {
-    sum += v;
-    sq += v * v;
+  for (int64_t i : ChooseReference(cr, 8)) {
+    sum += one.score[i];
+    sq += one.score[i] * one.score[i];
   }
-  CATCH_CHECK(sum / 20 == Approx(0).margin(1e-9));
-  CATCH_CHECK(sq / 20 == Approx(1).margin(1e-9));
+  CATCH_CHECK(sum / 8 == Approx(0).margin(1e-9));
+  CATCH_CHECK(sq / 8 == Approx(1).margin(1e-9));
   const ScoreResult za = ScoreConfigs({{a.get(), nullptr}}, f.graph, cr, o);
   const ScoreResult zc = ScoreConfigs({{c.get(), nullptr}}, f.graph, cr, o);
   for (int i = 0; i < 20; ++i) CATCH_CHECK(ac.spread[i] == Approx(std::abs(za.score[i] - zc.score[i]) / 2).margin(1e-9));
@@ -424,12 +432,11 @@ CATCH_TEST_CASE("scoring stops at the next batch once cancelled", "[scoring]") {
   const std::vector<int8_t> rows = RowsOf(f);
   ScoringOptions o;
   o.batch_size = 4;
-  o.tta = 2;
   int polls = 0;
   o.cancelled = [&polls] { return ++polls > 3; };
   const ScoreResult r = ScoreConfigs({{net.get(), nullptr}}, f.graph, ConfigRows{rows.data(), nullptr, 20, f.nc}, o);
   CATCH_CHECK(r.cancelled);
-  CATCH_CHECK(r.batches == 3);  // of 2 passes x 5 batches
+  CATCH_CHECK(r.batches == 3);  // of the reference's batch of 4 and the others' 4 batches
 }
 
 CATCH_TEST_CASE("the fused inference path, folded or not, computes what the training path computes", "[net]") {
@@ -511,8 +518,6 @@ CATCH_TEST_CASE("bf16 inference ranks like fp32 on the real graphs", "[scoring][
     const ConfigRows cr{rows.data(), nullptr, 200, d.configs.num_config_nodes};
     ScoringOptions o;
     o.batch_size = 100;
-    o.tta_agreement = 0;
-    o.tta = 2;
     net->SetInferencePrecision(Precision::kFloat32);
     const ScoreResult fp32 = ScoreConfigs({{net.get(), nullptr}}, g, cr, o);
     net->SetInferencePrecision(Precision::kBFloat16);
@@ -533,19 +538,29 @@ CATCH_TEST_CASE("scoring: the top-k cascade re-scores the first fold's best with
   auto b = MakeRankingNet(SmallSpec());
   const std::vector<int8_t> rows = RowsOf(f);
   const ConfigRows cr{rows.data(), nullptr, 40, f.nc};
-  const ScoringOptions o = EveryPass(8, 2);
+  ScoringOptions o;
+  o.batch_size = 8;
   const std::vector<FoldModel> both = {{a.get(), nullptr}, {b.get(), nullptr}};
   // top 3, fraction 0.25: keep max(ceil(10), 6) = 10.
   const ScoreResult r = ScoreCascade(both, f.graph, cr, o, /*top_k=*/3, /*fraction=*/0.25);
   CATCH_CHECK(r.rescored == 10);
-  // The reference by hand: fold a alone, its 10 best, those rows scored by both folds.
-  const ScoreResult first = ScoreConfigs({{a.get(), nullptr}}, f.graph, cr, o);
+  CATCH_CHECK(r.reference == 8);
+  // By hand: each fold's reference chosen from all 40 rows; fold a alone against its
+  // own, its 10 best, those rows scored by both folds against their references.
+  ScoringOptions with_ref = o;
+  with_ref.choose_from = &cr;
+  const ScoreResult first = ScoreConfigs({{a.get(), nullptr}}, f.graph, cr, with_ref);
   const std::vector<int64_t> kept = RankByScore(first.score, 10);
   std::vector<int8_t> subset;
   const size_t row = static_cast<size_t>(f.nc) * kConfigFeatDim;
   for (int64_t k : kept) subset.insert(subset.end(), rows.begin() + k * row, rows.begin() + (k + 1) * row);
-  const ScoreResult full = ScoreConfigs(both, f.graph, ConfigRows{subset.data(), nullptr, 10, f.nc}, o);
+  const ScoreResult full = ScoreConfigs(both, f.graph, ConfigRows{subset.data(), nullptr, 10, f.nc}, with_ref);
   CATCH_CHECK(r.batches == first.batches + full.batches);
+  CATCH_CHECK(r.evaluated == first.evaluated + full.evaluated);
+  // Fewer configurations through a network than every fold over every row (2 x 40): 40
+  // by fold a, then per fold its reference of 8 and the kept rows outside it.
+  CATCH_CHECK(r.evaluated < 80);
+  CATCH_CHECK(ScoreConfigs(both, f.graph, cr, o).evaluated == 80);
   double kept_max = -1e300;
   for (size_t i = 0; i < kept.size(); ++i) {
     CATCH_CHECK(r.score[kept[i]] == Approx(full.score[i]).margin(1e-5));
@@ -580,4 +595,175 @@ CATCH_TEST_CASE("scoring: the passes needed for a ranking to agree with all of t
   CATCH_CHECK(PassesForAgreement({{1, 2}, {2, 1}, {1, 2}}, 0.999) == 1);
   CATCH_CHECK(PassesForAgreement({{2, 1}, {2, 1}, {1, 2}}, 0.999) == 3);  // none earlier agrees
   CATCH_CHECK(PassesForAgreement({}, 0.999) == 0);
+}
+
+namespace {
+
+// A network away from its initial values (unit norm weights, zero biases, temperature
+// 1), so that a dropped term or an inverted temperature shows.
+std::shared_ptr<RankingNet> PerturbedNet(const ModelSpec& s) {
+  auto net = MakeRankingNet(s);
+  torch::NoGradGuard no_grad;
+  for (auto& p : net->parameters()) p.add_(torch::randn_like(p) * 0.3);
+  return net;
+}
+
+std::vector<int8_t> RowsAt(const std::vector<int8_t>& rows, int64_t nc, const std::vector<int64_t>& idx) {
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  std::vector<int8_t> out;
+  for (int64_t i : idx) out.insert(out.end(), rows.begin() + i * row, rows.begin() + (i + 1) * row);
+  return out;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("a configuration scored against a recorded reference is what training computes for it beside that reference",
+                "[net][reference]") {
+  torch::manual_seed(21);
+  Fixture f = MakeFixture(11, 24);
+  std::vector<ModelSpec> specs;
+  for (bool self : {true, false})
+    for (const char* form : {"standardized", "paper"}) {
+      ModelSpec s = SmallSpec();
+      s.self_attention = self;
+      s.cross_attention_form = form;
+      specs.push_back(s);
+    }
+  ModelSpec no_cross = SmallSpec();
+  no_cross.cross_attention = false;
+  specs.push_back(no_cross);
+  for (const ModelSpec& s : specs) {
+    auto net = PerturbedNet(s);
+    // The reference in 1, 2 or 3 groups (of 8 configurations: 8, 4 + 4, 2 + 3 + 3).
+    for (int64_t groups : {1, 2, 3}) {
+      CATCH_INFO("self-attention " << s.self_attention << ", cross-attention " << s.cross_attention << " "
+                                   << s.cross_attention_form << ", groups " << groups);
+      // The training path: the first 8 configurations are the reference, the other 16
+      // join its softmax one at a time.
+      ScoreMode mixed;
+      mixed.members = 8;
+      mixed.groups = groups;
+      const torch::Tensor train_path = net->Score(f.graph, {f.configs, {}}, nullptr, mixed).detach();
+      // Different from the batch's own softmax over all 24 (the premise: the mode matters).
+      if (s.cross_attention)
+        CATCH_CHECK_FALSE(torch::allclose(train_path, net->Score(f.graph, {f.configs, {}}).detach(), 1e-4, 1e-5));
+      torch::NoGradGuard no_grad;
+      for (int64_t tile_rows : {1, 100, 1 << 20}) {
+        CATCH_INFO("tile rows " << tile_rows);
+        net->SetInferenceTileRows(tile_rows);
+        CrossReference reference;
+        ScoreMode record;
+        record.record = &reference;
+        record.groups = groups;
+        const torch::Tensor members = net->Score(f.graph, {f.configs.slice(0, 0, 8), {}}, nullptr, record);
+        CATCH_CHECK(torch::allclose(members, train_path.slice(0, 0, 8), 1e-4, 1e-5));
+        ScoreMode use;
+        use.use = &reference;
+        // The others, in any batches: all at once, then one at a time.
+        const torch::Tensor others = net->Score(f.graph, {f.configs.slice(0, 8, 24), {}}, nullptr, use);
+        CATCH_CHECK(torch::allclose(others, train_path.slice(0, 8, 24), 1e-4, 1e-5));
+        for (int64_t i = 8; i < 24; i += 5)
+          CATCH_CHECK(torch::allclose(net->Score(f.graph, {f.configs.slice(0, i, i + 1), {}}, nullptr, use),
+                                      train_path.slice(0, i, i + 1), 1e-4, 1e-5));
+        // And the mixed batch on the inference path.
+        CATCH_CHECK(torch::allclose(net->Score(f.graph, {f.configs, {}}, nullptr, mixed), train_path, 1e-4, 1e-5));
+      }
+    }
+  }
+}
+
+CATCH_TEST_CASE("scoring: a configuration's score does not depend on the rows' order, the batch size or its neighbours",
+                "[scoring][reference]") {
+  torch::manual_seed(22);
+  Fixture f = MakeFixture(12, 60);
+  auto a = PerturbedNet(SmallSpec());
+  auto b = PerturbedNet(SmallSpec());
+  const std::vector<FoldModel> folds = {{a.get(), nullptr}, {b.get(), nullptr}};
+  const std::vector<int8_t> rows = RowsOf(f);
+  const ConfigRows cr{rows.data(), nullptr, 60, f.nc};
+  ScoringOptions o;
+  o.batch_size = 16;
+  o.reference_size = 16;
+  const ScoreResult base = ScoreConfigs(folds, f.graph, cr, o);
+  CATCH_CHECK(base.reference == 16);
+  CATCH_CHECK(base.batches == 2 * (1 + 3));  // per fold: the reference, then 44 others in 3 batches
+  auto same_scores = [&](const ScoreResult& r, const std::vector<int64_t>& idx) {
+    for (size_t i = 0; i < idx.size(); ++i) {
+      CATCH_CHECK(r.score[i] == Approx(base.score[idx[i]]).margin(1e-4));
+      CATCH_CHECK(r.spread[i] == Approx(base.spread[idx[i]]).margin(1e-4));
+    }
+  };
+  // Reversed, and shuffled.
+  std::vector<int64_t> reversed(60);
+  std::iota(reversed.rbegin(), reversed.rend(), 0);
+  std::vector<int8_t> rev_rows = RowsAt(rows, f.nc, reversed);
+  same_scores(ScoreConfigs(folds, f.graph, ConfigRows{rev_rows.data(), nullptr, 60, f.nc}, o), reversed);
+  std::vector<int64_t> shuffled(60);
+  std::iota(shuffled.begin(), shuffled.end(), 0);
+  Rng rng(3);
+  rng.Shuffle(shuffled);
+  std::vector<int8_t> shuf_rows = RowsAt(rows, f.nc, shuffled);
+  same_scores(ScoreConfigs(folds, f.graph, ConfigRows{shuf_rows.data(), nullptr, 60, f.nc}, o), shuffled);
+  // Other batch sizes (the reference stays 16).
+  std::vector<int64_t> all(60);
+  std::iota(all.begin(), all.end(), 0);
+  for (int64_t batch : {17, 23, 64}) {
+    CATCH_INFO("batch " << batch);
+    ScoringOptions ob = o;
+    ob.batch_size = batch;
+    same_scores(ScoreConfigs(folds, f.graph, cr, ob), all);
+  }
+  // Other neighbours: a part of the request, its references chosen from the whole
+  // request's rows, scores those rows as the whole request did.
+  std::vector<int64_t> part(30);
+  std::iota(part.begin(), part.end(), 25);
+  std::vector<int8_t> part_rows = RowsAt(rows, f.nc, part);
+  ScoringOptions from_all = o;
+  from_all.choose_from = &cr;
+  const ScoreResult r = ScoreConfigs(folds, f.graph, ConfigRows{part_rows.data(), nullptr, 30, f.nc}, from_all);
+  CATCH_CHECK(r.reference == 16);
+  same_scores(r, part);
+  // A reference the caller fixes (every fold uses it): the part scores as the whole does
+  // against it, and other references give other scores.
+  std::vector<int64_t> chosen = ChooseReference(cr, 16, /*salt=*/99);
+  std::vector<int8_t> ref_rows = RowsAt(rows, f.nc, chosen);
+  const ConfigRows reference{ref_rows.data(), nullptr, 16, f.nc};
+  ScoringOptions fixed = o;
+  fixed.reference = &reference;
+  const ScoreResult whole_fixed = ScoreConfigs(folds, f.graph, cr, fixed);
+  const ScoreResult part_fixed = ScoreConfigs(folds, f.graph, ConfigRows{part_rows.data(), nullptr, 30, f.nc}, fixed);
+  for (int64_t i = 0; i < 30; ++i) CATCH_CHECK(part_fixed.score[i] == Approx(whole_fixed.score[25 + i]).margin(1e-4));
+  CATCH_CHECK(std::abs(whole_fixed.score[0] - base.score[0]) > 1e-3);
+  // Rows repeated in a request are one configuration: one score.
+  std::vector<int64_t> twice(all);
+  twice.insert(twice.end(), all.begin(), all.begin() + 20);
+  std::vector<int8_t> twice_rows = RowsAt(rows, f.nc, twice);
+  const ScoreResult dup = ScoreConfigs(folds, f.graph, ConfigRows{twice_rows.data(), nullptr, 80, f.nc}, o);
+  CATCH_CHECK(dup.batches == base.batches);
+  for (int64_t i = 0; i < 20; ++i) CATCH_CHECK(dup.score[60 + i] == dup.score[i]);
+  same_scores(dup, twice);
+}
+
+CATCH_TEST_CASE("scoring: the reference is a request's distinct rows with the smallest FNV-1a hashes", "[scoring][reference]") {
+  // One configurable node: 18 bytes a row. FNV-1a 64 of eighteen 0xff bytes, and of
+  // 0x00 0x01 and sixteen 0xff, computed independently.
+  std::vector<int8_t> rows(18, -1);
+  std::vector<int8_t> second(18, -1);
+  second[0] = 0;
+  second[1] = 1;
+  CATCH_CHECK(RowHash(ConfigRows{rows.data(), nullptr, 1, 1}, 0) == 0x03fc9a81b98fc013ULL);
+  CATCH_CHECK(RowHash(ConfigRows{second.data(), nullptr, 1, 1}, 0) == 0x0b409d8e1f0778aaULL);
+  // Six rows, two of them repeats: distinct rows 0, 1, 2, 4, each taken once.
+  std::vector<int8_t> six;
+  for (int v : {0, 1, 2, 1, 3, 0}) {
+    std::vector<int8_t> row(18, -1);
+    row[0] = static_cast<int8_t>(v);
+    six.insert(six.end(), row.begin(), row.end());
+  }
+  const ConfigRows cr{six.data(), nullptr, 6, 1};
+  std::vector<int64_t> distinct = {0, 1, 2, 4};
+  std::sort(distinct.begin(), distinct.end(), [&](int64_t x, int64_t y) { return RowHash(cr, x) < RowHash(cr, y); });
+  CATCH_CHECK(ChooseReference(cr, 10) == distinct);
+  CATCH_CHECK(ChooseReference(cr, 2) == std::vector<int64_t>(distinct.begin(), distinct.begin() + 2));
+  CATCH_CHECK(ChooseReference(cr, 0).empty());
 }

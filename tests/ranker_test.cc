@@ -337,8 +337,19 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   q.cascade = true;
   expect(q, absl::StatusCode::kInvalidArgument, "cascade needs top_k > 0");
   q = good;
-  q.tta = 1000;
-  expect(q, absl::StatusCode::kInvalidArgument, "tta must be in 0..64");
+  q.num_reference_configs = 1000;
+  expect(q, absl::StatusCode::kInvalidArgument, "num_reference_configs must be in 0..");
+  q = good;
+  q.num_reference_configs = 1;
+  expect(q, absl::StatusCode::kInvalidArgument, "reference_layout_configs has 0 bytes, expected num_reference_configs");
+  q = good;
+  q.reference_layout_configs = q.layout_configs;
+  expect(q, absl::StatusCode::kInvalidArgument, "reference configurations given but num_reference_configs is 0");
+  q = good;
+  q.num_reference_configs = 2;
+  q.reference_layout_configs = q.layout_configs.substr(0, q.layout_configs.size() / good.num_configs * 2);
+  q.reference_tile_configs = "x";
+  expect(q, absl::StatusCode::kInvalidArgument, "reference_tile_configs must be empty");
   q = good;
   q.folds = {0, 1};
   expect(q, absl::StatusCode::kInvalidArgument, "folds: 1 is not a fold");
@@ -497,6 +508,5 @@ CATCH_TEST_CASE("ranker: a cascade request re-scores the best fraction with ever
   CATCH_CHECK(r->timing.rescored == keep);
   CATCH_CHECK(r->scores.size() == static_cast<size_t>(g.num_configs));  // scores stay complete
   CATCH_CHECK(r->ranking.size() == 3u);
-  // Fewer forward passes than the full ensemble over every configuration.
-  CATCH_CHECK(r->timing.batches < plain->timing.batches);
+  // Its cost against the full ensemble's is checked where it is computed (net_test.cc).
 }

@@ -57,6 +57,7 @@ TEST_CASE("manifest JSON round trip", "[registry]") {
   CHECK(back->training.at("epochs") == "3");
   CHECK(back->batch_size == 128);
   CHECK(back->tta == 10);
+  CHECK(back->reference_configs == 128);
   // A weight file must lie inside the version directory.
   m.folds[0].weights = "../../etc/passwd";
   auto escape = Manifest::FromJson(m.ToJson(), "m.json");
@@ -277,6 +278,10 @@ TEST_CASE("manifest values are bounded and typed and a wrong type is an error no
   nlohmann::json tta = j;
   tta["inference"]["tta"] = 1000;
   CHECK_THAT(std::string(parse(tta).status().message()), Catch::Contains("'inference.tta' must be in 1..64"));
+  nlohmann::json reference = j;
+  reference["inference"]["reference_configs"] = 0;
+  CHECK_THAT(std::string(parse(reference).status().message()),
+             Catch::Contains("'inference.reference_configs' must be in 1..65536, got 0"));
 }
 
 TEST_CASE("a registry never reads through a symbolic link out of it", "[registry]") {
@@ -318,9 +323,9 @@ TEST_CASE("publishing the same model again is the same version and stale staging
   // Other weights, or other inference settings, are another model.
   const int64_t v2 = *reg.Publish(TestManifest(dir.path(), "b"), &existed);
   CHECK((v2 == v1 + 1 && !existed));
-  Manifest other_tta = TestManifest(dir.path());
-  other_tta.tta = 3;
-  CHECK(*reg.Publish(other_tta, &existed) == v2 + 1);
+  Manifest other_reference = TestManifest(dir.path());
+  other_reference.reference_configs = 64;
+  CHECK(*reg.Publish(other_reference, &existed) == v2 + 1);
   // A retired version is not reused: publishing its model again is a new version.
   REQUIRE(reg.Retire("layout:xla:random", v1, "test").ok());
   CHECK(*reg.Publish(TestManifest(dir.path()), &existed) == v2 + 2);

@@ -20,6 +20,7 @@
 #include "model/train/evaluator.h"
 #include "model/train/train_data.h"
 #include "model/train/finetune.h"
+#include "model/train/train_step.h"
 #include "model/train/trainer.h"
 #include "model/measurement_store.h"
 #include "tests/model_fixtures.h"
@@ -54,7 +55,7 @@ TrainOptions SmallRun(const std::string& run_dir) {
   o.train_folds = 1;
   o.keep_folds = 1;
   o.epochs = 6;
-  o.valid_tta = 1;
+  o.reference_configs = 100;
   o.progress = false;
   return o;
 }
@@ -134,11 +135,8 @@ CATCH_TEST_CASE("a short training run ranks far better than a random ranker", "[
   for (std::string line; std::getline(log, line);) ++lines;
   CATCH_CHECK(lines == 6);
   CATCH_CHECK(std::filesystem::exists(o.run_dir + "/fold_0/result.json"));
-  // The passes the fold needs are measured and become the manifest's tta (here at most
-  // valid_tta = 1).
-  CATCH_CHECK(r->tta_passes == 1);
-  CATCH_CHECK(ReadFoldResults(o.run_dir)->front().tta_passes == 1);
-  CATCH_CHECK(m->tta == 1);
+  // The reference size the run validated with is the manifest's.
+  CATCH_CHECK(m->reference_configs == 100);
 
   // bf16 inference ranks as fp32 does with this trained model: per graph, Kendall tau
   // between the two precisions' scores >= 0.99, on the validation graphs and a real file.
@@ -508,4 +506,13 @@ CATCH_TEST_CASE("finetune learns from measurements, publishes only when not wors
   absl::StatusOr<FinetuneResult> t = Finetune(tile);
   CATCH_REQUIRE_FALSE(t.ok());
   CATCH_CHECK(t.status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+CATCH_TEST_CASE("a training step scores a quarter of its configurations against the others' softmax", "[train]") {
+  CATCH_CHECK(ReferenceMembers(64, 0.25) == 48);
+  CATCH_CHECK(ReferenceMembers(128, 0.25) == 96);
+  CATCH_CHECK(ReferenceMembers(64, 0.0) == 64);   // the batch's own softmax
+  CATCH_CHECK(ReferenceMembers(3, 0.25) == 2);    // round(0.75) = 1 scored outside
+  CATCH_CHECK(ReferenceMembers(1, 0.25) == 1);    // a reference needs one configuration
+  CATCH_CHECK(ReferenceMembers(2, 0.9) == 1);
 }

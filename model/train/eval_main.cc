@@ -26,7 +26,15 @@ ABSL_FLAG(int64_t, version, 0, "Model version (0 = latest)");
 ABSL_FLAG(std::string, run_dir, "", "Score with a training run's best folds instead of a published version");
 ABSL_FLAG(int, keep_folds, 4, "With --run_dir: how many of the best folds to use");
 ABSL_FLAG(bool, official_subset, false, "Layout: evaluate on the 1,000-config subset of the TpuGraphs evaluation");
-ABSL_FLAG(int, tta, 0, "TTA passes at most (0 = the manifest's)");
+ABSL_FLAG(std::string, scoring, "reference",
+          "reference: every configuration against one reference set (model/scoring.h); batch: the earlier scoring, "
+          "each batch its own softmax with --tta permutations (for ablations)");
+ABSL_FLAG(int64_t, reference, 0, "Reference configurations per graph (0 = the manifest's)");
+ABSL_FLAG(bool, reference_per_fold, true,
+          "Each fold chooses its own reference (another sample of the rows); false: one reference for every fold");
+ABSL_FLAG(int64_t, reference_groups, 0,
+          "The reference in this many groups, each its own softmax, weights averaged (0 = the manifest's)");
+ABSL_FLAG(int, tta, 0, "With --scoring batch: TTA passes at most (0 = the manifest's)");
 ABSL_FLAG(std::string, precision, "auto", tgraph::kPrecisionFlagHelp);
 ABSL_FLAG(double, tta_agreement, 0.999, tgraph::kTtaAgreementFlagHelp);
 ABSL_FLAG(int64_t, batch, 0, "Configs per batch (0 = the manifest's)");
@@ -85,6 +93,15 @@ int main(int argc, char** argv) {
   tgraph::EvalOptions o;
   o.official_subset = absl::GetFlag(FLAGS_official_subset);
   o.scoring.batch_size = absl::GetFlag(FLAGS_batch) > 0 ? absl::GetFlag(FLAGS_batch) : model->manifest.batch_size;
+  const std::string scoring = absl::GetFlag(FLAGS_scoring);
+  if (scoring != "reference" && scoring != "batch")
+    return Fail(UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'")));
+  o.scoring.batch_softmax = scoring == "batch";
+  o.scoring.reference_per_fold = absl::GetFlag(FLAGS_reference_per_fold);
+  o.scoring.reference_groups = absl::GetFlag(FLAGS_reference_groups) > 0 ? absl::GetFlag(FLAGS_reference_groups)
+                                                                         : model->manifest.reference_groups;
+  o.scoring.reference_size =
+      absl::GetFlag(FLAGS_reference) > 0 ? absl::GetFlag(FLAGS_reference) : model->manifest.reference_configs;
   o.scoring.tta = absl::GetFlag(FLAGS_tta) > 0 ? absl::GetFlag(FLAGS_tta) : model->manifest.tta;
   o.scoring.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
   o.cascade_top_k = absl::GetFlag(FLAGS_cascade);
@@ -100,10 +117,15 @@ int main(int argc, char** argv) {
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", r->Json().c_str());
   } else {
-    std::printf("%s %s with %s (%zu folds, batch %lld, TTA at most %d, agreement %g, %s)\n%s", c->name().c_str(),
+    const std::string how = o.scoring.batch_softmax
+                                ? absl::StrCat("batch softmax, TTA at most ", o.scoring.tta, ", agreement ",
+                                               o.scoring.tta_agreement)
+                                : absl::StrCat("reference of ", std::min(o.scoring.reference_size, o.scoring.batch_size),
+                                               " configurations");
+    std::printf("%s %s with %s (%zu folds, batch %lld, %s, %s)\n%s", c->name().c_str(),
                 absl::GetFlag(FLAGS_split).c_str(), source.c_str(), model->folds.size(),
-                static_cast<long long>(o.scoring.batch_size), o.scoring.tta, o.scoring.tta_agreement,
-                tgraph::PrecisionName(*precision), r->Table().c_str());
+                static_cast<long long>(o.scoring.batch_size), how.c_str(), tgraph::PrecisionName(*precision),
+                r->Table().c_str());
     int64_t passes = 0;
     for (const tgraph::GraphEval& e : r->graphs) passes += e.passes;
     if (std::isfinite(r->mean.spread_error[0]))
@@ -115,9 +137,11 @@ int main(int argc, char** argv) {
                   "%.1f s with the cascade, %.1f s with every fold for every configuration\n",
                   static_cast<long long>(o.cascade_top_k), o.cascade_fraction, static_cast<long long>(o.cascade_top_k),
                   r->mean.cascade_recall, r->cascade_seconds, r->full_seconds);
-    std::printf("TTA passes per fold and graph: %.2f on average\n",
-                r->graphs.empty() ? 0.0
-                                  : static_cast<double>(passes) / static_cast<double>(r->graphs.size() * model->folds.size()));
+    if (o.scoring.batch_softmax)
+      std::printf("TTA passes per fold and graph: %.2f on average\n",
+                  r->graphs.empty()
+                      ? 0.0
+                      : static_cast<double>(passes) / static_cast<double>(r->graphs.size() * model->folds.size()));
   }
   return tgraph::kExitOk;
 }

@@ -64,7 +64,8 @@ double EnsembleTau(const std::vector<std::shared_ptr<RankingNet>>& nets, const s
   for (const auto& n : nets) folds.push_back({n.get(), nullptr});
   ScoringOptions so;
   so.batch_size = m.batch_size;
-  so.tta = m.tta;
+  so.reference_size = m.reference_configs;
+  so.reference_groups = m.reference_groups;
   std::vector<double> taus;
   for (size_t i = 0; i < graphs.size(); ++i) {
     RowStorage storage;

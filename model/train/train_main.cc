@@ -47,7 +47,12 @@ ABSL_FLAG(std::string, cross_attention_form, "standardized",
           "The cross-attention softmax's input: standardized (eta standardised over the configurations, weights x C) "
           "or paper (eta / T, TGraph 2.3 as written); docs/results.md compares them");
 ABSL_FLAG(bool, edges, true, "Message passing along graph edges (ablation switch)");
-ABSL_FLAG(int, valid_tta, 0, "TTA passes in validation (0 = 10 paper, 2 quick)");
+ABSL_FLAG(int64_t, reference_configs, 128,
+          "Configurations in the cross-attention reference a graph's scores are computed against, in validation and "
+          "in the published model (model/scoring.h)");
+ABSL_FLAG(double, query_share, 0.0,
+          "Share of each step's sampled configurations scored as inference scores those outside the reference: "
+          "against the others' softmax, one at a time (0: all in one softmax)");
 ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
 ABSL_FLAG(bool, progress, true, "Progress bar on stderr");
 ABSL_FLAG(std::string, measurements, "", "finetune: the measurement store's root (tgraph-server --measurement_store)");
@@ -168,13 +173,19 @@ int main(int argc, char** argv) {
   o.lr = absl::GetFlag(FLAGS_lr);
   o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   o.seed = absl::GetFlag(FLAGS_seed);
-  o.valid_tta = absl::GetFlag(FLAGS_valid_tta) > 0 ? absl::GetFlag(FLAGS_valid_tta) : (quick ? 2 : 10);
+  o.reference_configs = absl::GetFlag(FLAGS_reference_configs);
+  if (o.reference_configs < 1 || o.reference_configs > tgraph::kMaxBatchSize)
+    return Fail(UsageError(absl::StrCat("--reference_configs must be in 1..", tgraph::kMaxBatchSize)));
+  o.query_share = absl::GetFlag(FLAGS_query_share);
+  if (!(o.query_share >= 0 && o.query_share <= 0.9))
+    return Fail(UsageError("--query_share must be in 0..0.9"));
   o.valid_every = absl::GetFlag(FLAGS_valid_every);
   o.progress = absl::GetFlag(FLAGS_progress);
   o.flags = {{"profile", absl::GetFlag(FLAGS_profile)}, {"epochs", absl::StrCat(o.epochs)},
              {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
              {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
-             {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)}};
+             {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
+             {"query_share", absl::StrCat(o.query_share)}};
   const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
   torch::set_num_threads(threads);
   std::fprintf(stderr, "tgraph-train: %s, %s hidden %lld, torch threads %d, OMP_WAIT_POLICY %s\n",
@@ -188,10 +199,9 @@ int main(int argc, char** argv) {
   for (int k : folds) {
     absl::StatusOr<tgraph::FoldResult> r = tgraph::TrainFold(o, k);
     if (!r.ok()) return Fail(r.status());
-    std::printf("fold %d: best validation %s %.4f at step %lld, %.1f s, peak RSS %.0f MiB; TTA passes needed: %d of %d\n",
-                r->fold, c->kind == tgraph::CollectionKind::kTile ? "M_tile" : "tau", r->valid_score,
-                static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20),
-                r->tta_passes, o.valid_tta);
+    std::printf("fold %d: best validation %s %.4f at step %lld, %.1f s, peak RSS %.0f MiB\n", r->fold,
+                c->kind == tgraph::CollectionKind::kTile ? "M_tile" : "tau", r->valid_score,
+                static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20));
   }
   if (!absl::GetFlag(FLAGS_registry).empty() && absl::GetFlag(FLAGS_fold) < 0) {
     bool existed = false;

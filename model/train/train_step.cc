@@ -1,6 +1,7 @@
 #include "model/train/train_step.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "model/loss.h"
@@ -54,8 +55,13 @@ std::vector<int64_t> SampleRows(const GraphData& g, int64_t batch, Rng& rng) {
   return rows;
 }
 
+int64_t ReferenceMembers(int64_t count, double query_share) {
+  const int64_t queries = std::llround(query_share * static_cast<double>(count));
+  return std::clamp<int64_t>(count - queries, 1, std::max<int64_t>(1, count));
+}
+
 double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& tensors, const GraphData& g,
-                 const std::vector<int64_t>& rows, double lr, double clip_norm) {
+                 const std::vector<int64_t>& rows, double lr, double clip_norm, double query_share) {
   torch::Tensor target = torch::empty({static_cast<int64_t>(rows.size())}, torch::kFloat32);
   for (size_t i = 0; i < rows.size(); ++i) target[static_cast<int64_t>(i)] = static_cast<float>(g.target[rows[i]]);
   RowStorage storage;
@@ -65,7 +71,9 @@ double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& 
   const ConfigBatch b = GatherConfigs(selected, in_order, 0, in_order.size());
   for (auto& group : opt.param_groups()) group.options().set_lr(lr);
   opt.zero_grad();
-  torch::Tensor loss = PairwiseHingeLoss(net.Score(tensors, b), target);
+  ScoreMode mode;
+  mode.members = ReferenceMembers(static_cast<int64_t>(rows.size()), query_share);
+  torch::Tensor loss = PairwiseHingeLoss(net.Score(tensors, b, nullptr, mode), target);
   loss.backward();
   torch::nn::utils::clip_grad_norm_(net.parameters(), clip_norm);
   opt.step();

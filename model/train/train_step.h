@@ -35,9 +35,21 @@ ConfigRows RowsOf(const GraphData& g, RowStorage* storage);
 // min(batch, count) distinct configuration rows of g, drawn by rng.
 std::vector<int64_t> SampleRows(const GraphData& g, int64_t batch, Rng& rng);
 
-// Sets the learning rate, then forward, pairwise hinge loss against g's targets of
-// `rows`, backward, gradient clipping and the optimizer step. Returns the loss.
+// The default share of a step's configurations scored outside the softmax's reference.
+constexpr double kDefaultQueryShare = 0.0;
+
+// How many of a step's `count` sampled configurations form the cross-attention's
+// reference when `query_share` of them are scored one at a time against it, as
+// inference scores configurations outside its reference (model/scoring.h): at least
+// one, and all of them when the share rounds to none.
+int64_t ReferenceMembers(int64_t count, double query_share);
+
+// Sets the learning rate, then forward (the first ReferenceMembers(rows, query_share)
+// rows as the cross-attention's reference), pairwise hinge loss against g's targets of
+// `rows` (all of them), backward, gradient clipping and the optimizer step. Returns the
+// loss.
 double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& tensors, const GraphData& g,
-                 const std::vector<int64_t>& rows, double lr, double clip_norm);
+                 const std::vector<int64_t>& rows, double lr, double clip_norm,
+                 double query_share = kDefaultQueryShare);
 
 }  // namespace tgraph

@@ -44,7 +44,6 @@ double DefaultEpochs(const Collection& c) {
   return c.source == "nlp" ? 1000 : 750;
 }
 
-int64_t DefaultBatch(const Collection& c) { return c.search == "default" ? 64 : 128; }
 
 int64_t PeakRssBytes() {
   rusage u{};
@@ -64,7 +63,8 @@ struct RunInfo {
   std::map<std::string, int> fold_of;  // graph name -> fold
   std::map<std::string, std::string> flags;
   int64_t valid_batch = 128;
-  int valid_tta = 10;
+  int64_t reference_configs = 128;
+  int64_t reference_groups = 1;  // ReferenceGroups of the training batch
 };
 
 absl::StatusOr<RunInfo> ReadRunInfo(const std::string& run_dir) {
@@ -79,7 +79,8 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& run_dir) {
   r.fingerprint = j.value("data_fingerprint", "");
   r.num_folds = j.value("num_folds", 0);
   r.valid_batch = j.value("valid_batch", int64_t{128});
-  r.valid_tta = j.value("valid_tta", 10);
+  r.reference_configs = j.value("reference_configs", int64_t{128});
+  r.reference_groups = j.value("reference_groups", int64_t{1});
   absl::StatusOr<ModelSpec> spec = ModelSpec::FromJson(j["spec"].dump(), path + ": spec");
   if (!spec.ok()) return spec.status();
   r.spec = *spec;
@@ -118,7 +119,9 @@ absl::StatusOr<Prepared> LoadPrepared(const TrainOptions& o) {
   p.info.num_folds = o.num_folds;
   p.info.flags = o.flags;
   p.info.valid_batch = o.valid_batch;
-  p.info.valid_tta = o.valid_tta;
+  p.info.reference_configs = o.reference_configs;
+  p.info.reference_groups = ReferenceGroups(
+      o.reference_configs, o.batch_configs > 0 ? o.batch_configs : DefaultTrainingBatch(o.collection));
   const std::vector<int> folds = AssignFolds(p.graphs, o.num_folds, o.seed);
   for (size_t i = 0; i < p.graphs.size(); ++i) p.info.fold_of[p.graphs[i].name] = folds[i];
   for (const GraphData& g : p.graphs) p.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, p.info.stats));
@@ -136,7 +139,8 @@ std::string RunInfoJson(const RunInfo& r) {
   j["fold_of"] = r.fold_of;
   j["flags"] = r.flags;
   j["valid_batch"] = r.valid_batch;
-  j["valid_tta"] = r.valid_tta;
+  j["reference_configs"] = r.reference_configs;
+  j["reference_groups"] = r.reference_groups;
   return j.dump(1);
 }
 
@@ -160,24 +164,6 @@ double Validate(RankingNet& net, const Prepared& p, const std::vector<size_t>& g
   }
   net.train();
   return FiniteMean(scores);
-}
-
-// The TTA passes one network needs on the validation graphs (FoldResult::tta_passes).
-int MeasureTtaPasses(RankingNet& net, const Prepared& p, const std::vector<size_t>& graphs, ScoringOptions so) {
-  net.eval();
-  so.tta_agreement = 0;  // every pass, to compare each count with all of them
-  int needed = 0;
-  for (size_t i : graphs) {
-    const GraphData& g = p.graphs[i];
-    if (g.num_configs() <= so.batch_size) continue;  // one batch: TTA changes nothing
-    RowStorage storage;
-    std::vector<std::vector<double>> means;
-    so.pass_means = &means;
-    ScoreConfigs({{&net, nullptr}}, p.tensors[i], RowsOf(g, &storage), so);
-    needed = std::max(needed, PassesForAgreement(means, 0.999));
-  }
-  net.train();
-  return needed;
 }
 
 std::string Duration(double s) {
@@ -254,7 +240,7 @@ FoldSchedule ScheduleOf(const TrainOptions& o, size_t train_graphs) {
   s.epochs = o.epochs > 0 ? o.epochs : DefaultEpochs(o.collection);
   s.steps_per_epoch = static_cast<int64_t>(train_graphs);
   s.total = std::max<int64_t>(1, std::llround(s.epochs * static_cast<double>(s.steps_per_epoch)));
-  s.batch = o.batch_configs > 0 ? o.batch_configs : DefaultBatch(o.collection);
+  s.batch = o.batch_configs > 0 ? o.batch_configs : DefaultTrainingBatch(o.collection);
   s.valid_interval = std::max<int64_t>(1, o.valid_every * s.steps_per_epoch);
   return s;
 }
@@ -399,20 +385,18 @@ class FoldProgress {
 };
 
 // The end of a fold: best.npz (the last weights when no validation score was ever
-// finite), the TTA passes it needs, and result.json.
+// finite) and result.json.
 absl::StatusOr<FoldResult> FinishFold(const std::string& dir, RankingNet& net, const FoldData& d,
                                       const ScoringOptions& so, FoldResult r, int64_t total_steps) {
   if (!fs::exists(dir + "/best.npz"))
     if (absl::Status s = SaveWeights(net, dir + "/best.npz"); !s.ok()) return s;
   if (absl::Status s = LoadWeights(net, dir + "/best.npz"); !s.ok()) return s;
-  r.tta_passes = MeasureTtaPasses(net, d.p, d.valid, so);
   const json summary = {{"fold", r.fold},
                         {"valid_score", std::isfinite(r.valid_score) ? json(r.valid_score) : json()},
                         {"best_step", r.best_step},
                         {"steps", total_steps},
                         {"seconds", r.seconds},
                         {"peak_rss_bytes", r.peak_rss_bytes},
-                        {"tta_passes", r.tta_passes},
                         {"weights", "best.npz"}};
   if (absl::Status s = WriteFileAtomic(dir + "/result.json", summary.dump(1)); !s.ok()) return s;
   return r;
@@ -444,7 +428,9 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
   if (!log.ok()) return log.status();
   ScoringOptions so;
   so.batch_size = o.valid_batch;
-  so.tta = o.valid_tta;
+  so.reference_size = o.reference_configs;
+  so.reference_groups = ReferenceGroups(o.reference_configs,
+                                        o.batch_configs > 0 ? o.batch_configs : DefaultTrainingBatch(o.collection));
   BatchSampler sampler(o, fold, d.train, schedule);
   FoldProgress progress(fold, schedule, st.step);
   const auto start = std::chrono::steady_clock::now();
@@ -468,7 +454,7 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
     // One step.
     const auto [gi, rows] = sampler.Draw(st.step, d.p.graphs);
     const double lr = LearningRate(o, st.step, schedule.total);
-    loss_sum += TrainStep(*net, *opt, d.p.tensors[gi], d.p.graphs[gi], rows, lr, o.clip_norm);
+    loss_sum += TrainStep(*net, *opt, d.p.tensors[gi], d.p.graphs[gi], rows, lr, o.clip_norm, o.query_share);
     ++loss_count;
     ++st.step;
     if (st.step % schedule.valid_interval != 0 && st.step != schedule.total) continue;
@@ -527,7 +513,6 @@ absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_d
     r.best_step = j.value("best_step", int64_t{-1});
     r.seconds = j.value("seconds", 0.0);
     r.peak_rss_bytes = j.value("peak_rss_bytes", int64_t{0});
-    r.tta_passes = j.value("tta_passes", 0);
     out.push_back(r);
   }
   if (ec) return absl::NotFoundError(absl::StrCat(run_dir, ": cannot list: ", ec.message()));
@@ -550,16 +535,12 @@ absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep) {
   m.data_fingerprint = info->fingerprint;
   m.training = info->flags;
   m.batch_size = info->valid_batch;
-  m.tta = info->valid_tta;
-  int measured = 0;
-  bool all_measured = true;
+  m.reference_configs = info->reference_configs;
+  m.reference_groups = info->reference_groups;
   for (const FoldResult& r : *results) {
     if (static_cast<int>(m.folds.size()) >= keep) break;
     m.folds.push_back({r.fold, r.valid_score, absl::StrCat("fold_", r.fold, "/best.npz"), ""});
-    measured = std::max(measured, r.tta_passes);
-    all_measured &= r.tta_passes > 0;
   }
-  if (all_measured && measured > 0) m.tta = std::min(measured, info->valid_tta);
   return m;
 }
 

@@ -40,7 +40,12 @@ struct TrainOptions {
   uint64_t seed = 0;
   int valid_every = 1;      // epochs between validations (and checkpoints)
   int64_t valid_batch = 128;
-  int valid_tta = 10;
+  // The cross-attention reference's size in validation and in the published manifest
+  // (model/scoring.h).
+  int64_t reference_configs = 128;
+  // Share of each step's sampled configurations that join the others' softmax one at a
+  // time (ScoreMode::members), as inference scores configurations outside its reference.
+  double query_share = 0.0;
   bool progress = true;
   int64_t stop_after_steps = 0;  // > 0: stop after this many steps in this process, as if
                                  // killed (tests, time-boxed jobs); the next call resumes
@@ -59,10 +64,6 @@ struct FoldResult {
   double seconds = 0;       // training time of this fold (this process, resumed parts included)
   int64_t peak_rss_bytes = 0;
   bool completed = false;   // false when stopped by stop_after_steps
-  // TTA passes the fold's best weights need: the most, over validation graphs of more
-  // than one batch, of PassesForAgreement (tau 0.999 against valid_tta passes); 0 when
-  // no validation graph needs TTA.
-  int tta_passes = 0;
 };
 
 // Trains one fold (resuming from its checkpoint if there is one); PrepareRun first.
@@ -79,8 +80,7 @@ absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_d
 absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep,
                                    int require_folds = 0, bool* already_published = nullptr);
 
-// The manifest a run would publish (its tta: the most passes its kept folds need, or
-// valid_tta when they did not measure it), fold weights relative to the run dir
+// The manifest a run would publish, fold weights relative to the run dir
 // ("fold_3/best.npz"): LoadFolds(manifest, run_dir) scores with an unpublished run.
 absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep);
 

@@ -46,14 +46,18 @@ class Registration:
 
 @dataclass
 class Ranking:
-    """scores: per configuration, lower = predicted faster; spread: disagreement of the
-    folds (standardised scores, docs/api.md); order: the fastest first (top_k of them)."""
+    """scores: per configuration, lower = predicted faster; a configuration's score does
+    not depend on the other rows, their order or batching, only on the graph, model
+    version and reference (docs/api.md, "What a score means"); spread: disagreement of
+    the folds (standardised scores); order: the fastest first (top_k of them);
+    reference_configs: the size of the reference the scores were computed against."""
     scores: np.ndarray
     spread: np.ndarray
     order: np.ndarray
     model_version: int
     timing: dict
     registrations: int = 0  # RegisterGraph calls this ranking needed
+    reference_configs: int = 0
 
 
 @dataclass
@@ -74,7 +78,7 @@ class ModelInfo:
     mean_valid_score: float
     created: str
     batch_size: int
-    tta: int
+    reference_configs: int  # the reference's size when a request gives none
 
 
 class HloModule:
@@ -202,29 +206,39 @@ class Client:
                              for c in r.configurable_nodes], list(r.warnings))
 
     def rank(self, collection: str, graph: GraphLike, configs: Optional[np.ndarray] = None, *, top_k: int = 0,
-             model_version: int = 0, tta: int = 0, folds: Sequence[int] = (), cascade: bool = False) -> Ranking:
+             model_version: int = 0, folds: Sequence[int] = (), cascade: bool = False,
+             reference: Optional[np.ndarray] = None) -> Ranking:
         """Ranks configurations of `graph` by predicted runtime.
 
         collection: e.g. "layout:xla:random" or "tile:xla". configs: (c, nc, 18) layout
         values -1..5 for a layout collection, (c, 24) floats for tile; default: the npz
         file's own. top_k > 0 returns the fastest top_k in `order` (cascade: rescore only
-        the likely top with every fold). model_version 0 is the latest."""
+        the likely top with every fold). model_version 0 is the latest. reference: rows
+        in the configs' encoding to score against; calls with the same reference get
+        comparable scores (default: the server chooses it from `configs`)."""
         graph = self._graph(graph)
         kind = _kind(collection)
         configs = _configs(graph, configs, kind)
         request = ranker_pb2.RankConfigsRequest(collection=collection, model_version=model_version,
-                                                num_configs=configs.shape[0], top_k=top_k, tta=tta,
+                                                num_configs=configs.shape[0], top_k=top_k,
                                                 folds=list(folds), cascade=cascade)
         if kind == "layout":
             request.layout_configs = configs.tobytes()
         else:
             request.tile_configs = configs.astype("<f4").tobytes()
+        if reference is not None:
+            reference = _configs(graph, reference, kind)
+            request.num_reference_configs = reference.shape[0]
+            if kind == "layout":
+                request.reference_layout_configs = reference.tobytes()
+            else:
+                request.reference_tile_configs = reference.astype("<f4").tobytes()
         r, registrations = self._with_registration(self._stub.RankConfigs, request, graph, "RankConfigs")
         t = r.timing
         timing = {"queue_ms": t.queue_ms, "graph_prepare_ms": t.graph_prepare_ms, "inference_ms": t.inference_ms,
                   "total_ms": t.total_ms, "cache_hit": t.cache_hit, "batches": t.batches, "rescored": t.rescored}
         return Ranking(np.array(r.scores, np.float32), np.array(r.spread, np.float32),
-                       np.array(r.ranking, np.int32), r.model_version, timing, registrations)
+                       np.array(r.ranking, np.int32), r.model_version, timing, registrations, r.reference_configs)
 
     def report_measurements(self, collection: str, graph: GraphLike, configs: np.ndarray,
                             runtimes_ns: Sequence[int], source: str = "") -> MeasurementReceipt:
@@ -252,7 +266,7 @@ class Client:
         except grpc.RpcError as e:
             raise _error(e, "ListModels") from None
         return [ModelInfo(m.collection, m.version, list(m.loaded_versions), m.architecture, m.hidden, m.folds,
-                          m.mean_valid_score, m.created, m.batch_size, m.tta) for m in r.models]
+                          m.mean_valid_score, m.created, m.batch_size, m.reference_configs) for m in r.models]
 
     def health(self, service: str = "tgraph.v1.Ranker") -> str:
         """SERVING, NOT_SERVING, ... of grpc.health.v1: "tgraph.v1.Ranker" is readiness,
