@@ -54,7 +54,8 @@ ABSL_FLAG(int64_t, version, 0, "With --registry: the model version (0 = latest)"
 ABSL_FLAG(std::string, scoring, "reference",
           "reference: every configuration against one reference (model/scoring.h); batch: each batch its own softmax "
           "with --tta permutations (the earlier scoring)");
-ABSL_FLAG(int64_t, reference, 128, "Reference configurations (capped by --batch; with --registry, 0 = the model's)");
+ABSL_FLAG(int64_t, reference, 0, "Reference configurations (0 = the model's, 256 untrained)");
+ABSL_FLAG(int64_t, reference_groups, 0, "The reference's groups (0 = the model's, 1 untrained)");
 ABSL_FLAG(int, tta, 1, "With --scoring batch: permutation passes per fold at most");
 ABSL_FLAG(double, tta_agreement, 0, "With --scoring batch: stop a fold's passes once two successive ones agree to this tau (0: all)");
 ABSL_FLAG(int64_t, cascade, 0, "K > 0: the top-K cascade (first fold over everything, every fold over the best 25%)");
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
   } else {
     if (absl::Status s = spec.Validate(); !s.ok()) return tgraph::Fail(tgraph::UsageError(s.message()));
     for (int f = 0; f < absl::GetFlag(FLAGS_folds); ++f) nets.push_back(tgraph::MakeRankingNet(spec));
-    if (reference <= 0) reference = 128;
+    if (reference <= 0) reference = 256;
   }
   const tgraph::GraphTensors tensors = tgraph::MakeGraphTensors(g, config_nodes, stats);
   std::vector<tgraph::StaticEncoding> caches;
@@ -183,7 +184,7 @@ int main(int argc, char** argv) {
     return tgraph::Fail(tgraph::UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'")));
   so.batch_softmax = scoring == "batch";
   so.reference_size = reference;
-  so.reference_groups = groups;
+  so.reference_groups = absl::GetFlag(FLAGS_reference_groups) > 0 ? absl::GetFlag(FLAGS_reference_groups) : groups;
   so.tta = std::max(1, absl::GetFlag(FLAGS_tta));
   so.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
   const int64_t cascade = absl::GetFlag(FLAGS_cascade);

@@ -123,7 +123,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
     if (inf.contains("reference_groups") && !inf["reference_groups"].is_number_integer())
       return err("inference.reference_groups", "an integer");
     m.batch_size = inf.value("batch_size", int64_t{128});
-    m.reference_configs = inf.value("reference_configs", int64_t{128});
+    m.reference_configs = inf.value("reference_configs", int64_t{256});
     m.tta = static_cast<int>(std::clamp<int64_t>(inf.value("tta", int64_t{10}), -1, kMaxTta + 1));
   }
   // Bounded so that a manifest can never make a server allocate without limit.

@@ -196,7 +196,7 @@ std::vector<double> ToDoubles(const torch::Tensor& t) {
 struct ReferencePlan {
   ReferenceRows ref;
   std::vector<int64_t> member;   // per row: its index in the reference, or -1
-  std::vector<int64_t> queries;  // distinct rows that are not members, in request order
+  std::vector<int64_t> queries;  // distinct rows that are not members, by (hash, bytes)
 };
 
 // The reference: `given` when set, else chosen from `choose_from` with `salt` (the rows
@@ -234,6 +234,12 @@ ReferencePlan PlanReference(const ConfigRows& rows, const std::vector<uint64_t>&
   }
   for (int64_t i = 0; i < c; ++i)
     if (first[i] == i && p.member[i] < 0) p.queries.push_back(i);
+  // In the order of their hashes, not the request's: the same rows in any order make the
+  // same batches, so a permuted request gets the same scores to the last bit.
+  std::sort(p.queries.begin(), p.queries.end(), [&](int64_t a, int64_t b) {
+    if (hash[a] != hash[b]) return hash[a] < hash[b];
+    return std::memcmp(RowData(rows, a), RowData(rows, b), RowBytes(rows)) < 0;
+  });
   return p;
 }
 
@@ -249,7 +255,7 @@ ScoreResult ScoreAgainstReference(const std::vector<FoldModel>& folds, const Gra
   for (int64_t i = 0; i < c; ++i) hash[i] = RowHash(rows, i);
   const std::vector<int64_t> first = FirstEqualRows(rows, hash);
   const ConfigRows* given = o.reference && o.reference->count > 0 ? o.reference : nullptr;
-  const int64_t size = std::min(o.reference_size, batch);
+  const int64_t size = o.max_reference > 0 ? std::min(o.reference_size, o.max_reference) : o.reference_size;
 
   r.score.assign(c, 0.0);
   r.spread.assign(c, 0.0);
@@ -263,7 +269,8 @@ ScoreResult ScoreAgainstReference(const std::vector<FoldModel>& folds, const Gra
     }
     std::optional<ReferencePlan> own;
     const bool per_fold = o.reference_per_fold && !given;
-    if (per_fold) own = PlanReference(rows, hash, first, given, o.choose_from, size, k);
+    const uint64_t salt = static_cast<uint64_t>(f.index >= 0 ? f.index : static_cast<int>(k));
+    if (per_fold) own = PlanReference(rows, hash, first, given, o.choose_from, size, salt);
     else if (!shared) shared = PlanReference(rows, hash, first, given, o.choose_from, size, 0);
     const ReferencePlan& plan = per_fold ? *own : *shared;
     const int64_t r_count = plan.ref.rows.count;
@@ -369,10 +376,14 @@ ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors
     r.rescored = c;
     return r;
   }
-  // The same references in both stages: chosen from all the rows.
+  // The same references in both stages: chosen from all the rows. Each fold keeps its
+  // index (its reference's salt) in both.
   ScoringOptions with_ref = o;
   if (!o.choose_from) with_ref.choose_from = &rows;
-  ScoreResult first = ScoreConfigs({folds.front()}, graph, rows, with_ref);
+  std::vector<FoldModel> indexed = folds;
+  for (size_t k = 0; k < indexed.size(); ++k)
+    if (indexed[k].index < 0) indexed[k].index = static_cast<int>(k);
+  ScoreResult first = ScoreConfigs({indexed.front()}, graph, rows, with_ref);
   if (first.cancelled) return first;
   const std::vector<int64_t> kept = RankByScore(first.score, keep);
   // The kept rows, gathered in their ranked order.
@@ -391,7 +402,25 @@ ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors
       std::copy_n(rows.tile + kept[i] * kTileConfigDim, kTileConfigDim, tile.data() + i * kTileConfigDim);
     subset.tile = tile.data();
   }
-  const ScoreResult full = ScoreConfigs(folds, graph, subset, with_ref);
+  // The other folds on the kept rows; the first fold's scores of them are the first
+  // stage's (the same reference and function), combined into the mean and spread.
+  const ScoreResult rest =
+      ScoreConfigs(std::vector<FoldModel>(indexed.begin() + 1, indexed.end()), graph, subset, with_ref);
+  ScoreResult full;
+  full.score.resize(keep);
+  full.spread.resize(keep);
+  full.batches = rest.batches;
+  full.evaluated = rest.evaluated;
+  full.passes = rest.passes;
+  full.cancelled = rest.cancelled;
+  full.reference = rest.reference;
+  const double others = static_cast<double>(indexed.size() - 1), k = static_cast<double>(indexed.size());
+  for (int64_t i = 0; i < keep; ++i) {
+    const double z0 = first.score[kept[i]], m = rest.score[i], sd = rest.spread[i];
+    const double mean = (z0 + others * m) / k, mean_sq = (z0 * z0 + others * (sd * sd + m * m)) / k;
+    full.score[i] = mean;
+    full.spread[i] = std::sqrt(std::max(0.0, mean_sq - mean * mean));
+  }
   ScoreResult r;
   r.batches = first.batches + full.batches;
   r.evaluated = first.evaluated + full.evaluated;

@@ -18,7 +18,7 @@
 // The reference is ScoringOptions::reference when given (a search, or a client that wants
 // scores comparable across requests, fixes it); otherwise ChooseReference picks it from
 // the request: its distinct rows with the smallest row hashes, up to reference_size (the
-// model manifest's; capped by the batch size). Requests whose reference is the same set
+// model manifest's; capped by max_reference, the activation budget). Requests whose reference is the same set
 // get comparable scores; a request with no more distinct rows than reference_size is its
 // own reference, which is the paper's softmax over the whole request.
 //
@@ -57,8 +57,10 @@ ConfigBatch GatherConfigs(const ConfigRows& rows, const std::vector<int64_t>& id
 struct ScoringOptions {
   int64_t batch_size = 128;
   // The reference's size when chosen from the request (the manifest's
-  // inference.reference_configs); capped by batch_size.
-  int64_t reference_size = 128;
+  // inference.reference_configs). It runs as one batch, which may be larger than
+  // batch_size; max_reference (> 0) caps it (the activation budget's batch).
+  int64_t reference_size = 256;
+  int64_t max_reference = 0;
   // A fixed reference (rows of the same graph and kind), used by every fold; null: each
   // fold chooses its own from `choose_from` (default: the scored rows).
   const ConfigRows* reference = nullptr;
@@ -90,6 +92,10 @@ struct ScoringOptions {
 struct FoldModel {
   RankingNet* net = nullptr;
   const StaticEncoding* cache = nullptr;
+  // The fold's index in its model: its reference's salt (ScoringOptions::reference_per_fold),
+  // so that a fold meets the same reference alone and in any ensemble. -1: its position
+  // in the list scored.
+  int index = -1;
 };
 
 struct ScoreResult {
@@ -130,7 +136,8 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
 
 // The top-k cascade, for requests that want only the best few: every configuration is
 // scored by the first fold; the best max(ceil(fraction x count), 2 x top_k) are scored
-// again by every fold, against the same reference (chosen from all the rows). Those get the full ensemble's scores (and spread); the others
+// again by every fold, against the same references (chosen from all the rows); the
+// first fold's scores of those come from the first stage. Those get the full ensemble's scores (and spread); the others
 // keep the first fold's, shifted so that each ranks after every re-scored one (spread
 // 0). With one fold, top_k <= 0, or everything kept, it is ScoreConfigs.
 ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,

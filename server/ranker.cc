@@ -95,6 +95,9 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   // per-request budget.
   const LoadedModel& loaded = *model->model;
   int64_t batch_size = loaded.manifest.batch_size;
+  // The reference runs as one batch: the model's size, or a request's up to the larger
+  // of that and the batch, both within the budget.
+  int64_t max_reference = std::max(loaded.manifest.reference_configs, loaded.manifest.batch_size);
   const int64_t per_config = ActivationBytesPerConfig(
       loaded.manifest.spec, graph->pruned.graph.num_nodes,
       loaded.folds.empty() ? Precision::kFloat32 : loaded.folds.front()->InferencePrecision());
@@ -106,10 +109,11 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
           per_config >> 20, " MiB of activations at hidden ", loaded.manifest.spec.hidden, ", over this server's ",
           options_.activation_bytes >> 20, " MiB per request (--activation_bytes)"));
     batch_size = std::min(batch_size, fits);
+    max_reference = std::min(max_reference, fits);
   }
   if (absl::Status v = ValidateRankRequest(q, coll->kind, graph->num_config_nodes,
                                            static_cast<int>(model->model->folds.size()), model->version,
-                                           {options_.max_configs, batch_size});
+                                           {options_.max_configs, max_reference});
       !v.ok())
     return v;
 
@@ -119,12 +123,13 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   const auto submitted = Clock::now();
   // The job borrows the request and the cancellation check: this thread waits for it,
   // so they outlive it, and the (possibly large) configurations are not copied.
-  const bool accepted = pool_->TrySubmit([this, promise, &q, m = *model, graph, batch_size, &cancelled, submitted] {
+  const bool accepted = pool_->TrySubmit([this, promise, &q, m = *model, graph, batch_size, max_reference, &cancelled,
+                                          submitted] {
     const double queue_ms = Ms(submitted, Clock::now());
     absl::StatusOr<RankResult> r = [&]() -> absl::StatusOr<RankResult> {
       if (cancelled && cancelled()) return absl::CancelledError("the request was cancelled while queued");
       try {
-        return RankOnWorker(q, m, graph, batch_size, cancelled);
+        return RankOnWorker(q, m, graph, batch_size, max_reference, cancelled);
       } catch (const c10::Error& e) {
         return absl::InternalError(absl::StrCat("inference failed: ", e.what_without_backtrace()));
       } catch (const std::exception& e) {
@@ -150,7 +155,7 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
 
 absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const ModelHandle& m,
                                                 std::shared_ptr<const StoredGraph> graph, int64_t batch_size,
-                                                const std::function<bool()>& cancelled) {
+                                                int64_t max_reference, const std::function<bool()>& cancelled) {
   RankResult r;
   r.model_version = m.version;
   const LoadedModel& model = *m.model;
@@ -175,9 +180,10 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
   }
   std::vector<FoldModel> folds;
   if (q.folds.empty()) {
-    for (size_t f = 0; f < model.folds.size(); ++f) folds.push_back({model.folds[f].get(), &prepared->encodings[f]});
+    for (size_t f = 0; f < model.folds.size(); ++f)
+      folds.push_back({model.folds[f].get(), &prepared->encodings[f], static_cast<int>(f)});
   } else {
-    for (int f : q.folds) folds.push_back({model.folds[f].get(), &prepared->encodings[f]});
+    for (int f : q.folds) folds.push_back({model.folds[f].get(), &prepared->encodings[f], f});
   }
   ConfigRows rows;
   rows.count = q.num_configs;
@@ -203,6 +209,7 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
   ScoringOptions so;
   so.batch_size = batch_size;
   so.reference_size = model.manifest.reference_configs;
+  so.max_reference = max_reference;
   so.reference_groups = model.manifest.reference_groups;
   if (q.num_reference_configs > 0) so.reference = &reference;
   so.cancelled = cancelled;

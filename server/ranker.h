@@ -97,7 +97,7 @@ class Ranker {
 
   absl::StatusOr<RankResult> RankOnWorker(const RankRequest& request, const ModelHandle& model,
                                           std::shared_ptr<const StoredGraph> graph, int64_t batch_size,
-                                          const std::function<bool()>& cancelled);
+                                          int64_t max_reference, const std::function<bool()>& cancelled);
 
   ModelManager* models_;
   RankerOptions options_;

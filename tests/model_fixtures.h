@@ -86,6 +86,7 @@ inline ScoreResult EvaluatorScores(const LoadedModel& model, const GraphFile& fi
   ScoringOptions so;
   so.batch_size = batch_size > 0 ? batch_size : model.manifest.batch_size;
   so.reference_size = model.manifest.reference_configs;
+  if (batch_size > 0) so.max_reference = batch_size;  // as a server whose budget fits that batch
   so.reference_groups = model.manifest.reference_groups;
   std::vector<FoldModel> folds;
   for (const auto& net : model.folds) folds.push_back({net.get(), nullptr});

@@ -253,9 +253,12 @@ CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-gra
     CATCH_CHECK(first->scores[i] == Approx(eval.score[i]).margin(1e-5));
     CATCH_CHECK(first->spread[i] == Approx(eval.spread[i]).margin(1e-5));
   }
-  // Folds x TTA passes x batches, the passes as the shared policy decided.
+  // One pass per fold: the file's 58 distinct rows (of 60) are their own reference, one
+  // batch.
   CATCH_CHECK(first->timing.batches == eval.batches);
-  CATCH_CHECK(first->timing.batches % (2 * ((num_configs + 15) / 16)) == 0);
+  CATCH_CHECK(num_configs == 60);
+  CATCH_CHECK(first->timing.batches == 2);
+  CATCH_CHECK(first->reference_configs == 58);
   // Ranking: fastest first, cut to top_k; one fold only when asked.
   q.top_k = 5;
   q.folds = {1};
@@ -438,8 +441,8 @@ CATCH_TEST_CASE("a request's activations stay under the budget: smaller batches,
   CATCH_CHECK(per_config == 16 * pruned * 16);  // 16 bytes per node x config x hidden element
   CATCH_CHECK(ActivationBytesPerConfig(spec, pruned, Precision::kBFloat16) == per_config);
 
-  // Room for 5 configurations: batches of at most 5 instead of the model's 16, exactly
-  // as the shared scoring function computes with that batch size.
+  // Room for 5 configurations: a reference of 5 and batches of at most 5 instead of the
+  // model's 256 and 16, exactly as the shared scoring function computes with those.
   RankerOptions five;
   five.activation_bytes = 5 * per_config + per_config / 2;
   Ranker ranker(&mm, five);
@@ -449,7 +452,8 @@ CATCH_TEST_CASE("a request's activations stay under the budget: smaller batches,
   CATCH_REQUIRE(r.ok());
   const ScoreResult reference = EvaluatorScores(*model, f, /*batch_size=*/5);
   CATCH_CHECK(r->timing.batches == reference.batches);
-  CATCH_CHECK(r->timing.batches % ((g.num_configs + 4) / 5) == 0);  // passes x ceil(c / 5)
+  CATCH_CHECK(r->reference_configs == 5);
+  CATCH_CHECK(r->timing.batches == 1 + (58 - 5 + 4) / 5);  // the reference, then the other 53 distinct rows
   for (size_t i = 0; i < reference.score.size(); ++i) CATCH_CHECK(r->scores[i] == Approx(reference.score[i]).margin(1e-5));
 
   // Not even one configuration fits: refused before any compute, with the numbers.
@@ -509,4 +513,54 @@ CATCH_TEST_CASE("ranker: a cascade request re-scores the best fraction with ever
   CATCH_CHECK(r->scores.size() == static_cast<size_t>(g.num_configs));  // scores stay complete
   CATCH_CHECK(r->ranking.size() == 3u);
   // Its cost against the full ensemble's is checked where it is computed (net_test.cc).
+}
+
+CATCH_TEST_CASE("ranker: reversed rows, or a part of them against the same reference, keep every score", "[server]") {
+  World w;
+  w.Publish("layout:xla:random", 2);
+  ModelManager mm(Registry(w.registry), {2});
+  mm.Poll();
+  Ranker ranker(&mm, RankerOptions{});
+  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
+  const std::string hash = ranker.Register(WireOf(g))->graph_hash;
+  const int64_t c = g.num_configs;
+  const size_t row = g.config_feat.size() / static_cast<size_t>(c);
+  const std::string rows(reinterpret_cast<const char*>(g.config_feat.data()), g.config_feat.size());
+  RankRequest q = LayoutRequest(g, hash);
+  auto forward = ranker.Rank(q, nullptr);
+  CATCH_REQUIRE(forward.ok());
+  // The file repeats two of its 60 rows: its 58 distinct rows are their own reference.
+  CATCH_CHECK(forward->reference_configs ==
+              static_cast<int64_t>(ChooseReference(ConfigRows{g.config_feat.data(), nullptr, c, row / 18}, 256).size()));
+  CATCH_CHECK(forward->reference_configs < c);
+  // Reversed: every configuration keeps its score to the last bit (the same rows make the
+  // same batches whatever their order), so the ranking is the same one.
+  std::string reversed;
+  for (int64_t i = c - 1; i >= 0; --i) reversed += rows.substr(static_cast<size_t>(i) * row, row);
+  q.layout_configs = reversed;
+  auto backward = ranker.Rank(q, nullptr);
+  CATCH_REQUIRE(backward.ok());
+  std::vector<double> a, b;
+  for (int64_t i = 0; i < c; ++i) {
+    CATCH_CHECK(backward->scores[c - 1 - i] == forward->scores[i]);
+    a.push_back(forward->scores[i]);
+    b.push_back(backward->scores[c - 1 - i]);
+  }
+  CATCH_CHECK(RankByScore(a) == RankByScore(b));  // (Kendall's tau counts the file's repeated rows as ties)
+  // A reference the client fixes (its first 10 rows): the whole request and a part of it
+  // score their common rows alike.
+  const std::string reference = rows.substr(0, 10 * row);
+  RankRequest whole = LayoutRequest(g, hash);
+  whole.num_reference_configs = 10;
+  whole.reference_layout_configs = reference;
+  auto all = ranker.Rank(whole, nullptr);
+  CATCH_REQUIRE(all.ok());
+  CATCH_CHECK(all->reference_configs == 10);
+  RankRequest part = whole;
+  const std::string tail = rows.substr(5 * row);
+  part.num_configs = c - 5;
+  part.layout_configs = tail;
+  auto some = ranker.Rank(part, nullptr);
+  CATCH_REQUIRE(some.ok());
+  for (int64_t i = 0; i < c - 5; ++i) CATCH_CHECK(some->scores[i] == Approx(all->scores[5 + i]).margin(1e-5));
 }

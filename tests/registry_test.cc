@@ -57,7 +57,7 @@ TEST_CASE("manifest JSON round trip", "[registry]") {
   CHECK(back->training.at("epochs") == "3");
   CHECK(back->batch_size == 128);
   CHECK(back->tta == 10);
-  CHECK(back->reference_configs == 128);
+  CHECK(back->reference_configs == 256);
   // A weight file must lie inside the version directory.
   m.folds[0].weights = "../../etc/passwd";
   auto escape = Manifest::FromJson(m.ToJson(), "m.json");

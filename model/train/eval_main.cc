@@ -120,8 +120,9 @@ int main(int argc, char** argv) {
     const std::string how = o.scoring.batch_softmax
                                 ? absl::StrCat("batch softmax, TTA at most ", o.scoring.tta, ", agreement ",
                                                o.scoring.tta_agreement)
-                                : absl::StrCat("reference of ", std::min(o.scoring.reference_size, o.scoring.batch_size),
-                                               " configurations");
+                                : absl::StrCat("reference of ", o.scoring.reference_size, " configurations in ",
+                                               o.scoring.reference_groups, " groups",
+                                               o.scoring.reference_per_fold ? ", per fold" : "");
     std::printf("%s %s with %s (%zu folds, batch %lld, %s, %s)\n%s", c->name().c_str(),
                 absl::GetFlag(FLAGS_split).c_str(), source.c_str(), model->folds.size(),
                 static_cast<long long>(o.scoring.batch_size), how.c_str(), tgraph::PrecisionName(*precision),

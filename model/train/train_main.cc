@@ -47,7 +47,7 @@ ABSL_FLAG(std::string, cross_attention_form, "standardized",
           "The cross-attention softmax's input: standardized (eta standardised over the configurations, weights x C) "
           "or paper (eta / T, TGraph 2.3 as written); docs/results.md compares them");
 ABSL_FLAG(bool, edges, true, "Message passing along graph edges (ablation switch)");
-ABSL_FLAG(int64_t, reference_configs, 128,
+ABSL_FLAG(int64_t, reference_configs, 256,
           "Configurations in the cross-attention reference a graph's scores are computed against, in validation and "
           "in the published model (model/scoring.h)");
 ABSL_FLAG(double, query_share, 0.0,

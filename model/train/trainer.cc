@@ -63,7 +63,7 @@ struct RunInfo {
   std::map<std::string, int> fold_of;  // graph name -> fold
   std::map<std::string, std::string> flags;
   int64_t valid_batch = 128;
-  int64_t reference_configs = 128;
+  int64_t reference_configs = 256;
   int64_t reference_groups = 1;  // ReferenceGroups of the training batch
 };
 
@@ -79,7 +79,7 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& run_dir) {
   r.fingerprint = j.value("data_fingerprint", "");
   r.num_folds = j.value("num_folds", 0);
   r.valid_batch = j.value("valid_batch", int64_t{128});
-  r.reference_configs = j.value("reference_configs", int64_t{128});
+  r.reference_configs = j.value("reference_configs", int64_t{256});
   r.reference_groups = j.value("reference_groups", int64_t{1});
   absl::StatusOr<ModelSpec> spec = ModelSpec::FromJson(j["spec"].dump(), path + ": spec");
   if (!spec.ok()) return spec.status();

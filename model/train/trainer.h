@@ -42,7 +42,7 @@ struct TrainOptions {
   int64_t valid_batch = 128;
   // The cross-attention reference's size in validation and in the published manifest
   // (model/scoring.h).
-  int64_t reference_configs = 128;
+  int64_t reference_configs = 256;
   // Share of each step's sampled configurations that join the others' softmax one at a
   // time (ScoreMode::members), as inference scores configurations outside its reference.
   double query_share = 0.0;

@@ -63,6 +63,23 @@ def test_rank_a_real_graph_in_a_few_lines(server):
     assert ranking.model_version == 1
 
 
+def test_scores_keep_across_row_orders_and_across_calls_with_one_reference(server):
+    g = tgraph.load_graph(UNET)
+    with tgraph.Client(server.address) as client:
+        forward = client.rank("layout:xla:random", UNET)
+        backward = client.rank("layout:xla:random", g, g.configs[::-1])
+        assert forward.reference_configs == 256  # the model's reference, chosen from the 481 rows
+        assert np.array_equal(backward.scores[::-1], forward.scores)
+        # With the caller's reference, a part of the rows scores as the whole did.
+        reference = g.configs[:20]
+        whole = client.rank("layout:xla:random", g, g.configs, reference=reference)
+        part = client.rank("layout:xla:random", g, g.configs[100:200], reference=reference)
+        distinct = len(np.unique(reference.reshape(len(reference), -1), axis=0))  # the file repeats a row
+        assert whole.reference_configs == part.reference_configs == distinct == 19
+        np.testing.assert_allclose(part.scores, whole.scores[100:200], atol=1e-5)
+        assert {m.collection: m for m in client.models()}["layout:xla:random"].reference_configs == 256
+
+
 def test_registration_is_transparent_and_survives_a_server_restart(world):
     s = Server(world["registry"], world["tmp"])
     client = tgraph.Client(s.address)
