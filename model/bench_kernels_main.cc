@@ -51,54 +51,38 @@ int main(int argc, char** argv) {
   torch::Tensor s = s0.clone(), x = torch::zeros({rows, 2 * half});
   std::vector<float> scratch(static_cast<size_t>(c * half));
   const double copy_us = MicrosPerCall(reps, [&] { s.copy_(s0); });
-  tgraph::kernels::CrossRowsMode batch_softmax;
-  batch_softmax.members = c;
-  const double combine_us = MicrosPerCall(reps, [&] {
-    s.copy_(s0);
-    tgraph::kernels::CombineNodes(x.data_ptr<float>(), s.data_ptr<float>(), gate.data_ptr<float>(), nodes, c, half,
-                                  true, true, 1.0f / (64 * half), 1.0f, scratch.data(), batch_softmax);
-  });
+  // The fused combine loop's time per element under a cross-attention mode.
+  auto combine_ns = [&](const tgraph::kernels::CrossRowsMode& mode) {
+    const double us = MicrosPerCall(reps, [&] {
+      s.copy_(s0);
+      tgraph::kernels::CombineNodes(x.data_ptr<float>(), s.data_ptr<float>(), gate.data_ptr<float>(), nodes, c, half,
+                                    true, true, 1.0f / (64 * half), 1.0f, scratch.data(), mode);
+    });
+    return (us - copy_us) * 1e3 / static_cast<double>(n);
+  };
   std::printf("one core, a tile of %lld rows x %lld (in cache):\n", static_cast<long long>(rows),
               static_cast<long long>(half));
+  tgraph::kernels::CrossRowsMode batch_softmax;
+  batch_softmax.members = c;
   std::printf("  fused combine loop (gate, softmax over configurations, 2 GELUs, residuals): %.2f ns per element\n",
-              (combine_us - copy_us) * 1e3 / static_cast<double>(n));
-
-  // The same tile scored against a recorded reference (every row joins it alone).
-  const torch::Tensor ref_a = torch::rand({nodes, half}) + 1, ref_b = torch::randn({nodes, half}),
-                      ref_lse = torch::randn({nodes, half}) + 5;
-  tgraph::kernels::CrossStatsRows ref_rows;
-  ref_rows.a = ref_a.data_ptr<float>();
-  ref_rows.b = ref_b.data_ptr<float>();
-  ref_rows.lse = ref_lse.data_ptr<float>();
-  tgraph::kernels::CrossRowsMode against_reference;
-  against_reference.use = &ref_rows;
-  against_reference.use_count = 128;
-  const double reference_us = MicrosPerCall(reps, [&] {
-    s.copy_(s0);
-    tgraph::kernels::CombineNodes(x.data_ptr<float>(), s.data_ptr<float>(), gate.data_ptr<float>(), nodes, c, half,
-                                  true, true, 1.0f / (64 * half), 1.0f, scratch.data(), against_reference);
-  });
-  std::printf("  the same against a recorded reference (model/tiled_block.h, CrossStats): %.2f ns per element\n",
-              (reference_us - copy_us) * 1e3 / static_cast<double>(n));
-  // In 4 groups (the default collections' reference of 256 in training batches of 64).
-  const torch::Tensor g_a = torch::rand({4, nodes, half}) + 1, g_b = torch::randn({4, nodes, half}),
-                      g_lse = torch::randn({4, nodes, half}) + 5;
-  tgraph::kernels::CrossStatsRows group_rows;
-  group_rows.a = g_a.data_ptr<float>();
-  group_rows.b = g_b.data_ptr<float>();
-  group_rows.lse = g_lse.data_ptr<float>();
-  group_rows.group_stride = nodes * half;
-  tgraph::kernels::CrossRowsMode against_groups = against_reference;
-  against_groups.use = &group_rows;
-  against_groups.use_count = 256;
-  against_groups.groups = 4;
-  const double groups_us = MicrosPerCall(reps, [&] {
-    s.copy_(s0);
-    tgraph::kernels::CombineNodes(x.data_ptr<float>(), s.data_ptr<float>(), gate.data_ptr<float>(), nodes, c, half,
-                                  true, true, 1.0f / (64 * half), 1.0f, scratch.data(), against_groups);
-  });
-  std::printf("  the same against a reference in 4 groups: %.2f ns per element\n",
-              (groups_us - copy_us) * 1e3 / static_cast<double>(n));
+              combine_ns(batch_softmax));
+  // The same tile scored against a recorded reference (every row joins it alone), in one
+  // group, and in 4 (the default collections' reference of 256 in training batches of 64).
+  for (int64_t groups : {1, 4}) {
+    const torch::Tensor a = torch::rand({groups, nodes, half}) + 1, b = torch::randn({groups, nodes, half}),
+                        lse = torch::randn({groups, nodes, half}) + 5;
+    tgraph::kernels::CrossStatsRows stats;
+    stats.a = a.data_ptr<float>();
+    stats.b = b.data_ptr<float>();
+    stats.lse = lse.data_ptr<float>();
+    stats.group_stride = nodes * half;
+    tgraph::kernels::CrossRowsMode against;
+    against.use = &stats;
+    against.use_count = 64 * groups;
+    against.groups = groups;
+    std::printf("  the same against a recorded reference in %lld group(s) (model/tiled_block.h): %.2f ns per element\n",
+                static_cast<long long>(groups), combine_ns(against));
+  }
 
   torch::Tensor y = torch::empty_like(s0);
   const double ours = MicrosPerCall(reps, [&] { tgraph::kernels::Gelu(s0.data_ptr<float>(), y.data_ptr<float>(), n); });
