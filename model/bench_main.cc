@@ -171,20 +171,22 @@ int main(int argc, char** argv) {
   for (size_t f = 0; f < nets.size(); ++f) folds.push_back({nets[f].get(), &caches[f]});
   tgraph::ScoringOptions so;
   so.batch_size = absl::GetFlag(FLAGS_batch);
+  if (absl::GetFlag(FLAGS_reference_groups) > 0) groups = absl::GetFlag(FLAGS_reference_groups);
   const int64_t per_config = tgraph::ActivationBytesPerConfig(spec, n, precision);
-  if (const int64_t budget = absl::GetFlag(FLAGS_activation_bytes); budget > 0 && per_config > 0) {
-    if (budget < per_config) {
-      return tgraph::Fail(tgraph::UsageError(absl::StrCat("one configuration needs about ", per_config >> 20,
-                                                          " MiB, over --activation_bytes")));
-    }
-    so.batch_size = std::min(so.batch_size, budget / per_config);
+  const int64_t fits = tgraph::ConfigsWithinBudget(spec, n, precision, groups, absl::GetFlag(FLAGS_activation_bytes));
+  if (fits == 0)
+    return tgraph::Fail(tgraph::UsageError(
+        absl::StrCat("one configuration needs about ", per_config >> 20, " MiB, over --activation_bytes")));
+  if (fits > 0) {
+    so.batch_size = std::min(so.batch_size, fits);
+    so.max_reference = fits;
   }
   const std::string scoring = absl::GetFlag(FLAGS_scoring);
   if (scoring != "reference" && scoring != "batch")
     return tgraph::Fail(tgraph::UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'")));
   so.batch_softmax = scoring == "batch";
   so.reference_size = reference;
-  so.reference_groups = absl::GetFlag(FLAGS_reference_groups) > 0 ? absl::GetFlag(FLAGS_reference_groups) : groups;
+  so.reference_groups = groups;
   so.tta = std::max(1, absl::GetFlag(FLAGS_tta));
   so.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
   const int64_t cascade = absl::GetFlag(FLAGS_cascade);

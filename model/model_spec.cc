@@ -110,4 +110,18 @@ int64_t ActivationBytesPerConfig(const ModelSpec& spec, int64_t pruned_nodes, Pr
   return kBytesPerElement * std::max<int64_t>(1, pruned_nodes) * spec.hidden;
 }
 
+int64_t ConfigsWithinBudget(const ModelSpec& spec, int64_t pruned_nodes, Precision precision, int64_t groups,
+                            int64_t budget) {
+  const int64_t per_config = ActivationBytesPerConfig(spec, pruned_nodes, precision);
+  if (budget <= 0 || per_config <= 0) return -1;
+  return std::max<int64_t>(0, (budget - ReferenceStatsBytes(spec, pruned_nodes, groups)) / per_config);
+}
+
+int64_t ReferenceStatsBytes(const ModelSpec& spec, int64_t pruned_nodes, int64_t groups) {
+  if (spec.kind == CollectionKind::kTile || !spec.cross_attention || spec.architecture != "tgraph") return 0;
+  // CrossStats: a, b and lse, [groups, N, H / 2] float, per block.
+  return spec.blocks * std::max<int64_t>(1, groups) * 3 * std::max<int64_t>(1, pruned_nodes) * (spec.hidden / 2) *
+         static_cast<int64_t>(sizeof(float));
+}
+
 }  // namespace tgraph

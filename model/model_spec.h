@@ -53,4 +53,17 @@ const char* PrecisionName(Precision p);  // "fp32", "bf16"
 // configurations without per-node activations: 0.
 int64_t ActivationBytesPerConfig(const ModelSpec& spec, int64_t pruned_nodes, Precision precision);
 
+// The cross-attention reference's recorded statistics one fold holds while it scores a
+// graph of `pruned_nodes` nodes against a reference in `groups` groups
+// (model/tiled_block.h, CrossStats): part of a request's activation memory.
+int64_t ReferenceStatsBytes(const ModelSpec& spec, int64_t pruned_nodes, int64_t groups);
+
+// The activation budget: the most configurations one forward pass (a batch, or the
+// reference) may hold within `budget` bytes beside the reference's statistics; 0 when
+// not even one fits; -1 when there is no limit (budget <= 0, or a tile graph, whose
+// configurations need no per-node activations). The server and tgraph-bench-model cut
+// batches and the reference with it.
+int64_t ConfigsWithinBudget(const ModelSpec& spec, int64_t pruned_nodes, Precision precision, int64_t groups,
+                            int64_t budget);
+
 }  // namespace tgraph

@@ -98,11 +98,11 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   // The reference runs as one batch: the model's size, or a request's up to the larger
   // of that and the batch, both within the budget.
   int64_t max_reference = std::max(loaded.manifest.reference_configs, loaded.manifest.batch_size);
-  const int64_t per_config = ActivationBytesPerConfig(
-      loaded.manifest.spec, graph->pruned.graph.num_nodes,
-      loaded.folds.empty() ? Precision::kFloat32 : loaded.folds.front()->InferencePrecision());
-  if (options_.activation_bytes > 0 && per_config > 0) {
-    const int64_t fits = options_.activation_bytes / per_config;
+  const Precision precision = loaded.folds.empty() ? Precision::kFloat32 : loaded.folds.front()->InferencePrecision();
+  const int64_t per_config = ActivationBytesPerConfig(loaded.manifest.spec, graph->pruned.graph.num_nodes, precision);
+  const int64_t fits = ConfigsWithinBudget(loaded.manifest.spec, graph->pruned.graph.num_nodes, precision,
+                                           loaded.manifest.reference_groups, options_.activation_bytes);
+  if (fits >= 0) {
     if (fits < 1)
       return absl::ResourceExhaustedError(absl::StrCat(
           "the graph has ", graph->pruned.graph.num_nodes, " nodes after pruning: one configuration needs about ",

@@ -441,10 +441,14 @@ CATCH_TEST_CASE("a request's activations stay under the budget: smaller batches,
   CATCH_CHECK(per_config == 16 * pruned * 16);  // 16 bytes per node x config x hidden element
   CATCH_CHECK(ActivationBytesPerConfig(spec, pruned, Precision::kBFloat16) == per_config);
 
-  // Room for 5 configurations: a reference of 5 and batches of at most 5 instead of the
-  // model's 256 and 16, exactly as the shared scoring function computes with those.
+  // Room for 5 configurations beside the reference's statistics (2 blocks x groups x
+  // a, b, lse x N x H / 2 floats): a reference of 5 and batches of at most 5 instead of
+  // the model's 256 and 16, exactly as the shared scoring function computes with those.
+  const int64_t groups = model->manifest.reference_groups;
+  const int64_t stats = ReferenceStatsBytes(spec, pruned, groups);
+  CATCH_CHECK(stats == 2 * groups * 3 * pruned * 8 * 4);
   RankerOptions five;
-  five.activation_bytes = 5 * per_config + per_config / 2;
+  five.activation_bytes = stats + 5 * per_config + per_config / 2;
   Ranker ranker(&mm, five);
   auto reg = ranker.Register(WireOf(g));
   CATCH_REQUIRE(reg.ok());
