@@ -170,6 +170,7 @@ int Rank(tgraph::RankerClient& client) {
   if (absl::GetFlag(FLAGS_json)) {
     nlohmann::json j = {{"graph", path}, {"nodes", nodes}, {"configs", count}, {"collection", c->name()},
                         {"model_version", r->model_version}, {"registrations", r->registrations},
+                        {"reference_configs", r->reference_configs},
                         {"timing", {{"total_ms", r->server_total_ms}, {"queue_ms", r->queue_ms},
                                     {"graph_prepare_ms", r->graph_prepare_ms}, {"inference_ms", r->inference_ms},
                                     {"cache_hit", r->cache_hit}, {"rescored", r->rescored}}},
@@ -187,9 +188,9 @@ int Rank(tgraph::RankerClient& client) {
                                {"topk_error", tgraph::TopKError(scores, truth, k)}};
     return PrintJson(j);
   }
-  std::printf("%s: %lld nodes, %lld configurations ranked by %s version %lld\n", path.c_str(),
-              static_cast<long long>(nodes), static_cast<long long>(count), c->name().c_str(),
-              static_cast<long long>(r->model_version));
+  std::printf("%s: %lld nodes, %lld configurations ranked by %s version %lld against a reference of %lld\n",
+              path.c_str(), static_cast<long long>(nodes), static_cast<long long>(count), c->name().c_str(),
+              static_cast<long long>(r->model_version), static_cast<long long>(r->reference_configs));
   std::printf("server time %.1f ms (queue %.1f, graph preparation %.1f%s, inference %.1f)%s\n", r->server_total_ms,
               r->queue_ms, r->graph_prepare_ms, r->cache_hit ? ", cache hit" : "", r->inference_ms,
               r->registrations ? "; the graph was registered first" : "");
