@@ -13,14 +13,22 @@
 // graph, the model version, the reference and its own row only: the same whatever the
 // order of the request's rows, the batch size and the other rows of its batch (tested),
 // and one pass is all there is. Identical rows get identical scores (they are scored
-// once). Training takes the same path (model/train/train_step.h).
+// once). Training runs the reference's softmax as a batch's (model/train/train_step.h;
+// --query_share also trains the path of the configurations outside it).
 //
 // The reference is ScoringOptions::reference when given (a search, or a client that wants
-// scores comparable across requests, fixes it); otherwise ChooseReference picks it from
-// the request: its distinct rows with the smallest row hashes, up to reference_size (the
-// model manifest's; capped by max_reference, the activation budget). Requests whose reference is the same set
-// get comparable scores; a request with no more distinct rows than reference_size is its
-// own reference, which is the paper's softmax over the whole request.
+// scores comparable across requests, fixes it: every fold uses it); otherwise each fold
+// k chooses its own from the request (ChooseReference with salt k, so the fold average
+// is also an average over references): its distinct rows with the smallest salted row
+// hashes, up to reference_size (the model manifest's; capped by max_reference, the
+// activation budget). Requests whose references are the same sets get comparable scores;
+// a request with no more distinct rows than reference_size is every fold's reference.
+//
+// The reference runs in groups (ScoringOptions::reference_groups, the manifest's: the
+// size of a training batch each), each its own softmax; a configuration's attention
+// weights are the mean over the groups, which gives in one pass the average over
+// training-sized contexts that TTA took many passes for (docs/results.md, "One pass
+// against a reference").
 //
 // Folds are averaged on a common scale: the pairwise ranking loss is shift- and
 // scale-free, so each fold learns its own offset and scale, and a plain mean would follow
