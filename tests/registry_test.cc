@@ -282,6 +282,24 @@ TEST_CASE("manifest values are bounded and typed and a wrong type is an error no
   reference["inference"]["reference_configs"] = 0;
   CHECK_THAT(std::string(parse(reference).status().message()),
              Catch::Contains("'inference.reference_configs' must be in 1..65536, got 0"));
+  nlohmann::json groups = j;
+  groups["inference"]["reference_groups"] = 300;
+  CHECK_THAT(std::string(parse(groups).status().message()),
+             Catch::Contains("'inference.reference_groups' must be in 1..reference_configs (256), got 300"));
+  // Written before the groups: those of the training batch the trainer recorded, or of
+  // its default for the collection (64 for the default collections, 128 otherwise).
+  nlohmann::json old = j;
+  old["inference"].erase("reference_groups");
+  old["inference"].erase("reference_configs");
+  old["collection"] = "layout:xla:default";
+  old["training"]["flags"]["batch_configs"] = "0";
+  CHECK(parse(old)->reference_configs == 256);
+  CHECK(parse(old)->reference_groups == 4);
+  old["training"]["flags"]["batch_configs"] = "32";
+  CHECK(parse(old)->reference_groups == 8);
+  old["collection"] = "layout:nlp:random";
+  old["training"]["flags"].erase("batch_configs");
+  CHECK(parse(old)->reference_groups == 2);
 }
 
 TEST_CASE("a registry never reads through a symbolic link out of it", "[registry]") {
