@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "model/file_util.h"
+#include "model/core/file_util.h"
 #include "proto/error_reason.h"
 #include "proto/graph_codec.h"
 #include "tgraph/v1/ranker.grpc.pb.h"

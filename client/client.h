@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/graph.h"
+#include "model/core/graph.h"
 
 namespace tgraph {
 

@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "model/dataset.h"
-#include "model/graph_io.h"
+#include "model/core/dataset.h"
+#include "model/core/graph_io.h"
 #include "tgraph/v1/ranker.pb.h"
 
 namespace tgraph {

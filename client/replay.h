@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "client/client.h"
-#include "model/graph.h"
+#include "model/core/graph.h"
 
 namespace tgraph {
 

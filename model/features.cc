@@ -2,7 +2,7 @@
 
 #include <torch/torch.h>
 
-#include "model/config_rows.h"
+#include "model/core/config_rows.h"
 
 namespace tgraph {
 

@@ -8,7 +8,7 @@
 
 #include <torch/types.h>
 
-#include "model/preprocess.h"
+#include "model/core/preprocess.h"
 
 namespace tgraph {
 

@@ -12,10 +12,10 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "model/config_rows.h"
-#include "model/file_util.h"
-#include "model/graph_io.h"
-#include "model/npy.h"
+#include "model/core/config_rows.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
+#include "model/core/npy.h"
 
 namespace tgraph {
 namespace fs = std::filesystem;

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/dataset.h"
-#include "model/graph.h"
+#include "model/core/dataset.h"
+#include "model/core/graph.h"
 
 namespace tgraph {
 

@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/npy.h"
+#include "model/core/npy.h"
 
 namespace tgraph {
 

@@ -17,9 +17,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/dataset.h"
-#include "model/file_util.h"
-#include "model/sha256.h"
+#include "model/core/dataset.h"
+#include "model/core/file_util.h"
+#include "model/core/sha256.h"
 
 namespace tgraph {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/model_spec.h"
-#include "model/preprocess.h"
+#include "model/core/model_spec.h"
+#include "model/core/preprocess.h"
 
 namespace tgraph {
 

@@ -10,8 +10,8 @@
 #include <optional>
 #include <unordered_map>
 
-#include "model/config_rows.h"
-#include "model/rng.h"
+#include "model/core/config_rows.h"
+#include "model/core/rng.h"
 
 namespace tgraph {
 

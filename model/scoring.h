@@ -44,7 +44,7 @@
 #include <functional>
 #include <vector>
 
-#include "model/metrics.h"  // RankByScore
+#include "model/core/rank_metrics.h"  // RankByScore
 #include "model/tgraph_net.h"
 
 namespace tgraph {
@@ -59,7 +59,7 @@ struct ConfigRows {
 };
 
 // Rows idx[begin..end) of `rows` as a network input: layout values shifted to
-// embedding indices (model/config_rows.h), tile rows copied.
+// embedding indices (model/core/config_rows.h), tile rows copied.
 ConfigBatch GatherConfigs(const ConfigRows& rows, const std::vector<int64_t>& idx, size_t begin, size_t end);
 
 struct ScoringOptions {

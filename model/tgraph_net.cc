@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "model/config_rows.h"
+#include "model/core/config_rows.h"
 #include "model/tiled_block.h"
 
 namespace tgraph {

@@ -12,7 +12,7 @@
 #include <torch/nn/modules/container/modulelist.h>
 
 #include "model/features.h"
-#include "model/model_spec.h"
+#include "model/core/model_spec.h"
 #include "model/tiled_block.h"  // CrossStats
 
 namespace tgraph {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/graph.h"
+#include "model/core/graph.h"
 #include "model/hlo/featurize.h"
 #include "tgraph/v1/ranker.pb.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "model/preprocess.h"
+#include "model/core/preprocess.h"
 #include "proto/graph_codec.h"
 #include "server/lru_cache.h"
 

@@ -5,8 +5,8 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "model/config_rows.h"
-#include "model/graph.h"
+#include "model/core/config_rows.h"
+#include "model/core/graph.h"
 
 namespace tgraph {
 

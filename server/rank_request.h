@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "model/dataset.h"
+#include "model/core/dataset.h"
 
 namespace tgraph {
 

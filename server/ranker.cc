@@ -10,11 +10,11 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
-#include "model/echo.h"
+#include "model/core/echo.h"
 #include "model/features.h"
 #include "model/model_io.h"
 #include "proto/error_reason.h"
-#include "model/preprocess.h"
+#include "model/core/preprocess.h"
 #include "model/scoring.h"
 
 namespace tgraph {

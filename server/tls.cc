@@ -4,7 +4,7 @@
 #include <grpcpp/security/tls_credentials_options.h>
 
 #include "absl/strings/str_cat.h"
-#include "model/file_util.h"
+#include "model/core/file_util.h"
 
 namespace tgraph {
 

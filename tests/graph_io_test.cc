@@ -5,9 +5,9 @@
 #include <fstream>
 #include <limits>
 
-#include "model/dataset.h"
-#include "model/file_util.h"
-#include "model/graph_io.h"
+#include "model/core/dataset.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
 #include "tests/test_util.h"
 
 using namespace tgraph;
@@ -245,7 +245,7 @@ TEST_CASE("tile loader checks its own keys", "[graph_io]") {
   r = TileGraphFromNpz(npz, "t.npz");
   REQUIRE_FALSE(r.ok());
   CHECK_THAT(std::string(r.status().message()), Catch::Contains("expected (c, 24)"));
-  // The loader's tile check is the server's (model/config_rows.h): finite and >= 0.
+  // The loader's tile check is the server's (model/core/config_rows.h): finite and >= 0.
   for (float bad : {-2.0f, std::numeric_limits<float>::infinity()}) {
     TileGraph g = SmallTileGraph();
     g.config_feat[kTileConfigDim + 3] = bad;

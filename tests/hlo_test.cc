@@ -10,8 +10,8 @@
 #include <regex>
 #include <tuple>
 
-#include "model/file_util.h"
-#include "model/graph_io.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
 #include "model/hlo/featurize.h"
 #include "tests/test_util.h"
 

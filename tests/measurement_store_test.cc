@@ -14,10 +14,10 @@
 #include <set>
 #include <thread>
 
-#include "model/graph_io.h"
-#include "model/file_util.h"
+#include "model/core/graph_io.h"
+#include "model/core/file_util.h"
 #include "model/measurement_store.h"
-#include "model/npy.h"
+#include "model/core/npy.h"
 #include "tests/test_util.h"
 
 using namespace tgraph;

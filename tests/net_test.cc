@@ -9,7 +9,7 @@
 #include "model/features.h"
 #include "model/loss.h"
 #include "model/model_io.h"
-#include "model/metrics.h"
+#include "model/core/rank_metrics.h"
 #include "model/scoring.h"
 #include "tests/test_util.h"
 #include "model/tgraph_net.h"

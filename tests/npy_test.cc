@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/file_util.h"
-#include "model/npy.h"
+#include "model/core/file_util.h"
+#include "model/core/npy.h"
 #include "tests/test_util.h"
 
 using namespace tgraph;

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "model/preprocess.h"
+#include "model/core/preprocess.h"
 #include "tests/test_util.h"
 
 using namespace tgraph;

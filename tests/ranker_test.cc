@@ -12,7 +12,7 @@
 #include <future>
 #include <thread>
 
-#include "model/graph_io.h"
+#include "model/core/graph_io.h"
 #include "model/model_io.h"
 #include "model/scoring.h"
 #include "model/synth/generator.h"
@@ -378,7 +378,7 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   const float nan = std::nanf("");
   std::memcpy(&tile_bytes[4 * 30], &nan, 4);
   expect(tq, absl::StatusCode::kInvalidArgument, "tile_configs: config 1, feature 6 is nan");
-  const float negative = -2;  // the loader refuses it too (model/config_rows.h)
+  const float negative = -2;  // the loader refuses it too (model/core/config_rows.h)
   std::memcpy(&tile_bytes[4 * 30], &negative, 4);
   tq.tile_configs = tile_bytes;
   expect(tq, absl::StatusCode::kInvalidArgument,

@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <map>
 
-#include "model/dataset.h"
-#include "model/graph_io.h"
+#include "model/core/dataset.h"
+#include "model/core/graph_io.h"
 #include "tests/test_util.h"
 
 using namespace tgraph;

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/file_util.h"
+#include "model/core/file_util.h"
 #include "model/registry.h"
 #include "tests/test_util.h"
 

@@ -5,10 +5,10 @@
 #include <map>
 #include <set>
 
-#include "model/dataset.h"
-#include "model/file_util.h"
-#include "model/graph_io.h"
-#include "model/preprocess.h"
+#include "model/core/dataset.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
+#include "model/core/preprocess.h"
 #include "model/synth/cost_model.h"
 #include "model/synth/families.h"
 #include "model/synth/generator.h"

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "absl/strings/str_split.h"
-#include "model/file_util.h"
-#include "model/graph_io.h"
-#include "model/metrics.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
+#include "model/core/rank_metrics.h"
 #include "model/model_io.h"
 #include "model/synth/generator.h"
 #include "model/train/evaluator.h"

@@ -13,7 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/graph.h"
+#include "model/core/graph.h"
 #include "tgraph/hlo/tuning.pb.h"
 
 namespace tgraph::hlo {

@@ -11,8 +11,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "model/file_util.h"
-#include "model/graph_io.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
 #include "model/hlo/featurize.h"
 #include "model/tool.h"
 

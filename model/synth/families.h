@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model/synth/hlo_builder.h"
-#include "model/rng.h"
+#include "model/core/rng.h"
 
 namespace tgraph::synth {
 

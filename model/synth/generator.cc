@@ -14,8 +14,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "model/file_util.h"
-#include "model/graph_io.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
 #include "model/synth/cost_model.h"
 #include "model/synth/families.h"
 #include "model/synth/search.h"

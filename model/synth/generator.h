@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/dataset.h"
+#include "model/core/dataset.h"
 
 namespace tgraph::synth {
 

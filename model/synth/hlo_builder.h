@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/graph.h"
+#include "model/core/graph.h"
 
 namespace tgraph::synth {
 

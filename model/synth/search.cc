@@ -5,7 +5,7 @@
 #include <limits>
 #include <numeric>
 
-#include "model/graph.h"
+#include "model/core/graph.h"
 
 namespace tgraph::synth {
 namespace {

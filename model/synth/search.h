@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "model/synth/cost_model.h"
-#include "model/rng.h"
+#include "model/core/rng.h"
 
 namespace tgraph::synth {
 

@@ -13,7 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "model/cli.h"
-#include "model/file_util.h"
+#include "model/core/file_util.h"
 #include "model/train/evaluator.h"
 #include "model/tool.h"
 #include "model/train/trainer.h"

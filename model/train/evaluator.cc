@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/features.h"
-#include "model/metrics.h"
+#include "model/core/rank_metrics.h"
 #include "model/train/train_step.h"
 #include "model/train/train_data.h"
 

@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/dataset.h"
-#include "model/eval_report.h"
+#include "model/core/dataset.h"
+#include "model/core/eval_report.h"
 #include "model/model_io.h"
 #include "model/scoring.h"
 

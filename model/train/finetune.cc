@@ -8,9 +8,9 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
-#include "model/dataset.h"
+#include "model/core/dataset.h"
 #include "model/measurement_store.h"
-#include "model/metrics.h"
+#include "model/core/rank_metrics.h"
 #include "model/model_io.h"
 #include "model/scoring.h"
 #include "model/train/train_data.h"

@@ -4,10 +4,10 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "model/graph.h"
-#include "model/graph_io.h"
-#include "model/rng.h"
-#include "model/sha256.h"
+#include "model/core/graph.h"
+#include "model/core/graph_io.h"
+#include "model/core/rng.h"
+#include "model/core/sha256.h"
 
 namespace tgraph {
 

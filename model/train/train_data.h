@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/dataset.h"
-#include "model/preprocess.h"
+#include "model/core/dataset.h"
+#include "model/core/preprocess.h"
 
 namespace tgraph {
 

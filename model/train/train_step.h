@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "model/features.h"
-#include "model/rng.h"
+#include "model/core/rng.h"
 #include "model/scoring.h"
 #include "model/tgraph_net.h"
 #include "model/train/train_data.h"

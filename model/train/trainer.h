@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/dataset.h"
-#include "model/model_spec.h"
-#include "model/preprocess.h"
+#include "model/core/dataset.h"
+#include "model/core/model_spec.h"
+#include "model/core/preprocess.h"
 #include "model/registry.h"
 
 namespace tgraph {

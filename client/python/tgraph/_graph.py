@@ -1,5 +1,5 @@
 """Graphs as numpy arrays: TpuGraphs npz files, validation, the wire encoding and the
-content hash the server keys graphs by (the same bytes as model/graph.cc's
+content hash the server keys graphs by (the same bytes as model/core/graph.cc's
 GraphContentHash, so the C++ and Python clients and the server agree on every graph)."""
 import hashlib
 import os

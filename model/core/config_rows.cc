@@ -1,9 +1,9 @@
-#include "model/config_rows.h"
+#include "model/core/config_rows.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "model/graph.h"
+#include "model/core/graph.h"
 
 namespace tgraph {
 

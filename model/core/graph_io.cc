@@ -1,11 +1,11 @@
-#include "model/graph_io.h"
+#include "model/core/graph_io.h"
 
 #include <cmath>
 #include <initializer_list>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/file_util.h"
+#include "model/core/file_util.h"
 
 namespace tgraph {
 namespace {

@@ -1,4 +1,4 @@
-#include "model/metrics.h"
+#include "model/core/rank_metrics.h"
 
 #include <algorithm>
 #include <cassert>

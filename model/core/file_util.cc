@@ -1,4 +1,4 @@
-#include "model/file_util.h"
+#include "model/core/file_util.h"
 
 #include <fcntl.h>
 #include <unistd.h>

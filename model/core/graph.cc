@@ -1,13 +1,13 @@
-#include "model/graph.h"
+#include "model/core/graph.h"
 
-#include "model/config_rows.h"
+#include "model/core/config_rows.h"
 
 #include <cmath>
 #include <cstring>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
-#include "model/sha256.h"
+#include "model/core/sha256.h"
 
 namespace tgraph {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/dataset.h"
+#include "model/core/dataset.h"
 
 namespace tgraph {
 

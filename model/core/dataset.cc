@@ -1,4 +1,4 @@
-#include "model/dataset.h"
+#include "model/core/dataset.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/echo.h"
+#include "model/core/echo.h"
 
 namespace tgraph {
 

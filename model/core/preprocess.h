@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/graph.h"
+#include "model/core/graph.h"
 
 namespace tgraph {
 

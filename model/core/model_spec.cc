@@ -1,4 +1,4 @@
-#include "model/model_spec.h"
+#include "model/core/model_spec.h"
 
 #include <algorithm>
 

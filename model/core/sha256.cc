@@ -1,4 +1,4 @@
-#include "model/sha256.h"
+#include "model/core/sha256.h"
 
 #include <openssl/evp.h>
 

@@ -1,4 +1,4 @@
-#include "model/preprocess.h"
+#include "model/core/preprocess.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "model/file_util.h"
+#include "model/core/file_util.h"
 
 namespace tgraph {
 

@@ -1,4 +1,4 @@
-#include "model/eval_report.h"
+#include "model/core/eval_report.h"
 
 #include <algorithm>
 #include <iterator>
@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "model/metrics.h"
+#include "model/core/rank_metrics.h"
 
 namespace tgraph {
 namespace {

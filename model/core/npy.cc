@@ -1,6 +1,6 @@
-#include "model/npy.h"
+#include "model/core/npy.h"
 
-#include "model/file_util.h"
+#include "model/core/file_util.h"
 
 #include <zip.h>
 

@@ -4,8 +4,8 @@
 #include <random>
 #include <set>
 
-#include "model/eval_report.h"
-#include "model/metrics.h"
+#include "model/core/eval_report.h"
+#include "model/core/rank_metrics.h"
 
 using namespace tgraph;
 

@@ -6,8 +6,8 @@
 #include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
-#include "model/graph.h"
-#include "model/npy.h"
+#include "model/core/graph.h"
+#include "model/core/npy.h"
 
 namespace tgraph {
 
