@@ -21,7 +21,7 @@
 #include "model/tool.h"
 #include "model/features.h"
 #include "model/model_io.h"
-#include "model/registry.h"
+#include "model/store/registry.h"
 #include "model/core/rng.h"
 #include "model/scoring.h"
 #include "model/tgraph_net.h"

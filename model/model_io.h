@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/registry.h"
+#include "model/store/registry.h"
 #include "model/tgraph_net.h"
 
 namespace tgraph {

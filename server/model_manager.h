@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/registry.h"
+#include "model/store/registry.h"
 
 namespace tgraph {
 

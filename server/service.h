@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "model/measurement_store.h"
+#include "model/store/measurement_store.h"
 #include "server/byte_budget.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"

@@ -1,4 +1,4 @@
-// The measurement store (model/measurement_store.h) on the real unet_3d graph: shards
+// The measurement store (model/store/measurement_store.h) on the real unet_3d graph: shards
 // that tgraph's loaders read as a dataset, the median of repeated measurements,
 // precise refusals, nothing partial left behind, concurrent appends.
 #include <catch2/catch.hpp>
@@ -16,7 +16,7 @@
 
 #include "model/core/graph_io.h"
 #include "model/core/file_util.h"
-#include "model/measurement_store.h"
+#include "model/store/measurement_store.h"
 #include "model/core/npy.h"
 #include "tests/test_util.h"
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model/model_io.h"
-#include "model/registry.h"
+#include "model/store/registry.h"
 #include "model/scoring.h"
 #include "model/synth/generator.h"
 #include "model/train/train_data.h"

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/core/file_util.h"
-#include "model/registry.h"
+#include "model/store/registry.h"
 #include "tests/test_util.h"
 
 using namespace tgraph;

@@ -30,7 +30,7 @@
 #include "model/build_info.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
-#include "model/measurement_store.h"
+#include "model/store/measurement_store.h"
 #include "model/hlo/featurize.h"
 #include "model/train/evaluator.h"
 #include <nlohmann/json.hpp>

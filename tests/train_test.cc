@@ -22,7 +22,7 @@
 #include "model/train/finetune.h"
 #include "model/train/train_step.h"
 #include "model/train/trainer.h"
-#include "model/measurement_store.h"
+#include "model/store/measurement_store.h"
 #include "tests/model_fixtures.h"
 #include "tests/test_util.h"
 

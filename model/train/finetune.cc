@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/core/dataset.h"
-#include "model/measurement_store.h"
+#include "model/store/measurement_store.h"
 #include "model/core/rank_metrics.h"
 #include "model/model_io.h"
 #include "model/scoring.h"

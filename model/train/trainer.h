@@ -19,7 +19,7 @@
 #include "model/core/dataset.h"
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
-#include "model/registry.h"
+#include "model/store/registry.h"
 
 namespace tgraph {
 

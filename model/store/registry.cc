@@ -1,4 +1,4 @@
-#include "model/registry.h"
+#include "model/store/registry.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>

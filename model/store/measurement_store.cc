@@ -1,4 +1,4 @@
-#include "model/measurement_store.h"
+#include "model/store/measurement_store.h"
 
 #include <algorithm>
 #include <chrono>
