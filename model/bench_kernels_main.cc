@@ -1,4 +1,4 @@
-// tgraph-bench-kernels: times the tiled block's fused loops (model/tiled_kernels.h) on one
+// tgraph-bench-kernels: times the tiled block's fused loops (model/nn/tiled_kernels.h) on one
 // core against the LibTorch ops they replace, and the memory bandwidth the block's
 // full-size passes are bounded by. Prints figures; not a test.
 //
@@ -13,7 +13,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "model/tool.h"
-#include "model/tiled_kernels.h"
+#include "model/nn/tiled_kernels.h"
 
 ABSL_FLAG(int, reps, 2000, "Repetitions of each in-cache measurement (the best of 5 rounds is printed)");
 
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
     against.use = &stats;
     against.use_count = 64 * groups;
     against.groups = groups;
-    std::printf("  the same against a recorded reference in %lld group(s) (model/tiled_block.h): %.2f ns per element\n",
+    std::printf("  the same against a recorded reference in %lld group(s) (model/nn/tiled_block.h): %.2f ns per element\n",
                 static_cast<long long>(groups), combine_ns(against));
   }
 

@@ -19,13 +19,13 @@
 #include "model/core/preprocess.h"
 #include "model/cli.h"
 #include "model/tool.h"
-#include "model/features.h"
-#include "model/model_io.h"
+#include "model/nn/features.h"
+#include "model/nn/model_io.h"
 #include "model/store/registry.h"
 #include "model/core/rng.h"
-#include "model/scoring.h"
-#include "model/tgraph_net.h"
-#include "model/tiled_block.h"
+#include "model/nn/scoring.h"
+#include "model/nn/tgraph_net.h"
+#include "model/nn/tiled_block.h"
 
 ABSL_FLAG(int64_t, nodes, 1000, "Pruned nodes of the generated graph");
 ABSL_FLAG(std::string, npz, "",
@@ -44,7 +44,7 @@ ABSL_FLAG(int64_t, activation_bytes, 0,
           "(0 = no limit)");
 ABSL_FLAG(bool, fold, true, "Fold f1 into f2 at inference, as the server does (false: the layers as specified)");
 ABSL_FLAG(int64_t, tile_rows, tgraph::kDefaultTileRows,
-          "Rows (nodes x configurations) per tile of TGraph's tiled inference blocks (model/tiled_block.h)");
+          "Rows (nodes x configurations) per tile of TGraph's tiled inference blocks (model/nn/tiled_block.h)");
 ABSL_FLAG(int, repeats, 10, "Timed repetitions (after --warmup runs)");
 ABSL_FLAG(int, warmup, 2, "Untimed requests first");
 ABSL_FLAG(std::string, registry, "",
@@ -52,7 +52,7 @@ ABSL_FLAG(std::string, registry, "",
 ABSL_FLAG(std::string, collection, "", "With --registry: the model's collection");
 ABSL_FLAG(int64_t, version, 0, "With --registry: the model version (0 = latest)");
 ABSL_FLAG(std::string, scoring, "reference",
-          "reference: every configuration against one reference (model/scoring.h); batch: each batch its own softmax "
+          "reference: every configuration against one reference (model/nn/scoring.h); batch: each batch its own softmax "
           "with --tta permutations (the earlier scoring)");
 ABSL_FLAG(int64_t, reference, 0, "Reference configurations (0 = the model's, 256 untrained)");
 ABSL_FLAG(int64_t, reference_groups, 0, "The reference's groups (0 = the model's, 1 untrained)");

@@ -5,7 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/model_io.h"
+#include "model/nn/model_io.h"
 
 namespace tgraph {
 

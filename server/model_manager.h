@@ -22,7 +22,7 @@
 
 namespace tgraph {
 
-struct LoadedModel;  // model/model_io.h
+struct LoadedModel;  // model/nn/model_io.h
 
 struct ModelHandle {
   std::string collection;

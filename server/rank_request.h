@@ -25,7 +25,7 @@ struct RankRequest {
   int64_t top_k = 0;
   std::vector<int> folds;
   bool cascade = false;  // ScoreCascade with top_k
-  // The reference (model/scoring.h), borrowed like the configurations; 0: chosen from them.
+  // The reference (model/nn/scoring.h), borrowed like the configurations; 0: chosen from them.
   int64_t num_reference_configs = 0;
   absl::string_view reference_layout_configs;
   absl::string_view reference_tile_configs;

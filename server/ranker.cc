@@ -11,11 +11,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/core/echo.h"
-#include "model/features.h"
-#include "model/model_io.h"
+#include "model/nn/features.h"
+#include "model/nn/model_io.h"
 #include "proto/error_reason.h"
 #include "model/core/preprocess.h"
-#include "model/scoring.h"
+#include "model/nn/scoring.h"
 
 namespace tgraph {
 

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
-#include "model/model_io.h"
+#include "model/nn/model_io.h"
 #include "proto/error_reason.h"
 #include "proto/graph_codec.h"
 

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "model/model_io.h"
+#include "model/nn/model_io.h"
 #include "model/store/registry.h"
-#include "model/scoring.h"
+#include "model/nn/scoring.h"
 #include "model/synth/generator.h"
 #include "model/train/train_data.h"
 #include "tests/test_util.h"

@@ -6,13 +6,13 @@
 
 #include <numeric>
 
-#include "model/features.h"
-#include "model/loss.h"
-#include "model/model_io.h"
+#include "model/nn/features.h"
+#include "model/nn/loss.h"
+#include "model/nn/model_io.h"
 #include "model/core/rank_metrics.h"
-#include "model/scoring.h"
+#include "model/nn/scoring.h"
 #include "tests/test_util.h"
-#include "model/tgraph_net.h"
+#include "model/nn/tgraph_net.h"
 #include "model/train/train_data.h"
 #include "model/synth/families.h"
 #include "model/synth/search.h"

@@ -13,8 +13,8 @@
 #include <thread>
 
 #include "model/core/graph_io.h"
-#include "model/model_io.h"
-#include "model/scoring.h"
+#include "model/nn/model_io.h"
+#include "model/nn/scoring.h"
 #include "model/synth/generator.h"
 #include "model/train/train_data.h"
 #include "server/model_manager.h"

@@ -35,8 +35,8 @@
 #include "model/train/evaluator.h"
 #include <nlohmann/json.hpp>
 #include "model/core/rank_metrics.h"
-#include "model/model_io.h"
-#include "model/scoring.h"
+#include "model/nn/model_io.h"
+#include "model/nn/scoring.h"
 #include "model/synth/generator.h"
 #include "model/train/train_data.h"
 #include "proto/error_reason.h"

@@ -12,8 +12,8 @@
 #include <tuple>
 #include <vector>
 
-#include "model/tiled_block.h"
-#include "model/tiled_kernels.h"
+#include "model/nn/tiled_block.h"
+#include "model/nn/tiled_kernels.h"
 
 using namespace tgraph;
 

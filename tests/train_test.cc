@@ -15,7 +15,7 @@
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/core/rank_metrics.h"
-#include "model/model_io.h"
+#include "model/nn/model_io.h"
 #include "model/synth/generator.h"
 #include "model/train/evaluator.h"
 #include "model/train/train_data.h"

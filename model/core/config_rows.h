@@ -3,7 +3,7 @@
 // with these), and the +1 shift that turns layout values -1..5 into embedding indices
 // 0..6 (the training tensors and the scoring batches both use it). Selecting rows by
 // index is SelectRows (a graph's rows, model/train/train_step.h: training, fine-tuning,
-// evaluation) and GatherConfigs (rows into a network batch, model/scoring.h: scoring
+// evaluation) and GatherConfigs (rows into a network batch, model/nn/scoring.h: scoring
 // and training alike).
 //
 // Layout: c x nc x 18 int8 values, -1 (the compiler's default) or an axis 0..5

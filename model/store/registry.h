@@ -33,7 +33,7 @@ struct Manifest {
   FeatureStats stats;
   std::vector<FoldEntry> folds;
   int64_t batch_size = 128; // inference batch (the paper's 128)
-  // The cross-attention reference's size when a request does not fix one (model/scoring.h).
+  // The cross-attention reference's size when a request does not fix one (model/nn/scoring.h).
   int64_t reference_configs = 256;
   // The reference's groups, each its own softmax (ScoringOptions::reference_groups):
   // ReferenceGroups of the training batch. Manifests without the key get that of the

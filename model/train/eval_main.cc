@@ -27,7 +27,7 @@ ABSL_FLAG(std::string, run_dir, "", "Score with a training run's best folds inst
 ABSL_FLAG(int, keep_folds, 4, "With --run_dir: how many of the best folds to use");
 ABSL_FLAG(bool, official_subset, false, "Layout: evaluate on the 1,000-config subset of the TpuGraphs evaluation");
 ABSL_FLAG(std::string, scoring, "reference",
-          "reference: every configuration against one reference set (model/scoring.h); batch: the earlier scoring, "
+          "reference: every configuration against one reference set (model/nn/scoring.h); batch: the earlier scoring, "
           "each batch its own softmax with --tta permutations (for ablations)");
 ABSL_FLAG(int64_t, reference, 0, "Reference configurations per graph (0 = the manifest's)");
 ABSL_FLAG(bool, reference_per_fold, true,

@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "model/features.h"
+#include "model/nn/features.h"
 #include "model/core/rank_metrics.h"
 #include "model/train/train_step.h"
 #include "model/train/train_data.h"

@@ -8,8 +8,8 @@
 #include "absl/status/statusor.h"
 #include "model/core/dataset.h"
 #include "model/core/eval_report.h"
-#include "model/model_io.h"
-#include "model/scoring.h"
+#include "model/nn/model_io.h"
+#include "model/nn/scoring.h"
 
 namespace tgraph {
 

@@ -11,8 +11,8 @@
 #include "model/core/dataset.h"
 #include "model/store/measurement_store.h"
 #include "model/core/rank_metrics.h"
-#include "model/model_io.h"
-#include "model/scoring.h"
+#include "model/nn/model_io.h"
+#include "model/nn/scoring.h"
 #include "model/train/train_data.h"
 #include "model/train/train_step.h"
 

@@ -15,7 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "model/cli.h"
-#include "model/model_io.h"
+#include "model/nn/model_io.h"
 #include "model/tool.h"
 #include "model/train/finetune.h"
 #include "model/train/trainer.h"
@@ -49,7 +49,7 @@ ABSL_FLAG(std::string, cross_attention_form, "standardized",
 ABSL_FLAG(bool, edges, true, "Message passing along graph edges (ablation switch)");
 ABSL_FLAG(int64_t, reference_configs, 256,
           "Configurations in the cross-attention reference a graph's scores are computed against, in validation and "
-          "in the published model (model/scoring.h)");
+          "in the published model (model/nn/scoring.h)");
 ABSL_FLAG(double, query_share, 0.0,
           "Share of each step's sampled configurations scored as inference scores those outside the reference: "
           "against the others' softmax, one at a time (0: all in one softmax)");

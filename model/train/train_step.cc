@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 
-#include "model/loss.h"
+#include "model/nn/loss.h"
 
 namespace tgraph {
 

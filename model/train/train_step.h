@@ -9,10 +9,10 @@
 #include <memory>
 #include <vector>
 
-#include "model/features.h"
+#include "model/nn/features.h"
 #include "model/core/rng.h"
-#include "model/scoring.h"
-#include "model/tgraph_net.h"
+#include "model/nn/scoring.h"
+#include "model/nn/tgraph_net.h"
 #include "model/train/train_data.h"
 
 namespace tgraph {
@@ -40,7 +40,7 @@ constexpr double kDefaultQueryShare = 0.0;
 
 // How many of a step's `count` sampled configurations form the cross-attention's
 // reference when `query_share` of them are scored one at a time against it, as
-// inference scores configurations outside its reference (model/scoring.h): at least
+// inference scores configurations outside its reference (model/nn/scoring.h): at least
 // one, and all of them when the share rounds to none.
 int64_t ReferenceMembers(int64_t count, double query_share);
 

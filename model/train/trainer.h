@@ -41,7 +41,7 @@ struct TrainOptions {
   int valid_every = 1;      // epochs between validations (and checkpoints)
   int64_t valid_batch = 128;
   // The cross-attention reference's size in validation and in the published manifest
-  // (model/scoring.h).
+  // (model/nn/scoring.h).
   int64_t reference_configs = 256;
   // Share of each step's sampled configurations that join the others' softmax one at a
   // time (ScoreMode::members), as inference scores configurations outside its reference.

@@ -1,4 +1,4 @@
-#include "model/scoring.h"
+#include "model/nn/scoring.h"
 
 #include <torch/torch.h>
 
@@ -162,7 +162,7 @@ std::vector<int64_t> FirstEqualRows(const ConfigRows& rows, const std::vector<ui
   return first;
 }
 
-// The reference's rows, copied (model/scoring.h).
+// The reference's rows, copied (model/nn/scoring.h).
 struct ReferenceRows {
   std::vector<int8_t> layout;
   std::vector<float> tile;
@@ -243,7 +243,7 @@ ReferencePlan PlanReference(const ConfigRows& rows, const std::vector<uint64_t>&
   return p;
 }
 
-// The reference path of ScoreConfigs (model/scoring.h).
+// The reference path of ScoreConfigs (model/nn/scoring.h).
 ScoreResult ScoreAgainstReference(const std::vector<FoldModel>& folds, const GraphTensors& graph,
                                   const ConfigRows& rows, const ScoringOptions& o) {
   torch::NoGradGuard no_grad;

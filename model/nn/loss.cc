@@ -1,4 +1,4 @@
-#include "model/loss.h"
+#include "model/nn/loss.h"
 
 #include <torch/torch.h>
 

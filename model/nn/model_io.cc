@@ -1,4 +1,4 @@
-#include "model/model_io.h"
+#include "model/nn/model_io.h"
 
 #include <torch/torch.h>
 

@@ -24,7 +24,7 @@
 
 #include <torch/types.h>
 
-#include "model/features.h"
+#include "model/nn/features.h"
 
 namespace tgraph {
 
@@ -86,7 +86,7 @@ constexpr int64_t kDefaultTileRows = 512;
 // Rows per matmul of the projection sweep (a bf16 chunk of y: 8 MiB at H = 256).
 constexpr int64_t kProjectRows = 16384;
 
-// The reference (model/scoring.h): the cross-attention's softmax runs over a fixed set
+// The reference (model/nn/scoring.h): the cross-attention's softmax runs over a fixed set
 // of configurations, so that a configuration's score does not depend on what shares its
 // batch. A block records, per node and channel, the statistics of the reference's
 // softmax input here, [N, half] float each: u = eta * a + b (a = rstd / T and
@@ -106,7 +106,7 @@ struct CrossStats {
 // paper's softmax over the batch) and the others join it one at a time; `record`, when
 // set, receives the statistics of that reference. `groups`: the reference is cut into
 // that many near-equal groups, each its own softmax, and the weights averaged over them
-// (model/tiled_kernels.h, CombineNodes); a recorded reference keeps its own.
+// (model/nn/tiled_kernels.h, CombineNodes); a recorded reference keeps its own.
 struct CrossPass {
   int64_t members = -1;
   int64_t groups = 1;

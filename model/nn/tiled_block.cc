@@ -1,6 +1,6 @@
-#include "model/tiled_block.h"
+#include "model/nn/tiled_block.h"
 
-#include "model/tiled_kernels.h"
+#include "model/nn/tiled_kernels.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>

@@ -1,4 +1,4 @@
-#include "model/features.h"
+#include "model/nn/features.h"
 
 #include <torch/torch.h>
 

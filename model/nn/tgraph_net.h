@@ -11,9 +11,9 @@
 #include <torch/nn/modules/linear.h>
 #include <torch/nn/modules/container/modulelist.h>
 
-#include "model/features.h"
+#include "model/nn/features.h"
 #include "model/core/model_spec.h"
-#include "model/tiled_block.h"  // CrossStats
+#include "model/nn/tiled_block.h"  // CrossStats
 
 namespace tgraph {
 
@@ -34,7 +34,7 @@ struct StaticEncoding {
 };
 
 // A reference's cross-attention statistics for every graph block of one network and
-// graph (model/tiled_block.h, CrossStats; model/scoring.h says what the reference is).
+// graph (model/nn/tiled_block.h, CrossStats; model/nn/scoring.h says what the reference is).
 struct CrossReference {
   std::vector<CrossStats> blocks;
   int64_t count = 0;  // configurations in the reference
@@ -84,7 +84,7 @@ class RankingNet : public torch::nn::Module {
   virtual void SetInferencePrecision(Precision p) {}
   virtual Precision InferencePrecision() const { return Precision::kFloat32; }
   // Inference only: rows (nodes x configurations) per tile of TGraph's tiled graph
-  // blocks (model/tiled_block.h; default kDefaultTileRows). A tuning knob: any value
+  // blocks (model/nn/tiled_block.h; default kDefaultTileRows). A tuning knob: any value
   // gives the same scores up to summation order. The baseline ignores it.
   virtual void SetInferenceTileRows(int64_t rows) {}
 

@@ -1,4 +1,4 @@
-// The elementwise work of TGraph's tiled inference block (model/tiled_block.h) as
+// The elementwise work of TGraph's tiled inference block (model/nn/tiled_block.h) as
 // fused loops over raw rows, without LibTorch: one pass per tile instead of a dozen
 // LibTorch ops each with its own pass, with exp, erf and bf16 rounding of our own that
 // the compiler vectorises (tgraph-bench-kernels times them against LibTorch's). Each function is compiled for AVX-512, AVX2+FMA and baseline x86-64 and
@@ -30,7 +30,7 @@ void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64_t half, bool 
                   const float* nbr_bias, const int64_t* off, const int64_t* src, int64_t i0, int64_t i1, int64_t c);
 
 // The cross-attention statistics of a reference set of configurations, for the nodes of
-// one call, node-major rows of `half` floats each (model/tiled_block.h, CrossStats): the
+// one call, node-major rows of `half` floats each (model/nn/tiled_block.h, CrossStats): the
 // softmax input is u = eta * a + b, and lse = log of the sum over the reference of exp(u).
 // A reference in groups has one such set per group, group g's `group_stride` floats
 // after group g - 1's.
@@ -41,7 +41,7 @@ struct CrossStatsRows {
   int64_t group_stride = 0;
 };
 
-// How one call's configurations meet the cross-attention softmax (model/tiled_block.h
+// How one call's configurations meet the cross-attention softmax (model/nn/tiled_block.h
 // explains the reference): with `use`, every row is scored against those recorded
 // statistics of a reference of `use_count` configurations; without, rows [0, members) of
 // each node are the reference (members = c: the whole batch, the paper's softmax), and

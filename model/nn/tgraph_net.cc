@@ -1,4 +1,4 @@
-#include "model/tgraph_net.h"
+#include "model/nn/tgraph_net.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "model/core/config_rows.h"
-#include "model/tiled_block.h"
+#include "model/nn/tiled_block.h"
 
 namespace tgraph {
 namespace {
@@ -17,7 +17,7 @@ using torch::Tensor;
 
 
 
-// Exact GELU; for inference our vectorised one (model/tiled_kernels.h, error < 3e-7).
+// Exact GELU; for inference our vectorised one (model/nn/tiled_kernels.h, error < 3e-7).
 Tensor Gelu(const Tensor& x) {
   if (torch::GradMode::is_enabled() || x.scalar_type() != torch::kFloat32) return torch::gelu(x);
   return InferenceGelu(x);
@@ -27,7 +27,7 @@ Tensor Gelu(const Tensor& x) {
 // over neighbours works on [N, C*F] rows: a sparse matmul of the adjacency when autograd
 // is on, a gather-sum of contiguous rows by destination (CSR) for inference, which
 // avoids the sparse kernel's zero-fill and scatter (profiled: 4x faster at N=1000).
-// TGraph's inference blocks sum neighbours in model/tiled_block.cc.
+// TGraph's inference blocks sum neighbours in model/nn/tiled_block.cc.
 // The gather-sum: adds to the f floats at dst the same row of every in-neighbour of i.
 inline void AddNeighbourRows(float* dst, const float* src, int64_t f, int64_t i, const int64_t* off,
                              const int64_t* nbr) {
@@ -116,7 +116,7 @@ class BlockImpl : public torch::nn::Module {
   // and scales the weights by C: uniform weights give eta back, at any batch size.
   //
   // The softmax runs over the reference, the first `members` configurations (-1: all;
-  // model/scoring.h says why): their statistics standardise every row, and each other
+  // model/nn/scoring.h says why): their statistics standardise every row, and each other
   // configuration joins the reference's softmax alone, its weight
   // exp(u) / (exp(lse) + exp(u)) = sigmoid(u - lse), times R + 1 when standardised.
   // With `groups`, the reference is cut into near-equal groups (members g R / G onwards),
@@ -155,7 +155,7 @@ class BlockImpl : public torch::nn::Module {
     return eta * w / static_cast<double>(groups);
   }
 
-  // The same arithmetic as forward(), for inference: model/tiled_block.h runs it in
+  // The same arithmetic as forward(), for inference: model/nn/tiled_block.h runs it in
   // cache-sized tiles of nodes. f1 is folded into f2 unless SetInferenceFolding(false).
   // x is updated in place (the caller passes a fresh activation it does not reuse);
   // `stats` are x's instance-norm statistics on entry and the updated x's on return.

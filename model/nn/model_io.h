@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/store/registry.h"
-#include "model/tgraph_net.h"
+#include "model/nn/tgraph_net.h"
 
 namespace tgraph {
 
