@@ -28,7 +28,7 @@
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/core/rank_metrics.h"
-#include "model/tool.h"
+#include "model/tools/tool.h"
 #include "tgraph/v1/ranker.pb.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address HOST:PORT");

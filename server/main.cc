@@ -24,8 +24,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "model/cli.h"
-#include "model/tool.h"
+#include "model/tools/cli.h"
+#include "model/tools/tool.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
@@ -114,7 +114,7 @@ using tgraph::LogWarning;
 }  // namespace
 
 int main(int argc, char** argv) {
-  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
   // From the first line (exec resets handlers, so after the re-exec): a SIGTERM while
   // the server starts (loading models can take seconds) ends it cleanly, exit 0.
   std::signal(SIGTERM, OnSignal);

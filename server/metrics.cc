@@ -22,7 +22,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "model/build_info.h"
+#include "model/tools/build_info.h"
 
 namespace tgraph {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/cli.h"
+#include "model/tools/cli.h"
 
 using namespace tgraph;
 

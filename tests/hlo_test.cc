@@ -481,7 +481,7 @@ TEST_CASE("tgraph-featurize: module, layout and tile files every loader reads, e
   CHECK(rc == 1);
   CHECK_THAT(out, Catch::Contains("plain.hlo.pb: module small has no convolution, dot or reshape instruction"));
   std::tie(rc, out) = RunTool("bogus");
-  CHECK(rc == 2);  // a usage error (model/tool.h)
+  CHECK(rc == 2);  // a usage error (model/tools/tool.h)
   CHECK_THAT(out, Catch::Contains("unknown command 'bogus'"));
   CHECK_FALSE(std::filesystem::exists(dir.path() + "/x.npz"));  // nothing written on error
 }

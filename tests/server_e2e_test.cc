@@ -27,7 +27,7 @@
 #include "client/client.h"
 #include "client/replay.h"
 #include "grpc/health/v1/health.grpc.pb.h"
-#include "model/build_info.h"
+#include "model/tools/build_info.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/store/measurement_store.h"
@@ -190,7 +190,7 @@ int HealthStatus(int port, const std::string& service = "tgraph.v1.Ranker") {
 
 CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metrics, SIGTERM", "[e2e]") {
   World w;
-  unsetenv("OMP_WAIT_POLICY");  // the server sets PASSIVE itself (re-exec, model/cli.h)
+  unsetenv("OMP_WAIT_POLICY");  // the server sets PASSIVE itself (re-exec, model/tools/cli.h)
   ServerProcess server(w.registry, w.dir.path());
   CATCH_REQUIRE(server.port > 0);
   CATCH_CHECK_THAT(server.Log(), Catch::Contains("OMP_WAIT_POLICY=PASSIVE"));

@@ -1,4 +1,4 @@
-"""Every command-line tool follows the same conventions (model/tool.h): --help lists
+"""Every command-line tool follows the same conventions (model/tools/tool.h): --help lists
 its own flags and exits 0, --version names the version and commit, exit status 0 on
 success, 2 on a usage error, 1 on any other failure, and --json prints JSON wherever
 results are printed (a usage error where it makes no sense). Run by ctest (tools_cli)
@@ -21,8 +21,8 @@ TOOLS = {  # tool -> a flag of its own that --help must list
     ("model", "train", "tgraph-eval"): "--split",
     ("model", "synth", "tgraph-synth"): "--preset",
     ("model", "hlo", "tgraph-featurize"): "--nodes_tsv",
-    ("model", "tgraph-bench-model"): "--nodes",
-    ("model", "tgraph-bench-kernels"): "--reps",
+    ("model", "bench", "tgraph-bench-model"): "--nodes",
+    ("model", "bench", "tgraph-bench-kernels"): "--reps",
 }
 UNET = os.path.join(REAL, "npz", "layout", "xla", "random", "valid", "unet_3d.4x4.bf16.npz")
 

@@ -248,7 +248,7 @@ function knownFlags(bin) {
   } catch (e) {
     out = (e.stdout || "") + (e.stderr || "");
   }
-  // model/tool.h's help: one "  --name=default" line per flag.
+  // model/tools/tool.h's help: one "  --name=default" line per flag.
   const flags = new Set([...out.matchAll(/^  --([a-z0-9_]+)=/gm)].map((m) => m[1]));
   if (flags.size < 5) fail(bin, "--help listed no flags");
   return flags;

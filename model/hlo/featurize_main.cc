@@ -14,7 +14,7 @@
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/hlo/featurize.h"
-#include "model/tool.h"
+#include "model/tools/tool.h"
 
 ABSL_FLAG(std::string, in, "", "Input: an HLO module (module), a ModuleTuningData (layout) or a TuningData (tile)");
 ABSL_FLAG(std::string, out, "", "module, layout: the .npz to write");

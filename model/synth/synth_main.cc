@@ -6,7 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "model/synth/generator.h"
-#include "model/tool.h"
+#include "model/tools/tool.h"
 
 ABSL_FLAG(std::string, out, "", "Output root; files go to <out>/npz/layout/... and <out>/npz/tile/...");
 ABSL_FLAG(std::string, preset, "ci", "Size preset: tiny (unit tests), ci (integration), full (TpuGraphs-sized)");

@@ -12,10 +12,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "model/cli.h"
+#include "model/tools/cli.h"
 #include "model/core/file_util.h"
 #include "model/train/evaluator.h"
-#include "model/tool.h"
+#include "model/tools/tool.h"
 #include "model/train/trainer.h"
 
 ABSL_FLAG(std::string, data, "", "Dataset root");
@@ -55,7 +55,7 @@ using tgraph::Fail;
 using tgraph::UsageError;
 
 int main(int argc, char** argv) {
-  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
   const std::vector<char*> args = tgraph::ParseToolCommandLine(
       argc, argv,
       "Evaluate a model on a split.\n"

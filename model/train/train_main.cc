@@ -14,9 +14,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "model/cli.h"
+#include "model/tools/cli.h"
 #include "model/nn/model_io.h"
-#include "model/tool.h"
+#include "model/tools/tool.h"
 #include "model/train/finetune.h"
 #include "model/train/trainer.h"
 
@@ -66,7 +66,7 @@ using tgraph::Fail;
 using tgraph::UsageError;
 
 int main(int argc, char** argv) {
-  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
   const std::vector<char*> args = tgraph::ParseToolCommandLine(
       argc, argv,
       "K-fold training of TGraph and publishing to the model registry.\n"

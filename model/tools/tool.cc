@@ -1,4 +1,4 @@
-#include "model/tool.h"
+#include "model/tools/tool.h"
 
 #include <unistd.h>
 
@@ -20,8 +20,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "model/build_info.h"
-#include "model/cli.h"
+#include "model/tools/build_info.h"
+#include "model/tools/cli.h"
 
 namespace tgraph {
 namespace {

@@ -17,8 +17,8 @@
 #include "absl/strings/str_cat.h"
 #include "model/core/graph_io.h"
 #include "model/core/preprocess.h"
-#include "model/cli.h"
-#include "model/tool.h"
+#include "model/tools/cli.h"
+#include "model/tools/tool.h"
 #include "model/nn/features.h"
 #include "model/nn/model_io.h"
 #include "model/store/registry.h"
@@ -74,7 +74,7 @@ double Median(std::vector<double> v) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/cli.h
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
   const std::vector<char*> args = tgraph::ParseToolCommandLine(
       argc, argv, "Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C] [--npz GRAPH.npz]");
   if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));

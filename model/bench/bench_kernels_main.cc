@@ -12,7 +12,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
-#include "model/tool.h"
+#include "model/tools/tool.h"
 #include "model/nn/tiled_kernels.h"
 
 ABSL_FLAG(int, reps, 2000, "Repetitions of each in-cache measurement (the best of 5 rounds is printed)");

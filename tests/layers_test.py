@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""The folder rule of the source tree: each folder of model/ is a library and a layer
+(model/CMakeLists.txt lists them), and a file may include only the folders its layer
+may use. LibTorch (torch/, ATen/, c10/) only in nn and what is built on it, so that the
+torch-free libraries and tools build fast and never pull LibTorch in.
+
+Usage: layers_test.py SOURCE_DIR. Prints every offending include with its file and line;
+exits 1 when there is one."""
+import os
+import re
+import sys
+
+# folder -> the project folders its files may include (its own always allowed).
+MAY_USE = {
+    "model/core": set(),
+    "model/store": {"model/core"},
+    "model/tools": set(),
+    "model/hlo": {"model/core", "model/tools", "proto"},
+    "model/synth": {"model/core", "model/tools", "model/hlo"},
+    "model/nn": {"model/core", "model/store"},
+    "model/train": {"model/core", "model/store", "model/tools", "model/nn"},
+    "model/bench": {"model/core", "model/store", "model/tools", "model/nn"},
+    "proto": {"model/core", "model/hlo"},
+    "client": {"model/core", "model/tools", "proto"},
+    "server": {"model/core", "model/store", "model/tools", "model/nn", "proto"},
+}
+# Folders whose files may include LibTorch.
+TORCH = {"model/nn", "model/train", "model/bench", "server"}
+# The server's headers stay torch-free (only its .cc files run the network), so that the
+# gRPC layer and the tests that include them build without LibTorch's headers.
+TORCH_FREE_HEADERS = {"server"}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
+PROJECT = re.compile(r"^(model/[a-z_]+|proto|client|server)/")
+
+
+def folder_of(rel):
+    parts = rel.split("/")
+    return "/".join(parts[:2]) if parts[0] == "model" else parts[0]
+
+
+def check(src):
+    errors = []
+    for top in ("model", "proto", "client", "server"):
+        for root, _, files in os.walk(os.path.join(src, top)):
+            for name in sorted(files):
+                if not name.endswith((".h", ".cc")):
+                    continue
+                rel = os.path.relpath(os.path.join(root, name), src)
+                folder = folder_of(rel)
+                if folder not in MAY_USE:
+                    errors.append(f"{rel}: folder {folder} is not a layer of layers_test.py (add it)")
+                    continue
+                with open(os.path.join(src, rel), encoding="utf-8") as f:
+                    for line_no, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        path = m.group(2)
+                        header_rule = folder in TORCH_FREE_HEADERS and rel.endswith(".h")
+                        if path.split("/")[0] in ("torch", "ATen", "c10"):
+                            if folder not in TORCH or header_rule:
+                                what = f"the headers of {folder} are" if header_rule else f"{folder} is"
+                                errors.append(f"{rel}:{line_no}: includes LibTorch ({path}); {what} torch-free")
+                            continue
+                        pm = PROJECT.match(path) if m.group(1) == '"' else None
+                        if not pm:
+                            continue
+                        used = pm.group(1)
+                        if header_rule and used == "model/nn":
+                            errors.append(f"{rel}:{line_no}: includes {path}; the headers of {folder} are "
+                                          "torch-free (include it in the .cc file)")
+                        if used != folder and used not in MAY_USE[folder]:
+                            errors.append(f"{rel}:{line_no}: includes {path}, but {folder} may use only "
+                                          f"{', '.join(sorted(MAY_USE[folder] | {folder}))}")
+    return errors
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    errors = check(sys.argv[1])
+    for e in errors:
+        print(e)
+    if errors:
+        return 1
+    print("layers: every include follows the folder rule")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
