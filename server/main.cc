@@ -2,35 +2,17 @@
 //
 //   tgraph-server --registry REG [--address 0.0.0.0:50051] [--metrics_address 0.0.0.0:9090]
 //
-// Health (grpc.health.v1): the overall status ("") and "tgraph.v1.Ranker" are
-// NOT_SERVING until a model is loaded (readiness); "liveness" is SERVING as long as the
-// process answers RPCs, with or without a model (liveness probes). Server reflection is
-// on unless --reflection=false; TLS or mutual TLS with --tls_cert, --tls_key and
-// --tls_client_ca; Prometheus metrics are on their own port. SIGTERM/SIGINT
-// stop accepting, drain in-flight RPCs up to --drain_timeout_s, and exit 0.
-#include <grpcpp/ext/proto_server_reflection_plugin.h>
-#include <grpcpp/grpcpp.h>
-#include <grpcpp/health_check_service_interface.h>
-#include <grpcpp/impl/server_builder_option.h>
-#include <grpcpp/impl/server_builder_plugin.h>
-#include <torch/torch.h>
-
-#include <algorithm>
+// Reads its flags into ServerOptions and calls RunServer (server/server.h says what the
+// server does: health, reflection, TLS, metrics, draining on SIGTERM/SIGINT).
+#include <atomic>
 #include <csignal>
-#include <cstdio>
-#include <fstream>
 #include <string>
-#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "model/tools/cli.h"
 #include "model/tools/tool.h"
-#include "server/metrics.h"
-#include "server/model_manager.h"
-#include "server/ranker.h"
-#include "server/service.h"
-#include "server/tls.h"
+#include "server/server.h"
 
 ABSL_FLAG(std::string, registry, "", "Model registry root (<registry>/<collection>/<version>/manifest.json)");
 ABSL_FLAG(std::string, address, "0.0.0.0:50051", "gRPC listen address; port 0 picks a free port");
@@ -81,35 +63,44 @@ namespace {
 std::atomic<int> g_signal{0};
 void OnSignal(int sig) { g_signal = sig; }
 
-// The BLAS library LibTorch's matmuls end up in, from this process's mappings.
-std::string BlasInUse() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line, found;
-  while (std::getline(maps, line)) {
-    const size_t slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    const std::string path = line.substr(slash);
-    if (path.find("blas") != std::string::npos && found.find(path) == std::string::npos)
-      found += (found.empty() ? "" : ", ") + path;
-  }
-  return found.empty() ? "none mapped (LibTorch's own kernels)" : found;
+absl::StatusOr<tgraph::ServerOptions> OptionsFromFlags() {
+  tgraph::ServerOptions o;
+  const std::string log_format = absl::GetFlag(FLAGS_log_format);
+  if (log_format != "text" && log_format != "json")
+    return tgraph::UsageError(absl::StrCat("--log_format must be text or json, got '", log_format, "'"));
+  tgraph::SetJsonLogs(log_format == "json");
+  o.registry = absl::GetFlag(FLAGS_registry);
+  if (o.registry.empty()) return tgraph::UsageError("--registry is required");
+  o.precision_flag = absl::GetFlag(FLAGS_precision);
+  absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(o.precision_flag);
+  if (!precision.ok()) return tgraph::UsageError(absl::StrCat("--precision: ", precision.status().message()));
+  o.precision = *precision;
+  o.address = absl::GetFlag(FLAGS_address);
+  o.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  o.port_file = absl::GetFlag(FLAGS_port_file);
+  o.ranker.cache_bytes = absl::GetFlag(FLAGS_cache_bytes);
+  o.ranker.graph_store_bytes = absl::GetFlag(FLAGS_graph_store_bytes);
+  o.ranker.max_nodes = absl::GetFlag(FLAGS_max_nodes);
+  o.ranker.max_configs = absl::GetFlag(FLAGS_max_configs);
+  o.ranker.workers = absl::GetFlag(FLAGS_workers);
+  o.ranker.queue_size = absl::GetFlag(FLAGS_queue_size);
+  o.ranker.cascade_fraction = absl::GetFlag(FLAGS_cascade_fraction);
+  o.ranker.activation_bytes = absl::GetFlag(FLAGS_activation_bytes);
+  o.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);
+  o.poll_interval_s = absl::GetFlag(FLAGS_poll_interval_s);
+  o.keep_versions = absl::GetFlag(FLAGS_keep_versions);
+  o.fold_inference = absl::GetFlag(FLAGS_fold_inference);
+  o.measurement_store = absl::GetFlag(FLAGS_measurement_store);
+  o.registration_bytes = absl::GetFlag(FLAGS_registration_bytes);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.reflection = absl::GetFlag(FLAGS_reflection);
+  o.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  o.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  o.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  o.tls.reload_s = absl::GetFlag(FLAGS_tls_reload_s);
+  o.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+  return o;
 }
-
-// Linking grpc++_reflection registers server reflection for every server builder;
-// this option takes the plugin out again (--reflection=false).
-class WithoutReflection : public grpc::ServerBuilderOption {
- public:
-  void UpdateArguments(grpc::ChannelArguments*) override {}
-  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
-    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
-                                  [](const auto& p) { return p->name() == "proto_server_reflection"; }),
-                   plugins->end());
-  }
-};
-
-using tgraph::LogError;
-using tgraph::LogInfo;
-using tgraph::LogWarning;
 
 }  // namespace
 
@@ -122,180 +113,7 @@ int main(int argc, char** argv) {
   const std::vector<char*> args = tgraph::ParseToolCommandLine(
       argc, argv, "Serve tgraph.v1.Ranker.\n  tgraph-server --registry REG [--address HOST:PORT]");
   if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
-  if (absl::GetFlag(FLAGS_log_format) != "text" && absl::GetFlag(FLAGS_log_format) != "json")
-    return tgraph::Fail(tgraph::UsageError(absl::StrCat("--log_format must be text or json, got '",
-                                                        absl::GetFlag(FLAGS_log_format), "'")));
-  tgraph::SetJsonLogs(absl::GetFlag(FLAGS_log_format) == "json");
-  const std::string registry = absl::GetFlag(FLAGS_registry);
-  if (registry.empty()) return tgraph::Fail(tgraph::UsageError("--registry is required"));
-  absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
-  if (!precision.ok())
-    return tgraph::Fail(tgraph::UsageError(absl::StrCat("--precision: ", precision.status().message())));
-  tgraph::ServerTlsOptions tls;
-  tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  tls.key_file = absl::GetFlag(FLAGS_tls_key);
-  tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
-  tls.reload_s = absl::GetFlag(FLAGS_tls_reload_s);
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = tgraph::MakeServerCredentials(tls);
-  if (!credentials.ok()) return tgraph::Fail(tgraph::UsageError(credentials.status().message()));
-  const int intra = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_intra_op_threads));
-  torch::set_num_threads(intra);
-  LogInfo(absl::StrCat("registry=", registry, " address=", absl::GetFlag(FLAGS_address),
-                   " metrics_address=", absl::GetFlag(FLAGS_metrics_address), " workers=", absl::GetFlag(FLAGS_workers),
-                   " intra_op_threads=", torch::get_num_threads(), " OMP_WAIT_POLICY=", tgraph::OpenMpWaitPolicy(),
-                   " queue_size=", absl::GetFlag(FLAGS_queue_size),
-                   " cache_bytes=", absl::GetFlag(FLAGS_cache_bytes), " graph_store_bytes=",
-                   absl::GetFlag(FLAGS_graph_store_bytes), " max_nodes=", absl::GetFlag(FLAGS_max_nodes),
-                   " max_configs=", absl::GetFlag(FLAGS_max_configs), " max_message_bytes=",
-                   absl::GetFlag(FLAGS_max_message_bytes), " poll_interval_s=", absl::GetFlag(FLAGS_poll_interval_s),
-                   " keep_versions=", absl::GetFlag(FLAGS_keep_versions),
-                   " fold_inference=", absl::GetFlag(FLAGS_fold_inference) ? "true" : "false",
-                   " precision=", tgraph::PrecisionName(*precision), " (", absl::GetFlag(FLAGS_precision),
-                   tgraph::CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
-                   " reflection=", absl::GetFlag(FLAGS_reflection) ? "true" : "false", " transport=", tls.Describe(),
-                   " registration_bytes=", absl::GetFlag(FLAGS_registration_bytes),
-                   " drain_timeout_s=",
-                   absl::GetFlag(FLAGS_drain_timeout_s)));
-  // Touch the BLAS once so it is mapped, then report it.
-  (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));
-  LogInfo(absl::StrCat("BLAS: ", BlasInUse()));
-
-  std::unique_ptr<tgraph::ServerMetrics> metrics;
-  if (!absl::GetFlag(FLAGS_metrics_address).empty()) {
-    absl::StatusOr<std::unique_ptr<tgraph::ServerMetrics>> m =
-        tgraph::ServerMetrics::Start(absl::GetFlag(FLAGS_metrics_address), tgraph::PrecisionName(*precision));
-    if (!m.ok()) return tgraph::Fail(m.status());
-    metrics = std::move(*m);
-    LogInfo(absl::StrCat("metrics on port ", metrics->port(), " at /metrics"));
-  }
-
-  tgraph::ModelManager models(tgraph::Registry(registry),
-                              {absl::GetFlag(FLAGS_keep_versions), absl::GetFlag(FLAGS_fold_inference), *precision});
-  auto report = [&](const std::vector<tgraph::ModelEvent>& events) {
-    for (const tgraph::ModelEvent& e : events) {
-      switch (e.kind) {
-        case tgraph::ModelEvent::Kind::kLoaded:
-          LogInfo(absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s"));
-          break;
-        case tgraph::ModelEvent::Kind::kFailed:
-          LogError(absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
-                           " (the previous version keeps serving)"));
-          break;
-        case tgraph::ModelEvent::Kind::kVanished:
-          LogError(absl::StrCat(e.collection, " version ", e.version, ": ", e.message));
-          break;
-        case tgraph::ModelEvent::Kind::kUnloaded:
-          LogInfo(absl::StrCat("unloaded ", e.collection, " version ", e.version, ": ", e.message));
-          break;
-      }
-      if (metrics) metrics->RecordModelEvent(e);
-    }
-  };
-  report(models.Poll());
-  // Registry problems are logged at startup, at each poll while nothing is loaded, and
-  // when they change while serving; every poll that finds one is counted by reason.
-  std::string registry_problem;
-  auto check_registry = [&] {
-    const tgraph::RegistryCheck c = models.registry().Check();
-    const bool serving = models.AnyLoaded();
-    if (!c.ok()) {
-      if (metrics) metrics->RecordRegistryError(c.reason);
-      if (!serving || c.message != registry_problem)
-        LogError(absl::StrCat(c.message, serving ? " (the versions already loaded keep serving)"
-                                                 : "; health is NOT_SERVING until a model loads"));
-    } else if (!registry_problem.empty()) {
-      LogInfo(absl::StrCat("registry ", registry, " is readable and holds a servable version again"));
-    }
-    registry_problem = c.ok() ? "" : c.message;
-  };
-  check_registry();
-  if (g_signal != 0) {
-    LogInfo(absl::StrCat("signal ", g_signal.load(), " while starting: stopped before serving"));
-    return tgraph::kExitOk;
-  }
-
-  tgraph::RankerOptions ro;
-  ro.cache_bytes = absl::GetFlag(FLAGS_cache_bytes);
-  ro.graph_store_bytes = absl::GetFlag(FLAGS_graph_store_bytes);
-  ro.max_nodes = absl::GetFlag(FLAGS_max_nodes);
-  ro.max_configs = absl::GetFlag(FLAGS_max_configs);
-  ro.workers = absl::GetFlag(FLAGS_workers);
-  ro.queue_size = absl::GetFlag(FLAGS_queue_size);
-  ro.cascade_fraction = absl::GetFlag(FLAGS_cascade_fraction);
-  ro.activation_bytes = absl::GetFlag(FLAGS_activation_bytes);
-  if (ro.activation_bytes <= 0) {
-    const int64_t spare = tgraph::AvailableMemoryBytes() - ro.cache_bytes - ro.graph_store_bytes - (int64_t{1} << 30);
-    ro.activation_bytes = std::max<int64_t>(int64_t{256} << 20, spare / std::max(1, ro.workers));
-  }
-  LogInfo(absl::StrCat("activation budget per request: ", ro.activation_bytes >> 20, " MiB",
-                   absl::GetFlag(FLAGS_activation_bytes) > 0 ? "" : " (auto, from the memory limit)"));
-  tgraph::Ranker ranker(&models, ro);
-  std::unique_ptr<tgraph::MeasurementStore> measurements;
-  if (!absl::GetFlag(FLAGS_measurement_store).empty()) {
-    measurements = std::make_unique<tgraph::MeasurementStore>(absl::GetFlag(FLAGS_measurement_store));
-    absl::StatusOr<int> stale = measurements->RemoveStaleTemporaries();
-    LogInfo(absl::StrCat("measurement store: ", measurements->root(),
-                     stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
-                                : absl::StrCat(" (", stale.status().message(), ")")));
-  }
-  const int64_t max_message_bytes = std::min<int64_t>(absl::GetFlag(FLAGS_max_message_bytes), INT32_MAX);
-  tgraph::RankerService service(&ranker, &models, metrics.get(), ro.max_nodes, measurements.get(),
-                               absl::GetFlag(FLAGS_registration_bytes), max_message_bytes);
-
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
-  grpc::ServerBuilder builder;
-  if (!absl::GetFlag(FLAGS_reflection)) builder.SetOption(std::make_unique<WithoutReflection>());
-  if (metrics) {
-    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-    interceptors.push_back(tgraph::MakeRequestCounter(metrics.get()));
-    builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  }
-  int port = 0;
-  builder.AddListeningPort(absl::GetFlag(FLAGS_address), *credentials, &port);
-  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
-  builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    LogError(absl::StrCat("cannot listen on ", absl::GetFlag(FLAGS_address),
-                          tls.enabled() ? " (with TLS: are --tls_cert and --tls_key a matching pair?)" : ""));
-    return 1;
-  }
-  auto set_health = [&] {
-    const bool serving = models.AnyLoaded();
-    server->GetHealthCheckService()->SetServingStatus("", serving);  // not the overload that sets every service
-    server->GetHealthCheckService()->SetServingStatus("tgraph.v1.Ranker", serving);
-    return serving;
-  };
-  server->GetHealthCheckService()->SetServingStatus("liveness", true);
-  if (!set_health() && registry_problem.empty())
-    LogWarning("no model is loaded yet (see the load failures above): health is NOT_SERVING until one loads");
-  models.StartPolling(absl::GetFlag(FLAGS_poll_interval_s), [&](const std::vector<tgraph::ModelEvent>& events) {
-    report(events);
-    check_registry();
-    if (const int64_t purged = ranker.PurgeUnloaded(); purged > 0)
-      LogInfo(absl::StrCat("dropped the prepared tensors of ", purged, " graph(s) for unloaded model versions"));
-    set_health();
-  });
-  if (metrics) metrics->Watch(&ranker, &models);
-  LogInfo(absl::StrCat("serving tgraph.v1.Ranker on port ", port));
-  if (!absl::GetFlag(FLAGS_port_file).empty()) {
-    // Written whole, then renamed: a reader never sees a half-written file.
-    const std::string tmp = absl::GetFlag(FLAGS_port_file) + ".tmp";
-    std::ofstream(tmp) << port << "\n" << (metrics ? metrics->port() : 0) << "\n";
-    std::rename(tmp.c_str(), absl::GetFlag(FLAGS_port_file).c_str());
-  }
-
-  while (g_signal == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  LogInfo(absl::StrCat("signal ", g_signal.load(), ": draining in-flight RPCs (up to ", absl::GetFlag(FLAGS_drain_timeout_s),
-                   " s)"));
-  server->GetHealthCheckService()->Shutdown();  // health reports NOT_SERVING from now on
-  const auto deadline = std::chrono::system_clock::now() +
-                        std::chrono::milliseconds(static_cast<int64_t>(absl::GetFlag(FLAGS_drain_timeout_s) * 1000));
-  server->Shutdown(deadline);
-  models.Stop();
-  if (metrics) metrics->Watch(nullptr, nullptr);  // the ranker and models go before the metrics
-  LogInfo("stopped");
-  return 0;
+  absl::StatusOr<tgraph::ServerOptions> options = OptionsFromFlags();
+  if (!options.ok()) return tgraph::Fail(options.status());
+  return tgraph::RunServer(*options, g_signal);
 }

@@ -1,5 +1,10 @@
 // The server's Prometheus metrics (prometheus-cpp), exposed on their own HTTP port.
 // Names say what they count, with units (Triton's convention).
+//
+// Threads: the Record* calls come from gRPC handler threads and the registry poller at
+// once (prometheus-cpp's metrics are thread-safe); scrapes run on the HTTP server's
+// thread. The ServerMetrics must outlive the RankerService and the interceptor that
+// record into it (server/server.cc builds it first and destroys it last).
 #pragma once
 
 #include <memory>
@@ -29,8 +34,9 @@ class ServerMetrics {
   // A registry poll that found nothing servable or could not read (RegistryCheck::reason).
   void RecordRegistryError(const std::string& reason);
   // What every scrape reads first: the ranker's counters and the loaded versions, so
-  // that gauges and counters are current whenever they are read. Call once, before
-  // the ranker or the models go away.
+  // that gauges and counters are current whenever they are read. Call with both once
+  // they serve, and with nullptrs before either goes away (a scrape in progress
+  // finishes first: Watch waits for it). Safe from any thread, any number of times.
   void Watch(const Ranker* ranker, const ModelManager* models);
 
  private:

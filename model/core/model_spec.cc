@@ -124,4 +124,9 @@ int64_t ReferenceStatsBytes(const ModelSpec& spec, int64_t pruned_nodes, int64_t
          static_cast<int64_t>(sizeof(float));
 }
 
+int64_t AutoActivationBytes(int64_t available_bytes, int64_t cache_bytes, int64_t graph_store_bytes, int workers) {
+  const int64_t spare = available_bytes - cache_bytes - graph_store_bytes - (int64_t{1} << 30);
+  return std::max<int64_t>(int64_t{256} << 20, spare / std::max(1, workers));
+}
+
 }  // namespace tgraph

@@ -66,4 +66,10 @@ int64_t ReferenceStatsBytes(const ModelSpec& spec, int64_t pruned_nodes, int64_t
 int64_t ConfigsWithinBudget(const ModelSpec& spec, int64_t pruned_nodes, Precision precision, int64_t groups,
                             int64_t budget);
 
+// The server's budget per request when none is given (--activation_bytes 0): the
+// memory the process may use (`available_bytes`: cgroup limit, else MemTotal) less
+// its caches and 1 GiB for the rest of the process, shared by the workers that score
+// at once; at least 256 MiB.
+int64_t AutoActivationBytes(int64_t available_bytes, int64_t cache_bytes, int64_t graph_store_bytes, int workers);
+
 }  // namespace tgraph

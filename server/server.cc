@@ -1,0 +1,272 @@
+#include "server/server.h"
+
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/impl/server_builder_option.h>
+#include <grpcpp/impl/server_builder_plugin.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "model/store/measurement_store.h"
+#include "model/tools/cli.h"
+#include "model/tools/tool.h"
+#include "server/metrics.h"
+#include "server/model_manager.h"
+#include "server/service.h"
+
+namespace tgraph {
+namespace {
+
+// The BLAS library LibTorch's matmuls end up in, from this process's mappings.
+std::string BlasInUse() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line, found;
+  while (std::getline(maps, line)) {
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    if (path.find("blas") != std::string::npos && found.find(path) == std::string::npos)
+      found += (found.empty() ? "" : ", ") + path;
+  }
+  return found.empty() ? "none mapped (LibTorch's own kernels)" : found;
+}
+
+// Linking grpc++_reflection registers server reflection for every server builder;
+// this option takes the plugin out again (reflection = false).
+class WithoutReflection : public grpc::ServerBuilderOption {
+ public:
+  void UpdateArguments(grpc::ChannelArguments*) override {}
+  void UpdatePlugins(std::vector<std::unique_ptr<grpc::ServerBuilderPlugin>>* plugins) override {
+    plugins->erase(std::remove_if(plugins->begin(), plugins->end(),
+                                  [](const auto& p) { return p->name() == "proto_server_reflection"; }),
+                   plugins->end());
+  }
+};
+
+void LogOptions(const ServerOptions& o) {
+  const RankerOptions& r = o.ranker;
+  LogInfo(absl::StrCat(
+      "registry=", o.registry, " address=", o.address, " metrics_address=", o.metrics_address, " workers=", r.workers,
+      " intra_op_threads=", torch::get_num_threads(), " OMP_WAIT_POLICY=", OpenMpWaitPolicy(),
+      " queue_size=", r.queue_size, " cache_bytes=", r.cache_bytes, " graph_store_bytes=", r.graph_store_bytes,
+      " max_nodes=", r.max_nodes, " max_configs=", r.max_configs, " max_message_bytes=", o.max_message_bytes,
+      " poll_interval_s=", o.poll_interval_s, " keep_versions=", o.keep_versions,
+      " fold_inference=", o.fold_inference ? "true" : "false", " precision=", PrecisionName(o.precision), " (",
+      o.precision_flag, CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
+      " reflection=", o.reflection ? "true" : "false", " transport=", o.tls.Describe(),
+      " registration_bytes=", o.registration_bytes, " drain_timeout_s=", o.drain_timeout_s));
+}
+
+// One server process's parts, in the order they are built; destroyed in reverse (the
+// gRPC server first, the metrics last). Used by RunServer's thread only.
+class ServerProcess {
+ public:
+  explicit ServerProcess(const ServerOptions& o) : o_(o) {}
+  ~ServerProcess() { Stop(); }
+
+  absl::Status StartMetrics();
+  void LoadModels();     // the first registry scan, logged
+  void OpenMeasurementStore();
+  absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
+  void StartPolling();  // health, hot swaps and purges from now on
+  void WritePortFile() const;
+  void Drain(int signal);
+
+ private:
+  void Report(const std::vector<ModelEvent>& events);
+  void CheckRegistry();
+  bool SetHealth();
+  void Stop();
+
+  const ServerOptions& o_;
+  std::unique_ptr<ServerMetrics> metrics_;
+  std::unique_ptr<ModelManager> models_;
+  std::string registry_problem_;  // the last registry check's message; "" when fine
+  std::unique_ptr<Ranker> ranker_;
+  std::unique_ptr<MeasurementStore> measurements_;
+  std::unique_ptr<RankerService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  int port_ = 0;
+};
+
+absl::Status ServerProcess::StartMetrics() {
+  if (o_.metrics_address.empty()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<ServerMetrics>> m = ServerMetrics::Start(o_.metrics_address, PrecisionName(o_.precision));
+  if (!m.ok()) return m.status();
+  metrics_ = std::move(*m);
+  LogInfo(absl::StrCat("metrics on port ", metrics_->port(), " at /metrics"));
+  return absl::OkStatus();
+}
+
+void ServerProcess::Report(const std::vector<ModelEvent>& events) {
+  for (const ModelEvent& e : events) {
+    switch (e.kind) {
+      case ModelEvent::Kind::kLoaded:
+        LogInfo(absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s"));
+        break;
+      case ModelEvent::Kind::kFailed:
+        LogError(absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,
+                              " (the previous version keeps serving)"));
+        break;
+      case ModelEvent::Kind::kVanished:
+        LogError(absl::StrCat(e.collection, " version ", e.version, ": ", e.message));
+        break;
+      case ModelEvent::Kind::kUnloaded:
+        LogInfo(absl::StrCat("unloaded ", e.collection, " version ", e.version, ": ", e.message));
+        break;
+    }
+    if (metrics_) metrics_->RecordModelEvent(e);
+  }
+}
+
+// Registry problems are logged at startup, at each poll while nothing is loaded, and
+// when they change while serving; every poll that finds one is counted by reason.
+void ServerProcess::CheckRegistry() {
+  const RegistryCheck c = models_->registry().Check();
+  const bool serving = models_->AnyLoaded();
+  if (!c.ok()) {
+    if (metrics_) metrics_->RecordRegistryError(c.reason);
+    if (!serving || c.message != registry_problem_)
+      LogError(absl::StrCat(c.message, serving ? " (the versions already loaded keep serving)"
+                                               : "; health is NOT_SERVING until a model loads"));
+  } else if (!registry_problem_.empty()) {
+    LogInfo(absl::StrCat("registry ", o_.registry, " is readable and holds a servable version again"));
+  }
+  registry_problem_ = c.ok() ? "" : c.message;
+}
+
+void ServerProcess::LoadModels() {
+  models_ = std::make_unique<ModelManager>(Registry(o_.registry),
+                                           ModelManager::Options{o_.keep_versions, o_.fold_inference, o_.precision});
+  Report(models_->Poll());
+  CheckRegistry();
+}
+
+void ServerProcess::OpenMeasurementStore() {
+  if (o_.measurement_store.empty()) return;
+  measurements_ = std::make_unique<MeasurementStore>(o_.measurement_store);
+  absl::StatusOr<int> stale = measurements_->RemoveStaleTemporaries();
+  LogInfo(absl::StrCat("measurement store: ", measurements_->root(),
+                       stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
+                                  : absl::StrCat(" (", stale.status().message(), ")")));
+}
+
+absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
+  RankerOptions ro = o_.ranker;
+  if (ro.activation_bytes <= 0)
+    ro.activation_bytes = AutoActivationBytes(AvailableMemoryBytes(), ro.cache_bytes, ro.graph_store_bytes, ro.workers);
+  LogInfo(absl::StrCat("activation budget per request: ", ro.activation_bytes >> 20, " MiB",
+                       o_.ranker.activation_bytes > 0 ? "" : " (auto, from the memory limit)"));
+  ranker_ = std::make_unique<Ranker>(models_.get(), ro);
+  OpenMeasurementStore();
+  const int64_t max_message_bytes = std::min<int64_t>(o_.max_message_bytes, INT32_MAX);
+  service_ = std::make_unique<RankerService>(ranker_.get(), models_.get(), metrics_.get(), ro.max_nodes,
+                                             measurements_.get(), o_.registration_bytes, max_message_bytes);
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  if (!o_.reflection) builder.SetOption(std::make_unique<WithoutReflection>());
+  if (metrics_) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+    interceptors.push_back(MakeRequestCounter(metrics_.get()));
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
+  builder.AddListeningPort(o_.address, credentials, &port_);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || port_ == 0)
+    return absl::UnavailableError(absl::StrCat(
+        "cannot listen on ", o_.address,
+        o_.tls.enabled() ? " (with TLS: are --tls_cert and --tls_key a matching pair?)" : ""));
+  return absl::OkStatus();
+}
+
+bool ServerProcess::SetHealth() {
+  const bool serving = models_->AnyLoaded();
+  server_->GetHealthCheckService()->SetServingStatus("", serving);  // not the overload that sets every service
+  server_->GetHealthCheckService()->SetServingStatus("tgraph.v1.Ranker", serving);
+  return serving;
+}
+
+void ServerProcess::StartPolling() {
+  server_->GetHealthCheckService()->SetServingStatus("liveness", true);
+  if (!SetHealth() && registry_problem_.empty())
+    LogWarning("no model is loaded yet (see the load failures above): health is NOT_SERVING until one loads");
+  // The poller's thread runs these; the members it touches are only read by this
+  // thread after Stop() has joined it.
+  models_->StartPolling(o_.poll_interval_s, [this](const std::vector<ModelEvent>& events) {
+    Report(events);
+    CheckRegistry();
+    if (const int64_t purged = ranker_->PurgeUnloaded(); purged > 0)
+      LogInfo(absl::StrCat("dropped the prepared tensors of ", purged, " graph(s) for unloaded model versions"));
+    SetHealth();
+  });
+  if (metrics_) metrics_->Watch(ranker_.get(), models_.get());
+  LogInfo(absl::StrCat("serving tgraph.v1.Ranker on port ", port_));
+}
+
+void ServerProcess::WritePortFile() const {
+  if (o_.port_file.empty()) return;
+  // Written whole, then renamed: a reader never sees a half-written file.
+  const std::string tmp = o_.port_file + ".tmp";
+  std::ofstream(tmp) << port_ << "\n" << (metrics_ ? metrics_->port() : 0) << "\n";
+  std::rename(tmp.c_str(), o_.port_file.c_str());
+}
+
+void ServerProcess::Drain(int signal) {
+  LogInfo(absl::StrCat("signal ", signal, ": draining in-flight RPCs (up to ", o_.drain_timeout_s, " s)"));
+  server_->GetHealthCheckService()->Shutdown();  // health reports NOT_SERVING from now on
+  server_->Shutdown(std::chrono::system_clock::now() +
+                    std::chrono::milliseconds(static_cast<int64_t>(o_.drain_timeout_s * 1000)));
+  Stop();
+  LogInfo("stopped");
+}
+
+// The poller stops, and the metrics forget the ranker and models, before either goes.
+void ServerProcess::Stop() {
+  if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  if (models_) models_->Stop();
+  if (metrics_) metrics_->Watch(nullptr, nullptr);
+}
+
+}  // namespace
+
+int RunServer(const ServerOptions& options, const std::atomic<int>& stop) {
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials = MakeServerCredentials(options.tls);
+  if (!credentials.ok()) return Fail(UsageError(credentials.status().message()));
+  torch::set_num_threads(ThreadsOrCores(options.intra_op_threads));
+  LogOptions(options);
+  (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));  // touch the BLAS once so it is mapped
+  LogInfo(absl::StrCat("BLAS: ", BlasInUse()));
+
+  ServerProcess process(options);
+  if (absl::Status s = process.StartMetrics(); !s.ok()) return Fail(s);
+  process.LoadModels();  // loading can take seconds: a stop meanwhile ends the process cleanly
+  if (stop != 0) {
+    LogInfo(absl::StrCat("signal ", stop.load(), " while starting: stopped before serving"));
+    return kExitOk;
+  }
+  if (absl::Status s = process.StartGrpc(*credentials); !s.ok()) {
+    LogError(s.message());
+    return kExitFailure;
+  }
+  process.StartPolling();
+  process.WritePortFile();
+  while (stop == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  process.Drain(stop.load());
+  return kExitOk;
+}
+
+}  // namespace tgraph
