@@ -305,13 +305,27 @@ absl::StatusOr<MeasurementReceipt> RankerClient::ReportMeasurements(const NodeGr
   return r;
 }
 
-absl::StatusOr<v1::ListModelsResponse> RankerClient::ListModels() {
+absl::StatusOr<std::vector<ModelInfo>> RankerClient::ListModels() {
   v1::ListModelsResponse resp;
   grpc::Status s = impl_->WithRetries("", [&](grpc::ClientContext* ctx) {
     return impl_->stub->ListModels(ctx, v1::ListModelsRequest(), &resp);
   }).status;
   if (!s.ok()) return FromGrpc(s, "ListModels");
-  return resp;
+  std::vector<ModelInfo> models;
+  for (const v1::ModelInfo& m : resp.models()) {
+    ModelInfo& info = models.emplace_back();
+    info.collection = m.collection();
+    info.version = m.version();
+    info.loaded_versions.assign(m.loaded_versions().begin(), m.loaded_versions().end());
+    info.architecture = m.architecture();
+    info.hidden = m.hidden();
+    info.folds = m.folds();
+    info.mean_valid_score = m.mean_valid_score();
+    info.created = m.created();
+    info.batch_size = m.batch_size();
+    info.reference_configs = m.reference_configs();
+  }
+  return models;
 }
 
 absl::StatusOr<std::string> RankerClient::Health(const std::string& service) {

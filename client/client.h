@@ -3,6 +3,10 @@
 // re-registered transparently when a server says the graph is not registered (the
 // machine-readable reason of proto/error_reason.h), UNAVAILABLE retried with
 // exponential backoff within a retry budget, every other error surfaced as an absl::Status.
+//
+// Threads: a RankerClient may be used from several threads at once: after construction
+// it holds only its options and the gRPC channel and stubs, which gRPC makes safe to
+// share. Results are plain values the caller owns; the library's types carry no protobuf.
 #pragma once
 
 #include <cstdint>
@@ -15,11 +19,6 @@
 #include "model/core/graph.h"
 
 namespace tgraph {
-
-namespace v1 {
-class RankConfigsResponse;
-class ListModelsResponse;
-}  // namespace v1
 
 // TLS to the server (server/tls.h). The PEM contents, not file names: TlsFromFiles
 // reads files with precise errors.
@@ -80,6 +79,19 @@ struct MeasurementReceipt {
   int64_t stored = 0;     // measurements stored durably
   std::string shard;      // the shard written, relative to the server's store
   int registrations = 0;  // RegisterGraph calls the report needed
+};
+
+// A model collection the server serves (ListModels), newest loaded version first.
+struct ModelInfo {
+  std::string collection;
+  int64_t version = 0;                  // what model_version 0 ranks with
+  std::vector<int64_t> loaded_versions;  // newest first; any may be pinned
+  std::string architecture;
+  int64_t hidden = 0, folds = 0;
+  double mean_valid_score = 0;          // the folds' mean validation Kendall tau at training
+  std::string created;
+  int64_t batch_size = 0;
+  int64_t reference_configs = 0;        // the default reference's size
 };
 
 // A configurable node as RegisterGraph lists it (configuration-row order).
@@ -156,7 +168,7 @@ class RankerClient {
                                                         const int64_t* runtimes_ns, int64_t count,
                                                         const std::string& source = "");
 
-  absl::StatusOr<v1::ListModelsResponse> ListModels();
+  absl::StatusOr<std::vector<ModelInfo>> ListModels();
   // SERVING, NOT_SERVING, ... of grpc.health.v1 for a health service name:
   // "tgraph.v1.Ranker" (or "") is readiness, "liveness" is liveness (docs/api.md).
   absl::StatusOr<std::string> Health(const std::string& service = "tgraph.v1.Ranker");

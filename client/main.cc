@@ -29,7 +29,6 @@
 #include "model/core/graph_io.h"
 #include "model/core/rank_metrics.h"
 #include "model/tools/tool.h"
-#include "tgraph/v1/ranker.pb.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address HOST:PORT");
 ABSL_FLAG(bool, tls, false, "Connect over TLS (implied by any --tls_* flag); the server's certificate is checked "
@@ -435,27 +434,27 @@ int main(int argc, char** argv) {
     return *h == "SERVING" ? tgraph::kExitOk : tgraph::kExitFailure;
   }
   if (cmd == "models") {
-    absl::StatusOr<tgraph::v1::ListModelsResponse> m = client.ListModels();
+    absl::StatusOr<std::vector<tgraph::ModelInfo>> m = client.ListModels();
     if (!m.ok()) return Fail(m.status());
     if (absl::GetFlag(FLAGS_json)) {
       nlohmann::json j = nlohmann::json::array();
-      for (const auto& info : m->models())
-        j.push_back({{"collection", info.collection()}, {"version", info.version()},
-                     {"loaded_versions", std::vector<int64_t>(info.loaded_versions().begin(), info.loaded_versions().end())},
-                     {"architecture", info.architecture()}, {"hidden", info.hidden()}, {"folds", info.folds()},
-                     {"mean_valid_score", info.mean_valid_score()}, {"created", info.created()},
-                     {"batch_size", info.batch_size()}, {"reference_configs", info.reference_configs()}});
+      for (const tgraph::ModelInfo& info : *m)
+        j.push_back({{"collection", info.collection}, {"version", info.version},
+                     {"loaded_versions", info.loaded_versions}, {"architecture", info.architecture},
+                     {"hidden", info.hidden}, {"folds", info.folds}, {"mean_valid_score", info.mean_valid_score},
+                     {"created", info.created}, {"batch_size", info.batch_size},
+                     {"reference_configs", info.reference_configs}});
       return PrintJson(j);
     }
     std::printf("%-20s %8s %10s %-20s %7s %6s %12s  %s\n", "collection", "version", "loaded", "architecture", "hidden",
                 "folds", "valid score", "created");
-    for (const auto& info : m->models()) {
+    for (const tgraph::ModelInfo& info : *m) {
       std::string loaded;
-      for (int64_t v : info.loaded_versions()) loaded += (loaded.empty() ? "" : ",") + std::to_string(v);
-      std::printf("%-20s %8lld %10s %-20s %7lld %6lld %12.4f  %s\n", info.collection().c_str(),
-                  static_cast<long long>(info.version()), loaded.c_str(), info.architecture().c_str(),
-                  static_cast<long long>(info.hidden()), static_cast<long long>(info.folds()), info.mean_valid_score(),
-                  info.created().c_str());
+      for (int64_t v : info.loaded_versions) loaded += (loaded.empty() ? "" : ",") + std::to_string(v);
+      std::printf("%-20s %8lld %10s %-20s %7lld %6lld %12.4f  %s\n", info.collection.c_str(),
+                  static_cast<long long>(info.version), loaded.c_str(), info.architecture.c_str(),
+                  static_cast<long long>(info.hidden), static_cast<long long>(info.folds), info.mean_valid_score,
+                  info.created.c_str());
     }
     return tgraph::kExitOk;
   }

@@ -12,7 +12,6 @@
 #include "absl/strings/str_format.h"
 #include "model/core/dataset.h"
 #include "model/core/graph_io.h"
-#include "tgraph/v1/ranker.pb.h"
 
 namespace tgraph {
 
@@ -72,10 +71,10 @@ absl::StatusOr<FinetuneRun> RunFinetune(const std::string& command) {
 absl::Status WaitForVersion(RankerClient& client, const std::string& collection, int64_t version, double timeout_s) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   while (std::chrono::steady_clock::now() < deadline) {
-    absl::StatusOr<v1::ListModelsResponse> m = client.ListModels();
+    absl::StatusOr<std::vector<ModelInfo>> m = client.ListModels();
     if (m.ok())
-      for (const auto& info : m->models())
-        if (info.collection() == collection && info.version() >= version) return absl::OkStatus();
+      for (const ModelInfo& info : *m)
+        if (info.collection == collection && info.version >= version) return absl::OkStatus();
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
   return absl::DeadlineExceededError(

@@ -1,6 +1,6 @@
-// A RankConfigs request as the service hands it to the Ranker, and its validation:
-// every field checked against the graph and the model it names, before any compute.
-// Torch-free.
+// The requests as the service hands them to the Ranker (RankConfigs, ReportMeasurements),
+// and a RankConfigs request's validation: every field checked against the graph and the
+// model it names, before any compute. Torch-free. Plain values: any thread.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +29,16 @@ struct RankRequest {
   int64_t num_reference_configs = 0;
   absl::string_view reference_layout_configs;
   absl::string_view reference_tile_configs;
+};
+
+// A ReportMeasurements request, its bytes borrowed like a RankRequest's.
+struct ReportRequest {
+  std::string collection;
+  std::string graph_hash;
+  int64_t num_configs = 0;
+  absl::string_view layout_configs;  // c x nc x 18 int8
+  std::vector<int64_t> runtimes_ns;
+  std::string source;
 };
 
 struct RankLimits {

@@ -79,43 +79,52 @@ absl::StatusOr<std::shared_ptr<const StoredGraph>> Ranker::RegisteredGraph(const
   return graph;
 }
 
-absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::function<bool()>& cancelled) {
-  const auto start = Clock::now();
-  // All validation happens here, before any compute.
+// Every check of a request, before any compute: the names (collection, version, graph
+// hash), the activation budget for this graph and model, then every field against
+// them (ValidateRankRequest).
+absl::StatusOr<Ranker::Admitted> Ranker::Admit(const RankRequest& q) {
   absl::StatusOr<Collection> coll = ParseCollection(q.collection);
-  if (!coll.ok()) return absl::NotFoundError(absl::StrCat("collection: ", coll.status().message()));
+  if (!coll.ok()) return absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()));
   if (q.model_version < 0) return absl::InvalidArgumentError("model_version must be 0 (latest) or a version number");
+  absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = RegisteredGraph(q.graph_hash);
+  if (!graph.ok() && graph.status().code() == absl::StatusCode::kInvalidArgument) return graph.status();
   absl::StatusOr<ModelHandle> model = models_->Get(q.collection, q.model_version);
   if (!model.ok()) return model.status();
-  absl::StatusOr<std::shared_ptr<const StoredGraph>> stored = RegisteredGraph(q.graph_hash);
-  if (!stored.ok()) return stored.status();
-  std::shared_ptr<const StoredGraph> graph = std::move(*stored);
+  if (!graph.ok()) return graph.status();
+  Admitted a{*model, std::move(*graph)};
 
-  // The batch size: the model's, made smaller when its activations would exceed the
-  // per-request budget.
-  const LoadedModel& loaded = *model->model;
-  int64_t batch_size = loaded.manifest.batch_size;
-  // The reference runs as one batch: the model's size, or a request's up to the larger
-  // of that and the batch, both within the budget.
-  int64_t max_reference = std::max(loaded.manifest.reference_configs, loaded.manifest.batch_size);
+  // The batch: the model's, made smaller when its activations would exceed the
+  // per-request budget. The reference runs as one batch: the model's size, or a
+  // request's up to the larger of that and the batch, both within the budget.
+  const LoadedModel& loaded = *a.model.model;
+  const int64_t nodes = a.graph->pruned.graph.num_nodes;
+  a.batch_size = loaded.manifest.batch_size;
+  a.max_reference = std::max(loaded.manifest.reference_configs, loaded.manifest.batch_size);
   const Precision precision = loaded.folds.empty() ? Precision::kFloat32 : loaded.folds.front()->InferencePrecision();
-  const int64_t per_config = ActivationBytesPerConfig(loaded.manifest.spec, graph->pruned.graph.num_nodes, precision);
-  const int64_t fits = ConfigsWithinBudget(loaded.manifest.spec, graph->pruned.graph.num_nodes, precision,
-                                           loaded.manifest.reference_groups, options_.activation_bytes);
-  if (fits >= 0) {
-    if (fits < 1)
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the graph has ", graph->pruned.graph.num_nodes, " nodes after pruning: one configuration needs about ",
-          per_config >> 20, " MiB of activations at hidden ", loaded.manifest.spec.hidden, ", over this server's ",
-          options_.activation_bytes >> 20, " MiB per request (--activation_bytes)"));
-    batch_size = std::min(batch_size, fits);
-    max_reference = std::min(max_reference, fits);
+  const int64_t fits = ConfigsWithinBudget(loaded.manifest.spec, nodes, precision, loaded.manifest.reference_groups,
+                                           options_.activation_bytes);
+  if (fits == 0)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the graph has ", nodes, " nodes after pruning: one configuration needs about ",
+        ActivationBytesPerConfig(loaded.manifest.spec, nodes, precision) >> 20, " MiB of activations at hidden ",
+        loaded.manifest.spec.hidden, ", over this server's ", options_.activation_bytes >> 20,
+        " MiB per request (--activation_bytes)"));
+  if (fits > 0) {
+    a.batch_size = std::min(a.batch_size, fits);
+    a.max_reference = std::min(a.max_reference, fits);
   }
-  if (absl::Status v = ValidateRankRequest(q, coll->kind, graph->num_config_nodes,
-                                           static_cast<int>(model->model->folds.size()), model->version,
-                                           {options_.max_configs, max_reference});
+  if (absl::Status v = ValidateRankRequest(q, coll->kind, a.graph->num_config_nodes,
+                                           static_cast<int>(loaded.folds.size()), a.model.version,
+                                           {options_.max_configs, a.max_reference});
       !v.ok())
     return v;
+  return a;
+}
+
+absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::function<bool()>& cancelled) {
+  const auto start = Clock::now();
+  absl::StatusOr<Admitted> admitted = Admit(q);
+  if (!admitted.ok()) return admitted.status();
 
   // Inference on the worker pool; this thread waits (or gives up on cancellation).
   auto promise = std::make_shared<std::promise<absl::StatusOr<RankResult>>>();
@@ -123,13 +132,12 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   const auto submitted = Clock::now();
   // The job borrows the request and the cancellation check: this thread waits for it,
   // so they outlive it, and the (possibly large) configurations are not copied.
-  const bool accepted = pool_->TrySubmit([this, promise, &q, m = *model, graph, batch_size, max_reference, &cancelled,
-                                          submitted] {
+  const bool accepted = pool_->TrySubmit([this, promise, &q, a = std::move(*admitted), &cancelled, submitted] {
     const double queue_ms = Ms(submitted, Clock::now());
     absl::StatusOr<RankResult> r = [&]() -> absl::StatusOr<RankResult> {
       if (cancelled && cancelled()) return absl::CancelledError("the request was cancelled while queued");
       try {
-        return RankOnWorker(q, m, graph, batch_size, max_reference, cancelled);
+        return RankOnWorker(q, a, cancelled);
       } catch (const c10::Error& e) {
         return absl::InternalError(absl::StrCat("inference failed: ", e.what_without_backtrace()));
       } catch (const std::exception& e) {
@@ -153,31 +161,57 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   return r;
 }
 
-absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const ModelHandle& m,
-                                                std::shared_ptr<const StoredGraph> graph, int64_t batch_size,
-                                                int64_t max_reference, const std::function<bool()>& cancelled) {
-  RankResult r;
-  r.model_version = m.version;
-  const LoadedModel& model = *m.model;
-  // The graph's configuration-independent work, once per (graph, model version).
-  const PreparedKey key{q.graph_hash, {m.collection, m.version}};
+// The graph's configuration-independent work for a model version, from the cache or
+// computed now (and cached); `r` gets the cache hit and the time taken.
+std::shared_ptr<const Ranker::PreparedGraph> Ranker::Prepare(const std::string& graph_hash, const ModelHandle& m,
+                                                             const StoredGraph& graph, RankTiming* timing) {
+  const PreparedKey key{graph_hash, {m.collection, m.version}};
   std::shared_ptr<const PreparedGraph> prepared = prepared_.Get(key);
-  r.timing.cache_hit = prepared != nullptr;
-  if (!prepared) {
-    const auto t0 = Clock::now();
-    torch::NoGradGuard no_grad;
-    auto p = std::make_shared<PreparedGraph>();
-    p->tensors = MakeGraphTensors(graph->pruned.graph, graph->pruned.config_node_index, model.manifest.stats);
-    p->bytes = p->tensors.bytes();
-    for (const auto& net : model.folds) {
-      p->encodings.push_back(net->Precompute(p->tensors));
-      const StaticEncoding& e = p->encodings.back();
-      p->bytes += TensorBytes(e.node_in) + TensorBytes(e.config_h0) + TensorBytes(e.graph_emb);
-    }
-    r.timing.graph_prepare_ms = Ms(t0, Clock::now());
-    prepared_.Put(key, p, p->bytes);
-    prepared = std::move(p);
+  timing->cache_hit = prepared != nullptr;
+  if (prepared) return prepared;
+  const auto t0 = Clock::now();
+  torch::NoGradGuard no_grad;
+  auto p = std::make_shared<PreparedGraph>();
+  p->tensors = MakeGraphTensors(graph.pruned.graph, graph.pruned.config_node_index, m.model->manifest.stats);
+  p->bytes = p->tensors.bytes();
+  for (const auto& net : m.model->folds) {
+    p->encodings.push_back(net->Precompute(p->tensors));
+    const StaticEncoding& e = p->encodings.back();
+    p->bytes += TensorBytes(e.node_in) + TensorBytes(e.config_h0) + TensorBytes(e.graph_emb);
   }
+  timing->graph_prepare_ms = Ms(t0, Clock::now());
+  prepared_.Put(key, p, p->bytes);
+  return p;
+}
+
+namespace {
+
+// Configuration rows over a request's bytes: layout rows are borrowed; tile rows are
+// copied into `tile` (the message's bytes need not be aligned for float).
+ConfigRows RowsOf(int64_t count, absl::string_view layout, absl::string_view tile_bytes, int64_t num_config_nodes,
+                  std::vector<float>* tile) {
+  ConfigRows rows;
+  rows.count = count;
+  if (!layout.empty()) {
+    rows.layout = reinterpret_cast<const int8_t*>(layout.data());
+    rows.num_config_nodes = num_config_nodes;
+  }
+  if (!tile_bytes.empty()) {
+    tile->resize(tile_bytes.size() / sizeof(float));
+    std::memcpy(tile->data(), tile_bytes.data(), tile_bytes.size());
+    rows.tile = tile->data();
+  }
+  return rows;
+}
+
+}  // namespace
+
+absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Admitted& a,
+                                                const std::function<bool()>& cancelled) {
+  RankResult r;
+  r.model_version = a.model.version;
+  const LoadedModel& model = *a.model.model;
+  const std::shared_ptr<const PreparedGraph> prepared = Prepare(q.graph_hash, a.model, *a.graph, &r.timing);
   std::vector<FoldModel> folds;
   if (q.folds.empty()) {
     for (size_t f = 0; f < model.folds.size(); ++f)
@@ -185,31 +219,14 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
   } else {
     for (int f : q.folds) folds.push_back({model.folds[f].get(), &prepared->encodings[f], f});
   }
-  ConfigRows rows;
-  rows.count = q.num_configs;
-  if (!q.layout_configs.empty()) {
-    rows.layout = reinterpret_cast<const int8_t*>(q.layout_configs.data());
-    rows.num_config_nodes = graph->num_config_nodes;
-  }
-  std::vector<float> tile;
-  if (!q.tile_configs.empty()) {
-    tile.resize(q.tile_configs.size() / sizeof(float));
-    std::memcpy(tile.data(), q.tile_configs.data(), q.tile_configs.size());
-    rows.tile = tile.data();
-  }
-  ConfigRows reference = rows;
-  reference.count = q.num_reference_configs;
-  std::vector<float> reference_tile;
-  if (!q.reference_layout_configs.empty()) reference.layout = reinterpret_cast<const int8_t*>(q.reference_layout_configs.data());
-  if (!q.reference_tile_configs.empty()) {
-    reference_tile.resize(q.reference_tile_configs.size() / sizeof(float));
-    std::memcpy(reference_tile.data(), q.reference_tile_configs.data(), q.reference_tile_configs.size());
-    reference.tile = reference_tile.data();
-  }
+  std::vector<float> tile, reference_tile;
+  const ConfigRows rows = RowsOf(q.num_configs, q.layout_configs, q.tile_configs, a.graph->num_config_nodes, &tile);
+  const ConfigRows reference = RowsOf(q.num_reference_configs, q.reference_layout_configs, q.reference_tile_configs,
+                                      a.graph->num_config_nodes, &reference_tile);
   ScoringOptions so;
-  so.batch_size = batch_size;
+  so.batch_size = a.batch_size;
   so.reference_size = model.manifest.reference_configs;
-  so.max_reference = max_reference;
+  so.max_reference = a.max_reference;
   so.reference_groups = model.manifest.reference_groups;
   if (q.num_reference_configs > 0) so.reference = &reference;
   so.cancelled = cancelled;
@@ -227,11 +244,32 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Mode
   // load, so this means an overflow inside the network for this graph).
   if (const int64_t bad = std::count_if(s.score.begin(), s.score.end(), [](double v) { return !std::isfinite(v); });
       bad > 0)
-    return absl::InternalError(absl::StrCat("model ", q.collection, " version ", m.version, " gave ", bad, " of ",
+    return absl::InternalError(absl::StrCat("model ", q.collection, " version ", a.model.version, " gave ", bad, " of ",
                                             q.num_configs, " configurations a non-finite score; nothing is ranked"));
   r.scores.assign(s.score.begin(), s.score.end());
   r.spread.assign(s.spread.begin(), s.spread.end());
   for (int64_t i : RankByScore(s.score, q.top_k)) r.ranking.push_back(static_cast<int32_t>(i));
+  return r;
+}
+
+absl::StatusOr<MeasurementReport> Ranker::MeasurementReportFor(const ReportRequest& q) {
+  absl::StatusOr<Collection> coll = ParseCollection(q.collection);
+  if (!coll.ok()) return absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()));
+  absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = RegisteredGraph(q.graph_hash);
+  if (!graph.ok()) return graph.status();
+  if ((*graph)->num_config_nodes == 0)
+    return absl::InvalidArgumentError("graph_hash: this graph has no configurable nodes (a tile graph?); "
+                                      "measurements are stored for layout graphs");
+  MeasurementReport r;
+  r.collection = *coll;
+  r.graph_hash = q.graph_hash;
+  r.graph = (*graph)->pruned.graph;
+  r.node_config_ids = (*graph)->pruned.config_node_index;
+  r.num_configs = q.num_configs;
+  r.config_feat.assign(reinterpret_cast<const int8_t*>(q.layout_configs.data()),
+                       reinterpret_cast<const int8_t*>(q.layout_configs.data()) + q.layout_configs.size());
+  r.runtime_ns = q.runtimes_ns;
+  r.source = q.source;
   return r;
 }
 

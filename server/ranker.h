@@ -1,8 +1,14 @@
 // The ranking service's logic, independent of gRPC: it ties together the registered
-// graphs (GraphStore), request validation before any compute (ValidateRankRequest),
-// per (graph, model version) configuration-independent tensors in a byte-bounded LRU
-// cache, the activation budget, and inference on a bounded worker pool (WorkerPool)
-// through the shared scoring function. Torch-free header.
+// graphs (GraphStore), request validation before any compute (Admit), per (graph,
+// model version) configuration-independent tensors in a byte-bounded LRU cache, the
+// activation budget, and inference on a bounded worker pool (WorkerPool) through the
+// shared scoring function. Torch-free header.
+//
+// Threads: every public method may be called from any number of threads at once (the
+// gRPC handlers and the registry poller do); Rank blocks its caller until a worker has
+// scored the request, or the queue refuses it. The Ranker owns the graph store, the
+// tensor cache and the worker pool (joined in its destructor, so no job outlives it);
+// it borrows the ModelManager, which must outlive it. Results are the caller's.
 #pragma once
 
 #include <atomic>
@@ -14,6 +20,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/store/measurement_store.h"
 #include "proto/graph_codec.h"
 #include "server/graph_store.h"
 #include "server/lru_cache.h"
@@ -77,6 +84,12 @@ class Ranker {
   // queued and between batches: a cancelled or expired RPC stops consuming compute.
   absl::StatusOr<RankResult> Rank(const RankRequest& request, const std::function<bool()>& cancelled);
 
+  // A ReportMeasurements request as a report of its registered graph, for
+  // MeasurementStore::Append, which checks the rows and runtimes. INVALID_ARGUMENT for a
+  // collection name that does not parse or a graph without configurable nodes; the
+  // graph hash's errors as RegisteredGraph's. The collection need not have a model.
+  absl::StatusOr<MeasurementReport> MeasurementReportFor(const ReportRequest& request);
+
   RankerStats Stats() const;
 
   // A registered graph by hash: INVALID_ARGUMENT for a malformed hash, NOT_FOUND when
@@ -95,9 +108,19 @@ class Ranker {
   };
   using PreparedKey = std::pair<std::string, std::pair<std::string, int64_t>>;  // hash, (collection, version)
 
-  absl::StatusOr<RankResult> RankOnWorker(const RankRequest& request, const ModelHandle& model,
-                                          std::shared_ptr<const StoredGraph> graph, int64_t batch_size,
-                                          int64_t max_reference, const std::function<bool()>& cancelled);
+  // A request that passed every check, with what running it needs.
+  struct Admitted {
+    ModelHandle model;
+    std::shared_ptr<const StoredGraph> graph;
+    int64_t batch_size = 0;     // within the activation budget
+    int64_t max_reference = 0;  // likewise
+  };
+  // All of a request's validation, in one place, before any compute.
+  absl::StatusOr<Admitted> Admit(const RankRequest& request);
+  std::shared_ptr<const PreparedGraph> Prepare(const std::string& graph_hash, const ModelHandle& model,
+                                               const StoredGraph& graph, RankTiming* timing);
+  absl::StatusOr<RankResult> RankOnWorker(const RankRequest& request, const Admitted& admitted,
+                                          const std::function<bool()>& cancelled);
 
   ModelManager* models_;
   RankerOptions options_;

@@ -128,7 +128,7 @@ grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
-grpc::Status RankerService::RegisterGraph(grpc::ServerContext*, const v1::RegisterGraphRequest* request,
+grpc::Status RankerService::RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                                           v1::RegisterGraphResponse* response) {
   const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong());
   std::optional<ByteBudget::Lease> lease = registrations_.TryAcquire(bytes);
@@ -139,10 +139,10 @@ grpc::Status RankerService::RegisterGraph(grpc::ServerContext*, const v1::Regist
                                      registrations_.budget() >> 20, " MiB) with this one (", bytes >> 20,
                                      " MiB): retry with backoff"));
   absl::StatusOr<WireGraph> g = DecodeRegistration(*request, max_nodes_);
-  if (!g.ok()) return ToGrpc(g.status());
+  if (!g.ok()) return ToGrpc(g.status(), context);
   EncodeConfigurableNodes(*g, response);
   absl::StatusOr<RegisterResult> r = ranker_->Register(std::move(*g));
-  if (!r.ok()) return ToGrpc(r.status());
+  if (!r.ok()) return ToGrpc(r.status(), context);
   response->set_graph_hash(r->graph_hash);
   response->set_num_nodes(r->num_nodes);
   response->set_pruned_nodes(r->pruned_nodes);
@@ -217,30 +217,21 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
   if (!measurements_)
     return grpc::Status(grpc::FAILED_PRECONDITION,
                                  "this server keeps no measurements: start it with --measurement_store DIR");
-  absl::StatusOr<Collection> coll = ParseCollection(request->collection());
-  if (!coll.ok()) return ToGrpc(absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message())));
-  absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = ranker_->RegisteredGraph(request->graph_hash());
-  if (!graph.ok()) return ToGrpc(graph.status(), context);
-  if ((*graph)->num_config_nodes == 0)
-    return grpc::Status(grpc::INVALID_ARGUMENT, "graph_hash: this graph has no configurable nodes (a tile "
-                                                         "graph?); measurements are stored for layout graphs");
-  MeasurementReport r;
-  r.collection = *coll;
-  r.graph_hash = request->graph_hash();
-  r.graph = (*graph)->pruned.graph;
-  r.node_config_ids = (*graph)->pruned.config_node_index;
-  r.num_configs = request->num_configs();
-  const std::string& bytes = request->layout_configs();
-  r.config_feat.assign(reinterpret_cast<const int8_t*>(bytes.data()),
-                       reinterpret_cast<const int8_t*>(bytes.data()) + bytes.size());
-  r.runtime_ns.assign(request->runtimes_ns().begin(), request->runtimes_ns().end());
-  r.source = request->source();
-  absl::StatusOr<AppendResult> a = measurements_->Append(r);
+  ReportRequest q;
+  q.collection = request->collection();
+  q.graph_hash = request->graph_hash();
+  q.num_configs = request->num_configs();
+  q.layout_configs = request->layout_configs();
+  q.runtimes_ns.assign(request->runtimes_ns().begin(), request->runtimes_ns().end());
+  q.source = request->source();
+  absl::StatusOr<MeasurementReport> r = ranker_->MeasurementReportFor(q);
+  if (!r.ok()) return ToGrpc(r.status(), context);
+  absl::StatusOr<AppendResult> a = measurements_->Append(*r);
   if (!a.ok()) {
     // Invalid reports are the client's; anything else is the store's, and counted.
     if (a.status().code() != absl::StatusCode::kInvalidArgument && metrics_)
       metrics_->RecordMeasurementError(CodeName(static_cast<grpc::StatusCode>(a.status().code())));
-    return ToGrpc(a.status());
+    return ToGrpc(a.status(), context);
   }
   if (metrics_) metrics_->RecordMeasurements(a->measurements, a->bytes);
   response->set_stored(a->measurements);

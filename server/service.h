@@ -1,5 +1,10 @@
 // The gRPC service tgraph.v1.Ranker: thin handlers that decode, call the Ranker, map
 // absl::Status to gRPC status codes and record metrics.
+//
+// Threads: gRPC calls the handlers from its own threads, any number at once. The
+// service borrows the Ranker, the ModelManager, the metrics (may be null) and the
+// measurement store (may be null); all must outlive the grpc::Server it is registered
+// with (server/server.cc shuts that down first).
 #pragma once
 
 #include <grpcpp/support/server_interceptor.h>
@@ -70,7 +75,8 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeRequestCounter(ServerMetrics* metrics);
 
 // absl::Status -> grpc::Status with the same code and message; a machine-readable
-// reason (proto/error_reason.h) becomes trailing metadata of `context` when given.
-grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context = nullptr);
+// reason (proto/error_reason.h) becomes trailing metadata of `context` (required: a
+// handler that dropped it would hide the reason from clients).
+grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context);
 
 }  // namespace tgraph

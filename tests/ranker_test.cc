@@ -303,7 +303,7 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   const RankRequest good = LayoutRequest(g, hash);
   RankRequest q = good;
   q.collection = "layout:xla";
-  expect(q, absl::StatusCode::kNotFound, "unknown collection");
+  expect(q, absl::StatusCode::kInvalidArgument, "unknown collection");
   q = good;
   q.collection = "layout:nlp:random";
   expect(q, absl::StatusCode::kNotFound, "no model is loaded for collection 'layout:nlp:random'");
