@@ -107,12 +107,124 @@ absl::StatusOr<tgraph::LayoutConfigRows> ConfigsFlag(int64_t nc) {
   return rows;
 }
 
+// A ranking and what it is printed with: the graph's runtimes where the file has them.
+struct Ranked {
+  tgraph::Ranking r;
+  std::vector<double> truth;  // per configuration; all 0 when unknown
+  int64_t count = 0, nodes = 0;
+  std::string path;
+};
+
+absl::StatusOr<Ranked> RankHlo(tgraph::RankerClient& client, const tgraph::RankOptions& o) {
+  Ranked out;
+  out.path = absl::GetFlag(FLAGS_hlo);
+  absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromFile(out.path);
+  if (!p.ok()) return p.status();
+  for (const std::string& w : p->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
+  absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
+  if (!rows.ok()) return rows.status();
+  out.count = rows->count;
+  out.nodes = p->graph.num_nodes;
+  out.truth.assign(static_cast<size_t>(out.count), 0.0);
+  absl::StatusOr<tgraph::Ranking> r = client.RankLayout(*p, rows->values.data(), out.count, o);
+  if (!r.ok()) return r.status();
+  out.r = std::move(*r);
+  return out;
+}
+
+absl::StatusOr<Ranked> RankFile(tgraph::RankerClient& client, tgraph::CollectionKind kind,
+                                const tgraph::RankOptions& o) {
+  Ranked out;
+  out.path = absl::GetFlag(FLAGS_npz);
+  const int64_t max = absl::GetFlag(FLAGS_max_configs);
+  const std::string configs = absl::GetFlag(FLAGS_configs);
+  absl::StatusOr<tgraph::Ranking> r;
+  if (kind == tgraph::CollectionKind::kLayout) {
+    // With --configs the file may be graph-only (tgraph-featurize module writes one).
+    absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(out.path, /*allow_no_configs=*/!configs.empty());
+    if (!g.ok()) return g.status();
+    if (!configs.empty()) {
+      absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(g->num_config_nodes());
+      if (!rows.ok()) return rows.status();
+      g->num_configs = rows->count;
+      g->config_feat = std::move(rows->values);
+      g->config_runtime.assign(static_cast<size_t>(rows->count), 0);
+    }
+    out.count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
+    out.nodes = g->graph.num_nodes;
+    out.truth.assign(g->config_runtime.begin(), g->config_runtime.begin() + out.count);
+    r = client.RankLayout(g->graph, g->node_config_ids, g->config_feat.data(), out.count, o);
+  } else {
+    absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(out.path);
+    if (!g.ok()) return g.status();
+    out.count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
+    out.nodes = g->graph.num_nodes;
+    out.truth = tgraph::TileTargets(*g);
+    out.truth.resize(static_cast<size_t>(out.count));
+    r = client.RankTile(g->graph, g->config_feat.data(), out.count, o);
+  }
+  if (!r.ok()) return r.status();
+  out.r = std::move(*r);
+  return out;
+}
+
+int PrintRankedJson(const Ranked& x, const std::string& collection, int64_t k, bool known) {
+  const tgraph::Ranking& r = x.r;
+  nlohmann::json j = {{"graph", x.path}, {"nodes", x.nodes}, {"configs", x.count}, {"collection", collection},
+                      {"model_version", r.model_version}, {"registrations", r.registrations},
+                      {"reference_configs", r.reference_configs},
+                      {"timing", {{"total_ms", r.server_total_ms}, {"queue_ms", r.queue_ms},
+                                  {"graph_prepare_ms", r.graph_prepare_ms}, {"inference_ms", r.inference_ms},
+                                  {"cache_hit", r.cache_hit}, {"rescored", r.rescored}}},
+                      {"top", nlohmann::json::array()}, {"scores", r.scores}, {"spread", r.spread}};
+  for (int64_t i = 0; i < k; ++i) {
+    const int32_t idx = r.order[i];
+    nlohmann::json row = {{"rank", i + 1}, {"config", idx}, {"score", r.scores[idx]}, {"spread", r.spread[idx]}};
+    if (known) row["runtime"] = x.truth[idx];
+    j["top"].push_back(row);
+  }
+  if (known) {
+    const std::vector<double> scores(r.scores.begin(), r.scores.end());
+    j["against_runtimes"] = {{"kendall_tau", tgraph::KendallTau(scores, x.truth)},
+                             {"opa", tgraph::OrderedPairAccuracy(scores, x.truth)},
+                             {"top1_error", tgraph::TopKError(scores, x.truth, 1)},
+                             {"topk_error", tgraph::TopKError(scores, x.truth, k)}};
+  }
+  return PrintJson(j);
+}
+
+int PrintRankedText(const Ranked& x, const std::string& collection, int64_t k, bool known, bool cascade) {
+  const tgraph::Ranking& r = x.r;
+  std::printf("%s: %lld nodes, %lld configurations ranked by %s version %lld against a reference of %lld\n",
+              x.path.c_str(), static_cast<long long>(x.nodes), static_cast<long long>(x.count), collection.c_str(),
+              static_cast<long long>(r.model_version), static_cast<long long>(r.reference_configs));
+  std::printf("server time %.1f ms (queue %.1f, graph preparation %.1f%s, inference %.1f)%s\n", r.server_total_ms,
+              r.queue_ms, r.graph_prepare_ms, r.cache_hit ? ", cache hit" : "", r.inference_ms,
+              r.registrations ? "; the graph was registered first" : "");
+  if (cascade)
+    std::printf("cascade: %lld of %lld configurations scored by every fold\n", static_cast<long long>(r.rescored),
+                static_cast<long long>(x.count));
+  std::printf("%6s %8s %12s %10s%s\n", "rank", "config", "score", "spread", known ? "   runtime" : "");
+  for (int64_t i = 0; i < k; ++i) {
+    const int32_t idx = r.order[i];
+    std::printf("%6lld %8d %12.4f %10.4f", static_cast<long long>(i + 1), idx, r.scores[idx], r.spread[idx]);
+    if (known) std::printf("   %.6g", x.truth[idx]);
+    std::printf("\n");
+  }
+  if (known) {
+    const std::vector<double> scores(r.scores.begin(), r.scores.end());
+    std::printf("against the file's runtimes: Kendall tau %.4f, OPA %.4f, top-1 error %.4f, top-%lld error %.4f\n",
+                tgraph::KendallTau(scores, x.truth), tgraph::OrderedPairAccuracy(scores, x.truth),
+                tgraph::TopKError(scores, x.truth, 1), static_cast<long long>(k), tgraph::TopKError(scores, x.truth, k));
+  }
+  return tgraph::kExitOk;
+}
+
 int Rank(tgraph::RankerClient& client) {
   absl::StatusOr<tgraph::Collection> c = CollectionFlag();
   if (!c.ok()) return Fail(c.status());
   const std::string hlo = absl::GetFlag(FLAGS_hlo), configs = absl::GetFlag(FLAGS_configs);
-  std::string path = absl::GetFlag(FLAGS_npz);
-  if (path.empty() == hlo.empty()) return Fail(UsageError("give one graph: --npz FILE or --hlo FILE"));
+  if (absl::GetFlag(FLAGS_npz).empty() == hlo.empty()) return Fail(UsageError("give one graph: --npz FILE or --hlo FILE"));
   if (!hlo.empty() && configs.empty())
     return Fail(UsageError("--hlo needs --configs ROWS.npy|.npz: (c, nc, 18) layout rows for the module's "
                            "configurable nodes (tgraph-client register --hlo lists them)"));
@@ -123,91 +235,12 @@ int Rank(tgraph::RankerClient& client) {
   o.model_version = absl::GetFlag(FLAGS_model_version);
   o.cascade = absl::GetFlag(FLAGS_cascade);
   if (o.cascade) o.top_k = absl::GetFlag(FLAGS_top_k);
-  const int64_t max = absl::GetFlag(FLAGS_max_configs);
-  absl::StatusOr<tgraph::Ranking> r;
-  std::vector<double> truth;
-  int64_t count = 0, nodes = 0;
-  if (!hlo.empty()) {
-    absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromFile(hlo);
-    if (!p.ok()) return Fail(p.status());
-    for (const std::string& w : p->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
-    absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
-    if (!rows.ok()) return Fail(rows.status());
-    count = rows->count;
-    nodes = p->graph.num_nodes;
-    truth.assign(static_cast<size_t>(count), 0.0);
-    path = hlo;
-    r = client.RankLayout(*p, rows->values.data(), count, o);
-  } else if (c->kind == tgraph::CollectionKind::kLayout) {
-    // With --configs the file may be graph-only (tgraph-featurize module writes one).
-    absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path, /*allow_no_configs=*/!configs.empty());
-    if (!g.ok()) return Fail(g.status());
-    if (!configs.empty()) {
-      absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(g->num_config_nodes());
-      if (!rows.ok()) return Fail(rows.status());
-      g->num_configs = rows->count;
-      g->config_feat = std::move(rows->values);
-      g->config_runtime.assign(static_cast<size_t>(rows->count), 0);
-    }
-    count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
-    nodes = g->graph.num_nodes;
-    truth.assign(g->config_runtime.begin(), g->config_runtime.begin() + count);
-    r = client.RankLayout(g->graph, g->node_config_ids, g->config_feat.data(), count, o);
-  } else {
-    absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(path);
-    if (!g.ok()) return Fail(g.status());
-    count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
-    nodes = g->graph.num_nodes;
-    truth = tgraph::TileTargets(*g);
-    truth.resize(static_cast<size_t>(count));
-    r = client.RankTile(g->graph, g->config_feat.data(), count, o);
-  }
-  if (!r.ok()) return Fail(r.status());
-  const bool known = *std::max_element(truth.begin(), truth.end()) > 0;
-  const int64_t k = std::min<int64_t>(absl::GetFlag(FLAGS_top_k), count);
-  const std::vector<double> scores(r->scores.begin(), r->scores.end());
-  if (absl::GetFlag(FLAGS_json)) {
-    nlohmann::json j = {{"graph", path}, {"nodes", nodes}, {"configs", count}, {"collection", c->name()},
-                        {"model_version", r->model_version}, {"registrations", r->registrations},
-                        {"reference_configs", r->reference_configs},
-                        {"timing", {{"total_ms", r->server_total_ms}, {"queue_ms", r->queue_ms},
-                                    {"graph_prepare_ms", r->graph_prepare_ms}, {"inference_ms", r->inference_ms},
-                                    {"cache_hit", r->cache_hit}, {"rescored", r->rescored}}},
-                        {"top", nlohmann::json::array()}, {"scores", r->scores}, {"spread", r->spread}};
-    for (int64_t i = 0; i < k; ++i) {
-      const int32_t idx = r->order[i];
-      nlohmann::json row = {{"rank", i + 1}, {"config", idx}, {"score", r->scores[idx]}, {"spread", r->spread[idx]}};
-      if (known) row["runtime"] = truth[idx];
-      j["top"].push_back(row);
-    }
-    if (known)
-      j["against_runtimes"] = {{"kendall_tau", tgraph::KendallTau(scores, truth)},
-                               {"opa", tgraph::OrderedPairAccuracy(scores, truth)},
-                               {"top1_error", tgraph::TopKError(scores, truth, 1)},
-                               {"topk_error", tgraph::TopKError(scores, truth, k)}};
-    return PrintJson(j);
-  }
-  std::printf("%s: %lld nodes, %lld configurations ranked by %s version %lld against a reference of %lld\n",
-              path.c_str(), static_cast<long long>(nodes), static_cast<long long>(count), c->name().c_str(),
-              static_cast<long long>(r->model_version), static_cast<long long>(r->reference_configs));
-  std::printf("server time %.1f ms (queue %.1f, graph preparation %.1f%s, inference %.1f)%s\n", r->server_total_ms,
-              r->queue_ms, r->graph_prepare_ms, r->cache_hit ? ", cache hit" : "", r->inference_ms,
-              r->registrations ? "; the graph was registered first" : "");
-  if (o.cascade)
-    std::printf("cascade: %lld of %lld configurations scored by every fold\n", static_cast<long long>(r->rescored),
-                static_cast<long long>(count));
-  std::printf("%6s %8s %12s %10s%s\n", "rank", "config", "score", "spread", known ? "   runtime" : "");
-  for (int64_t i = 0; i < k; ++i) {
-    const int32_t idx = r->order[i];
-    std::printf("%6lld %8d %12.4f %10.4f", static_cast<long long>(i + 1), idx, r->scores[idx], r->spread[idx]);
-    if (known) std::printf("   %.6g", truth[idx]);
-    std::printf("\n");
-  }
-  if (known)
-    std::printf("against the file's runtimes: Kendall tau %.4f, OPA %.4f, top-1 error %.4f, top-%lld error %.4f\n",
-                tgraph::KendallTau(scores, truth), tgraph::OrderedPairAccuracy(scores, truth),
-                tgraph::TopKError(scores, truth, 1), static_cast<long long>(k), tgraph::TopKError(scores, truth, k));
-  return tgraph::kExitOk;
+  absl::StatusOr<Ranked> x = hlo.empty() ? RankFile(client, c->kind, o) : RankHlo(client, o);
+  if (!x.ok()) return Fail(x.status());
+  const bool known = *std::max_element(x->truth.begin(), x->truth.end()) > 0;
+  const int64_t k = std::min<int64_t>(absl::GetFlag(FLAGS_top_k), x->count);
+  if (absl::GetFlag(FLAGS_json)) return PrintRankedJson(*x, c->name(), k, known);
+  return PrintRankedText(*x, c->name(), k, known, o.cascade);
 }
 
 // Registers a graph (--npz or --hlo) and lists its configurable nodes in
@@ -354,6 +387,111 @@ int Report(tgraph::RankerClient& client) {
   return tgraph::kExitOk;
 }
 
+int Replay(const tgraph::ClientOptions& co) {
+  if (absl::GetFlag(FLAGS_json)) return Fail(UsageError("replay prints a table; --csv FILE writes its curves"));
+  tgraph::ReplayOptions ro;
+  ro.client = co;
+  ro.collection = absl::GetFlag(FLAGS_collection);
+  ro.npz = absl::GetFlag(FLAGS_npz);
+  ro.rounds = absl::GetFlag(FLAGS_rounds);
+  ro.per_round = absl::GetFlag(FLAGS_per_round);
+  ro.random_orders = absl::GetFlag(FLAGS_random_orders);
+  ro.seed = absl::GetFlag(FLAGS_seed);
+  ro.finetune_command = absl::GetFlag(FLAGS_finetune_command);
+  absl::StatusOr<tgraph::ReplayReport> r = tgraph::RunReplay(ro);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("%s", r->Table().c_str());
+  if (!absl::GetFlag(FLAGS_csv).empty())
+    if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_csv), r->Csv()); !s.ok()) return Fail(s);
+  return tgraph::kExitOk;
+}
+
+int Bench(const tgraph::ClientOptions& co) {
+  tgraph::BenchOptions b;
+  b.client = co;
+  b.collection = absl::GetFlag(FLAGS_collection);
+  b.data_root = absl::GetFlag(FLAGS_data);
+  b.graphs = absl::GetFlag(FLAGS_graphs);
+  b.concurrency = absl::GetFlag(FLAGS_concurrency);
+  b.requests = absl::GetFlag(FLAGS_requests);
+  b.duration_s = absl::GetFlag(FLAGS_duration_s);
+  b.rate = absl::GetFlag(FLAGS_rate);
+  b.configs = absl::GetFlag(FLAGS_configs_per_request);
+  b.allow_remote = absl::GetFlag(FLAGS_allow_remote);
+  b.progress = !absl::GetFlag(FLAGS_json);
+  absl::StatusOr<tgraph::BenchReport> r = tgraph::RunBench(b);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("%s", absl::GetFlag(FLAGS_json) ? (r->Json() + "\n").c_str() : r->Text().c_str());
+  return r->errors.empty() ? tgraph::kExitOk : tgraph::kExitFailure;
+}
+
+int Health(tgraph::RankerClient& client) {
+  absl::StatusOr<std::string> h = client.Health(absl::GetFlag(FLAGS_service));
+  if (!h.ok()) return Fail(h.status());
+  if (absl::GetFlag(FLAGS_json)) PrintJson({{"service", absl::GetFlag(FLAGS_service)}, {"status", *h}});
+  else std::printf("%s\n", h->c_str());
+  return *h == "SERVING" ? tgraph::kExitOk : tgraph::kExitFailure;
+}
+
+int Models(tgraph::RankerClient& client) {
+  absl::StatusOr<std::vector<tgraph::ModelInfo>> m = client.ListModels();
+  if (!m.ok()) return Fail(m.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const tgraph::ModelInfo& info : *m)
+      j.push_back({{"collection", info.collection}, {"version", info.version},
+                   {"loaded_versions", info.loaded_versions}, {"architecture", info.architecture},
+                   {"hidden", info.hidden}, {"folds", info.folds}, {"mean_valid_score", info.mean_valid_score},
+                   {"created", info.created}, {"batch_size", info.batch_size},
+                   {"reference_configs", info.reference_configs}});
+    return PrintJson(j);
+  }
+  std::printf("%-20s %8s %10s %-20s %7s %6s %12s  %s\n", "collection", "version", "loaded", "architecture", "hidden",
+              "folds", "valid score", "created");
+  for (const tgraph::ModelInfo& info : *m) {
+    std::string loaded;
+    for (int64_t v : info.loaded_versions) loaded += (loaded.empty() ? "" : ",") + std::to_string(v);
+    std::printf("%-20s %8lld %10s %-20s %7lld %6lld %12.4f  %s\n", info.collection.c_str(),
+                static_cast<long long>(info.version), loaded.c_str(), info.architecture.c_str(),
+                static_cast<long long>(info.hidden), static_cast<long long>(info.folds), info.mean_valid_score,
+                info.created.c_str());
+  }
+  return tgraph::kExitOk;
+}
+
+// The connection flags: the server, deadlines, retries and TLS.
+absl::StatusOr<tgraph::ClientOptions> ClientOptionsFromFlags() {
+  tgraph::ClientOptions co;
+  co.target = absl::GetFlag(FLAGS_server);
+  co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
+  co.retry_budget_s = absl::GetFlag(FLAGS_retry_budget_s);
+  if (absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty() || !absl::GetFlag(FLAGS_tls_cert).empty() ||
+      !absl::GetFlag(FLAGS_tls_key).empty() || !absl::GetFlag(FLAGS_tls_server_name).empty()) {
+    absl::StatusOr<tgraph::ClientTlsOptions> tls =
+        tgraph::TlsFromFiles(absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
+                             absl::GetFlag(FLAGS_tls_server_name));
+    if (!tls.ok()) return UsageError(tls.status().message());
+    co.tls = std::move(*tls);
+  }
+  return co;
+}
+
+int RunCommand(const std::string& cmd) {
+  absl::StatusOr<tgraph::ClientOptions> co = ClientOptionsFromFlags();
+  if (!co.ok()) return Fail(co.status());
+  tgraph::RankerClient client(*co);
+  if (cmd == "rank") return Rank(client);
+  if (cmd == "register") return Register(client);
+  if (cmd == "eval") return Eval(client);
+  if (cmd == "report") return Report(client);
+  if (cmd == "replay") return Replay(*co);
+  if (cmd == "bench") return Bench(*co);
+  if (cmd == "health") return Health(client);
+  if (cmd == "models") return Models(client);
+  return Fail(UsageError(absl::StrCat("unknown command '", cmd,
+                                      "'; expected rank, register, report, replay, eval, bench, health or models")));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -372,92 +510,5 @@ int main(int argc, char** argv) {
       "--json prints JSON (rank, register, report, eval, bench, health, models).\n"
       "--tls, --tls_ca CA.pem [--tls_cert C.pem --tls_key K.pem] connect over TLS (mutual TLS with a certificate).");
   if (args.size() != 2) return Fail(UsageError("give one command: rank, register, report, replay, eval, bench, health or models"));
-  tgraph::ClientOptions co;
-  co.target = absl::GetFlag(FLAGS_server);
-  co.timeout_s = absl::GetFlag(FLAGS_timeout_s);
-  co.retry_budget_s = absl::GetFlag(FLAGS_retry_budget_s);
-  if (absl::GetFlag(FLAGS_tls) || !absl::GetFlag(FLAGS_tls_ca).empty() || !absl::GetFlag(FLAGS_tls_cert).empty() ||
-      !absl::GetFlag(FLAGS_tls_key).empty() || !absl::GetFlag(FLAGS_tls_server_name).empty()) {
-    absl::StatusOr<tgraph::ClientTlsOptions> tls =
-        tgraph::TlsFromFiles(absl::GetFlag(FLAGS_tls_ca), absl::GetFlag(FLAGS_tls_cert), absl::GetFlag(FLAGS_tls_key),
-                             absl::GetFlag(FLAGS_tls_server_name));
-    if (!tls.ok()) return Fail(UsageError(tls.status().message()));
-    co.tls = std::move(*tls);
-  }
-  tgraph::RankerClient client(co);
-  const std::string cmd = args[1];
-  if (cmd == "rank") return Rank(client);
-  if (cmd == "register") return Register(client);
-  if (cmd == "eval") return Eval(client);
-  if (cmd == "report") return Report(client);
-  if (cmd == "replay") {
-    if (absl::GetFlag(FLAGS_json)) return Fail(UsageError("replay prints a table; --csv FILE writes its curves"));
-    tgraph::ReplayOptions ro;
-    ro.client = co;
-    ro.collection = absl::GetFlag(FLAGS_collection);
-    ro.npz = absl::GetFlag(FLAGS_npz);
-    ro.rounds = absl::GetFlag(FLAGS_rounds);
-    ro.per_round = absl::GetFlag(FLAGS_per_round);
-    ro.random_orders = absl::GetFlag(FLAGS_random_orders);
-    ro.seed = absl::GetFlag(FLAGS_seed);
-    ro.finetune_command = absl::GetFlag(FLAGS_finetune_command);
-    absl::StatusOr<tgraph::ReplayReport> r = tgraph::RunReplay(ro);
-    if (!r.ok()) return Fail(r.status());
-    std::printf("%s", r->Table().c_str());
-    if (!absl::GetFlag(FLAGS_csv).empty())
-      if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_csv), r->Csv()); !s.ok()) return Fail(s);
-    return tgraph::kExitOk;
-  }
-  if (cmd == "bench") {
-    tgraph::BenchOptions b;
-    b.client = co;
-    b.collection = absl::GetFlag(FLAGS_collection);
-    b.data_root = absl::GetFlag(FLAGS_data);
-    b.graphs = absl::GetFlag(FLAGS_graphs);
-    b.concurrency = absl::GetFlag(FLAGS_concurrency);
-    b.requests = absl::GetFlag(FLAGS_requests);
-    b.duration_s = absl::GetFlag(FLAGS_duration_s);
-    b.rate = absl::GetFlag(FLAGS_rate);
-    b.configs = absl::GetFlag(FLAGS_configs_per_request);
-    b.allow_remote = absl::GetFlag(FLAGS_allow_remote);
-    b.progress = !absl::GetFlag(FLAGS_json);
-    absl::StatusOr<tgraph::BenchReport> r = tgraph::RunBench(b);
-    if (!r.ok()) return Fail(r.status());
-    std::printf("%s", absl::GetFlag(FLAGS_json) ? (r->Json() + "\n").c_str() : r->Text().c_str());
-    return r->errors.empty() ? tgraph::kExitOk : tgraph::kExitFailure;
-  }
-  if (cmd == "health") {
-    absl::StatusOr<std::string> h = client.Health(absl::GetFlag(FLAGS_service));
-    if (!h.ok()) return Fail(h.status());
-    if (absl::GetFlag(FLAGS_json)) PrintJson({{"service", absl::GetFlag(FLAGS_service)}, {"status", *h}});
-    else std::printf("%s\n", h->c_str());
-    return *h == "SERVING" ? tgraph::kExitOk : tgraph::kExitFailure;
-  }
-  if (cmd == "models") {
-    absl::StatusOr<std::vector<tgraph::ModelInfo>> m = client.ListModels();
-    if (!m.ok()) return Fail(m.status());
-    if (absl::GetFlag(FLAGS_json)) {
-      nlohmann::json j = nlohmann::json::array();
-      for (const tgraph::ModelInfo& info : *m)
-        j.push_back({{"collection", info.collection}, {"version", info.version},
-                     {"loaded_versions", info.loaded_versions}, {"architecture", info.architecture},
-                     {"hidden", info.hidden}, {"folds", info.folds}, {"mean_valid_score", info.mean_valid_score},
-                     {"created", info.created}, {"batch_size", info.batch_size},
-                     {"reference_configs", info.reference_configs}});
-      return PrintJson(j);
-    }
-    std::printf("%-20s %8s %10s %-20s %7s %6s %12s  %s\n", "collection", "version", "loaded", "architecture", "hidden",
-                "folds", "valid score", "created");
-    for (const tgraph::ModelInfo& info : *m) {
-      std::string loaded;
-      for (int64_t v : info.loaded_versions) loaded += (loaded.empty() ? "" : ",") + std::to_string(v);
-      std::printf("%-20s %8lld %10s %-20s %7lld %6lld %12.4f  %s\n", info.collection.c_str(),
-                  static_cast<long long>(info.version), loaded.c_str(), info.architecture.c_str(),
-                  static_cast<long long>(info.hidden), static_cast<long long>(info.folds), info.mean_valid_score,
-                  info.created.c_str());
-    }
-    return tgraph::kExitOk;
-  }
-  return Fail(UsageError(absl::StrCat("unknown command '", cmd,
-                                      "'; expected rank, register, report, replay, eval, bench, health or models")));
+  return RunCommand(args[1]);
 }

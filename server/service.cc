@@ -199,7 +199,7 @@ grpc::Status RankerService::ListModels(grpc::ServerContext*, const v1::ListModel
     info->set_collection(collection);
     info->set_version(handles.front().version);
     for (const ModelHandle& h : handles) info->add_loaded_versions(h.version);
-    info->set_architecture(m.spec.architecture);
+    info->set_architecture(ArchitectureName(m.spec.architecture));
     info->set_hidden(m.spec.hidden);
     info->set_folds(static_cast<int64_t>(m.folds.size()));
     double sum = 0;

@@ -96,7 +96,7 @@ CATCH_TEST_CASE("graph tensors: standardised features, re-padded layout indices,
 CATCH_TEST_CASE("every architecture and ablation scores one value per configuration", "[net]") {
   torch::manual_seed(0);
   Fixture f = MakeFixture();
-  for (std::string arch : {"tgraph", "tpugraphs-baseline"})
+  for (Architecture arch : {Architecture::kTGraph, Architecture::kTpuGraphsBaseline})
     for (int ablation = 0; ablation < 4; ++ablation) {
       ModelSpec s = SmallSpec();
       s.architecture = arch;
@@ -127,7 +127,7 @@ CATCH_TEST_CASE("TGraph is equivariant over the configuration axis", "[net]") {
 CATCH_TEST_CASE("cached config-independent work gives the same scores", "[net]") {
   torch::manual_seed(2);
   Fixture f = MakeFixture(3, 10);
-  for (std::string arch : {"tgraph", "tpugraphs-baseline"}) {
+  for (Architecture arch : {Architecture::kTGraph, Architecture::kTpuGraphsBaseline}) {
     ModelSpec s = SmallSpec();
     s.architecture = arch;
     auto net = MakeRankingNet(s);
@@ -162,7 +162,7 @@ CATCH_TEST_CASE("tile networks fuse the config features late", "[net]") {
   GraphTensors g = f.graph;
   g.config_nodes = torch::empty({0}, torch::kInt64);
   torch::Tensor tile = torch::rand({6, 24}) * 100;
-  for (std::string arch : {"tgraph", "tpugraphs-baseline"}) {
+  for (Architecture arch : {Architecture::kTGraph, Architecture::kTpuGraphsBaseline}) {
     s.architecture = arch;
     auto net = MakeRankingNet(s);
     torch::NoGradGuard no_grad;
@@ -408,7 +408,7 @@ CATCH_TEST_CASE("weights round trip through npz and the registry", "[model_io]")
   CATCH_REQUIRE_FALSE(s.ok());
   CATCH_CHECK_THAT(std::string(s.message()), Catch::Contains("the architecture needs float32"));
   ModelSpec baseline = spec;
-  baseline.architecture = "tpugraphs-baseline";
+  baseline.architecture = Architecture::kTpuGraphsBaseline;
   auto d = MakeRankingNet(baseline);
   CATCH_CHECK_FALSE(LoadWeights(*d, w).ok());
 
@@ -457,12 +457,12 @@ CATCH_TEST_CASE("the fused inference path, folded or not, computes what the trai
         s.cross_attention = cross;
         specs.push_back(s);
         if (cross) {  // the paper's cross-attention input too
-          s.cross_attention_form = "paper";
+          s.cross_attention_form = CrossAttentionForm::kPaper;
           specs.push_back(s);
         }
       }
     ModelSpec b = SmallSpec();
-    b.architecture = "tpugraphs-baseline";
+    b.architecture = Architecture::kTpuGraphsBaseline;
     b.edges = edges;
     specs.push_back(b);
   }
@@ -629,7 +629,7 @@ CATCH_TEST_CASE("a configuration scored against a recorded reference is what tra
   Fixture f = MakeFixture(11, 24);
   std::vector<ModelSpec> specs;
   for (bool self : {true, false})
-    for (const char* form : {"standardized", "paper"}) {
+    for (CrossAttentionForm form : {CrossAttentionForm::kStandardized, CrossAttentionForm::kPaper}) {
       ModelSpec s = SmallSpec();
       s.self_attention = self;
       s.cross_attention_form = form;
@@ -643,7 +643,7 @@ CATCH_TEST_CASE("a configuration scored against a recorded reference is what tra
     // The reference in 1, 2 or 3 groups (of 8 configurations: 8, 4 + 4, 2 + 3 + 3).
     for (int64_t groups : {1, 2, 3}) {
       CATCH_INFO("self-attention " << s.self_attention << ", cross-attention " << s.cross_attention << " "
-                                   << s.cross_attention_form << ", groups " << groups);
+                                   << CrossAttentionFormName(s.cross_attention_form) << ", groups " << groups);
       // The training path: the first 8 configurations are the reference, the other 16
       // join its softmax one at a time.
       ScoreMode mixed;

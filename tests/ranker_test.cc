@@ -535,7 +535,7 @@ CATCH_TEST_CASE("ranker: reversed rows, or a part of them against the same refer
   CATCH_REQUIRE(forward.ok());
   // The file repeats two of its 60 rows: its 58 distinct rows are their own reference.
   CATCH_CHECK(forward->reference_configs ==
-              static_cast<int64_t>(ChooseReference(ConfigRows{g.config_feat.data(), nullptr, c, row / 18}, 256).size()));
+              static_cast<int64_t>(ChooseReference(ConfigRows{g.config_feat.data(), nullptr, c, static_cast<int64_t>(row / 18)}, 256).size()));
   CATCH_CHECK(forward->reference_configs < c);
   // Reversed: every configuration keeps its score to the last bit (the same rows make the
   // same batches whatever their order), so the ranking is the same one.

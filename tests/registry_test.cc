@@ -70,18 +70,18 @@ TEST_CASE("manifest JSON round trip", "[registry]") {
 
 TEST_CASE("model spec JSON: the cross-attention form round trips, and old manifests mean the paper's", "[registry]") {
   ModelSpec spec;
-  CHECK(spec.cross_attention_form == "standardized");  // what new models train with
-  spec.cross_attention_form = "paper";
+  CHECK(spec.cross_attention_form == CrossAttentionForm::kStandardized);  // what new models train with
+  spec.cross_attention_form = CrossAttentionForm::kPaper;
   auto back = ModelSpec::FromJson(spec.ToJson(), "spec");
   REQUIRE(back.ok());
-  CHECK(back->cross_attention_form == "paper");
+  CHECK(back->cross_attention_form == CrossAttentionForm::kPaper);
   // A manifest written before the key existed: those models were trained with the paper's form.
   const std::string old = R"({"architecture": "tgraph", "kind": "layout", "hidden": 64, "blocks": 2,
       "layout_embedding": 4, "opcode_embedding": 16, "se_reduction": 8, "self_attention": true,
       "cross_attention": true, "edges": true})";
   auto legacy = ModelSpec::FromJson(old, "m.json");
   REQUIRE(legacy.ok());
-  CHECK(legacy->cross_attention_form == "paper");
+  CHECK(legacy->cross_attention_form == CrossAttentionForm::kPaper);
   auto bad = ModelSpec::FromJson(old.substr(0, old.size() - 1) + R"(, "cross_attention_form": "cosine"})", "m.json");
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(std::string(bad.status().message()),
@@ -89,6 +89,24 @@ TEST_CASE("model spec JSON: the cross-attention form round trips, and old manife
   auto wrong_type = ModelSpec::FromJson(old.substr(0, old.size() - 1) + R"(, "cross_attention_form": 2})", "m.json");
   REQUIRE_FALSE(wrong_type.ok());
   CHECK_THAT(std::string(wrong_type.status().message()), Catch::Contains("key 'cross_attention_form' must be a string"));
+}
+
+TEST_CASE("architecture and cross-attention form names parse to their enums and back, and others are refused", "[registry]") {
+  for (Architecture a : {Architecture::kTGraph, Architecture::kTpuGraphsBaseline})
+    CHECK(*ParseArchitecture(ArchitectureName(a)) == a);
+  CHECK(std::string(ArchitectureName(Architecture::kTpuGraphsBaseline)) == "tpugraphs-baseline");
+  CHECK_THAT(std::string(ParseArchitecture("gat").status().message()),
+             Catch::Equals("architecture 'gat' is unknown; expected tgraph or tpugraphs-baseline"));
+  for (CrossAttentionForm f : {CrossAttentionForm::kPaper, CrossAttentionForm::kStandardized})
+    CHECK(*ParseCrossAttentionForm(CrossAttentionFormName(f)) == f);
+  CHECK(ParseCrossAttentionForm("Paper").status().code() == absl::StatusCode::kInvalidArgument);
+  // In a manifest the error names the file.
+  ModelSpec spec;
+  std::string json = spec.ToJson();
+  json.replace(json.find("\"tgraph\""), 8, "\"gat\"");
+  auto bad = ModelSpec::FromJson(json, "m.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::StartsWith("m.json: architecture 'gat' is unknown"));
 }
 
 TEST_CASE("publish makes complete, checksummed, growing versions", "[registry]") {

@@ -21,6 +21,7 @@
 #include "model/train/train_data.h"
 #include "model/train/finetune.h"
 #include "model/train/train_step.h"
+#include "model/train/publish.h"
 #include "model/train/trainer.h"
 #include "model/store/measurement_store.h"
 #include "tests/model_fixtures.h"

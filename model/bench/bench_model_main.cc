@@ -65,32 +65,32 @@ ABSL_FLAG(std::string, trace, "", "Write a Chrome trace (chrome://tracing, Perfe
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using tgraph::Fail;
+using tgraph::UsageError;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
-      argc, argv, "Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C] [--npz GRAPH.npz]");
-  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
-  absl::StatusOr<tgraph::Precision> resolved = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
-  if (!resolved.ok()) return tgraph::Fail(tgraph::UsageError(absl::StrCat("--precision: ", resolved.status().message())));
-  const tgraph::Precision precision = *resolved;
-  const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
-  torch::set_num_threads(threads);
-  torch::manual_seed(0);
-  int64_t n = absl::GetFlag(FLAGS_nodes), c = absl::GetFlag(FLAGS_configs);
-  int64_t nc = std::max<int64_t>(1, static_cast<int64_t>(absl::GetFlag(FLAGS_config_fraction) * static_cast<double>(n)));
-
-  // A graph shaped like a pruned TpuGraphs graph: a chain with some fan-in, real opcodes,
-  // random features, every k-th node configurable (dot/convolution/reshape).
-  tgraph::Rng rng(1);
+// The graph a request scores and its configuration rows.
+struct BenchGraph {
   tgraph::NodeGraph g;
+  std::vector<int64_t> config_nodes;
+  std::vector<int8_t> rows;  // c x nc x 18
+  int64_t n = 0, nc = 0, c = 0;
+  std::string source = "generated graph";
+};
+
+// A graph shaped like a pruned TpuGraphs graph: a chain with some fan-in, real opcodes,
+// random features, every k-th node configurable (dot/convolution/reshape).
+BenchGraph GeneratedGraph(int64_t n, int64_t c, double config_fraction) {
+  BenchGraph b;
+  b.n = n;
+  b.c = c;
+  b.nc = std::max<int64_t>(1, static_cast<int64_t>(config_fraction * static_cast<double>(n)));
+  tgraph::Rng rng(1);
+  tgraph::NodeGraph& g = b.g;
   g.num_nodes = n;
   g.node_feat.resize(static_cast<size_t>(n) * tgraph::kNodeFeatDim);
   for (float& v : g.node_feat) v = static_cast<float>(rng.Uniform(0, 64));
@@ -106,194 +106,262 @@ int main(int argc, char** argv) {
       g.edge_index.push_back(rng.Int(0, i - 2));
     }
   }
-  std::vector<int64_t> config_nodes;
-  for (int64_t j = 0; j < nc; ++j) config_nodes.push_back(j * n / nc);
-  std::vector<int8_t> rows(static_cast<size_t>(c * nc * tgraph::kConfigFeatDim));
-  for (int8_t& v : rows) v = static_cast<int8_t>(rng.Int(-1, 5));
-  std::string source = "generated graph";
-  if (const std::string path = absl::GetFlag(FLAGS_npz); !path.empty()) {
-    absl::StatusOr<tgraph::LayoutGraph> real = tgraph::LoadLayoutGraph(path);
-    if (!real.ok()) return tgraph::Fail(real.status());
-    tgraph::PrunedGraph p = tgraph::PruneGraph(real->graph, real->node_config_ids);
-    g = std::move(p.graph);
-    config_nodes = std::move(p.config_node_index);
-    n = g.num_nodes;
-    nc = static_cast<int64_t>(config_nodes.size());
-    c = std::min(c, real->num_configs);
-    rows.assign(real->config_feat.begin(), real->config_feat.begin() + c * nc * tgraph::kConfigFeatDim);
-    source = absl::StrCat(path, " (", real->graph.num_nodes, " nodes before pruning)");
-  }
-  // Untrained weights: the graph's own feature statistics keep their inputs in range. A
-  // published model: its own statistics, spec and folds.
-  tgraph::FeatureStats stats = tgraph::FeatureStats::Compute({&g});
+  for (int64_t j = 0; j < b.nc; ++j) b.config_nodes.push_back(j * n / b.nc);
+  b.rows.resize(static_cast<size_t>(c * b.nc * tgraph::kConfigFeatDim));
+  for (int8_t& v : b.rows) v = static_cast<int8_t>(rng.Int(-1, 5));
+  return b;
+}
+
+// A real layout graph, pruned as the server prunes it, with its first `c` configurations.
+absl::StatusOr<BenchGraph> RealGraph(const std::string& path, int64_t c) {
+  absl::StatusOr<tgraph::LayoutGraph> real = tgraph::LoadLayoutGraph(path);
+  if (!real.ok()) return real.status();
+  tgraph::PrunedGraph p = tgraph::PruneGraph(real->graph, real->node_config_ids);
+  BenchGraph b;
+  b.g = std::move(p.graph);
+  b.config_nodes = std::move(p.config_node_index);
+  b.n = b.g.num_nodes;
+  b.nc = static_cast<int64_t>(b.config_nodes.size());
+  b.c = std::min(c, real->num_configs);
+  b.rows.assign(real->config_feat.begin(), real->config_feat.begin() + b.c * b.nc * tgraph::kConfigFeatDim);
+  b.source = absl::StrCat(path, " (", real->graph.num_nodes, " nodes before pruning)");
+  return b;
+}
+
+// The folds a request runs: a published model's (its statistics, spec and reference),
+// or untrained ones of the flags' width (the graph's own statistics keep their inputs
+// in range).
+struct BenchModel {
   tgraph::ModelSpec spec;
-  spec.architecture = absl::GetFlag(FLAGS_architecture);
-  spec.hidden = absl::GetFlag(FLAGS_hidden);
-  spec.blocks = absl::GetFlag(FLAGS_blocks);
+  tgraph::FeatureStats stats;
   std::vector<std::shared_ptr<tgraph::RankingNet>> nets;
-  int64_t reference = absl::GetFlag(FLAGS_reference);
-  int64_t groups = 1;
-  std::string model_name = "untrained";
-  if (const std::string reg = absl::GetFlag(FLAGS_registry); !reg.empty()) {
+  int64_t reference = 256, groups = 1;
+  std::string name = "untrained";
+};
+
+absl::StatusOr<BenchModel> LoadBenchModel(const tgraph::NodeGraph& g) {
+  BenchModel m;
+  const std::string reg = absl::GetFlag(FLAGS_registry);
+  if (reg.empty()) {
+    absl::StatusOr<tgraph::Architecture> arch = tgraph::ParseArchitecture(absl::GetFlag(FLAGS_architecture));
+    if (!arch.ok()) return UsageError(absl::StrCat("--architecture: ", arch.status().message()));
+    m.spec.architecture = *arch;
+    m.spec.hidden = absl::GetFlag(FLAGS_hidden);
+    m.spec.blocks = absl::GetFlag(FLAGS_blocks);
+    if (absl::Status s = m.spec.Validate(); !s.ok()) return UsageError(s.message());
+    m.stats = tgraph::FeatureStats::Compute({&g});
+    for (int f = 0; f < absl::GetFlag(FLAGS_folds); ++f) m.nets.push_back(tgraph::MakeRankingNet(m.spec));
+  } else {
     const tgraph::Registry registry(reg);
     int64_t version = absl::GetFlag(FLAGS_version);
     if (version <= 0) {
       absl::StatusOr<int64_t> latest = registry.LatestVersion(absl::GetFlag(FLAGS_collection));
-      if (!latest.ok()) return tgraph::Fail(latest.status());
+      if (!latest.ok()) return latest.status();
       version = *latest;
     }
     absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModel(registry, absl::GetFlag(FLAGS_collection), version);
-    if (!model.ok()) return tgraph::Fail(model.status());
-    stats = model->manifest.stats;
-    spec = model->manifest.spec;
-    nets = model->folds;
-    if (reference <= 0) reference = model->manifest.reference_configs;
-    groups = model->manifest.reference_groups;
-    model_name = absl::StrCat(absl::GetFlag(FLAGS_collection), " version ", version, " of ", reg);
-  } else {
-    if (absl::Status s = spec.Validate(); !s.ok()) return tgraph::Fail(tgraph::UsageError(s.message()));
-    for (int f = 0; f < absl::GetFlag(FLAGS_folds); ++f) nets.push_back(tgraph::MakeRankingNet(spec));
-    if (reference <= 0) reference = 256;
+    if (!model.ok()) return model.status();
+    m.stats = model->manifest.stats;
+    m.spec = model->manifest.spec;
+    m.nets = model->folds;
+    m.reference = model->manifest.reference_configs;
+    m.groups = model->manifest.reference_groups;
+    m.name = absl::StrCat(absl::GetFlag(FLAGS_collection), " version ", version, " of ", reg);
   }
-  const tgraph::GraphTensors tensors = tgraph::MakeGraphTensors(g, config_nodes, stats);
-  std::vector<tgraph::StaticEncoding> caches;
-  std::vector<tgraph::FoldModel> folds;
-  {
-    torch::NoGradGuard no_grad;
-    for (const auto& net : nets) {
-      net->eval();
-      net->SetInferenceFolding(absl::GetFlag(FLAGS_fold));
-      net->SetInferencePrecision(precision);
-      net->SetInferenceTileRows(absl::GetFlag(FLAGS_tile_rows));
-      caches.push_back(net->Precompute(tensors));
-    }
-  }
-  for (size_t f = 0; f < nets.size(); ++f) folds.push_back({nets[f].get(), &caches[f]});
+  if (absl::GetFlag(FLAGS_reference) > 0) m.reference = absl::GetFlag(FLAGS_reference);
+  if (absl::GetFlag(FLAGS_reference_groups) > 0) m.groups = absl::GetFlag(FLAGS_reference_groups);
+  return m;
+}
+
+// The scoring options of the flags, the batch and reference cut to the activation
+// budget as the server cuts them.
+absl::StatusOr<tgraph::ScoringOptions> BenchScoring(const BenchModel& m, int64_t n, tgraph::Precision precision) {
   tgraph::ScoringOptions so;
   so.batch_size = absl::GetFlag(FLAGS_batch);
-  if (absl::GetFlag(FLAGS_reference_groups) > 0) groups = absl::GetFlag(FLAGS_reference_groups);
-  const int64_t per_config = tgraph::ActivationBytesPerConfig(spec, n, precision);
-  const int64_t fits = tgraph::ConfigsWithinBudget(spec, n, precision, groups, absl::GetFlag(FLAGS_activation_bytes));
+  const int64_t fits = tgraph::ConfigsWithinBudget(m.spec, n, precision, m.groups, absl::GetFlag(FLAGS_activation_bytes));
   if (fits == 0)
-    return tgraph::Fail(tgraph::UsageError(
-        absl::StrCat("one configuration needs about ", per_config >> 20, " MiB, over --activation_bytes")));
+    return UsageError(absl::StrCat("one configuration needs about ",
+                                   tgraph::ActivationBytesPerConfig(m.spec, n, precision) >> 20,
+                                   " MiB, over --activation_bytes"));
   if (fits > 0) {
     so.batch_size = std::min(so.batch_size, fits);
     so.max_reference = fits;
   }
   const std::string scoring = absl::GetFlag(FLAGS_scoring);
   if (scoring != "reference" && scoring != "batch")
-    return tgraph::Fail(tgraph::UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'")));
+    return UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'"));
   so.batch_softmax = scoring == "batch";
-  so.reference_size = reference;
-  so.reference_groups = groups;
+  so.reference_size = m.reference;
+  so.reference_groups = m.groups;
   so.tta = std::max(1, absl::GetFlag(FLAGS_tta));
   so.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
-  const int64_t cascade = absl::GetFlag(FLAGS_cascade);
-  const tgraph::ConfigRows cr{rows.data(), nullptr, c, nc};
+  return so;
+}
 
-  // The reference: a plain matmul of the network's dominant shape, [batch*N, H] x [H, H],
-  // in the precision the graph blocks' matmuls run in.
-  const auto dtype = precision == tgraph::Precision::kBFloat16 ? torch::kBFloat16 : torch::kFloat32;
-  const torch::Tensor a = torch::randn({std::min(c, so.batch_size) * n, spec.hidden}).to(dtype);
-  const torch::Tensor b = torch::randn({spec.hidden, spec.hidden}).to(dtype);
-
-  // Model and matmul alternate within each repetition so that both see the same machine
-  // (a shared VM's speed drifts by 2x over minutes); the figures are medians.
-  const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+// Timed requests, each followed by a plain matmul of the network's dominant shape,
+// [batch*N, H] x [H, H] in the blocks' precision: the two alternate so that both see
+// the same machine (a shared VM's speed drifts by 2x over minutes).
+struct Timings {
   std::vector<double> ms, mm_ms;
-  int64_t batches = 0;
-  const int warmup = std::max(0, absl::GetFlag(FLAGS_warmup));
-  int64_t passes = 0, rescored = 0, reference_used = 0;
+  double mm_flops = 0;
+  int64_t mm_rows = 0, batches = 0, passes = 0, rescored = 0, reference_used = 0;
+};
+
+Timings TimeRequests(const std::vector<tgraph::FoldModel>& folds, const tgraph::GraphTensors& tensors,
+                     const tgraph::ConfigRows& cr, const tgraph::ScoringOptions& so, int64_t nodes, int64_t hidden,
+                     tgraph::Precision precision) {
+  const auto dtype = precision == tgraph::Precision::kBFloat16 ? torch::kBFloat16 : torch::kFloat32;
+  Timings t;
+  t.mm_rows = std::min(cr.count, so.batch_size) * nodes;
+  const torch::Tensor a = torch::randn({t.mm_rows, hidden}).to(dtype);
+  const torch::Tensor b = torch::randn({hidden, hidden}).to(dtype);
+  t.mm_flops = 2.0 * static_cast<double>(t.mm_rows) * static_cast<double>(hidden) * static_cast<double>(hidden);
+  const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats)), warmup = std::max(0, absl::GetFlag(FLAGS_warmup));
+  const int64_t cascade = absl::GetFlag(FLAGS_cascade);
   for (int r = 0; r < repeats + warmup; ++r) {
     auto t0 = Clock::now();
     const tgraph::ScoreResult s = cascade > 0 ? tgraph::ScoreCascade(folds, tensors, cr, so, cascade)
                                               : tgraph::ScoreConfigs(folds, tensors, cr, so);
-    passes = s.passes;
-    reference_used = s.reference;
-    rescored = cascade > 0 ? s.rescored : c;
-    const double t = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    batches = s.batches;
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    t.passes = s.passes;
+    t.reference_used = s.reference;
+    t.rescored = cascade > 0 ? s.rescored : cr.count;
+    t.batches = s.batches;
     torch::NoGradGuard no_grad;
     t0 = Clock::now();
     torch::Tensor out = torch::mm(a, b);
     (void)out.data_ptr();
-    const double t_mm = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const double mm_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (r >= warmup) {
-      ms.push_back(t);
-      mm_ms.push_back(t_mm);
+      t.ms.push_back(ms);
+      t.mm_ms.push_back(mm_ms);
     }
   }
   if (const std::string trace = absl::GetFlag(FLAGS_trace); !trace.empty()) {
     torch::autograd::profiler::RecordProfile profile(trace);
     (void)tgraph::ScoreConfigs(folds, tensors, cr, so);
   }
-  const double request_ms = Median(ms);
-  const double per_batch_ms = request_ms / static_cast<double>(batches);
-  // FLOPs as executed (folded or not), and as the architecture specifies them: with a
-  // reference, its batch and then the other distinct rows' batches.
-  double flops = 0, spec_flops = 0;
-  const bool folded = absl::GetFlag(FLAGS_fold) && spec.architecture == "tgraph";
-  std::vector<int64_t> batch_sizes;
-  if (so.batch_softmax) {
-    const std::vector<int64_t> bounds = tgraph::BatchBounds(c, so.batch_size);
-    for (size_t bi = 0; bi + 1 < bounds.size(); ++bi) batch_sizes.push_back(bounds[bi + 1] - bounds[bi]);
-  } else {
-    const int64_t distinct = static_cast<int64_t>(tgraph::ChooseReference(cr, c).size());
-    batch_sizes.push_back(reference_used);
-    const std::vector<int64_t> bounds = tgraph::BatchBounds(distinct - reference_used, so.batch_size);
-    for (size_t bi = 0; bi + 1 < bounds.size(); ++bi) batch_sizes.push_back(bounds[bi + 1] - bounds[bi]);
-  }
-  for (int64_t cb : batch_sizes) {
-    flops += tgraph::ForwardFlops(spec, n, nc, tensors.edge_src.numel(), cb, folded);
-    spec_flops += tgraph::ForwardFlops(spec, n, nc, tensors.edge_src.numel(), cb, false);
-  }
-  flops *= static_cast<double>(folds.size());
-  spec_flops *= static_cast<double>(folds.size());
-  const double model_gflops = flops / (request_ms * 1e6);
-  const double mm_flops = 2.0 * static_cast<double>(a.size(0)) * static_cast<double>(spec.hidden) *
-                          static_cast<double>(spec.hidden);
-  const double mm_gflops = mm_flops / (Median(mm_ms) * 1e6);
-  std::vector<double> ratios;  // per repetition: (model FLOP/s) / (matmul FLOP/s)
-  for (size_t r = 0; r < ms.size(); ++r) ratios.push_back((flops / ms[r]) / (mm_flops / mm_ms[r]));
+  return t;
+}
 
-  std::printf("graph: %s\n", source.c_str());
-  std::printf("       %lld pruned nodes, %lld configurable, %lld directed edges; %lld configs in batches of %lld\n",
-              static_cast<long long>(n), static_cast<long long>(nc), static_cast<long long>(tensors.edge_src.numel()),
-              static_cast<long long>(c), static_cast<long long>(so.batch_size));
-  std::printf("model: %s, %s hidden %lld, %lld blocks, %zu fold(s), %s; torch threads %d, OMP_WAIT_POLICY %s\n",
-              model_name.c_str(), spec.architecture.c_str(), static_cast<long long>(spec.hidden),
-              static_cast<long long>(spec.blocks), folds.size(), tgraph::PrecisionName(precision),
-              torch::get_num_threads(), tgraph::OpenMpWaitPolicy().c_str());
-  std::printf("activations (estimated): %.0f MiB per %lld-config batch\n",
-              static_cast<double>(per_config * so.batch_size) / (1 << 20), static_cast<long long>(so.batch_size));
-  const std::string how =
-      so.batch_softmax
-          ? absl::StrCat("batch softmax: permutation passes ", passes, " over all folds (tta ", so.tta, ", agreement ",
-                         so.tta_agreement, ")")
-          : absl::StrCat("scored against a reference of ", reference_used, " configurations, one pass");
-  std::printf("%s%s\n", how.c_str(),
-              cascade > 0 ? absl::StrCat("; cascade top ", cascade, ": ", rescored, " configs by every fold").c_str() : "");
-  std::printf("request (all folds, median of %d): %.1f ms\n", repeats, request_ms);
-  std::printf("per %lld-config batch per fold:      %.1f ms\n", static_cast<long long>(so.batch_size), per_batch_ms);
-  std::printf("throughput:                        %.0f configs/s\n", static_cast<double>(c) / (request_ms / 1000.0));
-  if (passes != static_cast<int64_t>(folds.size()) || cascade > 0) {
-    // The FLOP counts below are those of one pass of every fold over every configuration.
-    std::printf("(more or less than one pass of every fold over every configuration: no FLOP rates)\n");
-    return 0;
+// FLOPs of one pass of every fold over the request, as executed (folded or not) and as
+// the architecture specifies them: with a reference, its batch and then the other
+// distinct rows' batches.
+std::pair<double, double> RequestFlops(const tgraph::ModelSpec& spec, const BenchGraph& bg,
+                                       const tgraph::GraphTensors& tensors, const tgraph::ScoringOptions& so,
+                                       const tgraph::ConfigRows& cr, int64_t reference_used, bool folded, size_t folds) {
+  std::vector<int64_t> batch_sizes;
+  int64_t rest = bg.c;
+  if (!so.batch_softmax) {
+    batch_sizes.push_back(reference_used);
+    rest = static_cast<int64_t>(tgraph::ChooseReference(cr, bg.c).size()) - reference_used;
   }
+  const std::vector<int64_t> bounds = tgraph::BatchBounds(rest, so.batch_size);
+  for (size_t bi = 0; bi + 1 < bounds.size(); ++bi) batch_sizes.push_back(bounds[bi + 1] - bounds[bi]);
+  double flops = 0, spec_flops = 0;
+  for (int64_t cb : batch_sizes) {
+    flops += tgraph::ForwardFlops(spec, bg.n, bg.nc, tensors.edge_src.numel(), cb, folded);
+    spec_flops += tgraph::ForwardFlops(spec, bg.n, bg.nc, tensors.edge_src.numel(), cb, false);
+  }
+  return {flops * static_cast<double>(folds), spec_flops * static_cast<double>(folds)};
+}
+
+void PrintSetup(const BenchGraph& bg, const BenchModel& m, const tgraph::GraphTensors& tensors,
+                const tgraph::ScoringOptions& so, tgraph::Precision precision, const Timings& t, size_t folds) {
+  const int64_t cascade = absl::GetFlag(FLAGS_cascade);
+  std::printf("graph: %s\n", bg.source.c_str());
+  std::printf("       %lld pruned nodes, %lld configurable, %lld directed edges; %lld configs in batches of %lld\n",
+              static_cast<long long>(bg.n), static_cast<long long>(bg.nc),
+              static_cast<long long>(tensors.edge_src.numel()), static_cast<long long>(bg.c),
+              static_cast<long long>(so.batch_size));
+  std::printf("model: %s, %s hidden %lld, %lld blocks, %zu fold(s), %s; torch threads %d, OMP_WAIT_POLICY %s\n",
+              m.name.c_str(), tgraph::ArchitectureName(m.spec.architecture), static_cast<long long>(m.spec.hidden),
+              static_cast<long long>(m.spec.blocks), folds, tgraph::PrecisionName(precision), torch::get_num_threads(),
+              tgraph::OpenMpWaitPolicy().c_str());
+  std::printf("activations (estimated): %.0f MiB per %lld-config batch\n",
+              static_cast<double>(tgraph::ActivationBytesPerConfig(m.spec, bg.n, precision) * so.batch_size) / (1 << 20),
+              static_cast<long long>(so.batch_size));
+  const std::string how =
+      so.batch_softmax ? absl::StrCat("batch softmax: permutation passes ", t.passes, " over all folds (tta ", so.tta,
+                                      ", agreement ", so.tta_agreement, ")")
+                       : absl::StrCat("scored against a reference of ", t.reference_used, " configurations, one pass");
+  std::printf("%s%s\n", how.c_str(),
+              cascade > 0 ? absl::StrCat("; cascade top ", cascade, ": ", t.rescored, " configs by every fold").c_str()
+                          : "");
+}
+
+void PrintRates(const Timings& t, double flops, double spec_flops, bool folded, int64_t hidden,
+                tgraph::Precision precision) {
+  std::vector<double> ratios;  // per repetition: (model FLOP/s) / (matmul FLOP/s)
+  for (size_t r = 0; r < t.ms.size(); ++r) ratios.push_back((flops / t.ms[r]) / (t.mm_flops / t.mm_ms[r]));
   std::printf("model arithmetic (executed):       %.2f GFLOP per request, %.1f GFLOP/s%s\n", flops / 1e9,
-              model_gflops, folded ? " (f1 folded into f2)" : "");
+              flops / (Median(t.ms) * 1e6), folded ? " (f1 folded into f2)" : "");
   if (folded)
     std::printf("  as specified (unfolded):         %.2f GFLOP per request; --fold=false runs it\n", spec_flops / 1e9);
   std::printf("plain %s matmul [%lld x %lld] x [%lld x %lld]: %.1f GFLOP/s\n", tgraph::PrecisionName(precision),
-              static_cast<long long>(a.size(0)),
-              static_cast<long long>(spec.hidden), static_cast<long long>(spec.hidden),
-              static_cast<long long>(spec.hidden), mm_gflops);
+              static_cast<long long>(t.mm_rows), static_cast<long long>(hidden), static_cast<long long>(hidden),
+              static_cast<long long>(hidden), t.mm_flops / (Median(t.mm_ms) * 1e6));
   std::printf("model / matmul (executed FLOPs):   %.0f%% (median of the per-repetition ratios)\n",
               100.0 * Median(ratios));
   if (folded)
     std::printf("  effective (unfolded FLOPs / time): %.0f%%: the specified network's FLOPs over the time taken\n",
                 100.0 * Median(ratios) * spec_flops / flops);
-  return 0;
+}
+
+int RunBench() {
+  absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
+  if (!precision.ok()) return Fail(UsageError(absl::StrCat("--precision: ", precision.status().message())));
+  torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
+  torch::manual_seed(0);
+  absl::StatusOr<BenchGraph> bg =
+      absl::GetFlag(FLAGS_npz).empty()
+          ? GeneratedGraph(absl::GetFlag(FLAGS_nodes), absl::GetFlag(FLAGS_configs), absl::GetFlag(FLAGS_config_fraction))
+          : RealGraph(absl::GetFlag(FLAGS_npz), absl::GetFlag(FLAGS_configs));
+  if (!bg.ok()) return Fail(bg.status());
+  absl::StatusOr<BenchModel> m = LoadBenchModel(bg->g);
+  if (!m.ok()) return Fail(m.status());
+  const tgraph::GraphTensors tensors = tgraph::MakeGraphTensors(bg->g, bg->config_nodes, m->stats);
+  std::vector<tgraph::StaticEncoding> caches;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& net : m->nets) {
+      net->eval();
+      net->SetInferenceFolding(absl::GetFlag(FLAGS_fold));
+      net->SetInferencePrecision(*precision);
+      net->SetInferenceTileRows(absl::GetFlag(FLAGS_tile_rows));
+      caches.push_back(net->Precompute(tensors));
+    }
+  }
+  std::vector<tgraph::FoldModel> folds;
+  for (size_t f = 0; f < m->nets.size(); ++f) folds.push_back({m->nets[f].get(), &caches[f]});
+  absl::StatusOr<tgraph::ScoringOptions> so = BenchScoring(*m, bg->n, *precision);
+  if (!so.ok()) return Fail(so.status());
+  const tgraph::ConfigRows cr{bg->rows.data(), nullptr, bg->c, bg->nc};
+
+  const Timings t = TimeRequests(folds, tensors, cr, *so, bg->n, m->spec.hidden, *precision);
+  const double request_ms = Median(t.ms);
+  PrintSetup(*bg, *m, tensors, *so, *precision, t, folds.size());
+  std::printf("request (all folds, median of %zu): %.1f ms\n", t.ms.size(), request_ms);
+  std::printf("per %lld-config batch per fold:      %.1f ms\n", static_cast<long long>(so->batch_size),
+              request_ms / static_cast<double>(t.batches));
+  std::printf("throughput:                        %.0f configs/s\n", static_cast<double>(bg->c) / (request_ms / 1000.0));
+  if (t.passes != static_cast<int64_t>(folds.size()) || absl::GetFlag(FLAGS_cascade) > 0) {
+    // The FLOP counts are those of one pass of every fold over every configuration.
+    std::printf("(more or less than one pass of every fold over every configuration: no FLOP rates)\n");
+    return tgraph::kExitOk;
+  }
+  const bool folded = absl::GetFlag(FLAGS_fold) && m->spec.architecture == tgraph::Architecture::kTGraph;
+  const auto [flops, spec_flops] = RequestFlops(m->spec, *bg, tensors, *so, cr, t.reference_used, folded, folds.size());
+  PrintRates(t, flops, spec_flops, folded, m->spec.hidden, *precision);
+  return tgraph::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv, "Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C] [--npz GRAPH.npz]");
+  if (args.size() > 1) return Fail(UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
+  return RunBench();
 }

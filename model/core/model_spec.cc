@@ -8,9 +8,31 @@
 
 namespace tgraph {
 
+const char* ArchitectureName(Architecture a) {
+  return a == Architecture::kTpuGraphsBaseline ? "tpugraphs-baseline" : "tgraph";
+}
+
+absl::StatusOr<Architecture> ParseArchitecture(absl::string_view name) {
+  if (name == "tgraph") return Architecture::kTGraph;
+  if (name == "tpugraphs-baseline") return Architecture::kTpuGraphsBaseline;
+  return absl::InvalidArgumentError(
+      absl::StrCat("architecture '", name, "' is unknown; expected tgraph or tpugraphs-baseline"));
+}
+
+const char* CrossAttentionFormName(CrossAttentionForm f) {
+  return f == CrossAttentionForm::kPaper ? "paper" : "standardized";
+}
+
+absl::StatusOr<CrossAttentionForm> ParseCrossAttentionForm(absl::string_view name) {
+  if (name == "paper") return CrossAttentionForm::kPaper;
+  if (name == "standardized") return CrossAttentionForm::kStandardized;
+  return absl::InvalidArgumentError(
+      absl::StrCat("cross_attention_form must be paper or standardized, got '", name, "'"));
+}
+
 std::string ModelSpec::ToJson() const {
   nlohmann::json j;
-  j["architecture"] = architecture;
+  j["architecture"] = ArchitectureName(architecture);
   j["kind"] = kind == CollectionKind::kTile ? "tile" : "layout";
   j["hidden"] = hidden;
   j["blocks"] = blocks;
@@ -20,22 +42,16 @@ std::string ModelSpec::ToJson() const {
   j["self_attention"] = self_attention;
   j["cross_attention"] = cross_attention;
   j["edges"] = edges;
-  j["cross_attention_form"] = cross_attention_form;
+  j["cross_attention_form"] = CrossAttentionFormName(cross_attention_form);
   return j.dump();
 }
 
 absl::Status ModelSpec::Validate() const {
-  if (architecture != "tgraph" && architecture != "tpugraphs-baseline")
-    return absl::InvalidArgumentError(
-        absl::StrCat("architecture '", architecture, "' is unknown; expected tgraph or tpugraphs-baseline"));
   if (hidden < 8 || hidden % 2 != 0 || hidden > 8192)
     return absl::InvalidArgumentError(absl::StrCat("hidden must be an even number in 8..8192, got ", hidden));
   if (blocks < 1 || blocks > 16) return absl::InvalidArgumentError(absl::StrCat("blocks must be 1..16, got ", blocks));
   if (layout_embedding < 1 || opcode_embedding < 1 || se_reduction < 1 || (hidden / 2) / se_reduction < 1)
     return absl::InvalidArgumentError("embedding widths and se_reduction must be positive and fit hidden/2");
-  if (cross_attention_form != "paper" && cross_attention_form != "standardized")
-    return absl::InvalidArgumentError(absl::StrCat("cross_attention_form must be paper or standardized, got '",
-                                                   cross_attention_form, "'"));
   return absl::OkStatus();
 }
 
@@ -60,7 +76,9 @@ absl::StatusOr<ModelSpec> ModelSpec::FromJson(const std::string& text, absl::str
   };
   auto arch = j.find("architecture");
   if (arch == j.end() || !arch->is_string()) return err("architecture", "a string");
-  s.architecture = arch->get<std::string>();
+  absl::StatusOr<Architecture> architecture = ParseArchitecture(arch->get<std::string>());
+  if (!architecture.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", architecture.status().message()));
+  s.architecture = *architecture;
   auto kind = j.find("kind");
   if (kind == j.end() || !kind->is_string() || (*kind != "tile" && *kind != "layout"))
     return err("kind", "\"layout\" or \"tile\"");
@@ -73,11 +91,13 @@ absl::StatusOr<ModelSpec> ModelSpec::FromJson(const std::string& text, absl::str
                           {"cross_attention", &s.cross_attention}, {"edges", &s.edges}})
     if (absl::Status st = get_bool(key, ptr); !st.ok()) return st;
   if (auto form = j.find("cross_attention_form"); form == j.end()) {
-    s.cross_attention_form = "paper";  // written before the key existed: the paper's form
+    s.cross_attention_form = CrossAttentionForm::kPaper;  // written before the key existed: the paper's form
   } else if (!form->is_string()) {
     return err("cross_attention_form", "a string");
   } else {
-    s.cross_attention_form = form->get<std::string>();
+    absl::StatusOr<CrossAttentionForm> f = ParseCrossAttentionForm(form->get<std::string>());
+    if (!f.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", f.status().message()));
+    s.cross_attention_form = *f;
   }
   if (absl::Status st = s.Validate(); !st.ok())
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", st.message()));
@@ -118,7 +138,7 @@ int64_t ConfigsWithinBudget(const ModelSpec& spec, int64_t pruned_nodes, Precisi
 }
 
 int64_t ReferenceStatsBytes(const ModelSpec& spec, int64_t pruned_nodes, int64_t groups) {
-  if (spec.kind == CollectionKind::kTile || !spec.cross_attention || spec.architecture != "tgraph") return 0;
+  if (spec.kind == CollectionKind::kTile || !spec.cross_attention || spec.architecture != Architecture::kTGraph) return 0;
   // CrossStats: a, b and lse, [groups, N, H / 2] float, per block.
   return spec.blocks * std::max<int64_t>(1, groups) * 3 * std::max<int64_t>(1, pruned_nodes) * (spec.hidden / 2) *
          static_cast<int64_t>(sizeof(float));

@@ -11,8 +11,25 @@
 
 namespace tgraph {
 
+// The network: TGraph (the paper's method) or the TpuGraphs paper's GraphSAGE baseline.
+// Named "tgraph" / "tpugraphs-baseline" in manifests, flags and ListModels.
+enum class Architecture { kTGraph, kTpuGraphsBaseline };
+const char* ArchitectureName(Architecture a);
+// INVALID_ARGUMENT "architecture 'x' is unknown; expected tgraph or tpugraphs-baseline".
+absl::StatusOr<Architecture> ParseArchitecture(absl::string_view name);
+
+// The input of the cross-configuration softmax (docs/results.md, "Cross-attention"):
+// kPaper: softmax(eta / T) over the configurations, as TGraph's 2.3 writes it;
+// kStandardized: eta standardised over the configurations first (per node and channel),
+// and the softmax weights scaled by the configuration count C, so that uniform weights
+// give back eta at any batch size. Named "paper" / "standardized".
+enum class CrossAttentionForm { kPaper, kStandardized };
+const char* CrossAttentionFormName(CrossAttentionForm f);
+// INVALID_ARGUMENT "cross_attention_form must be paper or standardized, got 'x'".
+absl::StatusOr<CrossAttentionForm> ParseCrossAttentionForm(absl::string_view name);
+
 struct ModelSpec {
-  std::string architecture = "tgraph";  // "tgraph" or "tpugraphs-baseline"
+  Architecture architecture = Architecture::kTGraph;
   CollectionKind kind = CollectionKind::kLayout;
   int64_t hidden = 256;           // f_in width and residual width (the paper's 256)
   int64_t blocks = 2;             // graph blocks (baseline: GraphSAGE layers)
@@ -22,13 +39,8 @@ struct ModelSpec {
   bool self_attention = true;     // ablation switches (TGraph table 3)
   bool cross_attention = true;
   bool edges = true;
-  // The input of the cross-configuration softmax (docs/results.md, "Cross-attention"):
-  // "paper": softmax(eta / T) over the configurations, as TGraph's 2.3 writes it;
-  // "standardized": eta standardised over the configurations first (per node and
-  // channel), and the softmax weights scaled by the configuration count C, so that
-  // uniform weights give back eta at any batch size. Manifests without the key were
-  // written by the paper's form.
-  std::string cross_attention_form = "standardized";
+  // Manifests without the key were written by the paper's form.
+  CrossAttentionForm cross_attention_form = CrossAttentionForm::kStandardized;
 
   std::string ToJson() const;  // a JSON object
   static absl::StatusOr<ModelSpec> FromJson(const std::string& json, absl::string_view what);

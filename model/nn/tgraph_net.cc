@@ -127,13 +127,13 @@ class BlockImpl : public torch::nn::Module {
     if (members < 0 || members > c) members = c;
     groups = std::max<int64_t>(1, std::min(groups, members));
     if (members == c && groups == 1) {
-      if (spec_.cross_attention_form == "paper") return eta * torch::softmax(eta * inv_t, 1);
+      if (spec_.cross_attention_form == CrossAttentionForm::kPaper) return eta * torch::softmax(eta * inv_t, 1);
       auto [var, mean] = torch::var_mean(eta, {1}, /*unbiased=*/false, /*keepdim=*/true);
       const Tensor z = (eta - mean) * torch::rsqrt(var + StandardizedCrossEps(eta.size(2)));
       return eta * torch::softmax(z * inv_t, 1) * static_cast<double>(c);
     }
     TORCH_CHECK(members > 0, "the cross-attention's reference needs at least one configuration");
-    const bool standardized = spec_.cross_attention_form != "paper";
+    const bool standardized = spec_.cross_attention_form != CrossAttentionForm::kPaper;
     Tensor w;
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t lo = g * members / groups, n = (g + 1) * members / groups - lo;
@@ -195,7 +195,7 @@ class BlockImpl : public torch::nn::Module {
       tw.se2_bias = se2_->bias;
     }
     tw.cross_attention = spec_.cross_attention;
-    tw.standardized_cross = spec_.cross_attention_form == "standardized";
+    tw.standardized_cross = spec_.cross_attention_form == CrossAttentionForm::kStandardized;
     tw.inv_temperature = std::exp(-log_temperature_.item<double>());
     return tw;
   }
@@ -423,7 +423,7 @@ class BaselineNet : public RankingNet {
 }  // namespace
 
 std::shared_ptr<RankingNet> MakeRankingNet(const ModelSpec& spec) {
-  if (spec.architecture == "tpugraphs-baseline") return std::make_shared<BaselineNet>(spec);
+  if (spec.architecture == Architecture::kTpuGraphsBaseline) return std::make_shared<BaselineNet>(spec);
   return std::make_shared<TGraphNet>(spec);
 }
 
@@ -432,7 +432,7 @@ double ForwardFlops(const ModelSpec& s, int64_t n, int64_t nc, int64_t e, int64_
   const double h = static_cast<double>(s.hidden), half = h / 2, C = static_cast<double>(c);
   const double N = static_cast<double>(n), NC = static_cast<double>(nc);
   double flops = 0;
-  if (s.architecture == "tpugraphs-baseline") {
+  if (s.architecture == Architecture::kTpuGraphsBaseline) {
     const double width = kNumericFeatDim + kLayoutSlots + s.opcode_embedding + kConfigFeatDim;
     flops += 2 * C * N * width * h;
     flops += s.blocks * (2 * C * N * (h * h + 2 * h * h) + C * 2.0 * static_cast<double>(e) * h);

@@ -1,6 +1,15 @@
 // The ranking networks in LibTorch: TGraph (TGraph paper 2.3, with the ablation
 // switches of table 3 and the tile collection's late fusion) and the TpuGraphs
 // baseline (GraphSAGE with residuals, no attention). Lower score = predicted faster.
+//
+// The TGraph block is written three times; change them together:
+//   tgraph_net.cc    the plain LibTorch form, the one training differentiates;
+//   tiled_block.cc   the inference form, tile by tile in bounded memory;
+//   tiled_kernels.cc the fused loops the tiled form calls (no LibTorch).
+// tests/net_test.cc binds them: "the fused inference path, folded or not, computes what
+// the training path computes" and "a configuration scored against a recorded reference
+// is what training computes for it beside that reference" (tests/tiled_block_test.cc
+// checks each kernel alone).
 #pragma once
 
 #include <memory>

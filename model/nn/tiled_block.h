@@ -18,6 +18,15 @@
 // The neighbour sum needs every node's projection, so P is the one full-size
 // intermediate (bf16 when the matmuls are). Same arithmetic as the training path
 // (tested to 1e-4 in fp32 for every ablation); only summation order and rounding differ.
+//
+// The TGraph block is written three times; change them together:
+//   tgraph_net.cc    the plain LibTorch form, the one training differentiates;
+//   tiled_block.cc   the inference form, tile by tile in bounded memory;
+//   tiled_kernels.cc the fused loops the tiled form calls (no LibTorch).
+// tests/net_test.cc binds them: "the fused inference path, folded or not, computes what
+// the training path computes" and "a configuration scored against a recorded reference
+// is what training computes for it beside that reference" (tests/tiled_block_test.cc
+// checks each kernel alone).
 #pragma once
 
 #include <cstdint>
@@ -67,7 +76,7 @@ struct TiledBlockWeights {
   // [half, half / r] and bias, se2's weight transposed [half / r, half] and bias.
   torch::Tensor se1_weight_t, se1_bias, se2_weight_t, se2_bias;
   bool cross_attention = true;
-  // ModelSpec::cross_attention_form "standardized" (else "paper").
+  // ModelSpec::cross_attention_form kStandardized (else kPaper).
   bool standardized_cross = true;
   double inv_temperature = 1.0;  // 1 / exp(log_temperature)
 };

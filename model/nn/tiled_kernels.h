@@ -1,11 +1,21 @@
 // The elementwise work of TGraph's tiled inference block (model/nn/tiled_block.h) as
 // fused loops over raw rows, without LibTorch: one pass per tile instead of a dozen
 // LibTorch ops each with its own pass, with exp, erf and bf16 rounding of our own that
-// the compiler vectorises (tgraph-bench-kernels times them against LibTorch's). Each function is compiled for AVX-512, AVX2+FMA and baseline x86-64 and
-// picked at load time by the CPU (GCC's target_clones).
+// the compiler vectorises (tgraph-bench-kernels times them against LibTorch's). Each
+// function is compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at load
+// time by the CPU (GCC's target_clones).
 //
 // Layouts: a tile holds `nodes` nodes with all c configurations of each, as rows of
 // node-major [node, config] order. bf16 values are their uint16_t bit patterns.
+//
+// The TGraph block is written three times; change them together:
+//   tgraph_net.cc    the plain LibTorch form, the one training differentiates;
+//   tiled_block.cc   the inference form, tile by tile in bounded memory;
+//   tiled_kernels.cc the fused loops the tiled form calls (no LibTorch).
+// tests/net_test.cc binds them: "the fused inference path, folded or not, computes what
+// the training path computes" and "a configuration scored against a recorded reference
+// is what training computes for it beside that reference" (tests/tiled_block_test.cc
+// checks each kernel alone).
 #pragma once
 
 #include <cstdint>

@@ -16,6 +16,7 @@
 #include "model/core/file_util.h"
 #include "model/train/evaluator.h"
 #include "model/tools/tool.h"
+#include "model/train/publish.h"
 #include "model/train/trainer.h"
 
 ABSL_FLAG(std::string, data, "", "Dataset root");
@@ -54,61 +55,94 @@ ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this proce
 using tgraph::Fail;
 using tgraph::UsageError;
 
-int main(int argc, char** argv) {
-  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
-      argc, argv,
-      "Evaluate a model on a split.\n"
-      "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)");
-  if (args.size() > 1) return Fail(UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
-  const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
-  torch::set_num_threads(threads);
+namespace {
+
+// The model scored with: a training run's best folds or a published version; `source`
+// names it for the report.
+absl::StatusOr<tgraph::LoadedModel> LoadEvalModel(const tgraph::Collection& c, std::string* source) {
+  if (!absl::GetFlag(FLAGS_run_dir).empty()) {
+    absl::StatusOr<tgraph::Manifest> m = tgraph::RunManifest(absl::GetFlag(FLAGS_run_dir), absl::GetFlag(FLAGS_keep_folds));
+    if (!m.ok()) return m.status();
+    *source = "run " + absl::GetFlag(FLAGS_run_dir);
+    return tgraph::LoadFolds(*m, absl::GetFlag(FLAGS_run_dir));
+  }
+  if (absl::GetFlag(FLAGS_registry).empty()) return UsageError("give --registry (and optionally --version) or --run_dir");
+  tgraph::Registry reg(absl::GetFlag(FLAGS_registry));
+  int64_t version = absl::GetFlag(FLAGS_version);
+  if (version <= 0) {
+    absl::StatusOr<int64_t> latest = reg.LatestVersion(c.name());
+    if (!latest.ok()) return latest.status();
+    version = *latest;
+  }
+  *source = absl::GetFlag(FLAGS_registry) + " version " + std::to_string(version);
+  return tgraph::LoadModel(reg, c.name(), version);
+}
+
+// The flags' scoring, the manifest's where a flag is 0.
+absl::StatusOr<tgraph::EvalOptions> EvalOptionsFromFlags(const tgraph::Manifest& m) {
+  tgraph::EvalOptions o;
+  o.official_subset = absl::GetFlag(FLAGS_official_subset);
+  o.scoring.batch_size = absl::GetFlag(FLAGS_batch) > 0 ? absl::GetFlag(FLAGS_batch) : m.batch_size;
+  const std::string scoring = absl::GetFlag(FLAGS_scoring);
+  if (scoring != "reference" && scoring != "batch")
+    return UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'"));
+  o.scoring.batch_softmax = scoring == "batch";
+  o.scoring.reference_per_fold = absl::GetFlag(FLAGS_reference_per_fold);
+  o.scoring.reference_groups =
+      absl::GetFlag(FLAGS_reference_groups) > 0 ? absl::GetFlag(FLAGS_reference_groups) : m.reference_groups;
+  o.scoring.reference_size = absl::GetFlag(FLAGS_reference) > 0 ? absl::GetFlag(FLAGS_reference) : m.reference_configs;
+  o.scoring.tta = absl::GetFlag(FLAGS_tta) > 0 ? absl::GetFlag(FLAGS_tta) : m.tta;
+  o.scoring.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
+  o.cascade_top_k = absl::GetFlag(FLAGS_cascade);
+  o.cascade_fraction = absl::GetFlag(FLAGS_cascade_fraction);
+  o.progress = !absl::GetFlag(FLAGS_json);
+  return o;
+}
+
+// "<heading> (<folds> folds, batch B, <scoring>, <precision>)", the table, and the spread,
+// cascade and TTA lines that apply.
+void PrintTable(const tgraph::EvalReport& r, const tgraph::EvalOptions& o, const std::string& heading, size_t folds,
+                tgraph::Precision precision) {
+  const std::string how =
+      o.scoring.batch_softmax
+          ? absl::StrCat("batch softmax, TTA at most ", o.scoring.tta, ", agreement ", o.scoring.tta_agreement)
+          : absl::StrCat("reference of ", o.scoring.reference_size, " configurations in ", o.scoring.reference_groups,
+                         " groups", o.scoring.reference_per_fold ? ", per fold" : "");
+  std::printf("%s (%zu folds, batch %lld, %s, %s)\n%s", heading.c_str(), folds,
+              static_cast<long long>(o.scoring.batch_size), how.c_str(), tgraph::PrecisionName(precision),
+              r.Table().c_str());
+  if (std::isfinite(r.mean.spread_error[0]))
+    std::printf("fold spread: mean rank error (share of the configurations) by spread quartile, lowest spread "
+                "first: %.3f %.3f %.3f %.3f\n",
+                r.mean.spread_error[0], r.mean.spread_error[1], r.mean.spread_error[2], r.mean.spread_error[3]);
+  if (o.cascade_top_k > 0)
+    std::printf("cascade (top %lld, fraction %g): recall of the full ensemble's top %lld %.3f on average; scoring "
+                "%.1f s with the cascade, %.1f s with every fold for every configuration\n",
+                static_cast<long long>(o.cascade_top_k), o.cascade_fraction, static_cast<long long>(o.cascade_top_k),
+                r.mean.cascade_recall, r.cascade_seconds, r.full_seconds);
+  if (o.scoring.batch_softmax) {
+    int64_t passes = 0;
+    for (const tgraph::GraphEval& e : r.graphs) passes += e.passes;
+    std::printf("TTA passes per fold and graph: %.2f on average\n",
+                r.graphs.empty() ? 0.0 : static_cast<double>(passes) / static_cast<double>(r.graphs.size() * folds));
+  }
+}
+
+int Evaluate() {
+  torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
   if (!c.ok()) return Fail(UsageError(absl::StrCat("--collection: ", c.status().message())));
   if (absl::GetFlag(FLAGS_data).empty()) return Fail(UsageError("--data is required"));
   absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) return Fail(UsageError(absl::StrCat("--precision: ", precision.status().message())));
-  absl::StatusOr<tgraph::LoadedModel> model;
   std::string source;
-  if (!absl::GetFlag(FLAGS_run_dir).empty()) {
-    absl::StatusOr<tgraph::Manifest> m = tgraph::RunManifest(absl::GetFlag(FLAGS_run_dir), absl::GetFlag(FLAGS_keep_folds));
-    if (!m.ok()) return Fail(m.status());
-    model = tgraph::LoadFolds(*m, absl::GetFlag(FLAGS_run_dir));
-    source = "run " + absl::GetFlag(FLAGS_run_dir);
-  } else if (!absl::GetFlag(FLAGS_registry).empty()) {
-    tgraph::Registry reg(absl::GetFlag(FLAGS_registry));
-    int64_t version = absl::GetFlag(FLAGS_version);
-    if (version <= 0) {
-      absl::StatusOr<int64_t> latest = reg.LatestVersion(c->name());
-      if (!latest.ok()) return Fail(latest.status());
-      version = *latest;
-    }
-    model = tgraph::LoadModel(reg, c->name(), version);
-    source = absl::GetFlag(FLAGS_registry) + " version " + std::to_string(version);
-  } else {
-    return Fail(UsageError("give --registry (and optionally --version) or --run_dir"));
-  }
+  absl::StatusOr<tgraph::LoadedModel> model = LoadEvalModel(*c, &source);
   if (!model.ok()) return Fail(model.status());
   for (const auto& net : model->folds) net->SetInferencePrecision(*precision);
-  tgraph::EvalOptions o;
-  o.official_subset = absl::GetFlag(FLAGS_official_subset);
-  o.scoring.batch_size = absl::GetFlag(FLAGS_batch) > 0 ? absl::GetFlag(FLAGS_batch) : model->manifest.batch_size;
-  const std::string scoring = absl::GetFlag(FLAGS_scoring);
-  if (scoring != "reference" && scoring != "batch")
-    return Fail(UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'")));
-  o.scoring.batch_softmax = scoring == "batch";
-  o.scoring.reference_per_fold = absl::GetFlag(FLAGS_reference_per_fold);
-  o.scoring.reference_groups = absl::GetFlag(FLAGS_reference_groups) > 0 ? absl::GetFlag(FLAGS_reference_groups)
-                                                                         : model->manifest.reference_groups;
-  o.scoring.reference_size =
-      absl::GetFlag(FLAGS_reference) > 0 ? absl::GetFlag(FLAGS_reference) : model->manifest.reference_configs;
-  o.scoring.tta = absl::GetFlag(FLAGS_tta) > 0 ? absl::GetFlag(FLAGS_tta) : model->manifest.tta;
-  o.scoring.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
-  o.cascade_top_k = absl::GetFlag(FLAGS_cascade);
-  o.cascade_fraction = absl::GetFlag(FLAGS_cascade_fraction);
-  o.progress = !absl::GetFlag(FLAGS_json);
+  absl::StatusOr<tgraph::EvalOptions> o = EvalOptionsFromFlags(model->manifest);
+  if (!o.ok()) return Fail(o.status());
   absl::StatusOr<tgraph::EvalReport> r =
-      tgraph::EvaluateSplit(*model, absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split), o);
+      tgraph::EvaluateSplit(*model, absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split), *o);
   if (!r.ok()) return Fail(r.status());
   if (!absl::GetFlag(FLAGS_rankings).empty())
     if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_rankings), r->RankingsCsv()); !s.ok()) return Fail(s);
@@ -116,33 +150,21 @@ int main(int argc, char** argv) {
     if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_scores), r->ScoresCsv()); !s.ok()) return Fail(s);
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", r->Json().c_str());
-  } else {
-    const std::string how = o.scoring.batch_softmax
-                                ? absl::StrCat("batch softmax, TTA at most ", o.scoring.tta, ", agreement ",
-                                               o.scoring.tta_agreement)
-                                : absl::StrCat("reference of ", o.scoring.reference_size, " configurations in ",
-                                               o.scoring.reference_groups, " groups",
-                                               o.scoring.reference_per_fold ? ", per fold" : "");
-    std::printf("%s %s with %s (%zu folds, batch %lld, %s, %s)\n%s", c->name().c_str(),
-                absl::GetFlag(FLAGS_split).c_str(), source.c_str(), model->folds.size(),
-                static_cast<long long>(o.scoring.batch_size), how.c_str(), tgraph::PrecisionName(*precision),
-                r->Table().c_str());
-    int64_t passes = 0;
-    for (const tgraph::GraphEval& e : r->graphs) passes += e.passes;
-    if (std::isfinite(r->mean.spread_error[0]))
-      std::printf("fold spread: mean rank error (share of the configurations) by spread quartile, lowest spread "
-                  "first: %.3f %.3f %.3f %.3f\n",
-                  r->mean.spread_error[0], r->mean.spread_error[1], r->mean.spread_error[2], r->mean.spread_error[3]);
-    if (o.cascade_top_k > 0)
-      std::printf("cascade (top %lld, fraction %g): recall of the full ensemble's top %lld %.3f on average; scoring "
-                  "%.1f s with the cascade, %.1f s with every fold for every configuration\n",
-                  static_cast<long long>(o.cascade_top_k), o.cascade_fraction, static_cast<long long>(o.cascade_top_k),
-                  r->mean.cascade_recall, r->cascade_seconds, r->full_seconds);
-    if (o.scoring.batch_softmax)
-      std::printf("TTA passes per fold and graph: %.2f on average\n",
-                  r->graphs.empty()
-                      ? 0.0
-                      : static_cast<double>(passes) / static_cast<double>(r->graphs.size() * model->folds.size()));
+    return tgraph::kExitOk;
   }
+  PrintTable(*r, *o, absl::StrCat(c->name(), " ", absl::GetFlag(FLAGS_split), " with ", source), model->folds.size(),
+             *precision);
   return tgraph::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv,
+      "Evaluate a model on a split.\n"
+      "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)");
+  if (args.size() > 1) return Fail(UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
+  return Evaluate();
 }

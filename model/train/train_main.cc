@@ -18,6 +18,7 @@
 #include "model/nn/model_io.h"
 #include "model/tools/tool.h"
 #include "model/train/finetune.h"
+#include "model/train/publish.h"
 #include "model/train/trainer.h"
 
 ABSL_FLAG(std::string, data, "", "Dataset root holding npz/layout/... and npz/tile/...");
@@ -65,6 +66,150 @@ ABSL_FLAG(double, base_fraction, 0.5, "finetune: share of steps on --data's trai
 using tgraph::Fail;
 using tgraph::UsageError;
 
+namespace {
+
+bool Quick() { return absl::GetFlag(FLAGS_profile) == "quick"; }
+int KeepFolds() { return absl::GetFlag(FLAGS_keep_folds) > 0 ? absl::GetFlag(FLAGS_keep_folds) : (Quick() ? 2 : 4); }
+
+int Finetune() {
+  tgraph::FinetuneOptions f;
+  f.registry = absl::GetFlag(FLAGS_registry);
+  f.collection = absl::GetFlag(FLAGS_collection);
+  f.measurements = absl::GetFlag(FLAGS_measurements);
+  f.base_data = absl::GetFlag(FLAGS_data);
+  f.base_fraction = absl::GetFlag(FLAGS_base_fraction);
+  f.work_dir = absl::GetFlag(FLAGS_run_dir);
+  f.steps = absl::GetFlag(FLAGS_steps);
+  f.lr = absl::GetFlag(FLAGS_finetune_lr);
+  f.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  if (absl::GetFlag(FLAGS_batch_configs) > 0) f.batch_configs = absl::GetFlag(FLAGS_batch_configs);
+  f.holdout = absl::GetFlag(FLAGS_holdout);
+  f.seed = absl::GetFlag(FLAGS_seed);
+  f.progress = absl::GetFlag(FLAGS_progress);
+  if (f.registry.empty() || f.measurements.empty() || f.collection.empty())
+    return Fail(UsageError("finetune needs --registry, --collection, --measurements and --run_dir"));
+  torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
+  absl::StatusOr<tgraph::FinetuneResult> r = tgraph::Finetune(f);
+  if (!r.ok()) return Fail(r.status());
+  std::printf("%s: held-out tau %.4f (version %lld) -> %.4f on %lld held-out configurations of %lld graphs; %s\n",
+              f.collection.c_str(), r->parent_score, static_cast<long long>(r->parent_version), r->child_score,
+              static_cast<long long>(r->heldout_configs), static_cast<long long>(r->graphs),
+              r->published_version > 0 ? absl::StrCat("published as version ", r->published_version).c_str()
+                                       : "worse than its parent: not published");
+  return tgraph::kExitOk;
+}
+
+// retire or restore, and what servers serve afterwards: the newest listed version that
+// loads (server/model_manager.h).
+int RetireOrRestore(const std::string& command) {
+  const std::string collection = absl::GetFlag(FLAGS_collection);
+  const int64_t version = absl::GetFlag(FLAGS_version);
+  if (absl::GetFlag(FLAGS_registry).empty() || collection.empty() || version < 1)
+    return Fail(UsageError(absl::StrCat(command, " needs --registry, --collection and --version (>= 1)")));
+  const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
+  const absl::Status s = command == "retire" ? registry.Retire(collection, version, absl::GetFlag(FLAGS_reason))
+                                             : registry.Restore(collection, version);
+  if (!s.ok()) return Fail(s);
+  std::string serving = "their last loaded version (no other version is listed)", skipped;
+  const std::vector<int64_t> listed = registry.ListVersions(collection);
+  for (auto v = listed.rbegin(); v != listed.rend(); ++v) {
+    absl::Status loads = tgraph::LoadModel(registry, collection, *v).status();
+    if (loads.ok()) {
+      serving = absl::StrCat("version ", *v);
+      break;
+    }
+    absl::StrAppend(&skipped, skipped.empty() ? "" : "; ", "version ", *v, " does not load: ", loads.message());
+  }
+  std::printf("%s %s version %lld; servers now serve %s%s\n", command == "retire" ? "retired" : "restored",
+              collection.c_str(), static_cast<long long>(version), serving.c_str(),
+              skipped.empty() ? "" : absl::StrCat(" (", skipped, ")").c_str());
+  return tgraph::kExitOk;
+}
+
+// Publishes the run's best folds; `what` names them in the line printed.
+int Publish(const std::string& what) {
+  bool existed = false;
+  absl::StatusOr<int64_t> v =
+      tgraph::PublishRun(absl::GetFlag(FLAGS_run_dir), tgraph::Registry(absl::GetFlag(FLAGS_registry)), KeepFolds(),
+                         absl::GetFlag(FLAGS_require_folds), &existed);
+  if (!v.ok()) return Fail(v.status());
+  std::printf("%s %s as version %lld in %s\n", existed ? "already published" : "published", what.c_str(),
+              static_cast<long long>(*v), absl::GetFlag(FLAGS_registry).c_str());
+  return tgraph::kExitOk;
+}
+
+absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
+  const bool quick = Quick();
+  tgraph::TrainOptions o;
+  o.data_root = absl::GetFlag(FLAGS_data);
+  if (o.data_root.empty()) return UsageError("--data is required");
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok()) return UsageError(absl::StrCat("--collection: ", c.status().message()));
+  o.collection = *c;
+  o.run_dir = absl::GetFlag(FLAGS_run_dir);
+  absl::StatusOr<tgraph::Architecture> arch = tgraph::ParseArchitecture(absl::GetFlag(FLAGS_architecture));
+  if (!arch.ok()) return UsageError(absl::StrCat("--architecture: ", arch.status().message()));
+  o.spec.architecture = *arch;
+  absl::StatusOr<tgraph::CrossAttentionForm> form =
+      tgraph::ParseCrossAttentionForm(absl::GetFlag(FLAGS_cross_attention_form));
+  if (!form.ok()) return UsageError(absl::StrCat("--", form.status().message()));
+  o.spec.cross_attention_form = *form;
+  o.spec.kind = c->kind;
+  o.spec.hidden = absl::GetFlag(FLAGS_hidden) > 0 ? absl::GetFlag(FLAGS_hidden) : (quick ? 64 : 256);
+  o.spec.blocks = absl::GetFlag(FLAGS_blocks);
+  o.spec.self_attention = absl::GetFlag(FLAGS_self_attention);
+  o.spec.cross_attention = absl::GetFlag(FLAGS_cross_attention);
+  o.spec.edges = absl::GetFlag(FLAGS_edges);
+  o.num_folds = absl::GetFlag(FLAGS_folds);
+  o.train_folds = absl::GetFlag(FLAGS_train_folds) > 0 ? absl::GetFlag(FLAGS_train_folds) : (quick ? 2 : 5);
+  o.keep_folds = KeepFolds();
+  o.epochs = absl::GetFlag(FLAGS_epochs) > 0 ? absl::GetFlag(FLAGS_epochs)
+                                             : (quick ? (c->kind == tgraph::CollectionKind::kTile ? 5 : 20) : 0);
+  o.batch_configs = absl::GetFlag(FLAGS_batch_configs);
+  o.lr = absl::GetFlag(FLAGS_lr);
+  o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  o.reference_configs = absl::GetFlag(FLAGS_reference_configs);
+  if (o.reference_configs < 1 || o.reference_configs > tgraph::kMaxBatchSize)
+    return UsageError(absl::StrCat("--reference_configs must be in 1..", tgraph::kMaxBatchSize));
+  o.query_share = absl::GetFlag(FLAGS_query_share);
+  if (!(o.query_share >= 0 && o.query_share <= 0.9)) return UsageError("--query_share must be in 0..0.9");
+  o.valid_every = absl::GetFlag(FLAGS_valid_every);
+  o.progress = absl::GetFlag(FLAGS_progress);
+  o.flags = {{"profile", absl::GetFlag(FLAGS_profile)}, {"epochs", absl::StrCat(o.epochs)},
+             {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
+             {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
+             {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
+             {"query_share", absl::StrCat(o.query_share)}};
+  return o;
+}
+
+// Trains the folds (one with --fold, else 0..train_folds-1), then publishes them when
+// --registry is set and every fold was trained here.
+int Train() {
+  absl::StatusOr<tgraph::TrainOptions> o = TrainOptionsFromFlags();
+  if (!o.ok()) return Fail(o.status());
+  torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
+  std::fprintf(stderr, "tgraph-train: %s, %s hidden %lld, torch threads %d, OMP_WAIT_POLICY %s\n",
+               o->collection.name().c_str(), tgraph::ArchitectureName(o->spec.architecture),
+               static_cast<long long>(o->spec.hidden), torch::get_num_threads(), tgraph::OpenMpWaitPolicy().c_str());
+  if (absl::Status s = tgraph::PrepareRun(*o); !s.ok()) return Fail(s);
+  std::vector<int> folds;
+  if (absl::GetFlag(FLAGS_fold) >= 0) folds = {absl::GetFlag(FLAGS_fold)};
+  else for (int k = 0; k < o->train_folds; ++k) folds.push_back(k);
+  for (int k : folds) {
+    absl::StatusOr<tgraph::FoldResult> r = tgraph::TrainFold(*o, k);
+    if (!r.ok()) return Fail(r.status());
+    std::printf("fold %d: best validation %s %.4f at step %lld, %.1f s, peak RSS %.0f MiB\n", r->fold,
+                o->collection.kind == tgraph::CollectionKind::kTile ? "M_tile" : "tau", r->valid_score,
+                static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20));
+  }
+  if (absl::GetFlag(FLAGS_registry).empty() || absl::GetFlag(FLAGS_fold) >= 0) return tgraph::kExitOk;
+  return Publish(o->collection.name());
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
   const std::vector<char*> args = tgraph::ParseToolCommandLine(
@@ -76,140 +221,18 @@ int main(int argc, char** argv) {
       "                        [--steps 200] [--finetune_lr 1e-4] [--holdout 0.2]\n"
       "  tgraph-train retire  --registry REG --collection C --version V [--reason TEXT]   (rollback)\n"
       "  tgraph-train restore --registry REG --collection C --version V");
-  const bool quick = absl::GetFlag(FLAGS_profile) == "quick";
-  if (!quick && absl::GetFlag(FLAGS_profile) != "paper") return Fail(UsageError("--profile must be paper or quick"));
-  const int keep = absl::GetFlag(FLAGS_keep_folds) > 0 ? absl::GetFlag(FLAGS_keep_folds) : (quick ? 2 : 4);
-  const std::string run_dir = absl::GetFlag(FLAGS_run_dir);
+  if (!Quick() && absl::GetFlag(FLAGS_profile) != "paper") return Fail(UsageError("--profile must be paper or quick"));
   const std::string command = args.size() > 1 ? args[1] : "";
   if (args.size() > 2 || (!command.empty() && command != "publish" && command != "retire" && command != "restore" &&
                            command != "finetune"))
     return Fail(UsageError(absl::StrCat("unknown command '", args.back(),
                                         "'; expected publish, retire, restore or finetune (or none, to train)")));
-  if (command == "finetune") {
-    tgraph::FinetuneOptions f;
-    f.registry = absl::GetFlag(FLAGS_registry);
-    f.collection = absl::GetFlag(FLAGS_collection);
-    f.measurements = absl::GetFlag(FLAGS_measurements);
-    f.base_data = absl::GetFlag(FLAGS_data);
-    f.base_fraction = absl::GetFlag(FLAGS_base_fraction);
-    f.work_dir = run_dir;
-    f.steps = absl::GetFlag(FLAGS_steps);
-    f.lr = absl::GetFlag(FLAGS_finetune_lr);
-    f.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-    if (absl::GetFlag(FLAGS_batch_configs) > 0) f.batch_configs = absl::GetFlag(FLAGS_batch_configs);
-    f.holdout = absl::GetFlag(FLAGS_holdout);
-    f.seed = absl::GetFlag(FLAGS_seed);
-    f.progress = absl::GetFlag(FLAGS_progress);
-    if (f.registry.empty() || f.measurements.empty() || f.collection.empty())
-      return Fail(UsageError("finetune needs --registry, --collection, --measurements and --run_dir"));
-    torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
-    absl::StatusOr<tgraph::FinetuneResult> r = tgraph::Finetune(f);
-    if (!r.ok()) return Fail(r.status());
-    std::printf("%s: held-out tau %.4f (version %lld) -> %.4f on %lld held-out configurations of %lld graphs; %s\n",
-                f.collection.c_str(), r->parent_score, static_cast<long long>(r->parent_version), r->child_score,
-                static_cast<long long>(r->heldout_configs), static_cast<long long>(r->graphs),
-                r->published_version > 0 ? absl::StrCat("published as version ", r->published_version).c_str()
-                                         : "worse than its parent: not published");
-    return tgraph::kExitOk;
-  }
-  if (command == "retire" || command == "restore") {
-    const std::string collection = absl::GetFlag(FLAGS_collection);
-    const int64_t version = absl::GetFlag(FLAGS_version);
-    if (absl::GetFlag(FLAGS_registry).empty() || collection.empty() || version < 1)
-      return Fail(UsageError(absl::StrCat(command, " needs --registry, --collection and --version (>= 1)")));
-    const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
-    const absl::Status s = command == "retire" ? registry.Retire(collection, version, absl::GetFlag(FLAGS_reason))
-                                               : registry.Restore(collection, version);
-    if (!s.ok()) return Fail(s);
-    // What servers serve now: the newest listed version that loads (server/model_manager.h).
-    std::string serving = "their last loaded version (no other version is listed)", skipped;
-    const std::vector<int64_t> listed = registry.ListVersions(collection);
-    for (auto v = listed.rbegin(); v != listed.rend(); ++v) {
-      absl::Status loads = tgraph::LoadModel(registry, collection, *v).status();
-      if (loads.ok()) {
-        serving = absl::StrCat("version ", *v);
-        break;
-      }
-      absl::StrAppend(&skipped, skipped.empty() ? "" : "; ", "version ", *v, " does not load: ", loads.message());
-    }
-    std::printf("%s %s version %lld; servers now serve %s%s\n", command == "retire" ? "retired" : "restored",
-                collection.c_str(), static_cast<long long>(version), serving.c_str(),
-                skipped.empty() ? "" : absl::StrCat(" (", skipped, ")").c_str());
-    return tgraph::kExitOk;
-  }
-  if (run_dir.empty()) return Fail(UsageError("--run_dir is required"));
-
+  if (command == "finetune") return Finetune();
+  if (command == "retire" || command == "restore") return RetireOrRestore(command);
+  if (absl::GetFlag(FLAGS_run_dir).empty()) return Fail(UsageError("--run_dir is required"));
   if (command == "publish") {
     if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("publish needs --registry"));
-    bool existed = false;
-    absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep,
-                                                    absl::GetFlag(FLAGS_require_folds), &existed);
-    if (!v.ok()) return Fail(v.status());
-    std::printf("%s %s as version %lld in %s\n", existed ? "already published" : "published", run_dir.c_str(),
-                static_cast<long long>(*v), absl::GetFlag(FLAGS_registry).c_str());
-    return tgraph::kExitOk;
+    return Publish(absl::GetFlag(FLAGS_run_dir));
   }
-
-  tgraph::TrainOptions o;
-  o.data_root = absl::GetFlag(FLAGS_data);
-  if (o.data_root.empty()) return Fail(UsageError("--data is required"));
-  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
-  if (!c.ok()) return Fail(UsageError(absl::StrCat("--collection: ", c.status().message())));
-  o.collection = *c;
-  o.run_dir = run_dir;
-  o.spec.architecture = absl::GetFlag(FLAGS_architecture);
-  o.spec.kind = c->kind;
-  o.spec.hidden = absl::GetFlag(FLAGS_hidden) > 0 ? absl::GetFlag(FLAGS_hidden) : (quick ? 64 : 256);
-  o.spec.blocks = absl::GetFlag(FLAGS_blocks);
-  o.spec.self_attention = absl::GetFlag(FLAGS_self_attention);
-  o.spec.cross_attention = absl::GetFlag(FLAGS_cross_attention);
-  o.spec.cross_attention_form = absl::GetFlag(FLAGS_cross_attention_form);
-  o.spec.edges = absl::GetFlag(FLAGS_edges);
-  o.num_folds = absl::GetFlag(FLAGS_folds);
-  o.train_folds = absl::GetFlag(FLAGS_train_folds) > 0 ? absl::GetFlag(FLAGS_train_folds) : (quick ? 2 : 5);
-  o.keep_folds = keep;
-  o.epochs = absl::GetFlag(FLAGS_epochs) > 0 ? absl::GetFlag(FLAGS_epochs) : (quick ? (c->kind == tgraph::CollectionKind::kTile ? 5 : 20) : 0);
-  o.batch_configs = absl::GetFlag(FLAGS_batch_configs);
-  o.lr = absl::GetFlag(FLAGS_lr);
-  o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  o.seed = absl::GetFlag(FLAGS_seed);
-  o.reference_configs = absl::GetFlag(FLAGS_reference_configs);
-  if (o.reference_configs < 1 || o.reference_configs > tgraph::kMaxBatchSize)
-    return Fail(UsageError(absl::StrCat("--reference_configs must be in 1..", tgraph::kMaxBatchSize)));
-  o.query_share = absl::GetFlag(FLAGS_query_share);
-  if (!(o.query_share >= 0 && o.query_share <= 0.9))
-    return Fail(UsageError("--query_share must be in 0..0.9"));
-  o.valid_every = absl::GetFlag(FLAGS_valid_every);
-  o.progress = absl::GetFlag(FLAGS_progress);
-  o.flags = {{"profile", absl::GetFlag(FLAGS_profile)}, {"epochs", absl::StrCat(o.epochs)},
-             {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
-             {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
-             {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
-             {"query_share", absl::StrCat(o.query_share)}};
-  const int threads = tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads));
-  torch::set_num_threads(threads);
-  std::fprintf(stderr, "tgraph-train: %s, %s hidden %lld, torch threads %d, OMP_WAIT_POLICY %s\n",
-               c->name().c_str(), o.spec.architecture.c_str(), static_cast<long long>(o.spec.hidden),
-               torch::get_num_threads(), tgraph::OpenMpWaitPolicy().c_str());
-
-  if (absl::Status s = tgraph::PrepareRun(o); !s.ok()) return Fail(s);
-  std::vector<int> folds;
-  if (absl::GetFlag(FLAGS_fold) >= 0) folds = {absl::GetFlag(FLAGS_fold)};
-  else for (int k = 0; k < o.train_folds; ++k) folds.push_back(k);
-  for (int k : folds) {
-    absl::StatusOr<tgraph::FoldResult> r = tgraph::TrainFold(o, k);
-    if (!r.ok()) return Fail(r.status());
-    std::printf("fold %d: best validation %s %.4f at step %lld, %.1f s, peak RSS %.0f MiB\n", r->fold,
-                c->kind == tgraph::CollectionKind::kTile ? "M_tile" : "tau", r->valid_score,
-                static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20));
-  }
-  if (!absl::GetFlag(FLAGS_registry).empty() && absl::GetFlag(FLAGS_fold) < 0) {
-    bool existed = false;
-    absl::StatusOr<int64_t> v = tgraph::PublishRun(run_dir, tgraph::Registry(absl::GetFlag(FLAGS_registry)), keep,
-                                                    absl::GetFlag(FLAGS_require_folds), &existed);
-    if (!v.ok()) return Fail(v.status());
-    std::printf("%s %s version %lld to %s\n", existed ? "already published" : "published", c->name().c_str(),
-                static_cast<long long>(*v), absl::GetFlag(FLAGS_registry).c_str());
-  }
-  return tgraph::kExitOk;
+  return Train();
 }

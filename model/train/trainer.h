@@ -1,13 +1,8 @@
-// The offline trainer: a run directory per training run, K-fold by graph, one fold
-// per call (so a Kubernetes Indexed Job can run one fold per pod), checkpoints that
-// let a killed fold resume, and a publish step that keeps the best folds.
-//
-//   <run_dir>/run.json                  collection, data fingerprint, spec, feature stats, folds
-//   <run_dir>/fold_<k>/log.jsonl        one JSON object per epoch
-//   <run_dir>/fold_<k>/state.json       checkpoint: step, best score, file names
-//   <run_dir>/fold_<k>/ckpt_<step>.npz  weights at the checkpoint (+ .opt optimizer state)
-//   <run_dir>/fold_<k>/best.npz         weights of the best validation epoch
-//   <run_dir>/fold_<k>/result.json      written when the fold is complete
+// The offline trainer's loop: a run directory per training run (model/train/run_dir.h),
+// K-fold by graph, one fold per call (so a Kubernetes Indexed Job can run one fold per
+// pod), checkpoints that let a killed fold resume; model/train/publish.h keeps the best
+// folds. One fold per process at a time: TrainFold sets LibTorch's seed and uses every
+// intra-op thread.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +15,7 @@
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
 #include "model/store/registry.h"
+#include "model/train/run_dir.h"
 
 namespace tgraph {
 
@@ -57,31 +53,7 @@ struct TrainOptions {
 // the same data and settings (so parallel fold processes agree).
 absl::Status PrepareRun(const TrainOptions& options);
 
-struct FoldResult {
-  int fold = 0;
-  double valid_score = 0;   // mean Kendall tau (layout) or M_tile (tile) of the best epoch
-  int64_t best_step = 0;
-  double seconds = 0;       // training time of this fold (this process, resumed parts included)
-  int64_t peak_rss_bytes = 0;
-  bool completed = false;   // false when stopped by stop_after_steps
-};
-
 // Trains one fold (resuming from its checkpoint if there is one); PrepareRun first.
 absl::StatusOr<FoldResult> TrainFold(const TrainOptions& options, int fold);
-
-// Completed folds of a run, best validation score first.
-absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_dir);
-
-// Publishes the best `keep` completed folds of a run as a new version. With
-// require_folds > 0, fails (FAILED_PRECONDITION, nothing published) until at least that
-// many folds have completed: a publish step scheduled after parallel fold jobs. Every
-// fold is loaded before anything is published (PublishLoadable); publishing the same
-// run again returns the version that already holds it (*already_published).
-absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep,
-                                   int require_folds = 0, bool* already_published = nullptr);
-
-// The manifest a run would publish, fold weights relative to the run dir
-// ("fold_3/best.npz"): LoadFolds(manifest, run_dir) scores with an unpublished run.
-absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep);
 
 }  // namespace tgraph
