@@ -52,27 +52,17 @@ const char* CodeName(absl::StatusCode c) {
   }
 }
 
-}  // namespace
-
-absl::StatusOr<BenchReport> RunBench(const BenchOptions& o) {
-  if (!o.allow_remote && !IsLoopback(o.client.target))
-    return absl::InvalidArgumentError(absl::StrCat("bench targets loopback addresses only (got ", o.client.target,
-                                                   "); pass --allow_remote to load another host"));
-  if (o.requests <= 0 && o.duration_s <= 0)
-    return absl::InvalidArgumentError("give --requests or --duration_s: a benchmark must stop by itself");
-  if (o.concurrency < 1 || o.configs < 1) return absl::InvalidArgumentError("--concurrency and --configs_per_request must be >= 1");
-  absl::StatusOr<Collection> c = ParseCollection(o.collection);
-  if (!c.ok()) return c.status();
-
-  // The graph pool, from every split.
+// The graph pool: up to o.graphs graphs of the collection from every split, each with
+// exactly o.configs rows cycled from its file's.
+absl::StatusOr<std::vector<PoolGraph>> LoadPool(const BenchOptions& o, const Collection& c) {
   std::vector<PoolGraph> pool;
   for (const std::string& split : AllSplits()) {
-    absl::StatusOr<std::vector<GraphFile>> files = ListSplit(o.data_root, *c, split);
+    absl::StatusOr<std::vector<GraphFile>> files = ListSplit(o.data_root, c, split);
     if (!files.ok()) continue;
     for (const GraphFile& f : *files) {
       if (static_cast<int>(pool.size()) >= o.graphs) break;
       PoolGraph p;
-      if (c->kind == CollectionKind::kLayout) {
+      if (c.kind == CollectionKind::kLayout) {
         absl::StatusOr<LayoutGraph> g = LoadLayoutGraph(f.path);
         if (!g.ok()) return g.status();
         const size_t row = static_cast<size_t>(g->num_config_nodes()) * kConfigFeatDim;
@@ -94,18 +84,55 @@ absl::StatusOr<BenchReport> RunBench(const BenchOptions& o) {
       pool.push_back(std::move(p));
     }
   }
-  if (pool.empty())
-    return absl::NotFoundError(absl::StrCat("no graphs of ", o.collection, " under ", o.data_root));
+  if (pool.empty()) return absl::NotFoundError(absl::StrCat("no graphs of ", o.collection, " under ", o.data_root));
+  return pool;
+}
 
-  RankerClient client(o.client);
-  // Registration is set-up, not load: do it before the clock starts.
-  for (const PoolGraph& p : pool)
-    if (absl::StatusOr<RegisteredGraph> r = client.Register(p.graph, p.ids); !r.ok()) return r.status();
-
-  std::atomic<int64_t> next{0};
+// The requests' outcome, filled by the workers under `mu`.
+struct Outcomes {
   std::mutex mu;
   std::vector<double> latencies, inference;
   BenchReport report;
+};
+
+// The figures of a finished run.
+void Summarise(const Outcomes& out, double seconds, int64_t configs, BenchReport* report) {
+  report->seconds = seconds;
+  report->requests_per_s = static_cast<double>(report->ok) / report->seconds;
+  report->configs_per_s = report->requests_per_s * static_cast<double>(configs);
+  report->p50_ms = Percentile(out.latencies, 0.50);
+  report->p90_ms = Percentile(out.latencies, 0.90);
+  report->p99_ms = Percentile(out.latencies, 0.99);
+  report->max_ms = out.latencies.empty() ? 0 : *std::max_element(out.latencies.begin(), out.latencies.end());
+  double sum = 0, inf = 0;
+  for (double v : out.latencies) sum += v;
+  for (double v : out.inference) inf += v;
+  report->mean_ms = out.latencies.empty() ? 0 : sum / static_cast<double>(out.latencies.size());
+  report->server_inference_mean_ms = out.inference.empty() ? 0 : inf / static_cast<double>(out.inference.size());
+}
+
+}  // namespace
+
+absl::StatusOr<BenchReport> RunBench(const BenchOptions& o) {
+  if (!o.allow_remote && !IsLoopback(o.client.target))
+    return absl::InvalidArgumentError(absl::StrCat("bench targets loopback addresses only (got ", o.client.target,
+                                                   "); pass --allow_remote to load another host"));
+  if (o.requests <= 0 && o.duration_s <= 0)
+    return absl::InvalidArgumentError("give --requests or --duration_s: a benchmark must stop by itself");
+  if (o.concurrency < 1 || o.configs < 1) return absl::InvalidArgumentError("--concurrency and --configs_per_request must be >= 1");
+  absl::StatusOr<Collection> c = ParseCollection(o.collection);
+  if (!c.ok()) return c.status();
+
+  absl::StatusOr<std::vector<PoolGraph>> pool = LoadPool(o, *c);
+  if (!pool.ok()) return pool.status();
+
+  RankerClient client(o.client);
+  // Registration is set-up, not load: do it before the clock starts.
+  for (const PoolGraph& p : *pool)
+    if (absl::StatusOr<RegisteredGraph> r = client.Register(p.graph, p.ids); !r.ok()) return r.status();
+
+  std::atomic<int64_t> next{0};
+  Outcomes out;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(o.duration_s > 0 ? o.duration_s : 1e9));
@@ -122,18 +149,18 @@ absl::StatusOr<BenchReport> RunBench(const BenchOptions& o) {
         std::this_thread::sleep_until(due);
       }
       if (Clock::now() >= deadline) return;
-      const PoolGraph& p = pool[static_cast<size_t>(i) % pool.size()];
+      const PoolGraph& p = (*pool)[static_cast<size_t>(i) % pool->size()];
       const auto t0 = Clock::now();
       absl::StatusOr<Ranking> r = p.tile.empty() ? client.RankLayout(p.graph, p.ids, p.layout.data(), o.configs, ro)
                                                  : client.RankTile(p.graph, p.tile.data(), o.configs, ro);
       const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-      std::lock_guard<std::mutex> lock(mu);
+      std::lock_guard<std::mutex> lock(out.mu);
       if (r.ok()) {
-        ++report.ok;
-        latencies.push_back(ms);
-        inference.push_back(r->inference_ms);
+        ++out.report.ok;
+        out.latencies.push_back(ms);
+        out.inference.push_back(r->inference_ms);
       } else {
-        ++report.errors[CodeName(r.status().code())];
+        ++out.report.errors[CodeName(r.status().code())];
       }
     }
   };
@@ -141,12 +168,12 @@ absl::StatusOr<BenchReport> RunBench(const BenchOptions& o) {
   std::thread progress([&] {
     while (o.progress && !done) {
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      std::lock_guard<std::mutex> lock(mu);
+      std::lock_guard<std::mutex> lock(out.mu);
       int64_t errors = 0;
-      for (const auto& [code, n] : report.errors) errors += n;
+      for (const auto& [code, n] : out.report.errors) errors += n;
       const double t = std::chrono::duration<double>(Clock::now() - start).count();
-      std::fprintf(stderr, "\r%6.1f s  %lld ok  %lld errors  %.1f req/s  ", t, static_cast<long long>(report.ok),
-                   static_cast<long long>(errors), static_cast<double>(report.ok) / std::max(t, 1e-9));
+      std::fprintf(stderr, "\r%6.1f s  %lld ok  %lld errors  %.1f req/s  ", t, static_cast<long long>(out.report.ok),
+                   static_cast<long long>(errors), static_cast<double>(out.report.ok) / std::max(t, 1e-9));
     }
   });
   std::vector<std::thread> workers;
@@ -156,19 +183,8 @@ absl::StatusOr<BenchReport> RunBench(const BenchOptions& o) {
   progress.join();
   if (o.progress) std::fprintf(stderr, "\n");
 
-  report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  report.requests_per_s = static_cast<double>(report.ok) / report.seconds;
-  report.configs_per_s = report.requests_per_s * static_cast<double>(o.configs);
-  report.p50_ms = Percentile(latencies, 0.50);
-  report.p90_ms = Percentile(latencies, 0.90);
-  report.p99_ms = Percentile(latencies, 0.99);
-  report.max_ms = latencies.empty() ? 0 : *std::max_element(latencies.begin(), latencies.end());
-  double sum = 0, inf = 0;
-  for (double v : latencies) sum += v;
-  for (double v : inference) inf += v;
-  report.mean_ms = latencies.empty() ? 0 : sum / static_cast<double>(latencies.size());
-  report.server_inference_mean_ms = inference.empty() ? 0 : inf / static_cast<double>(inference.size());
-  return report;
+  Summarise(out, std::chrono::duration<double>(Clock::now() - start).count(), o.configs, &out.report);
+  return out.report;
 }
 
 std::string BenchReport::Text() const {

@@ -34,18 +34,10 @@ double MicrosPerCall(int reps, const Fn& fn) {
   return best;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
-      argc, argv, "Benchmark the tiled block's fused loops.\n  tgraph-bench-kernels [--reps N]");
-  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
-  const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
-  torch::NoGradGuard no_grad;
-  torch::set_num_threads(1);
-  torch::manual_seed(0);
-
-  // One tile at the paper's widths: 4 nodes x 128 configurations, half = 128.
+// The fused combine loop of one tile at the paper's widths (4 nodes x 128
+// configurations, half = 128), with the batch's own softmax and against a recorded
+// reference in 1 and 4 groups.
+void BenchCombine(int reps) {
   const int64_t nodes = 4, c = 128, half = 128, rows = nodes * c, n = rows * half;
   const torch::Tensor s0 = torch::randn({rows, half}) * 0.1, gate = torch::randn({rows, half});
   torch::Tensor s = s0.clone(), x = torch::zeros({rows, 2 * half});
@@ -83,7 +75,12 @@ int main(int argc, char** argv) {
     std::printf("  the same against a recorded reference in %lld group(s) (model/nn/tiled_block.h): %.2f ns per element\n",
                 static_cast<long long>(groups), combine_ns(against));
   }
+}
 
+// GELU, a few LibTorch ops and the squeeze-excitation on a tile of 512 rows x 128.
+void BenchElementwise(int reps) {
+  const int64_t rows = 512, half = 128, n = rows * half;
+  const torch::Tensor s0 = torch::randn({rows, half}) * 0.1;
   torch::Tensor y = torch::empty_like(s0);
   const double ours = MicrosPerCall(reps, [&] { tgraph::kernels::Gelu(s0.data_ptr<float>(), y.data_ptr<float>(), n); });
   const double theirs = MicrosPerCall(reps, [&] { torch::gelu_out(y, s0); });
@@ -96,7 +93,6 @@ int main(int argc, char** argv) {
   torch::Tensor small_out = torch::empty_like(small);
   std::printf("  a LibTorch op on 16 floats (its fixed cost): %.2f us\n",
               MicrosPerCall(reps, [&] { torch::mul_out(small_out, small, small); }));
-
   const int64_t q = half / 8;
   const torch::Tensor w1 = torch::randn({q, half}), b1 = torch::randn({q}), w2 = torch::randn({half, q}),
                       b2 = torch::randn({half});
@@ -109,8 +105,10 @@ int main(int argc, char** argv) {
       MicrosPerCall(reps, [&] { torch::addmm_out(y, b2, torch::addmm(b1, s0, w1.t()).relu_(), w2.t()); });
   std::printf("  squeeze-excitation %lld -> %lld -> %lld: ours %.1f us per tile, LibTorch addmm (BLAS) %.1f us\n",
               static_cast<long long>(half), static_cast<long long>(q), static_cast<long long>(half), se_ours, se_blas);
+}
 
-  // The full-size passes: a 128 MiB copy, out of cache.
+// The full-size passes: a 128 MiB copy, out of cache.
+void BenchBandwidth() {
   for (int threads : {1, 2}) {
     torch::set_num_threads(threads);
     const torch::Tensor a = torch::randn({32 << 20});
@@ -119,5 +117,20 @@ int main(int argc, char** argv) {
     std::printf("copy of 128 MiB, %d thread(s): %.1f GB/s (read + write)\n", threads,
                 2.0 * 128.0 * (1 << 20) / (us * 1e3));
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv, "Benchmark the tiled block's fused loops.\n  tgraph-bench-kernels [--reps N]");
+  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
+  const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
+  torch::NoGradGuard no_grad;
+  torch::set_num_threads(1);
+  torch::manual_seed(0);
+  BenchCombine(reps);
+  BenchElementwise(reps);
+  BenchBandwidth();
   return 0;
 }

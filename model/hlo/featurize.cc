@@ -219,6 +219,90 @@ absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string
   return module;
 }
 
+namespace {
+
+// What FeaturizeModule gathers over the computations in order.
+struct ModuleBuild {
+  std::unordered_map<int64_t, int> comp_pos;  // computation id -> position
+  std::vector<int64_t> root_node;             // per computation: its root's node, for call edges
+  std::vector<std::pair<int64_t, int64_t>> edges;
+  std::set<std::string> unknown_opcodes;
+};
+
+// The edges of instruction `ii` of computation `ci` (node `node`): to its operands, which
+// must come before it in the computation, and to the roots of the computations it
+// calls, which must come before its own.
+absl::Status InstructionEdges(const HloModuleProto& module, int ci, int ii, int64_t node, int64_t base,
+                              const std::unordered_map<int64_t, int64_t>& local, absl::string_view what,
+                              ModuleBuild* b) {
+  const HloComputationProto& comp = module.computations(ci);
+  const HloInstructionProto& inst = comp.instructions(ii);
+  for (int64_t operand : inst.operand_ids()) {
+    auto it = local.find(operand);
+    if (it == local.end())
+      return Invalid(what, comp, &inst, absl::StrCat("operand id ", operand, " is not an instruction of this computation"));
+    if (it->second >= node)
+      return Invalid(what, comp, &inst,
+                     absl::StrCat("operand id ", operand, " ('", Shown(comp.instructions(it->second - base).name()),
+                                  "') does not come before it: a cycle, or instructions out of dependency order"));
+    b->edges.emplace_back(node, it->second);
+  }
+  for (int64_t called : inst.called_computation_ids()) {
+    auto it = b->comp_pos.find(called);
+    if (it == b->comp_pos.end()) {
+      bool later = false;
+      for (int cj = ci; cj < module.computations_size(); ++cj) later |= module.computations(cj).id() == called;
+      return Invalid(what, comp, &inst,
+                     later ? absl::StrCat("calls computation id ", called,
+                                          ", which does not come before its caller: a cycle of calls, or "
+                                          "computations out of dependency order")
+                           : absl::StrCat("calls computation id ", called, ", which the module does not have"));
+    }
+    b->edges.emplace_back(node, b->root_node[static_cast<size_t>(it->second)]);
+  }
+  return absl::OkStatus();
+}
+
+// Computation `ci`'s instructions as nodes base.., with their features and edges.
+absl::Status FeaturizeComputation(const HloModuleProto& module, int ci, int64_t base, absl::string_view what,
+                                  ModuleBuild* b, ModuleGraph* out) {
+  const HloComputationProto& comp = module.computations(ci);
+  if (!b->comp_pos.emplace(comp.id(), ci).second)
+    return Invalid(what, comp, nullptr, absl::StrCat("computation id ", comp.id(), " is used twice"));
+  if (comp.instructions_size() == 0) return Invalid(what, comp, nullptr, "has no instructions");
+  // Instruction id -> node, within the computation (operands live in the same one).
+  std::unordered_map<int64_t, int64_t> local;
+  for (int ii = 0; ii < comp.instructions_size(); ++ii) {
+    const HloInstructionProto& inst = comp.instructions(ii);
+    if (!local.emplace(inst.id(), base + ii).second)
+      return Invalid(what, comp, &inst, "its id is used by another instruction of the computation");
+  }
+  auto root = local.find(comp.root_id());
+  if (root == local.end())
+    return Invalid(what, comp, nullptr,
+                   absl::StrCat("root_id ", comp.root_id(), " is not the id of one of its instructions"));
+  b->root_node[static_cast<size_t>(ci)] = root->second;
+  for (int ii = 0; ii < comp.instructions_size(); ++ii) {
+    const HloInstructionProto& inst = comp.instructions(ii);
+    const int64_t node = base + ii;
+    if (inst.shape().dimensions_size() > kMaxDims)
+      return Invalid(what, comp, &inst,
+                     absl::StrCat("its shape has ", inst.shape().dimensions_size(),
+                                  " dimensions; the TpuGraphs features describe at most ", kMaxDims));
+    const int opcode = OpcodeId(inst.opcode());
+    if (opcode == 0 && b->unknown_opcodes.size() < 20) b->unknown_opcodes.insert(Shown(inst.opcode()));
+    out->graph.node_opcode[static_cast<size_t>(node)] = opcode;
+    out->nodes[static_cast<size_t>(node)] = {Printable(comp.name()), Printable(inst.name()), Printable(inst.opcode()),
+                                             inst.id()};
+    InstructionFeatures(inst, comp, out->graph.node_feat.data() + node * kNodeFeatDim);
+    if (IsDefaultConfigurable(opcode)) out->default_config_nodes.push_back(node);
+    if (absl::Status s = InstructionEdges(module, ci, ii, node, base, local, what, b); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::string_view what,
                                             const Limits& limits) {
   if (module.computations_size() == 0)
@@ -236,84 +320,26 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
   out.graph.node_opcode.assign(static_cast<size_t>(n), 0);
   out.nodes.resize(static_cast<size_t>(n));
   out.node_splits = {0};
-
-  // Computation id -> position; each computation's root node, for call edges.
-  std::unordered_map<int64_t, int> comp_pos;
-  std::vector<int64_t> root_node(static_cast<size_t>(module.computations_size()), -1);
-  std::vector<std::pair<int64_t, int64_t>> edges;
-  std::set<std::string> unknown_opcodes;
+  ModuleBuild b;
+  b.root_node.assign(static_cast<size_t>(module.computations_size()), -1);
   int64_t base = 0;
   for (int ci = 0; ci < module.computations_size(); ++ci) {
+    if (absl::Status s = FeaturizeComputation(module, ci, base, what, &b, &out); !s.ok()) return s;
     const HloComputationProto& comp = module.computations(ci);
-    if (!comp_pos.emplace(comp.id(), ci).second)
-      return Invalid(what, comp, nullptr, absl::StrCat("computation id ", comp.id(), " is used twice"));
-    if (comp.instructions_size() == 0) return Invalid(what, comp, nullptr, "has no instructions");
-    // Instruction id -> node, within the computation (operands live in the same one).
-    std::unordered_map<int64_t, int64_t> local;
-    for (int ii = 0; ii < comp.instructions_size(); ++ii) {
-      const HloInstructionProto& inst = comp.instructions(ii);
-      if (!local.emplace(inst.id(), base + ii).second)
-        return Invalid(what, comp, &inst, "its id is used by another instruction of the computation");
-    }
-    auto root = local.find(comp.root_id());
-    if (root == local.end())
-      return Invalid(what, comp, nullptr,
-                     absl::StrCat("root_id ", comp.root_id(), " is not the id of one of its instructions"));
-    root_node[static_cast<size_t>(ci)] = root->second;
-    for (int ii = 0; ii < comp.instructions_size(); ++ii) {
-      const HloInstructionProto& inst = comp.instructions(ii);
-      const int64_t node = base + ii;
-      if (inst.shape().dimensions_size() > kMaxDims)
-        return Invalid(what, comp, &inst,
-                       absl::StrCat("its shape has ", inst.shape().dimensions_size(),
-                                    " dimensions; the TpuGraphs features describe at most ", kMaxDims));
-      const int opcode = OpcodeId(inst.opcode());
-      if (opcode == 0 && unknown_opcodes.size() < 20) unknown_opcodes.insert(Shown(inst.opcode()));
-      out.graph.node_opcode[static_cast<size_t>(node)] = opcode;
-      out.nodes[static_cast<size_t>(node)] = {Printable(comp.name()), Printable(inst.name()), Printable(inst.opcode()),
-                                              inst.id()};
-      InstructionFeatures(inst, comp, out.graph.node_feat.data() + node * kNodeFeatDim);
-      if (IsDefaultConfigurable(opcode)) out.default_config_nodes.push_back(node);
-      for (int64_t operand : inst.operand_ids()) {
-        auto it = local.find(operand);
-        if (it == local.end())
-          return Invalid(what, comp, &inst,
-                         absl::StrCat("operand id ", operand, " is not an instruction of this computation"));
-        if (it->second >= node)
-          return Invalid(what, comp, &inst,
-                         absl::StrCat("operand id ", operand, " ('", Shown(comp.instructions(it->second - base).name()),
-                                      "') does not come before it: a cycle, or instructions out of dependency "
-                                      "order"));
-        edges.emplace_back(node, it->second);
-      }
-      for (int64_t called : inst.called_computation_ids()) {
-        auto it = comp_pos.find(called);
-        if (it == comp_pos.end()) {
-          bool later = false;
-          for (int cj = ci; cj < module.computations_size(); ++cj) later |= module.computations(cj).id() == called;
-          return Invalid(what, comp, &inst,
-                         later ? absl::StrCat("calls computation id ", called,
-                                              ", which does not come before its caller: a cycle of calls, or "
-                                              "computations out of dependency order")
-                               : absl::StrCat("calls computation id ", called, ", which the module does not have"));
-        }
-        edges.emplace_back(node, root_node[static_cast<size_t>(it->second)]);
-      }
-    }
     base += comp.instructions_size();
     if (absl::StrContains(comp.name(), "cluster") || absl::StrContains(comp.name(), "while") ||
         absl::StrContains(comp.name(), "cond"))
       out.node_splits.push_back(base);
   }
   if (out.node_splits.back() < n) out.node_splits.push_back(n);
-  std::sort(edges.begin(), edges.end());
-  edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
-  out.graph.edge_index.reserve(edges.size() * 2);
-  for (const auto& [u, v] : edges) {
+  std::sort(b.edges.begin(), b.edges.end());
+  b.edges.erase(std::unique(b.edges.begin(), b.edges.end()), b.edges.end());
+  out.graph.edge_index.reserve(b.edges.size() * 2);
+  for (const auto& [u, v] : b.edges) {
     out.graph.edge_index.push_back(u);
     out.graph.edge_index.push_back(v);
   }
-  for (const std::string& name : unknown_opcodes)
+  for (const std::string& name : b.unknown_opcodes)
     out.warnings.push_back(absl::StrCat("opcode '", name, "' is not in the opcode table (docs/format.md): encoded as id 0"));
   return out;
 }

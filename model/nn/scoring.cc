@@ -243,12 +243,50 @@ ReferencePlan PlanReference(const ConfigRows& rows, const std::vector<uint64_t>&
   return p;
 }
 
+// One fold against its reference plan: the reference as one batch (its statistics
+// recorded, its members' scores in *ref_score), then the queries in batches against it
+// (their scores in *fold_score, by row). False when cancelled between batches.
+bool ScoreFoldAgainst(const FoldModel& f, const GraphTensors& graph, const ConfigRows& rows, const ReferencePlan& plan,
+                      const ScoringOptions& o, std::vector<double>* ref_score, std::vector<double>* fold_score,
+                      ScoreResult* r) {
+  const int64_t r_count = plan.ref.rows.count;
+  StaticEncoding local;
+  const StaticEncoding* cache = f.cache;
+  if (!cache) {
+    local = f.net->Precompute(graph);
+    cache = &local;
+  }
+  std::vector<int64_t> ref_order(static_cast<size_t>(r_count));
+  std::iota(ref_order.begin(), ref_order.end(), 0);
+  CrossReference stats;
+  ScoreMode record;
+  record.groups = o.reference_groups;
+  if (f.net->UsesReference()) record.record = &stats;
+  *ref_score =
+      ToDoubles(f.net->Score(graph, GatherConfigs(plan.ref.rows, ref_order, 0, ref_order.size()), cache, record));
+  ++r->batches;
+  r->evaluated += r_count;
+  ScoreMode use;
+  if (f.net->UsesReference()) use.use = &stats;
+  const std::vector<int64_t> bounds =
+      BatchBounds(static_cast<int64_t>(plan.queries.size()), std::max<int64_t>(1, o.batch_size));
+  for (size_t b = 0; b + 1 < bounds.size(); ++b) {
+    if (o.cancelled && o.cancelled()) return false;
+    const std::vector<double> s = ToDoubles(f.net->Score(
+        graph, GatherConfigs(rows, plan.queries, static_cast<size_t>(bounds[b]), static_cast<size_t>(bounds[b + 1])),
+        cache, use));
+    for (int64_t i = bounds[b]; i < bounds[b + 1]; ++i) (*fold_score)[plan.queries[i]] = s[i - bounds[b]];
+    ++r->batches;
+    r->evaluated += bounds[b + 1] - bounds[b];
+  }
+  return true;
+}
+
 // The reference path of ScoreConfigs (model/nn/scoring.h).
 ScoreResult ScoreAgainstReference(const std::vector<FoldModel>& folds, const GraphTensors& graph,
                                   const ConfigRows& rows, const ScoringOptions& o) {
   torch::NoGradGuard no_grad;
   const int64_t c = rows.count;
-  const int64_t batch = std::max<int64_t>(1, o.batch_size);
   ScoreResult r;
   if (c == 0) return r;
   std::vector<uint64_t> hash(static_cast<size_t>(c));
@@ -259,7 +297,7 @@ ScoreResult ScoreAgainstReference(const std::vector<FoldModel>& folds, const Gra
 
   r.score.assign(c, 0.0);
   r.spread.assign(c, 0.0);
-  std::vector<double> fold_score(c), sum_sq(c, 0.0);
+  std::vector<double> fold_score(c), sum_sq(c, 0.0), ref_score;
   std::optional<ReferencePlan> shared;
   for (size_t k = 0; k < folds.size(); ++k) {
     const FoldModel& f = folds[k];
@@ -275,38 +313,9 @@ ScoreResult ScoreAgainstReference(const std::vector<FoldModel>& folds, const Gra
     const ReferencePlan& plan = per_fold ? *own : *shared;
     const int64_t r_count = plan.ref.rows.count;
     r.reference = r_count;
-    StaticEncoding local;
-    const StaticEncoding* cache = f.cache;
-    if (!cache) {
-      local = f.net->Precompute(graph);
-      cache = &local;
-    }
-    // The reference as one batch: its statistics, and its members' scores.
-    std::vector<int64_t> ref_order(static_cast<size_t>(r_count));
-    std::iota(ref_order.begin(), ref_order.end(), 0);
-    CrossReference stats;
-    ScoreMode record;
-    record.groups = o.reference_groups;
-    if (f.net->UsesReference()) record.record = &stats;
-    const std::vector<double> ref_score =
-        ToDoubles(f.net->Score(graph, GatherConfigs(plan.ref.rows, ref_order, 0, ref_order.size()), cache, record));
-    ++r.batches;
-    r.evaluated += r_count;
-    ScoreMode use;
-    if (f.net->UsesReference()) use.use = &stats;
-    const std::vector<int64_t> bounds = BatchBounds(static_cast<int64_t>(plan.queries.size()), batch);
-    for (size_t b = 0; b + 1 < bounds.size(); ++b) {
-      if (o.cancelled && o.cancelled()) {
-        r.cancelled = true;
-        return r;
-      }
-      const std::vector<double> s = ToDoubles(f.net->Score(
-          graph,
-          GatherConfigs(rows, plan.queries, static_cast<size_t>(bounds[b]), static_cast<size_t>(bounds[b + 1])), cache,
-          use));
-      for (int64_t i = bounds[b]; i < bounds[b + 1]; ++i) fold_score[plan.queries[i]] = s[i - bounds[b]];
-      ++r.batches;
-      r.evaluated += bounds[b + 1] - bounds[b];
+    if (!ScoreFoldAgainst(f, graph, rows, plan, o, &ref_score, &fold_score, &r)) {
+      r.cancelled = true;
+      return r;
     }
     ++r.passes;
     // On the common scale: the mean and std of the reference's scores.

@@ -221,6 +221,47 @@ TGRAPH_CLONES void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64
   SageRowsImpl(out, p, ld, half, edges, self_bias, nbr_bias, off, src, i0, i1, c);
 }
 
+namespace {
+
+// A group's softmax over its rows [lo, hi) of sn, per channel: u = v * a + b (a and b
+// from the group's mean and variance when standardized, else a as given and b = 0),
+// and lse = log sum exp(u). m and sum are scratch of `half`.
+TGRAPH_INLINE void GroupSoftmaxStats(const float* sn, int64_t lo, int64_t hi, int64_t half, bool standardized,
+                                     float inv_temperature, float eps, float* a, float* b, float* m, float* sum,
+                                     float* lse) {
+  const int64_t n = hi - lo;
+  if (standardized) {  // the group's mean, then variance (two passes: no cancellation)
+    std::fill(m, m + half, 0.0f);
+    std::fill(sum, sum + half, 0.0f);
+    for (int64_t r = lo; r < hi; ++r)
+      for (int64_t k = 0; k < half; ++k) m[k] += sn[r * half + k];
+    for (int64_t k = 0; k < half; ++k) m[k] /= static_cast<float>(n);
+    for (int64_t r = lo; r < hi; ++r)
+      for (int64_t k = 0; k < half; ++k) {
+        const float d = sn[r * half + k] - m[k];
+        sum[k] += d * d;
+      }
+    for (int64_t k = 0; k < half; ++k) {
+      a[k] = inv_temperature / std::sqrt(sum[k] / static_cast<float>(n) + eps);
+      b[k] = -m[k] * a[k];
+    }
+  }
+  // The log of the softmax's denominator over the group: max, then exp and sum.
+  std::fill(m, m + half, -INFINITY);
+  std::fill(sum, sum + half, 0.0f);
+  for (int64_t r = lo; r < hi; ++r) {
+    const float* v = sn + r * half;
+    for (int64_t k = 0; k < half; ++k) m[k] = std::max(m[k], v[k] * a[k] + b[k]);
+  }
+  for (int64_t r = lo; r < hi; ++r) {
+    const float* v = sn + r * half;
+    for (int64_t k = 0; k < half; ++k) sum[k] += ExpInline(v[k] * a[k] + b[k] - m[k]);
+  }
+  for (int64_t k = 0; k < half; ++k) lse[k] = m[k] + std::log(sum[k]);
+}
+
+}  // namespace
+
 TGRAPH_CLONES void CombineNodes(float* x, float* s, const float* gate_logits, int64_t nodes, int64_t c, int64_t half,
                                 bool cross, bool standardized, float eps, float inv_temperature, float* scratch,
                                 const CrossRowsMode& mode) {
@@ -262,34 +303,8 @@ TGRAPH_CLONES void CombineNodes(float* x, float* s, const float* gate_logits, in
         std::copy_n(mode.use->b + at, half, b.data());
         std::copy_n(mode.use->lse + at, half, lse.data());
       } else {
-        if (standardized) {  // the group's mean, then variance (two passes: no cancellation)
-          std::fill(m.begin(), m.end(), 0.0f);
-          std::fill(sum.begin(), sum.end(), 0.0f);
-          for (int64_t r = lo; r < hi; ++r)
-            for (int64_t k = 0; k < half; ++k) m[k] += sn[r * half + k];
-          for (int64_t k = 0; k < half; ++k) m[k] /= static_cast<float>(n);
-          for (int64_t r = lo; r < hi; ++r)
-            for (int64_t k = 0; k < half; ++k) {
-              const float d = sn[r * half + k] - m[k];
-              sum[k] += d * d;
-            }
-          for (int64_t k = 0; k < half; ++k) {
-            a[k] = inv_temperature / std::sqrt(sum[k] / static_cast<float>(n) + eps);
-            b[k] = -m[k] * a[k];
-          }
-        }
-        // The log of the softmax's denominator over the group: max, then exp and sum.
-        std::fill(m.begin(), m.end(), -INFINITY);
-        std::fill(sum.begin(), sum.end(), 0.0f);
-        for (int64_t r = lo; r < hi; ++r) {
-          const float* v = sn + r * half;
-          for (int64_t k = 0; k < half; ++k) m[k] = std::max(m[k], v[k] * a[k] + b[k]);
-        }
-        for (int64_t r = lo; r < hi; ++r) {
-          const float* v = sn + r * half;
-          for (int64_t k = 0; k < half; ++k) sum[k] += ExpInline(v[k] * a[k] + b[k] - m[k]);
-        }
-        for (int64_t k = 0; k < half; ++k) lse[k] = m[k] + std::log(sum[k]);
+        GroupSoftmaxStats(sn, lo, hi, half, standardized, inv_temperature, eps, a.data(), b.data(), m.data(),
+                          sum.data(), lse.data());
         if (mode.record) {
           const int64_t to = g * mode.record->group_stride + i * half;
           std::copy_n(a.data(), half, mode.record->a + to);

@@ -197,76 +197,91 @@ RuntimeBreakdown LayoutCostModel::Evaluate(const int8_t* config) const {
     }
 
     // 4./5. The node's own time.
-    r.memory_ns += k_.per_node_ns;
-    const double peak = k_.mxu_flops_per_ns / (node.elem == ElemType::kF32 ? k_.f32_slowdown : 1.0);
-    switch (node.opcode) {
-      case op::kParameter:
-      case op::kConstant:
-        break;
-      case op::kConvolution: {
-        const SynthNode& in = nodes_[node.operands[0]];
-        const SynthNode& ker = nodes_[node.operands[1]];
-        // Each output element contracts the window over the input's feature dim (for the
-        // weight gradient: dz's spatial extent over the batch).
-        double window = 1;
-        for (int64_t w : node.win_size) window *= static_cast<double>(w);
-        const int feature = node.ConvInputFeatureDim();
-        const double flops = 2.0 * static_cast<double>(node.elements()) * window * static_cast<double>(in.shape[feature]);
-        double eff = MinorFactor(req[0], in.rank(), feature, 0.6, 0.35) *
-                     std::max(MinorFactor(req[1], ker.rank(), node.ConvKernelInputFeatureDim(), 0.7, 0.5),
-                              MinorFactor(req[1], ker.rank(), node.ConvKernelOutputFeatureDim(), 0.7, 0.5)) *
-                     MinorFactor(out[i], rank, 3, 0.8, 0.7);
-        eff *= std::sqrt(Utilization(in, req[0]) * Utilization(node, out[i]));
-        const double bytes = Bytes(in, req[0]) + Bytes(ker, req[1]) + Bytes(node, out[i]);
-        r.compute_ns += std::max(flops / (peak * eff), bytes / k_.hbm_bytes_per_ns);
-        break;
-      }
-      case op::kDot: {
-        const SynthNode& lhs = nodes_[node.operands[0]];
-        const SynthNode& rhs = nodes_[node.operands[1]];
-        const double flops = 2.0 * static_cast<double>(node.elements()) * static_cast<double>(lhs.shape.back());
-        double eff = MinorFactor(req[0], lhs.rank(), node.contracting, 0.6, 0.4) *
-                     MinorFactor(req[1], rhs.rank(), rhs.rank() - 1, 1.0, 0.6) *
-                     MinorFactor(out[i], rank, rank - 1, 0.8, 0.7);
-        eff *= std::sqrt(Utilization(lhs, req[0]) * Utilization(node, out[i]));
-        const double bytes = Bytes(lhs, req[0]) + Bytes(rhs, req[1]) + Bytes(node, out[i]);
-        r.compute_ns += std::max(flops / (peak * eff), bytes / k_.hbm_bytes_per_ns);
-        break;
-      }
-      case op::kReshape: {
-        const SynthNode& in = nodes_[node.operands[0]];
-        // A bitcast when both sides keep row-major physical order and the tiled minor
-        // dim is unchanged (or tiles evenly on both sides); otherwise a real copy.
-        const bool same_order = IsDescending(req[0], in.rank()) && IsDescending(out[i], rank);
-        const bool tiles_match = in.rank() > 0 && rank > 0 &&
-                                 (in.shape.back() == node.shape.back() ||
-                                  (in.shape.back() % 128 == 0 && node.shape.back() % 128 == 0));
-        if (!(same_order && tiles_match))
-          r.memory_ns += (Bytes(in, req[0]) + Bytes(node, out[i])) / k_.hbm_bytes_per_ns;
-        break;
-      }
-      case op::kTranspose: {
-        // Free when the input layout, seen through the permutation, is the output layout.
-        const SynthNode& in = nodes_[node.operands[0]];
-        Layout mapped;
-        mapped.fill(-1);
-        for (int s = 0; s < rank; ++s)
-          for (int d = 0; d < rank; ++d)
-            if (node.dims[d] == req[0][s]) mapped[s] = static_cast<int8_t>(d);
-        if (!SameLayout(mapped, out[i], rank))
-          r.memory_ns += (Bytes(in, req[0]) + Bytes(node, out[i])) / k_.hbm_bytes_per_ns;
-        break;
-      }
-      default: {
-        double bytes = Bytes(node, out[i]);
-        for (size_t o = 0; o < nops; ++o)
-          if (!IsLayoutFlexible(nodes_[node.operands[o]].opcode)) bytes += Bytes(nodes_[node.operands[o]], req[o]);
-        r.memory_ns += bytes / k_.hbm_bytes_per_ns;
-      }
-    }
+    AddNodeTime(i, out[i], req, nops, &r);
   }
   r.total_ns = k_.launch_ns + r.compute_ns + r.memory_ns + r.copy_ns;
   return r;
+}
+
+// The time of a convolution or dot on the matrix unit: its FLOPs at the peak rate times
+// the efficiency its layouts allow (minor dims, tile utilisation), or its bytes at HBM
+// bandwidth, whichever is longer.
+double LayoutCostModel::MatrixUnitNs(const SynthNode& node, const Layout& out, const Layout* req) const {
+  const int rank = node.rank();
+  const double peak = k_.mxu_flops_per_ns / (node.elem == ElemType::kF32 ? k_.f32_slowdown : 1.0);
+  double flops = 0, eff = 1, bytes = 0;
+  if (node.opcode == op::kConvolution) {
+    const SynthNode& in = nodes_[node.operands[0]];
+    const SynthNode& ker = nodes_[node.operands[1]];
+    // Each output element contracts the window over the input's feature dim (for the
+    // weight gradient: dz's spatial extent over the batch).
+    double window = 1;
+    for (int64_t w : node.win_size) window *= static_cast<double>(w);
+    const int feature = node.ConvInputFeatureDim();
+    flops = 2.0 * static_cast<double>(node.elements()) * window * static_cast<double>(in.shape[feature]);
+    eff = MinorFactor(req[0], in.rank(), feature, 0.6, 0.35) *
+          std::max(MinorFactor(req[1], ker.rank(), node.ConvKernelInputFeatureDim(), 0.7, 0.5),
+                   MinorFactor(req[1], ker.rank(), node.ConvKernelOutputFeatureDim(), 0.7, 0.5)) *
+          MinorFactor(out, rank, 3, 0.8, 0.7);
+    eff *= std::sqrt(Utilization(in, req[0]) * Utilization(node, out));
+    bytes = Bytes(in, req[0]) + Bytes(ker, req[1]) + Bytes(node, out);
+  } else {  // dot
+    const SynthNode& lhs = nodes_[node.operands[0]];
+    const SynthNode& rhs = nodes_[node.operands[1]];
+    flops = 2.0 * static_cast<double>(node.elements()) * static_cast<double>(lhs.shape.back());
+    eff = MinorFactor(req[0], lhs.rank(), node.contracting, 0.6, 0.4) *
+          MinorFactor(req[1], rhs.rank(), rhs.rank() - 1, 1.0, 0.6) * MinorFactor(out, rank, rank - 1, 0.8, 0.7);
+    eff *= std::sqrt(Utilization(lhs, req[0]) * Utilization(node, out));
+    bytes = Bytes(lhs, req[0]) + Bytes(rhs, req[1]) + Bytes(node, out);
+  }
+  return std::max(flops / (peak * eff), bytes / k_.hbm_bytes_per_ns);
+}
+
+// 4./5. of Evaluate: node i's own time, given its layout and its operands' (req).
+void LayoutCostModel::AddNodeTime(size_t i, const Layout& out, const Layout* req, size_t nops,
+                                  RuntimeBreakdown* r) const {
+  const SynthNode& node = nodes_[i];
+  const int rank = node.rank();
+  r->memory_ns += k_.per_node_ns;
+  switch (node.opcode) {
+    case op::kParameter:
+    case op::kConstant:
+      break;
+    case op::kConvolution:
+    case op::kDot:
+      r->compute_ns += MatrixUnitNs(node, out, req);
+      break;
+    case op::kReshape: {
+      const SynthNode& in = nodes_[node.operands[0]];
+      // A bitcast when both sides keep row-major physical order and the tiled minor
+      // dim is unchanged (or tiles evenly on both sides); otherwise a real copy.
+      const bool same_order = IsDescending(req[0], in.rank()) && IsDescending(out, rank);
+      const bool tiles_match = in.rank() > 0 && rank > 0 &&
+                               (in.shape.back() == node.shape.back() ||
+                                (in.shape.back() % 128 == 0 && node.shape.back() % 128 == 0));
+      if (!(same_order && tiles_match))
+        r->memory_ns += (Bytes(in, req[0]) + Bytes(node, out)) / k_.hbm_bytes_per_ns;
+      break;
+    }
+    case op::kTranspose: {
+      // Free when the input layout, seen through the permutation, is the output layout.
+      const SynthNode& in = nodes_[node.operands[0]];
+      Layout mapped;
+      mapped.fill(-1);
+      for (int s = 0; s < rank; ++s)
+        for (int d = 0; d < rank; ++d)
+          if (node.dims[d] == req[0][s]) mapped[s] = static_cast<int8_t>(d);
+      if (!SameLayout(mapped, out, rank))
+        r->memory_ns += (Bytes(in, req[0]) + Bytes(node, out)) / k_.hbm_bytes_per_ns;
+      break;
+    }
+    default: {
+      double bytes = Bytes(node, out);
+      for (size_t o = 0; o < nops; ++o)
+        if (!IsLayoutFlexible(nodes_[node.operands[o]].opcode)) bytes += Bytes(nodes_[node.operands[o]], req[o]);
+      r->memory_ns += bytes / k_.hbm_bytes_per_ns;
+    }
+  }
 }
 
 TileChoice DefaultTile(const TileKernel& kernel) {

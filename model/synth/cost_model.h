@@ -56,6 +56,9 @@ class LayoutCostModel {
   const std::vector<Layout>& Candidates(int64_t j, int group) const { return candidates_[j * 3 + group]; }
 
  private:
+  double MatrixUnitNs(const SynthNode& node, const Layout& out, const Layout* req) const;
+  void AddNodeTime(size_t i, const Layout& out, const Layout* req, size_t nops, RuntimeBreakdown* r) const;
+
   std::vector<SynthNode> nodes_;
   std::vector<int64_t> config_ids_;
   std::vector<int> config_pos_;   // node -> position in config_ids_, or -1

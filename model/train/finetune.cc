@@ -78,6 +78,50 @@ double EnsembleTau(const std::vector<std::shared_ptr<RankingNet>>& nets, const s
   return FiniteMean(taus);
 }
 
+// The base dataset's train split, mixed into fine-tuning steps (empty without --data).
+struct BaseData {
+  std::vector<GraphData> graphs;
+  std::vector<GraphTensors> tensors;
+};
+
+// o.steps steps on one fold, each on a graph drawn from the measured training part or
+// (with probability base_fraction) from the base data. Returns the mean loss.
+double FinetuneFold(RankingNet& net, size_t f, const FinetuneOptions& o, const Split& s, const BaseData& base,
+                    int64_t* base_steps) {
+  torch::manual_seed(o.seed * 1000 + f);
+  net.train();
+  std::unique_ptr<torch::optim::AdamW> opt = MakeOptimizer(net, o.lr, o.weight_decay);
+  Rng rng(o.seed * 7919 + f);
+  double loss_sum = 0;
+  for (int64_t step = 0; step < o.steps; ++step) {
+    const bool from_base = !base.graphs.empty() && rng.Bernoulli(o.base_fraction);
+    *base_steps += from_base;
+    const std::vector<GraphData>& pool = from_base ? base.graphs : s.train;
+    const std::vector<GraphTensors>& tensors = from_base ? base.tensors : s.train_tensors;
+    const size_t gi = static_cast<size_t>(rng.Int(0, static_cast<int64_t>(pool.size()) - 1));
+    const std::vector<int64_t> rows = SampleRows(pool[gi], o.batch_configs, rng);
+    loss_sum += TrainStep(net, *opt, tensors[gi], pool[gi], rows, o.lr, o.clip_norm);
+  }
+  net.eval();
+  return loss_sum / static_cast<double>(o.steps);
+}
+
+// The child's manifest says what it learned from and how it compared with its parent.
+void RecordLineage(const FinetuneOptions& o, const Split& s, const BaseData& base, const FinetuneResult& r,
+                   Manifest* child) {
+  std::vector<GraphData> seen = s.train;
+  seen.insert(seen.end(), base.graphs.begin(), base.graphs.end());
+  child->data_fingerprint = DataFingerprint(seen);
+  child->training["finetune_parent_version"] = absl::StrCat(r.parent_version);
+  child->training["finetune_measurements"] = o.measurements;
+  child->training["finetune_base_data"] = o.base_data;
+  child->training["finetune_steps"] = absl::StrCat(o.steps);
+  child->training["finetune_lr"] = absl::StrCat(o.lr);
+  child->training["finetune_heldout_configs"] = absl::StrCat(s.heldout_configs);
+  child->training["finetune_heldout_tau_parent"] = absl::StrCat(r.parent_score);
+  child->training["finetune_heldout_tau"] = absl::StrCat(r.child_score);
+}
+
 }  // namespace
 
 bool IsHeldOut(const int8_t* row, size_t bytes, double holdout, uint64_t seed) {
@@ -119,13 +163,12 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   result.heldout_configs = s.heldout_configs;
   for (const GraphData& g : s.train) s.train_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
   for (const GraphData& g : s.heldout) s.heldout_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
-  std::vector<GraphData> base;
-  std::vector<GraphTensors> base_tensors;
+  BaseData base;
   if (!o.base_data.empty()) {
     absl::StatusOr<std::vector<GraphData>> b = LoadCollectionData(o.base_data, *c, {"train"});
     if (!b.ok()) return b.status();
-    base = std::move(*b);
-    for (const GraphData& g : base) base_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
+    base.graphs = std::move(*b);
+    for (const GraphData& g : base.graphs) base.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
   }
 
   result.parent_score = EnsembleTau(model->folds, s.heldout, s.heldout_tensors, pm);
@@ -135,28 +178,14 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   Manifest child = pm;
   for (size_t f = 0; f < model->folds.size(); ++f) {
     RankingNet& net = *model->folds[f];
-    torch::manual_seed(o.seed * 1000 + f);
-    net.train();
-    std::unique_ptr<torch::optim::AdamW> opt = MakeOptimizer(net, o.lr, o.weight_decay);
-    Rng rng(o.seed * 7919 + f);
-    double loss_sum = 0;
-    for (int64_t step = 0; step < o.steps; ++step) {
-      const bool from_base = !base.empty() && rng.Bernoulli(o.base_fraction);
-      result.base_steps += from_base;
-      const std::vector<GraphData>& pool = from_base ? base : s.train;
-      const std::vector<GraphTensors>& tensors = from_base ? base_tensors : s.train_tensors;
-      const size_t gi = static_cast<size_t>(rng.Int(0, static_cast<int64_t>(pool.size()) - 1));
-      const std::vector<int64_t> rows = SampleRows(pool[gi], o.batch_configs, rng);
-      loss_sum += TrainStep(net, *opt, tensors[gi], pool[gi], rows, o.lr, o.clip_norm);
-    }
-    net.eval();
+    const double loss = FinetuneFold(net, f, o, s, base, &result.base_steps);
     const std::string path = absl::StrCat(o.work_dir, "/fold_", f, ".npz");
     if (absl::Status st = SaveWeights(net, path); !st.ok()) return st;
     child.folds[f].weights = path;
     child.folds[f].valid_tau = EnsembleTau({model->folds[f]}, s.heldout, s.heldout_tensors, pm);
     if (o.progress)
       std::fprintf(stderr, "finetune %s: fold %zu, %lld steps, mean loss %.4f, held-out tau %.4f\n", c->name().c_str(),
-                   f, static_cast<long long>(o.steps), loss_sum / static_cast<double>(o.steps),
+                   f, static_cast<long long>(o.steps), loss,
                    child.folds[f].valid_tau);
   }
   result.child_score = EnsembleTau(model->folds, s.heldout, s.heldout_tensors, pm);
@@ -166,17 +195,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
                  static_cast<long long>(s.heldout_configs), static_cast<long long>(result.graphs));
   // Not worse, and a real number: NaN weights or scores never get published.
   if (!(std::isfinite(result.child_score) && result.child_score >= result.parent_score)) return result;
-  std::vector<GraphData> seen = s.train;
-  seen.insert(seen.end(), base.begin(), base.end());
-  child.data_fingerprint = DataFingerprint(seen);
-  child.training["finetune_parent_version"] = absl::StrCat(*parent);
-  child.training["finetune_measurements"] = o.measurements;
-  child.training["finetune_base_data"] = o.base_data;
-  child.training["finetune_steps"] = absl::StrCat(o.steps);
-  child.training["finetune_lr"] = absl::StrCat(o.lr);
-  child.training["finetune_heldout_configs"] = absl::StrCat(s.heldout_configs);
-  child.training["finetune_heldout_tau_parent"] = absl::StrCat(result.parent_score);
-  child.training["finetune_heldout_tau"] = absl::StrCat(result.child_score);
+  RecordLineage(o, s, base, result, &child);
   absl::StatusOr<int64_t> v = PublishLoadable(registry, child);
   if (!v.ok()) return v.status();
   result.published_version = *v;
