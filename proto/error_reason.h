@@ -3,6 +3,7 @@
 // and retry) or "collection or version unknown" (do not retry); the server tells them
 // apart with the trailing metadata entry kErrorReasonKey = kGraphNotRegistered,
 // which clients (C++ and Python) key on, never on message text (docs/api.md).
+// Pure functions on statuses: any thread.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,6 @@
 // Converts between the wire Graph (tgraph.v1) and model/ graph types, validating every
 // field: shared by the server (decode) and the client library (encode).
+// Pure functions: any thread; results are the caller's.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,8 @@
 // Registered graphs, pruned once, by content hash: a byte-bounded LRU store. What
 // RegisterGraph writes and RankConfigs reads. Torch-free.
+// Threads: every method may be called from any thread at once (the LruCache's mutex);
+// a StoredGraph is immutable and shared (shared_ptr), so an evicted graph lives on
+// while a request still holds it.
 #pragma once
 
 #include <cstdint>

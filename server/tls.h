@@ -2,6 +2,7 @@
 // mutual TLS (also a CA that client certificates must chain to). The files are
 // re-read every `reload_s` seconds, so a rotated certificate (a Kubernetes Secret
 // updated in place, by an atomic directory swap) is served without a restart.
+// Called once at startup; gRPC's certificate provider re-reads on its own thread.
 #pragma once
 
 #include <grpcpp/security/server_credentials.h>

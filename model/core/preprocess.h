@@ -1,6 +1,7 @@
 // The TGraph paper's preprocessing (section 2.2): pruning to configurable nodes and
 // their neighbours, config de-duplication, base-7 config compression, -1 re-padding of
 // node_feat[134:140], and feature standardisation statistics.
+// Pure functions: any thread; results are the caller's.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,7 @@
 // Network inputs built from a pruned graph: the configuration-independent tensors
 // of a graph (computed once per graph and model version, then cached) and the
 // per-request configuration tensor. Shared by trainer, evaluator and server.
+// Pure functions of their arguments: any thread; the tensors returned are the caller's.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,7 @@
 // Network weights as .npz (one float32 array per named parameter) and loading a
 // published registry version into ready-to-score fold networks.
+// Stateless: any thread. A LoadedModel is immutable once returned; the server shares it
+// between requests (shared_ptr, model/nn/tgraph_net.h says what may run concurrently).
 #pragma once
 
 #include <memory>

@@ -38,6 +38,12 @@
 //
 // ScoringOptions::batch_softmax keeps the earlier scoring (each batch its own softmax,
 // TTA permutations) for the ablation tables.
+//
+// Threads: the scoring functions hold no state of their own; several may run at once,
+// on the same folds too (model/nn/tgraph_net.h), each on the thread that calls it
+// (whose LibTorch intra-op threads run the matmuls). They borrow the folds, the graph
+// tensors and the rows for the call; ScoringOptions::cancelled is polled on the
+// calling thread between batches.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,12 @@
 // switches of table 3 and the tile collection's late fusion) and the TpuGraphs
 // baseline (GraphSAGE with residuals, no attention). Lower score = predicted faster.
 //
+// Threads: Score and Precompute may run on several threads at once on one network in
+// eval mode under torch::NoGradGuard (the server's workers share a loaded model's
+// folds): they read the weights and build the inference weights per call. The Set*
+// calls, train() and optimiser steps must not overlap with them: the ModelManager calls
+// the setters once, before a model reaches any request. Outputs are the caller's.
+//
 // The TGraph block is written three times; change them together:
 //   tgraph_net.cc    the plain LibTorch form, the one training differentiates;
 //   tiled_block.cc   the inference form, tile by tile in bounded memory;

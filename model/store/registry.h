@@ -2,6 +2,10 @@
 // weight file per fold (TensorFlow Serving / Triton convention). Publishing is atomic
 // (staging directory, fsync, rename; concurrent publishers take distinct versions);
 // reading verifies completeness and checksums. Torch-free.
+//
+// Threads and processes: a Registry holds only its root; every method may run on any
+// thread, and any number of processes (trainers publishing, servers polling) may use
+// one root at once: the file system's renames are what makes each change atomic.
 #pragma once
 
 #include <cstdint>
