@@ -100,13 +100,12 @@ absl::StatusOr<Ranker::Admitted> Ranker::Admit(const RankRequest& q) {
   const int64_t nodes = a.graph->pruned.graph.num_nodes;
   a.batch_size = loaded.manifest.batch_size;
   a.max_reference = std::max(loaded.manifest.reference_configs, loaded.manifest.batch_size);
-  const Precision precision = loaded.folds.empty() ? Precision::kFloat32 : loaded.folds.front()->InferencePrecision();
-  const int64_t fits = ConfigsWithinBudget(loaded.manifest.spec, nodes, precision, loaded.manifest.reference_groups,
+  const int64_t fits = ConfigsWithinBudget(loaded.manifest.spec, nodes, loaded.manifest.reference_groups,
                                            options_.activation_bytes);
   if (fits == 0)
     return absl::ResourceExhaustedError(absl::StrCat(
         "the graph has ", nodes, " nodes after pruning: one configuration needs about ",
-        ActivationBytesPerConfig(loaded.manifest.spec, nodes, precision) >> 20, " MiB of activations at hidden ",
+        ActivationBytesPerConfig(loaded.manifest.spec, nodes) >> 20, " MiB of activations at hidden ",
         loaded.manifest.spec.hidden, ", over this server's ", options_.activation_bytes >> 20,
         " MiB per request (--activation_bytes)"));
   if (fits > 0) {

@@ -175,13 +175,13 @@ absl::StatusOr<BenchModel> LoadBenchModel(const tgraph::NodeGraph& g) {
 
 // The scoring options of the flags, the batch and reference cut to the activation
 // budget as the server cuts them.
-absl::StatusOr<tgraph::ScoringOptions> BenchScoring(const BenchModel& m, int64_t n, tgraph::Precision precision) {
+absl::StatusOr<tgraph::ScoringOptions> BenchScoring(const BenchModel& m, int64_t n) {
   tgraph::ScoringOptions so;
   so.batch_size = absl::GetFlag(FLAGS_batch);
-  const int64_t fits = tgraph::ConfigsWithinBudget(m.spec, n, precision, m.groups, absl::GetFlag(FLAGS_activation_bytes));
+  const int64_t fits = tgraph::ConfigsWithinBudget(m.spec, n, m.groups, absl::GetFlag(FLAGS_activation_bytes));
   if (fits == 0)
     return UsageError(absl::StrCat("one configuration needs about ",
-                                   tgraph::ActivationBytesPerConfig(m.spec, n, precision) >> 20,
+                                   tgraph::ActivationBytesPerConfig(m.spec, n) >> 20,
                                    " MiB, over --activation_bytes"));
   if (fits > 0) {
     so.batch_size = std::min(so.batch_size, fits);
@@ -279,7 +279,7 @@ void PrintSetup(const BenchGraph& bg, const BenchModel& m, const tgraph::GraphTe
               static_cast<long long>(m.spec.blocks), folds, tgraph::PrecisionName(precision), torch::get_num_threads(),
               tgraph::OpenMpWaitPolicy().c_str());
   std::printf("activations (estimated): %.0f MiB per %lld-config batch\n",
-              static_cast<double>(tgraph::ActivationBytesPerConfig(m.spec, bg.n, precision) * so.batch_size) / (1 << 20),
+              static_cast<double>(tgraph::ActivationBytesPerConfig(m.spec, bg.n) * so.batch_size) / (1 << 20),
               static_cast<long long>(so.batch_size));
   const std::string how =
       so.batch_softmax ? absl::StrCat("batch softmax: permutation passes ", t.passes, " over all folds (tta ", so.tta,
@@ -334,7 +334,7 @@ int RunBench() {
   }
   std::vector<tgraph::FoldModel> folds;
   for (size_t f = 0; f < m->nets.size(); ++f) folds.push_back({m->nets[f].get(), &caches[f]});
-  absl::StatusOr<tgraph::ScoringOptions> so = BenchScoring(*m, bg->n, *precision);
+  absl::StatusOr<tgraph::ScoringOptions> so = BenchScoring(*m, bg->n);
   if (!so.ok()) return Fail(so.status());
   const tgraph::ConfigRows cr{bg->rows.data(), nullptr, bg->c, bg->nc};
 

@@ -59,11 +59,11 @@ const char* PrecisionName(Precision p);  // "fp32", "bf16"
 
 // Activation memory of scoring one layout configuration of a graph of `pruned_nodes`
 // nodes: the peak a forward pass holds grows as nodes x configurations x hidden, at
-// 16 bytes per element in either precision (measured with every node configurable, the
+// 16 bytes per element in either precision, so precision is not an argument (measured with every node configurable, the
 // worst case: 14.7 in bf16, 13.2 in fp32, the slope of tgraph-bench-model's peak RSS
 // over N x C = 128k..512k at hidden 256, docs/results.md). Tile graphs score
 // configurations without per-node activations: 0.
-int64_t ActivationBytesPerConfig(const ModelSpec& spec, int64_t pruned_nodes, Precision precision);
+int64_t ActivationBytesPerConfig(const ModelSpec& spec, int64_t pruned_nodes);
 
 // The cross-attention reference's recorded statistics one fold holds while it scores a
 // graph of `pruned_nodes` nodes against a reference in `groups` groups
@@ -75,8 +75,7 @@ int64_t ReferenceStatsBytes(const ModelSpec& spec, int64_t pruned_nodes, int64_t
 // not even one fits; -1 when there is no limit (budget <= 0, or a tile graph, whose
 // configurations need no per-node activations). The server and tgraph-bench-model cut
 // batches and the reference with it.
-int64_t ConfigsWithinBudget(const ModelSpec& spec, int64_t pruned_nodes, Precision precision, int64_t groups,
-                            int64_t budget);
+int64_t ConfigsWithinBudget(const ModelSpec& spec, int64_t pruned_nodes, int64_t groups, int64_t budget);
 
 // The server's budget per request when none is given (--activation_bytes 0): the
 // memory the process may use (`available_bytes`: cgroup limit, else MemTotal) less
