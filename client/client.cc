@@ -140,8 +140,15 @@ struct RankerClient::Impl {
       return absl::InternalError(absl::StrCat("RegisterGraph: the server's hash ", resp.graph_hash(),
                                               " differs from the local one ", hash, " (incompatible versions?)"));
     RegisteredGraph r{hash, resp.num_nodes(), resp.pruned_nodes(), resp.already_registered(), {}, {}};
-    for (const v1::ConfigurableNode& c : resp.configurable_nodes())
-      r.configurable_nodes.push_back({c.node(), c.opcode(), c.instruction(), c.computation()});
+    absl::StatusOr<LayoutSpace> space = DecodeLayoutSpace(resp);
+    if (!space.ok()) return absl::InternalError(absl::StrCat("RegisterGraph: the answer's ", space.status().message()));
+    for (int j = 0; j < resp.configurable_nodes_size(); ++j) {
+      const v1::ConfigurableNode& c = resp.configurable_nodes(j);
+      ConfigurableNode node{c.node(), c.opcode(), c.instruction(), c.computation(), {}};
+      if (static_cast<size_t>(j) < space->nodes.size())
+        node.groups.assign(space->nodes[j].groups.begin(), space->nodes[j].groups.end());
+      r.configurable_nodes.push_back(std::move(node));
+    }
     r.warnings.assign(resp.warnings().begin(), resp.warnings().end());
     return r;
   }

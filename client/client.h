@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/core/graph.h"
+#include "model/core/layout_space.h"
 
 namespace tgraph {
 
@@ -98,6 +99,9 @@ struct ModelInfo {
 struct ConfigurableNode {
   int64_t node = 0;
   std::string opcode, instruction, computation;  // names empty for graphs sent as arrays
+  // Its layout search space: output, input and kernel groups, each with the rank a legal
+  // row respects and the layouts an autotuner tries (model/core/layout_space.h, docs/api.md).
+  std::vector<GroupSpace> groups;
 };
 
 struct RegisteredGraph {

@@ -269,19 +269,39 @@ int Register(tgraph::RankerClient& client) {
     nlohmann::json j = {{"graph_hash", reg->graph_hash}, {"nodes", reg->num_nodes}, {"pruned_nodes", reg->pruned_nodes},
                         {"already_registered", reg->already_registered}, {"warnings", reg->warnings},
                         {"configurable_nodes", nlohmann::json::array()}};
-    for (const tgraph::ConfigurableNode& n : reg->configurable_nodes)
+    for (const tgraph::ConfigurableNode& n : reg->configurable_nodes) {
+      nlohmann::json groups = nlohmann::json::array();
+      for (size_t g = 0; g < n.groups.size(); ++g) {
+        nlohmann::json candidates = nlohmann::json::array();
+        for (const tgraph::GroupLayout& l : n.groups[g].candidates)
+          candidates.push_back(std::vector<int>(l.begin(), l.end()));
+        groups.push_back({{"group", tgraph::LayoutGroupName(static_cast<int>(g))}, {"rank", n.groups[g].rank},
+                          {"candidates", candidates}});
+      }
       j["configurable_nodes"].push_back({{"node", n.node}, {"opcode", n.opcode}, {"instruction", n.instruction},
-                                         {"computation", n.computation}});
+                                         {"computation", n.computation}, {"groups", groups}});
+    }
     return PrintJson(j);
   }
   std::printf("graph %s: %lld nodes, %lld after pruning, %zu configurable%s\n", reg->graph_hash.c_str(),
               static_cast<long long>(reg->num_nodes), static_cast<long long>(reg->pruned_nodes),
               reg->configurable_nodes.size(), reg->already_registered ? " (already registered)" : "");
-  if (!reg->configurable_nodes.empty()) std::printf("%5s %7s  %-12s %-32s %s\n", "row", "node", "opcode", "instruction", "computation");
+  // ranks: of the output, input and kernel tensors (a legal group lists distinct dims
+  // below the rank); layouts: how many each group's candidates hold (--json lists them).
+  if (!reg->configurable_nodes.empty())
+    std::printf("%5s %7s  %-12s %-7s %-9s %-32s %s\n", "row", "node", "opcode", "ranks", "layouts", "instruction",
+                "computation");
   for (size_t i = 0; i < reg->configurable_nodes.size(); ++i) {
     const tgraph::ConfigurableNode& n = reg->configurable_nodes[i];
-    std::printf("%5zu %7lld  %-12s %-32s %s\n", i, static_cast<long long>(n.node), n.opcode.c_str(),
-                n.instruction.empty() ? "-" : n.instruction.c_str(), n.computation.empty() ? "-" : n.computation.c_str());
+    std::string ranks = "-", layouts = "-";
+    if (n.groups.size() == 3) {
+      ranks = absl::StrCat(n.groups[0].rank, "/", n.groups[1].rank, "/", n.groups[2].rank);
+      layouts = absl::StrCat(n.groups[0].candidates.size(), "/", n.groups[1].candidates.size(), "/",
+                             n.groups[2].candidates.size());
+    }
+    std::printf("%5zu %7lld  %-12s %-7s %-9s %-32s %s\n", i, static_cast<long long>(n.node), n.opcode.c_str(),
+                ranks.c_str(), layouts.c_str(), n.instruction.empty() ? "-" : n.instruction.c_str(),
+                n.computation.empty() ? "-" : n.computation.c_str());
   }
   return tgraph::kExitOk;
 }

@@ -66,6 +66,18 @@ absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& req
   }
 }
 
+void EncodeLayoutSpace(const LayoutSpace& space, v1::RegisterGraphResponse* out) {
+  for (int j = 0; j < out->configurable_nodes_size() && j < static_cast<int>(space.nodes.size()); ++j) {
+    v1::ConfigurableNode* c = out->mutable_configurable_nodes(j);
+    c->clear_groups();
+    for (const GroupSpace& gs : space.nodes[static_cast<size_t>(j)].groups) {
+      v1::LayoutGroup* lg = c->add_groups();
+      lg->set_rank(gs.rank);
+      lg->set_candidates(reinterpret_cast<const char*>(gs.candidates.data()), gs.candidates.size() * kLayoutSlots);
+    }
+  }
+}
+
 void EncodeConfigurableNodes(const WireGraph& g, v1::RegisterGraphResponse* out) {
   for (int64_t id : g.node_config_ids) {
     v1::ConfigurableNode* c = out->add_configurable_nodes();
@@ -78,6 +90,31 @@ void EncodeConfigurableNodes(const WireGraph& g, v1::RegisterGraphResponse* out)
     }
   }
   for (const std::string& w : g.warnings) out->add_warnings(w);
+}
+
+absl::StatusOr<LayoutSpace> DecodeLayoutSpace(const v1::RegisterGraphResponse& response) {
+  LayoutSpace space;
+  for (int j = 0; j < response.configurable_nodes_size(); ++j) {
+    const v1::ConfigurableNode& c = response.configurable_nodes(j);
+    if (c.groups_size() == 0) continue;  // a tile graph, or an older server
+    if (c.groups_size() != kConfigGroups)
+      return absl::InvalidArgumentError(absl::StrCat("configurable_nodes[", j, "].groups: ", c.groups_size(),
+                                                     " groups, expected 3 (output, input, kernel)"));
+    NodeSpace n;
+    n.node = c.node();
+    for (int g = 0; g < kConfigGroups; ++g) {
+      const v1::LayoutGroup& lg = c.groups(g);
+      const std::string& bytes = lg.candidates();
+      if (lg.rank() < 0 || lg.rank() > kLayoutSlots || bytes.size() % kLayoutSlots != 0)
+        return absl::InvalidArgumentError(absl::StrCat("configurable_nodes[", j, "].groups[", g,
+                                                       "]: rank 0..6 and k x 6 candidate bytes expected"));
+      n.groups[g].rank = lg.rank();
+      n.groups[g].candidates.resize(bytes.size() / kLayoutSlots);
+      std::memcpy(n.groups[g].candidates.data(), bytes.data(), bytes.size());
+    }
+    space.nodes.push_back(std::move(n));
+  }
+  return space;
 }
 
 void EncodeGraph(const NodeGraph& graph, const std::vector<int64_t>& ids, v1::Graph* out) {

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/core/graph.h"
+#include "model/core/layout_space.h"
 #include "model/hlo/featurize.h"
 #include "tgraph/v1/ranker.pb.h"
 
@@ -42,5 +43,11 @@ void EncodeGraph(const NodeGraph& graph, const std::vector<int64_t>& node_config
 
 // The graph's configurable nodes, in configuration-row order, as the response lists them.
 void EncodeConfigurableNodes(const WireGraph& g, v1::RegisterGraphResponse* out);
+// Their layout search space (`space` of the same nodes): the groups of each listed node.
+void EncodeLayoutSpace(const LayoutSpace& space, v1::RegisterGraphResponse* out);
+
+// A response's layout search space (the groups of its configurable nodes). INVALID_ARGUMENT
+// for a group that is not 3 per node or candidates that are not k x 6 bytes.
+absl::StatusOr<LayoutSpace> DecodeLayoutSpace(const v1::RegisterGraphResponse& response);
 
 }  // namespace tgraph

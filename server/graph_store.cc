@@ -9,7 +9,7 @@ int64_t StoredGraph::bytes() const {
                               pruned.graph.node_opcode.size() * sizeof(int32_t) +
                               (pruned.graph.edge_index.size() + pruned.original_ids.size() +
                                pruned.config_node_index.size()) * sizeof(int64_t)) +
-         256;
+         LayoutSpaceBytes(space) + 256;
 }
 
 absl::StatusOr<StoredGraphResult> GraphStore::Register(WireGraph g) {
@@ -28,6 +28,7 @@ absl::StatusOr<StoredGraphResult> GraphStore::Register(WireGraph g) {
     stored->pruned.original_ids.resize(static_cast<size_t>(stored->pruned.graph.num_nodes));
     for (size_t i = 0; i < stored->pruned.original_ids.size(); ++i) stored->pruned.original_ids[i] = static_cast<int64_t>(i);
   } else {
+    stored->space = LayoutSpaceOf(g.graph, g.node_config_ids);
     stored->pruned = PruneGraph(g.graph, g.node_config_ids);
   }
   const int64_t bytes = stored->bytes();

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "model/core/layout_space.h"
 #include "model/core/preprocess.h"
 #include "proto/graph_codec.h"
 #include "server/lru_cache.h"
@@ -20,6 +21,7 @@ namespace tgraph {
 // direct neighbours; tile graphs whole).
 struct StoredGraph {
   PrunedGraph pruned;
+  LayoutSpace space;  // the configurable nodes' (empty for tile graphs)
   int64_t original_nodes = 0;
   int64_t num_config_nodes = 0;
   int64_t bytes() const;

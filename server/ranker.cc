@@ -64,6 +64,7 @@ absl::StatusOr<RegisterResult> Ranker::Register(WireGraph g) {
   r.graph_hash = std::move(stored->graph_hash);
   r.pruned_nodes = stored->graph->pruned.graph.num_nodes;
   r.already_registered = stored->already_registered;
+  r.graph = stored->graph;
   return r;
 }
 
@@ -117,6 +118,18 @@ absl::StatusOr<Ranker::Admitted> Ranker::Admit(const RankRequest& q) {
                                            {options_.max_configs, a.max_reference});
       !v.ok())
     return v;
+  // Rows no compiler could apply (model/core/layout_space.h).
+  const LayoutSpace& space = a.graph->space;
+  if (!q.layout_configs.empty())
+    if (std::string bad = FirstIllegalLayoutRow(space, reinterpret_cast<const int8_t*>(q.layout_configs.data()),
+                                                q.num_configs);
+        !bad.empty())
+      return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
+  if (!q.reference_layout_configs.empty())
+    if (std::string bad = FirstIllegalLayoutRow(
+            space, reinterpret_cast<const int8_t*>(q.reference_layout_configs.data()), q.num_reference_configs);
+        !bad.empty())
+      return absl::InvalidArgumentError(absl::StrCat("reference_layout_configs: ", bad));
   return a;
 }
 
@@ -269,6 +282,10 @@ absl::StatusOr<MeasurementReport> Ranker::MeasurementReportFor(const ReportReque
                        reinterpret_cast<const int8_t*>(q.layout_configs.data()) + q.layout_configs.size());
   r.runtime_ns = q.runtimes_ns;
   r.source = q.source;
+  // Sizes and values first (their errors name the field), then the rows' legality.
+  if (absl::Status s = ValidateMeasurementReport(r); !s.ok()) return s;
+  if (std::string bad = FirstIllegalLayoutRow((*graph)->space, r.config_feat.data(), r.num_configs); !bad.empty())
+    return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
   return r;
 }
 

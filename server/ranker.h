@@ -48,6 +48,7 @@ struct RegisterResult {
   std::string graph_hash;
   int64_t num_nodes = 0, pruned_nodes = 0, num_config_nodes = 0;
   bool already_registered = false;
+  std::shared_ptr<const StoredGraph> graph;  // as stored (its layout space)
 };
 
 
@@ -84,10 +85,12 @@ class Ranker {
   // queued and between batches: a cancelled or expired RPC stops consuming compute.
   absl::StatusOr<RankResult> Rank(const RankRequest& request, const std::function<bool()>& cancelled);
 
-  // A ReportMeasurements request as a report of its registered graph, for
-  // MeasurementStore::Append, which checks the rows and runtimes. INVALID_ARGUMENT for a
-  // collection name that does not parse or a graph without configurable nodes; the
-  // graph hash's errors as RegisteredGraph's. The collection need not have a model.
+  // A ReportMeasurements request as a report of its registered graph, checked whole for
+  // MeasurementStore::Append: INVALID_ARGUMENT for a collection name that does not
+  // parse, a graph without configurable nodes, sizes or values out of range
+  // (ValidateMeasurementReport) and rows outside the graph's layout space (naming the
+  // row, node and group); the graph hash's errors as RegisteredGraph's. The collection
+  // need not have a model.
   absl::StatusOr<MeasurementReport> MeasurementReportFor(const ReportRequest& request);
 
   RankerStats Stats() const;

@@ -148,6 +148,7 @@ grpc::Status RankerService::RegisterGraph(grpc::ServerContext* context, const v1
   response->set_pruned_nodes(r->pruned_nodes);
   response->set_num_config_nodes(r->num_config_nodes);
   response->set_already_registered(r->already_registered);
+  EncodeLayoutSpace(r->graph->space, response);
   return grpc::Status::OK;
 }
 

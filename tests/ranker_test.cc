@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "model/core/graph_io.h"
+#include "model/core/layout_space.h"
 #include "model/nn/model_io.h"
 #include "model/nn/scoring.h"
 #include "model/synth/generator.h"
@@ -330,6 +331,40 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
   bad_value[18 * 3 + 4] = 6;
   q.layout_configs = bad_value;
   expect(q, absl::StatusCode::kInvalidArgument, "layout_configs: config 0, configurable node 3, slot 4 is 6, expected -1..5");
+  // A row no compiler could apply (model/core/layout_space.h): a dimension twice, in a
+  // row or in the reference, and in a measurement report.
+  {
+    const LayoutSpace space = LayoutSpaceOf(g.graph, g.node_config_ids);
+    int64_t j = 0;
+    while (space.nodes[j].groups[0].rank < 2) ++j;
+    std::string twice(good.layout_configs);
+    const size_t at = (static_cast<size_t>(g.num_config_nodes()) + j) * kConfigFeatDim;  // config 1, node j
+    twice[at] = 1;
+    twice[at + 1] = 1;
+    const std::string where = "config 1, configurable node " + std::to_string(j) + " (node " +
+                              std::to_string(space.nodes[j].node) + ", opcode " +
+                              std::to_string(space.nodes[j].opcode) + "), output group [1, 1, ";
+    q = good;
+    q.layout_configs = twice;
+    expect(q, absl::StatusCode::kInvalidArgument, "layout_configs: " + where);
+    expect(q, absl::StatusCode::kInvalidArgument, "dimension 1 appears twice");
+    q = good;
+    q.num_reference_configs = 2;
+    q.reference_layout_configs = absl::string_view(twice).substr(0, twice.size() / good.num_configs * 2);
+    expect(q, absl::StatusCode::kInvalidArgument, "reference_layout_configs: " + where);
+    ReportRequest report;
+    report.collection = "layout:xla:random";
+    report.graph_hash = hash;
+    report.num_configs = 2;
+    report.layout_configs = q.reference_layout_configs;
+    report.runtimes_ns = {100, 200};
+    auto refused = ranker.MeasurementReportFor(report);
+    CATCH_REQUIRE_FALSE(refused.ok());
+    CATCH_CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+    CATCH_CHECK_THAT(std::string(refused.status().message()), Catch::StartsWith("layout_configs: " + where));
+    report.layout_configs = absl::string_view(good.layout_configs).substr(0, twice.size() / good.num_configs * 2);
+    CATCH_CHECK(ranker.MeasurementReportFor(report).ok());
+  }
   q = good;
   q.tile_configs = "x";
   expect(q, absl::StatusCode::kInvalidArgument, "tile_configs must be empty");

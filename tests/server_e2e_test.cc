@@ -30,6 +30,7 @@
 #include "model/tools/build_info.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
+#include "model/core/layout_space.h"
 #include "model/store/measurement_store.h"
 #include "model/hlo/featurize.h"
 #include "model/train/evaluator.h"
@@ -291,14 +292,23 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
 
   // SIGTERM: an in-flight request still completes, the server exits 0.
   q = RankRequestFor(g, hash);
-  // 40 copies of the rows, each copy made distinct (repeated rows are scored once): the
-  // copy's number in base 7 in its rows' first two values.
+  // 40 copies of the rows, each copy made distinct (repeated rows are scored once) and
+  // legal: the copy's number in the mixed radix of the configurable nodes' output-group
+  // candidates (model/core/layout_space.h), written into those groups.
   std::string big;
   const size_t row = q.layout_configs().size() / static_cast<size_t>(q.num_configs());
+  const LayoutSpace space = LayoutSpaceOf(g.graph, g.node_config_ids);
   for (int copy = 0; copy < 40; ++copy) {
     std::string rows = q.layout_configs();
-    for (size_t at = 0; at < rows.size(); at += row)
-      for (int d = 0, k = copy; d < 2; ++d, k /= 7) rows[at + static_cast<size_t>(d)] = static_cast<char>(k % 7 - 1);
+    for (size_t at = 0; at < rows.size(); at += row) {
+      int k = copy;
+      for (size_t j = 0; j < space.nodes.size() && k > 0; ++j) {
+        const std::vector<GroupLayout>& cand = space.nodes[j].groups[0].candidates;
+        const GroupLayout& l = cand[static_cast<size_t>(k) % cand.size()];
+        std::copy(l.begin(), l.end(), rows.begin() + static_cast<std::ptrdiff_t>(at + j * kConfigFeatDim));
+        k /= static_cast<int>(cand.size());
+      }
+    }
     big += rows;
   }
   q.set_layout_configs(big);
@@ -578,8 +588,10 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers and ranks", "[e2e
   RankerClient client(co);
   auto hash = client.Register(g, ids);
   CATCH_REQUIRE(hash.ok());
+  // Legal rows (model/core/layout_space.h): output groups of rank-6 dots, [i % 3] in
+  // every seventh configurable node.
   std::vector<int8_t> configs(8 * ids.size() * kConfigFeatDim, -1);
-  for (size_t i = 0; i < configs.size(); i += 7) configs[i] = static_cast<int8_t>(i % 3);
+  for (size_t i = 0; i < configs.size(); i += 7 * kConfigFeatDim) configs[i] = static_cast<int8_t>(i % 3);
   RankOptions o;
   o.collection = "layout:xla:random";
   auto r = client.RankLayout(g, ids, configs.data(), 8, o);
@@ -784,6 +796,21 @@ CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nod
   }
   CATCH_CHECK(reg->configurable_nodes[0].opcode == "reshape");
   CATCH_CHECK_FALSE(reg->configurable_nodes[0].instruction.empty());
+  // The answer lists each node's layout search space (model/core/layout_space.h): a
+  // convolution's input group chooses between its batch and feature dims (0 and 4 here),
+  // and every layout the real file's autotuner tried there is a candidate.
+  const LayoutSpace space = LayoutSpaceOf(real.graph, real.node_config_ids);
+  for (size_t i = 0; i < 62; ++i) {
+    CATCH_REQUIRE(reg->configurable_nodes[i].groups.size() == 3u);
+    for (int g = 0; g < 3; ++g) {
+      CATCH_CHECK(reg->configurable_nodes[i].groups[g].rank == space.nodes[i].groups[g].rank);
+      CATCH_CHECK((reg->configurable_nodes[i].groups[g].candidates == space.nodes[i].groups[g].candidates));
+    }
+  }
+  const std::vector<GroupSpace>& conv_groups = reg->configurable_nodes[5].groups;
+  CATCH_CHECK(conv_groups[1].rank == 5);
+  CATCH_CHECK((conv_groups[1].candidates ==
+               std::vector<GroupLayout>{{-1, -1, -1, -1, -1, -1}, {0, 4, -1, -1, -1, -1}, {4, 0, -1, -1, -1, -1}}));
   // Registering the npz afterwards finds the same graph.
   auto again = client.Register(real.graph, real.node_config_ids);
   CATCH_REQUIRE(again.ok());

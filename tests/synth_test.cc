@@ -8,6 +8,7 @@
 #include "model/core/dataset.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
+#include "model/core/layout_space.h"
 #include "model/core/preprocess.h"
 #include "model/synth/cost_model.h"
 #include "model/synth/families.h"
@@ -365,7 +366,7 @@ TEST_CASE("graph families use real opcodes and fill node features", "[synth]") {
   for (int64_t e = 0; e < g.num_edges(); ++e) CHECK(g.edge_index[2 * e] > g.edge_index[2 * e + 1]);
 }
 
-TEST_CASE("tiny preset: every file loads and validates, layouts only on conv/dot/reshape", "[synth]") {
+TEST_CASE("tiny preset: every file loads and validates, layouts only on conv/dot/reshape, every row legal", "[synth]") {
   TempDir dir;
   GenerateOptions o;
   o.out = dir.path();
@@ -407,6 +408,9 @@ TEST_CASE("tiny preset: every file loads and validates, layouts only on conv/dot
           const bool listed = std::count(g->node_config_ids.begin(), g->node_config_ids.end(), i) == 1;
           CHECK(listed == (opc == op::kConvolution || opc == op::kDot || opc == op::kReshape));
         }
+        // Every generated row is one a compiler could apply (model/core/layout_space.h).
+        CHECK(FirstIllegalLayoutRow(LayoutSpaceOf(g->graph, g->node_config_ids), g->config_feat.data(), g->num_configs)
+                  == "");
         if (c.source == "xla") xla_feats[c.search == "random"][f.name] = g->graph.node_feat;
       }
     }

@@ -119,6 +119,10 @@ def test_json_output_of_every_command_that_prints_results(server, tmp_path):
     assert health.returncode == 0 and json.loads(health.stdout) == {"service": "tgraph.v1.Ranker", "status": "SERVING"}
     reg = json.loads(call(client, "register", *s, "--npz", UNET).stdout)
     assert len(reg["graph_hash"]) == 64 and len(reg["configurable_nodes"]) == 62
+    conv = reg["configurable_nodes"][5]  # unet_3d's: input group batch (0) or feature (4) most minor
+    assert conv["opcode"] == "convolution" and [g["group"] for g in conv["groups"]] == ["output", "input", "kernel"]
+    assert conv["groups"][1] == {"group": "input", "rank": 5,
+                                 "candidates": [[-1] * 6, [0, 4, -1, -1, -1, -1], [4, 0, -1, -1, -1, -1]]}
     r = call(client, "rank", *s, "--collection", "layout:xla:random", "--npz", UNET, "--top_k", "3")
     assert r.returncode == 0, r.stderr
     rank = json.loads(r.stdout)

@@ -1,0 +1,65 @@
+// The layout search space of a graph's configurable nodes: for each node (in
+// configuration-row order) and each of its three groups (output, input, kernel), the
+// rank of the group's tensor, which rows are legal, and the layouts an autotuner tries.
+// Torch-free; pure functions (any thread).
+//
+// A group is legal when it is the compiler default (all -1) or a minor-to-major prefix:
+// k >= 1 distinct dimensions of its tensor (each < the tensor's rank) followed by -1s.
+// Every row of every real TpuGraphs file is legal by this rule (tested); a group whose
+// node has no such tensor (a reshape's kernel, a scalar) must stay all -1.
+//
+// Ranks come from the graph as registered: the node's own rank (node_feat's non-zero
+// shape dimensions) for the output group, its operands' (graph edges) for the input and
+// kernel groups. Edges do not keep operand order, so when a node's operands differ in
+// rank the input and kernel groups accept the larger and propose layouts valid for the
+// smaller.
+//
+// The candidates follow what the real files' autotuner tries (and the generator's
+// LayoutCandidates, model/synth/cost_model.cc): the default first; convolutions choose
+// which of their group's batch and feature dimensions (node_feat's convolution dimension
+// numbers) is most minor; dots an ordered pair of their last three dimensions; reshapes
+// of rank <= 3 every permutation, of higher rank the permutations of the last three
+// dimensions (the rest kept major, in descending order); a rank-1 group [0].
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/core/graph.h"
+
+namespace tgraph {
+
+using GroupLayout = std::array<int8_t, kLayoutSlots>;
+
+struct GroupSpace {
+  int rank = 0;                         // the legality bound: dims of the group's tensor (0: none)
+  std::vector<GroupLayout> candidates;  // candidates[0] is the compiler default (all -1)
+};
+
+struct NodeSpace {
+  int64_t node = 0;  // node_config_ids entry
+  int opcode = 0;
+  std::array<GroupSpace, kConfigGroups> groups;  // output, input, kernel
+};
+
+struct LayoutSpace {
+  std::vector<NodeSpace> nodes;  // configuration-row order
+};
+
+// The space of `graph`'s configurable nodes `config_ids` (as registered, before pruning).
+LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& config_ids);
+
+// Memory a space holds, for byte budgets.
+int64_t LayoutSpaceBytes(const LayoutSpace& space);
+
+// "output", "input", "kernel".
+const char* LayoutGroupName(int group);
+
+// The first illegal group of `count` rows (count x nodes x 18, values already in
+// -1..5), described as "config C, configurable node J (node N, OPCODE-ID), output group
+// [4, 4, -1, -1, -1, -1]: dimension 4 appears twice"; empty when every row is legal.
+std::string FirstIllegalLayoutRow(const LayoutSpace& space, const int8_t* rows, int64_t count);
+
+}  // namespace tgraph
