@@ -125,6 +125,46 @@ def test_an_hlo_module_registers_lists_its_nodes_and_ranks(server):
     np.testing.assert_array_equal(client.rank("layout:xla:random", UNET_DEFAULT, npz.configs[:30]).scores, r.scores)
 
 
+def test_the_layout_space_builds_legal_rows_and_the_server_refuses_illegal_ones(server):
+    """RegisterGraph's layout search space (docs/api.md): the real file's rows use it;
+    Registration.layout_row builds rows by instruction name or node index, refusing what
+    the server would refuse; an illegal row sent anyway is INVALID_ARGUMENT naming it."""
+    data = tuning_pb2.ModuleTuningData.FromString(open(os.path.join(REAL, "module_tuning_data_layout.pb"), "rb").read())
+    module = tgraph.HloModule(data.module.SerializeToString(), "unet3d")
+    client = tgraph.Client(server.address)
+    npz = tgraph.load_graph(UNET_DEFAULT)
+    reg = client.register(module)
+    conv = reg.configurable_nodes[5]
+    assert conv.opcode == "convolution" and [g.name for g in conv.groups] == ["output", "input", "kernel"]
+    assert conv.groups[1].rank == 5
+    np.testing.assert_array_equal(conv.groups[1].candidates, [[-1] * 6, [0, 4, -1, -1, -1, -1], [4, 0, -1, -1, -1, -1]])
+    # Every group of every row of the real file is legal for its rank.
+    for j, node in enumerate(reg.configurable_nodes):
+        for g, group in enumerate(node.groups):
+            values = npz.configs[:, j, 6 * g:6 * g + 6]
+            assert (values < max(group.rank, 0)).all()
+    row = reg.layout_row({conv.instruction: [[4, 0], [0, 4], [3, 4]]})
+    assert row.shape == (62, 18) and row.dtype == np.int8
+    np.testing.assert_array_equal(row[5], [4, 0, -1, -1, -1, -1, 0, 4, -1, -1, -1, -1, 3, 4, -1, -1, -1, -1])
+    assert (np.delete(row, 5, axis=0) == -1).all()
+    np.testing.assert_array_equal(reg.layout_row({conv.node: [[4, 0]]})[5, :6], [4, 0, -1, -1, -1, -1])
+    client.rank("layout:xla:random", module, row[None])  # legal: ranked
+    for layouts, message in [({conv.instruction: [[4, 4]]}, "output group [4, 4]: dimension 4 appears twice"),
+                             ({conv.instruction: [[], [5]]}, "input group [5]: dimension 5 is not a dimension of the "
+                                                             "rank-5 tensor (expected 0..4)"),
+                             ({"no_such_instruction": [[0]]}, "is not a configurable node")]:
+        with pytest.raises(tgraph.TgraphError) as e:
+            reg.layout_row(layouts)
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and message in str(e.value), str(e.value)
+    bad = row.copy()
+    bad[5, 0:2] = 4
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.rank("layout:xla:random", module, bad[None])
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "layout_configs: config 0, configurable node 5 (node" in str(e.value)
+    assert "output group [4, 4, -1, -1, -1, -1]: dimension 4 appears twice" in str(e.value)
+
+
 def test_report_measurements_stores_a_shard(server, world):
     g = tgraph.load_graph(UNET)
     receipt = tgraph.Client(server.address).report_measurements("layout:xla:random", g, g.configs[:7],

@@ -25,13 +25,45 @@ ROUTING_HEADER = "x-graph-hash"               # what graph-affinity routing hash
 _HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 
 
+GROUP_NAMES = ("output", "input", "kernel")
+
+
+@dataclass
+class LayoutGroup:
+    """One layout group of a configurable node (docs/api.md, "The layout search space").
+    rank: of the group's tensor; a legal group lists distinct dimensions below it,
+    minor-to-major, then -1s, or is all -1 (the compiler default); 0 means the node has
+    no such tensor. candidates: (k, 6) int8, the layouts an autotuner tries, row 0 the
+    default."""
+    name: str
+    rank: int
+    candidates: np.ndarray
+
+
 @dataclass
 class ConfigurableNode:
-    """A configurable node, in configuration-row order (names empty for array graphs)."""
+    """A configurable node, in configuration-row order (names empty for array graphs),
+    with its output, input and kernel LayoutGroups."""
     node: int
     opcode: str
     instruction: str
     computation: str
+    groups: List[LayoutGroup] = field(default_factory=list)
+
+
+def _group_problem(values: Sequence[int], rank: int) -> str:
+    """Why a group's dimensions (minor-to-major) are not legal for a tensor of `rank`
+    ("" when they are): the server's rule (model/core/layout_space.h)."""
+    if values and rank == 0:
+        return "this node has no such tensor: the group must be all -1 (the compiler default)"
+    seen = set()
+    for d in values:
+        if not 0 <= d < rank:
+            return f"dimension {d} is not a dimension of the rank-{rank} tensor (expected 0..{rank - 1})"
+        if d in seen:
+            return f"dimension {d} appears twice"
+        seen.add(d)
+    return ""
 
 
 @dataclass
@@ -42,6 +74,37 @@ class Registration:
     already_registered: bool
     configurable_nodes: List[ConfigurableNode]
     warnings: List[str]
+
+    def layout_row(self, layouts: dict) -> np.ndarray:
+        """One configuration row, (nc, 18) int8, from per-node layouts: keys are
+        instruction names (graphs registered from HLO) or node indices (node_config_ids
+        entries), values up to three minor-to-major dimension lists (output, input,
+        kernel; a shorter list leaves the rest to the compiler, [] for a group keeps its
+        default). Nodes not named keep the compiler's default (-1). Raises TgraphError
+        (INVALID_ARGUMENT) naming the node and group for a key that is not a configurable
+        node or a layout the server would refuse."""
+        by_key = {}
+        for row, c in enumerate(self.configurable_nodes):
+            by_key[c.node] = row
+            if c.instruction:
+                by_key[c.instruction] = row
+        out = np.full((len(self.configurable_nodes), LAYOUT_CONFIG_DIM), -1, dtype=np.int8)
+        for key, tensors in layouts.items():
+            if key not in by_key:
+                raise invalid(f"{key!r} is not a configurable node of graph {self.graph_hash[:12]} (its "
+                              "convolution, dot and reshape nodes, by instruction name or node index)")
+            row = by_key[key]
+            node = self.configurable_nodes[row]
+            if len(tensors) > len(GROUP_NAMES):
+                raise invalid(f"{key!r}: {len(tensors)} tensor layouts; at most 3 (output, input, kernel)")
+            for g, dims in enumerate(tensors):
+                dims = [int(d) for d in dims]
+                rank = node.groups[g].rank if node.groups else 6
+                why = _group_problem(dims, rank) if len(dims) <= 6 else "more than 6 dimensions"
+                if why:
+                    raise invalid(f"{key!r} (row {row}), {GROUP_NAMES[g]} group {dims}: {why}")
+                out[row, g * 6:g * 6 + len(dims)] = dims
+        return out
 
 
 @dataclass
@@ -202,7 +265,10 @@ class Client:
         if isinstance(graph, HloModule):
             self._hlo[graph.digest] = r.graph_hash
         return Registration(r.graph_hash, r.num_nodes, r.pruned_nodes, r.already_registered,
-                            [ConfigurableNode(c.node, c.opcode, c.instruction, c.computation)
+                            [ConfigurableNode(c.node, c.opcode, c.instruction, c.computation,
+                                              [LayoutGroup(GROUP_NAMES[g], lg.rank,
+                                                           np.frombuffer(lg.candidates, dtype=np.int8).reshape(-1, 6))
+                                               for g, lg in enumerate(c.groups)])
                              for c in r.configurable_nodes], list(r.warnings))
 
     def rank(self, collection: str, graph: GraphLike, configs: Optional[np.ndarray] = None, *, top_k: int = 0,
