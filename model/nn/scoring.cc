@@ -243,42 +243,22 @@ ReferencePlan PlanReference(const ConfigRows& rows, const std::vector<uint64_t>&
   return p;
 }
 
-// One fold against its reference plan: the reference as one batch (its statistics
-// recorded, its members' scores in *ref_score), then the queries in batches against it
-// (their scores in *fold_score, by row). False when cancelled between batches.
+// One fold against its reference plan: the reference recorded (its members' scores in
+// *ref_score), then the queries against it (their scores in *fold_score, by row). False
+// when cancelled between batches.
 bool ScoreFoldAgainst(const FoldModel& f, const GraphTensors& graph, const ConfigRows& rows, const ReferencePlan& plan,
                       const ScoringOptions& o, std::vector<double>* ref_score, std::vector<double>* fold_score,
                       ScoreResult* r) {
-  const int64_t r_count = plan.ref.rows.count;
-  StaticEncoding local;
-  const StaticEncoding* cache = f.cache;
-  if (!cache) {
-    local = f.net->Precompute(graph);
-    cache = &local;
-  }
-  std::vector<int64_t> ref_order(static_cast<size_t>(r_count));
-  std::iota(ref_order.begin(), ref_order.end(), 0);
-  CrossReference stats;
-  ScoreMode record;
-  record.groups = o.reference_groups;
-  if (f.net->UsesReference()) record.record = &stats;
-  *ref_score =
-      ToDoubles(f.net->Score(graph, GatherConfigs(plan.ref.rows, ref_order, 0, ref_order.size()), cache, record));
+  const RecordedReference rec = RecordReference(f, graph, plan.ref.rows, o);
+  *ref_score = rec.scores;
   ++r->batches;
-  r->evaluated += r_count;
-  ScoreMode use;
-  if (f.net->UsesReference()) use.use = &stats;
-  const std::vector<int64_t> bounds =
-      BatchBounds(static_cast<int64_t>(plan.queries.size()), std::max<int64_t>(1, o.batch_size));
-  for (size_t b = 0; b + 1 < bounds.size(); ++b) {
-    if (o.cancelled && o.cancelled()) return false;
-    const std::vector<double> s = ToDoubles(f.net->Score(
-        graph, GatherConfigs(rows, plan.queries, static_cast<size_t>(bounds[b]), static_cast<size_t>(bounds[b + 1])),
-        cache, use));
-    for (int64_t i = bounds[b]; i < bounds[b + 1]; ++i) (*fold_score)[plan.queries[i]] = s[i - bounds[b]];
-    ++r->batches;
-    r->evaluated += bounds[b + 1] - bounds[b];
-  }
+  r->evaluated += rec.count;
+  int64_t batches = 0;
+  const std::vector<double> s = ScoreAgainstRecorded(f, graph, rows, plan.queries, rec, o, &batches, /*raw=*/true);
+  r->batches += batches;
+  if (s.size() != plan.queries.size()) return false;
+  r->evaluated += static_cast<int64_t>(plan.queries.size());
+  for (size_t q = 0; q < plan.queries.size(); ++q) (*fold_score)[plan.queries[q]] = s[q];
   return true;
 }
 
@@ -367,6 +347,53 @@ std::vector<int64_t> ChooseReference(const ConfigRows& rows, int64_t size, uint6
   std::partial_sort(distinct.begin(), distinct.begin() + static_cast<std::ptrdiff_t>(keep), distinct.end(), before);
   distinct.resize(keep);
   return distinct;
+}
+
+RecordedReference RecordReference(const FoldModel& f, const GraphTensors& graph, const ConfigRows& reference,
+                                  const ScoringOptions& o) {
+  torch::NoGradGuard no_grad;
+  RecordedReference rec;
+  rec.fold = f;
+  if (!rec.fold.cache) {
+    rec.own_cache = std::make_shared<StaticEncoding>(f.net->Precompute(graph));
+    rec.fold.cache = rec.own_cache.get();
+  }
+  rec.count = reference.count;
+  std::vector<int64_t> order(static_cast<size_t>(rec.count));
+  std::iota(order.begin(), order.end(), 0);
+  ScoreMode record;
+  record.groups = o.reference_groups;
+  if (f.net->UsesReference()) record.record = &rec.stats;
+  rec.scores = ToDoubles(f.net->Score(graph, GatherConfigs(reference, order, 0, order.size()), rec.fold.cache, record));
+  // The common scale: the mean and std of the reference's scores.
+  for (double x : rec.scores) rec.mean += x;
+  rec.mean /= static_cast<double>(std::max<int64_t>(1, rec.count));
+  double var = 0;
+  for (double x : rec.scores) var += (x - rec.mean) * (x - rec.mean);
+  rec.sd = std::sqrt(var / static_cast<double>(std::max<int64_t>(1, rec.count)));
+  return rec;
+}
+
+std::vector<double> ScoreAgainstRecorded(const FoldModel& f, const GraphTensors& graph, const ConfigRows& rows,
+                                         const std::vector<int64_t>& idx, const RecordedReference& rec,
+                                         const ScoringOptions& o, int64_t* batches, bool raw) {
+  torch::NoGradGuard no_grad;
+  ScoreMode use;
+  if (f.net->UsesReference()) use.use = &rec.stats;
+  std::vector<double> out(idx.size());
+  const std::vector<int64_t> bounds = BatchBounds(static_cast<int64_t>(idx.size()), std::max<int64_t>(1, o.batch_size));
+  for (size_t b = 0; b + 1 < bounds.size(); ++b) {
+    if (o.cancelled && o.cancelled()) return {};
+    const std::vector<double> s = ToDoubles(f.net->Score(
+        graph, GatherConfigs(rows, idx, static_cast<size_t>(bounds[b]), static_cast<size_t>(bounds[b + 1])),
+        rec.fold.cache, use));
+    for (int64_t i = bounds[b]; i < bounds[b + 1]; ++i) {
+      const double v = s[i - bounds[b]];
+      out[i] = raw ? v : (rec.sd > 0 ? (v - rec.mean) / rec.sd : v - rec.mean);
+    }
+    if (batches) ++*batches;
+  }
+  return out;
 }
 
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,

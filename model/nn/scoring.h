@@ -143,6 +143,31 @@ uint64_t RowHash(const ConfigRows& rows, int64_t i, uint64_t salt = 0);
 // With a salt, the smallest salted hashes (another, independent sample of the rows).
 std::vector<int64_t> ChooseReference(const ConfigRows& rows, int64_t size, uint64_t salt = 0);
 
+// A reference recorded once and reused by many calls (a search's fitness): one fold's
+// statistics of it and its scores, with their mean and std (the fold's common scale).
+// Holds the fold (and its encoding of the graph) for ScoreAgainstRecorded.
+struct RecordedReference {
+  FoldModel fold;
+  std::shared_ptr<const StaticEncoding> own_cache;  // when the fold had none
+  CrossReference stats;
+  std::vector<double> scores;  // the reference's own, raw
+  double mean = 0, sd = 0;
+  int64_t count = 0;
+};
+
+// Fold f's reference `reference`, scored as one batch in o.reference_groups groups, as
+// ScoreConfigs scores a fixed reference.
+RecordedReference RecordReference(const FoldModel& f, const GraphTensors& graph, const ConfigRows& reference,
+                                  const ScoringOptions& o);
+
+// Rows idx of `rows`, each joining the recorded reference's softmax alone, in batches of
+// o.batch_size: standardised on the reference's scale (raw: as the network scores them).
+// What ScoreConfigs gives a row outside a fixed reference, for one fold. Empty when
+// o.cancelled says stop; *batches (optional) counts the forward passes.
+std::vector<double> ScoreAgainstRecorded(const FoldModel& f, const GraphTensors& graph, const ConfigRows& rows,
+                                         const std::vector<int64_t>& idx, const RecordedReference& rec,
+                                         const ScoringOptions& o, int64_t* batches = nullptr, bool raw = false);
+
 // Runs without autograd.
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& options);

@@ -1,0 +1,249 @@
+#include "model/nn/layout_search.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <unordered_set>
+#include <utility>
+
+#include "model/core/rng.h"
+
+namespace tgraph {
+namespace {
+
+using Row = std::string;  // nc x 18 layout values, as bytes
+
+struct Scored {
+  double score = 0;
+  Row row;
+};
+
+bool Better(const Scored& a, const Scored& b) { return a.score != b.score ? a.score < b.score : a.row < b.row; }
+
+// Rows as one contiguous block for the scoring functions.
+struct RowBlock {
+  std::vector<int8_t> values;
+  ConfigRows rows;
+  RowBlock(const std::vector<const Row*>& rows_in, int64_t nc) {
+    for (const Row* r : rows_in) values.insert(values.end(), r->begin(), r->end());
+    rows = ConfigRows{values.data(), nullptr, static_cast<int64_t>(rows_in.size()), nc};
+  }
+};
+
+class Searcher {
+ public:
+  Searcher(const std::vector<FoldModel>& folds, const GraphTensors& graph, const LayoutSpace& space,
+           const SearchOptions& o)
+      : folds_(folds), graph_(graph), space_(space), o_(o), rng_(o.seed * 0x9e3779b97f4a7c15ULL + 1),
+        nc_(static_cast<int64_t>(space.nodes.size())) {
+    for (int64_t j = 0; j < nc_; ++j)
+      for (int g = 0; g < kConfigGroups; ++g)
+        if (space.nodes[j].groups[g].candidates.size() > 1) mutable_.emplace_back(j, g);
+    if (o.exclude) AddRows(*o.exclude, &excluded_);
+  }
+
+  SearchResult Run();
+
+ private:
+  void AddRows(const std::vector<int8_t>& rows, std::unordered_set<Row>* to) const {
+    const size_t bytes = static_cast<size_t>(nc_) * kConfigFeatDim;
+    for (size_t at = 0; at + bytes <= rows.size(); at += bytes)
+      to->emplace(reinterpret_cast<const char*>(rows.data() + at), bytes);
+  }
+  void SetGroup(Row& r, int64_t j, int g, const GroupLayout& l) const {
+    std::memcpy(&r[static_cast<size_t>(j * kConfigFeatDim + g * kLayoutSlots)], l.data(), kLayoutSlots);
+  }
+  Row RandomRow() {
+    Row r(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
+    for (const auto& [j, g] : mutable_) {
+      const std::vector<GroupLayout>& c = space_.nodes[j].groups[g].candidates;
+      SetGroup(r, j, g, c[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(c.size()) - 1))]);
+    }
+    return r;
+  }
+  // One to three groups set to another of their candidates.
+  Row Mutate(Row r) {
+    const int k = 1 + (rng_.Uniform(0, 1) < 0.5) + (rng_.Uniform(0, 1) < 0.25);
+    for (int i = 0; i < k; ++i) {
+      const auto& [j, g] = mutable_[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(mutable_.size()) - 1))];
+      const std::vector<GroupLayout>& c = space_.nodes[j].groups[g].candidates;
+      SetGroup(r, j, g, c[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(c.size()) - 1))]);
+    }
+    return r;
+  }
+  // Each node's 18 values from one parent or the other.
+  Row Crossover(const Row& a, const Row& b) {
+    Row r = a;
+    for (int64_t j = 0; j < nc_; ++j)
+      if (rng_.Bernoulli(0.5))
+        std::memcpy(&r[static_cast<size_t>(j * kConfigFeatDim)], &b[static_cast<size_t>(j * kConfigFeatDim)],
+                    kConfigFeatDim);
+    return r;
+  }
+  const Row& Tournament() {
+    const Scored& a = population_[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(population_.size()) - 1))];
+    const Scored& b = population_[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(population_.size()) - 1))];
+    return Better(a, b) ? a.row : b.row;
+  }
+  // A row never evaluated nor excluded: marks it seen and keeps it in *out.
+  bool Keep(Row r, std::vector<Row>* out) {
+    if (excluded_.count(r) || !seen_.insert(r).second) return false;
+    out->push_back(std::move(r));
+    return true;
+  }
+  std::vector<Row> Breed(int64_t n);
+  bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
+  void RecordTheReference();
+  SearchResult Finish(SearchResult r);
+
+  const std::vector<FoldModel>& folds_;
+  const GraphTensors& graph_;
+  const LayoutSpace& space_;
+  const SearchOptions& o_;
+  Rng rng_;
+  const int64_t nc_;
+  std::vector<std::pair<int64_t, int>> mutable_;  // (node, group) with more than one candidate
+  std::unordered_set<Row> excluded_, seen_;
+  std::vector<Row> reference_rows_;
+  RecordedReference reference_;
+  std::vector<Scored> evaluated_, population_;
+};
+
+// The fixed reference: the start rows, then random rows, recorded by the fitness fold;
+// its rows enter the population with their scores as its members.
+void Searcher::RecordTheReference() {
+  const int64_t size =
+      std::max<int64_t>(1, std::min({o_.reference, o_.evaluations / 4,
+                                     o_.scoring.max_reference > 0 ? o_.scoring.max_reference : o_.reference}));
+  std::vector<Row> rows;
+  if (o_.start) {
+    std::unordered_set<Row> start;
+    AddRows(*o_.start, &start);
+    std::vector<Row> sorted(start.begin(), start.end());
+    std::sort(sorted.begin(), sorted.end());  // deterministic, whatever the set's order
+    for (Row& r : sorted)
+      if (static_cast<int64_t>(rows.size()) < size && seen_.insert(r).second) rows.push_back(std::move(r));
+  }
+  for (int tries = 0; static_cast<int64_t>(rows.size()) < size && tries < 20 * size; ++tries) {
+    Row r = RandomRow();
+    if (seen_.insert(r).second) rows.push_back(std::move(r));
+  }
+  reference_rows_ = rows;
+  std::vector<const Row*> ptrs;
+  for (const Row& r : reference_rows_) ptrs.push_back(&r);
+  const RowBlock block(ptrs, nc_);
+  reference_ = RecordReference(folds_.front(), graph_, block.rows, o_.scoring);
+  for (size_t i = 0; i < reference_rows_.size(); ++i) {
+    const double v = reference_.scores[i] - reference_.mean;
+    evaluated_.push_back({reference_.sd > 0 ? v / reference_.sd : v, reference_rows_[i]});
+  }
+}
+
+bool Searcher::Evaluate(const std::vector<Row>& rows) {
+  if (rows.empty()) return true;
+  std::vector<const Row*> ptrs;
+  for (const Row& r : rows) ptrs.push_back(&r);
+  const RowBlock block(ptrs, nc_);
+  std::vector<int64_t> idx(rows.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  const std::vector<double> s = ScoreAgainstRecorded(folds_.front(), graph_, block.rows, idx, reference_, o_.scoring);
+  if (s.size() != rows.size()) return false;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    evaluated_.push_back({s[i], rows[i]});
+    population_.push_back(evaluated_.back());
+  }
+  return true;
+}
+
+// n new rows: crossover and mutation of tournament winners, a share of random ones.
+std::vector<Row> Searcher::Breed(int64_t n) {
+  std::vector<Row> out;
+  for (int64_t tries = 0; static_cast<int64_t>(out.size()) < n && tries < 50 * n; ++tries) {
+    if (population_.empty() || rng_.Uniform(0, 1) < o_.explore) {
+      Keep(RandomRow(), &out);
+    } else {
+      Row child = rng_.Bernoulli(0.5) ? Crossover(Tournament(), Tournament()) : Tournament();
+      Keep(Mutate(std::move(child)), &out);
+    }
+  }
+  return out;
+}
+
+SearchResult Searcher::Run() {
+  SearchResult r;
+  if (mutable_.empty()) {  // one point: the compiler's default everywhere
+    Row only(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
+    evaluated_.push_back({0, only});
+    reference_rows_ = {only};
+    return Finish(r);
+  }
+  RecordTheReference();
+  r.reference = static_cast<int64_t>(reference_rows_.size());
+  int64_t spent = r.reference;
+  population_ = evaluated_;
+  while (spent < o_.evaluations) {
+    const int64_t n = std::min(o_.population, o_.evaluations - spent);
+    const std::vector<Row> children = Breed(n);
+    if (children.empty()) break;  // the space holds nothing new
+    if (!Evaluate(children)) {
+      r.cancelled = true;
+      return r;
+    }
+    spent += static_cast<int64_t>(children.size());
+    ++r.generations;
+    std::sort(population_.begin(), population_.end(), Better);
+    if (static_cast<int64_t>(population_.size()) > o_.population) population_.resize(static_cast<size_t>(o_.population));
+  }
+  r.evaluations = spent;
+  return Finish(r);
+}
+
+// The best rows by fitness that are not excluded, re-scored by every fold against the
+// same reference; the best `results` of them.
+SearchResult Searcher::Finish(SearchResult r) {
+  std::sort(evaluated_.begin(), evaluated_.end(), Better);
+  const int64_t finalists = o_.finalists > 0 ? o_.finalists : std::max<int64_t>(2 * o_.results, 32);
+  std::vector<const Row*> picked;
+  for (const Scored& s : evaluated_) {
+    if (static_cast<int64_t>(picked.size()) >= finalists) break;
+    if (!excluded_.count(s.row)) picked.push_back(&s.row);
+  }
+  if (picked.empty()) return r;
+  std::vector<const Row*> ref_ptrs;
+  for (const Row& x : reference_rows_) ref_ptrs.push_back(&x);
+  const RowBlock ref(ref_ptrs, nc_), block(picked, nc_);
+  ScoringOptions so = o_.scoring;
+  so.reference = &ref.rows;
+  so.reference_per_fold = false;
+  const ScoreResult s = ScoreConfigs(folds_, graph_, block.rows, so);
+  if (s.cancelled) {
+    r.cancelled = true;
+    return r;
+  }
+  std::vector<int64_t> order(picked.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return s.score[a] != s.score[b] ? s.score[a] < s.score[b] : *picked[a] < *picked[b];
+  });
+  order.resize(std::min<size_t>(order.size(), static_cast<size_t>(std::max<int64_t>(0, o_.results))));
+  for (int64_t i : order) {
+    r.rows.insert(r.rows.end(), picked[i]->begin(), picked[i]->end());
+    r.score.push_back(s.score[i]);
+    r.spread.push_back(s.spread[i]);
+  }
+  return r;
+}
+
+}  // namespace
+
+SearchResult SearchLayouts(const std::vector<FoldModel>& folds, const GraphTensors& graph, const LayoutSpace& space,
+                           const SearchOptions& options) {
+  torch::NoGradGuard no_grad;
+  if (folds.empty() || space.nodes.empty()) return {};
+  return Searcher(folds, graph, space, options).Run();
+}
+
+}  // namespace tgraph

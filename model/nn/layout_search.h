@@ -1,0 +1,62 @@
+// Model-guided search of a graph's layout space (SearchConfigs): an evolutionary search
+// with the model as fitness, as TVM's MetaSchedule and Ansor run with their cost models,
+// that returns the configurations worth measuring next.
+//
+// - Every row it evaluates is legal and a combination of the space's candidates
+//   (model/core/layout_space.h), except where it keeps the start rows' own layouts.
+// - Fitness is the first fold, scored against one reference fixed for the whole search
+//   (model/nn/scoring.h, RecordReference): scores compare across generations and
+//   batches. The reference is the start rows, then random rows of the space drawn with
+//   the seed, up to options.reference rows.
+// - The population starts from the start rows (the measured good ones) and random rows;
+//   each generation breeds children by uniform crossover of tournament-chosen parents and
+//   mutation of one to three groups to another candidate, with a share `explore` of
+//   fresh random rows (epsilon-greedy exploration); parents and children compete for the
+//   next population. A row already evaluated or excluded is never evaluated again.
+// - The best rows by fitness are re-scored by every fold against the same reference
+//   (ScoreConfigs with a fixed reference: the scores RankConfigs gives them with that
+//   reference) and returned best first, none excluded, none repeated.
+// - Deterministic for a seed (the same rows and scores on a machine), and bounded:
+//   options.evaluations rows through the fitness fold (the reference included) and
+//   options.finalists through every fold.
+//
+// Threads: runs on the caller's thread (its LibTorch intra-op threads run the matmuls);
+// it borrows the folds, graph tensors and space for the call, and may run beside other
+// searches and rankings on the same folds (model/nn/tgraph_net.h).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "model/core/layout_space.h"
+#include "model/nn/scoring.h"
+
+namespace tgraph {
+
+struct SearchOptions {
+  int64_t results = 10;          // rows returned
+  int64_t evaluations = 2048;    // rows through the fitness fold, the reference included
+  int64_t population = 128;
+  int64_t reference = 128;       // the fixed reference's rows (capped by the budget's batch)
+  int64_t finalists = 0;         // rows re-scored by every fold; 0: max(2 x results, 32)
+  double explore = 0.05;         // share of each generation that is fresh random rows
+  uint64_t seed = 0;
+  const std::vector<int8_t>* start = nullptr;    // rows (count x nc x 18) to start from
+  const std::vector<int8_t>* exclude = nullptr;  // rows never to return (already measured)
+  ScoringOptions scoring;        // batch size, reference groups, cancellation
+};
+
+struct SearchResult {
+  std::vector<int8_t> rows;      // results x nc x 18, best first
+  std::vector<double> score, spread;
+  int64_t evaluations = 0;       // rows through the fitness fold
+  int64_t generations = 0;
+  int64_t reference = 0;         // rows in the fixed reference
+  bool cancelled = false;
+};
+
+SearchResult SearchLayouts(const std::vector<FoldModel>& folds, const GraphTensors& graph, const LayoutSpace& space,
+                           const SearchOptions& options);
+
+}  // namespace tgraph
