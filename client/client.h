@@ -75,6 +75,28 @@ struct Ranking {
   int registrations = 0;       // RegisterGraph calls this ranking needed (0 when the server knew the graph)
 };
 
+// What SearchConfigs may do (ranker.proto, docs/api.md "Searching").
+struct SearchConfigsOptions {
+  std::string collection;       // a layout collection
+  int64_t model_version = 0;    // 0 = latest
+  int64_t results = 10;
+  int64_t max_evaluations = 2048;  // configurations the search's fitness scores
+  std::vector<int8_t> exclude;  // rows (count x nc x 18) never to return: what was measured
+  std::vector<int8_t> start;    // rows to start from: measured good ones
+  uint64_t seed = 0;
+};
+
+// SearchConfigs' proposals, best first.
+struct Proposals {
+  std::vector<int8_t> rows;     // count x nc x 18
+  int64_t count = 0;
+  std::vector<float> scores, spread;
+  int64_t model_version = 0;
+  int64_t evaluations = 0, generations = 0, reference_configs = 0;
+  double server_total_ms = 0, inference_ms = 0;
+  int registrations = 0;
+};
+
 // What ReportMeasurements stored.
 struct MeasurementReceipt {
   int64_t stored = 0;     // measurements stored durably
@@ -171,6 +193,11 @@ class RankerClient {
                                                         const std::string& collection, const int8_t* configs,
                                                         const int64_t* runtimes_ns, int64_t count,
                                                         const std::string& source = "");
+
+  // Proposes configurations to measure next: a model-guided search of the graph's
+  // layout space on the server; the graph is registered when the server does not know it.
+  absl::StatusOr<Proposals> Search(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids,
+                                   const SearchConfigsOptions& options);
 
   absl::StatusOr<std::vector<ModelInfo>> ListModels();
   // SERVING, NOT_SERVING, ... of grpc.health.v1 for a health service name:

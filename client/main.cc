@@ -27,6 +27,7 @@
 #include "model/core/eval_report.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
+#include "model/core/npy.h"
 #include "model/core/rank_metrics.h"
 #include "model/tools/tool.h"
 
@@ -56,7 +57,7 @@ ABSL_FLAG(double, retry_budget_s, 30,
 ABSL_FLAG(std::string, data, "", "eval: dataset root");
 ABSL_FLAG(std::string, split, "valid", "eval: train, valid or test");
 ABSL_FLAG(bool, official_subset, false, "eval: layout graphs scored on the 1,000-config evaluation subset");
-ABSL_FLAG(bool, json, false, "rank, register, report, eval, bench, health, models: print JSON instead of text");
+ABSL_FLAG(bool, json, false, "rank, register, report, eval, bench, search, health, models: print JSON instead of text");
 ABSL_FLAG(std::string, rankings, "",
           "eval: also write each graph's ranking (the file's configuration indices, fastest first) to this CSV");
 ABSL_FLAG(int, concurrency, 4, "bench: concurrent requests");
@@ -70,12 +71,18 @@ ABSL_FLAG(bool, allow_remote, false, "bench: allow a non-loopback target");
 ABSL_FLAG(int, rounds, 10, "replay: measurement rounds");
 ABSL_FLAG(int, per_round, 10, "replay: configurations measured per round");
 ABSL_FLAG(int, random_orders, 20, "replay: random search is the mean over this many random orders");
-ABSL_FLAG(uint64_t, seed, 0, "replay: seed of the random orders");
+ABSL_FLAG(uint64_t, seed, 0, "replay: seed of the random orders; search: the search's seed");
 ABSL_FLAG(std::string, csv, "", "replay: also write the curves as CSV to this file");
 ABSL_FLAG(std::string, finetune_command, "",
           "replay: the model with updates: report each round's measurements, run this command (e.g. tgraph-train "
           "finetune ...), wait for the version it publishes, rank again");
 ABSL_FLAG(std::string, source, "", "report: a label stored with the measurements (e.g. the farm and hardware)");
+ABSL_FLAG(int64_t, results, 10, "search: configurations to propose");
+ABSL_FLAG(int64_t, max_evaluations, 2048, "search: configurations the search's fitness model may score");
+ABSL_FLAG(int64_t, start_best, 16,
+          "search: start from the file's this many fastest measured configurations (0: none); every configuration of "
+          "the file is excluded (it was measured)");
+ABSL_FLAG(std::string, out, "", "search: write the proposed rows, (results, nc, 18) int8, to this .npy file");
 
 namespace {
 
@@ -166,6 +173,69 @@ absl::StatusOr<Ranked> RankFile(tgraph::RankerClient& client, tgraph::Collection
   if (!r.ok()) return r.status();
   out.r = std::move(*r);
   return out;
+}
+
+// The file's rows are what was measured: all excluded, the fastest --start_best the
+// search starts from.
+void MeasuredRows(const tgraph::LayoutGraph& g, tgraph::SearchConfigsOptions* o) {
+  o->exclude = g.config_feat;
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < g.num_configs; ++i)
+    if (g.config_runtime[static_cast<size_t>(i)] > 0) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return g.config_runtime[static_cast<size_t>(a)] != g.config_runtime[static_cast<size_t>(b)]
+               ? g.config_runtime[static_cast<size_t>(a)] < g.config_runtime[static_cast<size_t>(b)]
+               : a < b;
+  });
+  order.resize(std::min<size_t>(order.size(), static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_start_best)))));
+  for (int64_t i : order) o->start.insert(o->start.end(), g.config(i), g.config(i) + g.num_config_nodes() * tgraph::kConfigFeatDim);
+}
+
+// Proposes what to measure next for the --npz graph.
+int Search(tgraph::RankerClient& client) {
+  absl::StatusOr<tgraph::Collection> c = CollectionFlag();
+  if (!c.ok()) return Fail(c.status());
+  const std::string path = absl::GetFlag(FLAGS_npz);
+  if (path.empty()) return Fail(UsageError("search needs --npz GRAPH.npz (a layout graph; its rows count as measured)"));
+  absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path, /*allow_no_configs=*/true);
+  if (!g.ok()) return Fail(g.status());
+  tgraph::SearchConfigsOptions o;
+  o.collection = c->name();
+  o.model_version = absl::GetFlag(FLAGS_model_version);
+  o.results = absl::GetFlag(FLAGS_results);
+  o.max_evaluations = absl::GetFlag(FLAGS_max_evaluations);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  MeasuredRows(*g, &o);
+  absl::StatusOr<tgraph::Proposals> p = client.Search(g->graph, g->node_config_ids, o);
+  if (!p.ok()) return Fail(p.status());
+  const int64_t nc = g->num_config_nodes();
+  if (!absl::GetFlag(FLAGS_out).empty()) {
+    const tgraph::NpyArray rows = tgraph::NpyArray::From<int8_t>({p->count, nc, tgraph::kConfigFeatDim}, p->rows);
+    if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_out), tgraph::SerializeNpy(rows)); !s.ok())
+      return Fail(s);
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j = {{"graph", path}, {"collection", c->name()}, {"model_version", p->model_version},
+                        {"evaluations", p->evaluations}, {"generations", p->generations},
+                        {"reference_configs", p->reference_configs}, {"total_ms", p->server_total_ms},
+                        {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
+    const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
+    for (int64_t i = 0; i < p->count; ++i)
+      j["configs"].push_back(std::vector<int>(p->rows.begin() + i * row, p->rows.begin() + (i + 1) * row));
+    return PrintJson(j);
+  }
+  std::printf("%s: %lld configurations proposed by %s version %lld: %lld evaluated in %lld generations against a "
+              "reference of %lld, %.0f ms; %zu measured rows excluded, %zu started from\n",
+              path.c_str(), static_cast<long long>(p->count), c->name().c_str(),
+              static_cast<long long>(p->model_version), static_cast<long long>(p->evaluations),
+              static_cast<long long>(p->generations), static_cast<long long>(p->reference_configs),
+              p->server_total_ms, o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
+              o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim));
+  std::printf("%6s %12s %10s\n", "rank", "score", "spread");
+  for (int64_t i = 0; i < p->count; ++i)
+    std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);
+  if (!absl::GetFlag(FLAGS_out).empty()) std::printf("rows written to %s\n", absl::GetFlag(FLAGS_out).c_str());
+  return tgraph::kExitOk;
 }
 
 int PrintRankedJson(const Ranked& x, const std::string& collection, int64_t k, bool known) {
@@ -508,8 +578,9 @@ int RunCommand(const std::string& cmd) {
   if (cmd == "bench") return Bench(*co);
   if (cmd == "health") return Health(client);
   if (cmd == "models") return Models(client);
+  if (cmd == "search") return Search(client);
   return Fail(UsageError(absl::StrCat("unknown command '", cmd,
-                                      "'; expected rank, register, report, replay, eval, bench, health or models")));
+                                      "'; expected rank, register, report, replay, eval, bench, search, health or models")));
 }
 
 }  // namespace
@@ -525,10 +596,12 @@ int main(int argc, char** argv) {
       "  tgraph-client report --server H:P --collection C --npz FILE [--max_configs N] [--source TEXT]\n"
       "  tgraph-client replay --server H:P --collection C --npz MEASURED.npz [--rounds R] [--per_round K] [--csv OUT]\n"
       "                       [--finetune_command 'tgraph-train finetune ...']\n"
+      "  tgraph-client search --server H:P --collection C --npz MEASURED.npz [--results 10] [--max_evaluations 2048]\n"
+      "                       [--seed S] [--out PROPOSED.npy]\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P\n"
       "--json prints JSON (rank, register, report, eval, bench, health, models).\n"
       "--tls, --tls_ca CA.pem [--tls_cert C.pem --tls_key K.pem] connect over TLS (mutual TLS with a certificate).");
-  if (args.size() != 2) return Fail(UsageError("give one command: rank, register, report, replay, eval, bench, health or models"));
+  if (args.size() != 2) return Fail(UsageError("give one command: rank, register, report, replay, eval, bench, search, health or models"));
   return RunCommand(args[1]);
 }

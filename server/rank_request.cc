@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "model/core/config_rows.h"
@@ -86,6 +87,28 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
       return absl::InvalidArgumentError(absl::StrCat("folds: ", f, " is not a fold of ", q.collection, " version ",
                                                      version, ", which has folds 0..", folds - 1));
     if (!seen.insert(f).second) return absl::InvalidArgumentError(absl::StrCat("folds: ", f, " is listed twice"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, int64_t num_config_nodes,
+                                   const RankLimits& limits) {
+  if (kind != CollectionKind::kLayout)
+    return absl::InvalidArgumentError(absl::StrCat("collection ", q.collection,
+                                                   ": SearchConfigs searches layouts; give a layout collection"));
+  if (q.num_results < 0 || q.num_results > 1000)
+    return absl::InvalidArgumentError(absl::StrCat("num_results must be in 0..1000 (0: 10), got ", q.num_results));
+  if (q.max_evaluations < 0 || q.max_evaluations > limits.max_configs)
+    return absl::InvalidArgumentError(absl::StrCat("max_evaluations must be in 0..", limits.max_configs,
+                                                   " (this server's --max_configs; 0: 2048), got ", q.max_evaluations));
+  for (const auto& [prefix, field, count, bytes] :
+       {std::tuple{"exclude_", "num_exclude", q.num_exclude, q.exclude_layout_configs},
+        std::tuple{"start_", "num_start", q.num_start, q.start_layout_configs}}) {
+    if (count < 0 || count > limits.max_configs)
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, " must be in 0..", limits.max_configs, " (--max_configs), got ", count));
+    if (absl::Status s = ValidateRows(prefix, field, count, bytes, "", q.collection, kind, num_config_nodes); !s.ok())
+      return s;
   }
   return absl::OkStatus();
 }

@@ -41,6 +41,20 @@ struct ReportRequest {
   std::string source;
 };
 
+// A SearchConfigs request (model/nn/layout_search.h), its rows borrowed likewise.
+struct SearchRequest {
+  std::string collection;
+  int64_t model_version = 0;
+  std::string graph_hash;
+  int64_t num_results = 0;      // 0: 10
+  int64_t max_evaluations = 0;  // 0: 2048
+  int64_t num_exclude = 0;
+  absl::string_view exclude_layout_configs;
+  int64_t num_start = 0;
+  absl::string_view start_layout_configs;
+  uint64_t seed = 0;
+};
+
 struct RankLimits {
   int64_t max_configs = 100000;
   int64_t max_reference = 128;  // the batch the model may run for this graph
@@ -52,5 +66,11 @@ struct RankLimits {
 // the field; RESOURCE_EXHAUSTED over max_configs.
 absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int64_t num_config_nodes, int num_folds,
                                  int64_t version, const RankLimits& limits);
+
+// The fields of a search of a layout graph with `num_config_nodes` configurable nodes:
+// the collection's kind, num_results (0..1000), max_evaluations (0..max_configs), the
+// exclude and start rows' counts, bytes and values. INVALID_ARGUMENT naming the field.
+absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, int64_t num_config_nodes,
+                                   const RankLimits& limits);
 
 }  // namespace tgraph

@@ -15,6 +15,7 @@
 #include "model/nn/model_io.h"
 #include "proto/error_reason.h"
 #include "model/core/preprocess.h"
+#include "model/nn/layout_search.h"
 #include "model/nn/scoring.h"
 
 namespace tgraph {
@@ -80,16 +81,17 @@ absl::StatusOr<std::shared_ptr<const StoredGraph>> Ranker::RegisteredGraph(const
   return graph;
 }
 
-// Every check of a request, before any compute: the names (collection, version, graph
-// hash), the activation budget for this graph and model, then every field against
-// them (ValidateRankRequest).
-absl::StatusOr<Ranker::Admitted> Ranker::Admit(const RankRequest& q) {
-  absl::StatusOr<Collection> coll = ParseCollection(q.collection);
+// The names a request gives, in order (collection, version, graph hash, model), then
+// the activation budget for this graph and model.
+absl::StatusOr<Ranker::Admitted> Ranker::AdmitNames(const std::string& collection, int64_t version,
+                                                    const std::string& graph_hash, CollectionKind* kind) {
+  absl::StatusOr<Collection> coll = ParseCollection(collection);
   if (!coll.ok()) return absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()));
-  if (q.model_version < 0) return absl::InvalidArgumentError("model_version must be 0 (latest) or a version number");
-  absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = RegisteredGraph(q.graph_hash);
+  *kind = coll->kind;
+  if (version < 0) return absl::InvalidArgumentError("model_version must be 0 (latest) or a version number");
+  absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = RegisteredGraph(graph_hash);
   if (!graph.ok() && graph.status().code() == absl::StatusCode::kInvalidArgument) return graph.status();
-  absl::StatusOr<ModelHandle> model = models_->Get(q.collection, q.model_version);
+  absl::StatusOr<ModelHandle> model = models_->Get(collection, version);
   if (!model.ok()) return model.status();
   if (!graph.ok()) return graph.status();
   Admitted a{*model, std::move(*graph)};
@@ -101,8 +103,8 @@ absl::StatusOr<Ranker::Admitted> Ranker::Admit(const RankRequest& q) {
   const int64_t nodes = a.graph->pruned.graph.num_nodes;
   a.batch_size = loaded.manifest.batch_size;
   a.max_reference = std::max(loaded.manifest.reference_configs, loaded.manifest.batch_size);
-  const int64_t fits = ConfigsWithinBudget(loaded.manifest.spec, nodes, loaded.manifest.reference_groups,
-                                           options_.activation_bytes);
+  const int64_t fits =
+      ConfigsWithinBudget(loaded.manifest.spec, nodes, loaded.manifest.reference_groups, options_.activation_bytes);
   if (fits == 0)
     return absl::ResourceExhaustedError(absl::StrCat(
         "the graph has ", nodes, " nodes after pruning: one configuration needs about ",
@@ -113,64 +115,128 @@ absl::StatusOr<Ranker::Admitted> Ranker::Admit(const RankRequest& q) {
     a.batch_size = std::min(a.batch_size, fits);
     a.max_reference = std::min(a.max_reference, fits);
   }
-  if (absl::Status v = ValidateRankRequest(q, coll->kind, a.graph->num_config_nodes,
-                                           static_cast<int>(loaded.folds.size()), a.model.version,
-                                           {options_.max_configs, a.max_reference});
-      !v.ok())
-    return v;
-  // Rows no compiler could apply (model/core/layout_space.h).
-  const LayoutSpace& space = a.graph->space;
-  if (!q.layout_configs.empty())
-    if (std::string bad = FirstIllegalLayoutRow(space, reinterpret_cast<const int8_t*>(q.layout_configs.data()),
-                                                q.num_configs);
-        !bad.empty())
-      return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
-  if (!q.reference_layout_configs.empty())
-    if (std::string bad = FirstIllegalLayoutRow(
-            space, reinterpret_cast<const int8_t*>(q.reference_layout_configs.data()), q.num_reference_configs);
-        !bad.empty())
-      return absl::InvalidArgumentError(absl::StrCat("reference_layout_configs: ", bad));
   return a;
 }
 
-absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::function<bool()>& cancelled) {
-  const auto start = Clock::now();
-  absl::StatusOr<Admitted> admitted = Admit(q);
-  if (!admitted.ok()) return admitted.status();
+namespace {
 
-  // Inference on the worker pool; this thread waits (or gives up on cancellation).
-  auto promise = std::make_shared<std::promise<absl::StatusOr<RankResult>>>();
-  std::future<absl::StatusOr<RankResult>> done = promise->get_future();
+// Rows no compiler could apply (model/core/layout_space.h), named by their field.
+absl::Status CheckLegal(const LayoutSpace& space, absl::string_view field, absl::string_view bytes, int64_t count) {
+  if (bytes.empty()) return absl::OkStatus();
+  if (std::string bad = FirstIllegalLayoutRow(space, reinterpret_cast<const int8_t*>(bytes.data()), count);
+      !bad.empty())
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", bad));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Every check of a RankConfigs request, before any compute: the names and budget
+// (AdmitNames), every field against them (ValidateRankRequest), the rows' legality.
+absl::StatusOr<Ranker::Admitted> Ranker::Admit(const RankRequest& q) {
+  CollectionKind kind;
+  absl::StatusOr<Admitted> a = AdmitNames(q.collection, q.model_version, q.graph_hash, &kind);
+  if (!a.ok()) return a.status();
+  if (absl::Status v = ValidateRankRequest(q, kind, a->graph->num_config_nodes,
+                                           static_cast<int>(a->model.model->folds.size()), a->model.version,
+                                           {options_.max_configs, a->max_reference});
+      !v.ok())
+    return v;
+  if (absl::Status s = CheckLegal(a->graph->space, "layout_configs", q.layout_configs, q.num_configs); !s.ok())
+    return s;
+  if (absl::Status s = CheckLegal(a->graph->space, "reference_layout_configs", q.reference_layout_configs,
+                                  q.num_reference_configs);
+      !s.ok())
+    return s;
+  return a;
+}
+
+// The same for SearchConfigs: names and budget, the fields, the start and exclude rows.
+absl::StatusOr<Ranker::Admitted> Ranker::AdmitSearch(const SearchRequest& q) {
+  CollectionKind kind;
+  absl::StatusOr<Admitted> a = AdmitNames(q.collection, q.model_version, q.graph_hash, &kind);
+  if (!a.ok()) return a.status();
+  if (absl::Status v = ValidateSearchRequest(q, kind, a->graph->num_config_nodes, {options_.max_configs, 0});
+      !v.ok())
+    return v;
+  if (absl::Status s = CheckLegal(a->graph->space, "start_layout_configs", q.start_layout_configs, q.num_start);
+      !s.ok())
+    return s;
+  if (absl::Status s = CheckLegal(a->graph->space, "exclude_layout_configs", q.exclude_layout_configs, q.num_exclude);
+      !s.ok())
+    return s;
+  return a;
+}
+
+absl::Status Ranker::RunOnWorker(const std::function<absl::Status()>& job, const std::function<bool()>& cancelled,
+                                 double* queue_ms) {
+  auto promise = std::make_shared<std::promise<absl::Status>>();
+  std::future<absl::Status> done = promise->get_future();
   const auto submitted = Clock::now();
-  // The job borrows the request and the cancellation check: this thread waits for it,
-  // so they outlive it, and the (possibly large) configurations are not copied.
-  const bool accepted = pool_->TrySubmit([this, promise, &q, a = std::move(*admitted), &cancelled, submitted] {
-    const double queue_ms = Ms(submitted, Clock::now());
-    absl::StatusOr<RankResult> r = [&]() -> absl::StatusOr<RankResult> {
+  // The job borrows the caller's locals and the cancellation check: this thread waits for
+  // it, so they outlive it, and (possibly large) request bytes are not copied.
+  const bool accepted = pool_->TrySubmit([promise, &job, &cancelled, submitted, queue_ms] {
+    *queue_ms = Ms(submitted, Clock::now());
+    absl::Status s = [&]() -> absl::Status {
       if (cancelled && cancelled()) return absl::CancelledError("the request was cancelled while queued");
       try {
-        return RankOnWorker(q, a, cancelled);
+        return job();
       } catch (const c10::Error& e) {
         return absl::InternalError(absl::StrCat("inference failed: ", e.what_without_backtrace()));
       } catch (const std::exception& e) {
         return absl::InternalError(absl::StrCat("inference failed: ", e.what()));
       }
     }();
-    if (r.ok()) r->timing.queue_ms = queue_ms;
-    promise->set_value(std::move(r));
+    promise->set_value(std::move(s));
   });
   if (!accepted) {
     ++rejected_;
     return absl::ResourceExhaustedError(absl::StrCat("the inference queue is full (", options_.queue_size,
                                                      " requests waiting): retry with backoff"));
   }
-  absl::StatusOr<RankResult> r = done.get();
-  if (!r.ok()) {
-    if (r.status().code() == absl::StatusCode::kCancelled) ++cancelled_;
-    return r.status();
-  }
-  r->timing.total_ms = Ms(start, Clock::now());
-  return r;
+  absl::Status s = done.get();
+  if (s.code() == absl::StatusCode::kCancelled) ++cancelled_;
+  return s;
+}
+
+absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::function<bool()>& cancelled) {
+  const auto start = Clock::now();
+  absl::StatusOr<Admitted> admitted = Admit(q);
+  if (!admitted.ok()) return admitted.status();
+  RankResult result;
+  double queue_ms = 0;
+  absl::Status s = RunOnWorker(
+      [&]() -> absl::Status {
+        absl::StatusOr<RankResult> r = RankOnWorker(q, *admitted, cancelled);
+        if (!r.ok()) return r.status();
+        result = std::move(*r);
+        return absl::OkStatus();
+      },
+      cancelled, &queue_ms);
+  if (!s.ok()) return s;
+  result.timing.queue_ms = queue_ms;
+  result.timing.total_ms = Ms(start, Clock::now());
+  return result;
+}
+
+absl::StatusOr<SearchOutcome> Ranker::Search(const SearchRequest& q, const std::function<bool()>& cancelled) {
+  const auto start = Clock::now();
+  absl::StatusOr<Admitted> admitted = AdmitSearch(q);
+  if (!admitted.ok()) return admitted.status();
+  SearchOutcome result;
+  double queue_ms = 0;
+  absl::Status s = RunOnWorker(
+      [&]() -> absl::Status {
+        absl::StatusOr<SearchOutcome> r = SearchOnWorker(q, *admitted, cancelled);
+        if (!r.ok()) return r.status();
+        result = std::move(*r);
+        return absl::OkStatus();
+      },
+      cancelled, &queue_ms);
+  if (!s.ok()) return s;
+  result.timing.queue_ms = queue_ms;
+  result.timing.total_ms = Ms(start, Clock::now());
+  return result;
 }
 
 // The graph's configuration-independent work for a model version, from the cache or
@@ -262,6 +328,50 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Admi
   r.spread.assign(s.spread.begin(), s.spread.end());
   for (int64_t i : RankByScore(s.score, q.top_k)) r.ranking.push_back(static_cast<int32_t>(i));
   return r;
+}
+
+absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, const Admitted& a,
+                                                     const std::function<bool()>& cancelled) {
+  SearchOutcome out;
+  out.model_version = a.model.version;
+  const LoadedModel& model = *a.model.model;
+  const std::shared_ptr<const PreparedGraph> prepared = Prepare(q.graph_hash, a.model, *a.graph, &out.timing);
+  std::vector<FoldModel> folds;
+  for (size_t f = 0; f < model.folds.size(); ++f)
+    folds.push_back({model.folds[f].get(), &prepared->encodings[f], static_cast<int>(f)});
+  const auto rows = [](absl::string_view bytes) {
+    return std::vector<int8_t>(reinterpret_cast<const int8_t*>(bytes.data()),
+                               reinterpret_cast<const int8_t*>(bytes.data()) + bytes.size());
+  };
+  const std::vector<int8_t> start = rows(q.start_layout_configs), exclude = rows(q.exclude_layout_configs);
+  SearchOptions so;
+  so.results = q.num_results > 0 ? q.num_results : 10;
+  so.evaluations = q.max_evaluations > 0 ? q.max_evaluations : 2048;
+  so.population = std::clamp<int64_t>(so.evaluations / 8, 32, 512);
+  so.reference = std::min(model.manifest.reference_configs, a.max_reference);
+  so.seed = q.seed;
+  so.start = &start;
+  so.exclude = &exclude;
+  so.scoring.batch_size = a.batch_size;
+  so.scoring.max_reference = a.max_reference;
+  so.scoring.reference_groups = model.manifest.reference_groups;
+  so.scoring.cancelled = cancelled;
+  const auto t0 = Clock::now();
+  const SearchResult r = SearchLayouts(folds, prepared->tensors, a.graph->space, so);
+  out.timing.inference_ms = Ms(t0, Clock::now());
+  if (r.cancelled) return absl::CancelledError("the search was cancelled or its deadline passed; it stopped");
+  configs_scored_ += r.evaluations;
+  if (std::any_of(r.score.begin(), r.score.end(), [](double v) { return !std::isfinite(v); }))
+    return absl::InternalError(absl::StrCat("model ", q.collection, " version ", a.model.version,
+                                            " gave a non-finite score; nothing is proposed"));
+  out.rows = r.rows;
+  out.scores.assign(r.score.begin(), r.score.end());
+  out.spread.assign(r.spread.begin(), r.spread.end());
+  out.evaluations = r.evaluations;
+  out.generations = r.generations;
+  out.reference_configs = r.reference;
+  out.timing.rescored = static_cast<int64_t>(r.score.size());
+  return out;
 }
 
 absl::StatusOr<MeasurementReport> Ranker::MeasurementReportFor(const ReportRequest& q) {

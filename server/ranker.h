@@ -67,6 +67,16 @@ struct RankResult {
   RankTiming timing;
 };
 
+// SearchConfigs' answer: configurations best first (results x nc x 18), their scores
+// by every fold against the search's reference, and what the search ran.
+struct SearchOutcome {
+  std::vector<int8_t> rows;
+  std::vector<float> scores, spread;
+  int64_t model_version = 0;
+  int64_t evaluations = 0, generations = 0, reference_configs = 0;
+  RankTiming timing;
+};
+
 // Counters for metrics.
 struct RankerStats {
   CacheStats graph_store, tensor_cache;
@@ -84,6 +94,10 @@ class Ranker {
   // Validates, then runs on the worker pool and waits. `cancelled` is polled while
   // queued and between batches: a cancelled or expired RPC stops consuming compute.
   absl::StatusOr<RankResult> Rank(const RankRequest& request, const std::function<bool()>& cancelled);
+
+  // Validates, then runs the model-guided search (model/nn/layout_search.h) on the worker
+  // pool and waits, as Rank does.
+  absl::StatusOr<SearchOutcome> Search(const SearchRequest& request, const std::function<bool()>& cancelled);
 
   // A ReportMeasurements request as a report of its registered graph, checked whole for
   // MeasurementStore::Append: INVALID_ARGUMENT for a collection name that does not
@@ -120,6 +134,18 @@ class Ranker {
   };
   // All of a request's validation, in one place, before any compute.
   absl::StatusOr<Admitted> Admit(const RankRequest& request);
+  absl::StatusOr<Admitted> AdmitSearch(const SearchRequest& request);
+  // The names (collection, version, graph hash) and the activation budget, shared by
+  // Admit and AdmitSearch; *kind gets the collection's.
+  absl::StatusOr<Admitted> AdmitNames(const std::string& collection, int64_t version, const std::string& graph_hash,
+                                      CollectionKind* kind);
+  // Runs `job` on the worker pool while this thread waits: RESOURCE_EXHAUSTED when the
+  // queue is full, CANCELLED when cancelled while queued, INTERNAL for an exception.
+  // The job may borrow the caller's locals. *queue_ms: the time it waited for a worker.
+  absl::Status RunOnWorker(const std::function<absl::Status()>& job, const std::function<bool()>& cancelled,
+                           double* queue_ms);
+  absl::StatusOr<SearchOutcome> SearchOnWorker(const SearchRequest& request, const Admitted& admitted,
+                                               const std::function<bool()>& cancelled);
   std::shared_ptr<const PreparedGraph> Prepare(const std::string& graph_hash, const ModelHandle& model,
                                                const StoredGraph& graph, RankTiming* timing);
   absl::StatusOr<RankResult> RankOnWorker(const RankRequest& request, const Admitted& admitted,

@@ -121,6 +121,25 @@ grpc::Status RankerService::StreamedReportMeasurements(
   return ServeUnary(context, s, "ReportMeasurements", max_message_bytes_, [this](auto... a) { return ReportMeasurements(a...); });
 }
 
+grpc::Status RankerService::StreamedSearchConfigs(
+    grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::SearchConfigsRequest, v1::SearchConfigsResponse>* s) {
+  return ServeUnary(context, s, "SearchConfigs", max_message_bytes_, [this](auto... a) { return SearchConfigs(a...); });
+}
+
+namespace {
+
+void SetTiming(const RankTiming& timing, v1::Timing* t) {
+  t->set_queue_ms(timing.queue_ms);
+  t->set_graph_prepare_ms(timing.graph_prepare_ms);
+  t->set_inference_ms(timing.inference_ms);
+  t->set_total_ms(timing.total_ms);
+  t->set_cache_hit(timing.cache_hit);
+  t->set_batches(timing.batches);
+  t->set_rescored(timing.rescored);
+}
+
+}  // namespace
+
 grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
   if (s.ok()) return grpc::Status::OK;
   if (std::optional<std::string> reason = ErrorReason(s); reason && context)
@@ -179,14 +198,7 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   response->mutable_ranking()->Assign(r->ranking.begin(), r->ranking.end());
   response->set_model_version(r->model_version);
   response->set_reference_configs(r->reference_configs);
-  v1::Timing* t = response->mutable_timing();
-  t->set_queue_ms(r->timing.queue_ms);
-  t->set_graph_prepare_ms(r->timing.graph_prepare_ms);
-  t->set_inference_ms(r->timing.inference_ms);
-  t->set_total_ms(r->timing.total_ms);
-  t->set_cache_hit(r->timing.cache_hit);
-  t->set_batches(r->timing.batches);
-  t->set_rescored(r->timing.rescored);
+  SetTiming(r->timing, response->mutable_timing());
   if (metrics_) metrics_->RecordRank(q.num_configs, r->timing);
   return grpc::Status::OK;
 }
@@ -237,6 +249,37 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
   if (metrics_) metrics_->RecordMeasurements(a->measurements, a->bytes);
   response->set_stored(a->measurements);
   response->set_shard(std::filesystem::path(a->path).lexically_relative(measurements_->root()).string());
+  return grpc::Status::OK;
+}
+
+grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1::SearchConfigsRequest* request,
+                                          v1::SearchConfigsResponse* response) {
+  SearchRequest q;
+  q.collection = request->collection();
+  q.model_version = request->model_version();
+  q.graph_hash = request->graph_hash();
+  q.num_results = request->num_results();
+  q.max_evaluations = request->max_evaluations();
+  q.num_exclude = request->num_exclude();
+  q.exclude_layout_configs = request->exclude_layout_configs();
+  q.num_start = request->num_start();
+  q.start_layout_configs = request->start_layout_configs();
+  q.seed = request->seed();
+  absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return context->IsCancelled(); });
+  if (!r.ok()) {
+    if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
+      return grpc::Status(grpc::DEADLINE_EXCEEDED, "deadline exceeded; the search stopped");
+    return ToGrpc(r.status(), context);
+  }
+  response->set_num_configs(static_cast<int64_t>(r->scores.size()));
+  response->set_layout_configs(reinterpret_cast<const char*>(r->rows.data()), r->rows.size());
+  response->mutable_scores()->Assign(r->scores.begin(), r->scores.end());
+  response->mutable_spread()->Assign(r->spread.begin(), r->spread.end());
+  response->set_model_version(r->model_version);
+  response->set_evaluations(r->evaluations);
+  response->set_generations(r->generations);
+  response->set_reference_configs(r->reference_configs);
+  SetTiming(r->timing, response->mutable_timing());
   return grpc::Status::OK;
 }
 

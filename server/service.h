@@ -48,6 +48,9 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
   grpc::Status StreamedReportMeasurements(
       grpc::ServerContext* context,
       grpc::ServerUnaryStreamer<v1::ReportMeasurementsRequest, v1::ReportMeasurementsResponse>* stream) override;
+  grpc::Status StreamedSearchConfigs(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<v1::SearchConfigsRequest, v1::SearchConfigsResponse>* stream) override;
 
   grpc::Status RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                              v1::RegisterGraphResponse* response) override;
@@ -57,6 +60,8 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
                           v1::ListModelsResponse* response) override;
   grpc::Status ReportMeasurements(grpc::ServerContext* context, const v1::ReportMeasurementsRequest* request,
                                   v1::ReportMeasurementsResponse* response) override;
+  grpc::Status SearchConfigs(grpc::ServerContext* context, const v1::SearchConfigsRequest* request,
+                             v1::SearchConfigsResponse* response) override;
 
  private:
   Ranker* ranker_;

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <set>
 #include <thread>
 
 #include "model/core/graph_io.h"
@@ -601,4 +602,91 @@ CATCH_TEST_CASE("ranker: reversed rows, or a part of them against the same refer
   auto some = ranker.Rank(part, nullptr);
   CATCH_REQUIRE(some.ok());
   for (int64_t i = 0; i < c - 5; ++i) CATCH_CHECK(some->scores[i] == Approx(all->scores[5 + i]).margin(1e-5));
+}
+
+CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, the same for a seed; its fields are "
+                "validated like a ranking's",
+                "[server][search]") {
+  World w;
+  w.Publish("layout:xla:random", 2);
+  w.Publish("tile:xla", 1);
+  ModelManager mm(Registry(w.registry), {2});
+  mm.Poll();
+  RankerOptions ro;
+  ro.max_configs = 500;
+  Ranker ranker(&mm, ro);
+  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
+  const std::string hash = ranker.Register(WireOf(g))->graph_hash;
+  const std::string measured(reinterpret_cast<const char*>(g.config_feat.data()), g.config_feat.size());
+  SearchRequest q;
+  q.collection = "layout:xla:random";
+  q.graph_hash = hash;
+  q.num_results = 6;
+  q.max_evaluations = 200;
+  q.num_exclude = g.num_configs;
+  q.exclude_layout_configs = measured;
+  q.num_start = 3;
+  q.start_layout_configs = absl::string_view(measured).substr(0, measured.size() / g.num_configs * 3);
+  q.seed = 4;
+  auto r = ranker.Search(q, nullptr);
+  CATCH_REQUIRE(r.ok());
+  const int64_t nc = g.num_config_nodes();
+  CATCH_REQUIRE(r->scores.size() == 6u);
+  CATCH_CHECK(r->rows.size() == static_cast<size_t>(6 * nc * kConfigFeatDim));
+  CATCH_CHECK(r->evaluations <= 200);
+  CATCH_CHECK(r->model_version == 1);
+  CATCH_CHECK(std::is_sorted(r->scores.begin(), r->scores.end()));
+  CATCH_CHECK(FirstIllegalLayoutRow(LayoutSpaceOf(g.graph, g.node_config_ids), r->rows.data(), 6) == "");
+  std::set<std::string> rows, excluded;
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  for (size_t at = 0; at < measured.size(); at += row) excluded.insert(measured.substr(at, row));
+  for (size_t at = 0; at < r->rows.size(); at += row) {
+    const std::string x(reinterpret_cast<const char*>(r->rows.data() + at), row);
+    CATCH_CHECK(excluded.count(x) == 0);
+    rows.insert(x);
+  }
+  CATCH_CHECK(rows.size() == 6u);
+  auto again = ranker.Search(q, nullptr);
+  CATCH_REQUIRE(again.ok());
+  CATCH_CHECK(again->rows == r->rows);
+  CATCH_CHECK(again->scores == r->scores);
+  // The proposals ranked against the search's reference would need the reference; ranked
+  // on their own they are still legal rows the ranker accepts.
+  RankRequest rank;
+  rank.collection = q.collection;
+  rank.graph_hash = hash;
+  rank.num_configs = 6;
+  rank.layout_configs = absl::string_view(reinterpret_cast<const char*>(r->rows.data()), r->rows.size());
+  CATCH_CHECK(ranker.Rank(rank, nullptr).ok());
+
+  auto expect = [&](const SearchRequest& bad, absl::StatusCode code, const std::string& text) {
+    auto s = ranker.Search(bad, nullptr);
+    CATCH_REQUIRE_FALSE(s.ok());
+    CATCH_CHECK(s.status().code() == code);
+    CATCH_CHECK_THAT(std::string(s.status().message()), Catch::Contains(text));
+  };
+  SearchRequest b = q;
+  b.collection = "tile:xla";
+  expect(b, absl::StatusCode::kInvalidArgument, "SearchConfigs searches layouts");
+  b = q;
+  b.num_results = 1001;
+  expect(b, absl::StatusCode::kInvalidArgument, "num_results must be in 0..1000");
+  b = q;
+  b.max_evaluations = 501;
+  expect(b, absl::StatusCode::kInvalidArgument, "max_evaluations must be in 0..500");
+  b = q;
+  b.num_exclude = 2;
+  expect(b, absl::StatusCode::kInvalidArgument, "exclude_layout_configs has");
+  b = q;
+  std::string twice(q.start_layout_configs);
+  twice[0] = 0;
+  twice[1] = 0;
+  b.start_layout_configs = twice;
+  expect(b, absl::StatusCode::kInvalidArgument, "start_layout_configs: config 0, configurable node 0");
+  b = q;
+  b.graph_hash = std::string(64, 'e');
+  expect(b, absl::StatusCode::kNotFound, "call RegisterGraph");
+  b = q;
+  b.collection = "layout:nlp:random";
+  expect(b, absl::StatusCode::kNotFound, "no model is loaded");
 }
