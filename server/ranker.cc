@@ -348,13 +348,17 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   so.results = q.num_results > 0 ? q.num_results : 10;
   so.evaluations = q.max_evaluations > 0 ? q.max_evaluations : 2048;
   so.population = std::clamp<int64_t>(so.evaluations / 8, 32, 512);
-  so.reference = std::min(model.manifest.reference_configs, a.max_reference);
+  // A reference of at most 128 random rows of the space, in groups the size of the
+  // model's (those of a training batch): every fold records it once per search, so its
+  // size is paid by each fold (docs/results.md, "Searching").
+  so.reference = std::min<int64_t>({model.manifest.reference_configs, a.max_reference, 128});
   so.seed = q.seed;
   so.start = &start;
   so.exclude = &exclude;
   so.scoring.batch_size = a.batch_size;
   so.scoring.max_reference = a.max_reference;
-  so.scoring.reference_groups = model.manifest.reference_groups;
+  so.scoring.reference_groups = std::max<int64_t>(
+      1, model.manifest.reference_groups * so.reference / std::max<int64_t>(1, model.manifest.reference_configs));
   so.scoring.cancelled = cancelled;
   const auto t0 = Clock::now();
   const SearchResult r = SearchLayouts(folds, prepared->tensors, a.graph->space, so);

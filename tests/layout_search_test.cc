@@ -80,6 +80,16 @@ CATCH_TEST_CASE("search: legal, distinct rows best first within the budget, the 
   CATCH_CHECK(a.reference == 40);
   CATCH_CHECK(a.generations >= 5);
   for (double s : a.spread) CATCH_CHECK(s >= 0);
+  // The scores are what the scoring function gives these rows against the search's reference.
+  const ConfigRows ref{a.reference_rows.data(), nullptr, a.reference, nc}, got{a.rows.data(), nullptr, 12, nc};
+  ScoringOptions so = o.scoring;
+  so.reference = &ref;
+  so.reference_per_fold = false;
+  const ScoreResult direct = ScoreConfigs(w.folds, w.tensors, got, so);
+  for (size_t i = 0; i < 12; ++i) {
+    CATCH_CHECK(a.score[i] == Approx(direct.score[i]).margin(1e-9));
+    CATCH_CHECK(a.spread[i] == Approx(direct.spread[i]).margin(1e-9));
+  }
   const SearchResult again = SearchLayouts(w.folds, w.tensors, w.space, o);
   CATCH_CHECK(again.rows == a.rows);
   CATCH_CHECK(again.score == a.score);

@@ -130,6 +130,13 @@ def test_json_output_of_every_command_that_prints_results(server, tmp_path):
     best = min(range(481), key=lambda i: (rank["scores"][i], i))
     assert rank["top"][0]["config"] == best and rank["top"][0]["rank"] == 1
     assert -1 <= rank["against_runtimes"]["kendall_tau"] <= 1
+    out = tmp_path / "proposed.npy"
+    r = call(client, "search", *s, "--collection", "layout:xla:random", "--npz", UNET, "--results", "4",
+             "--max_evaluations", "200", "--out", out)
+    assert r.returncode == 0, r.stderr
+    search = json.loads(r.stdout)
+    assert len(search["configs"]) == 4 and len(search["configs"][0]) == 62 * 18 and search["scores"] == sorted(search["scores"])
+    assert 0 < search["evaluations"] <= 200 and out.read_bytes()[:6] == b"\x93NUMPY"
     rep = json.loads(call(client, "report", *s, "--collection", "layout:xla:random", "--npz", UNET,
                           "--max_configs", "3").stdout)
     assert rep["stored"] == 3 and rep["shard"].endswith(".npz")

@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -174,14 +175,18 @@ std::vector<Row> Searcher::Breed(int64_t n) {
 
 SearchResult Searcher::Run() {
   SearchResult r;
-  if (mutable_.empty()) {  // one point: the compiler's default everywhere
-    Row only(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
-    evaluated_.push_back({0, only});
-    reference_rows_ = {only};
-    return Finish(r);
+  if (mutable_.empty()) {  // one point, the compiler's default everywhere: nothing to compare
+    const Row only(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
+    if (!excluded_.count(only) && o_.results > 0) {
+      r.rows.assign(only.begin(), only.end());
+      r.score = {0.0};
+      r.spread = {0.0};
+    }
+    return r;
   }
   RecordTheReference();
   r.reference = static_cast<int64_t>(reference_rows_.size());
+  for (const Row& x : reference_rows_) r.reference_rows.insert(r.reference_rows.end(), x.begin(), x.end());
   int64_t spent = r.reference;
   population_ = evaluated_;
   while (spent < o_.evaluations) {
@@ -201,38 +206,73 @@ SearchResult Searcher::Run() {
   return Finish(r);
 }
 
-// The best rows by fitness that are not excluded, re-scored by every fold against the
-// same reference; the best `results` of them.
+// The best rows by fitness that are not excluded, scored by every fold against the same
+// reference, as ScoreConfigs scores rows against a fixed reference (members keep their
+// scores as members; each fold's scores standardised by its scores of the reference, then
+// averaged): the first fold's are the fitness already computed, the others record the
+// reference once each. The best `results` of them.
 SearchResult Searcher::Finish(SearchResult r) {
   std::sort(evaluated_.begin(), evaluated_.end(), Better);
   const int64_t finalists = o_.finalists > 0 ? o_.finalists : std::max<int64_t>(2 * o_.results, 32);
-  std::vector<const Row*> picked;
+  std::vector<const Scored*> picked;
   for (const Scored& s : evaluated_) {
     if (static_cast<int64_t>(picked.size()) >= finalists) break;
-    if (!excluded_.count(s.row)) picked.push_back(&s.row);
+    if (!excluded_.count(s.row)) picked.push_back(&s);
   }
   if (picked.empty()) return r;
-  std::vector<const Row*> ref_ptrs;
-  for (const Row& x : reference_rows_) ref_ptrs.push_back(&x);
-  const RowBlock ref(ref_ptrs, nc_), block(picked, nc_);
-  ScoringOptions so = o_.scoring;
-  so.reference = &ref.rows;
-  so.reference_per_fold = false;
-  const ScoreResult s = ScoreConfigs(folds_, graph_, block.rows, so);
-  if (s.cancelled) {
-    r.cancelled = true;
-    return r;
+  const size_t n = picked.size();
+  std::vector<double> sum(n), sum_sq(n);
+  for (size_t i = 0; i < n; ++i) {
+    sum[i] = picked[i]->score;
+    sum_sq[i] = picked[i]->score * picked[i]->score;
   }
-  std::vector<int64_t> order(picked.size());
+  if (folds_.size() > 1) {
+    std::vector<const Row*> ref_ptrs, rows;
+    for (const Row& x : reference_rows_) ref_ptrs.push_back(&x);
+    std::vector<int64_t> member(n, -1), queries;
+    for (size_t i = 0; i < n; ++i) {
+      const auto at = std::find(reference_rows_.begin(), reference_rows_.end(), picked[i]->row);
+      if (at != reference_rows_.end()) member[i] = at - reference_rows_.begin();
+      else queries.push_back(static_cast<int64_t>(i));
+      rows.push_back(&picked[i]->row);
+    }
+    const RowBlock ref(ref_ptrs, nc_), block(rows, nc_);
+    for (size_t k = 1; k < folds_.size(); ++k) {
+      const RecordedReference rec = RecordReference(folds_[k], graph_, ref.rows, o_.scoring);
+      const std::vector<double> q = ScoreAgainstRecorded(folds_[k], graph_, block.rows, queries, rec, o_.scoring);
+      if (q.size() != queries.size()) {
+        r.cancelled = true;
+        return r;
+      }
+      for (size_t i = 0, qi = 0; i < n; ++i) {
+        double z;
+        if (member[i] >= 0) {
+          const double v = rec.scores[static_cast<size_t>(member[i])] - rec.mean;
+          z = rec.sd > 0 ? v / rec.sd : v;
+        } else {
+          z = q[qi++];
+        }
+        sum[i] += z;
+        sum_sq[i] += z * z;
+      }
+    }
+  }
+  const double k = static_cast<double>(folds_.size());
+  std::vector<double> score(n), spread(n);
+  for (size_t i = 0; i < n; ++i) {
+    score[i] = sum[i] / k;
+    spread[i] = std::sqrt(std::max(0.0, sum_sq[i] / k - score[i] * score[i]));
+  }
+  std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return s.score[a] != s.score[b] ? s.score[a] < s.score[b] : *picked[a] < *picked[b];
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return score[a] != score[b] ? score[a] < score[b] : picked[a]->row < picked[b]->row;
   });
-  order.resize(std::min<size_t>(order.size(), static_cast<size_t>(std::max<int64_t>(0, o_.results))));
-  for (int64_t i : order) {
-    r.rows.insert(r.rows.end(), picked[i]->begin(), picked[i]->end());
-    r.score.push_back(s.score[i]);
-    r.spread.push_back(s.spread[i]);
+  order.resize(std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results))));
+  for (size_t i : order) {
+    r.rows.insert(r.rows.end(), picked[i]->row.begin(), picked[i]->row.end());
+    r.score.push_back(score[i]);
+    r.spread.push_back(spread[i]);
   }
   return r;
 }

@@ -13,9 +13,9 @@
 //   mutation of one to three groups to another candidate, with a share `explore` of
 //   fresh random rows (epsilon-greedy exploration); parents and children compete for the
 //   next population. A row already evaluated or excluded is never evaluated again.
-// - The best rows by fitness are re-scored by every fold against the same reference
-//   (ScoreConfigs with a fixed reference: the scores RankConfigs gives them with that
-//   reference) and returned best first, none excluded, none repeated.
+// - The best rows by fitness are scored by every fold against the same reference (the
+//   first fold's fitness reused; the scores ScoreConfigs, and RankConfigs, give them with
+//   that reference, tested) and returned best first, none excluded, none repeated.
 // - Deterministic for a seed (the same rows and scores on a machine), and bounded:
 //   options.evaluations rows through the fitness fold (the reference included) and
 //   options.finalists through every fold.
@@ -53,6 +53,7 @@ struct SearchResult {
   int64_t evaluations = 0;       // rows through the fitness fold
   int64_t generations = 0;
   int64_t reference = 0;         // rows in the fixed reference
+  std::vector<int8_t> reference_rows;  // reference x nc x 18: ScoreConfigs with it gives `score`
   bool cancelled = false;
 };
 

@@ -165,6 +165,27 @@ def test_the_layout_space_builds_legal_rows_and_the_server_refuses_illegal_ones(
     assert "output group [4, 4, -1, -1, -1, -1]: dimension 4 appears twice" in str(e.value)
 
 
+def test_search_proposes_legal_new_rows_best_first_the_same_for_a_seed(server):
+    """SearchConfigs from Python on the real unet_3d graph: the file's rows excluded as
+    measured, its fastest ones the start; the proposals are legal (the server ranks them),
+    new, distinct, best first and the same again for the seed."""
+    client = tgraph.Client(server.address)
+    g = tgraph.load_graph(UNET)
+    best = g.configs[np.argsort(g.runtimes, kind="stable")[:8]]
+    p = client.search("layout:xla:random", g, results=5, max_evaluations=300, exclude=g.configs, start=best, seed=3)
+    assert p.configs.shape == (5, 62, 18) and p.configs.dtype == np.int8
+    assert list(p.scores) == sorted(p.scores) and (p.spread >= 0).all()
+    assert 0 < p.evaluations <= 300 and p.reference_configs > 0
+    measured = {r.tobytes() for r in g.configs}
+    assert all(r.tobytes() not in measured for r in p.configs) and len({r.tobytes() for r in p.configs}) == 5
+    again = client.search("layout:xla:random", g, results=5, max_evaluations=300, exclude=g.configs, start=best, seed=3)
+    np.testing.assert_array_equal(again.configs, p.configs)
+    assert client.rank("layout:xla:random", g, p.configs).scores.shape == (5,)
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.search("tile:xla", g)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
 def test_report_measurements_stores_a_shard(server, world):
     g = tgraph.load_graph(UNET)
     receipt = tgraph.Client(server.address).report_measurements("layout:xla:random", g, g.configs[:7],

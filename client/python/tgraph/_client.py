@@ -108,6 +108,23 @@ class Registration:
 
 
 @dataclass
+class Proposals:
+    """SearchConfigs' answer: configs (k, nc, 18) int8, best first, with their scores by
+    every fold against the search's reference (lower = predicted faster) and spread;
+    what the search ran (evaluations by its fitness fold, generations, the reference's
+    size)."""
+    configs: np.ndarray
+    scores: np.ndarray
+    spread: np.ndarray
+    model_version: int
+    evaluations: int
+    generations: int
+    reference_configs: int
+    timing: dict
+    registrations: int = 0
+
+
+@dataclass
 class Ranking:
     """scores: per configuration, lower = predicted faster; a configuration's score does
     not depend on the other rows, their order or batching, only on the graph, model
@@ -324,6 +341,30 @@ class Client:
         r, registrations = self._with_registration(self._stub.ReportMeasurements, request, graph,
                                                    "ReportMeasurements")
         return MeasurementReceipt(r.stored, r.shard, registrations)
+
+    def search(self, collection: str, graph: GraphLike, *, results: int = 10, max_evaluations: int = 2048,
+               exclude: Optional[np.ndarray] = None, start: Optional[np.ndarray] = None, seed: int = 0,
+               model_version: int = 0) -> Proposals:
+        """Proposes layout configurations to measure next: a model-guided search of the
+        graph's layout space on the server (docs/api.md, "Searching"). exclude: (c, nc,
+        18) rows never to return (what was measured); start: rows to start from (measured
+        good ones). Distinct legal rows, best first, deterministic for a seed."""
+        graph = self._graph(graph)
+        if _kind(collection) != "layout":
+            raise invalid(f"collection: SearchConfigs searches layouts; give a layout collection, got '{collection}'")
+        request = ranker_pb2.SearchConfigsRequest(collection=collection, model_version=model_version,
+                                                  num_results=results, max_evaluations=max_evaluations, seed=seed)
+        for name, rows in (("exclude", exclude), ("start", start)):
+            if rows is not None and len(rows):
+                rows = _configs(graph, rows, "layout")
+                setattr(request, f"num_{name}", rows.shape[0])
+                setattr(request, f"{name}_layout_configs", rows.tobytes())
+        r, registrations = self._with_registration(self._stub.SearchConfigs, request, graph, "SearchConfigs")
+        configs = np.frombuffer(r.layout_configs, dtype=np.int8)
+        configs = configs.reshape(r.num_configs, -1, LAYOUT_CONFIG_DIM) if r.num_configs else configs.reshape(0, 0, 18)
+        return Proposals(configs.copy(), np.array(r.scores, dtype=np.float32), np.array(r.spread, dtype=np.float32),
+                         r.model_version, r.evaluations, r.generations, r.reference_configs,
+                         {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms}, registrations)
 
     def models(self) -> List[ModelInfo]:
         """The loaded models: per collection, the latest version first."""
