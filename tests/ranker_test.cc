@@ -604,7 +604,7 @@ CATCH_TEST_CASE("ranker: reversed rows, or a part of them against the same refer
   for (int64_t i = 0; i < c - 5; ++i) CATCH_CHECK(some->scores[i] == Approx(all->scores[5 + i]).margin(1e-5));
 }
 
-CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, the same for a seed; its fields are "
+CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, the same for a seed, and its fields are "
                 "validated like a ranking's",
                 "[server][search]") {
   World w;

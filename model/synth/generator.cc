@@ -78,15 +78,28 @@ double MedianOverBest(std::vector<int64_t> r) {
 
 namespace {
 
+}  // namespace
+
+LayoutInstance MakeLayoutInstance(const PresetSpec& p, uint64_t seed, const Collection& c, int index) {
+  // The graph depends on the family and index only: the same graphs appear in the
+  // random and the default collection of a source, as in the real dataset.
+  Rng graph_rng = Rng(seed ^ Salt(c.source)).Fork(static_cast<uint64_t>(index) + 1);
+  const int target = static_cast<int>(Draw(graph_rng, Family(p, c).nodes, p.log_uniform));
+  LayoutInstance inst;
+  inst.built = c.source == "xla" ? MakeXlaGraph(graph_rng, target) : MakeNlpGraph(graph_rng, target);
+  inst.config_ids = ConfigurableNodes(inst.built.nodes);
+  inst.name = absl::StrFormat("%s_%s_%04d", c.source, inst.built.kind, index);
+  return inst;
+}
+
+namespace {
+
 absl::StatusOr<TaskResult> RunLayoutTask(const PresetSpec& p, const GenerateOptions& o, const Task& t,
                                          const std::string& dir) {
   const FamilySpec& fam = Family(p, t.collection);
-  // The graph depends on the family and index only: the same graphs appear in the
-  // random and the default collection of a source, as in the real dataset.
-  Rng graph_rng = Rng(o.seed ^ Salt(t.collection.source)).Fork(static_cast<uint64_t>(t.index) + 1);
-  const int target = static_cast<int>(Draw(graph_rng, fam.nodes, p.log_uniform));
-  BuiltGraph built = t.collection.source == "xla" ? MakeXlaGraph(graph_rng, target) : MakeNlpGraph(graph_rng, target);
-  const std::vector<int64_t> ids = ConfigurableNodes(built.nodes);
+  LayoutInstance inst = MakeLayoutInstance(p, o.seed, t.collection, t.index);
+  const BuiltGraph& built = inst.built;
+  const std::vector<int64_t>& ids = inst.config_ids;
 
   Rng search_rng = Rng(o.seed ^ Salt(t.collection.name())).Fork(static_cast<uint64_t>(t.index) + 1);
   const bool random = t.collection.search == "random";
@@ -95,7 +108,7 @@ absl::StatusOr<TaskResult> RunLayoutTask(const PresetSpec& p, const GenerateOpti
   SearchResult s = random ? RandomSearch(model, count, search_rng) : GeneticSearch(model, count, search_rng);
 
   LayoutGraph g;
-  g.name = absl::StrFormat("%s_%s_%04d", t.collection.source, built.kind, t.index);
+  g.name = inst.name;
   g.graph = ToNodeGraph(built.nodes);
   g.node_config_ids = ids;
   g.num_configs = s.num_configs;

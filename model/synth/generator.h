@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/core/dataset.h"
+#include "model/synth/families.h"
 
 namespace tgraph::synth {
 
@@ -60,6 +61,16 @@ struct GenerateSummary {
 };
 
 absl::StatusOr<GenerateSummary> Generate(const GenerateOptions& options);
+
+// Graph `index` of a layout collection as the generator builds it (indices run over
+// the train, valid and test splits in that order), with its configurable nodes: what a
+// simulated farm measures with LayoutCostModel (model/synth/cost_model.h).
+struct LayoutInstance {
+  std::string name;  // the file's name, without .npz
+  BuiltGraph built;
+  std::vector<int64_t> config_ids;
+};
+LayoutInstance MakeLayoutInstance(const PresetSpec& preset, uint64_t seed, const Collection& collection, int index);
 
 // Median runtime / best runtime of one graph's configurations: how far a typical
 // configuration is from the best (about 1 for the genetic search, more for random).
