@@ -189,6 +189,27 @@ SearchResult Searcher::Run() {
   for (const Row& x : reference_rows_) r.reference_rows.insert(r.reference_rows.end(), x.begin(), x.end());
   int64_t spent = r.reference;
   population_ = evaluated_;
+  // The first generation: the compiler's default and mutants of it and of the start rows
+  // (an autotuner's strongest prior: XLA's own choice), beside the random reference.
+  {
+    const Row dflt(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
+    std::vector<Row> first, parents = {dflt};
+    if (o_.start) {
+      std::unordered_set<Row> start;
+      AddRows(*o_.start, &start);
+      parents.insert(parents.end(), start.begin(), start.end());
+      std::sort(parents.begin() + 1, parents.end());
+    }
+    const int64_t n = std::min(o_.population / 2, o_.evaluations - spent);
+    if (n > 0) Keep(dflt, &first);
+    for (int64_t tries = 0; static_cast<int64_t>(first.size()) < n && tries < 50 * n; ++tries)
+      Keep(Mutate(parents[static_cast<size_t>(tries) % parents.size()]), &first);
+    if (!Evaluate(first)) {
+      r.cancelled = true;
+      return r;
+    }
+    spent += static_cast<int64_t>(first.size());
+  }
   while (spent < o_.evaluations) {
     const int64_t n = std::min(o_.population, o_.evaluations - spent);
     const std::vector<Row> children = Breed(n);

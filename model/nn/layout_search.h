@@ -8,8 +8,8 @@
 //   (model/nn/scoring.h, RecordReference): scores compare across generations and
 //   batches. The reference is the start rows, then random rows of the space drawn with
 //   the seed, up to options.reference rows.
-// - The population starts from the start rows (the measured good ones) and random rows;
-//   each generation breeds children by uniform crossover of tournament-chosen parents and
+// - The population starts from the reference, then the compiler's default and mutants
+//   of it and of the start rows (the measured good ones); each generation breeds children by uniform crossover of tournament-chosen parents and
 //   mutation of one to three groups to another candidate, with a share `explore` of
 //   fresh random rows (epsilon-greedy exploration); parents and children compete for the
 //   next population. A row already evaluated or excluded is never evaluated again.

@@ -1,0 +1,248 @@
+// tgraph-bench-search: a simulated autotuning farm. The generator's TPU cost model
+// (model/synth/cost_model.h, with its measurement noise) plays the hardware on graphs of
+// a split the model never trained on; each strategy measures up to --budget
+// configurations, and the figure of merit is the best runtime found over the best known
+// after 10, 20, 50, 100 and 200 measurements (the best known: a long genetic search of
+// the cost model itself, and everything any strategy measured).
+//
+//   tgraph-bench-search --registry REG --collection layout:xla:random --preset ci --seed 0 [--graphs 6]
+//
+// Strategies: the compiler default; random rows of the layout space; the genetic search
+// that made the dataset's default collections (model/synth/search.h); tgraph-guided search
+// with a frozen model (SearchLayouts, model/nn/layout_search.h: rounds of --per_round
+// proposals, the measured rows excluded and the fastest measured the start).
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "model/core/layout_space.h"
+#include "model/core/preprocess.h"
+#include "model/nn/features.h"
+#include "model/nn/layout_search.h"
+#include "model/nn/model_io.h"
+#include "model/synth/cost_model.h"
+#include "model/synth/generator.h"
+#include "model/synth/search.h"
+#include "model/tools/cli.h"
+#include "model/tools/tool.h"
+
+ABSL_FLAG(std::string, registry, "", "Model registry (the model trained on --preset/--seed data)");
+ABSL_FLAG(std::string, collection, "layout:xla:random", "A layout collection");
+ABSL_FLAG(int64_t, version, 0, "Model version (0 = latest)");
+ABSL_FLAG(std::string, preset, "ci", "The generator preset the model's data came from");
+ABSL_FLAG(uint64_t, seed, 0, "The generator seed the model's data came from");
+ABSL_FLAG(std::string, split, "test", "The split whose graphs are tuned (valid or test: never trained on)");
+ABSL_FLAG(int, graphs, 6, "Graphs of the split to tune (the first N)");
+ABSL_FLAG(int, repeats, 1, "Runs per graph and strategy, each with another seed (noise, random choices)");
+ABSL_FLAG(int64_t, per_round, 10, "tgraph-guided: configurations measured per round");
+ABSL_FLAG(int64_t, evaluations, 512, "tgraph-guided: model evaluations per round's search");
+ABSL_FLAG(int64_t, best_known_evaluations, 4000, "The cost model's own genetic search that sets the best known");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
+
+namespace {
+
+using tgraph::Fail;
+using tgraph::UsageError;
+namespace synth = tgraph::synth;
+
+constexpr int64_t kBudgets[] = {10, 20, 50, 100, 200};
+constexpr int64_t kMaxBudget = 200;
+const char* const kStrategies[] = {"default", "random", "genetic", "tgraph"};
+
+// One graph of the farm: the cost model that plays the hardware, and the model's view.
+struct FarmGraph {
+  synth::LayoutInstance inst;
+  std::unique_ptr<synth::LayoutCostModel> hardware;
+  tgraph::LayoutSpace space;
+  tgraph::GraphTensors tensors;
+  std::vector<tgraph::StaticEncoding> caches;
+  std::vector<tgraph::FoldModel> folds;
+};
+
+// True (noise-free) runtimes of what a strategy measured, in order.
+using Trace = std::vector<double>;
+
+double TrueRuntime(const FarmGraph& g, const int8_t* row) { return g.hardware->Evaluate(row).total_ns; }
+
+Trace RandomTrace(const FarmGraph& g, tgraph::Rng& rng) {
+  Trace t;
+  const int64_t nc = static_cast<int64_t>(g.space.nodes.size());
+  std::vector<int8_t> row(static_cast<size_t>(nc * tgraph::kConfigFeatDim));
+  for (int64_t k = 0; k < kMaxBudget; ++k) {
+    for (int64_t j = 0; j < nc; ++j)
+      for (int gr = 0; gr < tgraph::kConfigGroups; ++gr) {
+        const auto& c = g.space.nodes[j].groups[gr].candidates;
+        const auto& l = c[static_cast<size_t>(rng.Int(0, static_cast<int64_t>(c.size()) - 1))];
+        std::copy(l.begin(), l.end(), row.begin() + j * tgraph::kConfigFeatDim + gr * tgraph::kLayoutSlots);
+      }
+    t.push_back(TrueRuntime(g, row.data()));
+  }
+  return t;
+}
+
+Trace GeneticTrace(const FarmGraph& g, tgraph::Rng& rng) {
+  const synth::SearchResult s = synth::GeneticSearch(*g.hardware, kMaxBudget, rng);
+  Trace t;
+  const size_t row = g.inst.config_ids.size() * tgraph::kConfigFeatDim;
+  for (int64_t i = 0; i < s.num_configs; ++i) t.push_back(TrueRuntime(g, s.configs.data() + i * row));
+  return t;
+}
+
+// Rounds of proposals from the frozen model, measured with noise by the farm.
+Trace GuidedTrace(const FarmGraph& g, uint64_t seed, tgraph::Rng& rng) {
+  Trace t;
+  std::vector<int8_t> measured;
+  std::vector<std::pair<int64_t, size_t>> by_runtime;  // measured runtime, row index
+  const size_t row = g.inst.config_ids.size() * tgraph::kConfigFeatDim;
+  for (int round = 0; static_cast<int64_t>(t.size()) < kMaxBudget; ++round) {
+    std::sort(by_runtime.begin(), by_runtime.end());
+    std::vector<int8_t> start;
+    for (size_t i = 0; i < by_runtime.size() && i < 16; ++i)
+      start.insert(start.end(), measured.begin() + by_runtime[i].second * row,
+                   measured.begin() + (by_runtime[i].second + 1) * row);
+    tgraph::SearchOptions o;
+    o.results = std::min<int64_t>(absl::GetFlag(FLAGS_per_round), kMaxBudget - static_cast<int64_t>(t.size()));
+    o.evaluations = absl::GetFlag(FLAGS_evaluations);
+    o.population = std::clamp<int64_t>(o.evaluations / 8, 32, 512);
+    o.reference = 64;
+    o.seed = seed * 1000 + static_cast<uint64_t>(round);
+    o.start = &start;
+    o.exclude = &measured;
+    const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o);
+    if (r.score.empty()) break;
+    for (size_t i = 0; i < r.score.size(); ++i) {
+      const int8_t* x = r.rows.data() + i * row;
+      t.push_back(TrueRuntime(g, x));
+      by_runtime.emplace_back(synth::Measure(t.back(), rng), measured.size() / row);
+      measured.insert(measured.end(), x, x + row);
+    }
+  }
+  return t;
+}
+
+absl::StatusOr<FarmGraph> LoadFarmGraph(const tgraph::LoadedModel& model, const tgraph::Collection& c,
+                                        const synth::PresetSpec& preset, int index) {
+  FarmGraph g;
+  g.inst = synth::MakeLayoutInstance(preset, absl::GetFlag(FLAGS_seed), c, index);
+  g.hardware = std::make_unique<synth::LayoutCostModel>(g.inst.built.nodes, g.inst.config_ids);
+  const tgraph::NodeGraph graph = synth::ToNodeGraph(g.inst.built.nodes);
+  g.space = tgraph::LayoutSpaceOf(graph, g.inst.config_ids);
+  const tgraph::PrunedGraph pruned = tgraph::PruneGraph(graph, g.inst.config_ids);
+  g.tensors = tgraph::MakeGraphTensors(pruned.graph, pruned.config_node_index, model.manifest.stats);
+  torch::NoGradGuard no_grad;
+  for (const auto& net : model.folds) g.caches.push_back(net->Precompute(g.tensors));
+  for (size_t f = 0; f < model.folds.size(); ++f)
+    g.folds.push_back({model.folds[f].get(), &g.caches[f], static_cast<int>(f)});
+  return g;
+}
+
+// Per strategy and budget: (best true runtime found / best known - 1), one per graph and repeat.
+using Gaps = std::map<std::string, std::vector<std::vector<double>>>;
+
+void AddGaps(const std::map<std::string, Trace>& traces, double best_known, Gaps* gaps) {
+  for (const auto& [name, trace] : traces) {
+    auto& per_budget = (*gaps)[name];
+    per_budget.resize(std::size(kBudgets));
+    for (size_t b = 0; b < std::size(kBudgets); ++b) {
+      double best = trace.front();
+      for (size_t i = 0; i < trace.size() && static_cast<int64_t>(i) < kBudgets[b]; ++i) best = std::min(best, trace[i]);
+      per_budget[b].push_back(best / best_known - 1);
+    }
+  }
+}
+
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+void PrintGaps(const Gaps& gaps) {
+  std::printf("best runtime found over the best known, minus 1 (%%): median [min, max] over graphs and repeats\n");
+  std::printf("%-10s", "strategy");
+  for (int64_t b : kBudgets) std::printf(" %20s", absl::StrCat(b, " measured").c_str());
+  std::printf("\n");
+  for (const char* name : kStrategies) {
+    const auto it = gaps.find(name);
+    if (it == gaps.end()) continue;
+    std::printf("%-10s", name);
+    for (const std::vector<double>& v : it->second)
+      std::printf(" %20s", absl::StrFormat("%.2f [%.2f, %.2f]", 100 * Quantile(v, 0.5), 100 * Quantile(v, 0),
+                                           100 * Quantile(v, 1)).c_str());
+    std::printf("\n");
+  }
+}
+
+int RunFarm() {
+  torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok() || c->kind != tgraph::CollectionKind::kLayout)
+    return Fail(UsageError("--collection must be a layout collection"));
+  absl::StatusOr<synth::PresetSpec> preset = synth::GetPreset(absl::GetFlag(FLAGS_preset));
+  if (!preset.ok()) return Fail(UsageError(preset.status().message()));
+  const std::string split = absl::GetFlag(FLAGS_split);
+  if (split != "valid" && split != "test") return Fail(UsageError("--split must be valid or test"));
+  if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("--registry is required"));
+  const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
+  int64_t version = absl::GetFlag(FLAGS_version);
+  if (version <= 0) {
+    absl::StatusOr<int64_t> latest = registry.LatestVersion(c->name());
+    if (!latest.ok()) return Fail(latest.status());
+    version = *latest;
+  }
+  absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModel(registry, c->name(), version);
+  if (!model.ok()) return Fail(model.status());
+  const synth::FamilySpec& fam = c->source == "xla" ? preset->xla : preset->nlp;
+  const int first = fam.train + (split == "test" ? fam.valid : 0);
+  const int count = std::min(absl::GetFlag(FLAGS_graphs), split == "test" ? fam.test : fam.valid);
+  Gaps gaps;
+  for (int i = 0; i < count; ++i) {
+    absl::StatusOr<FarmGraph> g = LoadFarmGraph(*model, *c, *preset, first + i);
+    if (!g.ok()) return Fail(g.status());
+    for (int rep = 0; rep < std::max(1, absl::GetFlag(FLAGS_repeats)); ++rep) {
+      tgraph::Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(i) * 131 + static_cast<uint64_t>(rep));
+      std::map<std::string, Trace> traces;
+      const std::vector<int8_t> dflt(g->inst.config_ids.size() * tgraph::kConfigFeatDim, -1);
+      traces["default"] = {TrueRuntime(*g, dflt.data())};
+      traces["random"] = RandomTrace(*g, rng);
+      traces["genetic"] = GeneticTrace(*g, rng);
+      traces["tgraph"] = GuidedTrace(*g, static_cast<uint64_t>(rep), rng);
+      tgraph::Rng long_rng(12345 + static_cast<uint64_t>(i));
+      const synth::SearchResult known =
+          synth::GeneticSearch(*g->hardware, absl::GetFlag(FLAGS_best_known_evaluations), long_rng);
+      const size_t row = g->inst.config_ids.size() * tgraph::kConfigFeatDim;
+      double best_known = traces["default"][0];
+      for (int64_t k = 0; k < known.num_configs; ++k)
+        best_known = std::min(best_known, TrueRuntime(*g, known.configs.data() + k * row));
+      for (const auto& [name, t] : traces) best_known = std::min(best_known, *std::min_element(t.begin(), t.end()));
+      AddGaps(traces, best_known, &gaps);
+      std::fprintf(stderr, "graph %s (%zu configurable nodes), repeat %d done\n", g->inst.name.c_str(),
+                   g->inst.config_ids.size(), rep);
+    }
+  }
+  std::printf("farm: %s, %s split of preset %s seed %llu, %d graphs x %d repeats; model %s version %lld (%zu folds)\n",
+              c->name().c_str(), split.c_str(), preset->name.c_str(),
+              static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)), count, std::max(1, absl::GetFlag(FLAGS_repeats)),
+              c->name().c_str(), static_cast<long long>(version), model->folds.size());
+  PrintGaps(gaps);
+  return tgraph::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv,
+      "A simulated autotuning farm: search strategies against the generator's cost model.\n"
+      "  tgraph-bench-search --registry REG --collection layout:xla:random --preset ci --seed 0");
+  if (args.size() > 1) return Fail(UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
+  return RunFarm();
+}
