@@ -23,6 +23,7 @@ TOOLS = {  # tool -> a flag of its own that --help must list
     ("model", "hlo", "tgraph-featurize"): "--nodes_tsv",
     ("model", "bench", "tgraph-bench-model"): "--nodes",
     ("model", "bench", "tgraph-bench-kernels"): "--reps",
+    ("model", "bench", "tgraph-bench-search"): "--per_round",
 }
 UNET = os.path.join(REAL, "npz", "layout", "xla", "random", "valid", "unet_3d.4x4.bf16.npz")
 
