@@ -199,44 +199,47 @@ absl::Status Ranker::RunOnWorker(const std::function<absl::Status()>& job, const
   return s;
 }
 
-absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::function<bool()>& cancelled) {
+namespace {
+
+// A request's admission (validation), then its job on a worker while the caller waits:
+// the result with its queue and total times.
+template <typename Result, typename Admit, typename Job, typename Run>
+absl::StatusOr<Result> AdmitAndRun(Admit admit, Job job, Run run_on_worker) {
   const auto start = Clock::now();
-  absl::StatusOr<Admitted> admitted = Admit(q);
+  auto admitted = admit();
   if (!admitted.ok()) return admitted.status();
-  RankResult result;
+  Result result;
   double queue_ms = 0;
-  absl::Status s = RunOnWorker(
+  absl::Status s = run_on_worker(
       [&]() -> absl::Status {
-        absl::StatusOr<RankResult> r = RankOnWorker(q, *admitted, cancelled);
+        absl::StatusOr<Result> r = job(*admitted);
         if (!r.ok()) return r.status();
         result = std::move(*r);
         return absl::OkStatus();
       },
-      cancelled, &queue_ms);
+      &queue_ms);
   if (!s.ok()) return s;
   result.timing.queue_ms = queue_ms;
   result.timing.total_ms = Ms(start, Clock::now());
   return result;
 }
 
+}  // namespace
+
+absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::function<bool()>& cancelled) {
+  return AdmitAndRun<RankResult>([&] { return Admit(q); },
+                                 [&](const Admitted& a) { return RankOnWorker(q, a, cancelled); },
+                                 [&](const std::function<absl::Status()>& job, double* queue_ms) {
+                                   return RunOnWorker(job, cancelled, queue_ms);
+                                 });
+}
+
 absl::StatusOr<SearchOutcome> Ranker::Search(const SearchRequest& q, const std::function<bool()>& cancelled) {
-  const auto start = Clock::now();
-  absl::StatusOr<Admitted> admitted = AdmitSearch(q);
-  if (!admitted.ok()) return admitted.status();
-  SearchOutcome result;
-  double queue_ms = 0;
-  absl::Status s = RunOnWorker(
-      [&]() -> absl::Status {
-        absl::StatusOr<SearchOutcome> r = SearchOnWorker(q, *admitted, cancelled);
-        if (!r.ok()) return r.status();
-        result = std::move(*r);
-        return absl::OkStatus();
-      },
-      cancelled, &queue_ms);
-  if (!s.ok()) return s;
-  result.timing.queue_ms = queue_ms;
-  result.timing.total_ms = Ms(start, Clock::now());
-  return result;
+  return AdmitAndRun<SearchOutcome>([&] { return AdmitSearch(q); },
+                                    [&](const Admitted& a) { return SearchOnWorker(q, a, cancelled); },
+                                    [&](const std::function<absl::Status()>& job, double* queue_ms) {
+                                      return RunOnWorker(job, cancelled, queue_ms);
+                                    });
 }
 
 // The graph's configuration-independent work for a model version, from the cache or

@@ -119,18 +119,21 @@ void BenchBandwidth() {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
-      argc, argv, "Benchmark the tiled block's fused loops.\n  tgraph-bench-kernels [--reps N]");
-  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
-  const int reps = std::max(1, absl::GetFlag(FLAGS_reps));
+void RunKernelBench(int reps) {
   torch::NoGradGuard no_grad;
   torch::set_num_threads(1);
   torch::manual_seed(0);
   BenchCombine(reps);
   BenchElementwise(reps);
   BenchBandwidth();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+      argc, argv, "Benchmark the tiled block's fused loops.\n  tgraph-bench-kernels [--reps N]");
+  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
+  RunKernelBench(std::max(1, absl::GetFlag(FLAGS_reps)));
   return 0;
 }

@@ -152,14 +152,9 @@ absl::StatusOr<BenchModel> LoadBenchModel(const tgraph::NodeGraph& g) {
     m.stats = tgraph::FeatureStats::Compute({&g});
     for (int f = 0; f < absl::GetFlag(FLAGS_folds); ++f) m.nets.push_back(tgraph::MakeRankingNet(m.spec));
   } else {
-    const tgraph::Registry registry(reg);
-    int64_t version = absl::GetFlag(FLAGS_version);
-    if (version <= 0) {
-      absl::StatusOr<int64_t> latest = registry.LatestVersion(absl::GetFlag(FLAGS_collection));
-      if (!latest.ok()) return latest.status();
-      version = *latest;
-    }
-    absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModel(registry, absl::GetFlag(FLAGS_collection), version);
+    int64_t version = 0;
+    absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModelOrLatest(
+        tgraph::Registry(reg), absl::GetFlag(FLAGS_collection), absl::GetFlag(FLAGS_version), &version);
     if (!model.ok()) return model.status();
     m.stats = model->manifest.stats;
     m.spec = model->manifest.spec;

@@ -190,14 +190,9 @@ int RunFarm() {
   const std::string split = absl::GetFlag(FLAGS_split);
   if (split != "valid" && split != "test") return Fail(UsageError("--split must be valid or test"));
   if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("--registry is required"));
-  const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
-  int64_t version = absl::GetFlag(FLAGS_version);
-  if (version <= 0) {
-    absl::StatusOr<int64_t> latest = registry.LatestVersion(c->name());
-    if (!latest.ok()) return Fail(latest.status());
-    version = *latest;
-  }
-  absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModel(registry, c->name(), version);
+  int64_t version = 0;
+  absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModelOrLatest(
+      tgraph::Registry(absl::GetFlag(FLAGS_registry)), c->name(), absl::GetFlag(FLAGS_version), &version);
   if (!model.ok()) return Fail(model.status());
   const synth::FamilySpec& fam = c->source == "xla" ? preset->xla : preset->nlp;
   const int first = fam.train + (split == "test" ? fam.valid : 0);

@@ -83,4 +83,15 @@ absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::strin
   return LoadFolds(*m, registry.VersionDir(collection, version));
 }
 
+absl::StatusOr<LoadedModel> LoadModelOrLatest(const Registry& registry, const std::string& collection,
+                                              int64_t version, int64_t* loaded) {
+  if (version <= 0) {
+    absl::StatusOr<int64_t> latest = registry.LatestVersion(collection);
+    if (!latest.ok()) return latest.status();
+    version = *latest;
+  }
+  if (loaded) *loaded = version;
+  return LoadModel(registry, collection, version);
+}
+
 }  // namespace tgraph

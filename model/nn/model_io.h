@@ -38,4 +38,9 @@ absl::StatusOr<int64_t> PublishLoadable(const Registry& registry, const Manifest
 // Reads and verifies a registry version (checksums), then LoadFolds.
 absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::string& collection, int64_t version);
 
+// The same with version 0 meaning the newest published one (the tools' --version 0);
+// *loaded (optional) gets the version loaded.
+absl::StatusOr<LoadedModel> LoadModelOrLatest(const Registry& registry, const std::string& collection,
+                                              int64_t version, int64_t* loaded = nullptr);
+
 }  // namespace tgraph

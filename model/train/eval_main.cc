@@ -67,15 +67,11 @@ absl::StatusOr<tgraph::LoadedModel> LoadEvalModel(const tgraph::Collection& c, s
     return tgraph::LoadFolds(*m, absl::GetFlag(FLAGS_run_dir));
   }
   if (absl::GetFlag(FLAGS_registry).empty()) return UsageError("give --registry (and optionally --version) or --run_dir");
-  tgraph::Registry reg(absl::GetFlag(FLAGS_registry));
-  int64_t version = absl::GetFlag(FLAGS_version);
-  if (version <= 0) {
-    absl::StatusOr<int64_t> latest = reg.LatestVersion(c.name());
-    if (!latest.ok()) return latest.status();
-    version = *latest;
-  }
+  int64_t version = 0;
+  absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModelOrLatest(
+      tgraph::Registry(absl::GetFlag(FLAGS_registry)), c.name(), absl::GetFlag(FLAGS_version), &version);
   *source = absl::GetFlag(FLAGS_registry) + " version " + std::to_string(version);
-  return tgraph::LoadModel(reg, c.name(), version);
+  return model;
 }
 
 // The flags' scoring, the manifest's where a flag is 0.
