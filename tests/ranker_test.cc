@@ -41,6 +41,27 @@ WireGraph WireOf(const NodeGraph& graph, const std::vector<int64_t>& ids) {
 }
 WireGraph WireOf(const LayoutGraph& g) { return WireOf(g.graph, g.node_config_ids); }
 
+// A served world for request validation: a layout model (with `folds` folds) and a tile
+// model loaded, a ranker limited to 500 configurations, and a layout graph registered.
+struct ServedWorld {
+  World w;
+  std::unique_ptr<ModelManager> mm;
+  std::unique_ptr<Ranker> ranker;
+  LayoutGraph g;
+  std::string hash;
+  explicit ServedWorld(int folds) {
+    w.Publish("layout:xla:random", folds);
+    w.Publish("tile:xla", 1);
+    mm = std::make_unique<ModelManager>(Registry(w.registry), ModelManager::Options{2});
+    mm->Poll();
+    RankerOptions ro;
+    ro.max_configs = 500;
+    ranker = std::make_unique<Ranker>(mm.get(), ro);
+    g = *LoadLayoutGraph(w.File("layout:xla:random").path);
+    hash = ranker->Register(WireOf(g))->graph_hash;
+  }
+};
+
 RankRequest LayoutRequest(const LayoutGraph& g, const std::string& hash) {
   RankRequest q;
   q.collection = "layout:xla:random";
@@ -286,16 +307,11 @@ CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-gra
 }
 
 CATCH_TEST_CASE("ranker validates every request field before any compute", "[server]") {
-  World w;
-  w.Publish("layout:xla:random", 1);
-  w.Publish("tile:xla", 1);
-  ModelManager mm(Registry(w.registry), {2});
-  mm.Poll();
-  RankerOptions ro;
-  ro.max_configs = 500;
-  Ranker ranker(&mm, ro);
-  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
-  const std::string hash = ranker.Register(WireOf(g))->graph_hash;
+  ServedWorld sw(1);
+  World& w = sw.w;
+  Ranker& ranker = *sw.ranker;
+  const LayoutGraph& g = sw.g;
+  const std::string& hash = sw.hash;
   auto expect = [&](const RankRequest& q, absl::StatusCode code, const std::string& text) {
     auto r = ranker.Rank(q, nullptr);
     CATCH_REQUIRE_FALSE(r.ok());
@@ -607,16 +623,10 @@ CATCH_TEST_CASE("ranker: reversed rows, or a part of them against the same refer
 CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, the same for a seed, and its fields are "
                 "validated like a ranking's",
                 "[server][search]") {
-  World w;
-  w.Publish("layout:xla:random", 2);
-  w.Publish("tile:xla", 1);
-  ModelManager mm(Registry(w.registry), {2});
-  mm.Poll();
-  RankerOptions ro;
-  ro.max_configs = 500;
-  Ranker ranker(&mm, ro);
-  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
-  const std::string hash = ranker.Register(WireOf(g))->graph_hash;
+  ServedWorld sw(2);
+  Ranker& ranker = *sw.ranker;
+  const LayoutGraph& g = sw.g;
+  const std::string& hash = sw.hash;
   const std::string measured(reinterpret_cast<const char*>(g.config_feat.data()), g.config_feat.size());
   SearchRequest q;
   q.collection = "layout:xla:random";
