@@ -565,7 +565,7 @@ CATCH_TEST_CASE("server: SIGTERM while it starts ends it cleanly", "[e2e]") {
   CATCH_CHECK_THAT(server.Log(), Catch::Contains("signal 15"));
 }
 
-CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers and ranks", "[e2e]") {
+CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is searched within the deadline", "[e2e]") {
   World w;
   w.Publish(1);
   ServerProcess server(w.registry, w.dir.path());
@@ -598,6 +598,26 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers and ranks", "[e2e
   CATCH_REQUIRE(r.ok());
   CATCH_CHECK(r->registrations == 0);
   CATCH_CHECK(r->scores.size() == 8u);
+  // Searching it: a search too long for its deadline stops at it (DEADLINE_EXCEEDED,
+  // the server keeps serving); a small one proposes legal rows.
+  ClientOptions short_deadline = co;
+  short_deadline.timeout_s = 1.5;
+  RankerClient hurried(short_deadline);
+  SearchConfigsOptions so;
+  so.collection = "layout:xla:random";
+  so.max_evaluations = 100000;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto too_long = hurried.Search(g, ids, so);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CATCH_REQUIRE_FALSE(too_long.ok());
+  CATCH_CHECK(too_long.status().code() == absl::StatusCode::kDeadlineExceeded);
+  CATCH_CHECK(took < 5.0);
+  so.max_evaluations = 64;
+  so.results = 4;
+  auto small = client.Search(g, ids, so);
+  CATCH_REQUIRE(small.ok());
+  CATCH_CHECK(small->count == 4);
+  CATCH_CHECK(FirstIllegalLayoutRow(LayoutSpaceOf(g, ids), small->rows.data(), 4) == "");
   CATCH_CHECK(server.Stop() == 0);
 
   // Concurrent registrations are bounded by --registration_bytes (here: one at a time):
