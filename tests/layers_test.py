@@ -19,7 +19,7 @@ MAY_USE = {
     "model/synth": {"model/core", "model/tools", "model/hlo"},
     "model/nn": {"model/core", "model/store"},
     "model/train": {"model/core", "model/store", "model/tools", "model/nn"},
-    "model/bench": {"model/core", "model/store", "model/tools", "model/nn", "model/synth"},
+    "model/bench": {"model/core", "model/store", "model/tools", "model/nn", "model/synth", "model/train"},
     "proto": {"model/core", "model/hlo"},
     "client": {"model/core", "model/tools", "proto"},
     "server": {"model/core", "model/store", "model/tools", "model/nn", "proto"},

@@ -10,7 +10,9 @@
 // Strategies: the compiler default; random rows of the layout space; the genetic search
 // that made the dataset's default collections (model/synth/search.h); tgraph-guided search
 // with a frozen model (SearchLayouts, model/nn/layout_search.h: rounds of --per_round
-// proposals, the measured rows excluded and the fastest measured the start).
+// proposals, the measured rows excluded and the fastest measured the start), and the same
+// with the model fine-tuned on the measurements after each round (the learning loop of
+// ReportMeasurements and tgraph-train finetune, in process).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -33,6 +35,8 @@
 #include "model/synth/search.h"
 #include "model/tools/cli.h"
 #include "model/tools/tool.h"
+#include "model/train/train_data.h"
+#include "model/train/train_step.h"
 
 ABSL_FLAG(std::string, registry, "", "Model registry (the model trained on --preset/--seed data)");
 ABSL_FLAG(std::string, collection, "layout:xla:random", "A layout collection");
@@ -46,6 +50,8 @@ ABSL_FLAG(int64_t, per_round, 10, "tgraph-guided: configurations measured per ro
 ABSL_FLAG(int64_t, evaluations, 512, "tgraph-guided: model evaluations per round's search");
 ABSL_FLAG(int64_t, best_known_evaluations, 4000, "The cost model's own genetic search that sets the best known");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
+ABSL_FLAG(int64_t, finetune_steps, 40, "tgraph+finetune: optimisation steps per fold after each round");
+ABSL_FLAG(double, finetune_lr, 1e-4, "tgraph+finetune: AdamW learning rate (tgraph-train finetune's default)");
 
 namespace {
 
@@ -55,17 +61,55 @@ namespace synth = tgraph::synth;
 
 constexpr int64_t kBudgets[] = {10, 20, 50, 100, 200};
 constexpr int64_t kMaxBudget = 200;
-const char* const kStrategies[] = {"default", "random", "genetic", "tgraph"};
+const char* const kStrategies[] = {"default", "random", "genetic", "tgraph", "tgraph+ft"};
 
-// One graph of the farm: the cost model that plays the hardware, and the model's view.
+// One graph of the farm: the cost model that plays the hardware, and the model's view
+// (its own copy of the model: fine-tuning changes it).
 struct FarmGraph {
   synth::LayoutInstance inst;
   std::unique_ptr<synth::LayoutCostModel> hardware;
+  tgraph::NodeGraph graph;
   tgraph::LayoutSpace space;
+  tgraph::LoadedModel model;
   tgraph::GraphTensors tensors;
   std::vector<tgraph::StaticEncoding> caches;
   std::vector<tgraph::FoldModel> folds;
+
+  // The folds' encodings of the graph, again after their weights changed.
+  void Encode() {
+    torch::NoGradGuard no_grad;
+    caches.clear();
+    folds.clear();
+    for (const auto& net : model.folds) {
+      net->eval();
+      caches.push_back(net->Precompute(tensors));
+    }
+    for (size_t f = 0; f < model.folds.size(); ++f)
+      folds.push_back({model.folds[f].get(), &caches[f], static_cast<int>(f)});
+  }
 };
+
+// The learning loop between rounds: every fold trained on the graph's measured rows and
+// their (noisy) runtimes, as tgraph-train finetune trains on a farm's measurements.
+void Finetune(FarmGraph& g, const std::vector<int8_t>& measured, const std::vector<int64_t>& runtimes,
+              tgraph::Rng& rng) {
+  if (runtimes.size() < 4) return;
+  tgraph::LayoutGraph lg;
+  lg.graph = g.graph;
+  lg.node_config_ids = g.inst.config_ids;
+  lg.num_configs = static_cast<int64_t>(runtimes.size());
+  lg.config_feat = measured;
+  lg.config_runtime = runtimes;
+  const tgraph::GraphData gd = tgraph::LayoutGraphData(lg, g.inst.name, "train");
+  const tgraph::GraphTensors t = tgraph::MakeGraphTensors(gd.graph, gd.config_nodes, g.model.manifest.stats);
+  for (const auto& net : g.model.folds) {
+    net->train();
+    auto opt = tgraph::MakeOptimizer(*net, absl::GetFlag(FLAGS_finetune_lr), 1e-5);
+    for (int64_t s = 0; s < absl::GetFlag(FLAGS_finetune_steps); ++s)
+      tgraph::TrainStep(*net, *opt, t, gd, tgraph::SampleRows(gd, 64, rng), absl::GetFlag(FLAGS_finetune_lr), 1.0);
+  }
+  g.Encode();
+}
 
 // True (noise-free) runtimes of what a strategy measured, in order.
 using Trace = std::vector<double>;
@@ -96,10 +140,12 @@ Trace GeneticTrace(const FarmGraph& g, tgraph::Rng& rng) {
   return t;
 }
 
-// Rounds of proposals from the frozen model, measured with noise by the farm.
-Trace GuidedTrace(const FarmGraph& g, uint64_t seed, tgraph::Rng& rng) {
+// Rounds of proposals from the model, measured with noise by the farm; with `learn`,
+// the model is fine-tuned on what was measured after each round.
+Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
   Trace t;
   std::vector<int8_t> measured;
+  std::vector<int64_t> runtimes;
   std::vector<std::pair<int64_t, size_t>> by_runtime;  // measured runtime, row index
   const size_t row = g.inst.config_ids.size() * tgraph::kConfigFeatDim;
   for (int round = 0; static_cast<int64_t>(t.size()) < kMaxBudget; ++round) {
@@ -121,26 +167,30 @@ Trace GuidedTrace(const FarmGraph& g, uint64_t seed, tgraph::Rng& rng) {
     for (size_t i = 0; i < r.score.size(); ++i) {
       const int8_t* x = r.rows.data() + i * row;
       t.push_back(TrueRuntime(g, x));
-      by_runtime.emplace_back(synth::Measure(t.back(), rng), measured.size() / row);
+      runtimes.push_back(synth::Measure(t.back(), rng));
+      by_runtime.emplace_back(runtimes.back(), measured.size() / row);
       measured.insert(measured.end(), x, x + row);
     }
+    if (learn && static_cast<int64_t>(t.size()) < kMaxBudget) Finetune(g, measured, runtimes, rng);
   }
   return t;
 }
 
-absl::StatusOr<FarmGraph> LoadFarmGraph(const tgraph::LoadedModel& model, const tgraph::Collection& c,
-                                        const synth::PresetSpec& preset, int index) {
-  FarmGraph g;
-  g.inst = synth::MakeLayoutInstance(preset, absl::GetFlag(FLAGS_seed), c, index);
-  g.hardware = std::make_unique<synth::LayoutCostModel>(g.inst.built.nodes, g.inst.config_ids);
-  const tgraph::NodeGraph graph = synth::ToNodeGraph(g.inst.built.nodes);
-  g.space = tgraph::LayoutSpaceOf(graph, g.inst.config_ids);
-  const tgraph::PrunedGraph pruned = tgraph::PruneGraph(graph, g.inst.config_ids);
-  g.tensors = tgraph::MakeGraphTensors(pruned.graph, pruned.config_node_index, model.manifest.stats);
-  torch::NoGradGuard no_grad;
-  for (const auto& net : model.folds) g.caches.push_back(net->Precompute(g.tensors));
-  for (size_t f = 0; f < model.folds.size(); ++f)
-    g.folds.push_back({model.folds[f].get(), &g.caches[f], static_cast<int>(f)});
+// Graph `index` of the farm, with a fresh copy of the model (version `version`).
+absl::StatusOr<std::unique_ptr<FarmGraph>> LoadFarmGraph(const tgraph::Registry& registry, int64_t version,
+                                                         const tgraph::Collection& c, const synth::PresetSpec& preset,
+                                                         int index) {
+  auto g = std::make_unique<FarmGraph>();
+  absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModel(registry, c.name(), version);
+  if (!model.ok()) return model.status();
+  g->model = std::move(*model);
+  g->inst = synth::MakeLayoutInstance(preset, absl::GetFlag(FLAGS_seed), c, index);
+  g->hardware = std::make_unique<synth::LayoutCostModel>(g->inst.built.nodes, g->inst.config_ids);
+  g->graph = synth::ToNodeGraph(g->inst.built.nodes);
+  g->space = tgraph::LayoutSpaceOf(g->graph, g->inst.config_ids);
+  const tgraph::PrunedGraph pruned = tgraph::PruneGraph(g->graph, g->inst.config_ids);
+  g->tensors = tgraph::MakeGraphTensors(pruned.graph, pruned.config_node_index, g->model.manifest.stats);
+  g->Encode();
   return g;
 }
 
@@ -190,36 +240,38 @@ int RunFarm() {
   const std::string split = absl::GetFlag(FLAGS_split);
   if (split != "valid" && split != "test") return Fail(UsageError("--split must be valid or test"));
   if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("--registry is required"));
+  const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
   int64_t version = 0;
-  absl::StatusOr<tgraph::LoadedModel> model = tgraph::LoadModelOrLatest(
-      tgraph::Registry(absl::GetFlag(FLAGS_registry)), c->name(), absl::GetFlag(FLAGS_version), &version);
+  absl::StatusOr<tgraph::LoadedModel> model =
+      tgraph::LoadModelOrLatest(registry, c->name(), absl::GetFlag(FLAGS_version), &version);
   if (!model.ok()) return Fail(model.status());
   const synth::FamilySpec& fam = c->source == "xla" ? preset->xla : preset->nlp;
   const int first = fam.train + (split == "test" ? fam.valid : 0);
   const int count = std::min(absl::GetFlag(FLAGS_graphs), split == "test" ? fam.test : fam.valid);
   Gaps gaps;
   for (int i = 0; i < count; ++i) {
-    absl::StatusOr<FarmGraph> g = LoadFarmGraph(*model, *c, *preset, first + i);
-    if (!g.ok()) return Fail(g.status());
     for (int rep = 0; rep < std::max(1, absl::GetFlag(FLAGS_repeats)); ++rep) {
+      absl::StatusOr<std::unique_ptr<FarmGraph>> g = LoadFarmGraph(registry, version, *c, *preset, first + i);
+      if (!g.ok()) return Fail(g.status());
       tgraph::Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(i) * 131 + static_cast<uint64_t>(rep));
       std::map<std::string, Trace> traces;
-      const std::vector<int8_t> dflt(g->inst.config_ids.size() * tgraph::kConfigFeatDim, -1);
-      traces["default"] = {TrueRuntime(*g, dflt.data())};
-      traces["random"] = RandomTrace(*g, rng);
-      traces["genetic"] = GeneticTrace(*g, rng);
-      traces["tgraph"] = GuidedTrace(*g, static_cast<uint64_t>(rep), rng);
+      const std::vector<int8_t> dflt((*g)->inst.config_ids.size() * tgraph::kConfigFeatDim, -1);
+      traces["default"] = {TrueRuntime(**g, dflt.data())};
+      traces["random"] = RandomTrace(**g, rng);
+      traces["genetic"] = GeneticTrace(**g, rng);
+      traces["tgraph"] = GuidedTrace(**g, static_cast<uint64_t>(rep), rng, /*learn=*/false);
+      traces["tgraph+ft"] = GuidedTrace(**g, static_cast<uint64_t>(rep), rng, /*learn=*/true);  // last: it changes the model
       tgraph::Rng long_rng(12345 + static_cast<uint64_t>(i));
       const synth::SearchResult known =
-          synth::GeneticSearch(*g->hardware, absl::GetFlag(FLAGS_best_known_evaluations), long_rng);
-      const size_t row = g->inst.config_ids.size() * tgraph::kConfigFeatDim;
+          synth::GeneticSearch(*(*g)->hardware, absl::GetFlag(FLAGS_best_known_evaluations), long_rng);
+      const size_t row = (*g)->inst.config_ids.size() * tgraph::kConfigFeatDim;
       double best_known = traces["default"][0];
       for (int64_t k = 0; k < known.num_configs; ++k)
-        best_known = std::min(best_known, TrueRuntime(*g, known.configs.data() + k * row));
+        best_known = std::min(best_known, TrueRuntime(**g, known.configs.data() + k * row));
       for (const auto& [name, t] : traces) best_known = std::min(best_known, *std::min_element(t.begin(), t.end()));
       AddGaps(traces, best_known, &gaps);
-      std::fprintf(stderr, "graph %s (%zu configurable nodes), repeat %d done\n", g->inst.name.c_str(),
-                   g->inst.config_ids.size(), rep);
+      std::fprintf(stderr, "graph %s (%zu configurable nodes), repeat %d done\n", (*g)->inst.name.c_str(),
+                   (*g)->inst.config_ids.size(), rep);
     }
   }
   std::printf("farm: %s, %s split of preset %s seed %llu, %d graphs x %d repeats; model %s version %lld (%zu folds)\n",
