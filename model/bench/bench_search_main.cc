@@ -50,6 +50,9 @@ ABSL_FLAG(int64_t, per_round, 10, "tgraph-guided: configurations measured per ro
 ABSL_FLAG(int64_t, evaluations, 512, "tgraph-guided: model evaluations per round's search");
 ABSL_FLAG(int64_t, best_known_evaluations, 4000, "The cost model's own genetic search that sets the best known");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
+ABSL_FLAG(bool, other_hardware, false,
+          "Measure on hardware unlike the training data's: the cost model with half the memory bandwidth, twice the "
+          "matrix-unit rate and twice the copy penalty (only learning from measurements can adapt to it)");
 ABSL_FLAG(int64_t, finetune_steps, 40, "tgraph+finetune: optimisation steps per fold after each round");
 ABSL_FLAG(double, finetune_lr, 1e-4, "tgraph+finetune: AdamW learning rate (tgraph-train finetune's default)");
 
@@ -185,7 +188,13 @@ absl::StatusOr<std::unique_ptr<FarmGraph>> LoadFarmGraph(const tgraph::Registry&
   if (!model.ok()) return model.status();
   g->model = std::move(*model);
   g->inst = synth::MakeLayoutInstance(preset, absl::GetFlag(FLAGS_seed), c, index);
-  g->hardware = std::make_unique<synth::LayoutCostModel>(g->inst.built.nodes, g->inst.config_ids);
+  synth::CostConstants k;
+  if (absl::GetFlag(FLAGS_other_hardware)) {
+    k.hbm_bytes_per_ns *= 0.5;
+    k.mxu_flops_per_ns *= 2.0;
+    k.copy_penalty_per_step *= 2.0;
+  }
+  g->hardware = std::make_unique<synth::LayoutCostModel>(g->inst.built.nodes, g->inst.config_ids, k);
   g->graph = synth::ToNodeGraph(g->inst.built.nodes);
   g->space = tgraph::LayoutSpaceOf(g->graph, g->inst.config_ids);
   const tgraph::PrunedGraph pruned = tgraph::PruneGraph(g->graph, g->inst.config_ids);
@@ -274,8 +283,9 @@ int RunFarm() {
                    (*g)->inst.config_ids.size(), rep);
     }
   }
-  std::printf("farm: %s, %s split of preset %s seed %llu, %d graphs x %d repeats; model %s version %lld (%zu folds)\n",
-              c->name().c_str(), split.c_str(), preset->name.c_str(),
+  std::printf("farm (%s): %s, %s split of preset %s seed %llu, %d graphs x %d repeats; model %s version %lld (%zu folds)\n",
+              absl::GetFlag(FLAGS_other_hardware) ? "other hardware" : "the training data's hardware", c->name().c_str(),
+              split.c_str(), preset->name.c_str(),
               static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)), count, std::max(1, absl::GetFlag(FLAGS_repeats)),
               c->name().c_str(), static_cast<long long>(version), model->folds.size());
   PrintGaps(gaps);
