@@ -110,9 +110,8 @@ int main(int argc, char** argv) {
   // the server starts (loading models can take seconds) ends it cleanly, exit 0.
   std::signal(SIGTERM, OnSignal);
   std::signal(SIGINT, OnSignal);
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+  tgraph::ParseToolFlags(
       argc, argv, "Serve tgraph.v1.Ranker.\n  tgraph-server --registry REG [--address HOST:PORT]");
-  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   absl::StatusOr<tgraph::ServerOptions> options = OptionsFromFlags();
   if (!options.ok()) return tgraph::Fail(options.status());
   return tgraph::RunServer(*options, g_signal);

@@ -131,9 +131,8 @@ void RunKernelBench(int reps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+  tgraph::ParseToolFlags(
       argc, argv, "Benchmark the tiled block's fused loops.\n  tgraph-bench-kernels [--reps N]");
-  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   RunKernelBench(std::max(1, absl::GetFlag(FLAGS_reps)));
   return 0;
 }

@@ -355,8 +355,7 @@ int RunBench() {
 
 int main(int argc, char** argv) {
   tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+  tgraph::ParseToolFlags(
       argc, argv, "Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C] [--npz GRAPH.npz]");
-  if (args.size() > 1) return Fail(UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   return RunBench();
 }

@@ -296,10 +296,9 @@ int RunFarm() {
 
 int main(int argc, char** argv) {
   tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+  tgraph::ParseToolFlags(
       argc, argv,
       "A simulated autotuning farm: search strategies against the generator's cost model.\n"
       "  tgraph-bench-search --registry REG --collection layout:xla:random --preset ci --seed 0");
-  if (args.size() > 1) return Fail(UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   return RunFarm();
 }

@@ -19,11 +19,10 @@ ABSL_FLAG(bool, progress, false, "Print a line per graph (always on for --preset
 ABSL_FLAG(int, max_graphs_per_split, -1, "Cap the graphs per split (-1 = the preset's counts)");
 
 int main(int argc, char** argv) {
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+  tgraph::ParseToolFlags(
       argc, argv,
       "Generate synthetic TpuGraphs-format data.\n"
       "  tgraph-synth --out DIR --preset tiny|ci|full --seed N [--collections layout:xla:random,...]");
-  if (args.size() > 1) return tgraph::Fail(tgraph::UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   tgraph::synth::GenerateOptions o;
   o.out = absl::GetFlag(FLAGS_out);
   o.preset = absl::GetFlag(FLAGS_preset);

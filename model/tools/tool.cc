@@ -65,6 +65,11 @@ static bool OwnValueFlag(absl::string_view name) {
   return flag != nullptr && !flag->IsOfType<bool>();
 }
 
+void ParseToolFlags(int argc, char** argv, const char* usage) {
+  const std::vector<char*> args = ParseToolCommandLine(argc, argv, usage);
+  if (args.size() > 1) std::exit(Fail(UsageError(absl::StrCat("unexpected argument '", args[1], "'"))));
+}
+
 const std::string& ToolName() { return MutableToolName(); }
 
 std::string VersionLine() { return absl::StrCat(ToolName(), " ", BuildVersion(), " (commit ", BuildCommit(), ")"); }

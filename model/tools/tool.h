@@ -22,6 +22,10 @@ inline constexpr int kExitUsage = 2;
 // the positional arguments, argv[0] first. `usage` is the tool's synopsis.
 std::vector<char*> ParseToolCommandLine(int argc, char** argv, const char* usage);
 
+// ParseToolCommandLine for a tool that takes no positional argument: one is a usage
+// error (the tool exits 2, naming it).
+void ParseToolFlags(int argc, char** argv, const char* usage);
+
 // The name the tool was started as ("tgraph-client"), for messages.
 const std::string& ToolName();
 

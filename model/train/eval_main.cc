@@ -157,10 +157,9 @@ int Evaluate() {
 
 int main(int argc, char** argv) {
   tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
-  const std::vector<char*> args = tgraph::ParseToolCommandLine(
+  tgraph::ParseToolFlags(
       argc, argv,
       "Evaluate a model on a split.\n"
       "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)");
-  if (args.size() > 1) return Fail(UsageError(absl::StrCat("unexpected argument '", args[1], "'")));
   return Evaluate();
 }
