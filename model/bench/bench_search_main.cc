@@ -9,8 +9,9 @@
 //
 // Strategies: the compiler default; random rows of the layout space; the genetic search
 // that made the dataset's default collections (model/synth/search.h); tgraph-guided search
-// with a frozen model (SearchLayouts, model/nn/layout_search.h: rounds of --per_round
-// proposals, the measured rows excluded and the fastest measured the start), and the same
+// with a frozen model (the compiler default measured first, then SearchLayouts,
+// model/nn/layout_search.h: rounds of --per_round proposals, the measured rows excluded
+// and the fastest measured the start), and the same
 // with the model fine-tuned on the measurements after each round (the learning loop of
 // ReportMeasurements and tgraph-train finetune, in process).
 #include <torch/torch.h>
@@ -151,6 +152,13 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
   std::vector<int64_t> runtimes;
   std::vector<std::pair<int64_t, size_t>> by_runtime;  // measured runtime, row index
   const size_t row = g.inst.config_ids.size() * tgraph::kConfigFeatDim;
+  // The compiler's default is measured first, as XLA's autotuner and the genetic search
+  // do: the start of the first round.
+  const std::vector<int8_t> dflt(row, -1);
+  t.push_back(TrueRuntime(g, dflt.data()));
+  runtimes.push_back(synth::Measure(t.back(), rng));
+  by_runtime.emplace_back(runtimes.back(), 0);
+  measured = dflt;
   for (int round = 0; static_cast<int64_t>(t.size()) < kMaxBudget; ++round) {
     std::sort(by_runtime.begin(), by_runtime.end());
     std::vector<int8_t> start;
