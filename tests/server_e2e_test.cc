@@ -195,6 +195,12 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
   ServerProcess server(w.registry, w.dir.path());
   CATCH_REQUIRE(server.port > 0);
   CATCH_CHECK_THAT(server.Log(), Catch::Contains("OMP_WAIT_POLICY=PASSIVE"));
+  {  // re-executed under its own name, which ps, top and pkill show (not "exe")
+    std::ifstream comm("/proc/" + std::to_string(server.pid) + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    CATCH_CHECK(name == "tgraph-server");
+  }
   // No model yet: NOT_SERVING; then a model is published and picked up.
   CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   CATCH_CHECK(HealthStatus(server.port, "") == grpc::health::v1::HealthCheckResponse::NOT_SERVING);

@@ -114,6 +114,14 @@ inline int64_t AvailableMemoryBytes() {
 inline void ReexecWithPassiveOpenMpWait(char** argv) {
   if (std::getenv("OMP_WAIT_POLICY") != nullptr) return;
   if (setenv("OMP_WAIT_POLICY", "PASSIVE", 1) != 0) return;
+  // The binary's real path, not /proc/self/exe: the kernel names a process after the
+  // file it executes, and "exe" would hide the tool from ps, top and pkill.
+  char path[4096];
+  const ssize_t len = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  if (len > 0) {
+    path[len] = '\0';
+    execv(path, argv);
+  }
   execv("/proc/self/exe", argv);
   // exec failed (no /proc?): carry on with the spinning default.
 }
