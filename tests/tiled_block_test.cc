@@ -99,17 +99,59 @@ CATCH_TEST_CASE("tiled block: instance-norm statistics equal float64 ones, tile 
   // configurable nodes' own rows, and the same statistics.
   const torch::Tensor node_in = torch::randn({9, 8}) + 2;
   const torch::Tensor config_nodes = torch::tensor({0, 4, 7}, torch::kInt64);
-  const torch::Tensor config_rows = torch::randn({3, 5, 8});
+  // Configurable node j's row for configuration r is rows[index[j, r]]: shared rows too.
+  ConfigNodeRows config;
+  config.rows = torch::randn({6, 8});
+  config.index = torch::tensor({0, 1, 0, 0, 2, 3, 3, 3, 3, 3, 4, 5, 4, 5, 4}, torch::kInt64).view({3, 5});
+  const torch::Tensor config_rows = config.rows.index_select(0, config.index.view({-1})).view({3, 5, 8});
   const torch::Tensor want =
       node_in.unsqueeze(1).expand({9, 5, 8}).index_copy(0, config_nodes, config_rows).contiguous();
   for (int64_t tile_rows : {1, 10, 100000}) {
     NodeStats s;
-    const torch::Tensor built = BuildBlockInput(node_in, config_nodes, config_rows, &s, tile_rows);
+    const torch::Tensor built = BuildBlockInput(node_in, config_nodes, config, &s, tile_rows);
     CATCH_CHECK(torch::equal(built, want));
     const NodeStats ref = ComputeNodeStats(want, 100000);
     CATCH_CHECK(torch::allclose(s.mean, ref.mean, 1e-12, 1e-12));
     CATCH_CHECK(torch::allclose(s.var, ref.var, 1e-9, 1e-12));
   }
+}
+
+CATCH_TEST_CASE("the configurable nodes' inputs are computed once per distinct layout of a node", "[tiled]") {
+  torch::manual_seed(8);
+  const int64_t c = 6, nc = 3, slots = 4, values = 3, h = 16;
+  const torch::Tensor base = torch::randn({nc, h}), table = torch::randn({slots, values, h});
+  const torch::Tensor w = torch::randn({h, h}) * 0.3, b = torch::randn({h});
+  // Node 0: every configuration alike. Node 1: two layouts (configurations 0, 2, 4 and
+  // 1, 3, 5). Node 2: all six distinct. So 1 + 2 + 6 rows.
+  torch::Tensor layout = torch::zeros({c, nc, slots}, torch::kInt64);
+  for (int64_t r = 0; r < c; ++r) {
+    layout[r][1][3] = r % 2 == 0 ? 2 : 1;
+    layout[r][2][0] = r % 3;
+    layout[r][2][1] = r / 3;
+  }
+  const ConfigNodeRows got = ConfigNodeInput(base, table, layout, w, b);
+  CATCH_CHECK(got.rows.size(0) == 9);
+  CATCH_CHECK(got.index.size(0) == nc);
+  CATCH_CHECK(got.index.size(1) == c);
+  // Each (node, configuration) against the formula written out: GELU(in2(GELU(base +
+  // the slots' table rows))).
+  for (int64_t j = 0; j < nc; ++j)
+    for (int64_t r = 0; r < c; ++r) {
+      CATCH_INFO("node " << j << ", configuration " << r);
+      torch::Tensor pre = base[j].clone();
+      for (int64_t s = 0; s < slots; ++s) pre += table[s][layout[r][j][s].item<int64_t>()];
+      const torch::Tensor want = torch::gelu(torch::gelu(pre).matmul(w.t()) + b);
+      const int64_t row = got.index[j][r].item<int64_t>();
+      CATCH_CHECK(torch::allclose(got.rows[row], want, 1e-5, 1e-5));
+    }
+  // Configurations with the same layout of a node share its row; others do not.
+  CATCH_CHECK(got.index[1][0].item<int64_t>() == got.index[1][4].item<int64_t>());
+  CATCH_CHECK(got.index[1][0].item<int64_t>() != got.index[1][1].item<int64_t>());
+  CATCH_CHECK(std::get<0>(at::_unique(got.index[2])).numel() == 6);
+  // An index outside the table is an error, not a read out of bounds.
+  layout[5][2][3] = values;
+  CATCH_CHECK_THROWS_WITH(ConfigNodeInput(base, table, layout, w, b),
+                          Catch::Contains("layout configuration index outside [0, 3)"));
 }
 
 CATCH_TEST_CASE("tiled kernels: the squeeze-excitation equals two linear layers with a ReLU", "[tiled]") {

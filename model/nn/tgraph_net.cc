@@ -332,14 +332,14 @@ class TGraphNet : public RankingNet {
     return stats.mean.to(torch::kFloat32);
   }
 
-  // The configurable nodes' f_in for inference, [nc, C, H], from layout [C, nc, 18]
+  // The configurable nodes' f_in for inference (ConfigNodeRows), from layout [C, nc, 18]
   // indices and config_h0 [nc, H]. in_config is linear in the 18 slots' embeddings, so
   // in_config(embed(v)) - k = sum over slots s of W_s (E[v_s] - E[0]), W_s the slot's
   // columns of in_config and E the layout embedding: a sum of 18 rows of a [18, 7, H]
   // table instead of a [18 x emb] x [H] matmul per row. in2 stays fp32 in every
   // precision: in bf16 it saved a few percent of a request and lowered agreement with
   // fp32 on the trained test model.
-  Tensor InferenceConfigInput(const Tensor& layout, const Tensor& config_h0) {
+  ConfigNodeRows InferenceConfigInput(const Tensor& layout, const Tensor& config_h0) {
     const int64_t h = spec_.hidden, e = spec_.layout_embedding;
     const Tensor& emb = layout_embed_->weight;  // [7, e]
     const Tensor table = torch::einsum("ve,hse->svh", {emb - emb.narrow(0, 0, 1),

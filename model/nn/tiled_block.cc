@@ -7,7 +7,6 @@
 #include <torch/torch.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <optional>
 #include <vector>
@@ -179,63 +178,106 @@ NodeStats ComputeNodeStats(const Tensor& x, int64_t tile_rows) {
   return acc.Finish(c, h);
 }
 
-Tensor BuildBlockInput(const Tensor& node_in, const Tensor& config_nodes, const Tensor& config_rows,
+Tensor BuildBlockInput(const Tensor& node_in, const Tensor& config_nodes, const ConfigNodeRows& config,
                        NodeStats* stats, int64_t tile_rows) {
   RECORD_FUNCTION("tgraph::BlockInput", std::vector<c10::IValue>());
-  const int64_t n = node_in.size(0), h = node_in.size(1), c = config_rows.size(1);
-  TORCH_CHECK(node_in.is_contiguous() && config_rows.is_contiguous() && config_rows.size(2) == h &&
-              config_rows.size(0) == config_nodes.numel());
-  std::vector<int64_t> row_of(static_cast<size_t>(n), -1);  // node -> its row in config_rows, or -1
+  const int64_t n = node_in.size(0), h = node_in.size(1), nc = config_nodes.numel();
+  const int64_t c = config.index.size(1);
+  TORCH_CHECK(node_in.is_contiguous() && config.rows.is_contiguous() && config.rows.size(1) == h &&
+              config.index.is_contiguous() && config.index.size(0) == nc &&
+              config.index.scalar_type() == torch::kInt64);
+  std::vector<int64_t> row_of(static_cast<size_t>(n), -1);  // node -> its configurable index, or -1
   const int64_t* cn = config_nodes.data_ptr<int64_t>();
-  for (int64_t j = 0; j < config_nodes.numel(); ++j) row_of[static_cast<size_t>(cn[j])] = j;
+  for (int64_t j = 0; j < nc; ++j) row_of[static_cast<size_t>(cn[j])] = j;
   Tensor x = torch::empty({n, c, h}, node_in.options());
   float* xp = x.data_ptr<float>();
   const float* in = node_in.data_ptr<float>();
-  const float* cr = config_rows.data_ptr<float>();
+  const float* cr = config.rows.data_ptr<float>();
+  const int64_t* index = config.index.data_ptr<int64_t>();
+  // Node i's row for configuration r.
+  auto source = [&](int64_t i, int64_t r) { return row_of[i] >= 0 ? cr + index[row_of[i] * c + r] * h : in + i * h; };
   // Shifted by node 0's rows (ComputeNodeStats's shift), known before any tile is written.
   std::vector<float> shift(static_cast<size_t>(c * h));
-  const float* first_rows = row_of[0] >= 0 ? cr + row_of[0] * c * h : nullptr;
-  for (int64_t r = 0; r < c; ++r)
-    std::copy_n(first_rows ? first_rows + r * h : in, h, shift.begin() + r * h);
+  for (int64_t r = 0; r < c; ++r) std::copy_n(source(0, r), h, shift.begin() + r * h);
   StatsAccumulator acc(shift.data(), c * h);
   ForEachTile(n, NodesPerTile(c, tile_rows), stats ? &acc : nullptr,
               [&](int64_t first, int64_t count, StatsAccumulator* s) {
-                for (int64_t i = first; i < first + count; ++i) {
-                  float* rows = xp + i * c * h;
-                  if (row_of[i] >= 0) {
-                    std::copy_n(cr + row_of[i] * c * h, c * h, rows);
-                  } else {
-                    for (int64_t r = 0; r < c; ++r) std::copy_n(in + i * h, h, rows + r * h);
-                  }
-                }
+                for (int64_t i = first; i < first + count; ++i)
+                  for (int64_t r = 0; r < c; ++r) std::copy_n(source(i, r), h, xp + (i * c + r) * h);
                 if (s) s->AddRows(xp + first * c * h, count);
               });
   if (stats) *stats = acc.Finish(c, h);
   return x;
 }
 
-Tensor ConfigNodeInput(const Tensor& base, const Tensor& table, const Tensor& layout, const Tensor& in2_weight,
-                       const Tensor& in2_bias) {
+namespace {
+
+// The distinct layouts of each configurable node in layout [C, nc, slots]: fills
+// local[j * C + r] with the index of configuration r's layout among node j's distinct
+// ones (numbered in lexicographic order), first[j * C + k] with the first configuration
+// holding the k-th, and count[j] with their number, for nodes [j0, j1).
+void DistinctNodeLayouts(const int64_t* layout, int64_t c, int64_t nc, int64_t slots, int64_t j0, int64_t j1,
+                         int64_t* local, int64_t* first, int64_t* count) {
+  std::vector<int64_t> order(static_cast<size_t>(c));
+  for (int64_t j = j0; j < j1; ++j) {
+    auto row = [&](int64_t r) { return layout + (r * nc + j) * slots; };
+    auto less = [&](int64_t a, int64_t b) { return std::lexicographical_compare(row(a), row(a) + slots, row(b), row(b) + slots); };
+    for (int64_t r = 0; r < c; ++r) order[r] = r;
+    std::stable_sort(order.begin(), order.end(), less);
+    int64_t k = -1;
+    for (int64_t q = 0; q < c; ++q) {
+      const int64_t r = order[q];
+      if (q == 0 || less(order[q - 1], r)) first[j * c + ++k] = r;
+      local[j * c + r] = k;
+    }
+    count[j] = k + 1;
+  }
+}
+
+}  // namespace
+
+ConfigNodeRows ConfigNodeInput(const Tensor& base, const Tensor& table, const Tensor& layout, const Tensor& in2_weight,
+                               const Tensor& in2_bias) {
   RECORD_FUNCTION("tgraph::ConfigNodeInput", std::vector<c10::IValue>());
   const int64_t c = layout.size(0), nc = layout.size(1), slots = layout.size(2);
   const int64_t values = table.size(1), h = table.size(2);
   TORCH_CHECK(base.is_contiguous() && table.is_contiguous() && layout.is_contiguous() && base.size(0) == nc &&
               base.size(1) == h && table.size(0) == slots && layout.scalar_type() == torch::kInt64);
-  Tensor g1 = torch::empty({nc * c, h}, base.options());
-  std::atomic<bool> ok{true};
-  at::parallel_for(0, nc, std::max<int64_t>(1, 256 / std::max<int64_t>(c, 1)), [&](int64_t j0, int64_t j1) {
-    if (!kernels::ConfigInputGelu(base.data_ptr<float>(), table.data_ptr<float>(), layout.data_ptr<int64_t>(), nc, c,
-                                  slots, values, h, j0, j1, g1.data_ptr<float>() + j0 * c * h))
-      ok = false;
+  const int64_t* lp = layout.data_ptr<int64_t>();
+  const int64_t bad = std::count_if(lp, lp + layout.numel(), [&](int64_t v) { return v < 0 || v >= values; });
+  TORCH_CHECK(bad == 0, "layout configuration index outside [0, ", values, ")");
+  ConfigNodeRows out;
+  out.index = torch::empty({nc, c}, torch::kInt64);
+  int64_t* index = out.index.data_ptr<int64_t>();
+  std::vector<int64_t> first(static_cast<size_t>(nc * c)), count(static_cast<size_t>(nc));
+  const int64_t grain = std::max<int64_t>(1, 256 / std::max<int64_t>(c, 1));
+  at::parallel_for(0, nc, grain, [&](int64_t j0, int64_t j1) {
+    DistinctNodeLayouts(lp, c, nc, slots, j0, j1, index, first.data(), count.data());
   });
-  TORCH_CHECK(ok.load(), "layout configuration index outside [0, ", values, ")");
-  Tensor y = torch::addmm(in2_bias, g1, in2_weight.t());
-  g1 = Tensor();
-  float* yp = y.data_ptr<float>();
-  at::parallel_for(0, y.numel(), 1 << 16, [&](int64_t begin, int64_t end) {  // in place: one buffer fewer
+  // Node j's distinct rows start at offset[j]; (node, config) of every distinct row.
+  std::vector<int64_t> offset(static_cast<size_t>(nc)), node, config;
+  for (int64_t j = 0, total = 0; j < nc; ++j) {
+    offset[j] = total;
+    for (int64_t k = 0; k < count[j]; ++k) {
+      node.push_back(j);
+      config.push_back(first[j * c + k]);
+    }
+    total += count[j];
+  }
+  for (int64_t j = 0; j < nc; ++j)
+    for (int64_t r = 0; r < c; ++r) index[j * c + r] += offset[j];
+  const int64_t u = static_cast<int64_t>(node.size());
+  Tensor g1 = torch::empty({u, h}, base.options());
+  at::parallel_for(0, u, 16, [&](int64_t u0, int64_t u1) {
+    kernels::ConfigInputGelu(base.data_ptr<float>(), table.data_ptr<float>(), lp, nc, slots, values, h,
+                             node.data() + u0, config.data() + u0, u1 - u0, g1.data_ptr<float>() + u0 * h);
+  });
+  out.rows = torch::addmm(in2_bias, g1, in2_weight.t());
+  float* yp = out.rows.data_ptr<float>();
+  at::parallel_for(0, out.rows.numel(), 1 << 16, [&](int64_t begin, int64_t end) {  // in place
     kernels::Gelu(yp + begin, yp + begin, end - begin);
   });
-  return y.view({nc, c, h});
+  return out;
 }
 
 Tensor InferenceGelu(const Tensor& x) {

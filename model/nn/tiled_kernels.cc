@@ -122,27 +122,21 @@ TGRAPH_INLINE void SageRowsImpl(float* out, const T* p, int64_t ld, int64_t half
 }
 
 template <typename T>
-TGRAPH_INLINE bool ConfigInputGeluImpl(const float* base, const float* table, const int64_t* layout, int64_t nc,
-                                       int64_t c, int64_t slots, int64_t values, int64_t h, int64_t j0, int64_t j1,
-                                       T* out) {
+TGRAPH_INLINE void ConfigInputGeluImpl(const float* base, const float* table, const int64_t* layout, int64_t nc,
+                                       int64_t slots, int64_t values, int64_t h, const int64_t* node,
+                                       const int64_t* config, int64_t count, T* out) {
   std::vector<float> acc(static_cast<size_t>(h));
-  bool ok = true;
-  for (int64_t j = j0; j < j1; ++j)
-    for (int64_t r = 0; r < c; ++r) {
-      const int64_t* v = layout + (r * nc + j) * slots;
-      std::copy_n(base + j * h, h, acc.data());
-      for (int64_t s = 0; s < slots; ++s) {
-        if (v[s] < 0 || v[s] >= values) {
-          ok = false;
-          continue;
-        }
-        const float* row = table + (s * values + v[s]) * h;
-        for (int64_t k = 0; k < h; ++k) acc[k] += row[k];
-      }
-      T* o = out + ((j - j0) * c + r) * h;
-      for (int64_t k = 0; k < h; ++k) Store(o, k, GeluInline(acc[k]));
+  for (int64_t u = 0; u < count; ++u) {
+    const int64_t j = node[u];
+    const int64_t* v = layout + (config[u] * nc + j) * slots;
+    std::copy_n(base + j * h, h, acc.data());
+    for (int64_t s = 0; s < slots; ++s) {
+      const float* row = table + (s * values + v[s]) * h;
+      for (int64_t k = 0; k < h; ++k) acc[k] += row[k];
     }
-  return ok;
+    T* o = out + u * h;
+    for (int64_t k = 0; k < h; ++k) Store(o, k, GeluInline(acc[k]));
+  }
 }
 
 // SqueezeExcite with its sizes fixed at compile time (kHalf, kQ > 0) or not (0).
@@ -193,10 +187,10 @@ TGRAPH_CLONES void SqueezeExciteGeneric(const float* s, int64_t rows, int64_t ha
 
 }  // namespace
 
-TGRAPH_CLONES bool ConfigInputGelu(const float* base, const float* table, const int64_t* layout, int64_t nc,
-                                   int64_t c, int64_t slots, int64_t values, int64_t h, int64_t j0, int64_t j1,
-                                   float* out) {
-  return ConfigInputGeluImpl(base, table, layout, nc, c, slots, values, h, j0, j1, out);
+TGRAPH_CLONES void ConfigInputGelu(const float* base, const float* table, const int64_t* layout, int64_t nc,
+                                   int64_t slots, int64_t values, int64_t h, const int64_t* node, const int64_t* config,
+                                   int64_t count, float* out) {
+  ConfigInputGeluImpl(base, table, layout, nc, slots, values, h, node, config, count, out);
 }
 
 TGRAPH_CLONES void NormalizeRows(const float* x, int64_t nodes, int64_t c, int64_t h, const float* scale,

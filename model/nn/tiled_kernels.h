@@ -79,13 +79,12 @@ struct CrossRowsMode {
 void CombineNodes(float* x, float* s, const float* gate_logits, int64_t nodes, int64_t c, int64_t half, bool cross,
                   bool standardized, float eps, float inv_temperature, float* scratch, const CrossRowsMode& mode);
 
-// The configurable nodes' first f_in layer and GELU, as table lookups: for node j in
-// [j0, j1) and configuration r in [0, c), output row (j - j0) * c + r is
-// GELU(base[j] + sum over slots s of table[s * values + layout[(r * nc + j) * slots + s]])
-// (rows of h). Returns false, writing garbage rows, when a layout index is outside
-// [0, values) (none is read then).
-bool ConfigInputGelu(const float* base, const float* table, const int64_t* layout, int64_t nc, int64_t c,
-                     int64_t slots, int64_t values, int64_t h, int64_t j0, int64_t j1, float* out);
+// The configurable nodes' first f_in layer and GELU, as table lookups: output row u in
+// [0, count) is GELU(base[j] + sum over slots s of table[s * values + layout[(r * nc + j) * slots + s]])
+// (rows of h) for node j = node[u] and configuration r = config[u]. Every layout index
+// must lie in [0, values) (the caller checks).
+void ConfigInputGelu(const float* base, const float* table, const int64_t* layout, int64_t nc, int64_t slots,
+                     int64_t values, int64_t h, const int64_t* node, const int64_t* config, int64_t count, float* out);
 // y = GELU(x) for n floats (x == y allowed).
 void Gelu(const float* x, float* y, int64_t n);
 
