@@ -182,13 +182,17 @@ absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredenti
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
   builder.AddListeningPort(o_.address, credentials, &port_);
+  // gRPC sets SO_REUSEPORT by default, so a second server on a taken port would start and
+  // silently share its connections with the first (replicas of different versions
+  // answering alternate requests). A taken port is an error.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
   if (!server_ || port_ == 0)
     return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", o_.address,
+        "cannot listen on ", o_.address, " (is another process listening there?)",
         o_.tls.enabled() ? " (with TLS: are --tls_cert and --tls_key a matching pair?)" : ""));
   return absl::OkStatus();
 }

@@ -100,6 +100,19 @@ struct ServerProcess {
     pid = -1;
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
+  // For a server expected to refuse to start: its exit status once it exits within
+  // `seconds`, else -1 (it is still running, and the destructor kills it).
+  int ExitStatus(int seconds = 30) {
+    for (int i = 0; i < seconds * 20 && pid > 0; ++i) {
+      int status = 0;
+      if (waitpid(pid, &status, WNOHANG) == pid) {
+        pid = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+      }
+      std::this_thread::sleep_for(50ms);
+    }
+    return -1;
+  }
   ~ServerProcess() {
     if (pid > 0) {
       kill(pid, SIGKILL);
@@ -200,6 +213,16 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
     std::string name;
     std::getline(comm, name);
     CATCH_CHECK(name == "tgraph-server");
+  }
+  {  // A second server on the same port refuses to start (no silent SO_REUSEPORT sharing).
+    const std::string dir = w.dir.path() + "/second";
+    std::filesystem::create_directories(dir);
+    const std::string address = "127.0.0.1:" + std::to_string(server.port);
+    ServerProcess second(w.registry, dir, {"--address", address}, 0, /*wait_for_port=*/false);
+    const int status = second.ExitStatus();
+    CATCH_INFO(second.Log());
+    CATCH_CHECK(status > 0);
+    CATCH_CHECK_THAT(second.Log(), Catch::Contains("cannot listen on " + address));
   }
   // No model yet: NOT_SERVING; then a model is published and picked up.
   CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
@@ -1342,12 +1365,9 @@ CATCH_TEST_CASE("server: TLS and mutual TLS with generated certificates, rotatio
     const std::string dir = w.dir.path() + "/bad" + std::to_string(i);
     std::filesystem::create_directories(dir);
     ServerProcess refused(w.registry, dir, bad[i].first, 0, /*wait_for_port=*/false);
-    int status = 0;
-    waitpid(refused.pid, &status, 0);
-    refused.pid = -1;
+    const int status = refused.ExitStatus();
     CATCH_INFO(refused.Log());
-    CATCH_CHECK(WIFEXITED(status));
-    CATCH_CHECK(WEXITSTATUS(status) == 2);
+    CATCH_CHECK(status == 2);
     CATCH_CHECK_THAT(refused.Log(), Catch::Contains(bad[i].second));
   }
 }
