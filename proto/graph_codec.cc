@@ -55,6 +55,7 @@ absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_n
   w.node_config_ids = std::move(m->default_config_nodes);
   w.sources = std::move(m->nodes);
   w.warnings = std::move(m->warnings);
+  w.first_operands = std::move(m->first_operands);
   return w;
 }
 

@@ -22,6 +22,7 @@ struct WireGraph {
   std::string module_name;
   std::vector<hlo::NodeSource> sources;
   std::vector<std::string> warnings;
+  FirstOperands first_operands;  // HLO modules: per node, operands 0 and 1 in order; empty for arrays
 };
 
 // INVALID_ARGUMENT naming the field ("graph.node_feat: ...") for any size, range or

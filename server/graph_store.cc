@@ -15,9 +15,17 @@ int64_t StoredGraph::bytes() const {
 absl::StatusOr<StoredGraphResult> GraphStore::Register(WireGraph g) {
   StoredGraphResult r;
   r.graph_hash = GraphContentHash(g.graph, g.node_config_ids);
+  const bool exact = !g.first_operands.empty();
   if (std::shared_ptr<const StoredGraph> known = graphs_.Get(r.graph_hash)) {
-    r.graph = std::move(known);
     r.already_registered = true;
+    if (exact && !known->exact_operand_ranks && !g.node_config_ids.empty()) {  // refine the space (header)
+      auto refined = std::make_shared<StoredGraph>(*known);
+      refined->space = LayoutSpaceOf(g.graph, g.node_config_ids, &g.first_operands);
+      refined->exact_operand_ranks = true;
+      graphs_.Put(r.graph_hash, refined, refined->bytes());
+      known = std::move(refined);
+    }
+    r.graph = std::move(known);
     return r;
   }
   auto stored = std::make_shared<StoredGraph>();
@@ -28,7 +36,8 @@ absl::StatusOr<StoredGraphResult> GraphStore::Register(WireGraph g) {
     stored->pruned.original_ids.resize(static_cast<size_t>(stored->pruned.graph.num_nodes));
     for (size_t i = 0; i < stored->pruned.original_ids.size(); ++i) stored->pruned.original_ids[i] = static_cast<int64_t>(i);
   } else {
-    stored->space = LayoutSpaceOf(g.graph, g.node_config_ids);
+    stored->space = LayoutSpaceOf(g.graph, g.node_config_ids, exact ? &g.first_operands : nullptr);
+    stored->exact_operand_ranks = exact;
     stored->pruned = PruneGraph(g.graph, g.node_config_ids);
   }
   const int64_t bytes = stored->bytes();

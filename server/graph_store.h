@@ -22,6 +22,7 @@ namespace tgraph {
 struct StoredGraph {
   PrunedGraph pruned;
   LayoutSpace space;  // the configurable nodes' (empty for tile graphs)
+  bool exact_operand_ranks = false;  // the space came from an HLO module (layout_space.h)
   int64_t original_nodes = 0;
   int64_t num_config_nodes = 0;
   int64_t bytes() const;
@@ -38,7 +39,11 @@ class GraphStore {
   explicit GraphStore(int64_t budget_bytes) : budget_(budget_bytes), graphs_(budget_bytes) {}
 
   // Prunes and stores the graph under its content hash; a graph already stored is not
-  // pruned again. RESOURCE_EXHAUSTED when the pruned graph alone exceeds the budget.
+  // pruned again. The same graph registered as arrays and then from its HLO module (one
+  // hash: the hash covers the arrays) keeps one stored graph whose space becomes the
+  // HLO's, with exact operand ranks: that space accepts a subset of the rows the array
+  // space accepted, and every row the module's compiler could apply. RESOURCE_EXHAUSTED
+  // when the pruned graph alone exceeds the budget.
   absl::StatusOr<StoredGraphResult> Register(WireGraph graph);
 
   // The stored graph, or nullptr when unknown (never registered, or evicted).

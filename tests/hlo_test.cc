@@ -12,6 +12,7 @@
 
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
+#include "model/core/layout_space.h"
 #include "model/hlo/featurize.h"
 #include "tests/test_util.h"
 
@@ -237,6 +238,39 @@ TEST_CASE("hand-computed features of windows, convolution numbers, slices and pa
   CHECK(g->graph.edge_index == std::vector<int64_t>{2, 0, 2, 1, 3, 2, 4, 3});
   CHECK(g->default_config_nodes == std::vector<int64_t>{2});
   CHECK(g->node_splits == std::vector<int64_t>{0, 5});
+}
+
+TEST_CASE("a dot's input and kernel groups take their own operand's rank from the module", "[hlo]") {
+  // dot(rhs3, lhs2): operand 0 is rank 3, operand 1 rank 2, though the sorted edges list
+  // the rank-2 parameter (node 0) first.
+  xla::HloModuleProto m = SmallModule({{"lhs2", "parameter", {}}, {"rhs3", "parameter", {}}, {"d", "dot", {2, 1}}});
+  xla::HloComputationProto* c = m.mutable_computations(0);
+  c->mutable_instructions(1)->set_parameter_number(1);
+  c->mutable_instructions(1)->mutable_shape()->add_dimensions(4);  // f32[8, 16, 4]
+  auto g = FeaturizeModule(m, "m.pb");
+  REQUIRE(g.ok());
+  CHECK(g->first_operands == FirstOperands{{-1, -1}, {-1, -1}, {1, 0}});
+  CHECK(g->graph.edge_index == std::vector<int64_t>{2, 0, 2, 1});
+  const LayoutSpace exact = LayoutSpaceOf(g->graph, {2}, &g->first_operands);
+  REQUIRE(exact.nodes.size() == 1u);
+  CHECK(exact.nodes[0].groups[0].rank == 2);
+  CHECK(exact.nodes[0].groups[1].rank == 3);
+  CHECK(exact.nodes[0].groups[2].rank == 2);
+  CHECK(exact.nodes[0].groups[1].candidates.size() == 7u);  // the default + 6 ordered pairs of 3 dims
+  CHECK(exact.nodes[0].groups[2].candidates.size() == 3u);  // the default, [0, 1], [1, 0]
+  // From the arrays alone (no operand order): both groups accept rank 3 and propose for
+  // rank 2, a superset of the exact space's rows.
+  const LayoutSpace arrays = LayoutSpaceOf(g->graph, {2});
+  CHECK(arrays.nodes[0].groups[1].rank == 3);
+  CHECK(arrays.nodes[0].groups[2].rank == 3);
+  CHECK(arrays.nodes[0].groups[1].candidates.size() == 3u);
+  // A kernel layout naming dimension 2 is legal for the arrays' space, not the module's.
+  std::vector<int8_t> row(18, -1);
+  row[12] = 2;
+  row[13] = 0;
+  CHECK(FirstIllegalLayoutRow(arrays, row.data(), 1).empty());
+  CHECK_THAT(FirstIllegalLayoutRow(exact, row.data(), 1),
+             Catch::Contains("kernel group [2, 0, -1, -1, -1, -1]: dimension 2 is not a dimension of the rank-2 tensor"));
 }
 
 TEST_CASE("computations: callees first, call edges to the callee's root, splits after while/cond/cluster", "[hlo]") {

@@ -19,6 +19,7 @@
 #include "model/nn/scoring.h"
 #include "model/synth/generator.h"
 #include "model/train/train_data.h"
+#include "server/graph_store.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
 #include "tests/model_fixtures.h"
@@ -238,6 +239,39 @@ CATCH_TEST_CASE("model manager: corrupt newest versions leave it on the newest g
   CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == good3);
   CATCH_CHECK(mm.Get("layout:xla:random", good2).ok());
   CATCH_CHECK(mm.Get("layout:xla:random", good1).status().code() == absl::StatusCode::kNotFound);
+}
+
+CATCH_TEST_CASE("graph store: an HLO registration gives a graph first registered as arrays its exact operand ranks", "[server]") {
+  // Node 2, a dot, consumes node 1 (rank 3) as operand 0 and node 0 (rank 2) as operand 1.
+  NodeGraph graph;
+  graph.num_nodes = 3;
+  graph.node_feat.assign(3 * kNodeFeatDim, 0.0f);
+  graph.node_opcode = {op::kParameter, op::kParameter, op::kDot};
+  const std::vector<std::vector<float>> shapes = {{8, 16}, {8, 16, 4}, {8, 16, 4}};
+  for (int64_t n = 0; n < 3; ++n)
+    for (size_t d = 0; d < shapes[n].size(); ++d) graph.node_feat[n * kNodeFeatDim + kShapeDimsBegin + d] = shapes[n][d];
+  graph.edge_index = {2, 0, 2, 1};
+  GraphStore store(1 << 20);
+  auto arrays = store.Register(WireOf(graph, {2}));
+  CATCH_REQUIRE(arrays.ok());
+  CATCH_CHECK_FALSE(arrays->graph->exact_operand_ranks);
+  CATCH_CHECK(arrays->graph->space.nodes[0].groups[1].rank == 3);
+  CATCH_CHECK(arrays->graph->space.nodes[0].groups[2].rank == 3);
+  WireGraph hlo = WireOf(graph, {2});
+  hlo.first_operands = {{-1, -1}, {-1, -1}, {1, 0}};
+  auto refined = store.Register(hlo);
+  CATCH_REQUIRE(refined.ok());
+  CATCH_CHECK(refined->already_registered);
+  CATCH_CHECK(refined->graph_hash == arrays->graph_hash);
+  CATCH_CHECK(refined->graph->exact_operand_ranks);
+  CATCH_CHECK(refined->graph->space.nodes[0].groups[1].rank == 3);
+  CATCH_CHECK(refined->graph->space.nodes[0].groups[2].rank == 2);
+  CATCH_CHECK(store.Get(arrays->graph_hash)->exact_operand_ranks);  // what later requests see
+  // The arrays again do not undo it.
+  auto again = store.Register(WireOf(graph, {2}));
+  CATCH_REQUIRE(again.ok());
+  CATCH_CHECK(again->graph->exact_operand_ranks);
+  CATCH_CHECK(arrays->graph->space.nodes[0].groups[2].rank == 3);  // a request holding the old one keeps it
 }
 
 CATCH_TEST_CASE("ranker scores exactly as the evaluator does, and caches per-graph work", "[server]") {

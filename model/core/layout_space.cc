@@ -105,7 +105,9 @@ const char* LayoutGroupName(int group) {
   return group >= 0 && group < kConfigGroups ? kNames[group] : "?";
 }
 
-LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& config_ids) {
+LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& config_ids,
+                          const FirstOperands* first_operands) {
+  const bool exact = first_operands != nullptr && static_cast<int64_t>(first_operands->size()) == graph.num_nodes;
   // Each node's operands, from the edges (u consumes v).
   std::vector<std::vector<int64_t>> operands(static_cast<size_t>(graph.num_nodes));
   for (int64_t e = 0; e < graph.num_edges(); ++e) {
@@ -131,8 +133,15 @@ LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& co
         std::array<int, 2>{dim(kConvInputBatch), dim(kConvInputFeature)},
         std::array<int, 2>{dim(kConvKernelInputFeature), dim(kConvKernelOutputFeature)}};
     const int out_rank = NodeRank(f);
-    const int bound[kConfigGroups] = {out_rank, hi, two ? hi : 0};
-    const int propose[kConfigGroups] = {out_rank, lo, two ? lo : 0};
+    int bound[kConfigGroups] = {out_rank, hi, two ? hi : 0};
+    int propose[kConfigGroups] = {out_rank, lo, two ? lo : 0};
+    if (exact) {  // operand k's own rank for group k + 1
+      for (int k = 0; k < 2; ++k) {
+        const int64_t o = (*first_operands)[static_cast<size_t>(n)][static_cast<size_t>(k)];
+        const int r = (k == 1 && !two) || o < 0 || o >= graph.num_nodes ? 0 : NodeRank(graph.feat(o));
+        bound[k + 1] = propose[k + 1] = r;
+      }
+    }
     for (int g = 0; g < kConfigGroups; ++g) {
       ns.groups[g].rank = bound[g];
       ns.groups[g].candidates = Candidates(ns.opcode, propose[g], conv[g]);

@@ -9,10 +9,12 @@
 // node has no such tensor (a reshape's kernel, a scalar) must stay all -1.
 //
 // Ranks come from the graph as registered: the node's own rank (node_feat's non-zero
-// shape dimensions) for the output group, its operands' (graph edges) for the input and
-// kernel groups. Edges do not keep operand order, so when a node's operands differ in
-// rank the input and kernel groups accept the larger and propose layouts valid for the
-// smaller.
+// shape dimensions) for the output group, its operands' for the input and kernel groups
+// (operand 0 and operand 1). Graphs from an HLO module know their operands' order
+// (FirstOperands), and each group gets its own operand's rank. Graphs registered as
+// arrays have only edges, which do not keep operand order, so when a node's operands
+// differ in rank the input and kernel groups accept the larger and propose layouts valid
+// for the smaller: such a space accepts every row the exact one does.
 //
 // The candidates follow what the real files' autotuner tries (and the generator's
 // LayoutCandidates, model/synth/cost_model.cc): the default first; convolutions choose
@@ -48,8 +50,13 @@ struct LayoutSpace {
   std::vector<NodeSpace> nodes;  // configuration-row order
 };
 
-// The space of `graph`'s configurable nodes `config_ids` (as registered, before pruning).
-LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& config_ids);
+// Per node of a graph: the nodes of its operands 0 and 1, in operand order (-1: none).
+using FirstOperands = std::vector<std::array<int64_t, 2>>;
+
+// The space of `graph`'s configurable nodes `config_ids` (as registered, before pruning),
+// with exact operand ranks when `first_operands` (one entry per node) is given.
+LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& config_ids,
+                          const FirstOperands* first_operands = nullptr);
 
 // Memory a space holds, for byte budgets.
 int64_t LayoutSpaceBytes(const LayoutSpace& space);

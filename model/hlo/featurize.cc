@@ -231,13 +231,14 @@ struct ModuleBuild {
 
 // The edges of instruction `ii` of computation `ci` (node `node`): to its operands, which
 // must come before it in the computation, and to the roots of the computations it
-// calls, which must come before its own.
+// calls, which must come before its own; its operands 0 and 1 into *first_operands.
 absl::Status InstructionEdges(const HloModuleProto& module, int ci, int ii, int64_t node, int64_t base,
                               const std::unordered_map<int64_t, int64_t>& local, absl::string_view what,
-                              ModuleBuild* b) {
+                              ModuleBuild* b, std::array<int64_t, 2>* first_operands) {
   const HloComputationProto& comp = module.computations(ci);
   const HloInstructionProto& inst = comp.instructions(ii);
-  for (int64_t operand : inst.operand_ids()) {
+  for (int k = 0; k < inst.operand_ids_size(); ++k) {
+    const int64_t operand = inst.operand_ids(k);
     auto it = local.find(operand);
     if (it == local.end())
       return Invalid(what, comp, &inst, absl::StrCat("operand id ", operand, " is not an instruction of this computation"));
@@ -246,6 +247,7 @@ absl::Status InstructionEdges(const HloModuleProto& module, int ci, int ii, int6
                      absl::StrCat("operand id ", operand, " ('", Shown(comp.instructions(it->second - base).name()),
                                   "') does not come before it: a cycle, or instructions out of dependency order"));
     b->edges.emplace_back(node, it->second);
+    if (k < 2) (*first_operands)[static_cast<size_t>(k)] = it->second;
   }
   for (int64_t called : inst.called_computation_ids()) {
     auto it = b->comp_pos.find(called);
@@ -296,7 +298,10 @@ absl::Status FeaturizeComputation(const HloModuleProto& module, int ci, int64_t 
                                              inst.id()};
     InstructionFeatures(inst, comp, out->graph.node_feat.data() + node * kNodeFeatDim);
     if (IsDefaultConfigurable(opcode)) out->default_config_nodes.push_back(node);
-    if (absl::Status s = InstructionEdges(module, ci, ii, node, base, local, what, b); !s.ok()) return s;
+    if (absl::Status s = InstructionEdges(module, ci, ii, node, base, local, what, b,
+                                         &out->first_operands[static_cast<size_t>(node)]);
+        !s.ok())
+      return s;
   }
   return absl::OkStatus();
 }
@@ -319,6 +324,7 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
   out.graph.node_feat.assign(static_cast<size_t>(n) * kNodeFeatDim, 0.0f);
   out.graph.node_opcode.assign(static_cast<size_t>(n), 0);
   out.nodes.resize(static_cast<size_t>(n));
+  out.first_operands.assign(static_cast<size_t>(n), {-1, -1});
   out.node_splits = {0};
   ModuleBuild b;
   b.root_node.assign(static_cast<size_t>(module.computations_size()), -1);

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/core/graph.h"
+#include "model/core/layout_space.h"
 #include "tgraph/hlo/tuning.pb.h"
 
 namespace tgraph::hlo {
@@ -39,6 +40,7 @@ struct ModuleGraph {
   std::vector<int64_t> node_splits;      // 0, ..., n (docs/format.md)
   std::vector<NodeSource> nodes;         // one per node, in node order
   std::vector<int64_t> default_config_nodes;  // convolution, dot and reshape nodes, ascending
+  FirstOperands first_operands;          // per node: operands 0 and 1 in operand order (-1: none)
   std::vector<std::string> warnings;     // e.g. unknown opcode names (encoded as id 0)
 };
 
