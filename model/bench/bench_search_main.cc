@@ -6,6 +6,7 @@
 // the cost model itself, and everything any strategy measured).
 //
 //   tgraph-bench-search --registry REG --collection layout:xla:random --preset ci --seed 0 [--graphs 6]
+//       [--csv CURVES.csv]   (then scripts/plot-search CURVES.csv CURVES.png)
 //
 // Strategies: the compiler default; random rows of the layout space; the genetic search
 // that made the dataset's default collections (model/synth/search.h); tgraph-guided search
@@ -19,6 +20,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -55,6 +57,9 @@ ABSL_FLAG(bool, other_hardware, false,
           "Measure on hardware unlike the training data's: the cost model with half the memory bandwidth, twice the "
           "matrix-unit rate and twice the copy penalty (only learning from measurements can adapt to it)");
 ABSL_FLAG(int64_t, finetune_steps, 40, "tgraph+finetune: optimisation steps per fold after each round");
+ABSL_FLAG(std::string, csv, "",
+          "Also write every run's curve here: strategy,graph,repeat,measured,gap (the best true runtime after that many "
+          "measurements over the best known, minus 1), for scripts/plot-search");
 ABSL_FLAG(double, finetune_lr, 1e-4, "tgraph+finetune: AdamW learning rate (tgraph-train finetune's default)");
 
 namespace {
@@ -226,6 +231,18 @@ void AddGaps(const std::map<std::string, Trace>& traces, double best_known, Gaps
   }
 }
 
+// Appends every strategy's curve of one graph and repeat to `csv` (the --csv format).
+void WriteCurves(const std::map<std::string, Trace>& traces, const std::string& graph, int repeat, double best_known,
+                 std::FILE* csv) {
+  for (const auto& [name, trace] : traces) {
+    double best = trace.front();
+    for (size_t i = 0; i < trace.size(); ++i) {
+      best = std::min(best, trace[i]);
+      std::fprintf(csv, "%s,%s,%d,%zu,%.6g\n", name.c_str(), graph.c_str(), repeat, i + 1, best / best_known - 1);
+    }
+  }
+}
+
 double Quantile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
@@ -265,6 +282,12 @@ int RunFarm() {
   const synth::FamilySpec& fam = c->source == "xla" ? preset->xla : preset->nlp;
   const int first = fam.train + (split == "test" ? fam.valid : 0);
   const int count = std::min(absl::GetFlag(FLAGS_graphs), split == "test" ? fam.test : fam.valid);
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, &std::fclose);
+  if (const std::string path = absl::GetFlag(FLAGS_csv); !path.empty()) {
+    csv.reset(std::fopen(path.c_str(), "w"));
+    if (!csv) return Fail(UsageError(absl::StrCat("--csv: cannot write ", path)));
+    std::fprintf(csv.get(), "strategy,graph,repeat,measured,gap\n");
+  }
   Gaps gaps;
   for (int i = 0; i < count; ++i) {
     for (int rep = 0; rep < std::max(1, absl::GetFlag(FLAGS_repeats)); ++rep) {
@@ -287,6 +310,7 @@ int RunFarm() {
         best_known = std::min(best_known, TrueRuntime(**g, known.configs.data() + k * row));
       for (const auto& [name, t] : traces) best_known = std::min(best_known, *std::min_element(t.begin(), t.end()));
       AddGaps(traces, best_known, &gaps);
+      if (csv) WriteCurves(traces, (*g)->inst.name, rep, best_known, csv.get());
       std::fprintf(stderr, "graph %s (%zu configurable nodes), repeat %d done\n", (*g)->inst.name.c_str(),
                    (*g)->inst.config_ids.size(), rep);
     }
@@ -297,6 +321,8 @@ int RunFarm() {
               static_cast<unsigned long long>(absl::GetFlag(FLAGS_seed)), count, std::max(1, absl::GetFlag(FLAGS_repeats)),
               c->name().c_str(), static_cast<long long>(version), model->folds.size());
   PrintGaps(gaps);
+  if (csv && std::fclose(csv.release()) != 0)
+    return Fail(absl::InternalError(absl::StrCat("--csv: writing ", absl::GetFlag(FLAGS_csv), " failed")));
   return tgraph::kExitOk;
 }
 
