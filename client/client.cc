@@ -326,6 +326,8 @@ absl::StatusOr<Proposals> RankerClient::Search(const NodeGraph& graph, const std
   q.set_exclude_layout_configs(reinterpret_cast<const char*>(o.exclude.data()), o.exclude.size());
   q.set_num_start(row ? static_cast<int64_t>(o.start.size() / row) : 0);
   q.set_start_layout_configs(reinterpret_cast<const char*>(o.start.data()), o.start.size());
+  q.set_num_candidates(row ? static_cast<int64_t>(o.candidates.size() / row) : 0);
+  q.set_candidate_layout_configs(reinterpret_cast<const char*>(o.candidates.data()), o.candidates.size());
   q.set_seed(o.seed);
   v1::SearchConfigsResponse resp;
   Proposals p;

@@ -84,6 +84,9 @@ struct SearchConfigsOptions {
   std::vector<int8_t> exclude;  // rows (count x nc x 18) never to return: what was measured
   std::vector<int8_t> start;    // rows to start from: measured good ones
   uint64_t seed = 0;
+  // When not empty, the only rows the search may score and return (e.g. a file's
+  // measured pool, so real runtimes judge it; SearchConfigsRequest.candidate_layout_configs).
+  std::vector<int8_t> candidates;
 };
 
 // SearchConfigs' proposals, best first.

@@ -76,6 +76,9 @@ ABSL_FLAG(std::string, csv, "", "replay: also write the curves as CSV to this fi
 ABSL_FLAG(std::string, finetune_command, "",
           "replay: the model with updates: report each round's measurements, run this command (e.g. tgraph-train "
           "finetune ...), wait for the version it publishes, rank again");
+ABSL_FLAG(int64_t, search_evaluations, 0,
+          "replay: also a model-guided search within the file's configurations (SearchConfigs with them as candidates), "
+          "this many model evaluations per round (0 = none)");
 ABSL_FLAG(std::string, source, "", "report: a label stored with the measurements (e.g. the farm and hardware)");
 ABSL_FLAG(int64_t, results, 10, "search: configurations to propose");
 ABSL_FLAG(int64_t, max_evaluations, 2048, "search: configurations the search's fitness model may score");
@@ -488,6 +491,7 @@ int Replay(const tgraph::ClientOptions& co) {
   ro.random_orders = absl::GetFlag(FLAGS_random_orders);
   ro.seed = absl::GetFlag(FLAGS_seed);
   ro.finetune_command = absl::GetFlag(FLAGS_finetune_command);
+  ro.search_evaluations = absl::GetFlag(FLAGS_search_evaluations);
   absl::StatusOr<tgraph::ReplayReport> r = tgraph::RunReplay(ro);
   if (!r.ok()) return Fail(r.status());
   std::printf("%s", r->Table().c_str());
@@ -595,7 +599,7 @@ int main(int argc, char** argv) {
       "  tgraph-client bench --server H:P --collection C --data ROOT [--concurrency N] [--requests N] [--rate R]\n"
       "  tgraph-client report --server H:P --collection C --npz FILE [--max_configs N] [--source TEXT]\n"
       "  tgraph-client replay --server H:P --collection C --npz MEASURED.npz [--rounds R] [--per_round K] [--csv OUT]\n"
-      "                       [--finetune_command 'tgraph-train finetune ...']\n"
+      "                       [--finetune_command 'tgraph-train finetune ...'] [--search_evaluations N]\n"
       "  tgraph-client search --server H:P --collection C --npz MEASURED.npz [--results 10] [--max_evaluations 2048]\n"
       "                       [--seed S] [--out PROPOSED.npy]\n"
       "  tgraph-client health --server H:P [--service liveness]\n"

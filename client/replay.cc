@@ -5,7 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <random>
+#include <tuple>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -146,6 +148,41 @@ absl::Status ReplayWithUpdates(const ReplayOptions& o, const LayoutGraph& g, Ran
   return absl::OkStatus();
 }
 
+absl::Status ReplaySearch(const ReplayOptions& o, const LayoutGraph& g, RankerClient& client, ReplayReport* r) {
+  const size_t row = static_cast<size_t>(g.num_config_nodes()) * kConfigFeatDim;
+  std::map<std::string, int64_t> index;  // a row's bytes -> its first configuration in the file
+  for (int64_t c = 0; c < g.num_configs; ++c)
+    index.emplace(std::string(reinterpret_cast<const char*>(g.config(c)), row), c);
+  std::vector<int64_t> measured_order;
+  SearchConfigsOptions so;
+  so.collection = o.collection;
+  so.results = o.per_round;
+  so.max_evaluations = o.search_evaluations;
+  so.candidates.assign(g.config_feat.begin(), g.config_feat.end());
+  for (int k = 0; k < o.rounds; ++k) {
+    so.seed = o.seed + static_cast<uint64_t>(k);
+    std::vector<int64_t> fastest = measured_order;  // the start: the 16 fastest measured
+    std::sort(fastest.begin(), fastest.end(),
+              [&](int64_t a, int64_t b) { return std::tie(g.config_runtime[a], a) < std::tie(g.config_runtime[b], b); });
+    fastest.resize(std::min<size_t>(fastest.size(), 16));
+    so.start.clear();
+    for (int64_t c : fastest) so.start.insert(so.start.end(), g.config(c), g.config(c) + row);
+    absl::StatusOr<Proposals> p = client.Search(g.graph, g.node_config_ids, so);
+    if (!p.ok()) return p.status();
+    if (p->count == 0) break;  // every configuration of the file measured
+    for (int64_t i = 0; i < p->count; ++i) {
+      const auto it = index.find(std::string(reinterpret_cast<const char*>(p->rows.data()) + i * row, row));
+      if (it == index.end())
+        return absl::InternalError("the search proposed a configuration that is not one of its candidates");
+      measured_order.push_back(it->second);
+      so.exclude.insert(so.exclude.end(), g.config(it->second), g.config(it->second) + row);
+    }
+  }
+  r->search = BestSoFar(measured_order, g.config_runtime, o.rounds, o.per_round);
+  r->search_rank = FasterThanBestSoFar(measured_order, g.config_runtime, o.rounds, o.per_round);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<ReplayReport> RunReplay(const ReplayOptions& o) {
   absl::StatusOr<Collection> c = ParseCollection(o.collection);
   if (!c.ok()) return c.status();
@@ -153,6 +190,7 @@ absl::StatusOr<ReplayReport> RunReplay(const ReplayOptions& o) {
     return absl::InvalidArgumentError("replay plays layout autotuning: give a layout collection");
   if (o.rounds < 1 || o.per_round < 1 || o.random_orders < 1)
     return absl::InvalidArgumentError("--rounds, --per_round and --random_orders must be at least 1");
+  if (o.search_evaluations < 0) return absl::InvalidArgumentError("--search_evaluations must be at least 0");
   absl::StatusOr<LayoutGraph> g = LoadLayoutGraph(o.npz);
   if (!g.ok()) return g.status();
   for (int64_t i = 0; i < g->num_configs; ++i)
@@ -195,23 +233,28 @@ absl::StatusOr<ReplayReport> RunReplay(const ReplayOptions& o) {
   r.frozen_model_rank = FasterThanBestSoFar(model_order, g->config_runtime, o.rounds, o.per_round);
   if (!o.finetune_command.empty())
     if (absl::Status s = ReplayWithUpdates(o, *g, client, ro, model_order, ranking->model_version, &r); !s.ok()) return s;
+  if (o.search_evaluations > 0)
+    if (absl::Status s = ReplaySearch(o, *g, client, &r); !s.ok()) return s;
   return r;
 }
 
 std::string ReplayReport::Table() const {
-  const bool updated = !updated_model.empty();
+  const bool updated = !updated_model.empty(), searched = !search.empty();
   std::string out = absl::StrFormat("%s: %d configurations, best %d ns; model version %d\n", npz, configs,
                                     file_best_ns, model_version);
-  absl::StrAppendFormat(&out, "%6s %9s   %-27s %-27s%s\n", "", "", "random search", "model (frozen)",
-                        updated ? "   model (updated every round)" : "");
-  absl::StrAppendFormat(&out, "%6s %9s   %12s %14s %12s %14s%s\n", "round", "measured", "best/file", "faster ones",
-                        "best/file", "faster ones", updated ? "    best/file    faster ones  version" : "");
+  absl::StrAppendFormat(&out, "%6s %9s   %-27s %-27s%s%s\n", "", "", "random search", "model (frozen)",
+                        updated ? "   model (updated every round)      " : "",
+                        searched ? "   search (within the file)" : "");
+  absl::StrAppendFormat(&out, "%6s %9s   %12s %14s %12s %14s%s%s\n", "round", "measured", "best/file", "faster ones",
+                        "best/file", "faster ones", updated ? "    best/file    faster ones  version" : "",
+                        searched ? "    best/file    faster ones" : "");
   for (size_t k = 0; k < measured.size(); ++k) {
     absl::StrAppendFormat(&out, "%6d %9d   %12.6f %14.1f %12.6f %14.0f", k + 1, measured[k], random_search[k],
                           random_search_rank[k], frozen_model[k], frozen_model_rank[k]);
     if (updated && k < updated_model.size())
       absl::StrAppendFormat(&out, "   %12.6f %14.0f %8d", updated_model[k], updated_model_rank[k],
                             k < updated_versions.size() ? updated_versions[k] : updated_versions.back());
+    if (searched && k < search.size()) absl::StrAppendFormat(&out, "   %12.6f %14.0f", search[k], search_rank[k]);
     out += "\n";
   }
   out += "(best/file: best runtime found so far over the file's best; faster ones: the file's configurations\n"
@@ -222,15 +265,17 @@ std::string ReplayReport::Table() const {
 }
 
 std::string ReplayReport::Csv() const {
-  const bool updated = !updated_model.empty();
+  const bool updated = !updated_model.empty(), searched = !search.empty();
   std::string out = "round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank";
-  out += updated ? ",updated_model,updated_model_rank,updated_version\n" : "\n";
+  out += updated ? ",updated_model,updated_model_rank,updated_version" : "";
+  out += searched ? ",search,search_rank\n" : "\n";
   for (size_t k = 0; k < measured.size(); ++k) {
     absl::StrAppendFormat(&out, "%d,%d,%.8f,%.8f,%.2f,%.0f", k + 1, measured[k], random_search[k], frozen_model[k],
                           random_search_rank[k], frozen_model_rank[k]);
     if (updated && k < updated_model.size())
       absl::StrAppendFormat(&out, ",%.8f,%.0f,%d", updated_model[k], updated_model_rank[k],
                             k < updated_versions.size() ? updated_versions[k] : updated_versions.back());
+    if (searched && k < search.size()) absl::StrAppendFormat(&out, ",%.8f,%.0f", search[k], search_rank[k]);
     out += "\n";
   }
   return out;

@@ -3,8 +3,10 @@
 // configurations not measured yet, reading their runtimes from the file, and records
 // the best runtime found so far relative to the file's best. Strategies: random search
 // (the mean over several random orders), the model's ranking without updates (one
-// RankConfigs call, then its order), and optionally the model with updates (report,
-// fine-tune, publish, rank again every round).
+// RankConfigs call, then its order), optionally the model with updates (report,
+// fine-tune, publish, rank again every round), and optionally model-guided search
+// restricted to the file's configurations (SearchConfigs with the file's rows as its
+// candidates every round: real runtimes judge the search).
 #pragma once
 
 #include <cstdint>
@@ -32,6 +34,10 @@ struct ReplayOptions {
   // configurations again.
   std::string finetune_command;
   double reload_timeout_s = 120;
+  // Model-guided search (when > 0): every round one SearchConfigs with this many model
+  // evaluations, the file's rows as candidates, the measured ones excluded and their
+  // 16 fastest the start; its per_round proposals are measured.
+  int64_t search_evaluations = 0;
 };
 
 struct ReplayReport {
@@ -50,6 +56,8 @@ struct ReplayReport {
   // round's configurations.
   std::vector<double> updated_model, updated_model_rank;
   std::vector<int64_t> updated_versions;
+  // With search_evaluations: the search restricted to the file's configurations.
+  std::vector<double> search, search_rank;
   std::vector<std::string> warnings;  // e.g. a round whose fine-tuning failed (the model was kept)
   // Per round whose fine-tuning ran: the command's last output line (what it decided)
   // and the version it published (0 = none).
@@ -57,7 +65,7 @@ struct ReplayReport {
   std::vector<int64_t> finetune_published;
   std::string Table() const;          // one line per round
   // round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank
-  // [,updated_model,updated_model_rank,updated_version]
+  // [,updated_model,updated_model_rank,updated_version][,search,search_rank]
   std::string Csv() const;
 };
 
@@ -77,5 +85,9 @@ absl::StatusOr<ReplayReport> RunReplay(const ReplayOptions& options);
 absl::Status ReplayWithUpdates(const ReplayOptions& options, const LayoutGraph& graph, RankerClient& client,
                                const RankOptions& rank, std::vector<int64_t> order, int64_t version,
                                ReplayReport* report);
+
+// The model-guided search curve of RunReplay (fills search, search_rank).
+absl::Status ReplaySearch(const ReplayOptions& options, const LayoutGraph& graph, RankerClient& client,
+                          ReplayReport* report);
 
 }  // namespace tgraph

@@ -103,7 +103,8 @@ absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, 
                                                    " (this server's --max_configs; 0: 2048), got ", q.max_evaluations));
   for (const auto& [prefix, field, count, bytes] :
        {std::tuple{"exclude_", "num_exclude", q.num_exclude, q.exclude_layout_configs},
-        std::tuple{"start_", "num_start", q.num_start, q.start_layout_configs}}) {
+        std::tuple{"start_", "num_start", q.num_start, q.start_layout_configs},
+        std::tuple{"candidate_", "num_candidates", q.num_candidates, q.candidate_layout_configs}}) {
     if (count < 0 || count > limits.max_configs)
       return absl::InvalidArgumentError(
           absl::StrCat(field, " must be in 0..", limits.max_configs, " (--max_configs), got ", count));

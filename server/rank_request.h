@@ -53,6 +53,8 @@ struct SearchRequest {
   int64_t num_start = 0;
   absl::string_view start_layout_configs;
   uint64_t seed = 0;
+  int64_t num_candidates = 0;  // 0: the whole space
+  absl::string_view candidate_layout_configs;
 };
 
 struct RankLimits {
@@ -69,7 +71,8 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
 
 // The fields of a search of a layout graph with `num_config_nodes` configurable nodes:
 // the collection's kind, num_results (0..1000), max_evaluations (0..max_configs), the
-// exclude and start rows' counts, bytes and values. INVALID_ARGUMENT naming the field.
+// exclude, start and candidate rows' counts, bytes and values. INVALID_ARGUMENT naming
+// the field.
 absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, int64_t num_config_nodes,
                                    const RankLimits& limits);
 

@@ -151,7 +151,8 @@ absl::StatusOr<Ranker::Admitted> Ranker::Admit(const RankRequest& q) {
   return a;
 }
 
-// The same for SearchConfigs: names and budget, the fields, the start and exclude rows.
+// The same for SearchConfigs: names and budget, the fields, the start, exclude and
+// candidate rows.
 absl::StatusOr<Ranker::Admitted> Ranker::AdmitSearch(const SearchRequest& q) {
   CollectionKind kind;
   absl::StatusOr<Admitted> a = AdmitNames(q.collection, q.model_version, q.graph_hash, &kind);
@@ -163,6 +164,10 @@ absl::StatusOr<Ranker::Admitted> Ranker::AdmitSearch(const SearchRequest& q) {
       !s.ok())
     return s;
   if (absl::Status s = CheckLegal(a->graph->space, "exclude_layout_configs", q.exclude_layout_configs, q.num_exclude);
+      !s.ok())
+    return s;
+  if (absl::Status s =
+          CheckLegal(a->graph->space, "candidate_layout_configs", q.candidate_layout_configs, q.num_candidates);
       !s.ok())
     return s;
   return a;
@@ -346,7 +351,8 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
     return std::vector<int8_t>(reinterpret_cast<const int8_t*>(bytes.data()),
                                reinterpret_cast<const int8_t*>(bytes.data()) + bytes.size());
   };
-  const std::vector<int8_t> start = rows(q.start_layout_configs), exclude = rows(q.exclude_layout_configs);
+  const std::vector<int8_t> start = rows(q.start_layout_configs), exclude = rows(q.exclude_layout_configs),
+                            candidates = rows(q.candidate_layout_configs);
   SearchOptions so;
   so.results = q.num_results > 0 ? q.num_results : 10;
   so.evaluations = q.max_evaluations > 0 ? q.max_evaluations : 2048;
@@ -358,6 +364,7 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   so.seed = q.seed;
   so.start = &start;
   so.exclude = &exclude;
+  if (q.num_candidates > 0) so.candidates = &candidates;
   so.scoring.batch_size = a.batch_size;
   so.scoring.max_reference = a.max_reference;
   so.scoring.reference_groups = std::max<int64_t>(

@@ -265,6 +265,8 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.num_start = request->num_start();
   q.start_layout_configs = request->start_layout_configs();
   q.seed = request->seed();
+  q.num_candidates = request->num_candidates();
+  q.candidate_layout_configs = request->candidate_layout_configs();
   absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return context->IsCancelled(); });
   if (!r.ok()) {
     if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())

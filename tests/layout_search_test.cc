@@ -157,3 +157,49 @@ CATCH_TEST_CASE("search: finds rows the model scores better than the best of as 
   const double best_random = *std::min_element(random.score.begin(), random.score.end());
   CATCH_CHECK(guided.score[0] < best_random);
 }
+
+CATCH_TEST_CASE("search: restricted to candidates, it evaluates and returns only them, the whole pool when the budget allows",
+                "[search]") {
+  SearchWorld w(2);
+  const int64_t nc = w.g.num_config_nodes();
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  // The file's rows are the pool; its first 20 are measured (excluded) and the start.
+  const std::vector<int8_t> pool(w.g.config_feat.begin(), w.g.config_feat.end());
+  const std::vector<int8_t> measured(pool.begin(), pool.begin() + 20 * row);
+  const std::set<std::string> pool_rows = RowsOf(pool, nc), excluded = RowsOf(measured, nc);
+  SearchOptions o;
+  o.results = 10;
+  o.population = 32;
+  o.reference = 32;
+  o.seed = 4;
+  o.candidates = &pool;
+  o.exclude = &measured;
+  o.start = &measured;
+  // A budget under the pool: only candidates, never excluded, within the budget.
+  o.evaluations = 150;
+  const SearchResult part = SearchLayouts(w.folds, w.tensors, w.space, o);
+  CATCH_REQUIRE(part.score.size() == 10u);
+  for (const std::string& r : RowsOf(part.rows, nc)) {
+    CATCH_CHECK(pool_rows.count(r) == 1);
+    CATCH_CHECK(excluded.count(r) == 0);
+  }
+  CATCH_CHECK(part.evaluations <= 150);
+  // A budget over the pool: every open candidate is evaluated, so the search returns
+  // the 10 best of them as scoring them all against its reference ranks them.
+  o.evaluations = 4 * static_cast<int64_t>(pool_rows.size());
+  const SearchResult all = SearchLayouts(w.folds, w.tensors, w.space, o);
+  CATCH_REQUIRE(all.score.size() == 10u);
+  CATCH_CHECK(all.evaluations == static_cast<int64_t>(pool_rows.size()));  // the 20 start rows are the reference's
+  std::vector<int8_t> open;
+  for (const std::string& r : pool_rows)
+    if (!excluded.count(r)) open.insert(open.end(), r.begin(), r.end());
+  const int64_t n_open = static_cast<int64_t>(open.size() / row);
+  const ConfigRows ref{all.reference_rows.data(), nullptr, all.reference, nc}, cand{open.data(), nullptr, n_open, nc};
+  ScoringOptions so;
+  so.reference = &ref;
+  so.reference_per_fold = false;
+  const ScoreResult scored = ScoreConfigs(w.folds, w.tensors, cand, so);
+  std::vector<double> best(scored.score.begin(), scored.score.end());
+  std::sort(best.begin(), best.end());
+  for (size_t i = 0; i < 10; ++i) CATCH_CHECK(all.score[i] == Approx(best[i]).margin(1e-4));
+}

@@ -31,7 +31,10 @@ def main():
     with open(updated, "w") as f:
         f.write(HEADER + ",updated_model,updated_model_rank,updated_version\n"
                 "1,10,1.5,1.2,30.5,12,1.2,12,1\n2,20,1.2,1.0,10.0,0,1.0,0,2\n")
-    for name in ("frozen", "updated"):
+    searched = os.path.join(work, "searched.csv")
+    with open(searched, "w") as f:
+        f.write(HEADER + ",search,search_rank\n1,10,1.5,1.2,30.5,12,1.1,3\n2,20,1.2,1.0,10.0,0,1.0,0\n")
+    for name in ("frozen", "updated", "searched"):
         png = os.path.join(work, name + ".png")
         r = run(tool, os.path.join(work, name + ".csv"), png, "--title", name)
         assert r.returncode == 0, r.stderr

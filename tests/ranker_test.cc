@@ -731,6 +731,27 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
   b.graph_hash = std::string(64, 'e');
   expect(b, absl::StatusCode::kNotFound, "call RegisterGraph");
   b = q;
+  b.num_candidates = 1;
+  b.candidate_layout_configs = twice.substr(0, row);
+  expect(b, absl::StatusCode::kInvalidArgument, "candidate_layout_configs: config 0, configurable node 0");
+  b.num_candidates = 2;
+  expect(b, absl::StatusCode::kInvalidArgument, "candidate_layout_configs has");
+
+  // Restricted to candidates (the file's rows, the first 10 measured): only candidates
+  // come back, none measured.
+  SearchRequest pool = q;
+  pool.num_candidates = g.num_configs;
+  pool.candidate_layout_configs = measured;
+  pool.num_exclude = 10;
+  pool.exclude_layout_configs = absl::string_view(measured).substr(0, 10 * row);
+  auto p = ranker.Search(pool, nullptr);
+  CATCH_REQUIRE(p.ok());
+  CATCH_REQUIRE(p->scores.size() == 6u);
+  std::set<std::string> candidates;
+  for (size_t at = 10 * row; at < measured.size(); at += row) candidates.insert(measured.substr(at, row));
+  for (size_t at = 0; at < p->rows.size(); at += row)
+    CATCH_CHECK(candidates.count(std::string(reinterpret_cast<const char*>(p->rows.data() + at), row)) == 1);
+  b = q;
   b.collection = "layout:nlp:random";
   expect(b, absl::StatusCode::kNotFound, "no model is loaded");
 }

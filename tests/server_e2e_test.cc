@@ -1168,6 +1168,21 @@ CATCH_TEST_CASE("replay: random search and the frozen model on a graph with runt
     if (k > 0) CATCH_CHECK(r->random_search[k] <= r->random_search[k - 1]);
   }
   CATCH_CHECK_THAT(r->Csv(), Catch::StartsWith("round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank\n1,3,"));
+  CATCH_CHECK(r->search.empty());
+  // Search within the file (SearchConfigs with its rows as candidates): enough rounds to
+  // measure every configuration, so it ends on the file's best; never worse over rounds.
+  ReplayOptions searched = o;
+  searched.search_evaluations = 64;
+  searched.rounds = static_cast<int>((g.num_configs + 2) / 3) + 1;
+  absl::StatusOr<ReplayReport> s = RunReplay(searched);
+  CATCH_REQUIRE(s.ok());
+  CATCH_REQUIRE(s->search.size() == static_cast<size_t>(searched.rounds));
+  for (size_t k = 1; k < s->search.size(); ++k) CATCH_CHECK(s->search[k] <= s->search[k - 1]);
+  CATCH_CHECK(s->search.back() == 1.0);
+  CATCH_CHECK(s->search_rank.back() == 0.0);
+  CATCH_CHECK_THAT(s->Csv(), Catch::StartsWith("round,measured,random_search,frozen_model,random_search_rank,"
+                                               "frozen_model_rank,search,search_rank\n"));
+  CATCH_CHECK_THAT(s->Table(), Catch::Contains("search (within the file)"));
   // A file with hidden runtimes is refused, naming it.
   o.npz = std::string(TGRAPH_REAL_DATA) + "/npz/layout/xla/random/test/cd708819d3f5103afd6460b15e74eaf3.npz";
   absl::StatusOr<ReplayReport> hidden = RunReplay(o);

@@ -44,6 +44,16 @@ class Searcher {
       for (int g = 0; g < kConfigGroups; ++g)
         if (space.nodes[j].groups[g].candidates.size() > 1) mutable_.emplace_back(j, g);
     if (o.exclude) AddRows(*o.exclude, &excluded_);
+    if (o.candidates) {
+      std::unordered_set<Row> pool;
+      AddRows(*o.candidates, &pool);
+      for (const Row& r : pool)
+        if (!excluded_.count(r)) pool_.push_back(r);
+      std::sort(pool_.begin(), pool_.end());  // deterministic, whatever the set's order
+      open_.resize(pool_.size());
+      std::iota(open_.begin(), open_.end(), 0);
+      open_at_ = open_;
+    }
   }
 
   SearchResult Run();
@@ -57,7 +67,9 @@ class Searcher {
   void SetGroup(Row& r, int64_t j, int g, const GroupLayout& l) const {
     std::memcpy(&r[static_cast<size_t>(j * kConfigFeatDim + g * kLayoutSlots)], l.data(), kLayoutSlots);
   }
-  Row RandomRow() {
+  Row RandomRow() {  // with candidates: an open one
+    if (o_.candidates)
+      return open_.empty() ? Row() : pool_[open_[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(open_.size()) - 1))]];
     Row r(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
     for (const auto& [j, g] : mutable_) {
       const std::vector<GroupLayout>& c = space_.nodes[j].groups[g].candidates;
@@ -89,9 +101,43 @@ class Searcher {
     const Scored& b = population_[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(population_.size()) - 1))];
     return Better(a, b) ? a.row : b.row;
   }
-  // A row never evaluated nor excluded: marks it seen and keeps it in *out.
+  // Marks r evaluated (or about to be); false when it already was.
+  bool MarkSeen(const Row& r) {
+    if (!seen_.insert(r).second) return false;
+    if (o_.candidates) {
+      const auto at = std::lower_bound(pool_.begin(), pool_.end(), r);
+      if (at != pool_.end() && *at == r) {  // swap it out of open_
+        const size_t i = static_cast<size_t>(at - pool_.begin()), k = open_at_[i];
+        open_at_[open_.back()] = k;
+        std::swap(open_[k], open_.back());
+        open_.pop_back();
+      }
+    }
+    return true;
+  }
+  // The candidate nearest to r among a random sample of those not evaluated yet (empty
+  // when none is left).
+  Row Nearest(const Row& r) {
+    if (open_.empty()) return Row();
+    size_t best = 0;
+    int64_t best_distance = -1;
+    const int64_t sample = std::min<int64_t>(kCandidateSample, static_cast<int64_t>(open_.size()));
+    for (int64_t k = 0; k < sample; ++k) {
+      const size_t i = open_[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(open_.size()) - 1))];
+      int64_t d = 0;
+      for (size_t b = 0; b < r.size(); ++b) d += r[b] != pool_[i][b];
+      if (best_distance < 0 || d < best_distance || (d == best_distance && i < best)) {
+        best = i;
+        best_distance = d;
+      }
+    }
+    return pool_[best];
+  }
+  // A row never evaluated nor excluded (with candidates: the nearest open one): marks it
+  // seen and keeps it in *out.
   bool Keep(Row r, std::vector<Row>* out) {
-    if (excluded_.count(r) || !seen_.insert(r).second) return false;
+    if (o_.candidates && (seen_.count(r) || !std::binary_search(pool_.begin(), pool_.end(), r))) r = Nearest(r);
+    if (r.empty() || excluded_.count(r) || !MarkSeen(r)) return false;
     out->push_back(std::move(r));
     return true;
   }
@@ -109,6 +155,8 @@ class Searcher {
   std::vector<std::pair<int64_t, int>> mutable_;  // (node, group) with more than one candidate
   std::unordered_set<Row> excluded_, seen_;
   std::vector<Row> reference_rows_;
+  std::vector<Row> pool_;  // options.candidates, distinct and sorted, none excluded
+  std::vector<size_t> open_, open_at_;  // pool_ indices not evaluated yet; each one's place in open_
   RecordedReference reference_;
   std::vector<Scored> evaluated_, population_;
 };
@@ -126,11 +174,11 @@ void Searcher::RecordTheReference() {
     std::vector<Row> sorted(start.begin(), start.end());
     std::sort(sorted.begin(), sorted.end());  // deterministic, whatever the set's order
     for (Row& r : sorted)
-      if (static_cast<int64_t>(rows.size()) < size && seen_.insert(r).second) rows.push_back(std::move(r));
+      if (static_cast<int64_t>(rows.size()) < size && MarkSeen(r)) rows.push_back(std::move(r));
   }
   for (int tries = 0; static_cast<int64_t>(rows.size()) < size && tries < 20 * size; ++tries) {
     Row r = RandomRow();
-    if (seen_.insert(r).second) rows.push_back(std::move(r));
+    if (!r.empty() && MarkSeen(r)) rows.push_back(std::move(r));
   }
   reference_rows_ = rows;
   std::vector<const Row*> ptrs;
@@ -177,7 +225,8 @@ SearchResult Searcher::Run() {
   SearchResult r;
   if (mutable_.empty()) {  // one point, the compiler's default everywhere: nothing to compare
     const Row only(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
-    if (!excluded_.count(only) && o_.results > 0) {
+    const bool allowed = !o_.candidates || std::binary_search(pool_.begin(), pool_.end(), only);
+    if (!excluded_.count(only) && allowed && o_.results > 0) {
       r.rows.assign(only.begin(), only.end());
       r.score = {0.0};
       r.spread = {0.0};

@@ -3,7 +3,8 @@
 // that returns the configurations worth measuring next.
 //
 // - Every row it evaluates is legal and a combination of the space's candidates
-//   (model/core/layout_space.h), except where it keeps the start rows' own layouts.
+//   (model/core/layout_space.h), except where it keeps the start rows' own layouts, or
+//   one of options.candidates when the caller restricts it to those.
 // - Fitness is the first fold, scored against one reference fixed for the whole search
 //   (model/nn/scoring.h, RecordReference): scores compare across generations and
 //   batches. The reference is the start rows, then random rows of the space drawn with
@@ -44,8 +45,15 @@ struct SearchOptions {
   uint64_t seed = 0;
   const std::vector<int8_t>* start = nullptr;    // rows (count x nc x 18) to start from
   const std::vector<int8_t>* exclude = nullptr;  // rows never to return (already measured)
+  // When set, the only rows it may evaluate and return (e.g. a file's measured pool, so
+  // that real runtimes judge the search): the reference's random rows and every bred
+  // child become the candidate nearest to it (fewest differing values) among a random
+  // sample of kCandidateSample not yet evaluated; the search ends when none is left.
+  const std::vector<int8_t>* candidates = nullptr;
   ScoringOptions scoring;        // batch size, reference groups, cancellation
 };
+
+inline constexpr int64_t kCandidateSample = 64;
 
 struct SearchResult {
   std::vector<int8_t> rows;      // results x nc x 18, best first

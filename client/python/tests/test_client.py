@@ -184,6 +184,11 @@ def test_search_proposes_legal_new_rows_best_first_the_same_for_a_seed(server):
     with pytest.raises(tgraph.TgraphError) as e:
         client.search("tile:xla", g)
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    # Within the file's rows (candidates), its 10 fastest measured: only the others return.
+    pool = client.search("layout:xla:random", g, results=5, max_evaluations=300, exclude=best, start=best,
+                         candidates=g.configs, seed=3)
+    rows = {r.tobytes() for r in g.configs} - {r.tobytes() for r in best}
+    assert pool.configs.shape == (5, 62, 18) and all(r.tobytes() in rows for r in pool.configs)
 
 
 def test_report_measurements_stores_a_shard(server, world):

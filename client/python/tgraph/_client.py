@@ -344,21 +344,24 @@ class Client:
 
     def search(self, collection: str, graph: GraphLike, *, results: int = 10, max_evaluations: int = 2048,
                exclude: Optional[np.ndarray] = None, start: Optional[np.ndarray] = None, seed: int = 0,
-               model_version: int = 0) -> Proposals:
+               model_version: int = 0, candidates: Optional[np.ndarray] = None) -> Proposals:
         """Proposes layout configurations to measure next: a model-guided search of the
         graph's layout space on the server (docs/api.md, "Searching"). exclude: (c, nc,
         18) rows never to return (what was measured); start: rows to start from (measured
-        good ones). Distinct legal rows, best first, deterministic for a seed."""
+        good ones); candidates: when given, the only rows it may score and return (e.g. a
+        file's measured pool). Distinct legal rows, best first, deterministic for a seed."""
         graph = self._graph(graph)
         if _kind(collection) != "layout":
             raise invalid(f"collection: SearchConfigs searches layouts; give a layout collection, got '{collection}'")
         request = ranker_pb2.SearchConfigsRequest(collection=collection, model_version=model_version,
                                                   num_results=results, max_evaluations=max_evaluations, seed=seed)
-        for name, rows in (("exclude", exclude), ("start", start)):
+        for count, field, rows in (("num_exclude", "exclude_layout_configs", exclude),
+                                   ("num_start", "start_layout_configs", start),
+                                   ("num_candidates", "candidate_layout_configs", candidates)):
             if rows is not None and len(rows):
                 rows = _configs(graph, rows, "layout")
-                setattr(request, f"num_{name}", rows.shape[0])
-                setattr(request, f"{name}_layout_configs", rows.tobytes())
+                setattr(request, count, rows.shape[0])
+                setattr(request, field, rows.tobytes())
         r, registrations = self._with_registration(self._stub.SearchConfigs, request, graph, "SearchConfigs")
         configs = np.frombuffer(r.layout_configs, dtype=np.int8)
         configs = configs.reshape(r.num_configs, -1, LAYOUT_CONFIG_DIM) if r.num_configs else configs.reshape(0, 0, 18)
