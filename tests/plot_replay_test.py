@@ -4,26 +4,17 @@ without the fine-tuned curve, and refuses a file that is not replay output, nami
 Usage: plot_replay_test.py PLOT_REPLAY WORKDIR. Fails (saying what to install) without
 matplotlib: scripts/install-deps --test installs it."""
 import os
-import shutil
-import subprocess
 import sys
+
+from plot_test_util import check_common_refusals, check_png, fresh_workdir, run
 
 HEADER = "round,measured,random_search,frozen_model,random_search_rank,frozen_model_rank"
 
 
-def run(tool, *args):
-    return subprocess.run([sys.executable, tool, *args], capture_output=True, text=True)
-
-
 def main():
     tool, work = sys.argv[1:3]
-    try:
-        import matplotlib  # noqa: F401
-    except ImportError:
-        print("FAIL: matplotlib is missing; run scripts/install-deps --test (Debian package python3-matplotlib)")
+    if not fresh_workdir(work):
         return 1
-    shutil.rmtree(work, ignore_errors=True)
-    os.makedirs(work)
     frozen = os.path.join(work, "frozen.csv")
     with open(frozen, "w") as f:
         f.write(HEADER + "\n1,10,1.5,1.2,30.5,12\n2,20,1.2,1.0,10.0,0\n3,30,1.1,1.0,4.0,0\n")
@@ -38,17 +29,8 @@ def main():
         png = os.path.join(work, name + ".png")
         r = run(tool, os.path.join(work, name + ".csv"), png, "--title", name)
         assert r.returncode == 0, r.stderr
-        with open(png, "rb") as f:
-            data = f.read()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n", name
-        assert len(data) > 10000, (name, len(data))
-    bad = os.path.join(work, "bad.csv")
-    with open(bad, "w") as f:
-        f.write("a,b\n1,2\n")
-    r = run(tool, bad, os.path.join(work, "bad.png"))
-    assert r.returncode == 1 and "bad.csv" in r.stderr and "replay --csv" in r.stderr, r.stderr
-    r = run(tool, os.path.join(work, "missing.csv"), os.path.join(work, "m.png"))
-    assert r.returncode == 1 and "missing.csv" in r.stderr, r.stderr
+        check_png(png)
+    check_common_refusals(tool, work, "replay --csv")
     print("ok")
     return 0
 
