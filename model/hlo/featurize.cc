@@ -1,5 +1,7 @@
 #include "model/hlo/featurize.h"
 
+#include "model/hlo/hlo_text.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -189,6 +191,7 @@ absl::string_view OpcodeName(int id) {
 
 absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what) {
   if (bytes.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty; expected an HLO module"));
+  if (LooksLikeHloText(bytes)) return ParseHloText(bytes, what);
   if (bytes.size() > static_cast<size_t>(INT32_MAX))  // protobuf's limit for one message
     return absl::ResourceExhaustedError(absl::StrCat(what, ": ", bytes.size(), " bytes, over protobuf's 2 GiB limit"));
   // An xla.HloProto (XLA's *.hlo.pb dumps) holds the module in field 1; a bare

@@ -48,8 +48,8 @@ struct Limits {
   int64_t max_instructions = 200000;  // over this: RESOURCE_EXHAUSTED
 };
 
-// Parses `bytes` as an xla.HloProto (what XLA dumps: the module in field 1), or else an
-// xla.HloModuleProto. INVALID_ARGUMENT, prefixed with `what`, when it is neither (a
+// Parses `bytes` as HLO text (starting with `HloModule`: hlo_text.h), an xla.HloProto
+// (what XLA dumps as protos: the module in field 1), or else an xla.HloModuleProto. INVALID_ARGUMENT, prefixed with `what`, when it is neither (a
 // truncated file, another message, a module without computations).
 absl::StatusOr<tgraph::xla::HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what);
 

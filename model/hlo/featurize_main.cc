@@ -1,6 +1,6 @@
 // tgraph-featurize: XLA HLO modules and TpuGraphs tuning data -> TpuGraphs .npz files.
 //
-//   tgraph-featurize module --in MODULE.hlo.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]
+//   tgraph-featurize module --in MODULE (HLO text or .hlo.pb) --out GRAPH.npz [--nodes_tsv NODES.tsv]
 //   tgraph-featurize layout --in MODULE_TUNING_DATA.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]
 //   tgraph-featurize tile   --in TUNING_DATA.pb --out_dir DIR
 #include <cstdio>
@@ -60,7 +60,7 @@ absl::StatusOr<T> ReadProto(const std::string& path, const char* kind) {
 
 int Module(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out);
-  if (in.empty() || out.empty()) return Fail(UsageError("module needs --in MODULE.hlo.pb and --out GRAPH.npz"));
+  if (in.empty() || out.empty()) return Fail(UsageError("module needs --in MODULE (HLO text or .hlo.pb) and --out GRAPH.npz"));
   absl::StatusOr<std::string> bytes = tgraph::ReadFile(in);
   if (!bytes.ok()) return Fail(bytes.status());
   absl::StatusOr<tgraph::xla::HloModuleProto> proto = tgraph::hlo::ParseModule(*bytes, in);
@@ -142,8 +142,8 @@ int main(int argc, char** argv) {
   const std::vector<char*> args = tgraph::ParseToolCommandLine(argc, argv,
       "XLA HLO modules and TpuGraphs tuning data -> TpuGraphs .npz files (docs/api.md, \"Ranking your own "
       "XLA program\").\n"
-      "  tgraph-featurize module --in MODULE.hlo.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]\n"
-      "      an xla.HloProto (XLA_FLAGS=--xla_dump_to=DIR --xla_dump_hlo_as_proto) or HloModuleProto -> a\n"
+      "  tgraph-featurize module --in MODULE --out GRAPH.npz [--nodes_tsv NODES.tsv]\n"
+      "      HLO text (XLA_FLAGS=--xla_dump_to=DIR), an xla.HloProto (--xla_dump_hlo_as_proto) or HloModuleProto -> a\n"
       "      graph-only layout file: convolution, dot and reshape nodes configurable, no configurations\n"
       "  tgraph-featurize layout --in MODULE_TUNING_DATA.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]\n"
       "      a tpu_graphs.ModuleTuningData -> a layout file with its valid runs and their runtimes\n"

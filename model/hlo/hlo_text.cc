@@ -1,0 +1,637 @@
+#include "model/hlo/hlo_text.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace tgraph::hlo {
+namespace {
+
+using xla::HloComputationProto;
+using xla::HloInstructionProto;
+using xla::HloModuleProto;
+using xla::ShapeProto;
+
+constexpr int kMaxShapeDepth = 32;       // tuple shapes nested deeper are an error
+constexpr int kOtherElementType = 1000;  // a type name our table lacks (s4, f8e5m2, ...): features all zero
+
+bool IsNameChar(char c) {
+  return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '$';
+}
+
+// A position in the text with line and column (1-based) and the tokens of HLO text.
+class Cursor {
+ public:
+  Cursor(absl::string_view text, absl::string_view what) : text_(text), what_(what) {}
+
+  bool AtEnd() {
+    SkipSpace();
+    return pos_ >= text_.size();
+  }
+  char Peek() {
+    SkipSpace();
+    return pos_ < text_.size() ? text_[pos_] : '\0';
+  }
+  // The next character, spaces and comments not skipped.
+  char PeekRaw() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  // At '{': whether a layout follows (a digit, ':' or '}' next), not a computation's body.
+  bool LayoutFollows() {
+    if (Peek() != '{') return false;
+    size_t p = pos_ + 1;
+    while (p < text_.size() && absl::ascii_isspace(static_cast<unsigned char>(text_[p]))) ++p;
+    return p < text_.size() && (absl::ascii_isdigit(static_cast<unsigned char>(text_[p])) || text_[p] == ':' || text_[p] == '}');
+  }
+  bool Consume(char c) {
+    if (Peek() != c) return false;
+    Advance(1);
+    return true;
+  }
+  bool ConsumeWord(absl::string_view w) {
+    SkipSpace();
+    if (text_.substr(pos_, w.size()) != w) return false;
+    if (pos_ + w.size() < text_.size() && IsNameChar(text_[pos_ + w.size()])) return false;
+    Advance(w.size());
+    return true;
+  }
+  // A name or keyword ([A-Za-z0-9_.$-]+), without a leading '%'; empty when none.
+  std::string Name() {
+    SkipSpace();
+    if (PeekRaw() == '%') Advance(1);
+    const size_t start = pos_;
+    while (pos_ < text_.size() && IsNameChar(text_[pos_])) Advance(1);
+    return std::string(text_.substr(start, pos_ - start));
+  }
+  // The raw text of an attribute value: up to a ',' or line end outside brackets and
+  // strings, or a closing bracket of the enclosing level.
+  absl::string_view RawValue() {
+    SkipSpace();
+    const size_t start = pos_;
+    Scan(/*value=*/true);
+    return text_.substr(start, pos_ - start);
+  }
+  // Skips a balanced (...), {...} or [...] group starting here, strings inside included;
+  // false when the text ends inside it.
+  bool SkipGroup() {
+    SkipSpace();
+    return Scan(/*value=*/false);
+  }
+  absl::Status Error(absl::string_view expected) {
+    SkipSpace();
+    std::string got = pos_ >= text_.size() ? "the end of the text" : "";
+    if (got.empty()) {
+      size_t end = pos_;
+      while (end < text_.size() && end - pos_ < 24 && text_[end] != '\n') ++end;
+      got = absl::StrCat("'", Printable(text_.substr(pos_, end - pos_)), "'");
+    }
+    return ErrorAt(line_, col_, absl::StrCat("expected ", expected, ", got ", got));
+  }
+  absl::Status ErrorAt(int64_t line, int64_t col, absl::string_view msg) const {
+    return absl::InvalidArgumentError(absl::StrCat(what_, ": line ", line, ", column ", col, ": ", msg));
+  }
+  int64_t line() {
+    SkipSpace();
+    return line_;
+  }
+  int64_t col() const { return col_; }
+
+  static std::string Printable(absl::string_view s) {
+    std::string out;
+    for (char c : s) out.push_back(c >= 32 && c < 127 ? c : '?');
+    return out;
+  }
+
+ private:
+  void Advance(size_t n) {
+    for (size_t i = 0; i < n && pos_ < text_.size(); ++i, ++pos_) {
+      if (text_[pos_] == '\n') {
+        ++line_;
+        col_ = 1;
+      } else {
+        ++col_;
+      }
+    }
+  }
+  // Scans brackets and strings from here: an attribute value (RawValue's end), or one
+  // bracketed group (ends after its closing bracket). False when the text ends first.
+  bool Scan(bool value) {
+    int depth = 0;
+    while (pos_ < text_.size()) {
+      const char c = text_[pos_];
+      if (c == '"') {
+        SkipString();
+        continue;
+      }
+      if (c == '{' || c == '[' || c == '(') {
+        ++depth;
+      } else if (c == '}' || c == ']' || c == ')') {
+        if (value && depth == 0) return true;
+        --depth;
+      } else if (value && depth == 0 && (c == ',' || c == '\n')) {
+        return true;
+      }
+      Advance(1);
+      if (!value && depth == 0) return true;
+    }
+    return value;
+  }
+  void SkipString() {  // at '"': to after the closing quote (backslash escapes)
+    Advance(1);
+    while (pos_ < text_.size() && text_[pos_] != '"') Advance(text_[pos_] == '\\' ? 2 : 1);
+    Advance(1);
+  }
+  void SkipSpace() {
+    while (pos_ < text_.size()) {
+      if (absl::ascii_isspace(static_cast<unsigned char>(text_[pos_]))) {
+        Advance(1);
+      } else if (text_.substr(pos_, 2) == "/*") {
+        const size_t end = text_.find("*/", pos_ + 2);
+        Advance(end == absl::string_view::npos ? text_.size() - pos_ : end + 2 - pos_);
+      } else if (text_.substr(pos_, 2) == "//") {
+        while (pos_ < text_.size() && text_[pos_] != '\n') Advance(1);
+      } else {
+        break;
+      }
+    }
+  }
+
+  absl::string_view text_, what_;
+  size_t pos_ = 0;
+  int64_t line_ = 1, col_ = 1;
+};
+
+int ElementType(absl::string_view name, bool* known) {
+  static const std::map<std::string, int, std::less<>> kTypes = {
+      {"pred", xla::PRED}, {"s8", xla::S8},   {"s16", xla::S16}, {"s32", xla::S32},   {"s64", xla::S64},
+      {"u8", xla::U8},     {"u16", xla::U16}, {"u32", xla::U32}, {"u64", xla::U64},   {"f16", xla::F16},
+      {"f32", xla::F32},   {"f64", xla::F64}, {"bf16", xla::BF16}, {"c64", xla::C64}, {"c128", xla::C128},
+      {"token", xla::TOKEN}, {"opaque", xla::OPAQUE_TYPE}};
+  const auto it = kTypes.find(name);
+  *known = it != kTypes.end();
+  return *known ? it->second : kOtherElementType;
+}
+
+absl::Status ParseShape(Cursor& c, ShapeProto* shape, int depth);
+
+absl::Status ParseArrayShape(Cursor& c, const std::string& type, ShapeProto* shape) {
+  bool known = false;
+  shape->set_element_type(static_cast<xla::PrimitiveType>(ElementType(type, &known)));
+  if (!c.Consume('[')) return c.Error(absl::StrCat("'[' after the element type '", type, "'"));
+  if (!c.Consume(']')) {
+    do {
+      c.Consume('<');  // "<=N": a dynamic dimension of at most N
+      c.Consume('=');
+      if (c.Consume('?')) {
+        shape->add_dimensions(-1);
+        continue;
+      }
+      const int64_t line = c.line(), col = c.col();
+      const std::string digits = c.Name();
+      int64_t d = 0;
+      if (!absl::SimpleAtoi(digits, &d) || d < 0)
+        return c.ErrorAt(line, col, absl::StrCat("expected a dimension size, got '", Cursor::Printable(digits), "'"));
+      shape->add_dimensions(d);
+    } while (c.Consume(','));
+    if (!c.Consume(']')) return c.Error("',' or ']' in the shape's dimensions");
+  }
+  if (c.LayoutFollows()) {  // the layout: minor_to_major, then tiling and memory space after ':'
+    c.Consume('{');
+    shape->mutable_layout();
+    while (c.Peek() != '}' && c.Peek() != ':' && !c.AtEnd()) {
+      const int64_t line = c.line(), col = c.col();
+      const std::string digits = c.Name();
+      int64_t d = 0;
+      if (!absl::SimpleAtoi(digits, &d))
+        return c.ErrorAt(line, col, absl::StrCat("expected a layout dimension, got '", Cursor::Printable(digits), "'"));
+      shape->mutable_layout()->add_minor_to_major(d);
+      if (!c.Consume(',')) break;
+    }
+    if (c.Peek() == ':') {
+      while (!c.AtEnd() && c.Peek() != '}') {
+        if (c.Peek() == '(') {
+          if (!c.SkipGroup()) return c.Error("')' closing the layout's tiling");
+        } else {
+          c.Consume(c.Peek());
+        }
+      }
+    }
+    if (!c.Consume('}')) return c.Error("'}' closing the layout");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseShape(Cursor& c, ShapeProto* shape, int depth) {
+  if (depth > kMaxShapeDepth) return c.Error(absl::StrCat("tuple shapes nested at most ", kMaxShapeDepth, " deep"));
+  if (c.Consume('(')) {
+    shape->set_element_type(xla::TUPLE);
+    if (c.Consume(')')) return absl::OkStatus();
+    do {
+      if (absl::Status s = ParseShape(c, shape->add_tuple_shapes(), depth + 1); !s.ok()) return s;
+    } while (c.Consume(','));
+    if (!c.Consume(')')) return c.Error("',' or ')' in a tuple shape");
+    return absl::OkStatus();
+  }
+  const int64_t line = c.line(), col = c.col();
+  const std::string type = c.Name();
+  if (type.empty()) return c.Error("a shape (such as f32[8,128] or a tuple (...))");
+  if (!absl::ascii_isalpha(static_cast<unsigned char>(type[0])))
+    return c.ErrorAt(line, col, absl::StrCat("expected an element type, got '", Cursor::Printable(type), "'"));
+  return ParseArrayShape(c, type, shape);
+}
+
+// "1,2,3" (braces already stripped) as integers.
+absl::Status ParseInts(Cursor& c, int64_t line, int64_t col, absl::string_view text, absl::string_view what,
+                       std::vector<int64_t>* out) {
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v))
+      return c.ErrorAt(line, col, absl::StrCat(what, ": expected integers, got '", Cursor::Printable(part), "'"));
+    out->push_back(v);
+  }
+  return absl::OkStatus();
+}
+
+absl::string_view StripBraces(absl::string_view v) {
+  v = absl::StripAsciiWhitespace(v);
+  if (v.size() >= 2 && v.front() == '{' && v.back() == '}') v = v.substr(1, v.size() - 2);
+  return v;
+}
+
+// window={size=3x3 stride=1x2 pad=1_2x1_2 lhs_dilate=1x1 rhs_dilate=1x1 rhs_reversal=0x1}
+absl::Status ParseWindow(Cursor& c, int64_t line, int64_t col, absl::string_view value, HloInstructionProto* inst) {
+  std::map<std::string, std::vector<std::string>> fields;
+  size_t dims = 0;
+  for (absl::string_view item : absl::StrSplit(StripBraces(value), ' ', absl::SkipWhitespace())) {
+    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, absl::MaxSplits('=', 1));
+    std::vector<std::string> parts = absl::StrSplit(kv.second, 'x');
+    dims = std::max(dims, parts.size());
+    fields[std::string(kv.first)] = std::move(parts);
+  }
+  auto value_of = [&](const std::string& key, size_t d, int part, int64_t dflt, int64_t* out) -> absl::Status {
+    const auto it = fields.find(key);
+    if (it == fields.end() || d >= it->second.size()) {
+      *out = dflt;
+      return absl::OkStatus();
+    }
+    const std::vector<std::string> pieces = absl::StrSplit(it->second[d], '_');
+    if (static_cast<size_t>(part) >= pieces.size() || !absl::SimpleAtoi(pieces[static_cast<size_t>(part)], out))
+      return c.ErrorAt(line, col, absl::StrCat("window: ", key, " of dimension ", d, ": expected a number, got '",
+                                               Cursor::Printable(it->second[d]), "'"));
+    return absl::OkStatus();
+  };
+  for (size_t d = 0; d < dims; ++d) {
+    xla::WindowDimension* w = inst->mutable_window()->add_dimensions();
+    int64_t v[7];
+    for (auto [key, part, dflt, at] : std::vector<std::tuple<const char*, int, int64_t, int>>{
+             {"size", 0, 1, 0}, {"stride", 0, 1, 1}, {"pad", 0, 0, 2}, {"pad", 1, 0, 3},
+             {"rhs_dilate", 0, 1, 4}, {"lhs_dilate", 0, 1, 5}, {"rhs_reversal", 0, 0, 6}})
+      if (absl::Status s = value_of(key, d, part, dflt, &v[at]); !s.ok()) return s;
+    w->set_size(v[0]);
+    w->set_stride(v[1]);
+    w->set_padding_low(v[2]);
+    w->set_padding_high(v[3]);
+    w->set_window_dilation(v[4]);
+    w->set_base_dilation(v[5]);
+    w->set_window_reversal(v[6] != 0);
+  }
+  return absl::OkStatus();
+}
+
+// dim_labels=b01f_01io->b01f: each letter's position is that dimension's index.
+absl::Status ParseDimLabels(Cursor& c, int64_t line, int64_t col, absl::string_view value, HloInstructionProto* inst) {
+  const std::vector<std::string> io = absl::StrSplit(value, "->");
+  std::vector<std::string> in;
+  if (io.size() == 2) in = absl::StrSplit(io[0], '_');
+  if (in.size() != 2)
+    return c.ErrorAt(line, col, absl::StrCat("dim_labels: expected INPUT_KERNEL->OUTPUT such as b01f_01io->b01f, got '",
+                                             Cursor::Printable(value), "'"));
+  xla::ConvolutionDimensionNumbers* n = inst->mutable_convolution_dimension_numbers();
+  auto spatial = [](const std::string& labels) {
+    std::vector<std::pair<int, int64_t>> s;  // (digit, position)
+    for (size_t i = 0; i < labels.size(); ++i)
+      if (absl::ascii_isdigit(static_cast<unsigned char>(labels[i]))) s.emplace_back(labels[i] - '0', i);
+    std::sort(s.begin(), s.end());
+    return s;
+  };
+  for (size_t i = 0; i < in[0].size(); ++i) {
+    if (in[0][i] == 'b') n->set_input_batch_dimension(static_cast<int64_t>(i));
+    if (in[0][i] == 'f') n->set_input_feature_dimension(static_cast<int64_t>(i));
+  }
+  for (size_t i = 0; i < in[1].size(); ++i) {
+    if (in[1][i] == 'i') n->set_kernel_input_feature_dimension(static_cast<int64_t>(i));
+    if (in[1][i] == 'o') n->set_kernel_output_feature_dimension(static_cast<int64_t>(i));
+  }
+  for (size_t i = 0; i < io[1].size(); ++i) {
+    if (io[1][i] == 'b') n->set_output_batch_dimension(static_cast<int64_t>(i));
+    if (io[1][i] == 'f') n->set_output_feature_dimension(static_cast<int64_t>(i));
+  }
+  for (auto [d, p] : spatial(in[0])) n->add_input_spatial_dimensions(p);
+  for (auto [d, p] : spatial(in[1])) n->add_kernel_spatial_dimensions(p);
+  for (auto [d, p] : spatial(io[1])) n->add_output_spatial_dimensions(p);
+  return absl::OkStatus();
+}
+
+// slice={[0:4], [1:5:2]}
+absl::Status ParseSlice(Cursor& c, int64_t line, int64_t col, absl::string_view value, HloInstructionProto* inst) {
+  for (absl::string_view dim : absl::StrSplit(StripBraces(value), ',', absl::SkipWhitespace())) {
+    dim = absl::StripAsciiWhitespace(dim);
+    if (dim.size() < 2 || dim.front() != '[' || dim.back() != ']')
+      return c.ErrorAt(line, col, absl::StrCat("slice: expected [start:limit] or [start:limit:stride], got '",
+                                               Cursor::Printable(dim), "'"));
+    const std::vector<absl::string_view> p = absl::StrSplit(dim.substr(1, dim.size() - 2), ':');
+    int64_t v[3] = {0, 0, 1};
+    if (p.size() < 2 || p.size() > 3)
+      return c.ErrorAt(line, col, absl::StrCat("slice: expected [start:limit(:stride)], got '", Cursor::Printable(dim), "'"));
+    for (size_t i = 0; i < p.size(); ++i)
+      if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(p[i]), &v[i]))
+        return c.ErrorAt(line, col, absl::StrCat("slice: expected numbers, got '", Cursor::Printable(dim), "'"));
+    auto* s = inst->add_slice_dimensions();
+    s->set_start(v[0]);
+    s->set_limit(v[1]);
+    s->set_stride(v[2]);
+  }
+  return absl::OkStatus();
+}
+
+// padding=0_0x1_2 (low_high[_interior] per dimension)
+absl::Status ParsePadding(Cursor& c, int64_t line, int64_t col, absl::string_view value, HloInstructionProto* inst) {
+  for (absl::string_view dim : absl::StrSplit(value, 'x')) {
+    const std::vector<absl::string_view> p = absl::StrSplit(dim, '_');
+    int64_t v[3] = {0, 0, 0};
+    if (p.size() < 2 || p.size() > 3)
+      return c.ErrorAt(line, col, absl::StrCat("padding: expected LOW_HIGH(_INTERIOR) per dimension, got '",
+                                               Cursor::Printable(dim), "'"));
+    for (size_t i = 0; i < p.size(); ++i)
+      if (!absl::SimpleAtoi(p[i], &v[i]))
+        return c.ErrorAt(line, col, absl::StrCat("padding: expected numbers, got '", Cursor::Printable(dim), "'"));
+    auto* d = inst->mutable_padding_config()->add_dimensions();
+    d->set_edge_padding_low(v[0]);
+    d->set_edge_padding_high(v[1]);
+    d->set_interior_padding(v[2]);
+  }
+  return absl::OkStatus();
+}
+
+// What a parsed instruction calls, by name, for the second pass.
+struct PendingCalls {
+  std::vector<std::string> names;
+  int64_t line = 0, col = 0;
+};
+
+struct ParsedComputation {
+  HloComputationProto proto;
+  std::vector<PendingCalls> calls;  // per instruction
+  bool entry = false;
+  int64_t line = 0;
+};
+
+bool IsCallAttribute(absl::string_view key) {
+  static const char* const kKeys[] = {"to_apply", "calls", "body", "condition", "select", "scatter",
+                                      "true_computation", "false_computation", "branch_computations",
+                                      "called_computations"};
+  return std::find(std::begin(kKeys), std::end(kKeys), key) != std::end(kKeys);
+}
+
+absl::Status ParseAttribute(Cursor& c, HloInstructionProto* inst, PendingCalls* calls) {
+  const int64_t line = c.line(), col = c.col();
+  const std::string key = c.Name();
+  if (key.empty() || !c.Consume('=')) return c.Error("an attribute (name=value)");
+  const int64_t vline = c.line(), vcol = c.col();
+  const absl::string_view value = c.RawValue();
+  std::vector<int64_t> ints;
+  if (key == "dimensions" || key == "dynamic_slice_sizes") {
+    if (absl::Status s = ParseInts(c, vline, vcol, StripBraces(value), key, &ints); !s.ok()) return s;
+    for (int64_t v : ints) (key == "dimensions" ? inst->add_dimensions(v) : inst->add_dynamic_slice_sizes(v));
+  } else if (key == "window") {
+    return ParseWindow(c, vline, vcol, value, inst);
+  } else if (key == "dim_labels") {
+    return ParseDimLabels(c, vline, vcol, value, inst);
+  } else if (key == "slice") {
+    return ParseSlice(c, vline, vcol, value, inst);
+  } else if (key == "padding") {
+    return ParsePadding(c, vline, vcol, value, inst);
+  } else if (key == "feature_group_count" || key == "batch_group_count") {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(value, &v))
+      return c.ErrorAt(vline, vcol, absl::StrCat(key, ": expected an integer, got '", Cursor::Printable(value), "'"));
+    (key == "feature_group_count" ? inst->set_feature_group_count(v) : inst->set_batch_group_count(v));
+  } else if (key == "is_stable") {
+    inst->set_is_stable(value == "true");
+  } else if (IsCallAttribute(key)) {
+    calls->line = line;
+    calls->col = col;
+    for (absl::string_view name : absl::StrSplit(StripBraces(value), ',', absl::SkipWhitespace())) {
+      name = absl::StripAsciiWhitespace(name);
+      if (!name.empty() && name.front() == '%') name.remove_prefix(1);
+      calls->names.emplace_back(name);
+    }
+  }
+  return absl::OkStatus();
+}
+
+// The operands of `inst` (after its '('), by name among `defined`.
+absl::Status ParseOperands(Cursor& c, const std::unordered_map<std::string, int64_t>& defined,
+                           const std::string& computation, HloInstructionProto* inst) {
+  if (c.Consume(')')) return absl::OkStatus();
+  do {
+    if (c.Peek() == '(') {  // an operand written with its (tuple) shape
+      ShapeProto ignored;
+      if (absl::Status s = ParseShape(c, &ignored, 0); !s.ok()) return s;
+    }
+    const int64_t line = c.line(), col = c.col();
+    std::string name = c.Name();
+    if (c.Peek() == '[') {  // that was the element type of the operand's shape
+      ShapeProto ignored;
+      if (absl::Status s = ParseArrayShape(c, name, &ignored); !s.ok()) return s;
+      name = c.Name();
+    }
+    if (name.empty()) return c.Error("an operand name");
+    const auto it = defined.find(name);
+    if (it == defined.end())
+      return c.ErrorAt(line, col, absl::StrCat("operand '", Cursor::Printable(name), "' is not an instruction ",
+                                               "defined before it in computation '", computation, "'"));
+    inst->add_operand_ids(it->second);
+  } while (c.Consume(','));
+  if (!c.Consume(')')) return c.Error("',' or ')' after an operand");
+  return absl::OkStatus();
+}
+
+// One instruction line: [ROOT] %name = shape opcode(operands), attr=value, ...
+absl::Status ParseInstruction(Cursor& c, int64_t id, std::unordered_map<std::string, int64_t>* defined,
+                              ParsedComputation* comp, bool* root) {
+  *root = c.ConsumeWord("ROOT");
+  const int64_t line = c.line(), col = c.col();
+  const std::string name = c.Name();
+  if (name.empty()) return c.Error("an instruction ([ROOT] %name = shape opcode(operands)) or '}'");
+  if (!c.Consume('=')) return c.Error(absl::StrCat("'=' after the instruction name '", Cursor::Printable(name), "'"));
+  HloInstructionProto* inst = comp->proto.add_instructions();
+  inst->set_name(name);
+  inst->set_id(id);
+  if (absl::Status s = ParseShape(c, inst->mutable_shape(), 0); !s.ok()) return s;
+  const std::string opcode = c.Name();
+  if (opcode.empty()) return c.Error("an opcode");
+  inst->set_opcode(opcode);
+  if (!c.Consume('(')) return c.Error(absl::StrCat("'(' after the opcode '", Cursor::Printable(opcode), "'"));
+  if (opcode == "constant") {  // a literal, skipped to its closing ')'
+    int depth = 1;
+    while (depth > 0 && !c.AtEnd()) {
+      const char ch = c.Peek();
+      if (ch == '(' || ch == '{' || ch == '[') {
+        if (!c.SkipGroup()) break;
+        continue;
+      }
+      if (ch == ')') --depth;
+      c.Consume(ch);
+    }
+    if (depth > 0) return c.Error("')' closing the constant's literal");
+  } else if (opcode == "parameter") {
+    const int64_t pline = c.line(), pcol = c.col();
+    const std::string n = c.Name();
+    int64_t number = 0;
+    if (!absl::SimpleAtoi(n, &number) || number < 0)
+      return c.ErrorAt(pline, pcol, absl::StrCat("expected the parameter's number, got '", Cursor::Printable(n), "'"));
+    inst->set_parameter_number(number);
+    if (!c.Consume(')')) return c.Error("')' after the parameter's number");
+  } else if (absl::Status s = ParseOperands(c, *defined, comp->proto.name(), inst); !s.ok()) {
+    return s;
+  }
+  PendingCalls calls;
+  while (c.Consume(','))
+    if (absl::Status s = ParseAttribute(c, inst, &calls); !s.ok()) return s;
+  comp->calls.push_back(std::move(calls));
+  if (!defined->emplace(name, id).second)
+    return c.ErrorAt(line, col, absl::StrCat("instruction name '", Cursor::Printable(name), "' is used twice in '",
+                                             comp->proto.name(), "'"));
+  return absl::OkStatus();
+}
+
+// [ENTRY] %name [(params) -> shape] { instructions }
+absl::Status ParseComputation(Cursor& c, int64_t* next_id, ParsedComputation* comp) {
+  comp->line = c.line();
+  comp->entry = c.ConsumeWord("ENTRY");
+  const std::string name = c.Name();
+  if (name.empty()) return c.Error("a computation ([ENTRY] %name (parameters) -> shape {)");
+  comp->proto.set_name(name);
+  if (c.Peek() == '(') {
+    if (!c.SkipGroup()) return c.Error("')' closing the computation's parameters");
+    if (!c.Consume('-') || !c.Consume('>')) return c.Error("'->' and the computation's result shape");
+    ShapeProto ignored;
+    if (absl::Status s = ParseShape(c, &ignored, 0); !s.ok()) return s;
+  }
+  while (c.Consume(',')) {  // e.g. execution_thread="main"
+    c.Name();
+    if (!c.Consume('=')) return c.Error("'=' in a computation attribute");
+    c.RawValue();
+  }
+  if (!c.Consume('{')) return c.Error(absl::StrCat("'{' opening computation '", Cursor::Printable(name), "'"));
+  std::unordered_map<std::string, int64_t> defined;
+  int64_t root = -1;
+  while (!c.Consume('}')) {
+    if (c.AtEnd()) return c.Error(absl::StrCat("'}' closing computation '", Cursor::Printable(name), "'"));
+    bool is_root = false;
+    if (absl::Status s = ParseInstruction(c, (*next_id)++, &defined, comp, &is_root); !s.ok()) return s;
+    if (is_root) root = *next_id - 1;
+  }
+  if (comp->proto.instructions_size() == 0)
+    return c.ErrorAt(comp->line, 1, absl::StrCat("computation '", Cursor::Printable(name), "' has no instructions"));
+  comp->proto.set_root_id(root >= 0 ? root : *next_id - 1);
+  return absl::OkStatus();
+}
+
+// Resolves the called computations' names to ids and orders the computations callees
+// first (stable: text already in that order stays so).
+absl::Status Link(Cursor& c, std::vector<ParsedComputation>* comps, HloModuleProto* module) {
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < comps->size(); ++i) {
+    (*comps)[i].proto.set_id(static_cast<int64_t>(i) + 1);
+    if (!index.emplace((*comps)[i].proto.name(), i).second)
+      return c.ErrorAt((*comps)[i].line, 1, absl::StrCat("computation name '", (*comps)[i].proto.name(), "' is used twice"));
+  }
+  std::vector<std::vector<size_t>> callees(comps->size());
+  for (size_t i = 0; i < comps->size(); ++i) {
+    ParsedComputation& comp = (*comps)[i];
+    for (int k = 0; k < comp.proto.instructions_size(); ++k)
+      for (const std::string& name : comp.calls[static_cast<size_t>(k)].names) {
+        const auto it = index.find(name);
+        if (it == index.end())
+          return c.ErrorAt(comp.calls[static_cast<size_t>(k)].line, comp.calls[static_cast<size_t>(k)].col,
+                           absl::StrCat("calls computation '", Cursor::Printable(name), "', which the module does not have"));
+        comp.proto.mutable_instructions(k)->add_called_computation_ids(static_cast<int64_t>(it->second) + 1);
+        callees[i].push_back(it->second);
+      }
+  }
+  // Depth-first post order from each computation in text order (iterative: no recursion).
+  std::vector<int> state(comps->size(), 0);  // 0 new, 1 on the stack, 2 placed
+  std::vector<size_t> order;
+  for (size_t start = 0; start < comps->size(); ++start) {
+    if (state[start]) continue;
+    std::vector<std::pair<size_t, size_t>> stack = {{start, 0}};
+    state[start] = 1;
+    while (!stack.empty()) {
+      auto& [node, next] = stack.back();
+      if (next < callees[node].size()) {
+        const size_t callee = callees[node][next++];
+        if (state[callee] == 1)
+          return c.ErrorAt((*comps)[node].line, 1, absl::StrCat("computation '", (*comps)[node].proto.name(),
+                                                                 "' is part of a cycle of calls"));
+        if (state[callee] == 0) {
+          state[callee] = 1;
+          stack.emplace_back(callee, 0);
+        }
+      } else {
+        state[node] = 2;
+        order.push_back(node);
+        stack.pop_back();
+      }
+    }
+  }
+  int64_t entry = -1;
+  for (size_t i : order) {
+    if ((*comps)[i].entry) entry = (*comps)[i].proto.id();
+    *module->add_computations() = std::move((*comps)[i].proto);
+  }
+  if (entry < 0) entry = module->computations(module->computations_size() - 1).id();
+  module->set_entry_computation_id(entry);
+  for (const HloComputationProto& comp : module->computations())
+    if (comp.id() == entry) module->set_entry_computation_name(comp.name());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+bool LooksLikeHloText(absl::string_view bytes) {
+  Cursor c(bytes.substr(0, std::min<size_t>(bytes.size(), 4096)), "");
+  return c.ConsumeWord("HloModule");
+}
+
+absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what) {
+  Cursor c(text, what);
+  if (!c.ConsumeWord("HloModule")) return c.Error("'HloModule' and the module's name");
+  HloModuleProto module;
+  const std::string name = c.Name();
+  if (name.empty()) return c.Error("the module's name after 'HloModule'");
+  module.set_name(name);
+  while (c.Consume(',')) {  // module attributes (entry_computation_layout, ...), skipped
+    c.Name();
+    if (!c.Consume('=')) return c.Error("'=' in a module attribute");
+    c.RawValue();
+  }
+  std::vector<ParsedComputation> comps;
+  int64_t next_id = 1;
+  while (!c.AtEnd()) {
+    comps.emplace_back();
+    if (absl::Status s = ParseComputation(c, &next_id, &comps.back()); !s.ok()) return s;
+  }
+  if (comps.empty()) return c.Error("at least one computation");
+  if (absl::Status s = Link(c, &comps, &module); !s.ok()) return s;
+  return module;
+}
+
+}  // namespace tgraph::hlo

@@ -1,0 +1,36 @@
+// HLO text, as XLA prints it (`XLA_FLAGS=--xla_dump_to=DIR`: module_*.txt; JAX's
+// `lowered.compiler_ir("hlo").as_hlo_text()`, `compiled.as_text()`), read into the same
+// HloModuleProto subset the binary path reads (proto/tgraph/hlo/hlo.proto), so that one
+// featurizer (featurize.h) makes the graph either way.
+//
+// The syntax read: `HloModule name, attributes`; computations `[ENTRY] %name (params) ->
+// shape { ... }` (the signature optional, `%` prefixes optional, computations in any
+// order: callees are put first); instructions `[ROOT] %name = shape opcode(operands),
+// attr=value, ...` with shapes such as `f32[8,128]{1,0:T(8,128)}`, `(f32[2], s32[])`,
+// `token[]`, `f32[<=10]`; operands written with or without their shapes; /*...*/
+// comments anywhere. Attributes that set features are read: dimensions, window (size,
+// stride, pad, lhs_dilate, rhs_dilate, rhs_reversal), dim_labels, feature_group_count,
+// batch_group_count, slice, dynamic_slice_sizes, padding, is_stable, and the called
+// computations (to_apply, calls, body, condition, select, scatter, true_computation,
+// false_computation, branch_computations, called_computations). Every other attribute
+// (metadata, backend_config, sharding, frontend_attributes, control-predecessors,
+// custom_call_target, dot dimension numbers, ...) and constants' literals are skipped.
+//
+// Instruction ids are assigned in text order from 1 (text has none). Malformed text is
+// INVALID_ARGUMENT "WHAT: line L, column C: expected ..., got ..."; nothing here
+// crashes or recurses without bound on any input. Torch-free; pure functions.
+#pragma once
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "tgraph/hlo/hlo.pb.h"
+
+namespace tgraph::hlo {
+
+// True when `bytes` starts (after whitespace and comments) with the word `HloModule`.
+bool LooksLikeHloText(absl::string_view bytes);
+
+// The module `text` describes; errors name `what`, the line and the column.
+absl::StatusOr<tgraph::xla::HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what);
+
+}  // namespace tgraph::hlo

@@ -1,0 +1,269 @@
+// HLO text (model/hlo/hlo_text.h): the real graphsage_tf module as XLA printed it, with
+// hand-checked features; hand-written modules that give the graph their proto gives;
+// every attribute the features read; errors naming line and column; a fuzz.
+#include <catch2/catch.hpp>
+
+#include <random>
+#include <string>
+
+#include "model/core/file_util.h"
+#include "model/hlo/featurize.h"
+#include "model/hlo/hlo_text.h"
+
+using namespace tgraph;
+using tgraph::hlo::FeaturizeModule;
+using tgraph::hlo::ParseHloText;
+
+namespace {
+
+const std::string kGraphsage = std::string(TGRAPH_REAL_DATA) + "/hlo/graphsage_tf.hlo";
+
+// The node of the instruction named `name`.
+int64_t NodeNamed(const hlo::ModuleGraph& g, const std::string& name) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].instruction == name) return static_cast<int64_t>(i);
+  FAIL("no instruction " << name);
+  return -1;
+}
+
+std::vector<float> Feat(const hlo::ModuleGraph& g, int64_t node, int from, int to) {
+  return std::vector<float>(g.graph.feat(node) + from, g.graph.feat(node) + to);
+}
+
+bool HasEdge(const hlo::ModuleGraph& g, int64_t u, int64_t v) {
+  for (size_t e = 0; e + 1 < g.graph.edge_index.size(); e += 2)
+    if (g.graph.edge_index[e] == u && g.graph.edge_index[e + 1] == v) return true;
+  return false;
+}
+
+std::string ErrorOf(const std::string& text) {
+  auto r = ParseHloText(text, "m.hlo");
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+  return std::string(r.status().message());
+}
+
+}  // namespace
+
+TEST_CASE("HLO text: the real graphsage_tf module featurizes, with hand-checked dot, reshape and reduce", "[hlo][text]") {
+  const std::string text = *ReadFile(kGraphsage);
+  CHECK(hlo::LooksLikeHloText(text));
+  auto module = hlo::ParseModule(text, "graphsage_tf.hlo");  // detected as text
+  REQUIRE(module.ok());
+  CHECK(module->computations_size() == 5);
+  CHECK(module->entry_computation_name() == module->computations(4).name());
+  auto g = FeaturizeModule(*module, "graphsage_tf.hlo");
+  REQUIRE(g.ok());
+  CHECK(g->graph.num_nodes == 138);
+  int dots = 0, reshapes = 0;
+  for (int64_t n : g->default_config_nodes) (g->nodes[n].opcode == "dot" ? dots : reshapes) += 1;
+  CHECK(dots == 7);
+  CHECK(reshapes == 20);
+  // %MatMul_1.10 = bf16[1,128]{1,0} dot(%embedding_lookup.3, %MatMul_1.9), lhs_contracting_dims={1}, ...
+  const int64_t dot = NodeNamed(*g, "MatMul_1.10");
+  CHECK(g->nodes[dot].opcode == "dot");
+  CHECK(g->graph.node_opcode[dot] == hlo::OpcodeId("dot"));
+  CHECK(g->graph.feat(dot)[2 + 13] == 1.0f);                                           // BF16
+  CHECK(Feat(*g, dot, 21, 29) == std::vector<float>{1, 128, 0, 0, 0, 0, 129, 128});   // dims, sum, product
+  CHECK(Feat(*g, dot, 134, 140) == std::vector<float>{1, 0, 0, 0, 0, 0});             // minor_to_major
+  CHECK(HasEdge(*g, dot, NodeNamed(*g, "embedding_lookup.3")));
+  CHECK(HasEdge(*g, dot, NodeNamed(*g, "MatMul_1.9")));
+  CHECK(g->first_operands[dot] == std::array<int64_t, 2>{NodeNamed(*g, "embedding_lookup.3"), NodeNamed(*g, "MatMul_1.9")});
+  // %shape.22 = s32[1]{0} reshape(%mul_2.1)
+  const int64_t reshape = NodeNamed(*g, "shape.22");
+  CHECK(g->graph.feat(reshape)[2 + 4] == 1.0f);                                      // S32
+  CHECK(Feat(*g, reshape, 21, 29) == std::vector<float>{1, 0, 0, 0, 0, 0, 1, 1});
+  CHECK(HasEdge(*g, reshape, NodeNamed(*g, "mul_2.1")));
+  // %Mean.30 = f32[1,50]{1,0} reduce(%Mean.27, %Mean.29), dimensions={1}, to_apply=%meanaggregator_1_Mean-reduction.1
+  const int64_t reduce = NodeNamed(*g, "Mean.30");
+  CHECK(g->graph.feat(reduce)[2 + 11] == 1.0f);                                      // F32
+  CHECK(Feat(*g, reduce, 21, 29) == std::vector<float>{1, 50, 0, 0, 0, 0, 51, 50});
+  CHECK(Feat(*g, reduce, 31, 37) == std::vector<float>{1, 0, 0, 0, 0, 0});            // dimensions
+  CHECK(HasEdge(*g, reduce, NodeNamed(*g, "add.1")));  // the call edge to the reducer's root
+  CHECK(g->graph.feat(NodeNamed(*g, "add.1"))[0] == 1.0f);  // is_root
+  // Parameters: parameter_number.
+  CHECK(g->graph.feat(NodeNamed(*g, "y.1"))[30] == 1.0f);
+}
+
+TEST_CASE("HLO text: a hand-written module gives the graph its proto gives, whatever the spelling", "[hlo][text]") {
+  // The module of the test "hand-computed features of windows, convolution numbers, slices
+  // and padding" (tests/hlo_test.cc), written as text: computations out of order (the
+  // entry first), no '%' prefixes, operands with shapes, comments, skipped attributes.
+  const std::string text = R"(HloModule small, entry_computation_layout={(f32[8,16])->f32[8,16]}
+
+ENTRY main {
+  p = f32[8,16] parameter(0), metadata={op_type="Placeholder" op_name="p"}
+  k = f32[8,16] parameter(1), sharding={devices=[2,1]0,1}
+  /* a convolution */ conv = f32[8,16] convolution(f32[8,16] p, f32[8,16] k), window={size=3x3 stride=1x2 pad=1_2x1_2 rhs_reversal=0x1}, dim_labels=b01f_01io->b01f, feature_group_count=1, batch_group_count=1, backend_config="{\"a\": \"}{\"}"
+  s = f32[8,16] slice(conv), slice={[0:4], [1:5], [2:6]}
+  ROOT pad = f32[8,16] pad(s, c), padding=2_-1_7, frontend_attributes={_xla="x,y"}
+  c = f32[] constant({ {1, 2}, {3, 4} })
+}
+)";
+  // "c" is used before it is defined: an error naming it. Define it first, and compare.
+  CHECK_THAT(ErrorOf(text), Catch::Contains("line 8, column 31: operand 'c' is not an instruction defined before it"));
+  std::string fixed = text;
+  const std::string c_line = "  c = f32[] constant({ {1, 2}, {3, 4} })\n";
+  fixed.erase(fixed.find(c_line), c_line.size());
+  fixed.insert(fixed.find("  p = "), c_line);
+  auto parsed = ParseHloText(fixed, "m.hlo");
+  REQUIRE(parsed.ok());
+  auto g = FeaturizeModule(*parsed, "m.hlo");
+  REQUIRE(g.ok());
+  // The proto of tests/hlo_test.cc's module gave these (node 0 is now the constant).
+  const float* f = g->graph.feat(3);
+  CHECK(g->nodes[3].instruction == "conv");
+  CHECK(std::vector<float>(f + 37, f + 45) == std::vector<float>{3, 3, 0, 0, 0, 0, 6, 9});   // size
+  CHECK(std::vector<float>(f + 45, f + 53) == std::vector<float>{1, 2, 0, 0, 0, 0, 3, 2});   // stride
+  CHECK(std::vector<float>(f + 53, f + 61) == std::vector<float>{1, 1, 0, 0, 0, 0, 2, 1});   // padding low
+  CHECK(std::vector<float>(f + 61, f + 69) == std::vector<float>{2, 2, 0, 0, 0, 0, 4, 4});   // padding high
+  CHECK(std::vector<float>(f + 85, f + 93) == std::vector<float>{0, 1, 0, 0, 0, 0, 1, 1});   // reversal, counts
+  CHECK(std::vector<float>(f + 93, f + 109) == std::vector<float>{0, 3, 1, 2, 0, 0, 2, 3, 0, 1, 0, 0, 0, 3, 1, 1});
+  CHECK(g->graph.feat(2)[30] == 1.0f);  // k: parameter_number 1
+  const float* s = g->graph.feat(4);
+  CHECK(std::vector<float>(s + 109, s + 121) == std::vector<float>{0, 1, 3, 0, 1, 1, 3, 1, 4, 5, 15, 120});
+  const float* p = g->graph.feat(5);
+  CHECK(std::vector<float>(p + 125, p + 133) == std::vector<float>{2, 0, 2, 2, -1, 0, -1, -1});
+  CHECK(p[0] == 1.0f);  // the root
+  CHECK(g->graph.edge_index == std::vector<int64_t>{3, 1, 3, 2, 4, 3, 5, 0, 5, 4});
+  CHECK(g->default_config_nodes == std::vector<int64_t>{3});
+}
+
+TEST_CASE("HLO text: tuples, tokens, calls of every kind, callees put first, ids in text order", "[hlo][text]") {
+  const std::string text = R"(HloModule calls
+
+ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
+  %a = f32[4]{0} parameter(0)
+  %i = s32[] constant(0)
+  %t = (f32[4]{0}, s32[]) tuple(%a, %i)
+  %w = (f32[4]{0}, s32[]) while(%t), condition=%cond, body=%body
+  %tok = token[] after-all()
+  %b = pred[] constant(true)
+  %r = f32[4]{0:T(256)} conditional(%b, %a, %a), branch_computations={%body2, %body2}
+  %f = f32[4]{0} fusion(%a), kind=kLoop, calls=%fused
+  %srt = f32[4]{0} sort(%a), dimensions={0}, is_stable=true, to_apply=%less
+  %ds = f32[2]{0} dynamic-slice(%a, %i), dynamic_slice_sizes={2}
+  ROOT %out = (f32[4]{0}, s32[]) tuple(%f, %i), control-predecessors={%srt}
+}
+
+%cond (t: (f32[4], s32[])) -> pred[] {
+  %t = (f32[4]{0}, s32[]) parameter(0)
+  ROOT %c = pred[] constant(false)
+}
+
+%body (t: (f32[4], s32[])) -> (f32[4], s32[]) {
+  ROOT %t = (f32[4]{0}, s32[]) parameter(0)
+}
+
+%body2 (x: f32[4]) -> f32[4] {
+  ROOT %x = f32[4]{0} parameter(0)
+}
+
+%fused (x: f32[4]) -> f32[4] {
+  %x = f32[4]{0} parameter(0)
+  ROOT %n = f32[4]{0} negate(%x)
+}
+
+%less (x: f32[], y: f32[]) -> pred[] {
+  %x = f32[] parameter(0)
+  %y = f32[] parameter(1)
+  ROOT %lt = pred[] compare(%x, %y), direction=LT
+}
+)";
+  auto m = ParseHloText(text, "calls.hlo");
+  REQUIRE(m.ok());
+  REQUIRE(m->computations_size() == 6);
+  // Callees first, in text order among themselves; the entry last.
+  std::vector<std::string> names;
+  for (const auto& c : m->computations()) names.push_back(c.name());
+  CHECK(names == std::vector<std::string>{"cond", "body", "body2", "fused", "less", "main"});
+  CHECK(m->entry_computation_name() == "main");
+  const auto& main = m->computations(5);
+  CHECK(main.instructions(0).id() == 1);  // ids in text order
+  CHECK(main.root_id() == main.instructions(10).id());
+  CHECK(main.instructions(2).shape().element_type() == xla::TUPLE);
+  CHECK(main.instructions(2).shape().tuple_shapes_size() == 2);
+  CHECK(main.instructions(4).shape().element_type() == xla::TOKEN);
+  CHECK(main.instructions(3).called_computation_ids_size() == 2);  // condition, body
+  REQUIRE(main.instructions(6).opcode() == "conditional");
+  CHECK(main.instructions(6).called_computation_ids_size() == 2);  // both branches
+  REQUIRE(main.instructions(6).shape().layout().minor_to_major_size() == 1);
+  CHECK(main.instructions(6).shape().layout().minor_to_major(0) == 0);  // tiling after ':' skipped
+  CHECK(main.instructions(7).called_computation_ids_size() == 1);       // the fusion's calls
+  CHECK(main.instructions(8).is_stable());
+  REQUIRE(main.instructions(9).dynamic_slice_sizes_size() == 1);
+  CHECK(main.instructions(9).dynamic_slice_sizes(0) == 2);
+  auto g = FeaturizeModule(*m, "calls.hlo");
+  REQUIRE(g.ok());
+  CHECK(g->graph.num_nodes == 20);
+  // The while node's call edges reach the roots of cond and body.
+  const int64_t w = 9 + 3;  // 9 nodes of callees before main
+  CHECK(g->nodes[w].instruction == "w");
+  CHECK(HasEdge(*g, w, 1));  // cond's root %c
+  CHECK(HasEdge(*g, w, 2));  // body's root %t
+}
+
+TEST_CASE("HLO text: malformed modules are errors naming line, column and what was expected", "[hlo][text]") {
+  CHECK_THAT(ErrorOf("HloModul x"), Catch::Contains("m.hlo: line 1, column 1: expected 'HloModule'"));
+  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b f32[2] negate(a)\n}"),
+             Catch::Contains("line 4, column 5: expected '=' after the instruction name 'b'"));
+  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2,x] parameter(0)\n}"),
+             Catch::Contains("line 3, column 13: expected a dimension size, got 'x'"));
+  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n"),
+             Catch::Contains("expected '}' closing computation 'e', got the end of the text"));
+  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  ROOT a = f32[2] map(b), to_apply=f\n}"),
+             Catch::Contains("line 3, column 23: operand 'b' is not an instruction defined before it"));
+  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT r = f32[2] map(a), to_apply=%f\n}"),
+             Catch::Contains("line 4, column 27: calls computation 'f', which the module does not have"));
+  CHECK_THAT(ErrorOf("HloModule m\nf {\n  ROOT a = f32[] call(), to_apply=g\n}\ng {\n  ROOT b = f32[] call(), to_apply=f\n}"),
+             Catch::Contains("is part of a cycle of calls"));
+  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT c = f32[2] convolution(a, a), window={size=3xq}\n}"),
+             Catch::Contains("line 4, column 45: window: size of dimension 1: expected a number, got 'q'"));
+  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  a = f32[2] negate(a)\n}"),
+             Catch::Contains("line 4, column 3: instruction name 'a' is used twice in 'e'"));
+  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n}"), Catch::Contains("computation 'e' has no instructions"));
+  std::string deep = "HloModule m\nENTRY e {\n  ROOT a = ";
+  for (int i = 0; i < 100; ++i) deep += "(";
+  CHECK_THAT(ErrorOf(deep), Catch::Contains("tuple shapes nested at most 32 deep"));
+}
+
+TEST_CASE("fuzz: mutated and truncated HLO text is an error or a module, never a crash or a hang", "[hlo][text][fuzz]") {
+  const std::string text = *ReadFile(kGraphsage);
+  std::mt19937_64 rng(7);
+  const std::string alphabet = "%=(){}[],:<>-_ \n\"xfs0123456789ROOTENTRY/*";
+  int parsed = 0;
+  for (int i = 0; i < 1500; ++i) {
+    std::string bad = text;
+    const int edits = 1 + static_cast<int>(rng() % 8);
+    for (int k = 0; k < edits; ++k) {
+      const size_t at = rng() % bad.size();
+      switch (rng() % 3) {
+        case 0: bad[at] = alphabet[rng() % alphabet.size()]; break;
+        case 1: bad.erase(at, 1 + rng() % 40); break;
+        default: bad.insert(at, 1, alphabet[rng() % alphabet.size()]); break;
+      }
+      if (bad.empty()) bad = "H";
+    }
+    if (rng() % 4 == 0) bad.resize(rng() % bad.size());
+    auto r = hlo::ParseModule(bad, "fuzz.hlo");
+    if (r.ok()) {
+      ++parsed;
+      (void)FeaturizeModule(*r, "fuzz.hlo");  // may be an error; must not crash
+    } else {
+      CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    }
+  }
+  CHECK(parsed > 0);  // some edits land in skipped attributes
+}
+
+TEST_CASE("HLO text: a module of 40,000 instructions and several MB parses", "[hlo][text]") {
+  // Its speed is a figure in docs/results.md, not a timed test.
+  std::string text = "HloModule big\nENTRY e {\n  a0 = f32[8,128]{1,0} parameter(0)\n";
+  for (int i = 1; i < 40000; ++i)
+    text += "  a" + std::to_string(i) + " = f32[8,128]{1,0} add(a" + std::to_string(i - 1) + ", a0), metadata={op_name=\"x\"}\n";
+  text += "}\n";
+  CHECK(text.size() > 2000000);
+  auto m = ParseHloText(text, "big.hlo");
+  REQUIRE(m.ok());
+  CHECK(m->computations(0).instructions_size() == 40000);
+}
