@@ -95,6 +95,43 @@ struct RankerClient::Impl {
     return absl::InternalError(absl::StrCat(method, ": the graph was registered but the server still does not know it"));
   }
 
+  // SearchConfigs by hash for a graph of `num_config_nodes`; `register_graph` as Rank's.
+  absl::StatusOr<Proposals> Search(const std::string& hash, size_t num_config_nodes, const SearchConfigsOptions& o,
+                                   const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph) {
+    const size_t row = num_config_nodes * kConfigFeatDim;
+    v1::SearchConfigsRequest q;
+    q.set_collection(o.collection);
+    q.set_model_version(o.model_version);
+    q.set_graph_hash(hash);
+    q.set_num_results(o.results);
+    q.set_max_evaluations(o.max_evaluations);
+    q.set_num_exclude(row ? static_cast<int64_t>(o.exclude.size() / row) : 0);
+    q.set_exclude_layout_configs(reinterpret_cast<const char*>(o.exclude.data()), o.exclude.size());
+    q.set_num_start(row ? static_cast<int64_t>(o.start.size() / row) : 0);
+    q.set_start_layout_configs(reinterpret_cast<const char*>(o.start.data()), o.start.size());
+    q.set_num_candidates(row ? static_cast<int64_t>(o.candidates.size() / row) : 0);
+    q.set_candidate_layout_configs(reinterpret_cast<const char*>(o.candidates.data()), o.candidates.size());
+    q.set_seed(o.seed);
+    v1::SearchConfigsResponse resp;
+    Proposals p;
+    if (absl::Status s = WithRegistration(
+            hash, "SearchConfigs", [&](grpc::ClientContext* ctx) { return stub->SearchConfigs(ctx, q, &resp); },
+            register_graph, &p.registrations);
+        !s.ok())
+      return s;
+    p.rows.assign(resp.layout_configs().begin(), resp.layout_configs().end());
+    p.count = resp.num_configs();
+    p.scores.assign(resp.scores().begin(), resp.scores().end());
+    p.spread.assign(resp.spread().begin(), resp.spread().end());
+    p.model_version = resp.model_version();
+    p.evaluations = resp.evaluations();
+    p.generations = resp.generations();
+    p.reference_configs = resp.reference_configs();
+    p.server_total_ms = resp.timing().total_ms();
+    p.inference_ms = resp.timing().inference_ms();
+    return p;
+  }
+
   // Ranks by hash; `register_graph` is called when the server does not know the graph.
   absl::StatusOr<Ranking> Rank(const std::string& hash, v1::RankConfigsRequest q, const RankOptions& o,
                                const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph) {
@@ -314,39 +351,11 @@ absl::StatusOr<MeasurementReceipt> RankerClient::ReportMeasurements(const NodeGr
 
 absl::StatusOr<Proposals> RankerClient::Search(const NodeGraph& graph, const std::vector<int64_t>& ids,
                                                const SearchConfigsOptions& o) {
-  const std::string hash = GraphContentHash(graph, ids);
-  const size_t row = ids.size() * kConfigFeatDim;
-  v1::SearchConfigsRequest q;
-  q.set_collection(o.collection);
-  q.set_model_version(o.model_version);
-  q.set_graph_hash(hash);
-  q.set_num_results(o.results);
-  q.set_max_evaluations(o.max_evaluations);
-  q.set_num_exclude(row ? static_cast<int64_t>(o.exclude.size() / row) : 0);
-  q.set_exclude_layout_configs(reinterpret_cast<const char*>(o.exclude.data()), o.exclude.size());
-  q.set_num_start(row ? static_cast<int64_t>(o.start.size() / row) : 0);
-  q.set_start_layout_configs(reinterpret_cast<const char*>(o.start.data()), o.start.size());
-  q.set_num_candidates(row ? static_cast<int64_t>(o.candidates.size() / row) : 0);
-  q.set_candidate_layout_configs(reinterpret_cast<const char*>(o.candidates.data()), o.candidates.size());
-  q.set_seed(o.seed);
-  v1::SearchConfigsResponse resp;
-  Proposals p;
-  if (absl::Status s = impl_->WithRegistration(
-          hash, "SearchConfigs", [&](grpc::ClientContext* ctx) { return impl_->stub->SearchConfigs(ctx, q, &resp); },
-          [&] { return impl_->Register(graph, ids); }, &p.registrations);
-      !s.ok())
-    return s;
-  p.rows.assign(resp.layout_configs().begin(), resp.layout_configs().end());
-  p.count = resp.num_configs();
-  p.scores.assign(resp.scores().begin(), resp.scores().end());
-  p.spread.assign(resp.spread().begin(), resp.spread().end());
-  p.model_version = resp.model_version();
-  p.evaluations = resp.evaluations();
-  p.generations = resp.generations();
-  p.reference_configs = resp.reference_configs();
-  p.server_total_ms = resp.timing().total_ms();
-  p.inference_ms = resp.timing().inference_ms();
-  return p;
+  return impl_->Search(GraphContentHash(graph, ids), ids.size(), o, [&] { return impl_->Register(graph, ids); });
+}
+
+absl::StatusOr<Proposals> RankerClient::Search(const HloProgram& p, const SearchConfigsOptions& o) {
+  return impl_->Search(p.graph_hash, p.node_config_ids.size(), o, [&] { return impl_->Register(p); });
 }
 
 absl::StatusOr<std::vector<ModelInfo>> RankerClient::ListModels() {

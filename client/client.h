@@ -201,6 +201,9 @@ class RankerClient {
   // layout space on the server; the graph is registered when the server does not know it.
   absl::StatusOr<Proposals> Search(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids,
                                    const SearchConfigsOptions& options);
+  // The same for an HLO program (registered from its module when the server does not
+  // know it, so the search space has its exact operand ranks).
+  absl::StatusOr<Proposals> Search(const HloProgram& program, const SearchConfigsOptions& options);
 
   absl::StatusOr<std::vector<ModelInfo>> ListModels();
   // SERVING, NOT_SERVING, ... of grpc.health.v1 for a health service name:

@@ -198,9 +198,21 @@ void MeasuredRows(const tgraph::LayoutGraph& g, tgraph::SearchConfigsOptions* o)
 int Search(tgraph::RankerClient& client) {
   absl::StatusOr<tgraph::Collection> c = CollectionFlag();
   if (!c.ok()) return Fail(c.status());
-  const std::string path = absl::GetFlag(FLAGS_npz);
-  if (path.empty()) return Fail(UsageError("search needs --npz GRAPH.npz (a layout graph; its rows count as measured)"));
-  absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path, /*allow_no_configs=*/true);
+  const std::string hlo = absl::GetFlag(FLAGS_hlo), path = hlo.empty() ? absl::GetFlag(FLAGS_npz) : hlo;
+  if (path.empty() || (!hlo.empty() && !absl::GetFlag(FLAGS_npz).empty()))
+    return Fail(UsageError("search needs one graph: --npz GRAPH.npz (a layout graph; its rows count as measured) "
+                           "or --hlo MODULE (text, .hlo.pb; nothing measured yet)"));
+  absl::StatusOr<tgraph::HloProgram> program;
+  absl::StatusOr<tgraph::LayoutGraph> g = absl::UnknownError("");
+  if (!hlo.empty()) {
+    program = tgraph::HloProgram::FromFile(hlo);
+    if (!program.ok()) return Fail(program.status());
+    g = tgraph::LayoutGraph();
+    g->graph = program->graph;
+    g->node_config_ids = program->node_config_ids;
+  } else {
+    g = tgraph::LoadLayoutGraph(path, /*allow_no_configs=*/true);
+  }
   if (!g.ok()) return Fail(g.status());
   tgraph::SearchConfigsOptions o;
   o.collection = c->name();
@@ -209,7 +221,8 @@ int Search(tgraph::RankerClient& client) {
   o.max_evaluations = absl::GetFlag(FLAGS_max_evaluations);
   o.seed = absl::GetFlag(FLAGS_seed);
   MeasuredRows(*g, &o);
-  absl::StatusOr<tgraph::Proposals> p = client.Search(g->graph, g->node_config_ids, o);
+  absl::StatusOr<tgraph::Proposals> p =
+      program.ok() ? client.Search(*program, o) : client.Search(g->graph, g->node_config_ids, o);
   if (!p.ok()) return Fail(p.status());
   const int64_t nc = g->num_config_nodes();
   if (!absl::GetFlag(FLAGS_out).empty()) {
@@ -600,7 +613,8 @@ int main(int argc, char** argv) {
       "  tgraph-client report --server H:P --collection C --npz FILE [--max_configs N] [--source TEXT]\n"
       "  tgraph-client replay --server H:P --collection C --npz MEASURED.npz [--rounds R] [--per_round K] [--csv OUT]\n"
       "                       [--finetune_command 'tgraph-train finetune ...'] [--search_evaluations N]\n"
-      "  tgraph-client search --server H:P --collection C --npz MEASURED.npz [--results 10] [--max_evaluations 2048]\n"
+      "  tgraph-client search --server H:P --collection C (--npz MEASURED.npz | --hlo MODULE) [--results 10]\n"
+      "                       [--max_evaluations 2048]\n"
       "                       [--seed S] [--out PROPOSED.npy]\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P\n"

@@ -119,6 +119,12 @@ struct ServerProcess {
       waitpid(pid, nullptr, 0);
     }
   }
+  // Options for a client of this server.
+  ClientOptions Client() const {
+    ClientOptions co;
+    co.target = "127.0.0.1:" + std::to_string(port);
+    return co;
+  }
   std::string Log() const {
     std::ifstream in(log);
     std::stringstream ss;
@@ -612,9 +618,7 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is sea
       g.edge_index.push_back(i - 1);
     }
   }
-  ClientOptions co;
-  co.target = "127.0.0.1:" + std::to_string(server.port);
-  RankerClient client(co);
+  RankerClient client(server.Client());
   auto hash = client.Register(g, ids);
   CATCH_REQUIRE(hash.ok());
   // Legal rows (model/core/layout_space.h): output groups of rank-6 dots, [i % 3] in
@@ -629,7 +633,7 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is sea
   CATCH_CHECK(r->scores.size() == 8u);
   // Searching it: a search too long for its deadline stops at it (DEADLINE_EXCEEDED,
   // the server keeps serving); a small one proposes legal rows.
-  ClientOptions short_deadline = co;
+  ClientOptions short_deadline = server.Client();
   short_deadline.timeout_s = 1.5;
   RankerClient hurried(short_deadline);
   SearchConfigsOptions so;
@@ -790,9 +794,7 @@ CATCH_TEST_CASE("server: every real TpuGraphs file registers and ranks through t
   CATCH_REQUIRE(model.ok());
   const GraphFile f{"unet_3d.4x4.bf16", kReal + "/npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz"};
   const ScoreResult local = EvaluatorScores(*model, f);
-  ClientOptions co;
-  co.target = "127.0.0.1:" + std::to_string(server.port);
-  RankerClient client(co);
+  RankerClient client(server.Client());
   LayoutGraph g = *LoadLayoutGraph(f.path);
   RankOptions o;
   o.collection = "layout:xla:random";
@@ -809,8 +811,7 @@ CATCH_TEST_CASE("server: every real TpuGraphs file registers and ranks through t
   ServerProcess bf16(w.registry, w.dir.path(), {"--precision", "auto"});
   CATCH_REQUIRE(bf16.port > 0);
   CATCH_CHECK_THAT(bf16.Log(), Catch::Contains("precision=bf16 (auto; the CPU has avx512_bf16)"));
-  co.target = "127.0.0.1:" + std::to_string(bf16.port);
-  RankerClient bf16_client(co);
+  RankerClient bf16_client(bf16.Client());
   auto rb = bf16_client.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), g.num_configs, o);
   CATCH_REQUIRE(rb.ok());
   const double tau = KendallTau(std::vector<double>(rb->scores.begin(), rb->scores.end()), local.score);
@@ -819,14 +820,49 @@ CATCH_TEST_CASE("server: every real TpuGraphs file registers and ranks through t
   CATCH_CHECK(bf16.Stop() == 0);
 }
 
+CATCH_TEST_CASE("server: HLO text of a real model (graphsage_tf) registers, is searched and ranks", "[e2e][hlo]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  RankerClient client(server.Client());
+  auto program = HloProgram::FromFile(kReal + "/hlo/graphsage_tf.hlo");  // text, as XLA prints it
+  CATCH_REQUIRE(program.ok());
+  auto reg = client.Register(*program);  // the text goes to the server as it is
+  CATCH_REQUIRE(reg.ok());
+  CATCH_CHECK(reg->graph_hash == program->graph_hash);
+  CATCH_CHECK(reg->num_nodes == 138);
+  CATCH_REQUIRE(reg->configurable_nodes.size() == 27u);
+  int dots = 0;
+  for (const auto& n : reg->configurable_nodes) {
+    dots += n.opcode == "dot";
+    CATCH_CHECK((n.opcode == "dot" || n.opcode == "reshape"));
+  }
+  CATCH_CHECK(dots == 7);
+  // shape.22 = s32[1]{0} reshape(mul_2.1), a scalar: output rank 1, input rank 0.
+  CATCH_CHECK(reg->configurable_nodes[0].instruction == "shape.22");
+  CATCH_CHECK(reg->configurable_nodes[0].groups[0].rank == 1);
+  CATCH_CHECK(reg->configurable_nodes[0].groups[1].rank == 0);
+  SearchConfigsOptions so;
+  so.collection = "layout:xla:random";
+  so.results = 4;
+  so.max_evaluations = 200;
+  auto p = client.Search(*program, so);
+  CATCH_REQUIRE(p.ok());
+  CATCH_REQUIRE(p->count == 4);
+  RankOptions o;
+  o.collection = "layout:xla:random";
+  auto ranked = client.RankLayout(*program, p->rows.data(), p->count, o);
+  CATCH_REQUIRE(ranked.ok());
+  CATCH_CHECK(ranked->scores.size() == 4u);
+}
+
 CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nodes and ranks like its npz", "[e2e][hlo]") {
   World w;
   w.Publish(1);
   ServerProcess server(w.registry, w.dir.path());
   CATCH_REQUIRE(server.port > 0);
-  ClientOptions co;
-  co.target = "127.0.0.1:" + std::to_string(server.port);
-  RankerClient client(co);
+  RankerClient client(server.Client());
   // The raw tuning data of unet_3d holds the module in field 1, as an xla.HloProto does.
   auto program = HloProgram::FromFile(kReal + "/module_tuning_data_layout.pb");
   CATCH_REQUIRE(program.ok());
