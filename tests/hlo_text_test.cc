@@ -267,3 +267,28 @@ TEST_CASE("HLO text: a module of 40,000 instructions and several MB parses", "[h
   REQUIRE(m.ok());
   CHECK(m->computations(0).instructions_size() == 40000);
 }
+
+TEST_CASE("same program, same graph: the real unet_3d module printed as text featurizes and hashes as its proto",
+          "[hlo][text]") {
+  // module_tuning_data_layout.pb holds the module in field 1, as an xla.HloProto does.
+  auto proto = hlo::ParseModule(*ReadFile(std::string(TGRAPH_REAL_DATA) + "/module_tuning_data_layout.pb"), "unet");
+  REQUIRE(proto.ok());
+  const std::string text = hlo::PrintHloText(*proto);
+  CHECK(hlo::LooksLikeHloText(text));
+  auto parsed = ParseHloText(text, "unet.hlo");
+  REQUIRE(parsed.ok());
+  auto a = FeaturizeModule(*proto, "unet.pb");
+  auto b = FeaturizeModule(*parsed, "unet.hlo");
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  CHECK(b->graph.num_nodes == 3163);
+  CHECK(b->graph.node_feat == a->graph.node_feat);
+  CHECK(b->graph.node_opcode == a->graph.node_opcode);
+  CHECK(b->graph.edge_index == a->graph.edge_index);
+  CHECK(b->node_splits == a->node_splits);
+  CHECK(b->default_config_nodes == a->default_config_nodes);
+  CHECK(b->first_operands == a->first_operands);
+  CHECK(GraphContentHash(b->graph, b->default_config_nodes) == GraphContentHash(a->graph, a->default_config_nodes));
+  // And the text printed again from the parsed module is the same text.
+  CHECK(hlo::PrintHloText(*parsed) == text);
+}

@@ -33,4 +33,12 @@ bool LooksLikeHloText(absl::string_view bytes);
 // The module `text` describes; errors name `what`, the line and the column.
 absl::StatusOr<tgraph::xla::HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what);
 
+// `module` as HLO text in the syntax ParseHloText reads, with what the proto subset holds:
+// shapes and layouts, operands, parameter numbers, the attributes that set features and
+// the called computations (as `calls={...}`). Constants print as `constant(0)` (literals
+// are not kept). ParseHloText of the result featurizes as `module` does (tested on the
+// real unet_3d module). Names are printed as they are: a name with characters outside
+// [A-Za-z0-9_.$-] does not read back.
+std::string PrintHloText(const tgraph::xla::HloModuleProto& module);
+
 }  // namespace tgraph::hlo
