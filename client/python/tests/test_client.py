@@ -125,6 +125,28 @@ def test_an_hlo_module_registers_lists_its_nodes_and_ranks(server):
     np.testing.assert_array_equal(client.rank("layout:xla:random", UNET_DEFAULT, npz.configs[:30]).scores, r.scores)
 
 
+def test_files_are_told_apart_by_content_not_name(server, tmp_path):
+    """HLO text (the real graphsage_tf.hlo), an HLO proto and an npz, each under a
+    misleading name: the client reads each as what it is."""
+    client = tgraph.Client(server.address)
+    text = os.path.join(REAL, "hlo", "graphsage_tf.hlo")
+    reg = client.register(text)
+    assert len(reg.configurable_nodes) == 27 and reg.configurable_nodes[0].instruction == "shape.22"
+    as_npz_name = tmp_path / "graphsage.npz"  # text named .npz
+    shutil.copy(text, as_npz_name)
+    assert client.register(str(as_npz_name)).graph_hash == reg.graph_hash
+    npz_named_pb = tmp_path / "unet.pb"  # an npz named .pb
+    shutil.copy(UNET_DEFAULT, npz_named_pb)
+    npz = tgraph.load_graph(UNET_DEFAULT)
+    assert client.register(str(npz_named_pb)).graph_hash == npz.content_hash
+    data = tuning_pb2.ModuleTuningData.FromString(open(os.path.join(REAL, "module_tuning_data_layout.pb"), "rb").read())
+    proto_named_hlo = tmp_path / "unet.hlo"  # an HLO proto named .hlo
+    proto_named_hlo.write_bytes(data.module.SerializeToString())
+    assert client.register(str(proto_named_hlo)).graph_hash == npz.content_hash
+    rows = client.search("layout:xla:random", text, results=2, max_evaluations=100).configs
+    assert client.rank("layout:xla:random", text, rows).scores.shape == (2,)
+
+
 def test_the_layout_space_builds_legal_rows_and_the_server_refuses_illegal_ones(server):
     """RegisterGraph's layout search space (docs/api.md): the real file's rows use it;
     Registration.layout_row builds rows by instruction name or node index, refusing what

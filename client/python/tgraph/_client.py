@@ -162,9 +162,10 @@ class ModelInfo:
 
 
 class HloModule:
-    """An XLA HLO module (serialized xla.HloProto or HloModuleProto, e.g. an XLA dump's
-    *.hlo.pb). The server featurizes it; its convolution, dot and reshape instructions
-    are the configurable nodes (Client.register lists them in row order)."""
+    """An XLA HLO module: HLO text as XLA prints it (an XLA dump's *.txt, JAX's
+    as_hlo_text()) or a serialized xla.HloProto / HloModuleProto (*.hlo.pb). The server
+    featurizes it; its convolution, dot and reshape instructions are the configurable
+    nodes (Client.register lists them in row order)."""
 
     def __init__(self, data: bytes, name: str = "hlo_module"):
         if not isinstance(data, (bytes, bytearray)) or not data:
@@ -184,6 +185,17 @@ class HloModule:
 
 
 GraphLike = Union[Graph, HloModule, str, os.PathLike]
+
+
+def _is_npz(path: str) -> bool:
+    """Whether a file is an npz (a zip archive) by its content, not its name: anything
+    else given as a graph is an HLO module (text starting with `HloModule`, or a
+    serialized xla.HloProto / HloModuleProto), which the server reads."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"PK\x03\x04"
+    except FileNotFoundError:
+        raise TgraphError(grpc.StatusCode.NOT_FOUND, f"{path}: no such file") from None
 
 
 def _pem(value, what: str, label: bytes) -> Optional[bytes]:
@@ -398,12 +410,13 @@ class Client:
                 raise TgraphError(grpc.StatusCode.NOT_FOUND, f"{path}: no such file") from None
             key = (path, st.st_mtime_ns, st.st_size)
             if key not in self._files:
-                if path.endswith(".pb"):
-                    self._files[key] = HloModule.from_file(path)
-                else:
+                if _is_npz(path):
                     self._files[key] = load_graph(path)
+                else:  # HLO text or an HLO proto: the server tells them apart and featurizes
+                    self._files[key] = HloModule.from_file(path)
             return self._files[key]
-        raise invalid(f"graph: expected a tgraph.Graph, an HloModule or an npz path, got {type(graph).__name__}")
+        raise invalid(f"graph: expected a tgraph.Graph, an HloModule or a path (npz, HLO text or HLO proto), "
+                      f"got {type(graph).__name__}")
 
     def _call(self, method, request, graph_hash: str):
         """One RPC; UNAVAILABLE retried within the budget: once the channel is connected
