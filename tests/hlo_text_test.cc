@@ -292,3 +292,52 @@ TEST_CASE("same program, same graph: the real unet_3d module printed as text fea
   // And the text printed again from the parsed module is the same text.
   CHECK(hlo::PrintHloText(*parsed) == text);
 }
+
+TEST_CASE("HLO text: lines of a real convolutional model read as XLA wrote them, with hand-checked convolutions",
+          "[hlo][text]") {
+  // The header and instruction lines below are verbatim from openxla/xla
+  // xla/backends/cpu/benchmarks/hlo/ssd_mobilenet_tf.hlo (a TensorFlow SSD MobileNet v1,
+  // Apache License 2.0; 108 kB, not copied whole): a tuple-valued entry layout, elided
+  // literals `constant({...})`, `parameter_replication`, empty `dimensions={}`, a strided
+  // padded convolution and a depthwise one (`feature_group_count`). Only the closing
+  // ROOT tuple is ours.
+  const std::string text = R"(HloModule cluster_0__XlaCompiledKernel_true__XlaHasReferenceVars_false__XlaNumConstantArgs_0__XlaNumResourceArgs_0_.1, alias_passthrough_params=true, entry_computation_layout={(f32[1,300,300,3]{3,2,1,0})->(f32[1,1917,1,4]{3,2,1,0}, f32[1,1917,90]{2,1,0})}
+
+ENTRY %cluster_0__XlaCompiledKernel_true__XlaHasReferenceVars_false__XlaNumConstantArgs_0__XlaNumResourceArgs_0_.1 (arg0.1: f32[1,300,300,3]) -> (f32[1,1917,1,4], f32[1,1917,90]) {
+  %Relu6.175 = bf16[] constant(0), metadata={op_type="Relu6" op_name="FeatureExtractor/MobilenetV1/MobilenetV1/Conv2d_0/Relu6" source_file="dummy_file_name" source_line=10}
+  %Relu6.177 = bf16[1,150,150,32]{3,2,1,0} broadcast(%Relu6.175), dimensions={}, metadata={op_type="Relu6" op_name="FeatureExtractor/MobilenetV1/MobilenetV1/Conv2d_0/Relu6"}
+  %arg0.1 = f32[1,300,300,3]{3,2,1,0} parameter(0), parameter_replication={false}, metadata={op_name="XLA_Args"}
+  %reshape.1 = f32[1,300,300,3]{3,2,1,0} reshape(%arg0.1)
+  %TensorArrayGatherV3-0-CastToBf16-0-AutoMixedPrecision.1 = bf16[1,300,300,3]{3,2,1,0} convert(%reshape.1), metadata={op_type="Cast" op_name="Preprocessor/map/TensorArrayStack/TensorArrayGatherV3-0-CastToBf16-0-AutoMixedPrecision" source_file="dummy_file_name" source_line=10}
+  %Conv2D.68 = bf16[3,3,3,32]{3,2,1,0} constant({...}), metadata={op_type="Conv2D" op_name="FeatureExtractor/MobilenetV1/MobilenetV1/Conv2d_0/Conv2D" source_file="dummy_file_name" source_line=10}
+  %Conv2D.69 = bf16[1,150,150,32]{3,2,1,0} convolution(%TensorArrayGatherV3-0-CastToBf16-0-AutoMixedPrecision.1, %Conv2D.68), window={size=3x3 stride=2x2 pad=0_1x0_1}, dim_labels=b01f_01io->b01f, metadata={op_type="Conv2D" op_name="FeatureExtractor/MobilenetV1/MobilenetV1/Conv2d_0/Conv2D" source_file="dummy_file_name" source_line=10}
+  %depthwise.39 = bf16[3,3,32,1]{3,2,1,0} constant({...}), metadata={op_type="DepthwiseConv2dNative" op_name="FeatureExtractor/MobilenetV1/MobilenetV1/Conv2d_1_depthwise/depthwise" source_file="dummy_file_name" source_line=10}
+  %depthwise.40 = bf16[3,3,1,32]{3,2,1,0} reshape(%depthwise.39), metadata={op_type="DepthwiseConv2dNative" op_name="FeatureExtractor/MobilenetV1/MobilenetV1/Conv2d_1_depthwise/depthwise" source_file="dummy_file_name" source_line=10}
+  %depthwise.41 = bf16[1,150,150,32]{3,2,1,0} convolution(%Relu6.177, %depthwise.40), window={size=3x3 pad=1_1x1_1}, dim_labels=b01f_01io->b01f, feature_group_count=32, metadata={op_type="DepthwiseConv2dNative" op_name="FeatureExtractor/MobilenetV1/MobilenetV1/Conv2d_1_depthwise/depthwise" source_file="dummy_file_name" source_line=10}
+  ROOT %out = (bf16[1,150,150,32]{3,2,1,0}, bf16[1,150,150,32]{3,2,1,0}) tuple(%Conv2D.69, %depthwise.41)
+}
+)";
+  auto m = ParseHloText(text, "ssd_mobilenet_tf.hlo");
+  REQUIRE(m.ok());
+  auto g = FeaturizeModule(*m, "ssd_mobilenet_tf.hlo");
+  REQUIRE(g.ok());
+  CHECK(g->graph.num_nodes == 11);
+  CHECK(g->default_config_nodes == std::vector<int64_t>{3, 6, 8, 9});  // two reshapes, two convolutions
+  const int64_t conv = NodeNamed(*g, "Conv2D.69"), depthwise = NodeNamed(*g, "depthwise.41");
+  CHECK(Feat(*g, conv, 21, 29) == std::vector<float>{1, 150, 150, 32, 0, 0, 333, 720000});
+  CHECK(Feat(*g, conv, 37, 45) == std::vector<float>{3, 3, 0, 0, 0, 0, 6, 9});    // window size
+  CHECK(Feat(*g, conv, 45, 53) == std::vector<float>{2, 2, 0, 0, 0, 0, 4, 4});    // stride
+  CHECK(Feat(*g, conv, 53, 61) == std::vector<float>{0, 0, 0, 0, 0, 0, 0, 0});    // padding low (product 0)
+  CHECK(Feat(*g, conv, 61, 69) == std::vector<float>{1, 1, 0, 0, 0, 0, 2, 1});    // padding high
+  CHECK(Feat(*g, conv, 69, 85) == std::vector<float>{1, 1, 0, 0, 0, 0, 2, 1, 1, 1, 0, 0, 0, 0, 2, 1});  // dilations
+  // b01f_01io->b01f: input batch 0, feature 3, spatial 1, 2; kernel in 2, out 3,
+  // spatial 0, 1; output batch 0, feature 3.
+  CHECK(Feat(*g, conv, 93, 107) == std::vector<float>{0, 3, 1, 2, 0, 0, 2, 3, 0, 1, 0, 0, 0, 3});
+  CHECK(Feat(*g, conv, 134, 140) == std::vector<float>{3, 2, 1, 0, 0, 0});       // layout {3,2,1,0}
+  CHECK(g->graph.feat(conv)[107] == 0.0f);                                        // feature_group_count unset
+  CHECK(g->graph.feat(depthwise)[107] == 32.0f);
+  CHECK(Feat(*g, depthwise, 53, 61) == std::vector<float>{1, 1, 0, 0, 0, 0, 2, 1});
+  CHECK(g->first_operands[depthwise] == std::array<int64_t, 2>{NodeNamed(*g, "Relu6.177"), NodeNamed(*g, "depthwise.40")});
+  CHECK(g->graph.feat(NodeNamed(*g, "out"))[2 + 16] == 1.0f);  // TUPLE
+  CHECK(g->graph.feat(NodeNamed(*g, "out"))[29] == 2.0f);      // its tuple shapes
+}
