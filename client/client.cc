@@ -213,9 +213,13 @@ absl::StatusOr<HloProgram> HloProgram::FromSerialized(std::string serialized, co
   p.graph = std::move(w->graph);
   p.node_config_ids = std::move(w->node_config_ids);
   p.warnings = std::move(w->warnings);
-  for (int64_t id : p.node_config_ids) {
+  // The same space the server gives a module (its operands' exact ranks).
+  const LayoutSpace space = LayoutSpaceOf(p.graph, p.node_config_ids, &w->first_operands);
+  for (size_t j = 0; j < p.node_config_ids.size(); ++j) {
+    const int64_t id = p.node_config_ids[j];
     const hlo::NodeSource& s = w->sources[static_cast<size_t>(id)];
-    p.configurable_nodes.push_back({id, s.opcode, s.instruction, s.computation});
+    const auto& groups = space.nodes[j].groups;
+    p.configurable_nodes.push_back({id, s.opcode, s.instruction, s.computation, {groups.begin(), groups.end()}});
   }
   p.graph_hash = GraphContentHash(p.graph, p.node_config_ids);
   return p;

@@ -141,11 +141,11 @@ struct RegisteredGraph {
 // (model/hlo), so that its content hash and configurable nodes are known before any
 // RPC and the module itself is sent only when a server does not know the graph.
 struct HloProgram {
-  std::string serialized;                        // xla.HloProto or xla.HloModuleProto bytes
+  std::string serialized;                        // HLO text, or xla.HloProto / xla.HloModuleProto bytes
   std::string module_name;
   NodeGraph graph;
   std::vector<int64_t> node_config_ids;          // convolution, dot and reshape nodes
-  std::vector<ConfigurableNode> configurable_nodes;
+  std::vector<ConfigurableNode> configurable_nodes;  // with their layout groups, as RegisterGraph lists them
   std::vector<std::string> warnings;
   std::string graph_hash;
 

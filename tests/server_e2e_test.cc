@@ -839,6 +839,12 @@ CATCH_TEST_CASE("server: HLO text of a real model (graphsage_tf) registers, is s
     CATCH_CHECK((n.opcode == "dot" || n.opcode == "reshape"));
   }
   CATCH_CHECK(dots == 7);
+  // The program's own groups (computed locally) are the server's.
+  for (size_t i = 0; i < 27; ++i)
+    for (int g = 0; g < 3; ++g) {
+      CATCH_CHECK(program->configurable_nodes[i].groups[g].rank == reg->configurable_nodes[i].groups[g].rank);
+      CATCH_CHECK((program->configurable_nodes[i].groups[g].candidates == reg->configurable_nodes[i].groups[g].candidates));
+    }
   // shape.22 = s32[1]{0} reshape(mul_2.1), a scalar: output rank 1, input rank 0.
   CATCH_CHECK(reg->configurable_nodes[0].instruction == "shape.22");
   CATCH_CHECK(reg->configurable_nodes[0].groups[0].rank == 1);
