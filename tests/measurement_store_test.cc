@@ -125,6 +125,11 @@ TEST_CASE("bad reports are refused with the field and row, and nothing is writte
   refused(Report({0, 1, 2}, {100, 0, 5}), absl::StatusCode::kInvalidArgument, "runtimes_ns[1]: 0");
   refused(Report({0, 1}, {100, -7}), absl::StatusCode::kInvalidArgument, "runtimes_ns[1]: -7");
   refused(Report({0, 1}, {100}), absl::StatusCode::kInvalidArgument, "1 runtimes for 2 configuration rows");
+  // A count whose product with the row size overflows int64 (2^62 x nc x 18): refused by
+  // the runtimes it does not have, before anything is multiplied (the review's case).
+  MeasurementReport huge = Report({0, 1}, {1, 2});
+  huge.num_configs = int64_t{1} << 62;
+  refused(huge, absl::StatusCode::kInvalidArgument, "runtimes_ns: 2 runtimes for 4611686018427387904 configuration rows");
   MeasurementReport bad_value = Report({0, 1}, {1, 2});
   bad_value.config_feat[Unet().num_config_nodes() * kConfigFeatDim + 4] = 9;
   refused(bad_value, absl::StatusCode::kInvalidArgument, "layout_configs: config 1, configurable node 0, slot 4 is 9");

@@ -67,14 +67,16 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
     return absl::InvalidArgumentError(
         absl::StrCat("graph_hash: expected 1-64 lowercase hex digits, got ", r.graph_hash.size(), " characters"));
   if (r.num_configs < 1) return absl::InvalidArgumentError("num_configs: a report needs at least one configuration row");
+  // num_configs is the client's number: compared with the runtimes it sent before it is
+  // multiplied, so that the product below is of sizes the request really holds.
+  if (static_cast<int64_t>(r.runtime_ns.size()) != r.num_configs)
+    return absl::InvalidArgumentError(absl::StrCat("runtimes_ns: ", r.runtime_ns.size(), " runtimes for ",
+                                                   r.num_configs, " configuration rows"));
   const int64_t nc = static_cast<int64_t>(r.node_config_ids.size());
   if (static_cast<int64_t>(r.config_feat.size()) != r.num_configs * nc * kConfigFeatDim)
     return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", r.config_feat.size(), " values for ", r.num_configs,
                                                    " rows of ", nc, " configurable nodes x ", kConfigFeatDim,
                                                    " (expected ", r.num_configs * nc * kConfigFeatDim, ")"));
-  if (static_cast<int64_t>(r.runtime_ns.size()) != r.num_configs)
-    return absl::InvalidArgumentError(absl::StrCat("runtimes_ns: ", r.runtime_ns.size(), " runtimes for ",
-                                                   r.num_configs, " configuration rows"));
   for (int64_t i = 0; i < r.num_configs; ++i)
     if (r.runtime_ns[i] <= 0)
       return absl::InvalidArgumentError(
