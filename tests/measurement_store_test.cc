@@ -88,10 +88,10 @@ TEST_CASE("measurement shards are TpuGraphs files, and repeats train on their me
   CHECK(std::string(src.bytes.begin(), src.bytes.end()) == "farm-a/pool-3");
 
   // Merged: rows 0, 1, 2 of the real file; row 0 measured 100, 300 and 110 -> 110.
-  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  absl::StatusOr<LoadedMeasurements> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
   REQUIRE(m.ok());
-  REQUIRE(m->size() == 1);
-  const LayoutGraph& g = m->front();
+  REQUIRE(m->graphs.size() == 1);
+  const LayoutGraph& g = m->graphs.front();
   CHECK(g.name == "00ab12cd34ef5678");
   REQUIRE(g.num_configs == 3);
   CHECK(g.config_runtime == std::vector<int64_t>{110, 200, 50});
@@ -104,12 +104,13 @@ TEST_CASE("measurement shards are TpuGraphs files, and repeats train on their me
   std::FILE* f = std::fopen((train + "/00ab12cd34ef5678.m1.npz.partial").c_str(), "w");
   std::fputs("half a shard", f);
   std::fclose(f);
-  absl::StatusOr<std::vector<LayoutGraph>> again = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  absl::StatusOr<LoadedMeasurements> again = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
   REQUIRE(again.ok());
-  CHECK(again->front().num_configs == 3);
-  absl::StatusOr<std::vector<LayoutGraph>> none = LoadMeasurements(dir.path(), *ParseCollection("layout:nlp:random"));
+  CHECK(again->graphs.front().num_configs == 3);
+  CHECK(again->skipped.empty());  // a temporary is not a shard
+  absl::StatusOr<LoadedMeasurements> none = LoadMeasurements(dir.path(), *ParseCollection("layout:nlp:random"));
   REQUIRE(none.ok());
-  CHECK(none->empty());
+  CHECK(none->graphs.empty());
 }
 
 TEST_CASE("bad reports are refused with the field and row, and nothing is written", "[measurements]") {
@@ -180,9 +181,9 @@ TEST_CASE("a full disk is RESOURCE_EXHAUSTED to the caller, with no shard left b
   CHECK(s.status().code() == absl::StatusCode::kResourceExhausted);
   const std::string train = dir.path() + "/npz/layout/xla/default/train";
   CHECK(CountFiles(train) == 1);  // the first shard only: no partial, no temporary
-  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  absl::StatusOr<LoadedMeasurements> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
   REQUIRE(m.ok());
-  CHECK(m->front().config_runtime == std::vector<int64_t>{100});
+  CHECK(m->graphs.front().config_runtime == std::vector<int64_t>{100});
 }
 
 TEST_CASE("concurrent appends get distinct shards and lose none, from two stores on one directory",
@@ -202,28 +203,44 @@ TEST_CASE("concurrent appends get distinct shards and lose none, from two stores
   for (auto& th : threads) th.join();
   CHECK(failures == 0);
   CHECK(CountFiles(dir.path() + "/npz/layout/xla/default/train") == kThreads * kEach);
-  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  absl::StatusOr<LoadedMeasurements> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
   REQUIRE(m.ok());
-  REQUIRE(m->size() == 1);
+  REQUIRE(m->graphs.size() == 1);
   // The merged graph has one row per distinct configuration among the file's rows 0..19.
   std::set<std::vector<int8_t>> distinct;
   const size_t row = static_cast<size_t>(Unet().num_config_nodes()) * kConfigFeatDim;
   for (int64_t c = 0; c < kThreads * kEach; ++c) distinct.emplace(Unet().config(c), Unet().config(c) + row);
-  CHECK(m->front().num_configs == static_cast<int64_t>(distinct.size()));
+  CHECK(m->graphs.front().num_configs == static_cast<int64_t>(distinct.size()));
 }
 
-TEST_CASE("a shard whose graph differs from its hash's other shards is an error naming both", "[measurements]") {
+TEST_CASE("bad shards are left out and listed, and the good ones still train", "[measurements]") {
   TempDir dir;
   MeasurementStore store(dir.path());
   REQUIRE(store.Append(Report({0}, {100})).ok());
+  // A shard of the same hash whose graph differs: left out, naming both files.
   MeasurementReport other = Report({1}, {200});
   other.graph.node_feat[0] += 1.0f;
   absl::StatusOr<AppendResult> second = store.Append(other);
   REQUIRE(second.ok());
-  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
-  REQUIRE_FALSE(m.ok());
-  CHECK(m.status().code() == absl::StatusCode::kFailedPrecondition);
-  CHECK(std::string(m.status().message()).find(second->path) != std::string::npos);
+  // A corrupt shard (named as the store names them) of the same hash, and one of another
+  // graph: left out, each named; the good shard's rows remain.
+  const std::string train = dir.path() + "/npz/layout/xla/default/train";
+  for (const std::string name : {"00ab12cd34ef5678.m999.deadbeef.npz", "11ab12cd34ef5678.m1.deadbeef.npz"}) {
+    std::FILE* f = std::fopen((train + "/" + name).c_str(), "w");
+    std::fputs("PK\x03\x04 not a zip at all", f);
+    std::fclose(f);
+  }
+  absl::StatusOr<LoadedMeasurements> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  REQUIRE(m.ok());
+  REQUIRE(m->graphs.size() == 1);
+  CHECK(m->graphs.front().config_runtime == std::vector<int64_t>{100});
+  REQUIRE(m->skipped.size() == 3);
+  std::string all;
+  for (const std::string& s : m->skipped) all += s + "\n";
+  INFO(all);
+  CHECK(all.find(second->path + ": its graph differs from") != std::string::npos);
+  CHECK(all.find("00ab12cd34ef5678.m999.deadbeef.npz: ") != std::string::npos);
+  CHECK(all.find("11ab12cd34ef5678.m1.deadbeef.npz: ") != std::string::npos);
 }
 
 TEST_CASE("stale temporaries of crashed writes are removed, fresh ones and shards kept", "[measurements]") {

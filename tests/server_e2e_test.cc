@@ -1081,11 +1081,12 @@ CATCH_TEST_CASE("server: ReportMeasurements stores real runtimes durably, refuse
   // The shard's graph is the server's pruned graph: the file's 62 configurable nodes.
   CATCH_CHECK(shard->num_config_nodes() == 62);
   CATCH_CHECK(shard->graph.num_nodes == 223);
-  absl::StatusOr<std::vector<LayoutGraph>> m = LoadMeasurements(store, xla_default);
+  absl::StatusOr<LoadedMeasurements> m = LoadMeasurements(store, xla_default);
   CATCH_REQUIRE(m.ok());
-  CATCH_REQUIRE(m->size() == 1);
-  CATCH_CHECK(m->front().name == GraphContentHash(u.graph, u.node_config_ids));
-  CATCH_CHECK(m->front().num_configs == 9);  // rows 0..9 of the file hold 9 distinct configurations
+  CATCH_REQUIRE(m->graphs.size() == 1);
+  CATCH_CHECK(m->skipped.empty());
+  CATCH_CHECK(m->graphs.front().name == GraphContentHash(u.graph, u.node_config_ids));
+  CATCH_CHECK(m->graphs.front().num_configs == 9);  // rows 0..9 of the file hold 9 distinct configurations
 
   // Refusals name the row or the field; nothing is stored for them.
   {

@@ -452,8 +452,14 @@ CATCH_TEST_CASE("finetune learns from measurements, publishes only when not wors
   CATCH_CHECK_THAT(std::string(empty.status().message()), Catch::Contains(store));
 
   ReportWorldGraphs(w, "layout:xla:random", store);
+  {  // One corrupt shard beside the good ones: left out and listed, not a failed run.
+    std::ofstream bad(store + "/npz/layout/xla/random/train/0123abcd.m1.deadbeef.npz");
+    bad << "truncated";
+  }
   absl::StatusOr<FinetuneResult> r = Finetune(o);
   CATCH_REQUIRE(r.ok());
+  CATCH_REQUIRE(r->skipped_shards.size() == 1u);
+  CATCH_CHECK_THAT(r->skipped_shards[0], Catch::Contains("0123abcd.m1.deadbeef.npz: "));
   CATCH_INFO("held-out tau " << r->parent_score << " -> " << r->child_score);
   CATCH_CHECK(r->parent_version == v1);
   CATCH_CHECK(r->graphs == 4);

@@ -148,10 +148,10 @@ absl::StatusOr<int> MeasurementStore::RemoveStaleTemporaries(double min_age_s) c
   return removed;
 }
 
-absl::StatusOr<std::vector<LayoutGraph>> LoadMeasurements(const std::string& root, const Collection& collection) {
+absl::StatusOr<LoadedMeasurements> LoadMeasurements(const std::string& root, const Collection& collection) {
   const std::string dir = SplitDir(root, collection, "train");
   std::error_code ec;
-  if (!fs::exists(dir, ec)) return std::vector<LayoutGraph>{};
+  if (!fs::exists(dir, ec)) return LoadedMeasurements{};
   std::map<std::string, std::vector<std::string>> shards;  // hash -> shard paths, sorted
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
@@ -159,7 +159,7 @@ absl::StatusOr<std::vector<LayoutGraph>> LoadMeasurements(const std::string& roo
     if (!hash.empty()) shards[hash].push_back(it->path().string());
   }
   if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": list"));
-  std::vector<LayoutGraph> out;
+  LoadedMeasurements out;
   for (auto& [hash, paths] : shards) {
     std::sort(paths.begin(), paths.end());
     LayoutGraph merged;
@@ -168,7 +168,10 @@ absl::StatusOr<std::vector<LayoutGraph>> LoadMeasurements(const std::string& roo
     std::string first_path;
     for (const std::string& p : paths) {
       absl::StatusOr<LayoutGraph> g = LoadLayoutGraph(p);
-      if (!g.ok()) return g.status();
+      if (!g.ok()) {
+        out.skipped.push_back(absl::StrCat(p, ": ", g.status().message()));
+        continue;
+      }
       if (first_path.empty()) {
         merged = *g;
         merged.name = hash;
@@ -177,8 +180,9 @@ absl::StatusOr<std::vector<LayoutGraph>> LoadMeasurements(const std::string& roo
         merged.config_runtime.clear();
         first_path = p;
       } else if (!SameGraph(merged, *g)) {
-        return absl::FailedPreconditionError(
+        out.skipped.push_back(
             absl::StrCat(p, ": its graph differs from ", first_path, "'s, though both are named for graph ", hash));
+        continue;
       }
       const size_t row = static_cast<size_t>(g->num_config_nodes()) * kConfigFeatDim;
       for (int64_t c = 0; c < g->num_configs; ++c) {
@@ -196,7 +200,7 @@ absl::StatusOr<std::vector<LayoutGraph>> LoadMeasurements(const std::string& roo
       merged.config_runtime.push_back(m[m.size() / 2]);
     }
     merged.num_configs = static_cast<int64_t>(measured.size());
-    out.push_back(std::move(merged));
+    if (merged.num_configs > 0) out.graphs.push_back(std::move(merged));
   }
   return out;
 }

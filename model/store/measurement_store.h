@@ -73,8 +73,14 @@ class MeasurementStore {
 // Every graph measured in a collection, its shards merged: one LayoutGraph per graph
 // hash (named by it), its rows de-duplicated, and each distinct configuration's runtime
 // the median of all its reported measurements (the upper median for an even count, so
-// that it is one of them). Shards whose graph disagrees with the graph's first shard
-// are an error naming both files.
-absl::StatusOr<std::vector<LayoutGraph>> LoadMeasurements(const std::string& root, const Collection& collection);
+// that it is one of them). A shard that does not load (corrupt, truncated) or whose
+// graph disagrees with its hash's first good shard is left out and listed in `skipped`
+// ("PATH: why"): one bad file never stops fine-tuning on the good ones. Only a store
+// that cannot be listed is an error.
+struct LoadedMeasurements {
+  std::vector<LayoutGraph> graphs;
+  std::vector<std::string> skipped;
+};
+absl::StatusOr<LoadedMeasurements> LoadMeasurements(const std::string& root, const Collection& collection);
 
 }  // namespace tgraph

@@ -150,8 +150,10 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   if (!model.ok()) return model.status();
   const Manifest& pm = model->manifest;
 
-  absl::StatusOr<std::vector<LayoutGraph>> measured = LoadMeasurements(o.measurements, *c);
-  if (!measured.ok()) return measured.status();
+  absl::StatusOr<LoadedMeasurements> loaded = LoadMeasurements(o.measurements, *c);
+  if (!loaded.ok()) return loaded.status();
+  result.skipped_shards = std::move(loaded->skipped);
+  const std::vector<LayoutGraph>* measured = &loaded->graphs;
   Split s = SplitMeasurements(*measured, o);
   if (s.train.empty() || s.heldout.empty())
     return absl::FailedPreconditionError(absl::StrCat(

@@ -43,6 +43,7 @@ struct FinetuneResult {
   double parent_score = 0, child_score = 0;
   int64_t graphs = 0, train_configs = 0, heldout_configs = 0;
   int64_t base_steps = 0;  // steps on base_data graphs, over all folds
+  std::vector<std::string> skipped_shards;  // measurement shards left out: "PATH: why"
 };
 
 // Whether a configuration row (nc x 18 values) is held out: a hash of its bytes and

@@ -91,6 +91,9 @@ int Finetune() {
   torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
   absl::StatusOr<tgraph::FinetuneResult> r = tgraph::Finetune(f);
   if (!r.ok()) return Fail(r.status());
+  for (const std::string& s : r->skipped_shards) std::fprintf(stderr, "warning: measurement shard left out: %s\n", s.c_str());
+  if (!r->skipped_shards.empty())
+    std::fprintf(stderr, "warning: %zu measurement shards left out (the others were used)\n", r->skipped_shards.size());
   std::printf("%s: held-out tau %.4f (version %lld) -> %.4f on %lld held-out configurations of %lld graphs; %s\n",
               f.collection.c_str(), r->parent_score, static_cast<long long>(r->parent_version), r->child_score,
               static_cast<long long>(r->heldout_configs), static_cast<long long>(r->graphs),
