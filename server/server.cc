@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -76,7 +77,7 @@ class ServerProcess {
 
   absl::Status StartMetrics();
   void LoadModels();     // the first registry scan, logged
-  void OpenMeasurementStore();
+  absl::Status OpenMeasurementStore();  // a --measurement_store that is not a directory: a usage error
   absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
   void StartPolling();  // health, hot swaps and purges from now on
   void WritePortFile() const;
@@ -152,13 +153,18 @@ void ServerProcess::LoadModels() {
   CheckRegistry();
 }
 
-void ServerProcess::OpenMeasurementStore() {
-  if (o_.measurement_store.empty()) return;
+absl::Status ServerProcess::OpenMeasurementStore() {
+  if (o_.measurement_store.empty()) return absl::OkStatus();
+  std::error_code ec;
+  if (std::filesystem::exists(o_.measurement_store, ec) && !std::filesystem::is_directory(o_.measurement_store, ec))
+    return UsageError(absl::StrCat("--measurement_store: ", o_.measurement_store,
+                                   " is not a directory (reports would all fail): give a directory, or one to create"));
   measurements_ = std::make_unique<MeasurementStore>(o_.measurement_store);
   absl::StatusOr<int> stale = measurements_->RemoveStaleTemporaries();
   LogInfo(absl::StrCat("measurement store: ", measurements_->root(),
                        stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
                                   : absl::StrCat(" (", stale.status().message(), ")")));
+  return absl::OkStatus();
 }
 
 absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
@@ -168,7 +174,7 @@ absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredenti
   LogInfo(absl::StrCat("activation budget per request: ", ro.activation_bytes >> 20, " MiB",
                        o_.ranker.activation_bytes > 0 ? "" : " (auto, from the memory limit)"));
   ranker_ = std::make_unique<Ranker>(models_.get(), ro);
-  OpenMeasurementStore();
+  if (absl::Status s = OpenMeasurementStore(); !s.ok()) return s;
   const int64_t max_message_bytes = std::min<int64_t>(o_.max_message_bytes, INT32_MAX);
   service_ = std::make_unique<RankerService>(ranker_.get(), models_.get(), metrics_.get(), ro.max_nodes,
                                              measurements_.get(), o_.registration_bytes, max_message_bytes);
@@ -264,7 +270,7 @@ int RunServer(const ServerOptions& options, const std::atomic<int>& stop) {
   }
   if (absl::Status s = process.StartGrpc(*credentials); !s.ok()) {
     LogError(s.message());
-    return kExitFailure;
+    return IsUsageError(s) ? kExitUsage : kExitFailure;
   }
   process.StartPolling();
   process.WritePortFile();

@@ -230,6 +230,16 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
     CATCH_CHECK(status > 0);
     CATCH_CHECK_THAT(second.Log(), Catch::Contains("cannot listen on " + address));
   }
+  {  // A --measurement_store that is a regular file stops it at startup (it would fail every report).
+    const std::string dir = w.dir.path() + "/file_store";
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir + "/store") << "not a directory";
+    ServerProcess refused(w.registry, dir, {"--measurement_store", dir + "/store"}, 0, /*wait_for_port=*/false);
+    const int status = refused.ExitStatus();
+    CATCH_INFO(refused.Log());
+    CATCH_CHECK(status == 2);
+    CATCH_CHECK_THAT(refused.Log(), Catch::Contains("--measurement_store: " + dir + "/store is not a directory"));
+  }
   // No model yet: NOT_SERVING; then a model is published and picked up.
   CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
   CATCH_CHECK(HealthStatus(server.port, "") == grpc::health::v1::HealthCheckResponse::NOT_SERVING);
