@@ -1,113 +1,20 @@
 #include "server/metrics.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
-#include <poll.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <functional>
 #include <mutex>
-#include <thread>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "model/tools/build_info.h"
+#include "server/metrics_http.h"
 
 namespace tgraph {
-namespace {
-
-// A minimal HTTP/1.1 endpoint for Prometheus scrapes: GET /metrics answers the text
-// exposition format, anything else 404. (prometheus-cpp's CivetWeb exposer fails to
-// start in a process that also loads Debian's LibTorch, so we serve it ourselves.)
-class MetricsHttpServer {
- public:
-  // INVALID_ARGUMENT for an address that is not IPv4 HOST:PORT, UNAVAILABLE when it
-  // cannot listen there.
-  static absl::StatusOr<std::unique_ptr<MetricsHttpServer>> Start(const std::string& address,
-                                                                   std::function<std::string()> body) {
-    const size_t colon = address.rfind(':');
-    int port = -1;
-    if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535)
-      return absl::InvalidArgumentError(absl::StrCat("metrics address must be HOST:PORT, got '", address, "'"));
-    const std::string host = address.substr(0, colon);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(static_cast<uint16_t>(port));
-    if (inet_pton(AF_INET, host.empty() ? "0.0.0.0" : host.c_str(), &addr.sin_addr) != 1)
-      return absl::InvalidArgumentError(absl::StrCat("metrics address: '", host, "' is not an IPv4 address"));
-    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    const int one = 1;
-    if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    socklen_t len = sizeof addr;
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 16) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      const std::string err = std::strerror(errno);
-      if (fd >= 0) ::close(fd);
-      return absl::UnavailableError(absl::StrCat("cannot listen on ", address, " for metrics: ", err));
-    }
-    return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(fd, ntohs(addr.sin_port), std::move(body)));
-  }
-  ~MetricsHttpServer() {
-    stop_ = true;
-    ::shutdown(fd_, SHUT_RDWR);
-    thread_.join();
-    ::close(fd_);
-  }
-  int port() const { return port_; }
-
- private:
-  MetricsHttpServer(int fd, int port, std::function<std::string()> body)
-      : body_(std::move(body)), fd_(fd), port_(port), thread_([this] { Serve(); }) {}
-
-  void Serve() {
-    while (!stop_) {
-      pollfd p{fd_, POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
-      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      timeval tv{2, 0};
-      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-      std::string req;
-      char buf[2048];
-      while (req.find("\r\n\r\n") == std::string::npos && req.size() < 8192) {
-        const ssize_t n = ::read(c, buf, sizeof buf);
-        if (n <= 0) break;
-        req.append(buf, static_cast<size_t>(n));
-      }
-      const bool metrics = req.rfind("GET /metrics ", 0) == 0 || req.rfind("GET /metrics?", 0) == 0;
-      const std::string body = metrics ? body_() : "not found: try /metrics\n";
-      const std::string head = std::string(metrics ? "HTTP/1.1 200 OK" : "HTTP/1.1 404 Not Found") +
-                               "\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\nContent-Length: " +
-                               std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n";
-      const std::string out = head + body;
-      for (size_t off = 0; off < out.size();) {
-        const ssize_t n = ::send(c, out.data() + off, out.size() - off, MSG_NOSIGNAL);
-        if (n <= 0) break;
-        off += static_cast<size_t>(n);
-      }
-      ::close(c);
-    }
-  }
-
-  std::function<std::string()> body_;
-  int fd_ = -1;
-  int port_ = 0;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-}  // namespace
 
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;

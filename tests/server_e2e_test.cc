@@ -152,6 +152,35 @@ std::string HttpGet(int port, const std::string& path) {
   return out;
 }
 
+// A TCP connection to the loopback port with a receive timeout (-1 when it fails).
+int ConnectLoopback(int port, int timeout_s) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{timeout_s, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A scrape that gives up after `timeout_s` seconds without data ("" then).
+std::string ScrapeWithin(int port, int timeout_s) {
+  const int fd = ConnectLoopback(port, timeout_s);
+  if (fd < 0) return "";
+  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  (void)!write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return out;
+}
+
 struct World : ModelWorld {
   World() : ModelWorld(3, {"layout:xla:random"}) { tta = 2; }
   int64_t Publish(int folds = 2, bool corrupt = false) {
@@ -595,6 +624,46 @@ CATCH_TEST_CASE("server: a registry with nothing to serve says why in the log an
     std::this_thread::sleep_for(100ms);
   CATCH_CHECK(HealthStatus(server.port) == grpc::health::v1::HealthCheckResponse::SERVING);
   CATCH_CHECK_THAT(server.Log(), Catch::Contains("holds a servable version again"));
+  CATCH_CHECK(server.Stop() == 0);
+}
+
+CATCH_TEST_CASE("server: scrapes answer beside slow and idle metrics clients, which are dropped", "[e2e][metrics]") {
+  World w;
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.metrics_port > 0);
+  // A client trickling a request a byte a second (it never ends it).
+  std::atomic<bool> dropped{false};
+  std::thread slow([&] {
+    const int fd = ConnectLoopback(server.metrics_port, 1);
+    for (int i = 0; i < 30 && fd >= 0; ++i) {
+      if (send(fd, "G", 1, MSG_NOSIGNAL) != 1) break;
+      char b;
+      const ssize_t n = recv(fd, &b, 1, 0);  // waits up to 1 s; 0: the server closed it
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        dropped = true;
+        break;
+      }
+    }
+    if (fd >= 0) close(fd);
+  });
+  // Scrapes still answer, each within 3 s (the single-threaded endpoint this replaced
+  // waited on the trickling client for as long as it kept sending).
+  auto scrapes_answer = [&] {
+    for (int i = 0; i < 3; ++i) {
+      const std::string body = ScrapeWithin(server.metrics_port, 3);
+      CATCH_CHECK_THAT(body, Catch::StartsWith("HTTP/1.1 200 OK"));
+      CATCH_CHECK_THAT(body, Catch::Contains("tgraph_build_info"));
+    }
+  };
+  scrapes_answer();
+  slow.join();
+  CATCH_CHECK(dropped.load());  // the request deadline ended it, well before its 30 s of trickling
+  // 100 idle connections, more than the endpoint keeps open: the oldest make way.
+  std::vector<int> idle;
+  for (int i = 0; i < 100; ++i) idle.push_back(ConnectLoopback(server.metrics_port, 1));
+  scrapes_answer();
+  for (int fd : idle)
+    if (fd >= 0) close(fd);
   CATCH_CHECK(server.Stop() == 0);
 }
 
