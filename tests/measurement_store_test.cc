@@ -128,6 +128,9 @@ TEST_CASE("bad reports are refused with the field and row, and nothing is writte
   refused(Report({0, 1}, {100}), absl::StatusCode::kInvalidArgument, "1 runtimes for 2 configuration rows");
   // A count whose product with the row size overflows int64 (2^62 x nc x 18): refused by
   // the runtimes it does not have, before anything is multiplied (the review's case).
+  MeasurementReport long_source = Report({0}, {1});
+  long_source.source = std::string(kMaxSourceBytes + 1, 'x');  // the review stored 20 MiB labels in every shard
+  refused(long_source, absl::StatusCode::kInvalidArgument, "source: 257 bytes; a label of at most 256 bytes");
   MeasurementReport huge = Report({0, 1}, {1, 2});
   huge.num_configs = int64_t{1} << 62;
   refused(huge, absl::StatusCode::kInvalidArgument, "runtimes_ns: 2 runtimes for 4611686018427387904 configuration rows");

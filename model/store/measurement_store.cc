@@ -66,6 +66,9 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
   if (!IsHex(r.graph_hash))
     return absl::InvalidArgumentError(
         absl::StrCat("graph_hash: expected 1-64 lowercase hex digits, got ", r.graph_hash.size(), " characters"));
+  if (r.source.size() > kMaxSourceBytes)
+    return absl::InvalidArgumentError(absl::StrCat("source: ", r.source.size(), " bytes; a label of at most ",
+                                                   kMaxSourceBytes, " bytes (e.g. the farm and its hardware)"));
   if (r.num_configs < 1) return absl::InvalidArgumentError("num_configs: a report needs at least one configuration row");
   // num_configs is the client's number: compared with the runtimes it sent before it is
   // multiplied, so that the product below is of sizes the request really holds.

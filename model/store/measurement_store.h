@@ -33,7 +33,7 @@ struct MeasurementReport {
   int64_t num_configs = 0;               // c
   std::vector<int8_t> config_feat;       // c x nc x 18, values in -1..5
   std::vector<int64_t> runtime_ns;       // c, each > 0
-  std::string source;                    // free text, e.g. the farm's worker pool; may be empty
+  std::string source;                    // free text, e.g. the farm's worker pool; may be empty; at most kMaxSourceBytes
 };
 
 struct AppendResult {
@@ -77,6 +77,9 @@ class MeasurementStore {
 // graph disagrees with its hash's first good shard is left out and listed in `skipped`
 // ("PATH: why"): one bad file never stops fine-tuning on the good ones. Only a store
 // that cannot be listed is an error.
+// A report's `source` label is stored in its shard: a label, not a payload.
+inline constexpr size_t kMaxSourceBytes = 256;
+
 struct LoadedMeasurements {
   std::vector<LayoutGraph> graphs;
   std::vector<std::string> skipped;
