@@ -43,8 +43,9 @@ ABSL_FLAG(std::string, measurement_store, "",
           "Directory where ReportMeasurements stores measured runtimes (a TpuGraphs dataset root; "
           "docs/operations.md); empty: ReportMeasurements answers FAILED_PRECONDITION");
 ABSL_FLAG(int64_t, registration_bytes, int64_t{512} << 20,
-          "RegisterGraph calls in progress at once may hold this many request bytes in all (decoding takes a few "
-          "times that); past it they get RESOURCE_EXHAUSTED. One larger request alone is admitted");
+          "RegisterGraph and ReportMeasurements calls in progress at once may hold this many request bytes in all "
+          "(decoding and storing take several times that); past it they get RESOURCE_EXHAUSTED. One larger request "
+          "alone is admitted");
 ABSL_FLAG(bool, reflection, true,
           "Serve gRPC server reflection (grpcurl and similar tools list the services); false turns it off");
 ABSL_FLAG(std::string, tls_cert, "",

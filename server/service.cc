@@ -138,6 +138,15 @@ void SetTiming(const RankTiming& timing, v1::Timing* t) {
   t->set_rescored(timing.rescored);
 }
 
+// RESOURCE_EXHAUSTED for a call whose request bytes would take `budget` past
+// --registration_bytes.
+grpc::Status OverBudget(const char* method, const ByteBudget& budget, int64_t bytes) {
+  return grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                      absl::StrCat(method, ": ", budget.holders(), " registrations and reports (", budget.held() >> 20,
+                                   " MiB) are in progress, over --registration_bytes (", budget.budget() >> 20,
+                                   " MiB) with this one (", bytes >> 20, " MiB): retry with backoff"));
+}
+
 }  // namespace
 
 grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
@@ -150,13 +159,8 @@ grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
 grpc::Status RankerService::RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                                           v1::RegisterGraphResponse* response) {
   const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong());
-  std::optional<ByteBudget::Lease> lease = registrations_.TryAcquire(bytes);
-  if (!lease)
-    return grpc::Status(grpc::RESOURCE_EXHAUSTED,
-                        absl::StrCat("RegisterGraph: ", registrations_.holders(), " registrations (",
-                                     registrations_.held() >> 20, " MiB) are being decoded, over --registration_bytes (",
-                                     registrations_.budget() >> 20, " MiB) with this one (", bytes >> 20,
-                                     " MiB): retry with backoff"));
+  std::optional<ByteBudget::Lease> lease = in_flight_.TryAcquire(bytes);
+  if (!lease) return OverBudget("RegisterGraph", in_flight_, bytes);
   absl::StatusOr<WireGraph> g = DecodeRegistration(*request, max_nodes_);
   if (!g.ok()) return ToGrpc(g.status(), context);
   EncodeConfigurableNodes(*g, response);
@@ -230,6 +234,11 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
   if (!measurements_)
     return grpc::Status(grpc::FAILED_PRECONDITION,
                                  "this server keeps no measurements: start it with --measurement_store DIR");
+  // A report holds about 13 times its bytes while it is validated and stored (measured
+  // by the second review): admitted against the same budget as registrations.
+  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong());
+  std::optional<ByteBudget::Lease> lease = in_flight_.TryAcquire(bytes);
+  if (!lease) return OverBudget("ReportMeasurements", in_flight_, bytes);
   ReportRequest q;
   q.collection = request->collection();
   q.graph_hash = request->graph_hash();

@@ -35,7 +35,7 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
                 MeasurementStore* measurements = nullptr, int64_t registration_bytes = int64_t{512} << 20,
                 int64_t max_message_bytes = int64_t{256} << 20)
       : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(max_nodes), measurements_(measurements),
-        registrations_(registration_bytes), max_message_bytes_(max_message_bytes) {}
+        in_flight_(registration_bytes), max_message_bytes_(max_message_bytes) {}
 
   // What gRPC calls: read the request, run the handler below, write its answer.
   grpc::Status StreamedRegisterGraph(
@@ -69,7 +69,7 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
   ServerMetrics* metrics_;
   int64_t max_nodes_;
   MeasurementStore* measurements_;
-  ByteBudget registrations_;
+  ByteBudget in_flight_;  // request bytes of RegisterGraph and ReportMeasurements calls in progress
   int64_t max_message_bytes_;
 };
 

@@ -760,6 +760,45 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is sea
   CATCH_CHECK(refused >= 1);
   CATCH_CHECK(other == 0);
   CATCH_CHECK(bounded.Stop() == 0);
+
+  // Concurrent reports share that budget (a report holds about 13x its bytes while it is
+  // stored): 8 at once of 100 rows of this graph (7 MB each), one at a time here.
+  ServerProcess reports(w.registry, w.dir.path(),
+                        {"--registration_bytes", "1", "--measurement_store", w.dir.path() + "/store"});
+  CATCH_REQUIRE(reports.port > 0);
+  RankerClient reporter(reports.Client());
+  CATCH_REQUIRE(reporter.Register(g, ids).ok());
+  v1::ReportMeasurementsRequest report;
+  report.set_collection("layout:xla:random");
+  report.set_graph_hash(GraphContentHash(g, ids));
+  report.set_num_configs(100);
+  report.set_layout_configs(std::string(100 * ids.size() * kConfigFeatDim, static_cast<char>(-1)));
+  for (int i = 0; i < 100; ++i) report.add_runtimes_ns(1000 + i);
+  ok = 0;
+  refused = 0;
+  other = 0;
+  go = false;
+  senders.clear();
+  for (int t = 0; t < 8; ++t)
+    senders.emplace_back([&] {
+      auto stub = Stub(reports.port);
+      while (!go) std::this_thread::yield();
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + 60s);
+      v1::ReportMeasurementsResponse resp;
+      grpc::Status st = stub->ReportMeasurements(&ctx, report, &resp);
+      if (st.ok()) ++ok;
+      else if (st.error_code() == grpc::RESOURCE_EXHAUSTED &&
+               st.error_message().find("ReportMeasurements: ") == 0 &&
+               st.error_message().find("--registration_bytes") != std::string::npos) ++refused;
+      else ++other;
+    });
+  go = true;
+  for (std::thread& t : senders) t.join();
+  CATCH_CHECK(ok >= 1);
+  CATCH_CHECK(refused >= 1);
+  CATCH_CHECK(other == 0);
+  CATCH_CHECK(reports.Stop() == 0);
 }
 
 CATCH_TEST_CASE("tgraph-client eval gives tgraph-eval's numbers for the same version", "[e2e][client]") {
