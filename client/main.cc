@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
 #include "client/bench.h"
 #include "client/client.h"
@@ -532,7 +533,20 @@ int Bench(const tgraph::ClientOptions& co) {
   return r->errors.empty() ? tgraph::kExitOk : tgraph::kExitFailure;
 }
 
-int Health(tgraph::RankerClient& client) {
+// Whether flag `name` holds a value other than its default.
+bool FlagChanged(absl::string_view name) {
+  const absl::CommandLineFlag* f = absl::FindCommandLineFlag(name);
+  return f != nullptr && f->CurrentValue() != f->DefaultValue();
+}
+
+// A probe answers at once: unless --retry_budget_s or --timeout_s are set to other
+// values, no retries (nothing listening is UNAVAILABLE now, not after the 30 s budget
+// other commands ride restarts with) and a 5 s deadline. The Docker HEALTHCHECK and the
+// TLS exec probes use it.
+int Health(tgraph::ClientOptions co) {
+  if (!FlagChanged("retry_budget_s")) co.retry_budget_s = 0;
+  if (!FlagChanged("timeout_s")) co.timeout_s = std::min(co.timeout_s, 5.0);
+  tgraph::RankerClient client(co);
   absl::StatusOr<std::string> h = client.Health(absl::GetFlag(FLAGS_service));
   if (!h.ok()) return Fail(h.status());
   if (absl::GetFlag(FLAGS_json)) PrintJson({{"service", absl::GetFlag(FLAGS_service)}, {"status", *h}});
@@ -593,7 +607,7 @@ int RunCommand(const std::string& cmd) {
   if (cmd == "report") return Report(client);
   if (cmd == "replay") return Replay(*co);
   if (cmd == "bench") return Bench(*co);
-  if (cmd == "health") return Health(client);
+  if (cmd == "health") return Health(*co);
   if (cmd == "models") return Models(client);
   if (cmd == "search") return Search(client);
   return Fail(UsageError(absl::StrCat("unknown command '", cmd,

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -86,6 +87,11 @@ def test_other_failures_exit_1(tmp_path):
     assert r.returncode == 1 and "missing.npz" in r.stderr
     r = call(client, "health", "--server", "127.0.0.1:1", "--retry_budget_s", "0", "--timeout_s", "2")
     assert r.returncode == 1 and "Health" in r.stderr
+    # With no flags a probe answers at once when nothing listens (it waited out a 30 s
+    # retry budget before); 10 s is a bound no retry policy would meet, not a timing.
+    started = time.monotonic()
+    r = call(client, "health", "--server", "127.0.0.1:1")
+    assert r.returncode == 1 and "Health" in r.stderr and time.monotonic() - started < 10, r.stderr
     r = call(binary("model", "hlo", "tgraph-featurize"), "module", "--in", UNET, "--out", tmp_path / "g.npz")
     assert r.returncode == 1 and "unet_3d" in r.stderr  # an npz is not an HLO module
 
