@@ -6,15 +6,75 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
-#include <algorithm>
-#include <functional>
-#include <mutex>
+#include <sys/resource.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "model/tools/build_info.h"
 #include "server/metrics_http.h"
 
 namespace tgraph {
+namespace {
+
+// The process metrics Prometheus client libraries export under these standard names,
+// from /proc at scrape time (Linux), in the text exposition format.
+std::string ProcessMetricsText() {
+  std::string out;
+  auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    absl::StrAppend(&out, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n", name, " ",
+                    absl::StrFormat("%.10g", value), "\n");
+  };
+  const double tick = static_cast<double>(sysconf(_SC_CLK_TCK));
+  std::ifstream stat_file("/proc/self/stat");
+  std::string stat((std::istreambuf_iterator<char>(stat_file)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');
+  if (paren != std::string::npos && tick > 0) {
+    const std::vector<std::string> f = absl::StrSplit(stat.substr(paren + 2), ' ');  // f[0] is field 3 (state)
+    double utime = 0, stime = 0, start = 0;
+    if (f.size() > 19 && absl::SimpleAtod(f[11], &utime) && absl::SimpleAtod(f[12], &stime) &&
+        absl::SimpleAtod(f[19], &start)) {
+      metric("process_cpu_seconds_total", "counter", "Total user and system CPU time spent in seconds.",
+             (utime + stime) / tick);
+      std::ifstream boot_file("/proc/stat");
+      for (std::string line; std::getline(boot_file, line);) {
+        double btime = 0;
+        if (absl::StartsWith(line, "btime ") && absl::SimpleAtod(line.substr(6), &btime))
+          metric("process_start_time_seconds", "gauge", "Start time of the process since unix epoch in seconds.",
+                 btime + start / tick);
+      }
+    }
+  }
+  std::ifstream statm("/proc/self/statm");
+  double pages_virtual = 0, pages_resident = 0;
+  if (statm >> pages_virtual >> pages_resident) {
+    const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
+    metric("process_virtual_memory_bytes", "gauge", "Virtual memory size in bytes.", pages_virtual * page);
+    metric("process_resident_memory_bytes", "gauge", "Resident memory size in bytes.", pages_resident * page);
+  }
+  std::error_code ec;
+  double fds = 0;
+  for (std::filesystem::directory_iterator it("/proc/self/fd", ec), end; !ec && it != end; it.increment(ec)) ++fds;
+  if (!ec) metric("process_open_fds", "gauge", "Number of open file descriptors.", fds);
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0)
+    metric("process_max_fds", "gauge", "Maximum number of open file descriptors.", static_cast<double>(lim.rlim_cur));
+  return out;
+}
+
+}  // namespace
 
 using prometheus::BuildCounter;
 using prometheus::BuildGauge;
@@ -93,7 +153,7 @@ absl::StatusOr<std::unique_ptr<ServerMetrics>> ServerMetrics::Start(const std::s
       std::lock_guard<std::mutex> lock(impl->refresh_mu);
       if (impl->ranker && impl->models) self->Refresh(impl->ranker->Stats(), *impl->models);
     }
-    return prometheus::TextSerializer().Serialize(impl->registry->Collect());
+    return prometheus::TextSerializer().Serialize(impl->registry->Collect()) + ProcessMetricsText();
   });
   if (!http.ok()) return http.status();
   m->impl_->http = std::move(*http);

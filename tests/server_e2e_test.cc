@@ -18,6 +18,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -355,6 +356,21 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
 
   // Prometheus metrics on their own port.
   const std::string metrics = HttpGet(server.metrics_port, "/metrics");
+  {  // The standard process metrics, with values this process can have.
+    auto value = [&](const std::string& name) {
+      const size_t at = metrics.find("\n" + name + " ");
+      return at == std::string::npos ? -1.0 : std::stod(metrics.substr(at + name.size() + 2));
+    };
+    CATCH_CHECK_THAT(metrics, Catch::Contains("# TYPE process_cpu_seconds_total counter\n"));
+    CATCH_CHECK(value("process_cpu_seconds_total") > 0);
+    CATCH_CHECK(value("process_resident_memory_bytes") > 10e6);
+    CATCH_CHECK(value("process_virtual_memory_bytes") >= value("process_resident_memory_bytes"));
+    CATCH_CHECK(value("process_open_fds") >= 3);
+    CATCH_CHECK(value("process_max_fds") >= value("process_open_fds"));
+    const double now = static_cast<double>(std::time(nullptr));
+    CATCH_CHECK(value("process_start_time_seconds") > now - 600);
+    CATCH_CHECK(value("process_start_time_seconds") <= now + 1);
+  }
   CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_requests_total{code=\"OK\",method=\"RankConfigs\"} 2"));
   CATCH_CHECK_THAT(metrics, Catch::Contains("tgraph_requests_total{code=\"NOT_FOUND\",method=\"RankConfigs\"} 3"));
   CATCH_CHECK_THAT(metrics, Catch::Contains("# TYPE tgraph_cache_hits_total counter\ntgraph_cache_hits_total 1\n"));
