@@ -73,12 +73,16 @@ def test_version_names_the_commit_built():
     ["tgraph-synth", "--out", "x", "--preset", "huge"],
     ["tgraph-featurize", "module"],                               # --in and --out missing
     ["tgraph-bench-model", "--precision", "fp8"],
+    ["tgraph-synth", "--bogus"],                                  # a flag no tool has
+    ["tgraph-server", "--registry"],                              # a flag without its value
 ], ids=lambda a: " ".join(a[:3]))
 def test_usage_errors_exit_2(args):
     exe = next(binary(*t) for t in TOOLS if t[-1] == args[0])
     r = call(exe, *args[1:])
     assert r.returncode == 2, (r.stdout, r.stderr)
     assert r.stderr.strip(), "a usage error says what is wrong"
+    # As docs/operations.md says: the tool names itself and points at --help.
+    assert r.stderr.rstrip().endswith("(see --help)") and f"{args[0]}: " in r.stderr, r.stderr
 
 
 def test_other_failures_exit_1(tmp_path):

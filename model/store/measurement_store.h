@@ -2,7 +2,8 @@
 // durably on disk as a TpuGraphs dataset, so that tgraph-train and numpy read it as
 // they read any other (issue 12). Torch-free.
 //
-// Layout: <root>/npz/layout/<source>/<search>/train/<graph_hash>.m<sequence>.<writer>.npz,
+// Layout: <root>/npz/layout/<xla|nlp>/<random|default>/train/<graph_hash>.m<sequence>.<writer>.npz
+// (the collection's directories, not the report's source label),
 // the sequence in nanoseconds since the epoch and the writer a random token per store
 // instance, so that server replicas sharing one directory never pick the same name.
 // Each shard is a complete layout npz: the graph as it was reported (the server

@@ -39,6 +39,8 @@ std::string& MutableToolName() {
 bool parsing = false;
 void ExitUsageWhileParsing() {
   if (!parsing) return;
+  // Abseil printed "ERROR: ..." lines; end them as every other usage error ends.
+  std::fprintf(stderr, "%s: bad flags (see --help)\n", MutableToolName().c_str());
   std::fflush(nullptr);
   _exit(kExitUsage);
 }
