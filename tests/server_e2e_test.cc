@@ -182,6 +182,39 @@ std::string ScrapeWithin(int port, int timeout_s) {
   return out;
 }
 
+// What `n` calls sent at once answered: OK, RESOURCE_EXHAUSTED from `method` naming
+// --registration_bytes (the in-flight budget), or anything else.
+struct OverBudgetCounts {
+  int ok = 0, refused = 0, other = 0;
+};
+template <typename Call>
+OverBudgetCounts SendAtOnce(int n, const std::string& method, Call call) {
+  std::atomic<int> ok{0}, refused{0}, other{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> senders;
+  for (int t = 0; t < n; ++t)
+    senders.emplace_back([&] {
+      while (!go) std::this_thread::yield();
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+      const grpc::Status st = call(&ctx);
+      if (st.ok()) ++ok;
+      else if (st.error_code() == grpc::RESOURCE_EXHAUSTED && st.error_message().find(method + ": ") == 0 &&
+               st.error_message().find("--registration_bytes") != std::string::npos) ++refused;
+      else ++other;
+    });
+  go = true;
+  for (std::thread& t : senders) t.join();
+  return {ok.load(), refused.load(), other.load()};
+}
+
+// A one-at-a-time budget: at least one call through, at least one refused, no other error.
+void CheckSomeAdmittedSomeRefused(const OverBudgetCounts& c) {
+  CATCH_CHECK(c.ok >= 1);
+  CATCH_CHECK(c.refused >= 1);
+  CATCH_CHECK(c.other == 0);
+}
+
 struct World : ModelWorld {
   World() : ModelWorld(3, {"layout:xla:random"}) { tta = 2; }
   int64_t Publish(int folds = 2, bool corrupt = false) {
@@ -754,27 +787,11 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is sea
   CATCH_REQUIRE(bounded.port > 0);
   v1::RegisterGraphRequest req;
   EncodeGraph(g, ids, req.mutable_graph());
-  std::atomic<int> ok{0}, refused{0}, other{0};
-  std::atomic<bool> go{false};
-  std::vector<std::thread> senders;
-  for (int t = 0; t < 8; ++t)
-    senders.emplace_back([&] {
-      auto stub = Stub(bounded.port);
-      while (!go) std::this_thread::yield();
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + 60s);
-      v1::RegisterGraphResponse resp;
-      grpc::Status st = stub->RegisterGraph(&ctx, req, &resp);
-      if (st.ok()) ++ok;
-      else if (st.error_code() == grpc::RESOURCE_EXHAUSTED &&
-               st.error_message().find("--registration_bytes") != std::string::npos) ++refused;
-      else ++other;
-    });
-  go = true;
-  for (std::thread& t : senders) t.join();
-  CATCH_CHECK(ok >= 1);
-  CATCH_CHECK(refused >= 1);
-  CATCH_CHECK(other == 0);
+  OverBudgetCounts registered = SendAtOnce(8, "RegisterGraph", [&](grpc::ClientContext* ctx) {
+    v1::RegisterGraphResponse resp;
+    return Stub(bounded.port)->RegisterGraph(ctx, req, &resp);
+  });
+  CheckSomeAdmittedSomeRefused(registered);
   CATCH_CHECK(bounded.Stop() == 0);
 
   // Concurrent reports share that budget (a report holds about 13x its bytes while it is
@@ -790,30 +807,11 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is sea
   report.set_num_configs(100);
   report.set_layout_configs(std::string(100 * ids.size() * kConfigFeatDim, static_cast<char>(-1)));
   for (int i = 0; i < 100; ++i) report.add_runtimes_ns(1000 + i);
-  ok = 0;
-  refused = 0;
-  other = 0;
-  go = false;
-  senders.clear();
-  for (int t = 0; t < 8; ++t)
-    senders.emplace_back([&] {
-      auto stub = Stub(reports.port);
-      while (!go) std::this_thread::yield();
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + 60s);
-      v1::ReportMeasurementsResponse resp;
-      grpc::Status st = stub->ReportMeasurements(&ctx, report, &resp);
-      if (st.ok()) ++ok;
-      else if (st.error_code() == grpc::RESOURCE_EXHAUSTED &&
-               st.error_message().find("ReportMeasurements: ") == 0 &&
-               st.error_message().find("--registration_bytes") != std::string::npos) ++refused;
-      else ++other;
-    });
-  go = true;
-  for (std::thread& t : senders) t.join();
-  CATCH_CHECK(ok >= 1);
-  CATCH_CHECK(refused >= 1);
-  CATCH_CHECK(other == 0);
+  OverBudgetCounts reported = SendAtOnce(8, "ReportMeasurements", [&](grpc::ClientContext* ctx) {
+    v1::ReportMeasurementsResponse resp;
+    return Stub(reports.port)->ReportMeasurements(ctx, report, &resp);
+  });
+  CheckSomeAdmittedSomeRefused(reported);
   CATCH_CHECK(reports.Stop() == 0);
 }
 
