@@ -134,26 +134,7 @@ struct ServerProcess {
   }
 };
 
-std::string HttpGet(int port, const std::string& path) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return "";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
-  (void)!write(fd, req.data(), req.size());
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
-  close(fd);
-  return out;
-}
-
-// A TCP connection to the loopback port with a receive timeout (-1 when it fails).
+// A TCP connection to the loopback port with a receive timeout (0: none; -1 when it fails).
 int ConnectLoopback(int port, int timeout_s) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   timeval tv{timeout_s, 0};
@@ -169,11 +150,12 @@ int ConnectLoopback(int port, int timeout_s) {
   return fd;
 }
 
-// A scrape that gives up after `timeout_s` seconds without data ("" then).
-std::string ScrapeWithin(int port, int timeout_s) {
+// An HTTP GET on the loopback port; with `timeout_s`, it gives up after that many
+// seconds without data ("" when nothing came).
+std::string HttpGet(int port, const std::string& path, int timeout_s = 0) {
   const int fd = ConnectLoopback(port, timeout_s);
   if (fd < 0) return "";
-  const std::string req = "GET /metrics HTTP/1.0\r\n\r\n";
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: localhost\r\n\r\n";
   (void)!write(fd, req.data(), req.size());
   std::string out;
   char buf[4096];
@@ -699,7 +681,7 @@ CATCH_TEST_CASE("server: scrapes answer beside slow and idle metrics clients, wh
   // waited on the trickling client for as long as it kept sending).
   auto scrapes_answer = [&] {
     for (int i = 0; i < 3; ++i) {
-      const std::string body = ScrapeWithin(server.metrics_port, 3);
+      const std::string body = HttpGet(server.metrics_port, "/metrics", 3);
       CATCH_CHECK_THAT(body, Catch::StartsWith("HTTP/1.1 200 OK"));
       CATCH_CHECK_THAT(body, Catch::Contains("tgraph_build_info"));
     }
