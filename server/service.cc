@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "model/nn/model_io.h"
+#include "model/tools/tool.h"
 #include "proto/error_reason.h"
 #include "proto/graph_codec.h"
 
@@ -138,6 +139,17 @@ void SetTiming(const RankTiming& timing, v1::Timing* t) {
   t->set_rescored(timing.rescored);
 }
 
+// What a client is told when the measurement store could not write: the code and what
+// it means, not the server's file names (the log has them).
+absl::Status StoreFailure(const absl::Status& s) {
+  const char* what = s.code() == absl::StatusCode::kResourceExhausted  ? "its disk is full"
+                     : s.code() == absl::StatusCode::kPermissionDenied ? "it is not writable"
+                     : s.code() == absl::StatusCode::kFailedPrecondition ? "it is on a read-only file system"
+                                                                          : "it failed";
+  return absl::Status(s.code(), absl::StrCat("the measurement store could not keep this report: ", what,
+                                             "; nothing was stored (the server's log has the details)"));
+}
+
 // RESOURCE_EXHAUSTED for a call whose request bytes would take `budget` past
 // --registration_bytes.
 grpc::Status OverBudget(const char* method, const ByteBudget& budget, int64_t bytes) {
@@ -250,10 +262,12 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
   if (!r.ok()) return ToGrpc(r.status(), context);
   absl::StatusOr<AppendResult> a = measurements_->Append(*r);
   if (!a.ok()) {
-    // Invalid reports are the client's; anything else is the store's, and counted.
-    if (a.status().code() != absl::StatusCode::kInvalidArgument && metrics_)
-      metrics_->RecordMeasurementError(CodeName(static_cast<grpc::StatusCode>(a.status().code())));
-    return ToGrpc(a.status(), context);
+    // Invalid reports are the client's; anything else is the store's: counted, logged
+    // here in full, and answered without the server's paths.
+    if (a.status().code() == absl::StatusCode::kInvalidArgument) return ToGrpc(a.status(), context);
+    if (metrics_) metrics_->RecordMeasurementError(CodeName(static_cast<grpc::StatusCode>(a.status().code())));
+    LogError(absl::StrCat("ReportMeasurements: ", a.status().message()));
+    return ToGrpc(StoreFailure(a.status()), context);
   }
   if (metrics_) metrics_->RecordMeasurements(a->measurements, a->bytes);
   response->set_stored(a->measurements);

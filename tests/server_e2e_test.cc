@@ -1408,6 +1408,9 @@ CATCH_TEST_CASE("server: a full disk answers RESOURCE_EXHAUSTED to ReportMeasure
   absl::StatusOr<MeasurementReceipt> r = ReportRealRows(client, 0, 5);
   CATCH_REQUIRE_FALSE(r.ok());
   CATCH_CHECK(r.status().code() == absl::StatusCode::kResourceExhausted);
+  // The client is told what happened, not where the server keeps its files.
+  CATCH_CHECK_THAT(std::string(r.status().message()), Catch::Contains("its disk is full; nothing was stored"));
+  CATCH_CHECK(std::string(r.status().message()).find(dir.path()) == std::string::npos);
   CATCH_CHECK_THAT(HttpGet(server.metrics_port, "/metrics"),
                    Catch::Contains("tgraph_measurement_store_errors_total{code=\"RESOURCE_EXHAUSTED\"} 1"));
   CATCH_CHECK(StoredMeasurements(store, *ParseCollection("layout:xla:default")) == 0);
