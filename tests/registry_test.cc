@@ -237,6 +237,14 @@ TEST_CASE("incomplete and corrupt versions are reported precisely", "[registry]"
     REQUIRE_FALSE(r.ok());
     CHECK_THAT(std::string(r.status().message()), Catch::Contains("describes layout:xla:random version 1"));
   }
+  SECTION("an oversized manifest is not read") {
+    // Valid JSON with 2 MiB of trailing whitespace: refused by its size, not parsed.
+    std::ofstream(v1 + "/manifest.json", std::ios::app) << std::string(2 << 20, ' ');
+    auto r = reg.ReadVersion("layout:xla:random", 1);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kDataLoss);
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("manifest.json: ") && Catch::Contains("over the 1048576"));
+  }
   SECTION("an unknown version is NOT_FOUND") {
     CHECK(reg.ReadVersion("layout:xla:random", 9).status().code() == absl::StatusCode::kNotFound);
   }

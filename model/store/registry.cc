@@ -29,6 +29,16 @@ using nlohmann::json;
 namespace {
 
 constexpr char kManifest[] = "manifest.json";
+
+// A manifest's text, bounded by kMaxManifestBytes (checked before reading).
+absl::StatusOr<std::string> ReadManifestText(const std::string& path) {
+  std::error_code ec;
+  const uintmax_t size = fs::file_size(path, ec);
+  if (!ec && size > static_cast<uintmax_t>(kMaxManifestBytes))
+    return absl::DataLossError(absl::StrCat(path, ": ", size, " bytes, over the ", kMaxManifestBytes,
+                                            " a manifest may have (a manifest is a few kB): not read"));
+  return ReadFile(path);
+}
 // Bounds on what a manifest may ask of a server.
 constexpr int64_t kMaxTta = 64;
 constexpr int kMaxFolds = 64;
@@ -318,7 +328,8 @@ std::string Registry::VersionStamp(const std::string& collection, int64_t versio
 absl::StatusOr<Manifest> Registry::ReadVersion(const std::string& collection, int64_t version) const {
   const std::string dir = VersionDir(collection, version);
   const std::string path = absl::StrCat(dir, "/", kManifest);
-  absl::StatusOr<std::string> text = ReadFile(path);
+  absl::StatusOr<std::string> text = ReadManifestText(path);
+  if (!text.ok() && text.status().code() == absl::StatusCode::kDataLoss) return text.status();
   if (!text.ok())
     return absl::NotFoundError(absl::StrCat("model ", collection, " version ", version, ": ", text.status().message()));
   absl::StatusOr<Manifest> m = Manifest::FromJson(*text, path);
@@ -397,7 +408,7 @@ absl::StatusOr<int64_t> Registry::Publish(Manifest m, bool* already_published) c
   }
   const std::string identity = ModelIdentity(candidate);
   for (int64_t v : ListVersions(m.collection)) {
-    absl::StatusOr<std::string> text = ReadFile(absl::StrCat(VersionDir(m.collection, v), "/", kManifest));
+    absl::StatusOr<std::string> text = ReadManifestText(absl::StrCat(VersionDir(m.collection, v), "/", kManifest));
     if (!text.ok()) continue;
     absl::StatusOr<Manifest> existing = Manifest::FromJson(*text, "manifest");
     if (existing.ok() && ModelIdentity(*existing) == identity) {

@@ -21,6 +21,9 @@ namespace tgraph {
 
 // The largest inference batch and reference a manifest may ask for.
 constexpr int64_t kMaxBatchSize = 65536;
+// The largest manifest a registry reads (a real one is a few kB): a larger file is
+// DATA_LOSS, never read into memory.
+constexpr int64_t kMaxManifestBytes = int64_t{1} << 20;
 
 struct FoldEntry {
   int fold = 0;
