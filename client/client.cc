@@ -205,7 +205,7 @@ struct RankerClient::Impl {
 
 absl::StatusOr<HloProgram> HloProgram::FromSerialized(std::string serialized, const std::string& what) {
   // The server's decoding, so that both sides agree on the graph and its hash.
-  absl::StatusOr<WireGraph> w = DecodeHloModule(serialized, hlo::Limits().max_instructions, what);
+  absl::StatusOr<WireGraph> w = DecodeHloModule(serialized, hlo::Limits(), what);
   if (!w.ok()) return w.status();
   HloProgram p;
   p.serialized = std::move(serialized);

@@ -44,10 +44,18 @@ absl::StatusOr<WireGraph> DecodeGraph(const v1::Graph& g, int64_t max_nodes) {
   return w;
 }
 
-absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_nodes, absl::string_view what) {
-  absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(bytes, what);
-  if (!module.ok()) return module.status();
-  absl::StatusOr<hlo::ModuleGraph> m = hlo::FeaturizeModule(*module, what, hlo::Limits{max_nodes});
+int64_t GraphBytes(const NodeGraph& graph) {
+  return static_cast<int64_t>(graph.node_feat.size() * sizeof(float) + graph.node_opcode.size() * sizeof(int32_t) +
+                              graph.edge_index.size() * sizeof(int64_t));
+}
+
+absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, const hlo::Limits& limits, absl::string_view what) {
+  absl::StatusOr<hlo::ModuleGraph> m;
+  {  // the parsed module is freed before the graph goes on
+    absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(bytes, what, limits);
+    if (!module.ok()) return module.status();
+    m = hlo::FeaturizeModule(*module, what, limits);
+  }
   if (!m.ok()) return m.status();
   WireGraph w;
   w.module_name = std::move(m->module_name);
@@ -59,10 +67,10 @@ absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_n
   return w;
 }
 
-absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& request, int64_t max_nodes) {
+absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& request, const hlo::Limits& limits) {
   switch (request.source_case()) {
-    case v1::RegisterGraphRequest::kGraph: return DecodeGraph(request.graph(), max_nodes);
-    case v1::RegisterGraphRequest::kHloModule: return DecodeHloModule(request.hlo_module(), max_nodes);
+    case v1::RegisterGraphRequest::kGraph: return DecodeGraph(request.graph(), limits.max_instructions);
+    case v1::RegisterGraphRequest::kHloModule: return DecodeHloModule(request.hlo_module(), limits);
     default: return absl::InvalidArgumentError("give the graph: graph (TpuGraphs arrays) or hlo_module");
   }
 }

@@ -32,13 +32,19 @@ absl::StatusOr<WireGraph> DecodeGraph(const v1::Graph& g, int64_t max_nodes);
 // A serialized HLO module (RegisterGraphRequest.hlo_module) featurized with
 // model/hlo: convolution, dot and reshape nodes configurable. INVALID_ARGUMENT
 // ("hlo_module: computation '...', instruction '...': ...") for a module that does not
-// parse or is not well formed; RESOURCE_EXHAUSTED over max_nodes instructions.
+// parse or is not well formed; RESOURCE_EXHAUSTED over limits.max_instructions
+// instructions, or when limits.reserve refuses the working memory (working_memory.h).
 // `what` prefixes the messages (the request field, or a file name in the client).
-absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, int64_t max_nodes,
+absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, const hlo::Limits& limits,
                                           absl::string_view what = "hlo_module");
 
-// Either source of a registration request; INVALID_ARGUMENT when it has neither.
-absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& request, int64_t max_nodes);
+// Either source of a registration request; INVALID_ARGUMENT when it has neither. A
+// module's reader reserves its working memory through `limits`; arrays are decoded
+// into one copy of the request's (the caller admits it up front).
+absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& request, const hlo::Limits& limits);
+
+// The bytes a decoded graph's arrays hold (what pruning it copies at most).
+int64_t GraphBytes(const NodeGraph& graph);
 
 void EncodeGraph(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids, v1::Graph* out);
 

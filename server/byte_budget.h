@@ -1,8 +1,12 @@
-// A budget of bytes shared by concurrent work (RegisterGraph decodes: each holds its
-// request's bytes while it runs). TryAcquire never waits: past the budget the caller
-// answers RESOURCE_EXHAUSTED and the client retries later, so memory stays bounded
-// whatever the number of concurrent requests. One request larger than the whole
-// budget is still admitted when nothing else holds any (--max_message_bytes bounds it).
+// A budget of bytes shared by concurrent work (RegisterGraph and ReportMeasurements:
+// each holds its request's bytes while it runs, and a module's registration also the
+// working memory its reader reserves as it goes: model/hlo/working_memory.h).
+// TryAcquire and Grow never wait: past the budget the caller answers
+// RESOURCE_EXHAUSTED and the client retries later, so memory stays bounded whatever
+// the number of concurrent requests. One request larger than the whole budget is still
+// admitted when nothing else holds any (--max_message_bytes bounds it); growing past
+// the budget is always refused.
+// Threads: any; one mutex guards held_ and holders_. A Lease belongs to one request.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +30,13 @@ class ByteBudget {
     ~Lease() {
       if (b_) b_->Release(bytes_);
     }
+    // Holds `bytes` more; false (holding nothing more) when that would pass the budget.
+    bool Grow(int64_t bytes) {
+      if (!b_->TryGrow(bytes)) return false;
+      bytes_ += bytes;
+      return true;
+    }
+    int64_t bytes() const { return bytes_; }
 
    private:
     ByteBudget* b_;
@@ -51,6 +62,12 @@ class ByteBudget {
   int64_t budget() const { return budget_; }
 
  private:
+  bool TryGrow(int64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (held_ + bytes > budget_) return false;
+    held_ += bytes;
+    return true;
+  }
   void Release(int64_t bytes) {
     std::lock_guard<std::mutex> lock(mu_);
     held_ -= bytes;

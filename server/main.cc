@@ -43,9 +43,10 @@ ABSL_FLAG(std::string, measurement_store, "",
           "Directory where ReportMeasurements stores measured runtimes (a TpuGraphs dataset root; "
           "docs/operations.md); empty: ReportMeasurements answers FAILED_PRECONDITION");
 ABSL_FLAG(int64_t, registration_bytes, int64_t{512} << 20,
-          "RegisterGraph and ReportMeasurements calls in progress at once may hold this many request bytes in all "
-          "(decoding and storing take several times that); past it they get RESOURCE_EXHAUSTED. One larger request "
-          "alone is admitted");
+          "RegisterGraph and ReportMeasurements calls in progress at once may hold this much memory in all: arrays "
+          "3x their bytes, an HLO module its bytes plus the working memory its reader reserves as it goes (about "
+          "1.3 kB per instruction), a report its bytes; past it they get RESOURCE_EXHAUSTED. One larger request "
+          "alone is admitted, but a module's working memory never passes this");
 ABSL_FLAG(bool, reflection, true,
           "Serve gRPC server reflection (grpcurl and similar tools list the services); false turns it off");
 ABSL_FLAG(std::string, tls_cert, "",

@@ -1,5 +1,7 @@
 #include "server/service.h"
 
+#include <malloc.h>
+
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -9,6 +11,8 @@
 #include "model/tools/tool.h"
 #include "proto/error_reason.h"
 #include "proto/graph_codec.h"
+
+extern "C" void MallocExtension_ReleaseToSystem(size_t num_bytes) __attribute__((weak));
 
 namespace tgraph {
 namespace {
@@ -159,6 +163,33 @@ grpc::Status OverBudget(const char* method, const ByteBudget& budget, int64_t by
                                    " MiB) with this one (", bytes >> 20, " MiB): retry with backoff"));
 }
 
+// What a registration's reader is told when its working memory would take the
+// in-flight budget past --registration_bytes (hlo/working_memory.h prefixes what).
+absl::Status WorkingMemoryRefused(const ByteBudget& budget, const ByteBudget::Lease& lease) {
+  if (budget.holders() <= 1)
+    return absl::ResourceExhaustedError(absl::StrCat("more than --registration_bytes (", budget.budget() >> 20,
+                                                     " MiB) allows with nothing else in progress: send a smaller "
+                                                     "module, or raise the flag"));
+  return absl::ResourceExhaustedError(
+      absl::StrCat(budget.holders() - 1, " other registrations and reports hold ", (budget.held() - lease.bytes()) >> 20,
+                   " MiB of --registration_bytes (", budget.budget() >> 20, " MiB): retry with backoff"));
+}
+
+// The allocator keeps freed memory for reuse (tcmalloc, which the server links for
+// its activation buffers, in its page heap; glibc in its arenas): the parse and
+// featurize of a large module (a 7 MB module of tiny instructions frees ~250 MB) would
+// stay resident after the call. A call that held more than kTrimAfterBytes gives that
+// much back when it ends. tcmalloc's C entry point is weak: absent, glibc's trim.
+constexpr int64_t kTrimAfterBytes = int64_t{16} << 20;
+void TrimHeapAfter(int64_t held_bytes) {
+  if (held_bytes <= kTrimAfterBytes) return;
+  if (MallocExtension_ReleaseToSystem) {
+    MallocExtension_ReleaseToSystem(static_cast<size_t>(held_bytes));
+  } else {
+    malloc_trim(0);
+  }
+}
+
 }  // namespace
 
 grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
@@ -170,11 +201,32 @@ grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
 
 grpc::Status RankerService::RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                                           v1::RegisterGraphResponse* response) {
-  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong());
+  int64_t held = 0;
+  const grpc::Status s = Register(context, request, response, &held);
+  TrimHeapAfter(held);
+  return s;
+}
+
+grpc::Status RankerService::Register(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
+                                     v1::RegisterGraphResponse* response, int64_t* held) {
+  // Admitted up front: arrays, the request, its decoded copy and the pruned copy (each
+  // at most the request's size); a module, its bytes, and its reader reserves the rest
+  // from the same budget as it goes (model/hlo/working_memory.h), pruning included.
+  const bool module = request->source_case() == v1::RegisterGraphRequest::kHloModule;
+  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong()) * (module ? 1 : 3);
   std::optional<ByteBudget::Lease> lease = in_flight_.TryAcquire(bytes);
   if (!lease) return OverBudget("RegisterGraph", in_flight_, bytes);
-  absl::StatusOr<WireGraph> g = DecodeRegistration(*request, max_nodes_);
+  hlo::Limits limits;
+  limits.max_instructions = max_nodes_;
+  limits.reserve = [this, &lease](int64_t more) {
+    return lease->Grow(more) ? absl::OkStatus() : WorkingMemoryRefused(in_flight_, *lease);
+  };
+  absl::StatusOr<WireGraph> g = DecodeRegistration(*request, limits);
+  *held = lease->bytes();
   if (!g.ok()) return ToGrpc(g.status(), context);
+  if (module)
+    if (absl::Status s = limits.reserve(GraphBytes(g->graph)); !s.ok())
+      return ToGrpc(absl::Status(s.code(), absl::StrCat("hlo_module: pruning its graph: ", s.message())), context);
   EncodeConfigurableNodes(*g, response);
   absl::StatusOr<RegisterResult> r = ranker_->Register(std::move(*g));
   if (!r.ok()) return ToGrpc(r.status(), context);

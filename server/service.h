@@ -64,6 +64,9 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
                              v1::SearchConfigsResponse* response) override;
 
  private:
+  // RegisterGraph's work; *held: the in-flight bytes it held at its peak.
+  grpc::Status Register(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
+                        v1::RegisterGraphResponse* response, int64_t* held);
   Ranker* ranker_;
   ModelManager* models_;
   ServerMetrics* metrics_;

@@ -343,7 +343,7 @@ TEST_CASE("bad HLO input: precise errors naming the computation and instruction,
   CHECK_THAT(ErrorOf(calls), Catch::Contains("calls computation id 5, which does not come before its caller"));
 
   CHECK_THAT(ErrorOf(xla::HloModuleProto()), Catch::Contains("no computations"));
-  auto limited = FeaturizeModule(ok, "m.pb", hlo::Limits{1});
+  auto limited = FeaturizeModule(ok, "m.pb", hlo::Limits{1, {}});
   REQUIRE_FALSE(limited.ok());
   CHECK(limited.status().code() == absl::StatusCode::kResourceExhausted);
   CHECK_THAT(std::string(limited.status().message()), Catch::Contains("2 instructions, over the limit of 1"));
@@ -403,7 +403,7 @@ TEST_CASE("fuzz: mutated and truncated HLO modules are errors or graphs, never c
       }
       auto proto = hlo::ParseModule(bad, "fuzz.pb");
       if (!proto.ok()) { ++rejected; continue; }
-      auto g = FeaturizeModule(*proto, "fuzz.pb", hlo::Limits{100000});
+      auto g = FeaturizeModule(*proto, "fuzz.pb", hlo::Limits{100000, {}});
       if (!g.ok()) { ++rejected; continue; }
       ++parsed;
       // Whatever was accepted is a valid graph.

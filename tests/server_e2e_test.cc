@@ -1099,6 +1099,19 @@ CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nod
   CATCH_CHECK(s.error_code() == grpc::RESOURCE_EXHAUSTED);
   CATCH_CHECK_THAT(s.error_message(), Catch::Contains("3163 instructions, over the limit of 3000"));
   CATCH_CHECK(small.Stop() == 0);
+
+  // And its working memory is admitted, not its bytes: the real module (0.5 MB) needs
+  // about 6 MB to read, so a 2 MB --registration_bytes refuses it, saying why (it was
+  // admitted on its bytes before, whatever it took to read).
+  ServerProcess tight(w.registry, w.dir.path(), {"--registration_bytes", "2000000"});
+  CATCH_REQUIRE(tight.port > 0);
+  stub = Stub(tight.port);
+  s = register_hlo(program->serialized, &resp);
+  CATCH_CHECK(s.error_code() == grpc::RESOURCE_EXHAUSTED);
+  CATCH_CHECK_THAT(s.error_message(), Catch::StartsWith("hlo_module: reading it needs "));
+  CATCH_CHECK_THAT(s.error_message(), Catch::Contains("MiB of working memory or more: more than --registration_bytes (1 MiB) "
+                                                      "allows with nothing else in progress"));
+  CATCH_CHECK(tight.Stop() == 0);
 }
 
 CATCH_TEST_CASE("server: mutated HLO modules never crash it", "[e2e][hlo]") {

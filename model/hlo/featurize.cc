@@ -1,11 +1,13 @@
 #include "model/hlo/featurize.h"
 
 #include "model/hlo/hlo_text.h"
+#include "model/hlo/wire_scan.h"
 
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <set>
 #include <unordered_map>
 #include <utility>
@@ -189,37 +191,63 @@ absl::string_view OpcodeName(int id) {
   return kOpcodeNames[static_cast<size_t>(id) - 1];
 }
 
-absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what) {
+namespace {
+
+// A module has computations, each with instructions; another message read as one
+// (e.g. a tpu_graphs.TuningData) has neither.
+bool LooksLikeModule(const HloModuleProto& m) {
+  if (m.computations_size() == 0) return false;
+  for (const HloComputationProto& c : m.computations())
+    if (c.instructions_size() == 0) return false;
+  return true;
+}
+
+// Parses `bytes` as a message of `T` after scanning them (wire_scan.h): nullopt when
+// they are not one; RESOURCE_EXHAUSTED when over the instruction limit or refused
+// the working memory.
+template <typename T>
+absl::StatusOr<std::optional<T>> ScanAndParse(absl::string_view bytes, absl::string_view what, const Limits& limits,
+                                              WorkingMemory* memory) {
+  const std::optional<WireScan> scan = ScanWire(bytes, T::descriptor());
+  if (!scan) return std::optional<T>();
+  if (scan->instructions > limits.max_instructions)
+    return absl::ResourceExhaustedError(absl::StrCat(what, ": the module has ", scan->instructions,
+                                                     " instructions, over the limit of ", limits.max_instructions));
+  if (absl::Status s = memory->Reserve(scan->kept_bytes + scan->parse_bytes); !s.ok()) return s;
+  const std::string kept = KeepDeclaredFields(bytes, T::descriptor());
+  T message;
+  if (!message.ParseFromString(kept)) return std::optional<T>();
+  return std::optional<T>(std::move(message));
+}
+
+}  // namespace
+
+absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what, const Limits& limits) {
   if (bytes.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty; expected an HLO module"));
-  if (LooksLikeHloText(bytes)) return ParseHloText(bytes, what);
+  if (LooksLikeHloText(bytes)) return ParseHloText(bytes, what, limits);
   if (bytes.size() > static_cast<size_t>(INT32_MAX))  // protobuf's limit for one message
     return absl::ResourceExhaustedError(absl::StrCat(what, ": ", bytes.size(), " bytes, over protobuf's 2 GiB limit"));
+  WorkingMemory memory(limits, what);
   // An xla.HloProto (XLA's *.hlo.pb dumps) holds the module in field 1; a bare
   // HloModuleProto has its name there, which does not parse as a module with
   // computations. So: HloProto if that gives a module with computations.
-  // A module has computations, each with instructions; another message read as one
-  // (e.g. a tpu_graphs.TuningData) has neither.
-  auto looks_like_module = [](const HloModuleProto& m) {
-    if (m.computations_size() == 0) return false;
-    for (const HloComputationProto& c : m.computations())
-      if (c.instructions_size() == 0) return false;
-    return true;
-  };
-  xla::HloProto wrapped;
-  if (wrapped.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())) && wrapped.has_hlo_module() &&
-      looks_like_module(wrapped.hlo_module()))
-    return std::move(*wrapped.mutable_hlo_module());
-  HloModuleProto module;
-  if (!module.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+  absl::StatusOr<std::optional<xla::HloProto>> wrapped = ScanAndParse<xla::HloProto>(bytes, what, limits, &memory);
+  if (!wrapped.ok()) return wrapped.status();
+  if (*wrapped && (*wrapped)->has_hlo_module() && LooksLikeModule((*wrapped)->hlo_module()))
+    return std::move(*(*wrapped)->mutable_hlo_module());
+  wrapped->reset();
+  absl::StatusOr<std::optional<HloModuleProto>> module = ScanAndParse<HloModuleProto>(bytes, what, limits, &memory);
+  if (!module.ok()) return module.status();
+  if (!*module)
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": not a serialized xla.HloProto or xla.HloModuleProto (protobuf parsing failed: truncated or "
               "another kind of file)"));
-  if (!looks_like_module(module))
+  if (!LooksLikeModule(**module))
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": not an HLO module: it parses, but has no computations with instructions (expected an "
               "xla.HloProto, e.g. an XLA dump *.hlo.pb, or an xla.HloModuleProto; tile tuning data, a "
               "tpu_graphs.TuningData, is read by tgraph-featurize tile)"));
-  return module;
+  return std::move(**module);
 }
 
 namespace {
@@ -228,16 +256,25 @@ namespace {
 struct ModuleBuild {
   std::unordered_map<int64_t, int> comp_pos;  // computation id -> position
   std::vector<int64_t> root_node;             // per computation: its root's node, for call edges
-  std::vector<std::pair<int64_t, int64_t>> edges;
+  // One instruction's edge targets, each once: an operand listed a million times is
+  // one edge (mark[v] == the node whose targets hold v).
+  std::vector<int64_t> targets, mark;
   std::set<std::string> unknown_opcodes;
 };
 
 // The edges of instruction `ii` of computation `ci` (node `node`): to its operands, which
 // must come before it in the computation, and to the roots of the computations it
 // calls, which must come before its own; its operands 0 and 1 into *first_operands.
+// Appended to `edge_index` once each, ascending (so rows stay sorted).
 absl::Status InstructionEdges(const HloModuleProto& module, int ci, int ii, int64_t node, int64_t base,
                               const std::unordered_map<int64_t, int64_t>& local, absl::string_view what,
-                              ModuleBuild* b, std::array<int64_t, 2>* first_operands) {
+                              ModuleBuild* b, std::array<int64_t, 2>* first_operands, std::vector<int64_t>* edge_index) {
+  b->targets.clear();
+  auto add = [&](int64_t v) {
+    if (b->mark[static_cast<size_t>(v)] == node) return;
+    b->mark[static_cast<size_t>(v)] = node;
+    b->targets.push_back(v);
+  };
   const HloComputationProto& comp = module.computations(ci);
   const HloInstructionProto& inst = comp.instructions(ii);
   for (int k = 0; k < inst.operand_ids_size(); ++k) {
@@ -249,7 +286,7 @@ absl::Status InstructionEdges(const HloModuleProto& module, int ci, int ii, int6
       return Invalid(what, comp, &inst,
                      absl::StrCat("operand id ", operand, " ('", Shown(comp.instructions(it->second - base).name()),
                                   "') does not come before it: a cycle, or instructions out of dependency order"));
-    b->edges.emplace_back(node, it->second);
+    add(it->second);
     if (k < 2) (*first_operands)[static_cast<size_t>(k)] = it->second;
   }
   for (int64_t called : inst.called_computation_ids()) {
@@ -263,7 +300,12 @@ absl::Status InstructionEdges(const HloModuleProto& module, int ci, int ii, int6
                                           "computations out of dependency order")
                            : absl::StrCat("calls computation id ", called, ", which the module does not have"));
     }
-    b->edges.emplace_back(node, b->root_node[static_cast<size_t>(it->second)]);
+    add(b->root_node[static_cast<size_t>(it->second)]);
+  }
+  std::sort(b->targets.begin(), b->targets.end());
+  for (int64_t v : b->targets) {
+    edge_index->push_back(node);
+    edge_index->push_back(v);
   }
   return absl::OkStatus();
 }
@@ -302,11 +344,41 @@ absl::Status FeaturizeComputation(const HloModuleProto& module, int ci, int64_t 
     InstructionFeatures(inst, comp, out->graph.node_feat.data() + node * kNodeFeatDim);
     if (IsDefaultConfigurable(opcode)) out->default_config_nodes.push_back(node);
     if (absl::Status s = InstructionEdges(module, ci, ii, node, base, local, what, b,
-                                         &out->first_operands[static_cast<size_t>(node)]);
+                                         &out->first_operands[static_cast<size_t>(node)], &out->graph.edge_index);
         !s.ok())
       return s;
   }
   return absl::OkStatus();
+}
+
+// What FeaturizeModule allocates for `module` (n instructions), bounded from above:
+// the graph it returns (140 floats per node, the names of NodeSource, the edges) and
+// its working maps. An instruction's edges go to distinct nodes: at most one per
+// operand and per earlier instruction of its computation, plus one per called
+// computation and per computation.
+int64_t FeaturizeBytes(const HloModuleProto& module, int64_t n) {
+  constexpr int64_t kAlloc = 16, kMapEntry = 64;
+  auto heap = [](size_t len) -> int64_t { return len > 15 ? static_cast<int64_t>(len) + 1 + kAlloc : 0; };
+  int64_t names = 0, largest = 0, edges = 0, most_edges = 0;
+  for (const HloComputationProto& comp : module.computations()) {
+    largest = std::max<int64_t>(largest, comp.instructions_size());
+    for (int ii = 0; ii < comp.instructions_size(); ++ii) {
+      const HloInstructionProto& inst = comp.instructions(ii);
+      const int64_t e = std::min<int64_t>(inst.operand_ids_size(), ii) +
+                        std::min<int64_t>(inst.called_computation_ids_size(), module.computations_size());
+      edges += e;
+      most_edges = std::max(most_edges, e);
+      names += heap(comp.name().size()) + heap(inst.name().size()) + heap(inst.opcode().size());
+    }
+  }
+  const int64_t per_node = kNodeFeatDim * static_cast<int64_t>(sizeof(float)) + static_cast<int64_t>(sizeof(int32_t)) +
+                           static_cast<int64_t>(sizeof(NodeSource)) + 16 /* first operands */ + 8 /* mark */ +
+                           24 /* default_config_nodes, with growth */;
+  // Edges: two int64 each, three times while edge_index grows; one instruction's
+  // targets at a time in a scratch vector.
+  constexpr int64_t kEdge = 3 * 2 * static_cast<int64_t>(sizeof(int64_t));
+  return n * per_node + names + edges * kEdge + most_edges * 3 * 8 + largest * kMapEntry +
+         module.computations_size() * (kMapEntry + 8) + (int64_t{64} << 10);
 }
 
 }  // namespace
@@ -321,6 +393,8 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
   if (n > limits.max_instructions)
     return absl::ResourceExhaustedError(absl::StrCat(what, ": the module has ", n,
                                                      " instructions, over the limit of ", limits.max_instructions));
+  WorkingMemory memory(limits, what);
+  if (absl::Status s = memory.Reserve(FeaturizeBytes(module, n)); !s.ok()) return s;
   ModuleGraph out;
   out.module_name = Printable(module.name());
   out.graph.num_nodes = n;
@@ -331,6 +405,7 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
   out.node_splits = {0};
   ModuleBuild b;
   b.root_node.assign(static_cast<size_t>(module.computations_size()), -1);
+  b.mark.assign(static_cast<size_t>(n), -1);
   int64_t base = 0;
   for (int ci = 0; ci < module.computations_size(); ++ci) {
     if (absl::Status s = FeaturizeComputation(module, ci, base, what, &b, &out); !s.ok()) return s;
@@ -341,13 +416,6 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
       out.node_splits.push_back(base);
   }
   if (out.node_splits.back() < n) out.node_splits.push_back(n);
-  std::sort(b.edges.begin(), b.edges.end());
-  b.edges.erase(std::unique(b.edges.begin(), b.edges.end()), b.edges.end());
-  out.graph.edge_index.reserve(b.edges.size() * 2);
-  for (const auto& [u, v] : b.edges) {
-    out.graph.edge_index.push_back(u);
-    out.graph.edge_index.push_back(v);
-  }
   for (const std::string& name : b.unknown_opcodes)
     out.warnings.push_back(absl::StrCat("opcode '", name, "' is not in the opcode table (docs/format.md): encoded as id 0"));
   return out;

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "model/core/graph.h"
 #include "model/core/layout_space.h"
+#include "model/hlo/working_memory.h"
 #include "tgraph/hlo/tuning.pb.h"
 
 namespace tgraph::hlo {
@@ -44,19 +45,21 @@ struct ModuleGraph {
   std::vector<std::string> warnings;     // e.g. unknown opcode names (encoded as id 0)
 };
 
-struct Limits {
-  int64_t max_instructions = 200000;  // over this: RESOURCE_EXHAUSTED
-};
-
 // Parses `bytes` as HLO text (starting with `HloModule`: hlo_text.h), an xla.HloProto
-// (what XLA dumps as protos: the module in field 1), or else an xla.HloModuleProto. INVALID_ARGUMENT, prefixed with `what`, when it is neither (a
-// truncated file, another message, a module without computations).
-absl::StatusOr<tgraph::xla::HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what);
+// (what XLA dumps as protos: the module in field 1), or else an xla.HloModuleProto.
+// INVALID_ARGUMENT, prefixed with `what`, when it is neither (a truncated file, another
+// message, a module without computations). Binary modules are scanned first
+// (wire_scan.h): over `limits.max_instructions`, or refused the working memory their
+// parse needs (working_memory.h), is RESOURCE_EXHAUSTED before anything is parsed; the
+// fields the featurizer never reads (metadata, literals, ...) are not kept.
+absl::StatusOr<tgraph::xla::HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what,
+                                                        const Limits& limits = {});
 
 // Featurizes a module. Errors name `what`, the computation and the instruction:
 // an operand or called computation that does not exist, or does not come before its
 // user (a cycle, or an order that is not topological), duplicate ids, a missing root,
-// shapes of more than 6 dimensions.
+// shapes of more than 6 dimensions. Reserves (limits.reserve) an upper bound of what
+// it allocates, the result included, before allocating it.
 absl::StatusOr<ModuleGraph> FeaturizeModule(const tgraph::xla::HloModuleProto& module, absl::string_view what,
                                             const Limits& limits = {});
 

@@ -22,6 +22,26 @@ using xla::HloModuleProto;
 using xla::ShapeProto;
 
 constexpr int kMaxShapeDepth = 32;       // tuple shapes nested deeper are an error
+
+// What the parser charges (working_memory.h) for what it builds, upper bounds checked
+// by tests/hlo_memory_test.cc. A protobuf string field is a heap std::string (32
+// bytes) plus its characters when longer than 15; a repeated element's slot is charged
+// three times its size (the old and the doubled array live at once while it grows).
+constexpr int64_t kAlloc = 16;
+constexpr int64_t kSlot = 3 * 8;
+constexpr int64_t kStringField = 32 + kAlloc;
+constexpr int64_t HeapChars(size_t len) { return len > 15 ? static_cast<int64_t>(len) + 1 + kAlloc : 0; }
+constexpr int64_t kMapEntry = 64 + 2 * 8;  // an unordered_map node with a string key, and its buckets
+constexpr int64_t kShapeBytes = static_cast<int64_t>(sizeof(ShapeProto)) + kAlloc + kSlot;
+constexpr int64_t kLayoutBytes = static_cast<int64_t>(sizeof(xla::LayoutProto)) + kAlloc;
+// Attributes read into repeated messages or split into pieces (dimensions, window,
+// slice, padding, dim_labels): per character of the value (the pieces' strings while
+// split), and per piece (a separator ',', 'x', '_' or ' ' ends one) a message element.
+constexpr int64_t kAttributeCharBytes = 32;
+constexpr int64_t kAttributePieceBytes =
+    static_cast<int64_t>(std::max({sizeof(xla::WindowDimension), sizeof(HloInstructionProto::SliceDimensions),
+                                   sizeof(xla::PaddingConfig::PaddingConfigDimension)})) +
+    kAlloc + 2 * kSlot;
 constexpr int kOtherElementType = 1000;  // a type name our table lacks (s4, f8e5m2, ...): features all zero
 
 bool IsNameChar(char c) {
@@ -31,7 +51,17 @@ bool IsNameChar(char c) {
 // A position in the text with line and column (1-based) and the tokens of HLO text.
 class Cursor {
  public:
-  Cursor(absl::string_view text, absl::string_view what) : text_(text), what_(what) {}
+  Cursor(absl::string_view text, absl::string_view what, const Limits& limits)
+      : text_(text), what_(what), limits_(limits), memory_(limits, what) {}
+
+  // Charges `bytes` about to be built (working_memory.h).
+  absl::Status Charge(int64_t bytes) { return memory_.Charge(bytes); }
+  // Counts one more instruction: RESOURCE_EXHAUSTED past the limit, at this line.
+  absl::Status CountInstruction(int64_t line) {
+    if (++instructions_ <= limits_.max_instructions) return absl::OkStatus();
+    return absl::ResourceExhaustedError(absl::StrCat(what_, ": line ", line, ": the module has more than ",
+                                                     limits_.max_instructions, " instructions, the limit"));
+  }
 
   bool AtEnd() {
     SkipSpace();
@@ -164,6 +194,9 @@ class Cursor {
   }
 
   absl::string_view text_, what_;
+  const Limits& limits_;
+  WorkingMemory memory_;
+  int64_t instructions_ = 0;
   size_t pos_ = 0;
   int64_t line_ = 1, col_ = 1;
 };
@@ -189,6 +222,7 @@ absl::Status ParseArrayShape(Cursor& c, const std::string& type, ShapeProto* sha
     do {
       c.Consume('<');  // "<=N": a dynamic dimension of at most N
       c.Consume('=');
+      if (absl::Status s = c.Charge(kSlot); !s.ok()) return s;
       if (c.Consume('?')) {
         shape->add_dimensions(-1);
         continue;
@@ -204,6 +238,7 @@ absl::Status ParseArrayShape(Cursor& c, const std::string& type, ShapeProto* sha
   }
   if (c.LayoutFollows()) {  // the layout: minor_to_major, then tiling and memory space after ':'
     c.Consume('{');
+    if (absl::Status s = c.Charge(kLayoutBytes); !s.ok()) return s;
     shape->mutable_layout();
     while (c.Peek() != '}' && c.Peek() != ':' && !c.AtEnd()) {
       const int64_t line = c.line(), col = c.col();
@@ -211,6 +246,7 @@ absl::Status ParseArrayShape(Cursor& c, const std::string& type, ShapeProto* sha
       int64_t d = 0;
       if (!absl::SimpleAtoi(digits, &d))
         return c.ErrorAt(line, col, absl::StrCat("expected a layout dimension, got '", Cursor::Printable(digits), "'"));
+      if (absl::Status s = c.Charge(kSlot); !s.ok()) return s;
       shape->mutable_layout()->add_minor_to_major(d);
       if (!c.Consume(',')) break;
     }
@@ -234,6 +270,7 @@ absl::Status ParseShape(Cursor& c, ShapeProto* shape, int depth) {
     shape->set_element_type(xla::TUPLE);
     if (c.Consume(')')) return absl::OkStatus();
     do {
+      if (absl::Status s = c.Charge(kShapeBytes); !s.ok()) return s;
       if (absl::Status s = ParseShape(c, shape->add_tuple_shapes(), depth + 1); !s.ok()) return s;
     } while (c.Consume(','));
     if (!c.Consume(')')) return c.Error("',' or ')' in a tuple shape");
@@ -406,6 +443,19 @@ absl::Status ParseAttribute(Cursor& c, HloInstructionProto* inst, PendingCalls* 
   if (key.empty() || !c.Consume('=')) return c.Error("an attribute (name=value)");
   const int64_t vline = c.line(), vcol = c.col();
   const absl::string_view value = c.RawValue();
+  if (key == "dimensions" || key == "dynamic_slice_sizes" || key == "window" || key == "dim_labels" || key == "slice" ||
+      key == "padding") {
+    int64_t pieces = 1;
+    for (char ch : value) pieces += ch == ',' || ch == 'x' || ch == '_' || ch == ' ';
+    if (absl::Status s = c.Charge(static_cast<int64_t>(value.size()) * kAttributeCharBytes + pieces * kAttributePieceBytes);
+        !s.ok())
+      return s;
+  }
+  if (IsCallAttribute(key)) {  // per name: a string in PendingCalls, a called id, a callee slot
+    const int64_t names = 1 + std::count(value.begin(), value.end(), ',');
+    if (absl::Status s = c.Charge(names * (kStringField + 3 * kSlot) + 2 * static_cast<int64_t>(value.size())); !s.ok())
+      return s;
+  }
   std::vector<int64_t> ints;
   if (key == "dimensions" || key == "dynamic_slice_sizes") {
     if (absl::Status s = ParseInts(c, vline, vcol, StripBraces(value), key, &ints); !s.ok()) return s;
@@ -454,6 +504,7 @@ absl::Status ParseOperands(Cursor& c, const std::unordered_map<std::string, int6
       name = c.Name();
     }
     if (name.empty()) return c.Error("an operand name");
+    if (absl::Status s = c.Charge(kSlot); !s.ok()) return s;
     const auto it = defined.find(name);
     if (it == defined.end())
       return c.ErrorAt(line, col, absl::StrCat("operand '", Cursor::Printable(name), "' is not an instruction ",
@@ -472,12 +523,20 @@ absl::Status ParseInstruction(Cursor& c, int64_t id, std::unordered_map<std::str
   const std::string name = c.Name();
   if (name.empty()) return c.Error("an instruction ([ROOT] %name = shape opcode(operands)) or '}'");
   if (!c.Consume('=')) return c.Error(absl::StrCat("'=' after the instruction name '", Cursor::Printable(name), "'"));
+  if (absl::Status s = c.CountInstruction(line); !s.ok()) return s;
+  // The instruction, its shape, its name (in the proto and as a key of `defined`), its
+  // opcode and its PendingCalls.
+  constexpr int64_t kInstructionBytes = static_cast<int64_t>(sizeof(HloInstructionProto)) + kAlloc + kSlot +
+                                        kShapeBytes + 2 * kStringField + kMapEntry +
+                                        3 * static_cast<int64_t>(sizeof(PendingCalls));
+  if (absl::Status s = c.Charge(kInstructionBytes + 2 * HeapChars(name.size())); !s.ok()) return s;
   HloInstructionProto* inst = comp->proto.add_instructions();
   inst->set_name(name);
   inst->set_id(id);
   if (absl::Status s = ParseShape(c, inst->mutable_shape(), 0); !s.ok()) return s;
   const std::string opcode = c.Name();
   if (opcode.empty()) return c.Error("an opcode");
+  if (absl::Status s = c.Charge(HeapChars(opcode.size())); !s.ok()) return s;
   inst->set_opcode(opcode);
   if (!c.Consume('(')) return c.Error(absl::StrCat("'(' after the opcode '", Cursor::Printable(opcode), "'"));
   if (opcode == "constant") {  // a literal, skipped to its closing ')'
@@ -519,6 +578,7 @@ absl::Status ParseComputation(Cursor& c, int64_t* next_id, ParsedComputation* co
   comp->entry = c.ConsumeWord("ENTRY");
   const std::string name = c.Name();
   if (name.empty()) return c.Error("a computation ([ENTRY] %name (parameters) -> shape {)");
+  if (absl::Status s = c.Charge(3 * HeapChars(name.size())); !s.ok()) return s;
   comp->proto.set_name(name);
   if (c.Peek() == '(') {
     if (!c.SkipGroup()) return c.Error("')' closing the computation's parameters");
@@ -749,12 +809,13 @@ std::string PrintHloText(const HloModuleProto& module) {
 }
 
 bool LooksLikeHloText(absl::string_view bytes) {
-  Cursor c(bytes.substr(0, std::min<size_t>(bytes.size(), 4096)), "");
+  static const Limits kUnlimited;
+  Cursor c(bytes.substr(0, std::min<size_t>(bytes.size(), 4096)), "", kUnlimited);
   return c.ConsumeWord("HloModule");
 }
 
-absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what) {
-  Cursor c(text, what);
+absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what, const Limits& limits) {
+  Cursor c(text, what, limits);
   if (!c.ConsumeWord("HloModule")) return c.Error("'HloModule' and the module's name");
   HloModuleProto module;
   const std::string name = c.Name();
@@ -768,6 +829,12 @@ absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string
   std::vector<ParsedComputation> comps;
   int64_t next_id = 1;
   while (!c.AtEnd()) {
+    // The computation while parsed and in the module, its name three times (proto, the
+    // name index, the entry name), the index entry, its callees and its order slots.
+    constexpr int64_t kComputationBytes = 3 * static_cast<int64_t>(sizeof(ParsedComputation)) +
+                                          2 * (static_cast<int64_t>(sizeof(HloComputationProto)) + kAlloc) +
+                                          3 * kStringField + kMapEntry + 2 * kSlot + 16;
+    if (absl::Status s = c.Charge(kComputationBytes); !s.ok()) return s;
     comps.emplace_back();
     if (absl::Status s = ParseComputation(c, &next_id, &comps.back()); !s.ok()) return s;
   }

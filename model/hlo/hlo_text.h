@@ -23,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/hlo/working_memory.h"
 #include "tgraph/hlo/hlo.pb.h"
 
 namespace tgraph::hlo {
@@ -30,8 +31,11 @@ namespace tgraph::hlo {
 // True when `bytes` starts (after whitespace and comments) with the word `HloModule`.
 bool LooksLikeHloText(absl::string_view bytes);
 
-// The module `text` describes; errors name `what`, the line and the column.
-absl::StatusOr<tgraph::xla::HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what);
+// The module `text` describes; errors name `what`, the line and the column. Charges
+// what it builds to `limits.reserve` as it goes (working_memory.h) and stops with
+// RESOURCE_EXHAUSTED, naming the line, at instruction max_instructions + 1.
+absl::StatusOr<tgraph::xla::HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what,
+                                                         const Limits& limits = {});
 
 // `module` as HLO text in the syntax ParseHloText reads, with what the proto subset holds:
 // shapes and layouts, operands, parameter numbers, the attributes that set features and
