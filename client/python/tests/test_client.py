@@ -324,6 +324,21 @@ def test_generated_modules_cannot_shadow_grpcio_or_protobuf():
     assert tgraph.v1.ranker_pb2.DESCRIPTOR.package == "tgraph.v1"
 
 
+def test_stubs_generated_from_the_public_protos_live_under_tgraph_only(tmp_path):
+    """docs/api.md's command for another language's stubs: every .proto under proto/
+    outside internal/ is a tgraph.* package, and the generated tree has tgraph/ alone."""
+    public = [os.path.relpath(p, os.path.join(SRC, "proto"))
+              for p in glob.glob(os.path.join(SRC, "proto", "**", "*.proto"), recursive=True)
+              if not p.startswith(os.path.join(SRC, "proto", "internal") + os.sep)]
+    assert sorted(public) == ["tgraph/hlo/hlo.proto", "tgraph/hlo/tuning.proto", "tgraph/v1/ranker.proto"]
+    for rel in public:
+        text = open(os.path.join(SRC, "proto", rel)).read()
+        assert re.search(r"^package tgraph\.", text, re.M), rel
+    run([sys.executable, "-m", "grpc_tools.protoc", "-I", os.path.join(SRC, "proto"), f"--python_out={tmp_path}",
+         f"--grpc_python_out={tmp_path}"] + [os.path.join(SRC, "proto", rel) for rel in public])
+    assert sorted(os.listdir(tmp_path)) == ["tgraph"]
+
+
 def test_installs_into_a_venv_without_network(tmp_path, server):
     """python3 -m venv --system-site-packages; pip install client/python (no index)."""
     src = tmp_path / "src"
