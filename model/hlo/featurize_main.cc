@@ -63,7 +63,7 @@ int Module(const tgraph::hlo::Limits& limits) {
   if (in.empty() || out.empty()) return Fail(UsageError("module needs --in MODULE (HLO text or .hlo.pb) and --out GRAPH.npz"));
   absl::StatusOr<std::string> bytes = tgraph::ReadFile(in);
   if (!bytes.ok()) return Fail(bytes.status());
-  absl::StatusOr<tgraph::xla::HloModuleProto> proto = tgraph::hlo::ParseModule(*bytes, in);
+  absl::StatusOr<tgraph::xla::HloModuleProto> proto = tgraph::hlo::ParseModule(*bytes, in, limits);
   if (!proto.ok()) return Fail(proto.status());
   absl::StatusOr<ModuleGraph> m = tgraph::hlo::FeaturizeModule(*proto, in, limits);
   if (!m.ok()) return Fail(m.status());
