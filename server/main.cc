@@ -47,6 +47,10 @@ ABSL_FLAG(int64_t, registration_bytes, int64_t{512} << 20,
           "3x their bytes, an HLO module its bytes plus the working memory its reader reserves as it goes (about "
           "1.3 kB per instruction), a report its bytes; past it they get RESOURCE_EXHAUSTED. One larger request "
           "alone is admitted, but a module's working memory never passes this");
+ABSL_FLAG(int64_t, request_log_every, 100,
+          "Log one line for one tgraph.v1.Ranker call in this many (method, code, latency, graph hash prefix, "
+          "configurations, model version); 1: every call; 0: none. Calls ending in INTERNAL, UNKNOWN or DATA_LOSS "
+          "are always logged");
 ABSL_FLAG(bool, reflection, true,
           "Serve gRPC server reflection (grpcurl and similar tools list the services); false turns it off");
 ABSL_FLAG(std::string, tls_cert, "",
@@ -94,6 +98,9 @@ absl::StatusOr<tgraph::ServerOptions> OptionsFromFlags() {
   o.fold_inference = absl::GetFlag(FLAGS_fold_inference);
   o.measurement_store = absl::GetFlag(FLAGS_measurement_store);
   o.registration_bytes = absl::GetFlag(FLAGS_registration_bytes);
+  o.request_log_every = absl::GetFlag(FLAGS_request_log_every);
+  if (o.request_log_every < 0)
+    return tgraph::UsageError(absl::StrCat("--request_log_every must be 0 or more, got ", o.request_log_every));
   o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
   o.reflection = absl::GetFlag(FLAGS_reflection);
   o.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);

@@ -11,6 +11,7 @@
 #include "model/tools/tool.h"
 #include "proto/error_reason.h"
 #include "proto/graph_codec.h"
+#include "server/request_log.h"
 
 extern "C" void MallocExtension_ReleaseToSystem(size_t num_bytes) __attribute__((weak));
 
@@ -83,10 +84,10 @@ namespace {
 // cancelled by the client while sending, or is not a message of the method's type (the
 // call stays open). The status returned is the one tgraph_requests_total counts.
 template <typename Request, typename Response, typename Handle>
-grpc::Status ServeUnary(grpc::ServerContext* context, grpc::ServerUnaryStreamer<Request, Response>* stream,
-                        absl::string_view method, int64_t max_message_bytes, Handle handle) {
-  Request request;
-  if (!stream->Read(&request)) {
+grpc::Status ReadAndHandle(grpc::ServerContext* context, grpc::ServerUnaryStreamer<Request, Response>* stream,
+                           absl::string_view method, int64_t max_message_bytes, Request* request, Response* response,
+                           Handle handle) {
+  if (!stream->Read(request)) {
     // The cancellation reaches the context a moment after the failed read.
     for (int i = 0; i < 100 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     if (context->deadline() < std::chrono::system_clock::now())
@@ -99,10 +100,24 @@ grpc::Status ServeUnary(grpc::ServerContext* context, grpc::ServerUnaryStreamer<
     return grpc::Status(grpc::INVALID_ARGUMENT, absl::StrCat(method, ": the request is not a ",
                                                              Request::descriptor()->full_name(), " message"));
   }
-  Response response;
-  grpc::Status status = handle(context, &request, &response);
-  if (status.ok() && !stream->Write(response))
+  grpc::Status status = handle(context, request, response);
+  if (status.ok() && !stream->Write(*response))
     return grpc::Status(grpc::CANCELLED, absl::StrCat(method, ": the answer could not be sent (the client left)"));
+  return status;
+}
+
+// ReadAndHandle, timed, and the request's log line when it is sampled (request_log.h).
+template <typename Request, typename Response, typename Handle>
+grpc::Status ServeUnary(grpc::ServerContext* context, grpc::ServerUnaryStreamer<Request, Response>* stream,
+                        absl::string_view method, int64_t max_message_bytes, RequestLog* log, Handle handle) {
+  const Clock::time_point start = Clock::now();
+  Request request;
+  Response response;
+  grpc::Status status = ReadAndHandle(context, stream, method, max_message_bytes, &request, &response, handle);
+  if (log->Sample(status.error_code()))
+    RequestLog::Write(method, status.error_code(),
+                      std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
+                      FieldsOf(request, response));
   return status;
 }
 
@@ -110,25 +125,25 @@ grpc::Status ServeUnary(grpc::ServerContext* context, grpc::ServerUnaryStreamer<
 
 grpc::Status RankerService::StreamedRegisterGraph(
     grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::RegisterGraphRequest, v1::RegisterGraphResponse>* s) {
-  return ServeUnary(context, s, "RegisterGraph", max_message_bytes_, [this](auto... a) { return RegisterGraph(a...); });
+  return ServeUnary(context, s, "RegisterGraph", max_message_bytes_, &request_log_, [this](auto... a) { return RegisterGraph(a...); });
 }
 grpc::Status RankerService::StreamedRankConfigs(
     grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::RankConfigsRequest, v1::RankConfigsResponse>* s) {
-  return ServeUnary(context, s, "RankConfigs", max_message_bytes_, [this](auto... a) { return RankConfigs(a...); });
+  return ServeUnary(context, s, "RankConfigs", max_message_bytes_, &request_log_, [this](auto... a) { return RankConfigs(a...); });
 }
 grpc::Status RankerService::StreamedListModels(
     grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::ListModelsRequest, v1::ListModelsResponse>* s) {
-  return ServeUnary(context, s, "ListModels", max_message_bytes_, [this](auto... a) { return ListModels(a...); });
+  return ServeUnary(context, s, "ListModels", max_message_bytes_, &request_log_, [this](auto... a) { return ListModels(a...); });
 }
 grpc::Status RankerService::StreamedReportMeasurements(
     grpc::ServerContext* context,
     grpc::ServerUnaryStreamer<v1::ReportMeasurementsRequest, v1::ReportMeasurementsResponse>* s) {
-  return ServeUnary(context, s, "ReportMeasurements", max_message_bytes_, [this](auto... a) { return ReportMeasurements(a...); });
+  return ServeUnary(context, s, "ReportMeasurements", max_message_bytes_, &request_log_, [this](auto... a) { return ReportMeasurements(a...); });
 }
 
 grpc::Status RankerService::StreamedSearchConfigs(
     grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::SearchConfigsRequest, v1::SearchConfigsResponse>* s) {
-  return ServeUnary(context, s, "SearchConfigs", max_message_bytes_, [this](auto... a) { return SearchConfigs(a...); });
+  return ServeUnary(context, s, "SearchConfigs", max_message_bytes_, &request_log_, [this](auto... a) { return SearchConfigs(a...); });
 }
 
 namespace {

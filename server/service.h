@@ -13,6 +13,7 @@
 
 #include "model/store/measurement_store.h"
 #include "server/byte_budget.h"
+#include "server/request_log.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
@@ -28,14 +29,19 @@ namespace tgraph {
 class RankerService final : public v1::Ranker::StreamedUnaryService {
  public:
   // `measurements` may be null: ReportMeasurements then answers FAILED_PRECONDITION.
-  // `registration_bytes` bounds the request bytes of RegisterGraph calls in progress at
-  // once (their decoding takes a few times that in memory); past it, RESOURCE_EXHAUSTED.
-  // `max_message_bytes` is the transport's limit (ServerBuilder), named in refusals.
-  RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, int64_t max_nodes,
-                MeasurementStore* measurements = nullptr, int64_t registration_bytes = int64_t{512} << 20,
-                int64_t max_message_bytes = int64_t{256} << 20)
-      : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(max_nodes), measurements_(measurements),
-        in_flight_(registration_bytes), max_message_bytes_(max_message_bytes) {}
+  struct Options {
+    int64_t max_nodes = 200000;
+    // The memory RegisterGraph and ReportMeasurements calls in progress may hold at once
+    // (byte_budget.h; modules' working memory included); past it, RESOURCE_EXHAUSTED.
+    int64_t registration_bytes = int64_t{512} << 20;
+    int64_t max_message_bytes = int64_t{256} << 20;  // the transport's limit, named in refusals
+    int64_t request_log_every = 100;                  // request_log.h; 0: server faults only
+  };
+  RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, MeasurementStore* measurements,
+                const Options& o)
+      : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(o.max_nodes), measurements_(measurements),
+        in_flight_(o.registration_bytes), max_message_bytes_(o.max_message_bytes),
+        request_log_(o.request_log_every) {}
 
   // What gRPC calls: read the request, run the handler below, write its answer.
   grpc::Status StreamedRegisterGraph(
@@ -74,6 +80,7 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
   MeasurementStore* measurements_;
   ByteBudget in_flight_;  // request bytes of RegisterGraph and ReportMeasurements calls in progress
   int64_t max_message_bytes_;
+  RequestLog request_log_;
 };
 
 // Counts every tgraph.v1.Ranker RPC in tgraph_requests_total{method,code} and its

@@ -977,6 +977,34 @@ CATCH_TEST_CASE("server: HLO text of a real model (graphsage_tf) registers, is s
   CATCH_CHECK(ranked->scores.size() == 4u);
 }
 
+CATCH_TEST_CASE("server: one request in --request_log_every gets a log line with its method, code, latency and graph", "[e2e]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path(), {"--request_log_every", "2"});
+  CATCH_REQUIRE(server.port > 0);
+  RankerClient client(server.Client());
+  auto program = HloProgram::FromFile(kReal + "/hlo/graphsage_tf.hlo");
+  CATCH_REQUIRE(program.ok());
+  CATCH_REQUIRE(client.Register(*program).ok());  // call 1: logged
+  const std::vector<int8_t> rows(3 * program->configurable_nodes.size() * kConfigFeatDim, -1);
+  RankOptions o;
+  o.collection = "layout:xla:random";
+  CATCH_REQUIRE(client.RankLayout(*program, rows.data(), 3, o).ok());  // call 2
+  CATCH_REQUIRE(client.RankLayout(*program, rows.data(), 3, o).ok());  // call 3: logged
+  CATCH_REQUIRE(client.ListModels().ok());                              // call 4
+  CATCH_CHECK(server.Stop() == 0);
+  std::vector<std::string> lines;
+  std::istringstream log(server.Log());
+  for (std::string line; std::getline(log, line);)
+    if (line.find(" request method=") != std::string::npos) lines.push_back(line);
+  CATCH_REQUIRE(lines.size() == 2u);
+  const std::string hash = program->graph_hash.substr(0, 12);
+  CATCH_CHECK_THAT(lines[0], Catch::Contains("INFO tgraph-server: request method=RegisterGraph code=OK ms="));
+  CATCH_CHECK_THAT(lines[0], Catch::EndsWith(" graph=" + hash));
+  CATCH_CHECK_THAT(lines[1], Catch::Contains("INFO tgraph-server: request method=RankConfigs code=OK ms="));
+  CATCH_CHECK_THAT(lines[1], Catch::EndsWith(" graph=" + hash + " configs=3 model_version=1"));
+}
+
 CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nodes and ranks like its npz", "[e2e][hlo]") {
   World w;
   w.Publish(1);
