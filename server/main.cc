@@ -45,7 +45,7 @@ ABSL_FLAG(std::string, measurement_store, "",
 ABSL_FLAG(int64_t, registration_bytes, int64_t{512} << 20,
           "RegisterGraph and ReportMeasurements calls in progress at once may hold this much memory in all: arrays "
           "3x their bytes, an HLO module its bytes plus the working memory its reader reserves as it goes (about "
-          "1.3 kB per instruction), a report its bytes; past it they get RESOURCE_EXHAUSTED. One larger request "
+          "1.3 kB per instruction), a report 5x its bytes; past it they get RESOURCE_EXHAUSTED. One larger request "
           "alone is admitted, but a module's working memory never passes this");
 ABSL_FLAG(int64_t, request_log_every, 100,
           "Log one line for one tgraph.v1.Ranker call in this many (method, code, latency, graph hash prefix, "

@@ -86,6 +86,9 @@ TEST_CASE("measurement shards are TpuGraphs files, and repeats train on their me
   REQUIRE(npz->count("tgraph_source") == 1);
   const NpyArray& src = npz->at("tgraph_source");
   CHECK(std::string(src.bytes.begin(), src.bytes.end()) == "farm-a/pool-3");
+  // Its rows are int8 (a quarter of the dataset's float32), read by the same loader.
+  CHECK(npz->at("node_config_feat").dtype == DType::kInt8);
+  CHECK(npz->at("node_config_feat").shape == std::vector<int64_t>{3, Unet().num_config_nodes(), kConfigFeatDim});
 
   // Merged: rows 0, 1, 2 of the real file; row 0 measured 100, 300 and 110 -> 110.
   absl::StatusOr<LoadedMeasurements> m = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
@@ -99,6 +102,21 @@ TEST_CASE("measurement shards are TpuGraphs files, and repeats train on their me
   for (int64_t c = 0; c < 3; ++c)
     CHECK(std::equal(g.config(c), g.config(c) + row, Unet().config(c)));
   CHECK(ValidateLayoutGraph(g, "merged").ok());
+
+  // A shard written before shards were int8 (float32 rows) merges with the others.
+  LayoutGraph older = *shard;
+  older.num_configs = 1;
+  older.config_feat.assign(Unet().config(3), Unet().config(3) + row);
+  older.config_runtime = {70};
+  REQUIRE(SaveLayoutGraph(train + "/00ab12cd34ef5678.m5.0000abcd.npz", older).ok());
+  absl::StatusOr<NpzArchive> older_npz = ReadNpzFromBuffer(*ReadFile(train + "/00ab12cd34ef5678.m5.0000abcd.npz"), "older");
+  REQUIRE(older_npz.ok());
+  CHECK(older_npz->at("node_config_feat").dtype == DType::kFloat32);
+  absl::StatusOr<LoadedMeasurements> with_older = LoadMeasurements(dir.path(), *ParseCollection("layout:xla:default"));
+  REQUIRE(with_older.ok());
+  REQUIRE(with_older->graphs.front().num_configs == 4);
+  CHECK(with_older->graphs.front().config_runtime.back() == 70);
+  fs::remove(train + "/00ab12cd34ef5678.m5.0000abcd.npz");
 
   // Another collection has nothing yet; a stale temporary is skipped.
   std::FILE* f = std::fopen((train + "/00ab12cd34ef5678.m1.npz.partial").c_str(), "w");

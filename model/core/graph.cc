@@ -75,18 +75,25 @@ absl::Status ValidateNodeSplits(const std::vector<int64_t>& splits, int64_t n, a
   return absl::OkStatus();
 }
 
-absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what, bool allow_no_configs) {
-  if (absl::Status s = ValidateNodeGraph(g.graph, what); !s.ok()) return s;
-  const int64_t n = g.graph.num_nodes, nc = g.num_config_nodes(), c = g.num_configs;
+absl::Status ValidateConfigurableNodes(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids,
+                                       absl::string_view what) {
+  if (absl::Status s = ValidateNodeGraph(graph, what); !s.ok()) return s;
+  const int64_t n = graph.num_nodes, nc = static_cast<int64_t>(node_config_ids.size());
   if (nc == 0) return Invalid(what, "node_config_ids", "is empty: a layout graph needs configurable nodes");
   std::vector<bool> seen(n, false);
   for (int64_t i = 0; i < nc; ++i) {
-    const int64_t id = g.node_config_ids[i];
+    const int64_t id = node_config_ids[i];
     if (id < 0 || id >= n)
       return Invalid(what, "node_config_ids", absl::StrCat("entry ", i, " is ", id, ", expected 0..", n - 1));
     if (seen[id]) return Invalid(what, "node_config_ids", absl::StrCat("node ", id, " is listed twice"));
     seen[id] = true;
   }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what, bool allow_no_configs) {
+  if (absl::Status s = ValidateConfigurableNodes(g.graph, g.node_config_ids, what); !s.ok()) return s;
+  const int64_t n = g.graph.num_nodes, nc = g.num_config_nodes(), c = g.num_configs;
   if (c < 0 || (c == 0 && !allow_no_configs))
     return Invalid(what, "node_config_feat",
                    "has no configurations (a graph-only file, as tgraph-featurize module writes: rank "

@@ -81,6 +81,10 @@ absl::Status ValidateNodeGraph(const NodeGraph& g, absl::string_view what);
 // tgraph-client rank --configs ranks configurations for it). Elsewhere such a file is
 // refused with a message that says so.
 absl::Status ValidateLayoutGraph(const LayoutGraph& g, absl::string_view what, bool allow_no_configs = false);
+// The graph (ValidateNodeGraph) and its configurable nodes: at least one, each a node,
+// none twice. Part of ValidateLayoutGraph.
+absl::Status ValidateConfigurableNodes(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids,
+                                       absl::string_view what);
 absl::Status ValidateTileGraph(const TileGraph& g, absl::string_view what);
 
 // node_splits of docs/format.md: empty, or boundaries from 0 to n inclusive, non-decreasing

@@ -188,7 +188,8 @@ absl::StatusOr<LayoutGraph> LayoutGraphFromNpz(const NpzArchive& npz, absl::stri
   const NpyArray* ids = Find(npz, what, "node_config_ids", {DType::kInt64, DType::kInt32}, {1}, true, &st);
   if (!ids) return st;
   g.node_config_ids = ToVector<int64_t>(*ids);
-  const NpyArray* cfg = Find(npz, what, "node_config_feat", {DType::kFloat32}, {3}, true, &st);
+  // float32 in the dataset's files; int8 in measurement shards (model/store).
+  const NpyArray* cfg = Find(npz, what, "node_config_feat", {DType::kFloat32, DType::kInt8}, {3}, true, &st);
   if (!cfg) return st;
   if (cfg->shape[1] != ids->shape[0] || cfg->shape[2] != kConfigFeatDim)
     return KeyError(what, "node_config_feat", absl::StrCat("has shape ", cfg->ShapeString(), ", expected (c, ",
@@ -256,16 +257,35 @@ void AddNodeGraph(const NodeGraph& g, bool fortran_edges, NpzArchive* out) {
 
 }  // namespace
 
-NpzArchive LayoutGraphToNpz(const LayoutGraph& g) {
+NpzArchive LayoutToNpz(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids, int64_t num_configs,
+                       const std::vector<int8_t>& config_feat, const std::vector<int64_t>& config_runtime,
+                       const std::vector<int64_t>& node_splits, DType config_dtype) {
   NpzArchive out;
-  AddNodeGraph(g.graph, /*fortran_edges=*/true, &out);
-  out["node_config_ids"] = NpyArray::From<int64_t>({g.num_config_nodes()}, g.node_config_ids);
-  std::vector<float> cfg(g.config_feat.begin(), g.config_feat.end());
-  out["node_config_feat"] = NpyArray::From<float>({g.num_configs, g.num_config_nodes(), kConfigFeatDim}, cfg);
-  out["config_runtime"] = NpyArray::From<int64_t>({g.num_configs}, g.config_runtime);
-  if (!g.node_splits.empty())
-    out["node_splits"] = NpyArray::From<int64_t>({1, static_cast<int64_t>(g.node_splits.size())}, g.node_splits);
+  AddNodeGraph(graph, /*fortran_edges=*/true, &out);
+  const int64_t nc = static_cast<int64_t>(node_config_ids.size());
+  out["node_config_ids"] = NpyArray::From<int64_t>({nc}, node_config_ids);
+  NpyArray cfg;  // converted in place (no float copy)
+  cfg.dtype = config_dtype;
+  cfg.shape = {num_configs, nc, kConfigFeatDim};
+  if (config_dtype == DType::kInt8) {
+    cfg.bytes.assign(reinterpret_cast<const uint8_t*>(config_feat.data()),
+                     reinterpret_cast<const uint8_t*>(config_feat.data()) + config_feat.size());
+  } else {
+    cfg.dtype = DType::kFloat32;
+    cfg.bytes.resize(config_feat.size() * sizeof(float));
+    float* values = reinterpret_cast<float*>(cfg.bytes.data());
+    for (size_t i = 0; i < config_feat.size(); ++i) values[i] = static_cast<float>(config_feat[i]);
+  }
+  out["node_config_feat"] = std::move(cfg);
+  out["config_runtime"] = NpyArray::From<int64_t>({num_configs}, config_runtime);
+  if (!node_splits.empty())
+    out["node_splits"] = NpyArray::From<int64_t>({1, static_cast<int64_t>(node_splits.size())}, node_splits);
   return out;
+}
+
+NpzArchive LayoutGraphToNpz(const LayoutGraph& g) {
+  return LayoutToNpz(g.graph, g.node_config_ids, g.num_configs, g.config_feat, g.config_runtime, g.node_splits,
+                     DType::kFloat32);
 }
 
 NpzArchive TileGraphToNpz(const TileGraph& g) {

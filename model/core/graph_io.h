@@ -25,6 +25,13 @@ absl::StatusOr<TileGraph> LoadTileGraph(const std::string& path);
 // (docs/format.md): node_opcode uint8, ids/edges/runtimes int64, features float32,
 // node_splits (1, k); layout edge_index in Fortran order, tile edge_index in C order.
 NpzArchive LayoutGraphToNpz(const LayoutGraph& g);
+// The same from the parts of a layout graph (what the measurement store writes without
+// assembling a LayoutGraph copy of a report), node_config_feat as float32 (the
+// dataset's dtype) or int8 (measurement shards: a quarter of the memory and disk; the
+// loaders read both).
+NpzArchive LayoutToNpz(const NodeGraph& graph, const std::vector<int64_t>& node_config_ids, int64_t num_configs,
+                       const std::vector<int8_t>& config_feat, const std::vector<int64_t>& config_runtime,
+                       const std::vector<int64_t>& node_splits, DType config_dtype);
 NpzArchive TileGraphToNpz(const TileGraph& g);
 absl::Status SaveLayoutGraph(const std::string& path, const LayoutGraph& g, bool allow_no_configs = false);
 absl::Status SaveTileGraph(const std::string& path, const TileGraph& g);

@@ -262,7 +262,7 @@ std::vector<uint8_t> ReorderElements(const std::vector<uint8_t>& bytes, const st
   return out;
 }
 
-std::string SerializeNpy(const NpyArray& a) {
+std::string NpyHeader(const NpyArray& a) {
   std::string dict = absl::StrCat("{'descr': '", DTypeDescr(a.dtype), "', 'fortran_order': ",
                                   a.fortran_order ? "True" : "False", ", 'shape': ", a.ShapeString(), ", }");
   // Pad with spaces so that magic + len + dict + '\n' is a multiple of 64 (as numpy does).
@@ -275,6 +275,11 @@ std::string SerializeNpy(const NpyArray& a) {
   out.push_back(static_cast<char>(dict.size() & 0xff));
   out.push_back(static_cast<char>((dict.size() >> 8) & 0xff));
   out += dict;
+  return out;
+}
+
+std::string SerializeNpy(const NpyArray& a) {
+  std::string out = NpyHeader(a);
   if (a.fortran_order && a.shape.size() >= 2) {
     const std::vector<uint8_t> f = ReorderElements(a.bytes, a.shape, DTypeSize(a.dtype), /*to_fortran=*/true);
     out.append(reinterpret_cast<const char*>(f.data()), f.size());
@@ -434,8 +439,19 @@ absl::Status WriteNpz(const std::string& path, const NpzArchive& arrays) {
     return s;
   };
   for (const auto& [key, array] : arrays) {
-    payloads.push_back(SerializeNpy(array));
-    zip_source_t* src = zip_source_buffer(za, payloads.back().data(), payloads.back().size(), 0);
+    // A C-order member is its header and the array's own bytes, not a copy of them (a
+    // report's float configurations are 4 bytes per value); Fortran order is reordered.
+    zip_source_t* src = nullptr;
+    if (array.fortran_order && array.shape.size() >= 2) {
+      payloads.push_back(SerializeNpy(array));
+      src = zip_source_buffer(za, payloads.back().data(), payloads.back().size(), 0);
+    } else {
+      payloads.push_back(NpyHeader(array));
+      const zip_buffer_fragment_t parts[2] = {
+          {reinterpret_cast<zip_uint8_t*>(payloads.back().data()), payloads.back().size()},
+          {const_cast<zip_uint8_t*>(array.bytes.data()), array.bytes.size()}};
+      src = zip_source_buffer_fragment(za, parts, array.bytes.empty() ? 1 : 2, 0);
+    }
     if (!src) return fail("zip_source_buffer");
     const std::string name = key + ".npy";
     zip_int64_t idx = zip_file_add(za, name.c_str(), src, ZIP_FL_ENC_UTF_8);

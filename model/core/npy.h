@@ -68,6 +68,9 @@ absl::StatusOr<size_t> ParseNpyHeader(absl::string_view bytes, NpyArray* out);
 absl::StatusOr<NpyArray> ParseNpy(absl::string_view bytes, absl::string_view what);
 // Writes the array in its `fortran_order`.
 std::string SerializeNpy(const NpyArray& array);
+// The .npy header alone (magic, version 1.0, dict padded to 64 bytes): SerializeNpy's
+// first bytes.
+std::string NpyHeader(const NpyArray& array);
 
 // Reorders `bytes` (elements of `elem_size` bytes, logical shape `shape`) between C and
 // Fortran order: to_fortran=true turns C-ordered bytes into Fortran-ordered ones, false

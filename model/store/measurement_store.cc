@@ -31,17 +31,6 @@ bool IsHex(const std::string& s) {
          std::all_of(s.begin(), s.end(), [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
 }
 
-LayoutGraph AsLayoutGraph(const MeasurementReport& r) {
-  LayoutGraph g;
-  g.name = r.graph_hash;
-  g.graph = r.graph;
-  g.node_config_ids = r.node_config_ids;
-  g.num_configs = r.num_configs;
-  g.config_feat = r.config_feat;
-  g.config_runtime = r.runtime_ns;
-  return g;
-}
-
 // The graph hash a shard's file name carries, or "" when the name is not a shard's.
 std::string HashOfShard(const std::string& filename) {
   if (!absl::EndsWith(filename, ".npz")) return "";
@@ -86,7 +75,8 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
           absl::StrCat("runtimes_ns[", i, "]: ", r.runtime_ns[i], " is not a runtime (expected > 0 ns)"));
   if (std::string bad = FirstBadLayoutConfigValue(r.config_feat.data(), r.config_feat.size(), nc); !bad.empty())
     return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
-  return ValidateLayoutGraph(AsLayoutGraph(r), absl::StrCat("report for graph ", r.graph_hash));
+  // The configurations and runtimes are checked above; the graph without copying them.
+  return ValidateConfigurableNodes(r.graph, r.node_config_ids, absl::StrCat("report for graph ", r.graph_hash));
 }
 
 MeasurementStore::MeasurementStore(std::string root) : root_(std::move(root)) {
@@ -114,7 +104,7 @@ absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r
   const std::string path = absl::StrCat(dir, "/", r.graph_hash, kShardMark, digits, ".", writer_, ".npz");
   const std::string partial = absl::StrCat(path, kPartialSuffix);
 
-  NpzArchive npz = LayoutGraphToNpz(AsLayoutGraph(r));
+  NpzArchive npz = LayoutToNpz(r.graph, r.node_config_ids, r.num_configs, r.config_feat, r.runtime_ns, {}, DType::kInt8);
   npz[kSourceKey] = NpyArray::From<uint8_t>({static_cast<int64_t>(r.source.size())},
                                             std::vector<uint8_t>(r.source.begin(), r.source.end()));
   // WriteNpz fsyncs the file and renames it to `partial`; the rename to the shard's
