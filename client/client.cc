@@ -381,6 +381,17 @@ absl::StatusOr<std::vector<ModelInfo>> RankerClient::ListModels() {
     info.created = m.created();
     info.batch_size = m.batch_size();
     info.reference_configs = m.reference_configs();
+    const v1::Provenance& p = m.provenance();
+    info.data = p.data();
+    info.dataset = p.dataset();
+    info.data_fingerprint = p.data_fingerprint();
+    info.graphs = p.graphs();
+    info.configurations = p.configurations();
+    info.finetunes = p.finetunes();
+    info.finetune_graphs = p.finetune_graphs();
+    info.finetune_measurements = p.finetune_measurements();
+    info.synthetic_only = p.synthetic_only();
+    info.provenance = p.summary();
   }
   return models;
 }

@@ -118,6 +118,12 @@ struct ModelInfo {
   std::string created;
   int64_t batch_size = 0;
   int64_t reference_configs = 0;        // the default reference's size
+  // What it was trained on (tgraph.v1.Provenance): "synthetic", "real" or "" (unknown).
+  std::string data, dataset, data_fingerprint;
+  int64_t graphs = 0, configurations = 0;
+  int64_t finetunes = 0, finetune_graphs = 0, finetune_measurements = 0;
+  bool synthetic_only = false;
+  std::string provenance;  // the one-line summary
 };
 
 // A configurable node as RegisterGraph lists it (configuration-row order).

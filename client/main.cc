@@ -564,7 +564,12 @@ int Models(tgraph::RankerClient& client) {
                    {"loaded_versions", info.loaded_versions}, {"architecture", info.architecture},
                    {"hidden", info.hidden}, {"folds", info.folds}, {"mean_valid_score", info.mean_valid_score},
                    {"created", info.created}, {"batch_size", info.batch_size},
-                   {"reference_configs", info.reference_configs}});
+                   {"reference_configs", info.reference_configs},
+                   {"provenance",
+                    {{"data", info.data}, {"dataset", info.dataset}, {"data_fingerprint", info.data_fingerprint},
+                     {"graphs", info.graphs}, {"configurations", info.configurations}, {"finetunes", info.finetunes},
+                     {"finetune_graphs", info.finetune_graphs}, {"finetune_measurements", info.finetune_measurements},
+                     {"synthetic_only", info.synthetic_only}, {"summary", info.provenance}}}});
     return PrintJson(j);
   }
   std::printf("%-20s %8s %10s %-20s %7s %6s %12s  %s\n", "collection", "version", "loaded", "architecture", "hidden",
@@ -576,6 +581,10 @@ int Models(tgraph::RankerClient& client) {
                 static_cast<long long>(info.version), loaded.c_str(), info.architecture.c_str(),
                 static_cast<long long>(info.hidden), static_cast<long long>(info.folds), info.mean_valid_score,
                 info.created.c_str());
+    std::printf("  trained on %s%s\n", info.provenance.c_str(),
+                info.synthetic_only ? "\n  WARNING: synthetic data only: rankings follow the generator's cost model, "
+                                      "not real hardware"
+                                    : "");
   }
   return tgraph::kExitOk;
 }

@@ -56,8 +56,9 @@ std::vector<ModelEvent> ModelManager::Poll() {
       const auto start = std::chrono::steady_clock::now();
       absl::StatusOr<LoadedModel> m = LoadModel(registry_, collection, v);
       ModelEvent e{collection, v, m.ok() ? ModelEvent::Kind::kLoaded : ModelEvent::Kind::kFailed,
-                   m.ok() ? "" : std::string(m.status().message()),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+                   m.ok() ? m->manifest.provenance.Summary() : std::string(m.status().message()),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                   m.ok() && m->manifest.provenance.SyntheticOnly()};
       std::lock_guard<std::mutex> lock(mu_);
       if (m.ok()) {
         for (const auto& net : m->folds) {

@@ -42,8 +42,9 @@ struct ModelEvent {
   std::string collection;
   int64_t version = 0;
   Kind kind = Kind::kLoaded;
-  std::string message;  // why, when failed or unloaded
+  std::string message;  // why, when failed or unloaded; loaded: what it was trained on (Provenance::Summary)
   double seconds = 0;   // load time
+  bool synthetic_only = false;  // loaded: trained only on synthetic data
   // The metric label and log word: "loaded", "failed", "unloaded" or "vanished".
   const char* KindName() const;
 };

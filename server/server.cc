@@ -113,7 +113,12 @@ void ServerProcess::Report(const std::vector<ModelEvent>& events) {
   for (const ModelEvent& e : events) {
     switch (e.kind) {
       case ModelEvent::Kind::kLoaded:
-        LogInfo(absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s"));
+        LogInfo(absl::StrCat("loaded ", e.collection, " version ", e.version, " in ", e.seconds, " s; trained on ",
+                             e.message));
+        if (e.synthetic_only)
+          LogWarning(absl::StrCat(e.collection, " version ", e.version,
+                                  " was trained only on synthetic data: its rankings say how the generator's cost "
+                                  "model orders configurations, not real hardware"));
         break;
       case ModelEvent::Kind::kFailed:
         LogError(absl::StrCat("FAILED to load ", e.collection, " version ", e.version, ": ", e.message,

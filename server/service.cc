@@ -304,6 +304,19 @@ grpc::Status RankerService::ListModels(grpc::ServerContext*, const v1::ListModel
     info->set_created(m.created);
     info->set_batch_size(m.batch_size);
     info->set_reference_configs(m.reference_configs);
+    v1::Provenance* p = info->mutable_provenance();
+    p->set_data(m.provenance.data);
+    p->set_dataset(m.provenance.dataset);
+    p->set_data_fingerprint(m.data_fingerprint);
+    p->set_graphs(m.provenance.graphs);
+    p->set_configurations(m.provenance.configurations);
+    p->set_finetunes(static_cast<int64_t>(m.provenance.finetunes.size()));
+    for (const Provenance::Finetune& f : m.provenance.finetunes) {
+      p->set_finetune_graphs(p->finetune_graphs() + f.graphs);
+      p->set_finetune_measurements(p->finetune_measurements() + f.measurements);
+    }
+    p->set_synthetic_only(m.provenance.SyntheticOnly());
+    p->set_summary(m.provenance.Summary());
   }
   return grpc::Status::OK;
 }

@@ -25,6 +25,7 @@ struct ModelWorld {
   int64_t batch_size = 16;
   int tta = 3;
   uint64_t next_seed = 1;
+  Provenance provenance;  // what Publish's manifests say they were trained on (default: unknown)
 
   ModelWorld(uint64_t seed, const std::vector<std::string>& collections) {
     data = dir.path() + "/data";
@@ -54,6 +55,7 @@ struct ModelWorld {
     m.spec = spec;
     m.batch_size = batch_size;
     m.tta = tta;
+    m.provenance = provenance;
     for (int f = 0; f < folds; ++f) {
       torch::manual_seed(seed * 1000 + static_cast<uint64_t>(f));
       auto net = MakeRankingNet(spec);

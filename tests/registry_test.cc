@@ -328,6 +328,44 @@ TEST_CASE("manifest values are bounded and typed and a wrong type is an error no
   CHECK(parse(old)->reference_groups == 2);
 }
 
+TEST_CASE("a manifest's provenance round trips, is unknown when absent, and is typed", "[registry]") {
+  TempDir dir;
+  Manifest m = TestManifest(dir.path());
+  m.version = 1;
+  for (auto& f : m.folds) f.weights = "fold_" + std::to_string(f.fold) + ".npz";
+  auto parse = [&](const nlohmann::json& v) { return Manifest::FromJson(v.dump(), "m.json"); };
+  // Absent (a manifest published before provenance): unknown, and said so.
+  nlohmann::json j = nlohmann::json::parse(m.ToJson());
+  CHECK_FALSE(j.contains("provenance"));
+  REQUIRE(parse(j).ok());
+  CHECK(parse(j)->provenance.data.empty());
+  CHECK(parse(j)->provenance.Summary() == "provenance unknown (published before manifests recorded it)");
+  // Synthetic, then fine-tuned twice on measurements: no longer synthetic only.
+  m.provenance = {"synthetic", "tgraph-synth preset ci, seed 0", 150, 12000, {}};
+  CHECK(m.provenance.SyntheticOnly());
+  CHECK(m.provenance.Summary() == "synthetic data only (tgraph-synth preset ci, seed 0): 150 graphs, 12000 configurations");
+  m.provenance.finetunes = {{1, 3, 100, "2026-11-23T00:00:00Z"}, {2, 5, 250, "2026-11-24T00:00:00Z"}};
+  auto back = parse(nlohmann::json::parse(m.ToJson()));
+  REQUIRE(back.ok());
+  CHECK_FALSE(back->provenance.SyntheticOnly());
+  REQUIRE(back->provenance.finetunes.size() == 2u);
+  CHECK(back->provenance.finetunes[1].created == "2026-11-24T00:00:00Z");
+  CHECK(back->provenance.Summary() == "synthetic data (tgraph-synth preset ci, seed 0): 150 graphs, 12000 "
+                                      "configurations; fine-tuned 2x on 8 graphs, 350 measurements (last from v2)");
+  // Typed: a wrong value names the key.
+  nlohmann::json bad = nlohmann::json::parse(m.ToJson());
+  bad["provenance"]["data"] = "simulated";
+  CHECK_THAT(std::string(parse(bad).status().message()),
+             Catch::Contains("m.json: key 'provenance.data' must be \"synthetic\", \"real\" or \"\" (unknown)"));
+  bad = nlohmann::json::parse(m.ToJson());
+  bad["provenance"]["graphs"] = "many";
+  CHECK_THAT(std::string(parse(bad).status().message()), Catch::Contains("key 'provenance.graphs' must be an integer"));
+  bad = nlohmann::json::parse(m.ToJson());
+  bad["provenance"]["finetunes"][0].erase("created");
+  CHECK_THAT(std::string(parse(bad).status().message()),
+             Catch::Contains("key 'provenance.finetunes' must be objects with parent_version, graphs, measurements"));
+}
+
 TEST_CASE("a registry never reads through a symbolic link out of it", "[registry]") {
   TempDir dir;
   const std::string root = dir.path() + "/registry";

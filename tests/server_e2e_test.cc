@@ -367,6 +367,10 @@ CATCH_TEST_CASE("server: health, register, rank like the evaluator, errors, metr
     CATCH_REQUIRE(models.models_size() == 1);
     CATCH_CHECK(models.models(0).collection() == "layout:xla:random");
     CATCH_CHECK(models.models(0).folds() == 2);
+    // A hand-made manifest without provenance: unknown, and said so.
+    CATCH_CHECK(models.models(0).provenance().data() == "");
+    CATCH_CHECK_FALSE(models.models(0).provenance().synthetic_only());
+    CATCH_CHECK(models.models(0).provenance().summary() == "provenance unknown (published before manifests recorded it)");
   }
 
   // Prometheus metrics on their own port.
@@ -977,6 +981,33 @@ CATCH_TEST_CASE("server: HLO text of a real model (graphsage_tf) registers, is s
   CATCH_CHECK(ranked->scores.size() == 4u);
 }
 
+CATCH_TEST_CASE("server: a model trained only on synthetic data says so in ListModels, its log and tgraph-client models", "[e2e]") {
+  World w;
+  w.provenance = {"synthetic", "tgraph-synth preset tiny, seed 3", 30, 900, {}};
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  RankerClient client(server.Client());
+  auto models = client.ListModels();
+  CATCH_REQUIRE(models.ok());
+  CATCH_REQUIRE(models->size() == 1u);
+  const ModelInfo& m = models->front();
+  CATCH_CHECK(m.data == "synthetic");
+  CATCH_CHECK(m.synthetic_only);
+  CATCH_CHECK(m.graphs == 30);
+  CATCH_CHECK(m.configurations == 900);
+  CATCH_CHECK(m.provenance == "synthetic data only (tgraph-synth preset tiny, seed 3): 30 graphs, 900 configurations");
+  auto [rc, out] = RunCommand(std::string(TGRAPH_CLIENT_BIN) + " models --server 127.0.0.1:" + std::to_string(server.port));
+  CATCH_CHECK(rc == 0);
+  CATCH_CHECK_THAT(out, Catch::Contains("  trained on synthetic data only (tgraph-synth preset tiny, seed 3): 30 graphs"));
+  CATCH_CHECK_THAT(out, Catch::Contains("  WARNING: synthetic data only: rankings follow the generator's cost model"));
+  CATCH_CHECK(server.Stop() == 0);
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("loaded layout:xla:random version 1 in "));
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("; trained on synthetic data only (tgraph-synth preset tiny, seed 3)"));
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("WARNING tgraph-server: layout:xla:random version 1 was trained only "
+                                                 "on synthetic data"));
+}
+
 CATCH_TEST_CASE("server: one request in --request_log_every gets a log line with its method, code, latency and graph", "[e2e]") {
   World w;
   w.Publish(1);
@@ -1397,7 +1428,8 @@ CATCH_TEST_CASE("replay with updates: measurements reported, fine-tuned versions
   ReplayOptions o = ReplayOfFirstGraph(w, server, 4, 8);
   o.finetune_command = std::string(TGRAPH_TRAIN_BIN) + " finetune --registry " + w.registry +
                        " --collection layout:xla:random --measurements " + store + " --run_dir " + w.dir.path() +
-                       "/ft --steps 30 --finetune_lr 0.001 --holdout 0.3 --threads 1 --progress=false";
+                       "/ft --steps 30 --finetune_lr 0.001 --holdout 0.3 --threads 1 --progress=false"
+                       " --min_heldout_configs 1";  // the loop is tested here, not the evidence gate
   absl::StatusOr<ReplayReport> r = RunReplay(o);
   CATCH_REQUIRE(r.ok());
   CATCH_INFO(r->Table());

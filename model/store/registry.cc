@@ -86,8 +86,73 @@ std::string Manifest::ToJson() const {
                     {"reference_groups", reference_groups},
                     {"tta", tta}};
   j["training"] = {{"data_fingerprint", data_fingerprint}, {"flags", training}};
+  if (!provenance.data.empty() || !provenance.finetunes.empty()) {
+    json p = {{"data", provenance.data},
+              {"dataset", provenance.dataset},
+              {"graphs", provenance.graphs},
+              {"configurations", provenance.configurations},
+              {"finetunes", json::array()}};
+    for (const Provenance::Finetune& f : provenance.finetunes)
+      p["finetunes"].push_back({{"parent_version", f.parent_version},
+                                {"graphs", f.graphs},
+                                {"measurements", f.measurements},
+                                {"created", f.created}});
+    j["provenance"] = p;
+  }
   return j.dump(2);
 }
+
+std::string Provenance::Summary() const {
+  if (data.empty() && finetunes.empty()) return "provenance unknown (published before manifests recorded it)";
+  std::string out = data.empty() ? "data of unknown provenance"
+                                 : absl::StrCat(SyntheticOnly() ? "synthetic data only" : absl::StrCat(data, " data"),
+                                                " (", dataset, "): ", graphs, " graphs, ", configurations,
+                                                " configurations");
+  if (!finetunes.empty()) {
+    int64_t g = 0, m = 0;
+    for (const Finetune& f : finetunes) {
+      g += f.graphs;
+      m += f.measurements;
+    }
+    absl::StrAppend(&out, "; fine-tuned ", finetunes.size(), "x on ", g, " graphs, ", m, " measurements (last from v",
+                    finetunes.back().parent_version, ")");
+  }
+  return out;
+}
+
+namespace {
+
+// manifest["provenance"], when present: every key typed as ToJson writes it.
+absl::Status ReadProvenance(const json& j, absl::string_view what, Provenance* p) {
+  auto err = [&](absl::string_view key, absl::string_view expected) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key 'provenance.", key, "' must be ", expected));
+  };
+  if (!j.is_object()) return err("", "an object");
+  for (const char* key : {"data", "dataset"})
+    if (!j.contains(key) || !j[key].is_string()) return err(key, "a string");
+  for (const char* key : {"graphs", "configurations"})
+    if (!j.contains(key) || !j[key].is_number_integer()) return err(key, "an integer");
+  p->data = j["data"].get<std::string>();
+  if (p->data != "synthetic" && p->data != "real" && !p->data.empty())
+    return err("data", "\"synthetic\", \"real\" or \"\" (unknown)");
+  p->dataset = j["dataset"].get<std::string>();
+  p->graphs = j["graphs"].get<int64_t>();
+  p->configurations = j["configurations"].get<int64_t>();
+  if (j.contains("finetunes")) {
+    if (!j["finetunes"].is_array() || j["finetunes"].size() > 10000) return err("finetunes", "an array (at most 10,000)");
+    for (const json& f : j["finetunes"]) {
+      if (!f.is_object() || !f.value("parent_version", json()).is_number_integer() ||
+          !f.value("graphs", json()).is_number_integer() || !f.value("measurements", json()).is_number_integer() ||
+          !f.value("created", json()).is_string())
+        return err("finetunes", "objects with parent_version, graphs, measurements and created");
+      p->finetunes.push_back({f["parent_version"].get<int64_t>(), f["graphs"].get<int64_t>(),
+                              f["measurements"].get<int64_t>(), f["created"].get<std::string>()});
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::string_view what) {
   json j = json::parse(text, nullptr, false);
@@ -147,6 +212,8 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
     if (j["training"].contains("flags") && j["training"]["flags"].is_object())
       for (auto& [k, v] : j["training"]["flags"].items()) m.training[k] = v.is_string() ? v.get<std::string>() : v.dump();
   }
+  if (j.contains("provenance"))
+    if (absl::Status s = ReadProvenance(j["provenance"], what, &m.provenance); !s.ok()) return s;
   const json* inference = j.contains("inference") && j["inference"].is_object() ? &j["inference"] : nullptr;
   if (inference && inference->contains("reference_groups")) {
     m.reference_groups = (*inference)["reference_groups"].get<int64_t>();

@@ -32,6 +32,32 @@ struct FoldEntry {
   std::string sha256;       // of that file
 };
 
+// What a model was trained on (docs/api.md "Provenance"). The trainer fills it from its
+// data: a data root holding tgraph-synth's SYNTHETIC.txt is synthetic, any other is taken
+// as real (TpuGraphs files or a farm's own); fine-tuning appends what it learned from.
+struct Provenance {
+  // "synthetic", "real", or "" (unknown: a manifest written before provenance, or a
+  // fine-tune of such a model).
+  std::string data;
+  std::string dataset;  // SYNTHETIC.txt's first line, or the data root as given
+  int64_t graphs = 0;          // training and validation graphs
+  int64_t configurations = 0;  // their distinct configurations
+  struct Finetune {
+    int64_t parent_version = 0;
+    int64_t graphs = 0;        // measured graphs it learned from
+    int64_t measurements = 0;  // their measured configurations
+    std::string created;
+  };
+  std::vector<Finetune> finetunes;  // oldest first
+
+  // Trained only on synthetic data: to be said wherever the model is served.
+  bool SyntheticOnly() const { return data == "synthetic" && finetunes.empty(); }
+  // One line for logs and tools, e.g. "synthetic data only (Synthetic ... preset ci,
+  // seed 0): 150 graphs, 12,000 configurations" or "real data (DIR): ...; fine-tuned 2x
+  // on 40 graphs, 3,100 measurements".
+  std::string Summary() const;
+};
+
 struct Manifest {
   std::string collection;
   int64_t version = 0;
@@ -51,6 +77,7 @@ struct Manifest {
   int tta = 10;
   std::string data_fingerprint;               // hash of the training data
   std::map<std::string, std::string> training;  // the trainer's flags
+  Provenance provenance;
 
   std::string ToJson() const;
   static absl::StatusOr<Manifest> FromJson(const std::string& json, absl::string_view what);

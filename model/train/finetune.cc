@@ -1,5 +1,6 @@
 #include "model/train/finetune.h"
 
+#include <set>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -120,6 +121,13 @@ void RecordLineage(const FinetuneOptions& o, const Split& s, const BaseData& bas
   child->training["finetune_heldout_configs"] = absl::StrCat(s.heldout_configs);
   child->training["finetune_heldout_tau_parent"] = absl::StrCat(r.parent_score);
   child->training["finetune_heldout_tau"] = absl::StrCat(r.child_score);
+  // Provenance: the parent's, and this fine-tune (measured graphs are the measurement
+  // store's: a graph with held-out rows only counts too).
+  std::set<std::string> measured;
+  for (const GraphData& g : s.train) measured.insert(g.name);
+  for (const GraphData& g : s.heldout) measured.insert(g.name);
+  child->provenance.finetunes.push_back({r.parent_version, static_cast<int64_t>(measured.size()),
+                                         s.train_configs + s.heldout_configs, UtcNow()});
 }
 
 }  // namespace
@@ -140,6 +148,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
     return absl::InvalidArgumentError("finetune learns from layout measurements: give a layout collection");
   if (o.steps < 1 || !(o.holdout > 0 && o.holdout < 1) || o.batch_configs < 2 || !(o.lr > 0))
     return absl::InvalidArgumentError("--steps >= 1, --holdout in (0, 1), --batch_configs >= 2 and --lr > 0");
+  if (o.min_heldout_configs < 1) return absl::InvalidArgumentError("--min_heldout_configs must be at least 1");
   if (o.work_dir.empty()) return absl::InvalidArgumentError("finetune needs --run_dir (a work directory)");
   const Registry registry(o.registry);
   FinetuneResult result;
@@ -163,6 +172,12 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   result.graphs = static_cast<int64_t>(measured->size());
   result.train_configs = s.train_configs;
   result.heldout_configs = s.heldout_configs;
+  if (s.heldout_configs < o.min_heldout_configs) {
+    result.not_published = absl::StrCat("not published: too little evidence: ", s.heldout_configs,
+                                        " held-out configurations, fewer than --min_heldout_configs (",
+                                        o.min_heldout_configs, "); nothing was trained (report more measurements)");
+    return result;
+  }
   for (const GraphData& g : s.train) s.train_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
   for (const GraphData& g : s.heldout) s.heldout_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
   BaseData base;
@@ -191,12 +206,16 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
                    child.folds[f].valid_tau);
   }
   result.child_score = EnsembleTau(model->folds, s.heldout, s.heldout_tensors, pm);
+  result.trained = true;
   if (o.progress)
     std::fprintf(stderr, "finetune %s: held-out tau %.4f (version %lld) -> %.4f on %lld configurations of %lld graphs\n",
                  c->name().c_str(), result.parent_score, static_cast<long long>(*parent), result.child_score,
                  static_cast<long long>(s.heldout_configs), static_cast<long long>(result.graphs));
   // Not worse, and a real number: NaN weights or scores never get published.
-  if (!(std::isfinite(result.child_score) && result.child_score >= result.parent_score)) return result;
+  if (!(std::isfinite(result.child_score) && result.child_score >= result.parent_score)) {
+    result.not_published = "worse than its parent on the held-out configurations: not published";
+    return result;
+  }
   RecordLineage(o, s, base, result, &child);
   absl::StatusOr<int64_t> v = PublishLoadable(registry, child);
   if (!v.ok()) return v.status();

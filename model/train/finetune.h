@@ -31,13 +31,19 @@ struct FinetuneOptions {
   double clip_norm = 1.0;
   int64_t batch_configs = 64;
   double holdout = 0.2;        // share of each graph's measured configurations held out
+  // The evidence the publish gate needs: fewer held-out configurations (over all
+  // measured graphs) and nothing is trained or published (a tau on a handful of rows
+  // moves by +-0.2 by chance).
+  int64_t min_heldout_configs = 30;
   uint64_t seed = 0;
   bool progress = true;
 };
 
 struct FinetuneResult {
   int64_t parent_version = 0;
-  int64_t published_version = 0;  // 0 when the fine-tuned model was worse
+  int64_t published_version = 0;  // 0 when nothing was published: not_published says why
+  std::string not_published;      // "" when published
+  bool trained = false;           // false when the evidence gate stopped it first
   // Mean over measured graphs of Kendall's tau of the folds' ensemble on the held-out
   // configurations, before and after.
   double parent_score = 0, child_score = 0;

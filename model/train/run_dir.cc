@@ -33,6 +33,10 @@ std::string RunInfoJson(const RunInfo& r) {
   j["valid_batch"] = r.valid_batch;
   j["reference_configs"] = r.reference_configs;
   j["reference_groups"] = r.reference_groups;
+  j["provenance"] = {{"data", r.provenance.data},
+                     {"dataset", r.provenance.dataset},
+                     {"graphs", r.provenance.graphs},
+                     {"configurations", r.provenance.configurations}};
   return j.dump(1);
 }
 
@@ -54,6 +58,13 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& run_dir) {
   r.valid_batch = j.value("valid_batch", int64_t{128});
   r.reference_configs = j.value("reference_configs", int64_t{256});
   r.reference_groups = j.value("reference_groups", int64_t{1});
+  if (j.contains("provenance") && j["provenance"].is_object()) {  // runs prepared before provenance: unknown
+    const json& p = j["provenance"];
+    r.provenance.data = p.value("data", "");
+    r.provenance.dataset = p.value("dataset", "");
+    r.provenance.graphs = p.value("graphs", int64_t{0});
+    r.provenance.configurations = p.value("configurations", int64_t{0});
+  }
   absl::StatusOr<ModelSpec> spec = ModelSpec::FromJson(j["spec"].dump(), path + ": spec");
   if (!spec.ok()) return spec.status();
   r.spec = *spec;

@@ -24,6 +24,7 @@
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
 #include "model/nn/tgraph_net.h"
+#include "model/store/registry.h"
 
 namespace torch::optim {
 class AdamW;
@@ -45,6 +46,7 @@ struct RunInfo {
   int64_t valid_batch = 128;
   int64_t reference_configs = 256;
   int64_t reference_groups = 1;  // ReferenceGroups of the training batch
+  Provenance provenance;         // what the run trains on (no fine-tunes)
 };
 absl::StatusOr<RunInfo> ReadRunInfo(const std::string& run_dir);
 absl::Status WriteRunInfo(const std::string& run_dir, const RunInfo& info);

@@ -7,6 +7,7 @@
 #include "model/core/graph.h"
 #include "model/core/graph_io.h"
 #include "model/core/rng.h"
+#include "model/core/file_util.h"
 #include "model/core/sha256.h"
 
 namespace tgraph {
@@ -89,6 +90,21 @@ std::string DataFingerprint(const std::vector<GraphData>& graphs) {
     h.Update(g.target.data(), g.target.size() * sizeof(double));
   }
   return h.HexDigest();
+}
+
+Provenance DataProvenance(const std::string& root, const std::vector<GraphData>& graphs) {
+  Provenance p;
+  absl::StatusOr<std::string> marker = ReadFile(root + "/SYNTHETIC.txt");
+  if (marker.ok()) {
+    p.data = "synthetic";
+    p.dataset = marker->substr(0, std::min(marker->find('\n'), size_t{300}));
+  } else {
+    p.data = "real";
+    p.dataset = root;
+  }
+  p.graphs = static_cast<int64_t>(graphs.size());
+  for (const GraphData& g : graphs) p.configurations += g.num_configs();
+  return p;
 }
 
 std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed) {

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "model/core/dataset.h"
 #include "model/core/preprocess.h"
+#include "model/store/registry.h"
 
 namespace tgraph {
 
@@ -54,6 +55,11 @@ absl::StatusOr<std::vector<GraphData>> LoadCollectionData(const std::string& roo
 
 // SHA-256 over the graphs' names, content hashes, configs and targets, in name order.
 std::string DataFingerprint(const std::vector<GraphData>& graphs);
+
+// What a run trains on: synthetic when `root` holds tgraph-synth's SYNTHETIC.txt (its
+// first line names the preset and seed), else real (the root as given); the graphs and
+// their distinct configurations.
+Provenance DataProvenance(const std::string& root, const std::vector<GraphData>& graphs);
 
 // fold id of each graph: graphs in name order, shuffled by seed, dealt round-robin.
 std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed);

@@ -58,6 +58,7 @@ absl::StatusOr<Prepared> LoadPrepared(const TrainOptions& o) {
   for (const GraphData& g : p.graphs) all.push_back(&g.graph);
   p.info.collection = o.collection.name();
   p.info.fingerprint = DataFingerprint(p.graphs);
+  p.info.provenance = DataProvenance(o.data_root, p.graphs);
   p.info.spec = o.spec;
   p.info.spec.kind = o.collection.kind;
   p.info.stats = FeatureStats::Compute(all);

@@ -7,10 +7,10 @@
 
 docs/python.md has the whole API and an autotuner loop."""
 from ._client import (Client, ConfigurableNode, HloModule, LayoutGroup, MeasurementReceipt, ModelInfo, Proposals,
-                      Ranking, Registration)
+                      Provenance, Ranking, Registration)
 from ._errors import TgraphError
 from ._graph import Graph, load_graph
 
 __version__ = "0.1.0"
 __all__ = ["Client", "ConfigurableNode", "Graph", "HloModule", "LayoutGroup", "MeasurementReceipt", "ModelInfo",
-           "Proposals", "Ranking", "Registration", "TgraphError", "load_graph"]
+           "Proposals", "Provenance", "Ranking", "Registration", "TgraphError", "load_graph"]

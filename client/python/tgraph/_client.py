@@ -148,6 +148,21 @@ class MeasurementReceipt:
 
 
 @dataclass
+class Provenance:
+    """What a model version was trained on (tgraph.v1.Provenance)."""
+    data: str  # "synthetic", "real", or "" (unknown: published before manifests recorded it)
+    dataset: str  # the synthetic data's preset and seed, or the real data's root
+    data_fingerprint: str
+    graphs: int
+    configurations: int
+    finetunes: int  # fine-tunes on measurements since, and what they added
+    finetune_graphs: int
+    finetune_measurements: int
+    synthetic_only: bool  # its rankings follow the generator's cost model, not hardware
+    summary: str  # all of the above in one line
+
+
+@dataclass
 class ModelInfo:
     collection: str
     version: int
@@ -159,6 +174,7 @@ class ModelInfo:
     created: str
     batch_size: int
     reference_configs: int  # the reference's size when a request gives none
+    provenance: Provenance
 
 
 class HloModule:
@@ -388,7 +404,12 @@ class Client:
         except grpc.RpcError as e:
             raise _error(e, "ListModels") from None
         return [ModelInfo(m.collection, m.version, list(m.loaded_versions), m.architecture, m.hidden, m.folds,
-                          m.mean_valid_score, m.created, m.batch_size, m.reference_configs) for m in r.models]
+                          m.mean_valid_score, m.created, m.batch_size, m.reference_configs,
+                          Provenance(m.provenance.data, m.provenance.dataset, m.provenance.data_fingerprint,
+                                     m.provenance.graphs, m.provenance.configurations, m.provenance.finetunes,
+                                     m.provenance.finetune_graphs, m.provenance.finetune_measurements,
+                                     m.provenance.synthetic_only, m.provenance.summary))
+                for m in r.models]
 
     def health(self, service: str = "tgraph.v1.Ranker") -> str:
         """SERVING, NOT_SERVING, ... of grpc.health.v1: "tgraph.v1.Ranker" is readiness,
