@@ -109,7 +109,7 @@ struct ServerMetrics::Impl {
         graph_bytes(BuildGauge().Name("tgraph_registered_graph_bytes").Help("Bytes of registered graphs held").Register(*registry).Add({})),
         rejected(BuildCounter().Name("tgraph_rejected_queue_full_total").Help("Requests refused because the queue was full").Register(*registry).Add({})),
         version(BuildGauge().Name("tgraph_model_version").Help("Newest loaded model version per collection").Register(*registry)),
-        loads(BuildCounter().Name("tgraph_model_loads_total").Help("Model version loads and unloads by result: loaded, failed, unloaded (retired)").Register(*registry)),
+        loads(BuildCounter().Name("tgraph_model_loads_total").Help("Model version events by result: loaded, failed, unloaded (retired), vanished (gone without being retired), corrupted (a loaded version's files changed on disk)").Register(*registry)),
         measurements(BuildCounter().Name("tgraph_measurements_stored_total").Help("Measured runtimes stored durably by ReportMeasurements").Register(*registry).Add({})),
         measurement_bytes(BuildCounter().Name("tgraph_measurement_bytes_total").Help("Bytes of measurement shards written").Register(*registry).Add({})),
         measurement_errors(BuildCounter().Name("tgraph_measurement_store_errors_total").Help("ReportMeasurements calls the store could not write, by status code (a full disk is RESOURCE_EXHAUSTED)").Register(*registry)),

@@ -20,6 +20,7 @@ const char* ModelEvent::KindName() const {
     case Kind::kFailed: return "failed";
     case Kind::kUnloaded: return "unloaded";
     case Kind::kVanished: return "vanished";
+    case Kind::kCorrupted: return "corrupted";
   }
   return "unknown";
 }
@@ -67,6 +68,7 @@ std::vector<ModelEvent> ModelManager::Poll() {
         }
         models_[collection][v] = std::make_shared<const LoadedModel>(std::move(*m));
         failed_.erase({collection, v});
+        verified_stamp_[{collection, v}] = stamp;
       } else {
         failed_[{collection, v}] = stamp;
         ++failed_loads_;
@@ -101,7 +103,56 @@ std::vector<ModelEvent> ModelManager::Poll() {
     }
     while (static_cast<int>(loaded.size()) > options_.keep_versions) loaded.erase(loaded.begin());
   }
+  CheckLoadedFiles(&events);
   return events;
+}
+
+void ModelManager::CheckLoadedFiles(std::vector<ModelEvent>* events) {
+  std::vector<std::pair<std::string, int64_t>> loaded;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [collection, versions] : models_)
+      for (const auto& [v, model] : versions) loaded.emplace_back(collection, v);
+  }
+  std::map<std::string, std::set<int64_t>> listed;
+  for (const auto& key : loaded) {
+    const auto& [collection, v] = key;
+    if (!listed.count(collection)) {
+      const std::vector<int64_t> versions = registry_.ListVersions(collection);
+      listed[collection] = std::set<int64_t>(versions.begin(), versions.end());
+    }
+    if (!listed[collection].count(v)) continue;  // retired or vanished: Poll says so
+    const std::string stamp = registry_.VersionStamp(collection, v);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (verified_stamp_[key] == stamp || corrupt_stamp_[key] == stamp) continue;
+    }
+    const absl::StatusOr<Manifest> on_disk = registry_.ReadVersion(collection, v);  // checksums, off the lock
+    std::lock_guard<std::mutex> lock(mu_);
+    auto model = models_[collection].find(v);
+    if (model == models_[collection].end()) continue;  // unloaded meanwhile
+    std::string problem;
+    if (!on_disk.ok()) {
+      problem = absl::StrCat("its files changed on disk since it loaded and no longer verify (",
+                             on_disk.status().message(), ")");
+    } else {
+      const std::vector<FoldEntry>& mine = model->second->manifest.folds;
+      bool same = mine.size() == on_disk->folds.size();
+      for (size_t f = 0; same && f < mine.size(); ++f) same = mine[f].sha256 == on_disk->folds[f].sha256;
+      if (!same) problem = "its files were replaced on disk by other weights since it loaded";
+    }
+    if (problem.empty()) {  // touched, or fixed: the content it serves
+      verified_stamp_[key] = stamp;
+      corrupt_stamp_.erase(key);
+      continue;
+    }
+    corrupt_stamp_[key] = stamp;
+    events->push_back({collection, v, ModelEvent::Kind::kCorrupted,
+                       absl::StrCat(problem,
+                                    ": still serving the copy loaded then, which is intact; a replica that starts now "
+                                    "will not serve the same model: re-publish it, or retire it to roll back"),
+                       0});
+  }
 }
 
 void ModelManager::StartPolling(double interval_seconds,

@@ -38,6 +38,8 @@ struct ModelEvent {
     kUnloaded,  // retired in the registry, so unloaded (a rollback)
     kVanished,  // gone from the registry without being retired (a registry lost or
                 // re-created?): kept serving, reported once
+    kCorrupted, // a loaded version's files changed on disk and no longer verify: the
+                // intact copy in memory keeps serving, reported once per change
   };
   std::string collection;
   int64_t version = 0;
@@ -45,7 +47,7 @@ struct ModelEvent {
   std::string message;  // why, when failed or unloaded; loaded: what it was trained on (Provenance::Summary)
   double seconds = 0;   // load time
   bool synthetic_only = false;  // loaded: trained only on synthetic data
-  // The metric label and log word: "loaded", "failed", "unloaded" or "vanished".
+  // The metric label and log word: "loaded", "failed", "unloaded", "vanished" or "corrupted".
   const char* KindName() const;
 };
 
@@ -64,6 +66,11 @@ class ModelManager {
   // (Registry::Retire: a rollback), except the last one of a collection. A version that
   // failed once is not retried. Safe to call while requests are served; swaps are
   // atomic and in-flight requests finish on the version they started with.
+  // A loaded version whose files change on disk (Registry::VersionStamp: sizes and
+  // times, a stat per file) is verified again (its checksums); if it no longer
+  // verifies, the server keeps serving the copy it loaded, which is intact, and reports
+  // kCorrupted once per change: a replica that starts now would not load it, so
+  // replicas may disagree until it is re-published or retired.
   std::vector<ModelEvent> Poll();
 
   // Polls every `interval` seconds on a background thread; `on_events` sees each poll's
@@ -81,6 +88,9 @@ class ModelManager {
   const Registry& registry() const { return registry_; }
 
  private:
+  // The kCorrupted check of Poll, over the loaded versions still listed.
+  void CheckLoadedFiles(std::vector<ModelEvent>* events);
+
   Registry registry_;
   Options options_;
   mutable std::mutex mu_;
@@ -90,6 +100,9 @@ class ModelManager {
   std::map<std::pair<std::string, int64_t>, std::string> failed_;
   std::atomic<int64_t> failed_loads_{0};
   std::set<std::pair<std::string, int64_t>> vanished_;  // reported vanished versions; guarded by mu_
+  // Loaded versions' VersionStamp when they last verified, and the stamp of a change
+  // reported as corrupted (not reported again until it changes). Guarded by mu_.
+  std::map<std::pair<std::string, int64_t>, std::string> verified_stamp_, corrupt_stamp_;
   std::mutex poll_mu_;  // one Poll at a time
   std::thread poller_;
   std::mutex stop_mu_;

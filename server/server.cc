@@ -125,6 +125,7 @@ void ServerProcess::Report(const std::vector<ModelEvent>& events) {
                               " (the previous version keeps serving)"));
         break;
       case ModelEvent::Kind::kVanished:
+      case ModelEvent::Kind::kCorrupted:
         LogError(absl::StrCat(e.collection, " version ", e.version, ": ", e.message));
         break;
       case ModelEvent::Kind::kUnloaded:

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/core/layout_space.h"
 #include "model/nn/model_io.h"
@@ -117,13 +118,47 @@ CATCH_TEST_CASE("model manager: versions gone from the registry without being re
   std::filesystem::remove_all(w.registry);
   w.Publish("layout:xla:random", 1);
   std::vector<ModelEvent> events = mm.Poll();
-  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_REQUIRE(events.size() == 2u);
   CATCH_CHECK(events[0].kind == ModelEvent::Kind::kVanished);
   CATCH_CHECK(events[0].version == 2);
   CATCH_CHECK_THAT(events[0].message, Catch::Contains("without being retired"));
+  // Version 1 on disk is now another model than the one loaded: said too.
+  CATCH_CHECK(events[1].kind == ModelEvent::Kind::kCorrupted);
+  CATCH_CHECK(events[1].version == 1);
+  CATCH_CHECK_THAT(events[1].message, Catch::StartsWith("its files were replaced on disk by other weights"));
   CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 2);
   CATCH_CHECK(mm.Poll().empty());  // reported once, nothing reloaded at every poll
   CATCH_CHECK(mm.Get("layout:xla:random", 0)->version == 2);
+}
+
+CATCH_TEST_CASE("model manager: a loaded version corrupted on disk keeps serving its intact copy and is reported once", "[server]") {
+  World w;
+  ModelManager mm(Registry(w.registry), {2});
+  w.Publish("layout:xla:random", 2);
+  CATCH_REQUIRE(mm.Poll().size() == 1u);  // loaded
+  const ModelHandle before = *mm.Get("layout:xla:random", 1);
+  CATCH_CHECK(mm.Poll().empty());         // nothing changed: a stat per file, no checksum
+  // A weight file is overwritten in place (a bad copy, a disk fault).
+  const std::string fold = Registry(w.registry).VersionDir("layout:xla:random", 1) + "/fold_1.npz";
+  std::string bytes = *ReadFile(fold);
+  bytes[bytes.size() / 2] ^= 0x55;
+  CATCH_REQUIRE(WriteFileAtomic(fold, bytes).ok());
+  std::vector<ModelEvent> events = mm.Poll();
+  CATCH_REQUIRE(events.size() == 1u);
+  CATCH_CHECK(events[0].kind == ModelEvent::Kind::kCorrupted);
+  CATCH_CHECK(std::string(events[0].KindName()) == "corrupted");
+  CATCH_CHECK_THAT(events[0].message, Catch::StartsWith("its files changed on disk since it loaded and no longer verify ("));
+  CATCH_CHECK_THAT(events[0].message, Catch::Contains("fold_1.npz"));
+  CATCH_CHECK_THAT(events[0].message, Catch::EndsWith("re-publish it, or retire it to roll back"));
+  CATCH_CHECK(mm.Get("layout:xla:random", 1)->model == before.model);  // still serving what it loaded
+  CATCH_CHECK(mm.Poll().empty());                                       // reported once
+  // Put back as it was: verified again, nothing to report.
+  bytes[bytes.size() / 2] ^= 0x55;
+  CATCH_REQUIRE(WriteFileAtomic(fold, bytes).ok());
+  CATCH_CHECK(mm.Poll().empty());
+  bytes[bytes.size() / 2] ^= 0x55;  // and a second corruption is a new report
+  CATCH_REQUIRE(WriteFileAtomic(fold, bytes).ok());
+  CATCH_CHECK(mm.Poll().size() == 1u);
 }
 
 CATCH_TEST_CASE("ranker: scores that overflow are an INTERNAL error, never an OK ranking", "[server]") {
