@@ -24,7 +24,7 @@ def generate(proto_dir, out_dir):
     try:
         import grpc_tools.protoc  # noqa: F401
     except ImportError:
-        sys.exit("gen_stubs.py: grpc_tools is missing: install Debian's python3-grpc-tools")
+        sys.exit("gen_stubs.py: grpc_tools is missing: install Debian's python3-grpc-tools, or pip install grpcio-tools")
     os.makedirs(out_dir, exist_ok=True)
     grpc_tools = [sys.executable, "-m", "grpc_tools.protoc", f"-I{proto_dir}"]
     protoc = shutil.which("protoc")

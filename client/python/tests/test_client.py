@@ -363,6 +363,36 @@ def test_installs_into_a_venv_without_network(tmp_path, server):
     assert len(eval(r.stdout.splitlines()[1])) == 2
 
 
+def test_a_wheel_installs_into_a_python_without_debians_packages_and_declares_its_dependencies(tmp_path, server):
+    """docs/python.md: a wheel built once (stubs included) for any Python 3 >= 3.9; pip
+    fetches grpcio, protobuf and numpy from the user's index. Here there is no index:
+    the venv has none of them (an import fails naming one), and with the system's copies
+    on PYTHONPATH in their place it ranks."""
+    dist = tmp_path / "dist"
+    run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index", "--quiet",
+         os.path.join(SRC, "client", "python"), "-w", str(dist)])
+    wheels = list(dist.glob("tgraph-*-py3-none-any.whl"))
+    assert len(wheels) == 1
+    venv = tmp_path / "bare"
+    run([sys.executable, "-m", "venv", str(venv)])  # no --system-site-packages
+    run([str(venv / "bin" / "pip"), "install", "--no-index", "--no-deps", "--quiet", str(wheels[0])])
+    show = run([str(venv / "bin" / "pip"), "show", "tgraph"]).stdout
+    requires = re.search(r"^Requires: (.*)$", show, re.M).group(1)
+    assert sorted(r.strip() for r in requires.split(",")) == ["grpcio", "numpy", "protobuf"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    bare = subprocess.run([str(venv / "bin" / "python"), "-c", "import tgraph"], capture_output=True, text=True,
+                          env=env, cwd=tmp_path)
+    assert bare.returncode != 0 and "ModuleNotFoundError: No module named" in bare.stderr
+    deps = sorted({os.path.dirname(os.path.dirname(m.__file__)) for m in (grpc, np)})
+    code = ("import sys, tgraph; print(tgraph.__file__); "
+            "print(tgraph.Client(sys.argv[1]).rank('layout:xla:random', sys.argv[2], top_k=2).order.tolist())")
+    r = subprocess.run([str(venv / "bin" / "python"), "-c", code, server.address, UNET], capture_output=True,
+                       text=True, env=dict(env, PYTHONPATH=os.pathsep.join(deps)), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].startswith(str(venv))
+    assert len(eval(r.stdout.splitlines()[1])) == 2
+
+
 def test_the_documented_autotuner_loop_runs(server, world):
     """client/python/examples/autotune.py, the loop docs/python.md shows."""
     r = run([sys.executable, os.path.join(SRC, "client", "python", "examples", "autotune.py"), server.address, UNET])
