@@ -296,6 +296,29 @@ TEST_CASE("graph content hash is canonical and fixed across processes", "[hash]"
   CHECK(GraphContentHash(g.graph, {}) != h);
 }
 
+TEST_CASE("a model of one's own is a kind and a name, with its data under npz/<kind>/@<name>", "[dataset]") {
+  auto v5e = ParseCollection("layout@tpu-v5e");
+  REQUIRE(v5e.ok());
+  CHECK(v5e->kind == CollectionKind::kLayout);
+  CHECK(v5e->named());
+  CHECK(v5e->model == "tpu-v5e");
+  CHECK(v5e->name() == "layout@tpu-v5e");
+  CHECK(DefaultTrainingBatch(*v5e) == 128);  // trains as the random collections do
+  CHECK(ParseCollection("tile@gpu.a100_80g")->kind == CollectionKind::kTile);
+  CHECK(SplitDir("/d", *v5e, "train") == "/d/npz/layout/@tpu-v5e/train");
+  CHECK(SplitDir("/d", *ParseCollection("tile@a100"), "valid") == "/d/npz/tile/@a100/valid");
+  CHECK_FALSE(ParseCollection("layout:xla:random")->named());
+  // Names are file-name safe: lower case, digits, '.', '_', '-'; at most 64; a kind first.
+  for (const char* bad : {"layout@", "layout@TPU", "layout@../x", "layout@a/b", "layout@.hidden", "graph@x",
+                          "layout@tpu v5", "layout@a@b"}) {
+    auto r = ParseCollection(bad);
+    CHECK_FALSE(r.ok());
+    CHECK_THAT(std::string(r.status().message()), Catch::Contains("or a model of your own: layout@NAME or tile@NAME"));
+  }
+  CHECK_FALSE(ParseCollection("layout@" + std::string(65, 'a')).ok());
+  CHECK(ParseCollection("layout@" + std::string(64, 'a')).ok());
+}
+
 TEST_CASE("collections parse and splits are listed sorted and lazily", "[dataset]") {
   REQUIRE(ParseCollection("layout:nlp:default").ok());
   CHECK(ParseCollection("layout:nlp:default")->search == "default");

@@ -344,7 +344,7 @@ TEST_CASE("a manifest's provenance round trips, is unknown when absent, and is t
   m.provenance = {"synthetic", "tgraph-synth preset ci, seed 0", 150, 12000, {}};
   CHECK(m.provenance.SyntheticOnly());
   CHECK(m.provenance.Summary() == "synthetic data only (tgraph-synth preset ci, seed 0): 150 graphs, 12000 configurations");
-  m.provenance.finetunes = {{1, 3, 100, "2026-11-23T00:00:00Z"}, {2, 5, 250, "2026-11-24T00:00:00Z"}};
+  m.provenance.finetunes = {{1, "", 3, 100, "2026-11-23T00:00:00Z"}, {2, "", 5, 250, "2026-11-24T00:00:00Z"}};
   auto back = parse(nlohmann::json::parse(m.ToJson()));
   REQUIRE(back.ok());
   CHECK_FALSE(back->provenance.SyntheticOnly());

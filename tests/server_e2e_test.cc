@@ -981,6 +981,36 @@ CATCH_TEST_CASE("server: HLO text of a real model (graphsage_tf) registers, is s
   CATCH_CHECK(ranked->scores.size() == 4u);
 }
 
+CATCH_TEST_CASE("server: a model of one's own (layout@tpu-v5e) is served, ranks and keeps its measurements apart", "[e2e]") {
+  World w;
+  w.Publish(1);                                          // layout:xla:random, the dataset's
+  w.ModelWorld::Publish("layout@tpu-v5e", 1, 16, nullptr);  // a farm's own, by name
+  const std::string store = w.dir.path() + "/store";
+  ServerProcess server(w.registry, w.dir.path(), {"--measurement_store", store});
+  CATCH_REQUIRE(server.port > 0);
+  RankerClient client(server.Client());
+  auto models = client.ListModels();
+  CATCH_REQUIRE(models.ok());
+  std::set<std::string> names;
+  for (const ModelInfo& m : *models) names.insert(m.collection);
+  CATCH_CHECK(names == std::set<std::string>{"layout:xla:random", "layout@tpu-v5e"});
+  const LayoutGraph g = w.Graph();
+  RankOptions o;
+  o.collection = "layout@tpu-v5e";
+  auto ranked = client.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), 4, o);
+  CATCH_REQUIRE(ranked.ok());
+  CATCH_CHECK(ranked->scores.size() == 4u);
+  auto stored = client.ReportMeasurements(g.graph, g.node_config_ids, "layout@tpu-v5e", g.config_feat.data(),
+                                          g.config_runtime.data(), 4, "farm-a/tpu-v5e");
+  CATCH_REQUIRE(stored.ok());
+  CATCH_CHECK_THAT(stored->shard, Catch::StartsWith("npz/layout/@tpu-v5e/train/"));
+  o.collection = "layout@tpu-v4";  // a name nothing was published under
+  auto missing = client.RankLayout(g.graph, g.node_config_ids, g.config_feat.data(), 4, o);
+  CATCH_REQUIRE_FALSE(missing.ok());
+  CATCH_CHECK(missing.status().code() == absl::StatusCode::kNotFound);
+  CATCH_CHECK(server.Stop() == 0);
+}
+
 CATCH_TEST_CASE("server: a model trained only on synthetic data says so in ListModels, its log and tgraph-client models", "[e2e]") {
   World w;
   w.provenance = {"synthetic", "tgraph-synth preset tiny, seed 3", 30, 900, {}};

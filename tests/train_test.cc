@@ -414,14 +414,17 @@ namespace {
 
 // A measurement store holding every configuration of the world's train graphs, as a
 // farm would have reported them.
-void ReportWorldGraphs(const ModelWorld& w, const std::string& collection, const std::string& store_root) {
+// Reports the world's train graphs of `collection` (their runtimes as measurements) for
+// `report_as` (default: the same collection).
+void ReportWorldGraphs(const ModelWorld& w, const std::string& collection, const std::string& store_root,
+                       const std::string& report_as = "") {
   MeasurementStore store(store_root);
   const absl::StatusOr<std::vector<GraphFile>> files = ListSplit(w.data, *ParseCollection(collection), "train");
   CATCH_REQUIRE(files.ok());
   for (const GraphFile& f : *files) {
     LayoutGraph g = *LoadLayoutGraph(f.path);
     MeasurementReport r;
-    r.collection = *ParseCollection(collection);
+    r.collection = *ParseCollection(report_as.empty() ? collection : report_as);
     r.graph_hash = GraphContentHash(g.graph, g.node_config_ids);
     r.graph = g.graph;
     r.node_config_ids = g.node_config_ids;
@@ -446,6 +449,58 @@ CATCH_TEST_CASE("held-out measurements are chosen by their values: stable, and t
     held += h;
   }
   CATCH_CHECK(std::abs(held / static_cast<double>(kRows) - 0.2) < 0.01);
+}
+
+CATCH_TEST_CASE("a model of one's own starts from another collection's model and learns its farm's measurements",
+                "[finetune][train]") {
+  torch::set_num_threads(1);
+  ModelWorld w(5, {"layout:xla:random"});
+  const int64_t base = w.Publish("layout:xla:random", 2, 16, nullptr, /*seed=*/2);
+  const std::string store = w.dir.path() + "/measurements";
+  // The farm's measurements, reported for its own model's name.
+  ReportWorldGraphs(w, "layout:xla:random", store, "layout@tpu-v5e");
+  CATCH_CHECK(std::filesystem::is_directory(store + "/npz/layout/@tpu-v5e/train"));
+  FinetuneOptions o;
+  o.registry = w.registry;
+  o.collection = "layout@tpu-v5e";
+  o.measurements = store;
+  o.work_dir = w.dir.path() + "/ft";
+  o.steps = 120;
+  o.lr = 1e-3;
+  o.holdout = 0.3;
+  o.progress = false;
+  // Without --parent, a name with no model says how to start one.
+  absl::StatusOr<FinetuneResult> none = Finetune(o);
+  CATCH_REQUIRE_FALSE(none.ok());
+  CATCH_CHECK(none.status().code() == absl::StatusCode::kNotFound);
+  CATCH_CHECK_THAT(std::string(none.status().message()), Catch::Contains("--parent, e.g. --parent layout:xla:random"));
+  FinetuneOptions tile = o;
+  tile.parent = "tile:xla";
+  CATCH_CHECK_THAT(std::string(Finetune(tile).status().message()), Catch::Contains("is not of the kind of layout@tpu-v5e"));
+
+  o.parent = "layout:xla:random";
+  absl::StatusOr<FinetuneResult> r = Finetune(o);
+  CATCH_REQUIRE(r.ok());
+  CATCH_CHECK(r->parent_collection == "layout:xla:random");
+  CATCH_CHECK(r->parent_version == base);
+  CATCH_INFO("held-out tau " << r->parent_score << " -> " << r->child_score);
+  CATCH_REQUIRE(r->published_version == 1);  // the name's first version
+  const Registry reg(w.registry);
+  CATCH_CHECK(reg.LatestVersion("layout:xla:random").value() == base);  // the parent is untouched
+  absl::StatusOr<Manifest> m = reg.ReadVersion("layout@tpu-v5e", 1);
+  CATCH_REQUIRE(m.ok());
+  CATCH_CHECK(m->collection == "layout@tpu-v5e");
+  CATCH_CHECK(m->training.at("finetune_parent_collection") == "layout:xla:random");
+  CATCH_REQUIRE(m->provenance.finetunes.size() == 1u);
+  CATCH_CHECK(m->provenance.finetunes[0].parent_collection == "layout:xla:random");
+  CATCH_CHECK_THAT(m->provenance.Summary(), Catch::EndsWith("(last from layout:xla:random v1)"));
+  CATCH_CHECK(LoadModel(reg, "layout@tpu-v5e", 1).ok());
+  // Next rounds continue from the name's own latest version; --parent no longer matters.
+  o.work_dir = w.dir.path() + "/ft2";
+  absl::StatusOr<FinetuneResult> again = Finetune(o);
+  CATCH_REQUIRE(again.ok());
+  CATCH_CHECK(again->parent_collection == "layout@tpu-v5e");
+  CATCH_CHECK(again->parent_version == 1);
 }
 
 CATCH_TEST_CASE("finetune learns from measurements, publishes only when not worse, and records its parent",

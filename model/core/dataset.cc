@@ -13,19 +13,31 @@ namespace tgraph {
 namespace fs = std::filesystem;
 
 std::string Collection::name() const {
+  if (named()) return absl::StrCat(kind == CollectionKind::kTile ? "tile@" : "layout@", model);
   return kind == CollectionKind::kTile ? absl::StrCat("tile:", source) : absl::StrCat("layout:", source, ":", search);
 }
 
 const std::vector<Collection>& AllCollections() {
   static const std::vector<Collection> kAll = {
-      {CollectionKind::kLayout, "xla", "random"},
-      {CollectionKind::kLayout, "xla", "default"},
-      {CollectionKind::kLayout, "nlp", "random"},
-      {CollectionKind::kLayout, "nlp", "default"},
-      {CollectionKind::kTile, "xla", ""},
+      {CollectionKind::kLayout, "xla", "random", ""},
+      {CollectionKind::kLayout, "xla", "default", ""},
+      {CollectionKind::kLayout, "nlp", "random", ""},
+      {CollectionKind::kLayout, "nlp", "default", ""},
+      {CollectionKind::kTile, "xla", "", ""},
   };
   return kAll;
 }
+
+namespace {
+
+bool IsModelName(absl::string_view n) {
+  if (n.empty() || n.size() > 64) return false;
+  auto lower_or_digit = [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9'); };
+  if (!lower_or_digit(n[0])) return false;
+  return std::all_of(n.begin(), n.end(), [&](char ch) { return lower_or_digit(ch) || ch == '.' || ch == '_' || ch == '-'; });
+}
+
+}  // namespace
 
 absl::StatusOr<Collection> ParseCollection(absl::string_view name) {
   std::vector<std::string> names;
@@ -33,11 +45,25 @@ absl::StatusOr<Collection> ParseCollection(absl::string_view name) {
     if (c.name() == name) return c;
     names.push_back(c.name());
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown collection '", Echo(name), "'; expected one of: ", absl::StrJoin(names, ", ")));
+  const size_t at = name.find('@');
+  if (at != absl::string_view::npos) {
+    const absl::string_view kind = name.substr(0, at), model = name.substr(at + 1);
+    if ((kind == "layout" || kind == "tile") && IsModelName(model)) {
+      Collection c;
+      c.kind = kind == "tile" ? CollectionKind::kTile : CollectionKind::kLayout;
+      c.model = std::string(model);
+      return c;
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown collection '", Echo(name), "'; expected one of: ", absl::StrJoin(names, ", "),
+      ", or a model of your own: layout@NAME or tile@NAME (NAME: 1-64 of a-z, 0-9, '.', '_', '-', starting with a "
+      "letter or digit, e.g. layout@tpu-v5e)"));
 }
 
 std::string SplitDir(const std::string& root, const Collection& c, absl::string_view split) {
+  if (c.named())
+    return absl::StrCat(root, "/npz/", c.kind == CollectionKind::kTile ? "tile" : "layout", "/@", c.model, "/", split);
   if (c.kind == CollectionKind::kTile) return absl::StrCat(root, "/npz/tile/", c.source, "/", split);
   return absl::StrCat(root, "/npz/layout/", c.source, "/", c.search, "/", split);
 }

@@ -13,11 +13,19 @@ namespace tgraph {
 
 enum class CollectionKind { kLayout, kTile };
 
+// A model's collection: one of the dataset's five ("layout:xla:random", "tile:xla"),
+// or a name of the user's own ("layout@tpu-v5e", "tile@gpu-a100": the kind, then a
+// free name), for a farm that tunes for its own hardware rather than for a dataset's
+// search strategy. A named collection's data (its TpuGraphs-format files, its
+// measurements) lives under npz/<kind>/@<name>/<split>; it trains as an xla:random
+// collection does (batch, epochs).
 struct Collection {
   CollectionKind kind = CollectionKind::kLayout;
-  std::string source;  // "xla" or "nlp"
-  std::string search;  // "random" or "default"; empty for tile
-  std::string name() const;  // "layout:xla:random", "tile:xla"
+  std::string source;  // "xla" or "nlp"; empty when named
+  std::string search;  // "random" or "default"; empty for tile and when named
+  std::string model;   // the free name of a named collection ("tpu-v5e"), else empty
+  bool named() const { return !model.empty(); }
+  std::string name() const;  // "layout:xla:random", "tile:xla", "layout@tpu-v5e"
 };
 
 // Configurations sampled per graph and training step when not set: 64 for the default
@@ -26,7 +34,9 @@ inline int64_t DefaultTrainingBatch(const Collection& c) { return c.search == "d
 
 // The five collections of the dataset, in the order of docs/format.md.
 const std::vector<Collection>& AllCollections();
-// Parses "layout:xla:random" etc.; the error lists the valid names.
+// Parses "layout:xla:random" etc. and "layout@NAME" / "tile@NAME" (NAME: 1-64 of
+// a-z, 0-9, '.', '_' and '-', starting with a letter or digit); the error lists the
+// valid names.
 absl::StatusOr<Collection> ParseCollection(absl::string_view name);
 
 inline const std::vector<std::string>& AllSplits() {
@@ -34,7 +44,7 @@ inline const std::vector<std::string>& AllSplits() {
   return kSplits;
 }
 
-// <root>/npz/layout/xla/random/<split>
+// <root>/npz/layout/xla/random/<split>; <root>/npz/layout/@NAME/<split> when named
 std::string SplitDir(const std::string& root, const Collection& c, absl::string_view split);
 
 struct GraphFile {

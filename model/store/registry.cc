@@ -94,6 +94,7 @@ std::string Manifest::ToJson() const {
               {"finetunes", json::array()}};
     for (const Provenance::Finetune& f : provenance.finetunes)
       p["finetunes"].push_back({{"parent_version", f.parent_version},
+                                {"parent_collection", f.parent_collection},
                                 {"graphs", f.graphs},
                                 {"measurements", f.measurements},
                                 {"created", f.created}});
@@ -114,8 +115,10 @@ std::string Provenance::Summary() const {
       g += f.graphs;
       m += f.measurements;
     }
-    absl::StrAppend(&out, "; fine-tuned ", finetunes.size(), "x on ", g, " graphs, ", m, " measurements (last from v",
-                    finetunes.back().parent_version, ")");
+    const Finetune& last = finetunes.back();
+    absl::StrAppend(&out, "; fine-tuned ", finetunes.size(), "x on ", g, " graphs, ", m, " measurements (last from ",
+                    last.parent_collection.empty() ? "" : absl::StrCat(last.parent_collection, " "), "v",
+                    last.parent_version, ")");
   }
   return out;
 }
@@ -145,8 +148,11 @@ absl::Status ReadProvenance(const json& j, absl::string_view what, Provenance* p
           !f.value("graphs", json()).is_number_integer() || !f.value("measurements", json()).is_number_integer() ||
           !f.value("created", json()).is_string())
         return err("finetunes", "objects with parent_version, graphs, measurements and created");
-      p->finetunes.push_back({f["parent_version"].get<int64_t>(), f["graphs"].get<int64_t>(),
-                              f["measurements"].get<int64_t>(), f["created"].get<std::string>()});
+      if (f.contains("parent_collection") && !f["parent_collection"].is_string())
+        return err("finetunes", "objects whose parent_collection is a string");
+      p->finetunes.push_back({f["parent_version"].get<int64_t>(), f.value("parent_collection", ""),
+                              f["graphs"].get<int64_t>(), f["measurements"].get<int64_t>(),
+                              f["created"].get<std::string>()});
     }
   }
   return absl::OkStatus();

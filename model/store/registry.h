@@ -44,6 +44,7 @@ struct Provenance {
   int64_t configurations = 0;  // their distinct configurations
   struct Finetune {
     int64_t parent_version = 0;
+    std::string parent_collection;  // when another collection's model was the start (finetune --parent)
     int64_t graphs = 0;        // measured graphs it learned from
     int64_t measurements = 0;  // their measured configurations
     std::string created;

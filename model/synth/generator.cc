@@ -282,6 +282,11 @@ absl::StatusOr<GenerateSummary> Generate(const GenerateOptions& o) {
   if (!preset.ok()) return preset.status();
   if (o.out.empty()) return absl::InvalidArgumentError("--out is required");
   const std::vector<Collection> collections = o.collections.empty() ? AllCollections() : o.collections;
+  for (const Collection& c : collections)
+    if (c.named())
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--collections: ", c.name(), " is a model of your own; tgraph-synth generates the dataset's five "
+          "collections (a named model trains on its farm's own files, or is fine-tuned from another's model)"));
   const auto start = std::chrono::steady_clock::now();
 
   GenerateSummary summary;

@@ -114,6 +114,7 @@ void RecordLineage(const FinetuneOptions& o, const Split& s, const BaseData& bas
   seen.insert(seen.end(), base.graphs.begin(), base.graphs.end());
   child->data_fingerprint = DataFingerprint(seen);
   child->training["finetune_parent_version"] = absl::StrCat(r.parent_version);
+  if (r.parent_collection != child->collection) child->training["finetune_parent_collection"] = r.parent_collection;
   child->training["finetune_measurements"] = o.measurements;
   child->training["finetune_base_data"] = o.base_data;
   child->training["finetune_steps"] = absl::StrCat(o.steps);
@@ -126,8 +127,10 @@ void RecordLineage(const FinetuneOptions& o, const Split& s, const BaseData& bas
   std::set<std::string> measured;
   for (const GraphData& g : s.train) measured.insert(g.name);
   for (const GraphData& g : s.heldout) measured.insert(g.name);
-  child->provenance.finetunes.push_back({r.parent_version, static_cast<int64_t>(measured.size()),
-                                         s.train_configs + s.heldout_configs, UtcNow()});
+  child->provenance.finetunes.push_back({r.parent_version,
+                                         r.parent_collection == child->collection ? "" : r.parent_collection,
+                                         static_cast<int64_t>(measured.size()), s.train_configs + s.heldout_configs,
+                                         UtcNow()});
 }
 
 }  // namespace
@@ -152,10 +155,27 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   if (o.work_dir.empty()) return absl::InvalidArgumentError("finetune needs --run_dir (a work directory)");
   const Registry registry(o.registry);
   FinetuneResult result;
-  absl::StatusOr<int64_t> parent = registry.LatestVersion(c->name());
-  if (!parent.ok()) return parent.status();
+  // The model to start from: the collection's latest version, or while it has none,
+  // --parent's (a new model of one's own started from another).
+  std::string from = c->name();
+  absl::StatusOr<int64_t> parent = registry.LatestVersion(from);
+  if (!parent.ok() && parent.status().code() == absl::StatusCode::kNotFound && !o.parent.empty()) {
+    absl::StatusOr<Collection> pc = ParseCollection(o.parent);
+    if (!pc.ok()) return absl::InvalidArgumentError(absl::StrCat("--parent: ", pc.status().message()));
+    if (pc->kind != c->kind)
+      return absl::InvalidArgumentError(absl::StrCat("--parent ", o.parent, " is not of the kind of ", c->name()));
+    from = pc->name();
+    parent = registry.LatestVersion(from);
+  }
+  if (!parent.ok()) {
+    if (o.parent.empty() && parent.status().code() == absl::StatusCode::kNotFound)
+      return absl::NotFoundError(absl::StrCat(parent.status().message(), " (a new model starts from another's: --parent, "
+                                                                         "e.g. --parent layout:xla:random)"));
+    return parent.status();
+  }
   result.parent_version = *parent;
-  absl::StatusOr<LoadedModel> model = LoadModel(registry, c->name(), *parent);
+  result.parent_collection = from;
+  absl::StatusOr<LoadedModel> model = LoadModel(registry, from, *parent);
   if (!model.ok()) return model.status();
   const Manifest& pm = model->manifest;
 
@@ -193,6 +213,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   fs::create_directories(o.work_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(o.work_dir, ": cannot create: ", ec.message()));
   Manifest child = pm;
+  child.collection = c->name();  // --parent's model, published under the collection's name
   for (size_t f = 0; f < model->folds.size(); ++f) {
     RankingNet& net = *model->folds[f];
     const double loss = FinetuneFold(net, f, o, s, base, &result.base_steps);

@@ -20,7 +20,11 @@ namespace tgraph {
 
 struct FinetuneOptions {
   std::string registry;
-  std::string collection;      // a layout collection with a published version
+  std::string collection;      // a layout collection with a published version, or to start from `parent`
+  // While `collection` has no version yet: the collection whose latest version it
+  // starts from (a farm's own model, "layout@tpu-v5e", from "layout:xla:random"); it
+  // publishes as the collection's version 1. Ignored once the collection has one.
+  std::string parent;
   std::string measurements;    // the measurement store's root
   std::string base_data;       // optional: a dataset root whose train split is mixed in
   double base_fraction = 0.5;  // share of steps on base graphs when base_data is set
@@ -41,6 +45,7 @@ struct FinetuneOptions {
 
 struct FinetuneResult {
   int64_t parent_version = 0;
+  std::string parent_collection;  // the collection's own name, or --parent's
   int64_t published_version = 0;  // 0 when nothing was published: not_published says why
   std::string not_published;      // "" when published
   bool trained = false;           // false when the evidence gate stopped it first

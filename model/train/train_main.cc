@@ -61,6 +61,9 @@ ABSL_FLAG(int64_t, steps, 200, "finetune: optimisation steps per fold");
 ABSL_FLAG(double, finetune_lr, 1e-4,
           "finetune: AdamW learning rate, constant (a tenth of --lr's default: the parent's weights are a good start)");
 ABSL_FLAG(double, holdout, 0.2, "finetune: share of each graph's measured configurations held out for validation");
+ABSL_FLAG(std::string, parent, "",
+          "finetune: while --collection has no version yet, start from this collection's latest version (a model of "
+          "your own, --collection layout@tpu-v5e, from --parent layout:xla:random); it publishes as version 1");
 ABSL_FLAG(int64_t, min_heldout_configs, 30,
           "finetune: publish only with at least this many held-out configurations over all measured graphs "
           "(fewer: nothing is trained or published, and it says so)");
@@ -88,6 +91,7 @@ int Finetune() {
   if (absl::GetFlag(FLAGS_batch_configs) > 0) f.batch_configs = absl::GetFlag(FLAGS_batch_configs);
   f.holdout = absl::GetFlag(FLAGS_holdout);
   f.min_heldout_configs = absl::GetFlag(FLAGS_min_heldout_configs);
+  f.parent = absl::GetFlag(FLAGS_parent);
   f.seed = absl::GetFlag(FLAGS_seed);
   f.progress = absl::GetFlag(FLAGS_progress);
   if (f.registry.empty() || f.measurements.empty() || f.collection.empty())
@@ -103,8 +107,10 @@ int Finetune() {
                 static_cast<long long>(r->heldout_configs), static_cast<long long>(r->graphs), r->not_published.c_str());
     return tgraph::kExitOk;
   }
-  std::printf("%s: held-out tau %.4f (version %lld) -> %.4f on %lld held-out configurations of %lld graphs; %s\n",
-              f.collection.c_str(), r->parent_score, static_cast<long long>(r->parent_version), r->child_score,
+  std::printf("%s: held-out tau %.4f (%sversion %lld) -> %.4f on %lld held-out configurations of %lld graphs; %s\n",
+              f.collection.c_str(), r->parent_score,
+              r->parent_collection == f.collection ? "" : (r->parent_collection + " ").c_str(),
+              static_cast<long long>(r->parent_version), r->child_score,
               static_cast<long long>(r->heldout_configs), static_cast<long long>(r->graphs),
               r->published_version > 0 ? absl::StrCat("published as version ", r->published_version).c_str()
                                        : r->not_published.c_str());
@@ -231,6 +237,7 @@ int main(int argc, char** argv) {
       "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N] [--require_folds N]\n"
       "  tgraph-train finetune --registry REG --collection C --measurements STORE --run_dir WORK [--data BASE]\n"
       "                        [--steps 200] [--finetune_lr 1e-4] [--holdout 0.2] [--min_heldout_configs 30]\n"
+      "                        [--parent layout:xla:random]   (a new model of your own: --collection layout@NAME)\n"
       "  tgraph-train retire  --registry REG --collection C --version V [--reason TEXT]   (rollback)\n"
       "  tgraph-train restore --registry REG --collection C --version V");
   if (!Quick() && absl::GetFlag(FLAGS_profile) != "paper") return Fail(UsageError("--profile must be paper or quick"));

@@ -8,6 +8,7 @@ x-graph-hash routing header, and every failure is one exception type, TgraphErro
 carrying the gRPC status code."""
 import hashlib
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Union
@@ -482,9 +483,12 @@ class Client:
 
 
 def _kind(collection: str) -> str:
-    kind = collection.split(":", 1)[0]
-    if kind not in ("layout", "tile"):
-        raise invalid(f"collection: expected layout:{{xla|nlp}}:{{random|default}} or tile:xla, got '{collection}'")
+    """layout or tile, of a dataset collection ("layout:xla:random") or a model of one's
+    own ("layout@tpu-v5e"); the server checks the rest of the name."""
+    kind = re.split(r"[:@]", collection, maxsplit=1)[0]
+    if kind not in ("layout", "tile") or len(kind) == len(collection):
+        raise invalid(f"collection: expected layout:{{xla|nlp}}:{{random|default}}, tile:xla, or a model of your own "
+                      f"(layout@NAME, tile@NAME), got '{collection}'")
     return kind
 
 
