@@ -321,6 +321,16 @@ def test_the_client_keys_on_the_reason_not_the_message_and_sends_the_routing_hea
         fake.stop(None)
 
 
+def test_a_model_of_ones_own_is_a_collection_for_the_client_too():
+    from tgraph._client import _kind
+    assert _kind("layout@tpu-v5e") == "layout" and _kind("tile@gpu-a100") == "tile"
+    assert _kind("layout:xla:random") == "layout"
+    for bad in ("layout", "graph@x", "tpu-v5e"):
+        with pytest.raises(tgraph.TgraphError) as e:
+            _kind(bad)
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "layout@NAME" in str(e.value)
+
+
 def test_generated_modules_cannot_shadow_grpcio_or_protobuf():
     package_root = os.path.dirname(os.path.dirname(tgraph.__file__))
     assert not os.path.exists(os.path.join(package_root, "grpc"))
