@@ -103,6 +103,60 @@ CATCH_TEST_CASE("training data: dedup, pruning, compression and folds", "[train]
   CATCH_CHECK(DataFingerprint(*data).size() == 64u);
 }
 
+CATCH_TEST_CASE("configurations past the memory budget are read back from an unnamed spill file, row for row",
+                "[train]") {
+  TempDir dir;
+  const Collection c = *ParseCollection("layout:nlp:random");
+  auto all = LoadCollectionData(NlpData(), c, {"train", "valid"});
+  CATCH_REQUIRE(all.ok());
+  LoadOptions lo;
+  lo.spill = *ConfigSpill::Create(dir.path());
+  lo.config_memory_bytes = static_cast<int64_t>((*all)[0].configs.bytes() + (*all)[1].configs.bytes());
+  auto split = LoadCollectionData(NlpData(), c, {"train", "valid"}, lo);
+  CATCH_REQUIRE(split.ok());
+  CATCH_REQUIRE(split->size() == all->size());
+  int64_t kept = 0, spilled_bytes = 0;
+  for (size_t i = 0; i < all->size(); ++i) {
+    const GraphData &a = (*all)[i], &b = (*split)[i];
+    CATCH_CHECK_FALSE(a.spill);
+    if (b.spill) {
+      CATCH_CHECK(b.configs.codes.empty());
+      spilled_bytes += static_cast<int64_t>(a.configs.bytes());
+    } else {
+      kept += static_cast<int64_t>(b.configs.bytes());
+    }
+    std::vector<int64_t> rows = {b.num_configs() - 1, 0, b.num_configs() / 2, 0};
+    CATCH_CHECK(a.LayoutRows(rows) == b.LayoutRows(rows));
+  }
+  CATCH_CHECK(kept <= lo.config_memory_bytes);
+  CATCH_CHECK(spilled_bytes > 0);
+  CATCH_CHECK(lo.spill->bytes() == spilled_bytes);
+  CATCH_CHECK(DataFingerprint(*split) == DataFingerprint(*all));
+  // The file has no name: nothing is left in the directory.
+  CATCH_CHECK(std::filesystem::is_empty(dir.path()));
+  // A directory that does not exist is named in the error.
+  absl::StatusOr<std::shared_ptr<ConfigSpill>> missing = ConfigSpill::Create(dir.path() + "/nope");
+  CATCH_REQUIRE_FALSE(missing.ok());
+  CATCH_CHECK(std::string(missing.status().message()).find(dir.path() + "/nope") != std::string::npos);
+}
+
+CATCH_TEST_CASE("a run with every configuration spilled to disk trains to the same weights as one in memory",
+                "[train]") {
+  TempDir dir;
+  TrainOptions a = SmallRun(dir.path() + "/a");
+  a.epochs = 1;
+  TrainOptions b = a;
+  b.run_dir = dir.path() + "/b";
+  b.config_memory_bytes = 0;
+  torch::set_num_threads(1);  // bitwise-reproducible arithmetic for the comparison
+  CATCH_REQUIRE(PrepareRun(a).ok());
+  CATCH_REQUIRE(TrainFold(a, 0).ok());
+  CATCH_REQUIRE(PrepareRun(b).ok());
+  CATCH_REQUIRE(TrainFold(b, 0).ok());
+  CATCH_CHECK(*ReadFile(a.run_dir + "/fold_0/best.npz") == *ReadFile(b.run_dir + "/fold_0/best.npz"));
+  torch::set_num_threads(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+}
+
 CATCH_TEST_CASE("a short training run ranks far better than a random ranker", "[train]") {
   TempDir dir;
   TrainOptions o = SmallRun(dir.path() + "/run");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "model/core/graph.h"
@@ -14,9 +15,43 @@ namespace tgraph {
 
 std::vector<int8_t> GraphData::LayoutRows(const std::vector<int64_t>& rows) const {
   std::vector<int8_t> out(rows.size() * configs.num_config_nodes * kConfigFeatDim);
-  configs.DecompressRows(rows, out.data());
+  if (!spill) {
+    configs.DecompressRows(rows, out.data());
+    return out;
+  }
+  if (absl::Status s = spill->ReadRows(spill_offset, configs.num_config_nodes, rows, out.data()); !s.ok())
+    throw std::runtime_error(absl::StrCat(name, ": ", s.ToString()));
   return out;
 }
+
+namespace {
+
+std::string CodesDigest(const std::vector<uint32_t>& codes) {
+  Sha256 h;
+  h.Update(codes.data(), codes.size() * sizeof(uint32_t));
+  return h.HexDigest();
+}
+
+// Moves g's configurations to the spill file when keeping them would take the
+// configurations in memory past the budget.
+absl::Status KeepOrSpill(GraphData& g, const LoadOptions& o, int64_t* in_memory) {
+  const int64_t bytes = static_cast<int64_t>(g.configs.bytes());
+  if (o.config_memory_bytes < 0 || *in_memory + bytes <= o.config_memory_bytes) {
+    *in_memory += bytes;
+    return absl::OkStatus();
+  }
+  if (!o.spill)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        g.name, ": the configurations exceed the memory for them, and there is no spill file"));
+  absl::StatusOr<int64_t> at = o.spill->Append(g.configs.codes);
+  if (!at.ok()) return at.status();
+  g.spill = o.spill;
+  g.spill_offset = *at;
+  std::vector<uint32_t>().swap(g.configs.codes);
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 GraphData LayoutGraphData(LayoutGraph g, const std::string& name, const std::string& split, const LoadOptions& o) {
   GraphData d;
@@ -33,6 +68,7 @@ GraphData LayoutGraphData(LayoutGraph g, const std::string& name, const std::str
     d.config_nodes = g.node_config_ids;
   }
   d.configs = CompressedConfigs::Compress(g.config_feat.data(), g.num_configs, g.num_config_nodes());
+  d.configs_digest = CodesDigest(d.configs.codes);
   d.target.assign(g.config_runtime.begin(), g.config_runtime.end());
   return d;
 }
@@ -69,9 +105,12 @@ absl::StatusOr<std::vector<GraphData>> LoadCollectionData(const std::string& roo
     return absl::NotFoundError(absl::StrCat("collection ", c.name(), " under ", root, ": no .npz files"));
   std::vector<GraphData> out;
   out.reserve(files.size());
+  int64_t in_memory = 0;
   for (size_t i = 0; i < files.size(); ++i) {
     absl::StatusOr<GraphData> d = LoadGraphData(files[i].second, files[i].first, c.kind, o);
     if (!d.ok()) return d.status();
+    if (c.kind == CollectionKind::kLayout)
+      if (absl::Status s = KeepOrSpill(*d, o, &in_memory); !s.ok()) return s;
     out.push_back(std::move(*d));
     if (o.progress) o.progress(i + 1, files.size(), files[i].second.name);
   }
@@ -85,7 +124,7 @@ std::string DataFingerprint(const std::vector<GraphData>& graphs) {
     h.Update(g.name.data(), g.name.size());
     const std::string content = GraphContentHash(g.graph, g.config_nodes);
     h.Update(content.data(), content.size());
-    h.Update(g.configs.codes.data(), g.configs.codes.size() * sizeof(uint32_t));
+    h.Update(g.configs_digest.data(), g.configs_digest.size());
     h.Update(g.tile_feat.data(), g.tile_feat.size() * sizeof(float));
     h.Update(g.target.data(), g.target.size() * sizeof(double));
   }

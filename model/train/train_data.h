@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "model/core/dataset.h"
 #include "model/core/preprocess.h"
 #include "model/store/registry.h"
+#include "model/train/config_spill.h"
 
 namespace tgraph {
 
@@ -21,20 +23,31 @@ struct GraphData {
   NodeGraph graph;                     // pruned for layout, as loaded for tile
   std::vector<int64_t> config_nodes;   // layout: node index of each configurable node
   int64_t original_nodes = 0;
-  // Layout:
+  // Layout: the configurations, base-7 compressed, in memory (configs.codes) or, when
+  // `spill` is set, on disk at spill_offset (configs.codes empty; the counts still set).
   CompressedConfigs configs;
+  std::shared_ptr<const ConfigSpill> spill;
+  int64_t spill_offset = 0;
+  std::string configs_digest;          // SHA-256 of the codes (DataFingerprint)
   // Tile:
   std::vector<float> tile_feat;        // c x 24
   // Both: what the ranking should follow (runtime, or the tile ratio), one per config.
   std::vector<double> target;
   int64_t num_configs() const { return static_cast<int64_t>(target.size()); }
-  // Decompresses the given rows (layout only) into count x nc x 18 int8 values.
+  // Decompresses the given rows (layout only) into count x nc x 18 int8 values, from
+  // memory or the spill file. A failed read of the spill file throws std::runtime_error
+  // (the trainer reports it as its fold's error).
   std::vector<int8_t> LayoutRows(const std::vector<int64_t>& rows) const;
 };
 
 struct LoadOptions {
   bool dedup = true;
   bool prune = true;
+  // LoadCollectionData: configurations stay in memory until they would take more than
+  // config_memory_bytes (< 0: no limit); the graphs after that go to `spill`, which
+  // must then be set. The graphs' own tensors stay in memory.
+  int64_t config_memory_bytes = -1;
+  std::shared_ptr<ConfigSpill> spill;
   // Called after each graph with (done, total, name): progress output.
   std::function<void(size_t, size_t, const std::string&)> progress;
 };

@@ -55,6 +55,12 @@ ABSL_FLAG(double, query_share, 0.0,
           "Share of each step's sampled configurations scored as inference scores those outside the reference: "
           "against the others' softmax, one at a time (0: all in one softmax)");
 ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
+ABSL_FLAG(int64_t, valid_configs, 4096,
+          "Configurations per validation graph: a fixed sample of each graph's (all when it has no more; 0 = all)");
+ABSL_FLAG(int64_t, config_memory_mb, 4096,
+          "Memory for the graphs' configurations (12 bytes per configuration and configurable node); the graphs "
+          "past it keep theirs in an unnamed spill file in --spill_dir, read as steps sample them");
+ABSL_FLAG(std::string, spill_dir, "", "Directory of the configuration spill file (default: --run_dir); local disk is best");
 ABSL_FLAG(bool, progress, true, "Progress bar on stderr");
 ABSL_FLAG(std::string, measurements, "", "finetune: the measurement store's root (tgraph-server --measurement_store)");
 ABSL_FLAG(int64_t, steps, 200, "finetune: optimisation steps per fold");
@@ -193,6 +199,11 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   o.query_share = absl::GetFlag(FLAGS_query_share);
   if (!(o.query_share >= 0 && o.query_share <= 0.9)) return UsageError("--query_share must be in 0..0.9");
   o.valid_every = absl::GetFlag(FLAGS_valid_every);
+  o.valid_configs = absl::GetFlag(FLAGS_valid_configs);
+  if (o.valid_configs < 0) return UsageError("--valid_configs must be >= 0");
+  if (absl::GetFlag(FLAGS_config_memory_mb) < 0) return UsageError("--config_memory_mb must be >= 0");
+  o.config_memory_bytes = absl::GetFlag(FLAGS_config_memory_mb) << 20;
+  o.spill_dir = absl::GetFlag(FLAGS_spill_dir);
   o.progress = absl::GetFlag(FLAGS_progress);
   o.flags = {{"profile", absl::GetFlag(FLAGS_profile)}, {"epochs", absl::StrCat(o.epochs)},
              {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <numeric>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -51,9 +52,20 @@ absl::StatusOr<Prepared> LoadPrepared(const TrainOptions& o) {
       if (done == total || done % 50 == 0)
         std::fprintf(stderr, "loading graphs: %zu/%zu (%s)\n", done, total, name.c_str());
     };
+  lo.config_memory_bytes = o.config_memory_bytes;
+  absl::StatusOr<std::shared_ptr<ConfigSpill>> spill = ConfigSpill::Create(o.spill_dir.empty() ? o.run_dir : o.spill_dir);
+  if (!spill.ok()) return spill.status();
+  lo.spill = *spill;
   absl::StatusOr<std::vector<GraphData>> graphs = LoadCollectionData(o.data_root, o.collection, {"train", "valid"}, lo);
   if (!graphs.ok()) return graphs.status();
   p.graphs = std::move(*graphs);
+  if (o.progress && o.collection.kind == CollectionKind::kLayout) {
+    int64_t in_memory = 0, spilled = 0;
+    for (const GraphData& g : p.graphs) (g.spill ? spilled : in_memory) += 1;
+    std::fprintf(stderr, "configurations: %lld graphs' in memory, %lld graphs' (%.1f MiB) in a spill file in %s\n",
+                 static_cast<long long>(in_memory), static_cast<long long>(spilled),
+                 static_cast<double>((*spill)->bytes()) / (1 << 20), (*spill)->dir().c_str());
+  }
   std::vector<const NodeGraph*> all;
   for (const GraphData& g : p.graphs) all.push_back(&g.graph);
   p.info.collection = o.collection.name();
@@ -82,15 +94,33 @@ double LearningRate(const TrainOptions& o, int64_t step, int64_t total) {
   return o.lr * 0.5 * (1.0 + std::cos(M_PI * std::min(1.0, t)));
 }
 
-// Mean validation score of one network over the given graphs.
-double Validate(RankingNet& net, const Prepared& p, const std::vector<size_t>& graphs, const ScoringOptions& so) {
+// The configurations a validation graph is scored on: all, or a fixed sample of `limit`
+// (a function of the graph's name), in row order.
+std::vector<int64_t> ValidationRows(const GraphData& g, int64_t limit) {
+  std::vector<int64_t> rows(static_cast<size_t>(g.num_configs()));
+  std::iota(rows.begin(), rows.end(), 0);
+  if (limit <= 0 || g.num_configs() <= limit) return rows;
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a of the name
+  for (unsigned char ch : g.name) h = (h ^ ch) * 1099511628211ULL;
+  Rng rng(h);
+  rng.Shuffle(rows);
+  rows.resize(static_cast<size_t>(limit));
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+// Mean validation score of one network over the given graphs, each on its rows.
+double Validate(RankingNet& net, const Prepared& p, const std::vector<size_t>& graphs,
+                const std::vector<std::vector<int64_t>>& rows, const ScoringOptions& so) {
   net.eval();
   std::vector<double> scores;
-  for (size_t i : graphs) {
-    const GraphData& g = p.graphs[i];
+  for (size_t k = 0; k < graphs.size(); ++k) {
+    const GraphData& g = p.graphs[graphs[k]];
     RowStorage storage;
-    const ScoreResult r = ScoreConfigs({{&net, nullptr}}, p.tensors[i], RowsOf(g, &storage), so);
-    scores.push_back(g.tile_feat.empty() ? KendallTau(r.score, g.target) : TileScore(r.score, g.target));
+    const ScoreResult r = ScoreConfigs({{&net, nullptr}}, p.tensors[graphs[k]], SelectRows(g, rows[k], &storage), so);
+    std::vector<double> target;
+    for (int64_t row : rows[k]) target.push_back(g.target[row]);
+    scores.push_back(g.tile_feat.empty() ? KendallTau(r.score, target) : TileScore(r.score, target));
   }
   net.train();
   return FiniteMean(scores);
@@ -130,6 +160,7 @@ struct FoldData {
   Prepared p;
   RunInfo info;
   std::vector<size_t> train, valid;  // indices into p.graphs
+  std::vector<std::vector<int64_t>> valid_rows;  // per valid graph: its rows validated
 };
 
 absl::StatusOr<FoldData> LoadFoldData(const TrainOptions& o, int fold) {
@@ -150,6 +181,7 @@ absl::StatusOr<FoldData> LoadFoldData(const TrainOptions& o, int fold) {
   if (d.train.empty() || d.valid.empty())
     return absl::FailedPreconditionError(absl::StrCat("fold ", fold, " has ", d.train.size(), " training and ",
                                                       d.valid.size(), " validation graphs; use fewer --folds"));
+  for (size_t i : d.valid) d.valid_rows.push_back(ValidationRows(d.p.graphs[i], o.valid_configs));
   return d;
 }
 
@@ -273,7 +305,7 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
     if (st.step % schedule.valid_interval != 0 && st.step != schedule.total) continue;
 
     // Validation, the best weights, a checkpoint, the log and the progress line.
-    const double score = Validate(*net, d.p, d.valid, so);
+    const double score = Validate(*net, d.p, d.valid, d.valid_rows, so);
     if (std::isfinite(score) && score > st.best) {
       st.best = score;
       st.best_step = st.step;

@@ -42,6 +42,15 @@ struct TrainOptions {
   // Share of each step's sampled configurations that join the others' softmax one at a
   // time (ScoreMode::members), as inference scores configurations outside its reference.
   double query_share = 0.0;
+  // Memory for the graphs' configurations (base-7 compressed, 12 bytes per
+  // configuration and configurable node): graphs past it keep theirs in a spill file in
+  // spill_dir (empty: run_dir), read row by row as steps sample them
+  // (model/train/config_spill.h).
+  int64_t config_memory_bytes = int64_t{4} << 30;
+  std::string spill_dir;
+  // Configurations per validation graph: a fixed sample of each graph's (all when it has
+  // no more), so that a validation's time and memory stay bounded on graphs with 100,000.
+  int64_t valid_configs = 4096;
   bool progress = true;
   int64_t stop_after_steps = 0;  // > 0: stop after this many steps in this process, as if
                                  // killed (tests, time-boxed jobs); the next call resumes
