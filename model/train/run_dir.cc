@@ -92,6 +92,7 @@ absl::StatusOr<FoldState> LoadCheckpoint(const std::string& dir, RankingNet& net
   st.best = s.value("best", st.best);
   st.best_step = s.value("best_step", int64_t{-1});
   st.seconds_before = s.value("seconds", 0.0);
+  st.graphs_per_step = s.value("graphs_per_step", int64_t{1});
   if (absl::Status w = LoadWeights(net, dir + "/" + s.value("weights", "")); !w.ok()) return w;
   try {
     torch::serialize::InputArchive in;
@@ -115,7 +116,8 @@ absl::Status SaveCheckpoint(const std::string& dir, RankingNet& net, torch::opti
     return absl::InternalError(absl::StrCat(dir, ": cannot save optimizer state: ", e.what_without_backtrace()));
   }
   const json state = {{"step", st.step},   {"best", st.best},      {"best_step", st.best_step},
-                      {"weights", weights}, {"optimizer", optim}, {"seconds", seconds}};
+                      {"weights", weights}, {"optimizer", optim}, {"seconds", seconds},
+                      {"graphs_per_step", st.graphs_per_step}};
   if (absl::Status s = WriteFileAtomic(dir + "/state.json", state.dump()); !s.ok()) return s;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {

@@ -56,6 +56,7 @@ struct FoldState {
   int64_t step = 0, best_step = -1;
   double best = -std::numeric_limits<double>::infinity();
   double seconds_before = 0;  // training time of earlier processes
+  int64_t graphs_per_step = 1;  // of the steps counted (TrainOptions::graphs_per_step)
 };
 
 // Resumes from <dir>/state.json when there is one: the state, the weights and the

@@ -17,6 +17,7 @@
 #include "model/tools/cli.h"
 #include "model/nn/model_io.h"
 #include "model/tools/tool.h"
+#include "model/train/distributed.h"
 #include "model/train/finetune.h"
 #include "model/train/publish.h"
 #include "model/train/trainer.h"
@@ -62,6 +63,20 @@ ABSL_FLAG(int64_t, config_memory_mb, 4096,
           "past it keep theirs in an unnamed spill file in --spill_dir, read as steps sample them");
 ABSL_FLAG(std::string, spill_dir, "", "Directory of the configuration spill file (default: --run_dir); local disk is best");
 ABSL_FLAG(bool, progress, true, "Progress bar on stderr");
+ABSL_FLAG(int, world_size, 0,
+          "Ranks of data-parallel training (c10d/Gloo); 0 = $WORLD_SIZE, else 1 (this process alone)");
+ABSL_FLAG(int, rank, -1, "This process's rank, 0..world_size-1; -1 = $RANK, else $JOB_COMPLETION_INDEX, else 0");
+ABSL_FLAG(std::string, master_addr, "", "Rank 0's address for the rendezvous; empty = $MASTER_ADDR, else 127.0.0.1");
+ABSL_FLAG(int, master_port, 0, "Rank 0's rendezvous port (TCPStore); 0 = $MASTER_PORT, else 29500");
+ABSL_FLAG(std::string, gloo_interface, "",
+          "Network interface for Gloo's traffic (e.g. eth0); empty = $GLOO_SOCKET_IFNAME, else the address the "
+          "host name resolves to");
+ABSL_FLAG(int, dist_timeout_s, 1800,
+          "Seconds a rank waits for the others (rendezvous, every all-reduce) before the job fails; covers the "
+          "other ranks' data loading");
+ABSL_FLAG(int64_t, graphs_per_step, 0,
+          "Graphs per optimisation step over all ranks, their losses averaged (0 = one per rank); the same value "
+          "trains the same weights on any number of ranks");
 ABSL_FLAG(std::string, measurements, "", "finetune: the measurement store's root (tgraph-server --measurement_store)");
 ABSL_FLAG(int64_t, steps, 200, "finetune: optimisation steps per fold");
 ABSL_FLAG(double, finetune_lr, 1e-4,
@@ -204,6 +219,8 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   if (absl::GetFlag(FLAGS_config_memory_mb) < 0) return UsageError("--config_memory_mb must be >= 0");
   o.config_memory_bytes = absl::GetFlag(FLAGS_config_memory_mb) << 20;
   o.spill_dir = absl::GetFlag(FLAGS_spill_dir);
+  o.graphs_per_step = absl::GetFlag(FLAGS_graphs_per_step);
+  if (o.graphs_per_step < 0) return UsageError("--graphs_per_step must be >= 0");
   o.progress = absl::GetFlag(FLAGS_progress);
   o.flags = {{"profile", absl::GetFlag(FLAGS_profile)}, {"epochs", absl::StrCat(o.epochs)},
              {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
@@ -213,27 +230,65 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   return o;
 }
 
+// The ranks of data-parallel training: the environment's (torch.distributed's env://
+// variables), overridden by the flags given.
+absl::StatusOr<tgraph::DistributedOptions> DistributedFromFlags() {
+  absl::StatusOr<tgraph::DistributedOptions> d = tgraph::DistributedOptionsFromEnv({});
+  if (!d.ok()) return UsageError(d.status().message());
+  if (absl::GetFlag(FLAGS_world_size) > 0) d->world_size = absl::GetFlag(FLAGS_world_size);
+  if (absl::GetFlag(FLAGS_rank) >= 0) d->rank = absl::GetFlag(FLAGS_rank);
+  if (!absl::GetFlag(FLAGS_master_addr).empty()) d->master_addr = absl::GetFlag(FLAGS_master_addr);
+  if (absl::GetFlag(FLAGS_master_port) > 0) d->master_port = absl::GetFlag(FLAGS_master_port);
+  if (!absl::GetFlag(FLAGS_gloo_interface).empty()) d->interface = absl::GetFlag(FLAGS_gloo_interface);
+  if (absl::GetFlag(FLAGS_dist_timeout_s) < 1) return UsageError("--dist_timeout_s must be >= 1");
+  d->timeout = std::chrono::seconds(absl::GetFlag(FLAGS_dist_timeout_s));
+  if (d->world_size < 1 || d->rank < 0 || d->rank >= d->world_size)
+    return UsageError(absl::StrCat("--rank ", d->rank, " is outside 0..", d->world_size - 1, " (--world_size ",
+                                   d->world_size, ")"));
+  return *d;
+}
+
 // Trains the folds (one with --fold, else 0..train_folds-1), then publishes them when
-// --registry is set and every fold was trained here.
+// --registry is set and every fold was trained here (rank 0 only, once every rank
+// finished).
 int Train() {
   absl::StatusOr<tgraph::TrainOptions> o = TrainOptionsFromFlags();
   if (!o.ok()) return Fail(o.status());
+  absl::StatusOr<tgraph::DistributedOptions> dist = DistributedFromFlags();
+  if (!dist.ok()) return Fail(dist.status());
   torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
-  std::fprintf(stderr, "tgraph-train: %s, %s hidden %lld, torch threads %d, OMP_WAIT_POLICY %s\n",
+  std::fprintf(stderr, "tgraph-train: %s, %s hidden %lld, torch threads %d, OMP_WAIT_POLICY %s%s\n",
                o->collection.name().c_str(), tgraph::ArchitectureName(o->spec.architecture),
-               static_cast<long long>(o->spec.hidden), torch::get_num_threads(), tgraph::OpenMpWaitPolicy().c_str());
+               static_cast<long long>(o->spec.hidden), torch::get_num_threads(), tgraph::OpenMpWaitPolicy().c_str(),
+               dist->world_size > 1 ? absl::StrCat(", rank ", dist->rank, " of ", dist->world_size).c_str() : "");
+  if (dist->rank > 0) o->progress = false;
+  // Every rank prepares (loads the data, checks or writes run.json: written atomically,
+  // the same by every rank) before the rendezvous, so that loading runs in parallel.
   if (absl::Status s = tgraph::PrepareRun(*o); !s.ok()) return Fail(s);
+  std::unique_ptr<tgraph::Collective> collective;
+  if (dist->world_size > 1) {
+    absl::StatusOr<std::unique_ptr<tgraph::Collective>> c = tgraph::ConnectGloo(*dist);
+    if (!c.ok()) return Fail(c.status());
+    collective = std::move(*c);
+    o->collective = collective.get();
+  }
   std::vector<int> folds;
   if (absl::GetFlag(FLAGS_fold) >= 0) folds = {absl::GetFlag(FLAGS_fold)};
   else for (int k = 0; k < o->train_folds; ++k) folds.push_back(k);
   for (int k : folds) {
     absl::StatusOr<tgraph::FoldResult> r = tgraph::TrainFold(*o, k);
     if (!r.ok()) return Fail(r.status());
+    if (dist->rank > 0) {
+      std::printf("fold %d: done (rank %d of %d; rank 0 writes the fold's files)\n", r->fold, dist->rank,
+                  dist->world_size);
+      continue;
+    }
     std::printf("fold %d: best validation %s %.4f at step %lld, %.1f s, peak RSS %.0f MiB\n", r->fold,
                 o->collection.kind == tgraph::CollectionKind::kTile ? "M_tile" : "tau", r->valid_score,
                 static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20));
   }
-  if (absl::GetFlag(FLAGS_registry).empty() || absl::GetFlag(FLAGS_fold) >= 0) return tgraph::kExitOk;
+  if (absl::GetFlag(FLAGS_registry).empty() || absl::GetFlag(FLAGS_fold) >= 0 || dist->rank > 0)
+    return tgraph::kExitOk;
   return Publish(o->collection.name());
 }
 
@@ -245,6 +300,7 @@ int main(int argc, char** argv) {
       argc, argv,
       "K-fold training of TGraph and publishing to the model registry.\n"
       "  tgraph-train --data ROOT --collection C --run_dir RUN [--registry REG] [--fold K] [--profile quick]\n"
+      "               [--world_size N --rank R --master_addr HOST --master_port P]   (data-parallel, c10d/Gloo)\n"
       "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N] [--require_folds N]\n"
       "  tgraph-train finetune --registry REG --collection C --measurements STORE --run_dir WORK [--data BASE]\n"
       "                        [--steps 200] [--finetune_lr 1e-4] [--holdout 0.2] [--min_heldout_configs 30]\n"

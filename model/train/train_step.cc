@@ -60,8 +60,8 @@ int64_t ReferenceMembers(int64_t count, double query_share) {
   return std::clamp<int64_t>(count - queries, 1, std::max<int64_t>(1, count));
 }
 
-double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& tensors, const GraphData& g,
-                 const std::vector<int64_t>& rows, double lr, double clip_norm, double query_share) {
+double AccumulateGradients(RankingNet& net, const GraphTensors& tensors, const GraphData& g,
+                           const std::vector<int64_t>& rows, double weight, double query_share) {
   torch::Tensor target = torch::empty({static_cast<int64_t>(rows.size())}, torch::kFloat32);
   for (size_t i = 0; i < rows.size(); ++i) target[static_cast<int64_t>(i)] = static_cast<float>(g.target[rows[i]]);
   RowStorage storage;
@@ -69,15 +69,58 @@ double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& 
   std::vector<int64_t> in_order(rows.size());
   std::iota(in_order.begin(), in_order.end(), 0);
   const ConfigBatch b = GatherConfigs(selected, in_order, 0, in_order.size());
-  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
-  opt.zero_grad();
   ScoreMode mode;
   mode.members = ReferenceMembers(static_cast<int64_t>(rows.size()), query_share);
   torch::Tensor loss = PairwiseHingeLoss(net.Score(tensors, b, nullptr, mode), target);
-  loss.backward();
+  (weight == 1.0 ? loss : loss * weight).backward();
+  return loss.item<double>();
+}
+
+void ApplyGradients(RankingNet& net, torch::optim::AdamW& opt, double lr, double clip_norm) {
+  for (auto& group : opt.param_groups()) group.options().set_lr(lr);
   torch::nn::utils::clip_grad_norm_(net.parameters(), clip_norm);
   opt.step();
-  return loss.item<double>();
+}
+
+double SumGradients(RankingNet& net, Collective& collective, double loss) {
+  const std::vector<torch::Tensor> params = net.parameters();
+  int64_t total = 0;
+  for (const torch::Tensor& p : params) total += p.numel();
+  const int64_t flags = total, loss_at = total + static_cast<int64_t>(params.size());
+  torch::Tensor flat = torch::zeros({loss_at + 1}, torch::kFloat32);
+  float* f = flat.data_ptr<float>();
+  int64_t at = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const torch::Tensor& grad = params[i].grad();
+    if (grad.defined()) {
+      const torch::Tensor g = grad.contiguous();
+      std::copy_n(g.data_ptr<float>(), g.numel(), f + at);
+      f[flags + static_cast<int64_t>(i)] = 1.0f;
+    }
+    at += params[i].numel();
+  }
+  f[loss_at] = static_cast<float>(loss);
+  collective.AllReduceSum(flat);
+  f = flat.data_ptr<float>();
+  at = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    torch::Tensor p = params[i];
+    if (f[flags + static_cast<int64_t>(i)] > 0) {  // some rank's graphs reached it
+      if (!p.grad().defined()) p.mutable_grad() = torch::empty_like(p);
+      torch::Tensor grad = p.mutable_grad();
+      std::copy_n(f + at, p.numel(), grad.data_ptr<float>());
+    }
+    at += p.numel();
+  }
+  return f[loss_at];
+}
+
+double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& tensors, const GraphData& g,
+                 const std::vector<int64_t>& rows, double lr, double clip_norm, double query_share) {
+  opt.zero_grad();
+  const double loss = AccumulateGradients(net, tensors, g, rows, 1.0, query_share);
+  ApplyGradients(net, opt, lr, clip_norm);
+  return loss;
 }
 
 }  // namespace tgraph

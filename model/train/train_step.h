@@ -13,6 +13,7 @@
 #include "model/core/rng.h"
 #include "model/nn/scoring.h"
 #include "model/nn/tgraph_net.h"
+#include "model/train/distributed.h"
 #include "model/train/train_data.h"
 
 namespace tgraph {
@@ -44,10 +45,21 @@ constexpr double kDefaultQueryShare = 0.0;
 // one, and all of them when the share rounds to none.
 int64_t ReferenceMembers(int64_t count, double query_share);
 
-// Sets the learning rate, then forward (the first ReferenceMembers(rows, query_share)
-// rows as the cross-attention's reference), pairwise hinge loss against g's targets of
-// `rows` (all of them), backward, gradient clipping and the optimizer step. Returns the
-// loss.
+// One step in parts, for steps over several graphs and ranks (model/train/trainer.h):
+// AccumulateGradients runs forward and backward of one graph's sample (the first
+// ReferenceMembers(rows, query_share) rows as the cross-attention's reference) and adds
+// the gradients of `weight` x its pairwise hinge loss to the parameters' .grad (the
+// caller zeroes them once per step); it returns the loss, unweighted. SumGradients
+// replaces every rank's gradients by their sum over the ranks (a parameter no rank's
+// graphs reached keeps no gradient, as on one rank) and returns the sum of `loss`.
+// ApplyGradients sets the learning rate, clips the gradients' norm and steps.
+double AccumulateGradients(RankingNet& net, const GraphTensors& tensors, const GraphData& g,
+                           const std::vector<int64_t>& rows, double weight, double query_share);
+double SumGradients(RankingNet& net, Collective& collective, double loss);
+void ApplyGradients(RankingNet& net, torch::optim::AdamW& opt, double lr, double clip_norm);
+
+// One graph's step (fine-tuning's): zero the gradients, AccumulateGradients with
+// weight 1, ApplyGradients. Returns the loss.
 double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& tensors, const GraphData& g,
                  const std::vector<int64_t>& rows, double lr, double clip_norm,
                  double query_share = kDefaultQueryShare);

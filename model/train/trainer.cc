@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
+#include <optional>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -109,20 +110,30 @@ std::vector<int64_t> ValidationRows(const GraphData& g, int64_t limit) {
   return rows;
 }
 
-// Mean validation score of one network over the given graphs, each on its rows.
+// Mean validation score of one network over the given graphs, each on its rows. With a
+// collective, rank r scores the graphs k = r (mod ranks) and the scores are gathered (by
+// a sum over ranks of vectors that are zero elsewhere: exact), so every rank returns
+// what one rank would.
 double Validate(RankingNet& net, const Prepared& p, const std::vector<size_t>& graphs,
-                const std::vector<std::vector<int64_t>>& rows, const ScoringOptions& so) {
+                const std::vector<std::vector<int64_t>>& rows, const ScoringOptions& so, Collective* collective) {
+  const size_t rank = collective ? static_cast<size_t>(collective->rank()) : 0;
+  const size_t ranks = collective ? static_cast<size_t>(collective->world_size()) : 1;
   net.eval();
-  std::vector<double> scores;
-  for (size_t k = 0; k < graphs.size(); ++k) {
+  std::vector<double> scores(graphs.size(), 0.0);
+  for (size_t k = rank; k < graphs.size(); k += ranks) {
     const GraphData& g = p.graphs[graphs[k]];
     RowStorage storage;
     const ScoreResult r = ScoreConfigs({{&net, nullptr}}, p.tensors[graphs[k]], SelectRows(g, rows[k], &storage), so);
     std::vector<double> target;
     for (int64_t row : rows[k]) target.push_back(g.target[row]);
-    scores.push_back(g.tile_feat.empty() ? KendallTau(r.score, target) : TileScore(r.score, target));
+    scores[k] = g.tile_feat.empty() ? KendallTau(r.score, target) : TileScore(r.score, target);
   }
   net.train();
+  if (collective) {
+    torch::Tensor t = torch::from_blob(scores.data(), {static_cast<int64_t>(scores.size())}, torch::kFloat64).clone();
+    collective->AllReduceSum(t);
+    std::copy_n(t.data_ptr<double>(), scores.size(), scores.begin());
+  }
   return FiniteMean(scores);
 }
 
@@ -185,31 +196,48 @@ absl::StatusOr<FoldData> LoadFoldData(const TrainOptions& o, int fold) {
   return d;
 }
 
-// How long a fold trains, in steps (one graph each).
+// How long a fold trains, in steps (graphs_per_step graphs each; the last of an epoch
+// may have fewer).
 struct FoldSchedule {
   double epochs = 0;
+  int64_t graphs_per_step = 1, train_graphs = 0;
   int64_t steps_per_epoch = 0, total = 0, batch = 0, valid_interval = 0;
 };
+
+int64_t GraphsPerStep(const TrainOptions& o) {
+  if (o.graphs_per_step > 0) return o.graphs_per_step;
+  return o.collective ? o.collective->world_size() : 1;
+}
 
 FoldSchedule ScheduleOf(const TrainOptions& o, size_t train_graphs) {
   FoldSchedule s;
   s.epochs = o.epochs > 0 ? o.epochs : DefaultEpochs(o.collection);
-  s.steps_per_epoch = static_cast<int64_t>(train_graphs);
+  s.graphs_per_step = GraphsPerStep(o);
+  s.train_graphs = static_cast<int64_t>(train_graphs);
+  s.steps_per_epoch = (s.train_graphs + s.graphs_per_step - 1) / s.graphs_per_step;
   s.total = std::max<int64_t>(1, std::llround(s.epochs * static_cast<double>(s.steps_per_epoch)));
   s.batch = o.batch_configs > 0 ? o.batch_configs : DefaultTrainingBatch(o.collection);
   s.valid_interval = std::max<int64_t>(1, o.valid_every * s.steps_per_epoch);
   return s;
 }
 
-// The graph and configuration rows of each step, a function of (seed, fold, step)
-// alone, so that a resumed fold draws what an uninterrupted one would have drawn.
+// The graphs of one step that a rank trains on (indices into the run's graphs, with
+// their configuration rows), and how many the step has over all ranks.
+struct StepDraw {
+  std::vector<std::pair<size_t, std::vector<int64_t>>> mine;
+  int64_t total = 0;
+};
+
+// The graphs and configuration rows of each step, a function of (seed, fold, step,
+// graphs per step) alone, so that a resumed fold draws what an uninterrupted one would
+// have drawn, and N ranks draw between them what one rank draws.
 class BatchSampler {
  public:
   BatchSampler(const TrainOptions& o, int fold, const std::vector<size_t>& train, const FoldSchedule& s)
       : seed_(o.seed), fold_(static_cast<uint64_t>(fold)), train_(train), schedule_(s) {}
 
-  // The graph (an index into the run's graphs) and rows for `step`.
-  std::pair<size_t, std::vector<int64_t>> Draw(int64_t step, const std::vector<GraphData>& graphs) {
+  // Step `step`'s graphs j = rank, rank + ranks, ... of its graphs_per_step.
+  StepDraw Draw(int64_t step, const std::vector<GraphData>& graphs, int rank, int ranks) {
     const int64_t epoch = step / schedule_.steps_per_epoch;
     if (epoch != order_epoch_) {  // the epoch's graph order is a function of (seed, fold, epoch)
       order_ = train_;
@@ -217,9 +245,16 @@ class BatchSampler {
       rng.Shuffle(order_);
       order_epoch_ = epoch;
     }
-    const size_t gi = order_[static_cast<size_t>(step % schedule_.steps_per_epoch)];
-    Rng rng(seed_ * 7919 + fold_ * 104729 + static_cast<uint64_t>(step));
-    return {gi, SampleRows(graphs[gi], schedule_.batch, rng)};
+    const int64_t g = schedule_.graphs_per_step;
+    const int64_t first = (step % schedule_.steps_per_epoch) * g;
+    StepDraw d;
+    d.total = std::min(g, schedule_.train_graphs - first);
+    for (int64_t j = rank; j < d.total; j += ranks) {
+      const size_t gi = order_[static_cast<size_t>(first + j)];
+      Rng rng(seed_ * 7919 + fold_ * 104729 + static_cast<uint64_t>(step * g + j));
+      d.mine.emplace_back(gi, SampleRows(graphs[gi], schedule_.batch, rng));
+    }
+    return d;
   }
 
  private:
@@ -229,6 +264,24 @@ class BatchSampler {
   std::vector<size_t> order_;
   int64_t order_epoch_ = -1;
 };
+
+// With ranks: every rank resumes at rank 0's step and from rank 0's weights, or the fold
+// fails (the ranks do not share the run directory).
+absl::Status AgreeOnStart(Collective& c, RankingNet& net, const FoldState& st, const std::string& dir) {
+  torch::Tensor step = torch::tensor({static_cast<double>(st.step)}, torch::kFloat64);
+  c.Broadcast(step);
+  if (step.item<double>() != static_cast<double>(st.step))
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": rank ", c.rank(), " resumes at step ", st.step, " but rank 0 at step ",
+        static_cast<int64_t>(step.item<double>()), "; every rank must see rank 0's --run_dir (shared storage)"));
+  torch::NoGradGuard no_grad;
+  for (torch::Tensor& p : net.parameters()) {
+    torch::Tensor t = p.detach().clone();
+    c.Broadcast(t);
+    p.copy_(t);
+  }
+  return absl::OkStatus();
+}
 
 // Validation scores as the published model will: against a reference of the run's
 // size, in groups of a training batch.
@@ -269,12 +322,26 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
   absl::StatusOr<FoldState> resumed = LoadCheckpoint(dir, *net, *opt);
   if (!resumed.ok()) return resumed.status();
   FoldState st = *resumed;
-  if (o.progress && st.step > 0)
+  if (st.step > 0 && st.graphs_per_step != schedule.graphs_per_step)
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": the checkpoint was trained with --graphs_per_step ", st.graphs_per_step, ", not ",
+        schedule.graphs_per_step, "; resume with the same (on any number of ranks) or use a new --run_dir"));
+  st.graphs_per_step = schedule.graphs_per_step;
+  Collective* const ranks = o.collective;
+  const int rank = ranks ? ranks->rank() : 0, world = ranks ? ranks->world_size() : 1;
+  const bool writer = rank == 0;  // rank 0 alone writes the fold's files and progress
+  if (ranks)
+    if (absl::Status s = AgreeOnStart(*ranks, *net, st, dir); !s.ok()) return s;
+  if (o.progress && writer && st.step > 0)
     std::fprintf(stderr, "fold %d: resuming at step %lld of %lld\n", fold, static_cast<long long>(st.step),
                  static_cast<long long>(schedule.total));
 
-  absl::StatusOr<FoldLog> log = FoldLog::Open(dir + "/log.jsonl");
-  if (!log.ok()) return log.status();
+  std::optional<FoldLog> log;
+  if (writer) {
+    absl::StatusOr<FoldLog> opened = FoldLog::Open(dir + "/log.jsonl");
+    if (!opened.ok()) return opened.status();
+    log.emplace(std::move(*opened));
+  }
   const ScoringOptions so = ValidationScoring(o);
   BatchSampler sampler(o, fold, d.train, schedule);
   FoldProgress progress(fold, schedule.total, schedule.steps_per_epoch, schedule.epochs, st.step);
@@ -296,21 +363,35 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
   int64_t loss_count = 0;
   while (st.step < schedule.total) {
     if (o.stop_after_steps > 0 && st.step - start_step >= o.stop_after_steps) return result(false);
-    // One step.
-    const auto [gi, rows] = sampler.Draw(st.step, d.p.graphs);
+    // One step: this rank's graphs, the gradients summed over the ranks, one update.
+    const StepDraw draw = sampler.Draw(st.step, d.p.graphs, rank, world);
     const double lr = LearningRate(o, st.step, schedule.total);
-    loss_sum += TrainStep(*net, *opt, d.p.tensors[gi], d.p.graphs[gi], rows, lr, o.clip_norm, o.query_share);
+    const double weight = 1.0 / static_cast<double>(draw.total);
+    opt->zero_grad();
+    double loss = 0;
+    for (const auto& [gi, rows] : draw.mine)
+      loss += AccumulateGradients(*net, d.p.tensors[gi], d.p.graphs[gi], rows, weight, o.query_share);
+    if (ranks) loss = SumGradients(*net, *ranks, loss);
+    ApplyGradients(*net, *opt, lr, o.clip_norm);
+    loss_sum += loss * weight;
     ++loss_count;
     ++st.step;
     if (st.step % schedule.valid_interval != 0 && st.step != schedule.total) continue;
 
     // Validation, the best weights, a checkpoint, the log and the progress line.
-    const double score = Validate(*net, d.p, d.valid, d.valid_rows, so);
-    if (std::isfinite(score) && score > st.best) {
+    const double score = Validate(*net, d.p, d.valid, d.valid_rows, so, ranks);
+    const bool better = std::isfinite(score) && score > st.best;
+    if (better) {
       st.best = score;
       st.best_step = st.step;
-      if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
     }
+    if (!writer) {
+      loss_sum = 0;
+      loss_count = 0;
+      continue;
+    }
+    if (better)
+      if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
     if (absl::Status s = SaveCheckpoint(dir, *net, *opt, st, st.seconds_before + elapsed()); !s.ok()) return s;
     const double mean_loss = loss_count ? loss_sum / static_cast<double>(loss_count) : 0.0;
     log->Write({{"fold", fold},
@@ -325,6 +406,7 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
     loss_sum = 0;
     loss_count = 0;
   }
+  if (!writer) return result(true);
   return FinishFold(dir, *net, result(true), schedule.total);
 }
 

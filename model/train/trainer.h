@@ -15,6 +15,7 @@
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
 #include "model/store/registry.h"
+#include "model/train/distributed.h"
 #include "model/train/run_dir.h"
 
 namespace tgraph {
@@ -51,6 +52,17 @@ struct TrainOptions {
   // Configurations per validation graph: a fixed sample of each graph's (all when it has
   // no more), so that a validation's time and memory stay bounded on graphs with 100,000.
   int64_t valid_configs = 4096;
+  // Data parallelism. Each step trains on graphs_per_step graphs (0: one per rank) of
+  // the epoch's order, dealt round-robin to the collective's ranks; their losses are
+  // averaged (each rank's gradients summed over the ranks) before one optimizer step.
+  // Which graphs and configurations a step takes depends on (seed, fold, step,
+  // graphs_per_step), never on the number of ranks: N ranks train the weights one rank
+  // trains with the same graphs_per_step, and a checkpoint resumes with any number of
+  // ranks (not another graphs_per_step). Every rank loads the data and reads its
+  // checkpoint from the same run_dir (shared storage); rank 0 alone writes the fold's
+  // files. Validation graphs are shared out across the ranks. null: this process alone.
+  int graphs_per_step = 0;
+  Collective* collective = nullptr;
   bool progress = true;
   int64_t stop_after_steps = 0;  // > 0: stop after this many steps in this process, as if
                                  // killed (tests, time-boxed jobs); the next call resumes
@@ -63,6 +75,8 @@ struct TrainOptions {
 absl::Status PrepareRun(const TrainOptions& options);
 
 // Trains one fold (resuming from its checkpoint if there is one); PrepareRun first.
+// With a collective, every rank calls it for the same fold; a rank that fails (or a
+// peer that exits) makes every rank's call fail.
 absl::StatusOr<FoldResult> TrainFold(const TrainOptions& options, int fold);
 
 }  // namespace tgraph
