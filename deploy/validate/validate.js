@@ -7,7 +7,8 @@
 // 2. The objects agree with each other: Service and PDB selectors, HPA target,
 //    volumes (PVCs, generated ConfigMaps), named ports, probe ports and health
 //    service names, images, the drain timeout against the grace period, the Indexed
-//    Job's completions against --folds and the publish Job's --require_folds.
+//    Job's completions against --folds and the publish Job's --require_folds, the
+//    data-parallel Job's ranks, rendezvous Service and address.
 // 3. They agree with the code: every flag in server.flags and in the Jobs' args is a
 //    flag of the binary (from its --help), the router hashes on the header the
 //    client library sets, and Envoy's upstream is the headless Service.
@@ -179,7 +180,8 @@ for (const w of workloads) {
   }
 }
 
-for (const s of byKind("Service")) {
+const isJobService = (s) => s.obj.spec.selector && s.obj.spec.selector["job-name"] !== undefined;
+for (const s of byKind("Service").filter((x) => !isJobService(x))) {
   const where = `${rel(s.file)} Service/${name(s)}`;
   const targets = workloads.filter((w) => w.obj.kind === "Deployment" && matches(s.obj.spec.selector, podLabels(w)));
   if (targets.length !== 1) { fail(where, `selector matches ${targets.length} Deployments, expected 1`); continue; }
@@ -219,7 +221,9 @@ for (const d of byKind("Deployment")) {
 }
 
 // The training Jobs: one pod per fold, publish waits for all of them.
-const train = byKind("Job").find((j) => j.obj.spec.completionMode === "Indexed");
+const envOf = (c, n) => (c.env || []).find((x) => x.name === n);
+const isDistributed = (j) => j.obj.spec.completionMode === "Indexed" && !!envOf(podSpec(j).containers[0], "WORLD_SIZE");
+const train = byKind("Job").find((j) => j.obj.spec.completionMode === "Indexed" && !isDistributed(j));
 const publish = byKind("Job").find((j) => (podSpec(j).containers[0].command || []).includes("publish"));
 if (!train || !publish) fail("deploy/k8s/training", "needs an Indexed training Job and a publish Job");
 else {
@@ -237,6 +241,39 @@ else {
   if (arg(pc, "require_folds") !== String(train.obj.spec.completions))
     fail(pwhere, `--require_folds ${arg(pc, "require_folds")} must equal the training Job's completions ${train.obj.spec.completions}`);
   if (arg(pc, "registry") !== flagValue(flagsText, "registry")) fail(pwhere, "--registry differs from the servers' (server.flags)");
+}
+// Data-parallel training: one rank per pod, all at once, RANK from the completion index,
+// rank 0 reachable at <job>-0.<subdomain> through a headless Service of the Job's pods.
+const distributed = byKind("Job").filter(isDistributed);
+if (distributed.length === 0) fail("deploy/k8s/training", "needs a data-parallel training Job (WORLD_SIZE)");
+for (const j of distributed) {
+  const where = `${rel(j.file)} Job/${name(j)}`;
+  const spec = podSpec(j), c = spec.containers[0];
+  const world = Number(envOf(c, "WORLD_SIZE").value);
+  if (!(world >= 2)) fail(where, `WORLD_SIZE ${envOf(c, "WORLD_SIZE").value}: expected an integer >= 2`);
+  if (j.obj.spec.completions !== world || j.obj.spec.parallelism !== world)
+    fail(where, `completions ${j.obj.spec.completions} and parallelism ${j.obj.spec.parallelism} must both equal WORLD_SIZE ${world}`);
+  const rank = envOf(c, "RANK");
+  if (!rank || !rank.valueFrom || !rank.valueFrom.fieldRef ||
+      rank.valueFrom.fieldRef.fieldPath !== "metadata.annotations['batch.kubernetes.io/job-completion-index']")
+    fail(where, "RANK must come from the job-completion-index annotation");
+  const svc = byKind("Service").find((s) => name(s) === spec.subdomain);
+  if (!svc) fail(where, `subdomain ${spec.subdomain}: no Service of that name`);
+  else {
+    if (svc.obj.spec.clusterIP !== "None") fail(where, `Service ${name(svc)} must be headless (clusterIP: None)`);
+    if (!svc.obj.spec.publishNotReadyAddresses) fail(where, `Service ${name(svc)} must publish not-ready addresses (ranks start unready)`);
+    if ((svc.obj.spec.selector || {})["job-name"] !== name(j)) fail(where, `Service ${name(svc)} does not select this Job's pods`);
+  }
+  const master = (envOf(c, "MASTER_ADDR") || {}).value || "";
+  const wantMaster = `${name(j)}-0.${spec.subdomain}.${j.obj.metadata.namespace || kustomization.namespace}.svc.cluster.local`;
+  if (master !== wantMaster) fail(where, `MASTER_ADDR ${master}: expected rank 0's name ${wantMaster}`);
+  const port = Number((envOf(c, "MASTER_PORT") || {}).value);
+  if (!(c.ports || []).some((p) => p.containerPort === port)) fail(where, `MASTER_PORT ${port} is not a container port`);
+  if ((c.args || []).some((a) => a.startsWith("--registry"))) fail(where, "ranks never publish: publish-job.yaml does");
+  const gps = ((c.args || []).find((a) => a.startsWith("--graphs_per_step=")) || "").split("=")[1];
+  if (!gps || Number(gps) < 1) fail(where, "--graphs_per_step must be set (> 0), so that the run's steps do not depend on the number of pods");
+  const spill = ((c.args || []).find((a) => a.startsWith("--spill_dir=")) || "").split("=")[1];
+  if (spill && !(c.volumeMounts || []).some((m) => m.mountPath === spill)) fail(where, `--spill_dir ${spill} is not a mounted volume`);
 }
 console.log(`references: ${objects.length} objects cross-checked`);
 

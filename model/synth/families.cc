@@ -190,12 +190,15 @@ BuiltGraph MakeXlaGraph(Rng& rng, int target_nodes) {
           b.nodes()};
 }
 
+// Deep enough to reach TpuGraphs' largest nlp graphs (21,919 nodes at 81 per layer).
+constexpr int kMaxNlpLayers = 272;
+
 BuiltGraph MakeNlpGraph(Rng& rng, int target_nodes) {
   GraphBuilder b;
   const ElemType t = FloatType(rng);
   const bool compact = target_nodes < 100;
   const int per_layer = compact ? 55 : 81;
-  const int layers = std::clamp((target_nodes - 1) / per_layer, 1, 24);
+  const int layers = std::clamp((target_nodes - 1) / per_layer, 1, kMaxNlpLayers);
   const int64_t hidden = rng.Pick(std::vector<int64_t>{128, 256, 512, 768, 1024});
   std::vector<int64_t> head_options;
   for (int64_t h : {2, 4, 8, 12, 16})

@@ -29,7 +29,7 @@ struct PresetSpec {
   bool log_uniform = false;  // draw sizes log-uniformly (the real dataset is heavy-tailed)
 };
 
-// "tiny", "ci" or "full"; the error lists them.
+// "tiny", "ci", "nlp-scale" or "full"; the error lists them.
 absl::StatusOr<PresetSpec> GetPreset(const std::string& name);
 
 struct GenerateOptions {

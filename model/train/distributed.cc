@@ -68,8 +68,7 @@ class GlooCollective : public Collective {
 
 absl::StatusOr<DistributedOptions> DistributedOptionsFromEnv(const DistributedOptions& defaults) {
   DistributedOptions o = defaults;
-  if (absl::Status s = IntFromEnv("JOB_COMPLETION_INDEX", &o.rank); !s.ok()) return s;
-  if (absl::Status s = IntFromEnv("RANK", &o.rank); !s.ok()) return s;  // RANK wins
+  if (absl::Status s = IntFromEnv("RANK", &o.rank); !s.ok()) return s;
   if (absl::Status s = IntFromEnv("WORLD_SIZE", &o.world_size); !s.ok()) return s;
   if (absl::Status s = IntFromEnv("MASTER_PORT", &o.master_port); !s.ok()) return s;
   if (const char* v = std::getenv("MASTER_ADDR"); v != nullptr && *v != '\0') o.master_addr = v;

@@ -35,8 +35,9 @@ struct DistributedOptions {
 };
 
 // Rank, world size and rendezvous from the environment, as torch.distributed's env://
-// reads them: RANK (else JOB_COMPLETION_INDEX, a Kubernetes Indexed Job's), WORLD_SIZE,
-// MASTER_ADDR, MASTER_PORT, GLOO_SOCKET_IFNAME; unset variables keep `defaults`.
+// reads them: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, GLOO_SOCKET_IFNAME; unset
+// variables keep `defaults`. (A Kubernetes Indexed Job sets RANK from its completion
+// index: deploy/k8s/training/train-distributed-job.yaml.)
 // INVALID_ARGUMENT names a variable that does not parse.
 absl::StatusOr<DistributedOptions> DistributedOptionsFromEnv(const DistributedOptions& defaults);
 

@@ -65,7 +65,7 @@ ABSL_FLAG(std::string, spill_dir, "", "Directory of the configuration spill file
 ABSL_FLAG(bool, progress, true, "Progress bar on stderr");
 ABSL_FLAG(int, world_size, 0,
           "Ranks of data-parallel training (c10d/Gloo); 0 = $WORLD_SIZE, else 1 (this process alone)");
-ABSL_FLAG(int, rank, -1, "This process's rank, 0..world_size-1; -1 = $RANK, else $JOB_COMPLETION_INDEX, else 0");
+ABSL_FLAG(int, rank, -1, "This process's rank, 0..world_size-1; -1 = $RANK, else 0");
 ABSL_FLAG(std::string, master_addr, "", "Rank 0's address for the rendezvous; empty = $MASTER_ADDR, else 127.0.0.1");
 ABSL_FLAG(int, master_port, 0, "Rank 0's rendezvous port (TCPStore); 0 = $MASTER_PORT, else 29500");
 ABSL_FLAG(std::string, gloo_interface, "",
@@ -242,6 +242,7 @@ absl::StatusOr<tgraph::DistributedOptions> DistributedFromFlags() {
   if (!absl::GetFlag(FLAGS_gloo_interface).empty()) d->interface = absl::GetFlag(FLAGS_gloo_interface);
   if (absl::GetFlag(FLAGS_dist_timeout_s) < 1) return UsageError("--dist_timeout_s must be >= 1");
   d->timeout = std::chrono::seconds(absl::GetFlag(FLAGS_dist_timeout_s));
+  if (d->world_size == 1) d->rank = 0;  // alone: a RANK left in the environment means nothing
   if (d->world_size < 1 || d->rank < 0 || d->rank >= d->world_size)
     return UsageError(absl::StrCat("--rank ", d->rank, " is outside 0..", d->world_size - 1, " (--world_size ",
                                    d->world_size, ")"));
