@@ -359,11 +359,17 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
   };
 
   const int64_t start_step = st.step;
-  double loss_sum = 0;
-  int64_t loss_count = 0;
+  // Since the last validation: the loss, and where the time went (log.jsonl).
+  struct Interval {
+    double loss_sum = 0, step_seconds = 0, allreduce_seconds = 0;
+    int64_t steps = 0;
+  } since;
+  using Clock = std::chrono::steady_clock;
+  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
   while (st.step < schedule.total) {
     if (o.stop_after_steps > 0 && st.step - start_step >= o.stop_after_steps) return result(false);
     // One step: this rank's graphs, the gradients summed over the ranks, one update.
+    const auto step_start = Clock::now();
     const StepDraw draw = sampler.Draw(st.step, d.p.graphs, rank, world);
     const double lr = LearningRate(o, st.step, schedule.total);
     const double weight = 1.0 / static_cast<double>(draw.total);
@@ -371,29 +377,34 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
     double loss = 0;
     for (const auto& [gi, rows] : draw.mine)
       loss += AccumulateGradients(*net, d.p.tensors[gi], d.p.graphs[gi], rows, weight, o.query_share);
-    if (ranks) loss = SumGradients(*net, *ranks, loss);
+    if (ranks) {
+      const auto t = Clock::now();
+      loss = SumGradients(*net, *ranks, loss);
+      since.allreduce_seconds += seconds_since(t);
+    }
     ApplyGradients(*net, *opt, lr, o.clip_norm);
-    loss_sum += loss * weight;
-    ++loss_count;
+    since.loss_sum += loss * weight;
+    since.step_seconds += seconds_since(step_start);
+    ++since.steps;
     ++st.step;
     if (st.step % schedule.valid_interval != 0 && st.step != schedule.total) continue;
 
     // Validation, the best weights, a checkpoint, the log and the progress line.
+    const auto valid_start = Clock::now();
     const double score = Validate(*net, d.p, d.valid, d.valid_rows, so, ranks);
+    const double valid_seconds = seconds_since(valid_start);
     const bool better = std::isfinite(score) && score > st.best;
     if (better) {
       st.best = score;
       st.best_step = st.step;
     }
-    if (!writer) {
-      loss_sum = 0;
-      loss_count = 0;
-      continue;
-    }
+    const Interval done = std::exchange(since, Interval{});
+    if (!writer) continue;
     if (better)
       if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
     if (absl::Status s = SaveCheckpoint(dir, *net, *opt, st, st.seconds_before + elapsed()); !s.ok()) return s;
-    const double mean_loss = loss_count ? loss_sum / static_cast<double>(loss_count) : 0.0;
+    const double per_step = 1.0 / static_cast<double>(std::max<int64_t>(1, done.steps));
+    const double mean_loss = done.loss_sum * per_step;
     log->Write({{"fold", fold},
                 {"epoch", static_cast<double>(st.step) / static_cast<double>(schedule.steps_per_epoch)},
                 {"step", st.step},
@@ -401,10 +412,12 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
                 {"valid_score", std::isfinite(score) ? json(score) : json()},
                 {"best", std::isfinite(st.best) ? json(st.best) : json()},
                 {"lr", lr},
-                {"elapsed_s", st.seconds_before + elapsed()}});
+                {"elapsed_s", st.seconds_before + elapsed()},
+                {"step_s", done.step_seconds * per_step},
+                {"allreduce_s", done.allreduce_seconds * per_step},
+                {"valid_s", valid_seconds},
+                {"ranks", world}});
     if (o.progress) progress.Report(st.step, elapsed(), mean_loss, score, st.best);
-    loss_sum = 0;
-    loss_count = 0;
   }
   if (!writer) return result(true);
   return FinishFold(dir, *net, result(true), schedule.total);
