@@ -267,7 +267,7 @@ CATCH_TEST_CASE("runs refuse mismatched settings, and publish keeps the best fol
   CATCH_REQUIRE(PrepareRun(o).ok());  // the same run again (e.g. a second fold process): fine
   TrainOptions other = o;
   other.spec.hidden = 48;
-  absl::Status s = PrepareRun(other);
+  absl::Status s = PrepareRun(other).status();
   CATCH_CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
   CATCH_CHECK_THAT(std::string(s.message()), Catch::Contains("describes another run"));
   CATCH_CHECK(TrainFold(o, 7).status().code() == absl::StatusCode::kInvalidArgument);

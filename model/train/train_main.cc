@@ -265,7 +265,8 @@ int Train() {
   if (dist->rank > 0) o->progress = false;
   // Every rank prepares (loads the data, checks or writes run.json: written atomically,
   // the same by every rank) before the rendezvous, so that loading runs in parallel.
-  if (absl::Status s = tgraph::PrepareRun(*o); !s.ok()) return Fail(s);
+  absl::StatusOr<std::shared_ptr<const tgraph::RunData>> data = tgraph::PrepareRun(*o);
+  if (!data.ok()) return Fail(data.status());
   std::unique_ptr<tgraph::Collective> collective;
   if (dist->world_size > 1) {
     absl::StatusOr<std::unique_ptr<tgraph::Collective>> c = tgraph::ConnectGloo(*dist);
@@ -277,7 +278,7 @@ int Train() {
   if (absl::GetFlag(FLAGS_fold) >= 0) folds = {absl::GetFlag(FLAGS_fold)};
   else for (int k = 0; k < o->train_folds; ++k) folds.push_back(k);
   for (int k : folds) {
-    absl::StatusOr<tgraph::FoldResult> r = tgraph::TrainFold(*o, k);
+    absl::StatusOr<tgraph::FoldResult> r = tgraph::TrainFold(*o, k, *data);
     if (!r.ok()) return Fail(r.status());
     if (dist->rank > 0) {
       std::printf("fold %d: done (rank %d of %d; rank 0 writes the fold's files)\n", r->fold, dist->rank,

@@ -39,14 +39,20 @@ double DefaultEpochs(const Collection& c) {
   return c.source == "nlp" ? 1000 : 750;
 }
 
-struct Prepared {
+}  // namespace
+
+// The run's graphs as loaded (configurations in memory or spilled) and the facts
+// computed from them (run.json's, before it is written or compared).
+struct RunData {
   RunInfo info;
   std::vector<GraphData> graphs;
-  std::vector<GraphTensors> tensors;
 };
 
-absl::StatusOr<Prepared> LoadPrepared(const TrainOptions& o) {
-  Prepared p;
+namespace {
+
+absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
+  auto data = std::make_shared<RunData>();
+  RunData& p = *data;
   LoadOptions lo;
   if (o.progress)
     lo.progress = [](size_t done, size_t total, const std::string& name) {
@@ -83,8 +89,7 @@ absl::StatusOr<Prepared> LoadPrepared(const TrainOptions& o) {
       o.reference_configs, o.batch_configs > 0 ? o.batch_configs : DefaultTrainingBatch(o.collection));
   const std::vector<int> folds = AssignFolds(p.graphs, o.num_folds, o.seed);
   for (size_t i = 0; i < p.graphs.size(); ++i) p.info.fold_of[p.graphs[i].name] = folds[i];
-  for (const GraphData& g : p.graphs) p.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, p.info.stats));
-  return p;
+  return data;
 }
 
 // Linear warm-up over the first fraction of steps, then one cosine cycle down to 0.
@@ -114,16 +119,17 @@ std::vector<int64_t> ValidationRows(const GraphData& g, int64_t limit) {
 // collective, rank r scores the graphs k = r (mod ranks) and the scores are gathered (by
 // a sum over ranks of vectors that are zero elsewhere: exact), so every rank returns
 // what one rank would.
-double Validate(RankingNet& net, const Prepared& p, const std::vector<size_t>& graphs,
-                const std::vector<std::vector<int64_t>>& rows, const ScoringOptions& so, Collective* collective) {
+double Validate(RankingNet& net, const std::vector<GraphData>& all, const std::vector<GraphTensors>& tensors,
+                const std::vector<size_t>& graphs, const std::vector<std::vector<int64_t>>& rows,
+                const ScoringOptions& so, Collective* collective) {
   const size_t rank = collective ? static_cast<size_t>(collective->rank()) : 0;
   const size_t ranks = collective ? static_cast<size_t>(collective->world_size()) : 1;
   net.eval();
   std::vector<double> scores(graphs.size(), 0.0);
   for (size_t k = rank; k < graphs.size(); k += ranks) {
-    const GraphData& g = p.graphs[graphs[k]];
+    const GraphData& g = all[graphs[k]];
     RowStorage storage;
-    const ScoreResult r = ScoreConfigs({{&net, nullptr}}, p.tensors[graphs[k]], SelectRows(g, rows[k], &storage), so);
+    const ScoreResult r = ScoreConfigs({{&net, nullptr}}, tensors[graphs[k]], SelectRows(g, rows[k], &storage), so);
     std::vector<double> target;
     for (int64_t row : rows[k]) target.push_back(g.target[row]);
     scores[k] = g.tile_feat.empty() ? KendallTau(r.score, target) : TileScore(r.score, target);
@@ -139,7 +145,7 @@ double Validate(RankingNet& net, const Prepared& p, const std::vector<size_t>& g
 
 }  // namespace
 
-absl::Status PrepareRun(const TrainOptions& o) {
+absl::StatusOr<std::shared_ptr<const RunData>> PrepareRun(const TrainOptions& o) {
   if (absl::Status s = o.spec.Validate(); !s.ok()) return s;
   if (o.num_folds < 2) return absl::InvalidArgumentError("--folds must be at least 2");
   if (o.train_folds < 1 || o.train_folds > o.num_folds)
@@ -147,52 +153,57 @@ absl::Status PrepareRun(const TrainOptions& o) {
   std::error_code ec;
   fs::create_directories(o.run_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(o.run_dir, ": cannot create: ", ec.message()));
-  absl::StatusOr<Prepared> p = LoadPrepared(o);
+  absl::StatusOr<std::shared_ptr<RunData>> p = LoadRunData(o);
   if (!p.ok()) return p.status();
   const std::string path = o.run_dir + "/run.json";
   if (fs::exists(path)) {
     absl::StatusOr<RunInfo> existing = ReadRunInfo(o.run_dir);
     if (!existing.ok()) return existing.status();
-    if (existing->fingerprint != p->info.fingerprint || existing->collection != p->info.collection ||
-        existing->spec.ToJson() != p->info.spec.ToJson() || existing->num_folds != p->info.num_folds ||
-        existing->fold_of != p->info.fold_of)
+    if (existing->fingerprint != (*p)->info.fingerprint || existing->collection != (*p)->info.collection ||
+        existing->spec.ToJson() != (*p)->info.spec.ToJson() || existing->num_folds != (*p)->info.num_folds ||
+        existing->fold_of != (*p)->info.fold_of)
       return absl::FailedPreconditionError(absl::StrCat(
           path, " describes another run (data, collection, architecture or folds differ); use a new --run_dir"));
-    return absl::OkStatus();
+    return std::shared_ptr<const RunData>(std::move(*p));
   }
-  return WriteRunInfo(o.run_dir, p->info);
+  if (absl::Status s = WriteRunInfo(o.run_dir, (*p)->info); !s.ok()) return s;
+  return std::shared_ptr<const RunData>(std::move(*p));
 }
 
 namespace {
 
-// The data of a fold's process: the run's graphs as tensors built with the statistics
-// run.json stores (exactly, not recomputed), and the fold's split.
+// The data of a fold's process: the run's graphs, their tensors built with the
+// statistics run.json stores (exactly, not recomputed), and the fold's split.
 struct FoldData {
-  Prepared p;
+  std::shared_ptr<const RunData> p;
+  std::vector<GraphTensors> tensors;  // one per graph of p
   RunInfo info;
-  std::vector<size_t> train, valid;  // indices into p.graphs
+  std::vector<size_t> train, valid;  // indices into p->graphs
   std::vector<std::vector<int64_t>> valid_rows;  // per valid graph: its rows validated
 };
 
-absl::StatusOr<FoldData> LoadFoldData(const TrainOptions& o, int fold) {
+absl::StatusOr<FoldData> LoadFoldData(const TrainOptions& o, int fold, std::shared_ptr<const RunData> loaded) {
   if (fold < 0 || fold >= o.num_folds)
     return absl::InvalidArgumentError(absl::StrCat("fold ", fold, " is outside 0..", o.num_folds - 1));
-  absl::StatusOr<Prepared> loaded = LoadPrepared(o);
-  if (!loaded.ok()) return loaded.status();
+  if (!loaded) {
+    absl::StatusOr<std::shared_ptr<RunData>> fresh = LoadRunData(o);
+    if (!fresh.ok()) return fresh.status();
+    loaded = std::move(*fresh);
+  }
   absl::StatusOr<RunInfo> info = ReadRunInfo(o.run_dir);
   if (!info.ok()) return info.status();
-  FoldData d{std::move(*loaded), std::move(*info), {}, {}};
-  if (d.info.fingerprint != d.p.info.fingerprint)
+  FoldData d;
+  d.p = std::move(loaded);
+  d.info = std::move(*info);
+  if (d.info.fingerprint != d.p->info.fingerprint)
     return absl::FailedPreconditionError(absl::StrCat(o.run_dir, "/run.json was prepared on other data"));
-  d.p.info.stats = d.info.stats;
-  d.p.tensors.clear();
-  for (const GraphData& g : d.p.graphs) d.p.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, d.info.stats));
-  for (size_t i = 0; i < d.p.graphs.size(); ++i)
-    (d.info.fold_of.at(d.p.graphs[i].name) == fold ? d.valid : d.train).push_back(i);
+  for (const GraphData& g : d.p->graphs) d.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, d.info.stats));
+  for (size_t i = 0; i < d.p->graphs.size(); ++i)
+    (d.info.fold_of.at(d.p->graphs[i].name) == fold ? d.valid : d.train).push_back(i);
   if (d.train.empty() || d.valid.empty())
     return absl::FailedPreconditionError(absl::StrCat("fold ", fold, " has ", d.train.size(), " training and ",
                                                       d.valid.size(), " validation graphs; use fewer --folds"));
-  for (size_t i : d.valid) d.valid_rows.push_back(ValidationRows(d.p.graphs[i], o.valid_configs));
+  for (size_t i : d.valid) d.valid_rows.push_back(ValidationRows(d.p->graphs[i], o.valid_configs));
   return d;
 }
 
@@ -304,8 +315,8 @@ absl::StatusOr<FoldResult> FinishFold(const std::string& dir, RankingNet& net, F
   return r;
 }
 
-absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
-  absl::StatusOr<FoldData> data = LoadFoldData(o, fold);
+absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold, std::shared_ptr<const RunData> loaded) {
+  absl::StatusOr<FoldData> data = LoadFoldData(o, fold, std::move(loaded));
   if (!data.ok()) return data.status();
   const FoldData& d = *data;
   const FoldSchedule schedule = ScheduleOf(o, d.train.size());
@@ -370,13 +381,13 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
     if (o.stop_after_steps > 0 && st.step - start_step >= o.stop_after_steps) return result(false);
     // One step: this rank's graphs, the gradients summed over the ranks, one update.
     const auto step_start = Clock::now();
-    const StepDraw draw = sampler.Draw(st.step, d.p.graphs, rank, world);
+    const StepDraw draw = sampler.Draw(st.step, d.p->graphs, rank, world);
     const double lr = LearningRate(o, st.step, schedule.total);
     const double weight = 1.0 / static_cast<double>(draw.total);
     opt->zero_grad();
     double loss = 0;
     for (const auto& [gi, rows] : draw.mine)
-      loss += AccumulateGradients(*net, d.p.tensors[gi], d.p.graphs[gi], rows, weight, o.query_share);
+      loss += AccumulateGradients(*net, d.tensors[gi], d.p->graphs[gi], rows, weight, o.query_share);
     if (ranks) {
       const auto t = Clock::now();
       loss = SumGradients(*net, *ranks, loss);
@@ -391,7 +402,7 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
 
     // Validation, the best weights, a checkpoint, the log and the progress line.
     const auto valid_start = Clock::now();
-    const double score = Validate(*net, d.p, d.valid, d.valid_rows, so, ranks);
+    const double score = Validate(*net, d.p->graphs, d.tensors, d.valid, d.valid_rows, so, ranks);
     const double valid_seconds = seconds_since(valid_start);
     const bool better = std::isfinite(score) && score > st.best;
     if (better) {
@@ -425,11 +436,11 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold) {
 
 }  // namespace
 
-absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold) {
+absl::StatusOr<FoldResult> TrainFold(const TrainOptions& o, int fold, std::shared_ptr<const RunData> data) {
   // LibTorch reports errors (a shape mismatch, an allocation that fails) by throwing:
   // they end here as a status naming the fold, never as a crashed process.
   try {
-    return TrainFoldSteps(o, fold);
+    return TrainFoldSteps(o, fold, std::move(data));
   } catch (const c10::Error& e) {
     return absl::InternalError(absl::StrCat(o.run_dir, ": fold ", fold, ": LibTorch: ", e.what_without_backtrace()));
   } catch (const std::exception& e) {

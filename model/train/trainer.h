@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -69,14 +70,19 @@ struct TrainOptions {
   std::map<std::string, std::string> flags;  // recorded in the manifest
 };
 
+// The run's graphs as one process loaded them (opaque): PrepareRun returns them so that
+// the folds this process trains reuse them instead of loading the collection again.
+struct RunData;
+
 // Loads train+valid, computes feature statistics on them (never the test split),
 // assigns folds and writes run.json, or checks that an existing run.json describes
 // the same data and settings (so parallel fold processes agree).
-absl::Status PrepareRun(const TrainOptions& options);
+absl::StatusOr<std::shared_ptr<const RunData>> PrepareRun(const TrainOptions& options);
 
 // Trains one fold (resuming from its checkpoint if there is one); PrepareRun first.
+// `data`: what PrepareRun returned for the same options (null: loaded again).
 // With a collective, every rank calls it for the same fold; a rank that fails (or a
 // peer that exits) makes every rank's call fail.
-absl::StatusOr<FoldResult> TrainFold(const TrainOptions& options, int fold);
+absl::StatusOr<FoldResult> TrainFold(const TrainOptions& options, int fold, std::shared_ptr<const RunData> data = nullptr);
 
 }  // namespace tgraph
