@@ -1,19 +1,17 @@
 #include "server/service.h"
 
-#include <malloc.h>
-
 #include <chrono>
 #include <filesystem>
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "model/core/heap.h"
 #include "model/nn/model_io.h"
 #include "model/tools/tool.h"
 #include "proto/error_reason.h"
 #include "proto/graph_codec.h"
 #include "server/request_log.h"
 
-extern "C" void MallocExtension_ReleaseToSystem(size_t num_bytes) __attribute__((weak));
 
 namespace tgraph {
 namespace {
@@ -190,19 +188,12 @@ absl::Status WorkingMemoryRefused(const ByteBudget& budget, const ByteBudget::Le
                    " MiB of --registration_bytes (", budget.budget() >> 20, " MiB): retry with backoff"));
 }
 
-// The allocator keeps freed memory for reuse (tcmalloc, which the server links for
-// its activation buffers, in its page heap; glibc in its arenas): the parse and
-// featurize of a large module (a 7 MB module of tiny instructions frees ~250 MB) would
-// stay resident after the call. A call that held more than kTrimAfterBytes gives that
-// much back when it ends. tcmalloc's C entry point is weak: absent, glibc's trim.
+// A call that held more than kTrimAfterBytes (the parse and featurize of a large module:
+// a 7 MB module of tiny instructions frees ~250 MB) gives that much back when it ends
+// (model/core/heap.h).
 constexpr int64_t kTrimAfterBytes = int64_t{16} << 20;
 void TrimHeapAfter(int64_t held_bytes) {
-  if (held_bytes <= kTrimAfterBytes) return;
-  if (MallocExtension_ReleaseToSystem) {
-    MallocExtension_ReleaseToSystem(static_cast<size_t>(held_bytes));
-  } else {
-    malloc_trim(0);
-  }
+  if (held_bytes > kTrimAfterBytes) ReleaseFreedMemory(held_bytes);
 }
 
 }  // namespace

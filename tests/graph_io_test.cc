@@ -407,3 +407,39 @@ TEST_CASE("configuration rows from .npy and .npz files, with precise errors", "[
   CHECK_THAT(err(d + "/two.npz", 2), Catch::Contains("two.npz: key 'node_config_feat': missing"));
   CHECK(LoadLayoutConfigRows(d + "/none.npy", 2).status().code() == absl::StatusCode::kNotFound);
 }
+
+TEST_CASE("a large node_config_feat is read as int8 piece by piece: the same values, errors at their place",
+          "[graph_io]") {
+  // 5,000 configs x 50 nodes x 18 = 4.5 M values: more than one 4 M-value piece.
+  LayoutGraph g = SmallLayoutGraph();
+  g.graph.num_nodes = 60;
+  g.graph.node_feat.assign(60 * kNodeFeatDim, 0.0f);
+  g.graph.node_opcode.assign(60, op::kAdd);
+  g.graph.edge_index.clear();
+  for (int64_t i = 1; i < 60; ++i) g.graph.edge_index.insert(g.graph.edge_index.end(), {i, i - 1});
+  g.node_config_ids.clear();
+  for (int64_t i = 0; i < 50; ++i) g.node_config_ids.push_back(i + 5);
+  g.num_configs = 5000;
+  g.config_feat.resize(static_cast<size_t>(g.num_configs) * 50 * kConfigFeatDim);
+  for (size_t i = 0; i < g.config_feat.size(); ++i) g.config_feat[i] = static_cast<int8_t>(static_cast<int>(i * 7 % 11) % 7 - 1);
+  g.config_runtime.assign(5000, 1);
+  TempDir dir;
+  const std::string path = dir.path() + "/big.npz";
+  REQUIRE(SaveLayoutGraph(path, g).ok());
+  auto back = LoadLayoutGraph(path);
+  REQUIRE(back.ok());
+  CHECK(back->config_feat == g.config_feat);
+  // A bad value in the second piece is reported at its config, node and slot.
+  NpzArchive npz = *ReadNpz(path);
+  std::vector<float> values(g.config_feat.begin(), g.config_feat.end());
+  const size_t bad = (size_t{4} << 20) + 1000;  // config 4660, node 2, slot 16
+  values[bad] = 9.0f;
+  npz["node_config_feat"] = NpyArray::From<float>({5000, 50, 18}, values);
+  REQUIRE(WriteNpz(path, npz).ok());
+  auto refused = LoadLayoutGraph(path);
+  REQUIRE_FALSE(refused.ok());
+  CHECK_THAT(std::string(refused.status().message()),
+             Catch::Contains(path + ": key 'node_config_feat': config " + std::to_string(bad / 900) +
+                             ", configurable node " + std::to_string(bad / 18 % 50) + ", slot " +
+                             std::to_string(bad % 18) + " is 9, expected an integer in -1..5"));
+}

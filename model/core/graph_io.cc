@@ -101,16 +101,19 @@ absl::StatusOr<std::vector<int64_t>> ReadRuntimes(const NpzArchive& npz, absl::s
 
 // Layout config values of any numeric dtype as int8, each checked to be an integer in
 // -1..5 (read in place: a real file's node_config_feat has 15 million values).
+// `first`: v[0]'s index in the whole array (for the error's position).
 template <typename T>
 absl::Status ConvertConfigValues(const T* v, size_t n, absl::string_view what, absl::string_view key, int64_t nc,
-                                 int8_t* out) {
-  for (size_t i = 0; i < n; ++i) {
-    const double x = static_cast<double>(v[i]);
-    if (!(x >= -1.0 && x <= 5.0) || x != std::floor(x))
+                                 int8_t* out, size_t first = 0) {
+  for (size_t k = 0; k < n; ++k) {
+    const double x = static_cast<double>(v[k]);
+    if (!(x >= -1.0 && x <= 5.0) || x != std::floor(x)) {
+      const size_t i = first + k;
       return KeyError(what, key,
                       absl::StrCat("config ", i / (nc * kConfigFeatDim), ", configurable node ", (i / kConfigFeatDim) % nc,
                                    ", slot ", i % kConfigFeatDim, " is ", x, ", expected an integer in -1..5"));
-    out[i] = static_cast<int8_t>(x);
+    }
+    out[k] = static_cast<int8_t>(x);
   }
   return absl::OkStatus();
 }
@@ -231,7 +234,14 @@ absl::StatusOr<TileGraph> TileGraphFromNpz(const NpzArchive& npz, absl::string_v
 }
 
 absl::StatusOr<LayoutGraph> LoadLayoutGraph(const std::string& path, bool allow_no_configs) {
-  absl::StatusOr<NpzArchive> npz = ReadNpz(path);
+  // node_config_feat read as int8 piece by piece, checked as LayoutConfigValues checks.
+  NpzNarrowing narrow;
+  narrow.member = "node_config_feat";
+  narrow.wants = [](const std::vector<int64_t>& shape) { return shape.size() == 3 && shape[2] == kConfigFeatDim; };
+  narrow.convert = [&path](const float* v, size_t n, size_t first, const std::vector<int64_t>& shape, int8_t* out) {
+    return ConvertConfigValues(v, n, path, "node_config_feat", shape[1], out, first);
+  };
+  absl::StatusOr<NpzArchive> npz = ReadNpz(path, &narrow);
   if (!npz.ok()) return npz.status();
   return LayoutGraphFromNpz(*npz, path, allow_no_configs);
 }

@@ -325,7 +325,24 @@ bool ReadExactly(zip_file_t* f, void* dst, size_t n) {
   return true;
 }
 
-absl::StatusOr<NpzArchive> ReadArchive(zip_t* za, absl::string_view what) {
+// Reads a float32 member's `n` values in pieces, converting each piece to int8.
+absl::Status ReadNarrowed(zip_file_t* f, const NpzNarrowing& narrow, absl::string_view member, NpyArray* a) {
+  constexpr size_t kPiece = size_t{1} << 22;  // values per piece: 16 MiB of float32
+  const size_t n = static_cast<size_t>(a->numel());
+  std::vector<float> piece(std::min(n, kPiece));
+  a->bytes.resize(n);
+  int8_t* out = reinterpret_cast<int8_t*>(a->bytes.data());
+  for (size_t first = 0; first < n; first += kPiece) {
+    const size_t count = std::min(kPiece, n - first);
+    if (!ReadExactly(f, piece.data(), count * sizeof(float)))
+      return Bad(member, absl::StrCat("truncated or corrupt data: ", zip_file_strerror(f)));
+    if (absl::Status s = narrow.convert(piece.data(), count, first, a->shape, out + first); !s.ok()) return s;
+  }
+  a->dtype = DType::kInt8;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<NpzArchive> ReadArchive(zip_t* za, absl::string_view what, const NpzNarrowing* narrow) {
   NpzArchive out;
   const zip_int64_t count = zip_get_num_entries(za, 0);
   for (zip_int64_t i = 0; i < count; ++i) {
@@ -372,9 +389,13 @@ absl::StatusOr<NpzArchive> ReadArchive(zip_t* za, absl::string_view what) {
     if (size - header_total != want)
       return Bad(member, absl::StrCat("data size mismatch: shape ", a.ShapeString(), " of ", DTypeName(a.dtype),
                                       " needs ", want, " bytes, the member holds ", size - header_total));
-    a.bytes.resize(want);
-    if (want > 0 && !ReadExactly(f.get(), a.bytes.data(), want))
-      return Bad(member, absl::StrCat("truncated or corrupt data: ", zip_file_strerror(f.get())));
+    if (narrow && key == narrow->member && a.dtype == DType::kFloat32 && !a.fortran_order && narrow->wants(a.shape)) {
+      if (absl::Status s = ReadNarrowed(f.get(), *narrow, member, &a); !s.ok()) return s;
+    } else {
+      a.bytes.resize(want);
+      if (want > 0 && !ReadExactly(f.get(), a.bytes.data(), want))
+        return Bad(member, absl::StrCat("truncated or corrupt data: ", zip_file_strerror(f.get())));
+    }
     // Reading past the end triggers libzip's CRC check for the last block.
     uint8_t extra;
     const zip_int64_t tail = zip_fread(f.get(), &extra, 1);
@@ -389,7 +410,7 @@ absl::StatusOr<NpzArchive> ReadArchive(zip_t* za, absl::string_view what) {
 
 }  // namespace
 
-absl::StatusOr<NpzArchive> ReadNpz(const std::string& path) {
+absl::StatusOr<NpzArchive> ReadNpz(const std::string& path, const NpzNarrowing* narrow) {
   int err = 0;
   ZipPtr za(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err));
   if (!za) {
@@ -397,7 +418,7 @@ absl::StatusOr<NpzArchive> ReadNpz(const std::string& path) {
       return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", ZipErrorString(err)));
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid .npz (zip) file: ", ZipErrorString(err)));
   }
-  return ReadArchive(za.get(), path);
+  return ReadArchive(za.get(), path, narrow);
 }
 
 absl::StatusOr<NpzArchive> ReadNpzFromBuffer(absl::string_view bytes, absl::string_view what) {
@@ -417,7 +438,7 @@ absl::StatusOr<NpzArchive> ReadNpzFromBuffer(absl::string_view bytes, absl::stri
     return Bad(what, absl::StrCat("not a valid .npz (zip) archive: ", msg));
   }
   zip_error_fini(&error);
-  return ReadArchive(za.get(), what);
+  return ReadArchive(za.get(), what, nullptr);
 }
 
 absl::Status WriteNpz(const std::string& path, const NpzArchive& arrays) {

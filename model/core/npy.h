@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -78,8 +79,22 @@ std::string NpyHeader(const NpyArray& array);
 std::vector<uint8_t> ReorderElements(const std::vector<uint8_t>& bytes, const std::vector<int64_t>& shape,
                                      size_t elem_size, bool to_fortran);
 
+// One member to read narrowed to int8 as it is read, in pieces, so that its float32
+// values are never all in memory (a layout file's node_config_feat can be 4 GB as
+// float32 and is 1 GB as int8). Applies when the member is float32, in C order, and
+// `wants` accepts its shape; otherwise the member is read as it is.
+struct NpzNarrowing {
+  std::string member;  // the key, without ".npy"
+  std::function<bool(const std::vector<int64_t>& shape)> wants;
+  // Converts n values, the first of which is element `first` of the member, into out;
+  // an error ends the read with it.
+  std::function<absl::Status(const float* values, size_t n, size_t first, const std::vector<int64_t>& shape,
+                             int8_t* out)>
+      convert;
+};
+
 // Reads every member of an .npz file. Errors name the file and the member.
-absl::StatusOr<NpzArchive> ReadNpz(const std::string& path);
+absl::StatusOr<NpzArchive> ReadNpz(const std::string& path, const NpzNarrowing* narrow = nullptr);
 // Reads an .npz held in memory; `what` names it in errors.
 absl::StatusOr<NpzArchive> ReadNpzFromBuffer(absl::string_view bytes, absl::string_view what);
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/core/graph.h"
 #include "model/core/graph_io.h"
+#include "model/core/heap.h"
 #include "model/core/rng.h"
 #include "model/core/file_util.h"
 #include "model/core/sha256.h"
@@ -109,8 +110,12 @@ absl::StatusOr<std::vector<GraphData>> LoadCollectionData(const std::string& roo
   for (size_t i = 0; i < files.size(); ++i) {
     absl::StatusOr<GraphData> d = LoadGraphData(files[i].second, files[i].first, c.kind, o);
     if (!d.ok()) return d.status();
-    if (c.kind == CollectionKind::kLayout)
+    if (c.kind == CollectionKind::kLayout) {
       if (absl::Status s = KeepOrSpill(*d, o, &in_memory); !s.ok()) return s;
+      // The file's arrays, freed: give them back, or the largest file's stay resident.
+      ReleaseFreedMemory(static_cast<int64_t>(d->configs.num_configs * d->configs.num_config_nodes * kConfigFeatDim) +
+                         (int64_t{64} << 20));
+    }
     out.push_back(std::move(*d));
     if (o.progress) o.progress(i + 1, files.size(), files[i].second.name);
   }
