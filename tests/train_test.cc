@@ -642,6 +642,7 @@ CATCH_TEST_CASE("finetune learns from measurements, publishes only when not wors
   FinetuneOptions mixed = o;
   mixed.work_dir = w.dir.path() + "/finetune3";
   mixed.base_data = w.data;
+  mixed.config_memory_bytes = 0;  // every base graph's configurations read from the spill file
   mixed.steps = 40;
   absl::StatusOr<FinetuneResult> m3 = Finetune(mixed);
   CATCH_REQUIRE(m3.ok());

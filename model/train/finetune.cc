@@ -201,17 +201,22 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   for (const GraphData& g : s.train) s.train_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
   for (const GraphData& g : s.heldout) s.heldout_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
   BaseData base;
+  std::error_code ec;
+  fs::create_directories(o.work_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat(o.work_dir, ": cannot create: ", ec.message()));
   if (!o.base_data.empty()) {
-    absl::StatusOr<std::vector<GraphData>> b = LoadCollectionData(o.base_data, *c, {"train"});
+    LoadOptions lo;
+    lo.config_memory_bytes = o.config_memory_bytes;
+    absl::StatusOr<std::shared_ptr<ConfigSpill>> spill = ConfigSpill::Create(o.work_dir);
+    if (!spill.ok()) return spill.status();
+    lo.spill = *spill;
+    absl::StatusOr<std::vector<GraphData>> b = LoadCollectionData(o.base_data, *c, {"train"}, lo);
     if (!b.ok()) return b.status();
     base.graphs = std::move(*b);
     for (const GraphData& g : base.graphs) base.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
   }
 
   result.parent_score = EnsembleTau(model->folds, s.heldout, s.heldout_tensors, pm);
-  std::error_code ec;
-  fs::create_directories(o.work_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat(o.work_dir, ": cannot create: ", ec.message()));
   Manifest child = pm;
   child.collection = c->name();  // --parent's model, published under the collection's name
   for (size_t f = 0; f < model->folds.size(); ++f) {

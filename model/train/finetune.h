@@ -29,6 +29,9 @@ struct FinetuneOptions {
   std::string base_data;       // optional: a dataset root whose train split is mixed in
   double base_fraction = 0.5;  // share of steps on base graphs when base_data is set
   std::string work_dir;        // the fine-tuned fold weights are written here, then published
+  // The base data's configurations in memory up to this many bytes, the rest in a spill
+  // file in work_dir (model/train/config_spill.h), as the trainer keeps them.
+  int64_t config_memory_bytes = int64_t{4} << 30;
   int64_t steps = 200;         // per fold
   double lr = 1e-4;            // constant; the parent's weights are a good start
   double weight_decay = 1e-5;

@@ -59,8 +59,9 @@ ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
 ABSL_FLAG(int64_t, valid_configs, 4096,
           "Configurations per validation graph: a fixed sample of each graph's (all when it has no more; 0 = all)");
 ABSL_FLAG(int64_t, config_memory_mb, 4096,
-          "Memory for the graphs' configurations (12 bytes per configuration and configurable node); the graphs "
-          "past it keep theirs in an unnamed spill file in --spill_dir, read as steps sample them");
+          "Memory for the graphs' configurations (12 bytes per configuration and configurable node; training, and "
+          "finetune's --data); the graphs past it keep theirs in an unnamed spill file in --spill_dir (finetune: "
+          "--run_dir), read as steps sample them");
 ABSL_FLAG(std::string, spill_dir, "", "Directory of the configuration spill file (default: --run_dir); local disk is best");
 ABSL_FLAG(bool, progress, true, "Progress bar on stderr");
 ABSL_FLAG(int, world_size, 0,
@@ -106,6 +107,8 @@ int Finetune() {
   f.base_data = absl::GetFlag(FLAGS_data);
   f.base_fraction = absl::GetFlag(FLAGS_base_fraction);
   f.work_dir = absl::GetFlag(FLAGS_run_dir);
+  if (absl::GetFlag(FLAGS_config_memory_mb) < 0) return Fail(UsageError("--config_memory_mb must be >= 0"));
+  f.config_memory_bytes = absl::GetFlag(FLAGS_config_memory_mb) << 20;
   f.steps = absl::GetFlag(FLAGS_steps);
   f.lr = absl::GetFlag(FLAGS_finetune_lr);
   f.weight_decay = absl::GetFlag(FLAGS_weight_decay);
