@@ -8,8 +8,10 @@
 //   <run_dir>/fold_<k>/result.json      written when the fold is complete
 //
 // Every file is written whole and renamed into place (WriteFileAtomic), except the log,
-// which is appended to. One process per fold writes that fold's files; run.json is
-// written once and then only read. Functions here hold no state: any thread.
+// which is appended to. One process per fold writes that fold's files (with ranks,
+// rank 0: model/train/trainer.h); run.json is written once (atomically, the same bytes
+// by every process that prepares the run) and then only read. Functions here hold no
+// state: any thread.
 #pragma once
 
 #include <cstdint>
