@@ -61,8 +61,9 @@ struct TrainOptions {
   // trains with the same graphs_per_step, and a checkpoint resumes with any number of
   // ranks (not another graphs_per_step). Every rank loads the data and reads its
   // checkpoint from the same run_dir (shared storage); rank 0 alone writes the fold's
-  // files. Validation graphs are shared out across the ranks. null: this process alone.
-  int graphs_per_step = 0;
+  // files. Validation graphs are shared out across the ranks. `collective` is borrowed
+  // (it outlives TrainFold); null: this process alone.
+  int64_t graphs_per_step = 0;
   Collective* collective = nullptr;
   bool progress = true;
   int64_t stop_after_steps = 0;  // > 0: stop after this many steps in this process, as if
@@ -83,6 +84,7 @@ absl::StatusOr<std::shared_ptr<const RunData>> PrepareRun(const TrainOptions& op
 // `data`: what PrepareRun returned for the same options (null: loaded again).
 // With a collective, every rank calls it for the same fold; a rank that fails (or a
 // peer that exits) makes every rank's call fail.
-absl::StatusOr<FoldResult> TrainFold(const TrainOptions& options, int fold, std::shared_ptr<const RunData> data = nullptr);
+absl::StatusOr<FoldResult> TrainFold(const TrainOptions& options, int fold,
+                                     std::shared_ptr<const RunData> data = nullptr);
 
 }  // namespace tgraph
