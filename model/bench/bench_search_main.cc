@@ -18,7 +18,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -61,6 +63,11 @@ ABSL_FLAG(std::string, csv, "",
           "Also write every run's curve here: strategy,graph,repeat,measured,gap (the best true runtime after that many "
           "measurements over the best known, minus 1), for scripts/plot-search");
 ABSL_FLAG(double, finetune_lr, 1e-4, "tgraph+finetune: AdamW learning rate (tgraph-train finetune's default)");
+ABSL_FLAG(int64_t, budget, 200, "Measurements each strategy may spend (the table's columns: 10, 20, 50, 100, 200, 500, ...)");
+ABSL_FLAG(int64_t, genetic_budget, 0,
+          "Measurements the genetic search may spend (0 = --budget): how many it needs to come within 1%");
+ABSL_FLAG(std::string, strategies, "default,random,genetic,tgraph,tgraph+ft", "The strategies to run, comma-separated");
+ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
 
@@ -68,9 +75,22 @@ using tgraph::Fail;
 using tgraph::UsageError;
 namespace synth = tgraph::synth;
 
-constexpr int64_t kBudgets[] = {10, 20, 50, 100, 200};
-constexpr int64_t kMaxBudget = 200;
 const char* const kStrategies[] = {"default", "random", "genetic", "tgraph", "tgraph+ft"};
+
+int64_t Budget() { return std::max<int64_t>(1, absl::GetFlag(FLAGS_budget)); }
+int64_t GeneticBudget() {
+  return absl::GetFlag(FLAGS_genetic_budget) > 0 ? absl::GetFlag(FLAGS_genetic_budget) : Budget();
+}
+
+// The table's columns: 10, 20, 50, 100, 200, 500, 1000, ... up to the largest budget.
+std::vector<int64_t> Columns() {
+  std::vector<int64_t> c;
+  const int64_t max = std::max(Budget(), GeneticBudget());
+  for (int64_t decade = 10; decade <= max; decade *= 10)
+    for (int64_t m : {1, 2, 5})
+      if (decade * m <= max) c.push_back(decade * m);
+  return c;
+}
 
 // One graph of the farm: the cost model that plays the hardware, and the model's view
 // (its own copy of the model: fine-tuning changes it).
@@ -129,7 +149,7 @@ Trace RandomTrace(const FarmGraph& g, tgraph::Rng& rng) {
   Trace t;
   const int64_t nc = static_cast<int64_t>(g.space.nodes.size());
   std::vector<int8_t> row(static_cast<size_t>(nc * tgraph::kConfigFeatDim));
-  for (int64_t k = 0; k < kMaxBudget; ++k) {
+  for (int64_t k = 0; k < Budget(); ++k) {
     for (int64_t j = 0; j < nc; ++j)
       for (int gr = 0; gr < tgraph::kConfigGroups; ++gr) {
         const auto& c = g.space.nodes[j].groups[gr].candidates;
@@ -142,7 +162,7 @@ Trace RandomTrace(const FarmGraph& g, tgraph::Rng& rng) {
 }
 
 Trace GeneticTrace(const FarmGraph& g, tgraph::Rng& rng) {
-  const synth::SearchResult s = synth::GeneticSearch(*g.hardware, kMaxBudget, rng);
+  const synth::SearchResult s = synth::GeneticSearch(*g.hardware, GeneticBudget(), rng);
   Trace t;
   const size_t row = g.inst.config_ids.size() * tgraph::kConfigFeatDim;
   for (int64_t i = 0; i < s.num_configs; ++i) t.push_back(TrueRuntime(g, s.configs.data() + i * row));
@@ -164,14 +184,14 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
   runtimes.push_back(synth::Measure(t.back(), rng));
   by_runtime.emplace_back(runtimes.back(), 0);
   measured = dflt;
-  for (int round = 0; static_cast<int64_t>(t.size()) < kMaxBudget; ++round) {
+  for (int round = 0; static_cast<int64_t>(t.size()) < Budget(); ++round) {
     std::sort(by_runtime.begin(), by_runtime.end());
     std::vector<int8_t> start;
     for (size_t i = 0; i < by_runtime.size() && i < 16; ++i)
       start.insert(start.end(), measured.begin() + by_runtime[i].second * row,
                    measured.begin() + (by_runtime[i].second + 1) * row);
     tgraph::SearchOptions o;
-    o.results = std::min<int64_t>(absl::GetFlag(FLAGS_per_round), kMaxBudget - static_cast<int64_t>(t.size()));
+    o.results = std::min<int64_t>(absl::GetFlag(FLAGS_per_round), Budget() - static_cast<int64_t>(t.size()));
     o.evaluations = absl::GetFlag(FLAGS_evaluations);
     o.population = std::clamp<int64_t>(o.evaluations / 8, 32, 512);
     o.reference = 64;
@@ -187,7 +207,7 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
       by_runtime.emplace_back(runtimes.back(), measured.size() / row);
       measured.insert(measured.end(), x, x + row);
     }
-    if (learn && static_cast<int64_t>(t.size()) < kMaxBudget) Finetune(g, measured, runtimes, rng);
+    if (learn && static_cast<int64_t>(t.size()) < Budget()) Finetune(g, measured, runtimes, rng);
   }
   return t;
 }
@@ -216,18 +236,36 @@ absl::StatusOr<std::unique_ptr<FarmGraph>> LoadFarmGraph(const tgraph::Registry&
   return g;
 }
 
-// Per strategy and budget: (best true runtime found / best known - 1), one per graph and repeat.
-using Gaps = std::map<std::string, std::vector<std::vector<double>>>;
+// Per strategy: for each column, (best true runtime found / best known - 1), one per graph
+// and repeat (NaN where the strategy stopped before that many measurements); and the
+// measurements it took to come within --within of the best known (infinity: never).
+struct Gaps {
+  std::map<std::string, std::vector<std::vector<double>>> at_column;
+  std::map<std::string, std::vector<double>> to_within;
+};
 
 void AddGaps(const std::map<std::string, Trace>& traces, double best_known, Gaps* gaps) {
+  const std::vector<int64_t> columns = Columns();
   for (const auto& [name, trace] : traces) {
-    auto& per_budget = (*gaps)[name];
-    per_budget.resize(std::size(kBudgets));
-    for (size_t b = 0; b < std::size(kBudgets); ++b) {
+    auto& per_column = gaps->at_column[name];
+    per_column.resize(columns.size());
+    for (size_t b = 0; b < columns.size(); ++b) {
+      // The compiler default is one measurement: its figure holds at every budget.
+      const bool reached = name == "default" || static_cast<int64_t>(trace.size()) >= columns[b];
       double best = trace.front();
-      for (size_t i = 0; i < trace.size() && static_cast<int64_t>(i) < kBudgets[b]; ++i) best = std::min(best, trace[i]);
-      per_budget[b].push_back(best / best_known - 1);
+      for (size_t i = 0; i < trace.size() && static_cast<int64_t>(i) < columns[b]; ++i) best = std::min(best, trace[i]);
+      per_column[b].push_back(reached ? best / best_known - 1 : std::nan(""));
     }
+    double needed = std::numeric_limits<double>::infinity();
+    double best = trace.front();
+    for (size_t i = 0; i < trace.size(); ++i) {
+      best = std::min(best, trace[i]);
+      if (best / best_known - 1 <= absl::GetFlag(FLAGS_within)) {
+        needed = static_cast<double>(i + 1);
+        break;
+      }
+    }
+    gaps->to_within[name].push_back(needed);
   }
 }
 
@@ -248,19 +286,28 @@ double Quantile(std::vector<double> v, double q) {
   return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
 }
 
+std::string Measurements(double n) { return std::isinf(n) ? "never" : absl::StrCat(static_cast<int64_t>(n)); }
+
 void PrintGaps(const Gaps& gaps) {
   std::printf("best runtime found over the best known, minus 1 (%%): median [min, max] over graphs and repeats\n");
   std::printf("%-10s", "strategy");
-  for (int64_t b : kBudgets) std::printf(" %20s", absl::StrCat(b, " measured").c_str());
-  std::printf("\n");
+  for (int64_t b : Columns()) std::printf(" %20s", absl::StrCat(b, " measured").c_str());
+  std::printf(" %26s\n", absl::StrFormat("measured to within %g%%", 100 * absl::GetFlag(FLAGS_within)).c_str());
   for (const char* name : kStrategies) {
-    const auto it = gaps.find(name);
-    if (it == gaps.end()) continue;
+    const auto it = gaps.at_column.find(name);
+    if (it == gaps.at_column.end()) continue;
     std::printf("%-10s", name);
-    for (const std::vector<double>& v : it->second)
+    for (const std::vector<double>& v : it->second) {
+      if (std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) {
+        std::printf(" %20s", "-");
+        continue;
+      }
       std::printf(" %20s", absl::StrFormat("%.2f [%.2f, %.2f]", 100 * Quantile(v, 0.5), 100 * Quantile(v, 0),
                                            100 * Quantile(v, 1)).c_str());
-    std::printf("\n");
+    }
+    const std::vector<double>& n = gaps.to_within.at(name);
+    std::printf(" %26s\n", absl::StrFormat("%s [%s, %s]", Measurements(Quantile(n, 0.5)), Measurements(Quantile(n, 0)),
+                                           Measurements(Quantile(n, 1))).c_str());
   }
 }
 
@@ -288,6 +335,12 @@ int RunFarm() {
     if (!csv) return Fail(UsageError(absl::StrCat("--csv: cannot write ", path)));
     std::fprintf(csv.get(), "strategy,graph,repeat,measured,gap\n");
   }
+  const std::vector<std::string> wanted = absl::StrSplit(absl::GetFlag(FLAGS_strategies), ',', absl::SkipEmpty());
+  for (const std::string& w : wanted)
+    if (std::find(std::begin(kStrategies), std::end(kStrategies), w) == std::end(kStrategies))
+      return Fail(UsageError(absl::StrCat("--strategies: unknown strategy '", w,
+                                          "' (expected default, random, genetic, tgraph, tgraph+ft)")));
+  const auto run = [&](const char* name) { return std::find(wanted.begin(), wanted.end(), name) != wanted.end(); };
   Gaps gaps;
   for (int i = 0; i < count; ++i) {
     for (int rep = 0; rep < std::max(1, absl::GetFlag(FLAGS_repeats)); ++rep) {
@@ -296,11 +349,15 @@ int RunFarm() {
       tgraph::Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(i) * 131 + static_cast<uint64_t>(rep));
       std::map<std::string, Trace> traces;
       const std::vector<int8_t> dflt((*g)->inst.config_ids.size() * tgraph::kConfigFeatDim, -1);
+      // Each strategy draws from the same generator in this order whether or not the ones
+      // before it ran, so that a subset reproduces the full run's figures.
       traces["default"] = {TrueRuntime(**g, dflt.data())};
-      traces["random"] = RandomTrace(**g, rng);
-      traces["genetic"] = GeneticTrace(**g, rng);
-      traces["tgraph"] = GuidedTrace(**g, static_cast<uint64_t>(rep), rng, /*learn=*/false);
-      traces["tgraph+ft"] = GuidedTrace(**g, static_cast<uint64_t>(rep), rng, /*learn=*/true);  // last: it changes the model
+      tgraph::Rng random_rng = rng.Fork(1), genetic_rng = rng.Fork(2), frozen_rng = rng.Fork(3), ft_rng = rng.Fork(4);
+      if (run("random")) traces["random"] = RandomTrace(**g, random_rng);
+      if (run("genetic")) traces["genetic"] = GeneticTrace(**g, genetic_rng);
+      if (run("tgraph")) traces["tgraph"] = GuidedTrace(**g, static_cast<uint64_t>(rep), frozen_rng, /*learn=*/false);
+      if (run("tgraph+ft"))  // last: it changes the model
+        traces["tgraph+ft"] = GuidedTrace(**g, static_cast<uint64_t>(rep), ft_rng, /*learn=*/true);
       tgraph::Rng long_rng(12345 + static_cast<uint64_t>(i));
       const synth::SearchResult known =
           synth::GeneticSearch(*(*g)->hardware, absl::GetFlag(FLAGS_best_known_evaluations), long_rng);
