@@ -3,6 +3,7 @@
 //   tgraph-featurize module --in MODULE (HLO text or .hlo.pb) --out GRAPH.npz [--nodes_tsv NODES.tsv]
 //   tgraph-featurize layout --in MODULE_TUNING_DATA.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]
 //   tgraph-featurize tile   --in TUNING_DATA.pb --out_dir DIR
+//   tgraph-featurize apply  --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -13,16 +14,21 @@
 #include "absl/strings/str_cat.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
+#include "model/hlo/apply_layouts.h"
 #include "model/hlo/featurize.h"
 #include "model/tools/tool.h"
 
 ABSL_FLAG(std::string, in, "", "Input: an HLO module (module), a ModuleTuningData (layout) or a TuningData (tile)");
-ABSL_FLAG(std::string, out, "", "module, layout: the .npz to write");
+ABSL_FLAG(std::string, out, "", "module, layout: the .npz to write; apply: the HLO text to write");
 ABSL_FLAG(std::string, out_dir, "", "tile: the folder to write one .npz per kernel into");
 ABSL_FLAG(std::string, nodes_tsv, "",
           "module, layout: also write the configurable nodes, in configuration-row order, as a TSV "
           "(row, node, computation, instruction, opcode)");
 ABSL_FLAG(int64_t, max_instructions, 200000, "Refuse modules with more instructions than this");
+ABSL_FLAG(std::string, configs, "",
+          "apply: layout rows, .npy or .npz (node_config_feat), shape (c, nc, 18) or (nc, 18), configurable nodes "
+          "in --nodes_tsv order (e.g. tgraph-client search --out)");
+ABSL_FLAG(int64_t, row, 0, "apply: which row of --configs to write into the module (0 = the first)");
 
 namespace {
 
@@ -136,6 +142,36 @@ int Tile(const tgraph::hlo::Limits& limits) {
   return 0;
 }
 
+// A chosen row's layouts written into the module's text (apply_layouts.h).
+int Apply(const tgraph::hlo::Limits& limits) {
+  const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out), configs = absl::GetFlag(FLAGS_configs);
+  if (in.empty() || out.empty() || configs.empty())
+    return Fail(UsageError("apply needs --in MODULE.hlo, --configs ROWS.npy and --out MODULE.applied.hlo"));
+  absl::StatusOr<std::string> text = tgraph::ReadFile(in);
+  if (!text.ok()) return Fail(text.status());
+  absl::StatusOr<tgraph::xla::HloModuleProto> proto = tgraph::hlo::ParseModule(*text, in, limits);
+  if (!proto.ok()) return Fail(proto.status());
+  absl::StatusOr<ModuleGraph> m = tgraph::hlo::FeaturizeModule(*proto, in, limits);
+  if (!m.ok()) return Fail(m.status());
+  const int64_t nc = static_cast<int64_t>(m->default_config_nodes.size());
+  absl::StatusOr<tgraph::LayoutConfigRows> rows = tgraph::LoadLayoutConfigRows(configs, nc);
+  if (!rows.ok()) return Fail(rows.status());
+  const int64_t k = absl::GetFlag(FLAGS_row);
+  if (k < 0 || k >= rows->count)
+    return Fail(UsageError(absl::StrCat("--row ", k, ": ", configs, " has ", rows->count, " rows (0..", rows->count - 1, ")")));
+  const auto begin = rows->values.begin() + k * nc * tgraph::kConfigFeatDim;
+  const std::vector<int8_t> row(begin, begin + nc * tgraph::kConfigFeatDim);
+  absl::StatusOr<tgraph::hlo::AppliedLayouts> applied =
+      tgraph::hlo::ApplyLayoutRow(*text, row, absl::StrCat(in, " with row ", k, " of ", configs));
+  if (!applied.ok()) return Fail(applied.status());
+  if (absl::Status s = tgraph::WriteFileAtomic(out, applied->text); !s.ok()) return Fail(s);
+  for (const std::string& c : applied->changes) std::fprintf(stderr, "  %s\n", c.c_str());
+  std::printf("%s: row %lld of %s: %lld layouts written, %lld copies inserted -> %s\n", in.c_str(),
+              static_cast<long long>(k), configs.c_str(), static_cast<long long>(applied->layouts_written),
+              static_cast<long long>(applied->copies), out.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -148,13 +184,17 @@ int main(int argc, char** argv) {
       "  tgraph-featurize layout --in MODULE_TUNING_DATA.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]\n"
       "      a tpu_graphs.ModuleTuningData -> a layout file with its valid runs and their runtimes\n"
       "  tgraph-featurize tile --in TUNING_DATA.pb --out_dir DIR\n"
-      "      a tpu_graphs.TuningData -> one tile file per kernel, with runtimes and normalizers");
-  if (args.size() != 2) return Fail(UsageError("give one command: module, layout or tile"));
+      "      a tpu_graphs.TuningData -> one tile file per kernel, with runtimes and normalizers\n"
+      "  tgraph-featurize apply --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo\n"
+      "      a chosen layout row written into the module's HLO text (layouts, and copies where an operand's\n"
+      "      layout must change), every other byte kept");
+  if (args.size() != 2) return Fail(UsageError("give one command: module, layout, tile or apply"));
   tgraph::hlo::Limits limits;
   limits.max_instructions = absl::GetFlag(FLAGS_max_instructions);
   const std::string cmd = args[1];
   if (cmd == "module") return Module(limits);
   if (cmd == "layout") return Layout(limits);
   if (cmd == "tile") return Tile(limits);
-  return Fail(UsageError(absl::StrCat("unknown command '", cmd, "'; expected module, layout or tile")));
+  if (cmd == "apply") return Apply(limits);
+  return Fail(UsageError(absl::StrCat("unknown command '", cmd, "'; expected module, layout, tile or apply")));
 }

@@ -131,6 +131,16 @@ class Cursor {
     SkipSpace();
     return line_;
   }
+  // The offset of the next token (spaces and comments skipped), and the offset as it is.
+  size_t Offset() {
+    SkipSpace();
+    return pos_;
+  }
+  size_t RawOffset() const { return pos_; }
+
+  // Where the instructions stand, when the caller asked (ParseHloText's `map`).
+  TextMap* map = nullptr;
+  TextSpan last_layout;  // the layout of the array shape parsed last
   int64_t col() const { return col_; }
 
   static std::string Printable(absl::string_view s) {
@@ -236,7 +246,9 @@ absl::Status ParseArrayShape(Cursor& c, const std::string& type, ShapeProto* sha
     } while (c.Consume(','));
     if (!c.Consume(']')) return c.Error("',' or ']' in the shape's dimensions");
   }
+  c.last_layout = {c.RawOffset(), c.RawOffset()};
   if (c.LayoutFollows()) {  // the layout: minor_to_major, then tiling and memory space after ':'
+    c.last_layout.begin = c.Offset();
     c.Consume('{');
     if (absl::Status s = c.Charge(kLayoutBytes); !s.ok()) return s;
     shape->mutable_layout();
@@ -260,6 +272,7 @@ absl::Status ParseArrayShape(Cursor& c, const std::string& type, ShapeProto* sha
       }
     }
     if (!c.Consume('}')) return c.Error("'}' closing the layout");
+    c.last_layout.end = c.RawOffset();
   }
   return absl::OkStatus();
 }
@@ -489,9 +502,10 @@ absl::Status ParseAttribute(Cursor& c, HloInstructionProto* inst, PendingCalls* 
 
 // The operands of `inst` (after its '('), by name among `defined`.
 absl::Status ParseOperands(Cursor& c, const std::unordered_map<std::string, int64_t>& defined,
-                           const std::string& computation, HloInstructionProto* inst) {
+                           const std::string& computation, HloInstructionProto* inst, InstructionText* where) {
   if (c.Consume(')')) return absl::OkStatus();
   do {
+    const size_t begin = c.Offset();
     if (c.Peek() == '(') {  // an operand written with its (tuple) shape
       ShapeProto ignored;
       if (absl::Status s = ParseShape(c, &ignored, 0); !s.ok()) return s;
@@ -510,6 +524,7 @@ absl::Status ParseOperands(Cursor& c, const std::unordered_map<std::string, int6
       return c.ErrorAt(line, col, absl::StrCat("operand '", Cursor::Printable(name), "' is not an instruction ",
                                                "defined before it in computation '", computation, "'"));
     inst->add_operand_ids(it->second);
+    if (where) where->operands.push_back({begin, c.RawOffset()});
   } while (c.Consume(','));
   if (!c.Consume(')')) return c.Error("',' or ')' after an operand");
   return absl::OkStatus();
@@ -518,6 +533,8 @@ absl::Status ParseOperands(Cursor& c, const std::unordered_map<std::string, int6
 // One instruction line: [ROOT] %name = shape opcode(operands), attr=value, ...
 absl::Status ParseInstruction(Cursor& c, int64_t id, std::unordered_map<std::string, int64_t>* defined,
                               ParsedComputation* comp, bool* root) {
+  InstructionText where;
+  where.start = c.Offset();
   *root = c.ConsumeWord("ROOT");
   const int64_t line = c.line(), col = c.col();
   const std::string name = c.Name();
@@ -533,7 +550,10 @@ absl::Status ParseInstruction(Cursor& c, int64_t id, std::unordered_map<std::str
   HloInstructionProto* inst = comp->proto.add_instructions();
   inst->set_name(name);
   inst->set_id(id);
+  where.shape_begin = c.Offset();
   if (absl::Status s = ParseShape(c, inst->mutable_shape(), 0); !s.ok()) return s;
+  where.array_shape = inst->shape().element_type() != xla::TUPLE;
+  if (where.array_shape) where.layout = c.last_layout;
   const std::string opcode = c.Name();
   if (opcode.empty()) return c.Error("an opcode");
   if (absl::Status s = c.Charge(HeapChars(opcode.size())); !s.ok()) return s;
@@ -559,16 +579,22 @@ absl::Status ParseInstruction(Cursor& c, int64_t id, std::unordered_map<std::str
       return c.ErrorAt(pline, pcol, absl::StrCat("expected the parameter's number, got '", Cursor::Printable(n), "'"));
     inst->set_parameter_number(number);
     if (!c.Consume(')')) return c.Error("')' after the parameter's number");
-  } else if (absl::Status s = ParseOperands(c, *defined, comp->proto.name(), inst); !s.ok()) {
+  } else if (absl::Status s = ParseOperands(c, *defined, comp->proto.name(), inst, c.map ? &where : nullptr);
+             !s.ok()) {
     return s;
   }
   PendingCalls calls;
-  while (c.Consume(','))
+  where.end = c.RawOffset();
+  while (c.Consume(',')) {
     if (absl::Status s = ParseAttribute(c, inst, &calls); !s.ok()) return s;
+    where.end = c.RawOffset();
+  }
+  where.root = *root;
   comp->calls.push_back(std::move(calls));
   if (!defined->emplace(name, id).second)
     return c.ErrorAt(line, col, absl::StrCat("instruction name '", Cursor::Printable(name), "' is used twice in '",
                                              comp->proto.name(), "'"));
+  if (c.map) (*c.map)[id] = std::move(where);
   return absl::OkStatus();
 }
 
@@ -814,8 +840,10 @@ bool LooksLikeHloText(absl::string_view bytes) {
   return c.ConsumeWord("HloModule");
 }
 
-absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what, const Limits& limits) {
+absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what, const Limits& limits,
+                                            TextMap* map) {
   Cursor c(text, what, limits);
+  c.map = map;
   if (!c.ConsumeWord("HloModule")) return c.Error("'HloModule' and the module's name");
   HloModuleProto module;
   const std::string name = c.Name();

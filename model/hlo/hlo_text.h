@@ -21,6 +21,11 @@
 // crashes or recurses without bound on any input. Torch-free; pure functions.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <unordered_map>
+#include <vector>
+
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/hlo/working_memory.h"
@@ -31,11 +36,27 @@ namespace tgraph::hlo {
 // True when `bytes` starts (after whitespace and comments) with the word `HloModule`.
 bool LooksLikeHloText(absl::string_view bytes);
 
+// Where an instruction stands in the text: byte offsets, for edits that keep every
+// other byte as it was (apply_layouts.h).
+struct TextSpan {
+  size_t begin = 0, end = 0;
+};
+struct InstructionText {
+  size_t start = 0, end = 0;     // its first character ('ROOT' or its name), and just past its last
+  bool root = false;             // written with ROOT
+  size_t shape_begin = 0;        // its shape's first character
+  bool array_shape = false;      // false for a tuple shape
+  TextSpan layout;               // its '{...}'; empty, just after the ']', when none is written
+  std::vector<TextSpan> operands;  // each operand as written, its shape included when written
+};
+using TextMap = std::unordered_map<int64_t, InstructionText>;  // by instruction id
+
 // The module `text` describes; errors name `what`, the line and the column. Charges
 // what it builds to `limits.reserve` as it goes (working_memory.h) and stops with
-// RESOURCE_EXHAUSTED, naming the line, at instruction max_instructions + 1.
+// RESOURCE_EXHAUSTED, naming the line, at instruction max_instructions + 1. With `map`,
+// also where each instruction stands (not charged: for tools, not request paths).
 absl::StatusOr<tgraph::xla::HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what,
-                                                         const Limits& limits = {});
+                                                         const Limits& limits = {}, TextMap* map = nullptr);
 
 // `module` as HLO text in the syntax ParseHloText reads, with what the proto subset holds:
 // shapes and layouts, operands, parameter numbers, the attributes that set features and

@@ -1,0 +1,263 @@
+#include "model/hlo/apply_layouts.h"
+
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "model/core/layout_space.h"
+#include "model/hlo/featurize.h"
+#include "model/hlo/hlo_text.h"
+
+namespace tgraph::hlo {
+namespace {
+
+using xla::HloInstructionProto;
+using Layout = std::vector<int64_t>;  // minor to major
+
+// A module's text, parsed with where each instruction stands, and its graph.
+struct ParsedText {
+  xla::HloModuleProto module;
+  TextMap map;
+  ModuleGraph graph;
+  std::vector<const HloInstructionProto*> by_node;  // the featurizer's node order
+  std::unordered_map<int64_t, const HloInstructionProto*> by_id;
+};
+
+absl::StatusOr<ParsedText> Read(absl::string_view text, absl::string_view what) {
+  if (!LooksLikeHloText(text))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": not HLO text (a module starts with 'HloModule'); layouts are written into a module's text, so "
+              "that nothing else in it changes: dump the module as text (XLA_FLAGS=--xla_dump_to=DIR, or JAX's "
+              "as_hlo_text()) and apply the row to that"));
+  ParsedText p;
+  absl::StatusOr<xla::HloModuleProto> module = ParseHloText(text, what, Limits{}, &p.map);
+  if (!module.ok()) return module.status();
+  p.module = std::move(*module);
+  absl::StatusOr<ModuleGraph> graph = FeaturizeModule(p.module, what);
+  if (!graph.ok()) return graph.status();
+  p.graph = std::move(*graph);
+  for (const xla::HloComputationProto& c : p.module.computations())
+    for (const HloInstructionProto& inst : c.instructions()) {
+      p.by_node.push_back(&inst);
+      p.by_id[inst.id()] = &inst;
+    }
+  if (p.graph.default_config_nodes.empty())
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": module ", p.graph.module_name, " has no convolution, dot or reshape instruction: no layout to set"));
+  return p;
+}
+
+// The layout written on an instruction (empty when none, or a tuple).
+Layout Written(const HloInstructionProto& inst) {
+  const xla::ShapeProto& s = inst.shape();
+  if (s.element_type() == xla::TUPLE || !s.has_layout() || s.layout().minor_to_major_size() != s.dimensions_size())
+    return {};
+  return Layout(s.layout().minor_to_major().begin(), s.layout().minor_to_major().end());
+}
+
+// A group's fixed dimensions: its values up to the first -1.
+Layout Prefix(const int8_t* group) {
+  Layout p;
+  for (int d = 0; d < kLayoutSlots && group[d] >= 0; ++d) p.push_back(group[d]);
+  return p;
+}
+
+bool StartsWith(const Layout& layout, const Layout& prefix) {
+  return layout.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), layout.begin());
+}
+
+// `prefix`, then the other dimensions in their order in `before` (descending when empty).
+Layout Complete(const Layout& prefix, const Layout& before, int64_t rank) {
+  Layout order = before;
+  if (order.empty())
+    for (int64_t d = rank - 1; d >= 0; --d) order.push_back(d);
+  Layout full = prefix;
+  for (int64_t d : order)
+    if (std::find(prefix.begin(), prefix.end(), d) == prefix.end()) full.push_back(d);
+  return full;
+}
+
+std::string LayoutText(const Layout& l) { return absl::StrCat("{", absl::StrJoin(l, ","), "}"); }
+
+// One edit of the text: `erase` bytes at `at` replaced by `insert`.
+struct Edit {
+  size_t at = 0, erase = 0;
+  std::string insert;
+};
+
+absl::StatusOr<std::string> ApplyEdits(absl::string_view text, std::vector<Edit> edits) {
+  // By offset; at one offset, insertions (in the order made) before a replacement.
+  std::stable_sort(edits.begin(), edits.end(), [](const Edit& a, const Edit& b) {
+    return a.at != b.at ? a.at < b.at : (a.erase == 0) > (b.erase == 0);
+  });
+  std::string out;
+  out.reserve(text.size() + 64 * edits.size());
+  size_t pos = 0;
+  for (const Edit& e : edits) {
+    if (e.at < pos || e.at + e.erase > text.size())
+      return absl::InternalError(absl::StrCat("overlapping edits at byte ", e.at, ": a bug of apply_layouts.cc"));
+    absl::StrAppend(&out, text.substr(pos, e.at - pos));
+    out += e.insert;
+    pos = e.at + e.erase;
+  }
+  absl::StrAppend(&out, text.substr(pos));
+  return out;
+}
+
+// The whitespace that indents the line `at` stands on, when only whitespace precedes it.
+std::string IndentAt(absl::string_view text, size_t at) {
+  size_t begin = at;
+  while (begin > 0 && text[begin - 1] != '\n') --begin;
+  const absl::string_view before = text.substr(begin, at - begin);
+  for (char c : before)
+    if (!absl::ascii_isspace(static_cast<unsigned char>(c))) return " ";
+  return std::string(before);
+}
+
+// `base`, or `base.2`, `base.3`, ... : the first not in `names` (then added to it).
+std::string UniqueName(const std::string& base, std::unordered_set<std::string>* names) {
+  std::string name = base;
+  for (int n = 2; names->count(name); ++n) name = absl::StrCat(base, ".", n);
+  names->insert(name);
+  return name;
+}
+
+// An array instruction's shape as written, without its layout: "f32[8,128]".
+std::string ShapeText(absl::string_view text, const InstructionText& t) {
+  return std::string(absl::StripTrailingAsciiWhitespace(text.substr(t.shape_begin, t.layout.begin - t.shape_begin)));
+}
+
+// The id of the entry computation's root instruction.
+int64_t EntryRoot(const xla::HloModuleProto& module) {
+  for (const xla::HloComputationProto& c : module.computations())
+    if (c.id() == module.entry_computation_id()) return c.root_id();
+  return -1;
+}
+
+absl::Status Illegal(absl::string_view what, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat(what, ": the row: ", why));
+}
+
+}  // namespace
+
+absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std::vector<int8_t>& row,
+                                              absl::string_view what) {
+  absl::StatusOr<ParsedText> parsed = Read(text, what);
+  if (!parsed.ok()) return parsed.status();
+  const ParsedText& p = *parsed;
+  const std::vector<int64_t>& ids = p.graph.default_config_nodes;
+  const size_t nc = ids.size();
+  if (row.size() != nc * kConfigFeatDim)
+    return Illegal(what, absl::StrCat(row.size(), " values; the module has ", nc, " configurable nodes, so a row has ",
+                                      nc, " x ", kConfigFeatDim, " = ", nc * kConfigFeatDim));
+  for (size_t i = 0; i < row.size(); ++i)
+    if (row[i] < -1 || row[i] >= kLayoutSlots)
+      return Illegal(what, absl::StrCat("configurable node ", i / kConfigFeatDim, ", slot ", i % kConfigFeatDim, " is ",
+                                        row[i], ", expected -1..5"));
+  const LayoutSpace space = LayoutSpaceOf(p.graph.graph, ids, &p.graph.first_operands);
+  if (const std::string bad = FirstIllegalLayoutRow(space, row.data(), 1); !bad.empty()) return Illegal(what, bad);
+
+  AppliedLayouts out;
+  std::vector<Edit> edits;
+  std::unordered_set<std::string> names;  // every instruction name, for the copies' names
+  for (const auto& [id, inst] : p.by_id) names.insert(inst->name());
+  std::unordered_map<int64_t, Layout> set;  // instruction id -> the layout this apply gave it
+  const auto current = [&](const HloInstructionProto& inst) {
+    const auto it = set.find(inst.id());
+    return it != set.end() ? it->second : Written(inst);
+  };
+  const auto write_layout = [&](const HloInstructionProto& inst, const Layout& l, absl::string_view why) {
+    const InstructionText& t = p.map.at(inst.id());
+    edits.push_back({t.layout.begin, t.layout.end - t.layout.begin, LayoutText(l)});
+    set[inst.id()] = l;
+    ++out.layouts_written;
+    out.changes.push_back(absl::StrCat(inst.name(), ": ", why, " layout ", LayoutText(l)));
+  };
+
+  // Outputs first: the layouts instructions produce, which their users' groups then see.
+  const int64_t entry_root = EntryRoot(p.module);
+  for (size_t j = 0; j < nc; ++j) {
+    const HloInstructionProto& inst = *p.by_node[static_cast<size_t>(ids[j])];
+    const Layout prefix = Prefix(row.data() + j * kConfigFeatDim);
+    const Layout cur = current(inst);
+    if (prefix.empty() || StartsWith(cur, prefix)) continue;
+    const int64_t rank = inst.shape().dimensions_size();
+    write_layout(inst, Complete(prefix, cur, rank), "output");
+    const InstructionText& t = p.map.at(inst.id());
+    if (inst.id() != entry_root || !t.root) continue;
+    // The program's result keeps its layout (the one written, else the default): a
+    // copy back to it becomes the root, as layout assignment would add.
+    const std::string name = UniqueName(absl::StrCat(inst.name(), ".result"), &names);
+    size_t root_word = 4;  // "ROOT" and the spaces after it
+    while (t.start + root_word < text.size() && text[t.start + root_word] == ' ') ++root_word;
+    edits.push_back({t.start, root_word, ""});
+    edits.push_back({t.end, 0,
+                     absl::StrCat("\n", IndentAt(text, t.start), "ROOT %", name, " = ", ShapeText(text, t),
+                                  LayoutText(Complete({}, cur, rank)), " copy(%", inst.name(), ")")});
+    ++out.copies;
+    out.changes.push_back(absl::StrCat(inst.name(), ": the program's result, kept in layout ",
+                                       LayoutText(Complete({}, cur, rank)), " by a copy ", name, " (the new ROOT)"));
+  }
+
+  for (size_t j = 0; j < nc; ++j) {
+    const HloInstructionProto& user = *p.by_node[static_cast<size_t>(ids[j])];
+    for (int g = 1; g < kConfigGroups; ++g) {
+      const Layout prefix = Prefix(row.data() + j * kConfigFeatDim + g * kLayoutSlots);
+      if (prefix.empty()) continue;
+      const int k = g - 1;  // input: operand 0, kernel: operand 1
+      const HloInstructionProto& producer = *p.by_id.at(user.operand_ids(k));  // the space checked it exists
+      const InstructionText& pt = p.map.at(producer.id());
+      if (!pt.array_shape)
+        return Illegal(what, absl::StrCat(LayoutGroupName(g), " group of ", user.name(), ": its operand ",
+                                          producer.name(), " is a tuple"));
+      const Layout cur = current(producer);
+      if (StartsWith(cur, prefix)) continue;
+      const Layout full = Complete(prefix, cur, producer.shape().dimensions_size());
+      if (cur.empty() && producer.opcode() != "parameter") {
+        write_layout(producer, full, absl::StrCat(LayoutGroupName(g), " of ", user.name(), ":"));
+        continue;
+      }
+      // A copy into the layout the user asks for, just before the user.
+      const std::string name = UniqueName(absl::StrCat(producer.name(), ".", LayoutGroupName(g), ".", user.name()), &names);
+      const std::string shape = absl::StrCat(ShapeText(text, pt), LayoutText(full));
+      const InstructionText& ut = p.map.at(user.id());
+      edits.push_back({ut.start, 0,
+                       absl::StrCat("%", name, " = ", shape, " copy(%", producer.name(), ")\n", IndentAt(text, ut.start))});
+      const TextSpan operand = ut.operands.at(static_cast<size_t>(k));
+      const bool shape_written = text.substr(operand.begin, operand.end - operand.begin).find('[') != absl::string_view::npos;
+      edits.push_back({operand.begin, operand.end - operand.begin, absl::StrCat(shape_written ? shape + " " : "", "%", name)});
+      ++out.copies;
+      out.changes.push_back(absl::StrCat(user.name(), ": ", LayoutGroupName(g), " (operand ", k, ", ", producer.name(),
+                                         ") through a copy ", name, " with layout ", LayoutText(full)));
+    }
+  }
+  absl::StatusOr<std::string> edited = ApplyEdits(text, std::move(edits));
+  if (!edited.ok()) return edited.status();
+  out.text = std::move(*edited);
+  return out;
+}
+
+absl::StatusOr<std::vector<int8_t>> WrittenLayoutRow(absl::string_view text, absl::string_view what) {
+  absl::StatusOr<ParsedText> parsed = Read(text, what);
+  if (!parsed.ok()) return parsed.status();
+  const ParsedText& p = *parsed;
+  const std::vector<int64_t>& ids = p.graph.default_config_nodes;
+  std::vector<int8_t> row(ids.size() * kConfigFeatDim, -1);
+  for (size_t j = 0; j < ids.size(); ++j) {
+    const HloInstructionProto& inst = *p.by_node[static_cast<size_t>(ids[j])];
+    for (int g = 0; g < kConfigGroups; ++g) {
+      const int k = g - 1;
+      if (k >= inst.operand_ids_size()) continue;
+      const Layout l = Written(k < 0 ? inst : *p.by_id.at(inst.operand_ids(k)));
+      for (size_t d = 0; d < l.size() && d < static_cast<size_t>(kLayoutSlots); ++d)
+        row[j * kConfigFeatDim + static_cast<size_t>(g * kLayoutSlots) + d] = static_cast<int8_t>(l[d]);
+    }
+  }
+  return row;
+}
+
+}  // namespace tgraph::hlo

@@ -1,0 +1,53 @@
+// The way back from a ranked configuration to a program: a layout row (nc x 18 values,
+// configurable nodes in the order featurize.h gives them) written into the HLO text it
+// was made from, every other byte of the text kept as it was. Used by
+// `tgraph-featurize apply`; torch-free; pure functions (any thread).
+//
+// What a row's groups become (docs/api.md, "Applying a chosen configuration"):
+// - output: the configurable instruction's own layout;
+// - input and kernel: the layout its operand 0 and operand 1 arrive in. When the
+//   operand's producer has no layout written and no earlier group set one, the producer
+//   gets it; when its layout already begins with the group's dimensions, nothing
+//   changes; otherwise a `copy` into the requested layout is inserted just before the
+//   configurable instruction and becomes its operand (as XLA's layout assignment inserts
+//   copies where a producer's layout and a user's constraint differ). Parameters are
+//   never changed (their layouts are the program's interface): they get a copy.
+// - A group fixes the most minor dimensions (a minor-to-major prefix, as the real files'
+//   rows do); the dimensions it leaves free keep their order in the layout written before
+//   (the default, descending, where none was), so a written layout is always complete.
+// - A changed layout is written as `{minor_to_major}`: a tiling or memory space written
+//   on it before is dropped (the compiler assigns tiling after layouts).
+// - Groups that are the compiler default (all -1) change nothing.
+// Rows are checked against the module's layout search space first (layout_space.h): a
+// row no compiler could apply is INVALID_ARGUMENT naming the configurable node and group.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace tgraph::hlo {
+
+struct AppliedLayouts {
+  std::string text;              // the module with the row's layouts
+  int64_t layouts_written = 0;   // instructions whose own layout changed
+  int64_t copies = 0;            // copies inserted
+  std::vector<std::string> changes;  // one line per change, e.g. "convolution.3: output layout {4,0,3,2,1}"
+};
+
+// `row` (nc x 18 values in -1..5) written into the HLO module `text`; errors name `what`.
+// INVALID_ARGUMENT for text that does not parse (line, column), a binary module (this
+// edits text), a row whose size is not the module's configurable nodes x 18, or an
+// illegal group.
+absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std::vector<int8_t>& row,
+                                              absl::string_view what);
+
+// The layouts a module's text has written for its configurable nodes, as a row of
+// complete minor-to-major orders (nc x 18, -1 where a tensor has no layout written or the
+// node has no such operand): what `tgraph-featurize apply` wrote, read back.
+absl::StatusOr<std::vector<int8_t>> WrittenLayoutRow(absl::string_view text, absl::string_view what);
+
+}  // namespace tgraph::hlo

@@ -1,0 +1,239 @@
+// The way back (model/hlo/apply_layouts.h): a layout row written into a module's HLO
+// text. On the real unet_3d module, rows of the real file come back as the layouts of the
+// re-featurized module; on hand-written modules, the exact text of every kind of change;
+// bad rows and inputs are errors naming what is wrong.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "model/core/file_util.h"
+#include "model/hlo/apply_layouts.h"
+#include "model/hlo/featurize.h"
+#include "model/hlo/hlo_text.h"
+
+using namespace tgraph;
+using tgraph::hlo::ApplyLayoutRow;
+using tgraph::hlo::WrittenLayoutRow;
+
+namespace {
+
+// The real unet_3d module as text (our printer: the text featurizes as the proto does,
+// hlo_text_test.cc) and its layout tuning runs.
+struct RealUnet {
+  std::string text;
+  LayoutGraph runs;
+};
+
+RealUnet ReadRealUnet() {
+  xla::ModuleTuningData d;
+  REQUIRE(d.ParseFromString(*ReadFile(std::string(TGRAPH_REAL_DATA) + "/module_tuning_data_layout.pb")));
+  auto t = hlo::FeaturizeLayoutTuning(d, "unet");
+  REQUIRE(t.ok());
+  return {hlo::PrintHloText(d.module()), t->graph};
+}
+
+hlo::ModuleGraph Featurize(const std::string& text) {
+  auto proto = hlo::ParseHloText(text, "applied.hlo");
+  REQUIRE(proto.ok());
+  auto g = hlo::FeaturizeModule(*proto, "applied.hlo");
+  REQUIRE(g.ok());
+  return *g;
+}
+
+int64_t NodeNamed(const hlo::ModuleGraph& g, const std::string& name) {
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (g.nodes[i].instruction == name) return static_cast<int64_t>(i);
+  FAIL("no instruction " << name);
+  return -1;
+}
+
+// A node's layout features (node_feat 134..139: its minor-to-major, zero-padded).
+std::vector<int> LayoutFeatures(const hlo::ModuleGraph& g, int64_t node) {
+  std::vector<int> v;
+  for (int d = 0; d < 6; ++d) v.push_back(static_cast<int>(g.graph.feat(node)[134 + d]));
+  return v;
+}
+
+std::vector<int8_t> Row(std::initializer_list<std::initializer_list<int>> per_node_groups) {
+  std::vector<int8_t> row;
+  for (const auto& node : per_node_groups) {
+    std::vector<int8_t> v(18, -1);
+    size_t i = 0;
+    for (int x : node) v[i++] = static_cast<int8_t>(x);
+    row.insert(row.end(), v.begin(), v.end());
+  }
+  return row;
+}
+
+}  // namespace
+
+TEST_CASE("apply: rows of the real unet_3d file come back as the re-featurized module's layouts", "[hlo][apply]") {
+  const RealUnet unet = ReadRealUnet();
+  const hlo::ModuleGraph before = Featurize(unet.text);
+  REQUIRE(before.default_config_nodes == unet.runs.node_config_ids);
+  auto written_before = WrittenLayoutRow(unet.text, "unet.hlo");
+  REQUIRE(written_before.ok());
+  const int64_t nc = unet.runs.num_config_nodes();
+  // The first runs, and runs whose groups fix 1, 3 and 4 dimensions (the real file's
+  // partial groups), so that every kind of group of the file is applied.
+  std::vector<int64_t> rows = {0, 1, 2, 3};
+  for (int want : {1, 3, 4}) {
+    for (int64_t c = 0; c < unet.runs.num_configs; ++c) {
+      const int8_t* r = unet.runs.config_feat.data() + c * nc * 18;
+      bool found = false;
+      for (int64_t i = 0; i < nc * 3 && !found; ++i)
+        found = std::count_if(r + i * 6, r + i * 6 + 6, [](int8_t x) { return x >= 0; }) == want;
+      if (found) {
+        rows.push_back(c);
+        break;
+      }
+    }
+  }
+  REQUIRE(rows.size() == 7);
+  int64_t copies = 0, layouts_written = 0;
+  for (int64_t c : rows) {
+    INFO("run " << c);
+    const std::vector<int8_t> row(unet.runs.config_feat.begin() + c * nc * 18,
+                                  unet.runs.config_feat.begin() + (c + 1) * nc * 18);
+    auto applied = ApplyLayoutRow(unet.text, row, "unet.hlo");
+    REQUIRE(applied.ok());
+    const hlo::ModuleGraph after = Featurize(applied->text);
+    // The same configurable instructions, in the same order; one node per copy more.
+    REQUIRE(after.default_config_nodes.size() == before.default_config_nodes.size());
+    for (size_t j = 0; j < after.default_config_nodes.size(); ++j)
+      CHECK(after.nodes[after.default_config_nodes[j]].instruction ==
+            before.nodes[before.default_config_nodes[j]].instruction);
+    CHECK(after.graph.num_nodes == before.graph.num_nodes + applied->copies);
+    copies += applied->copies;
+    layouts_written += applied->layouts_written;
+    auto written = WrittenLayoutRow(applied->text, "applied.hlo");
+    REQUIRE(written.ok());
+    int64_t groups_set = 0;
+    for (int64_t j = 0; j < nc; ++j) {
+      const int64_t node = after.default_config_nodes[static_cast<size_t>(j)];
+      for (int g = 0; g < 3; ++g) {
+        const int8_t* want = row.data() + j * 18 + g * 6;
+        const int8_t* got = written->data() + j * 18 + g * 6;
+        const int8_t* was = written_before->data() + j * 18 + g * 6;
+        const int k = static_cast<int>(std::count_if(want, want + 6, [](int8_t x) { return x >= 0; }));
+        if (k == 0) {  // the compiler default: the module's layout as it was
+          CHECK(std::vector<int8_t>(got, got + 6) == std::vector<int8_t>(was, was + 6));
+          continue;
+        }
+        ++groups_set;
+        CHECK(std::vector<int8_t>(got, got + k) == std::vector<int8_t>(want, want + k));
+        // And as the node features the model reads: the node's own (output) or its operand's.
+        const int64_t tensor = g == 0 ? node : after.first_operands[static_cast<size_t>(node)][g - 1];
+        REQUIRE(tensor >= 0);
+        const std::vector<int> feat = LayoutFeatures(after, tensor);
+        for (int d = 0; d < k; ++d) CHECK(feat[static_cast<size_t>(d)] == want[d]);
+      }
+    }
+    CHECK(groups_set > 0);
+    // Applying the same row again changes nothing: every group is already satisfied.
+    auto again = ApplyLayoutRow(applied->text, row, "applied.hlo");
+    REQUIRE(again.ok());
+    CHECK(again->text == applied->text);
+    CHECK(again->copies + again->layouts_written == 0);
+  }
+  WARN("unet_3d: " << rows.size() << " rows applied: " << layouts_written << " layouts written, " << copies
+                   << " copies");
+  CHECK(copies > 0);  // both ways of setting an operand's layout were taken
+  CHECK(layouts_written > 0);
+}
+
+TEST_CASE("apply: layouts set, copies for parameters and conflicts, the result's layout kept, all else verbatim",
+          "[hlo][apply]") {
+  const std::string text = R"(HloModule test_apply, entry_computation_layout={(f32[8,16]{1,0}, f32[16,32]{1,0})->f32[4,64]{1,0}}
+
+ENTRY %main (a: f32[8,16], b: f32[16,32]) -> f32[4,64] {
+  %a = f32[8,16]{1,0} parameter(0)
+  %b = f32[16,32]{1,0} parameter(1)
+  %neg = f32[8,16] negate(f32[8,16] %a), metadata={op_name="x"}
+  %dot.1 = f32[8,32]{1,0:T(8,128)} dot(%neg, f32[16,32]{1,0} %b), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT %r = f32[4,64] reshape(%dot.1) /* a comment */
+}
+)";
+  // dot.1: output {0,1} (its tiling dropped); input {0,1} on neg, which has no layout
+  // (set there); kernel {0,1} on the parameter b (a copy). r: output {0,1} (the root: a
+  // copy back to the result's default layout); input {1,0} on dot.1, now {0,1} (a copy).
+  const std::vector<int8_t> row = Row({{0, 1, -1, -1, -1, -1, 0, 1, -1, -1, -1, -1, 0, 1},
+                                       {0, 1, -1, -1, -1, -1, 1, 0}});
+  auto applied = ApplyLayoutRow(text, row, "m.hlo");
+  REQUIRE(applied.ok());
+  CHECK(applied->text == R"(HloModule test_apply, entry_computation_layout={(f32[8,16]{1,0}, f32[16,32]{1,0})->f32[4,64]{1,0}}
+
+ENTRY %main (a: f32[8,16], b: f32[16,32]) -> f32[4,64] {
+  %a = f32[8,16]{1,0} parameter(0)
+  %b = f32[16,32]{1,0} parameter(1)
+  %neg = f32[8,16]{0,1} negate(f32[8,16] %a), metadata={op_name="x"}
+  %b.kernel.dot.1 = f32[16,32]{0,1} copy(%b)
+  %dot.1 = f32[8,32]{0,1} dot(%neg, f32[16,32]{0,1} %b.kernel.dot.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  %dot.1.input.r = f32[8,32]{1,0} copy(%dot.1)
+  %r = f32[4,64]{0,1} reshape(%dot.1.input.r)
+  ROOT %r.result = f32[4,64]{1,0} copy(%r) /* a comment */
+}
+)");
+  CHECK(applied->layouts_written == 3);
+  CHECK(applied->copies == 3);
+  CHECK(applied->changes.size() == 6);
+  auto written = WrittenLayoutRow(applied->text, "applied.hlo");
+  REQUIRE(written.ok());
+  CHECK(*written == Row({{0, 1, -1, -1, -1, -1, 0, 1, -1, -1, -1, -1, 0, 1}, {0, 1, -1, -1, -1, -1, 1, 0}}));
+
+  SECTION("a group fixes the most minor dimensions; the others keep their order in the layout written before") {
+    const std::string t = R"(HloModule m
+ENTRY e {
+  p = f32[2,3,4,5]{1,3,2,0} parameter(0)
+  ROOT r = f32[6,20] reshape(p)
+}
+)";
+    auto a = ApplyLayoutRow(t, Row({{0, -1, -1, -1, -1, -1, 2, -1}}), "m.hlo");
+    REQUIRE(a.ok());
+    // r has no layout: {0, then the default's 1}; p is a parameter: a copy, {2, then 1,3,0}.
+    CHECK(a->text == R"(HloModule m
+ENTRY e {
+  p = f32[2,3,4,5]{1,3,2,0} parameter(0)
+  %p.input.r = f32[2,3,4,5]{2,1,3,0} copy(%p)
+  r = f32[6,20]{0,1} reshape(%p.input.r)
+  ROOT %r.result = f32[6,20]{1,0} copy(%r)
+}
+)");
+  }
+  SECTION("the compiler default everywhere, or layouts already there, change nothing") {
+    auto same = ApplyLayoutRow(text, std::vector<int8_t>(2 * 18, -1), "m.hlo");
+    REQUIRE(same.ok());
+    CHECK(same->text == text);
+    auto kept = ApplyLayoutRow(text, Row({{1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 0}}), "m.hlo");
+    REQUIRE_FALSE(kept.ok());  // two configurable nodes: a row of one is the wrong size
+    auto satisfied = ApplyLayoutRow(text, Row({{1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 0}, {}}), "m.hlo");
+    REQUIRE(satisfied.ok());
+    CHECK(satisfied->text == text);
+  }
+}
+
+TEST_CASE("apply: bad rows and inputs are errors naming the node, the group or the line", "[hlo][apply]") {
+  const std::string text = "HloModule m\nENTRY e {\n  a = f32[4,4] parameter(0)\n  ROOT d = f32[4,4] dot(a, a)\n}\n";
+  const auto error = [](const absl::StatusOr<hlo::AppliedLayouts>& r) {
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+    return std::string(r.status().message());
+  };
+  CHECK(error(ApplyLayoutRow(text, std::vector<int8_t>(17, -1), "m.hlo")) ==
+        "m.hlo: the row: 17 values; the module has 1 configurable nodes, so a row has 1 x 18 = 18");
+  CHECK(error(ApplyLayoutRow(text, Row({{7}}), "m.hlo")) ==
+        "m.hlo: the row: configurable node 0, slot 0 is 7, expected -1..5");
+  const std::string twice = error(ApplyLayoutRow(text, Row({{1, 1}}), "m.hlo"));
+  CHECK_THAT(twice, Catch::Contains("configurable node 0") && Catch::Contains("output group") &&
+                        Catch::Contains("appears twice"));
+  const std::string rank = error(ApplyLayoutRow(text, Row({{-1, -1, -1, -1, -1, -1, 2}}), "m.hlo"));
+  CHECK_THAT(rank, Catch::Contains("input group"));
+  CHECK_THAT(error(ApplyLayoutRow("HloModule m\nENTRY e {\n  a = f32[4 parameter(0)\n}\n", Row({{}}), "m.hlo")),
+             Catch::StartsWith("m.hlo: line 3, column"));
+  CHECK_THAT(error(ApplyLayoutRow(std::string("\x0a\x05main", 6), Row({{}}), "m.pb")),
+             Catch::Contains("not HLO text"));
+  CHECK_THAT(error(ApplyLayoutRow("HloModule m\nENTRY e {\n  ROOT a = f32[4] parameter(0)\n}\n", Row({{}}), "m.hlo")),
+             Catch::Contains("no convolution, dot or reshape"));
+}
