@@ -72,6 +72,7 @@ def test_version_names_the_commit_built():
     ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
     ["tgraph-synth", "--out", "x", "--preset", "huge"],
     ["tgraph-featurize", "module"],                               # --in and --out missing
+    ["tgraph-featurize", "apply", "--in", "m.hlo", "--out", "o.hlo"],   # --configs missing
     ["tgraph-bench-model", "--precision", "fp8"],
     ["tgraph-synth", "--bogus"],                                  # a flag no tool has
     ["tgraph-server", "--registry"],                              # a flag without its value
@@ -98,6 +99,45 @@ def test_other_failures_exit_1(tmp_path):
     assert r.returncode == 1 and "Health" in r.stderr and time.monotonic() - started < 10, r.stderr
     r = call(binary("model", "hlo", "tgraph-featurize"), "module", "--in", UNET, "--out", tmp_path / "g.npz")
     assert r.returncode == 1 and "unet_3d" in r.stderr  # an npz is not an HLO module
+
+
+def test_featurize_apply_writes_a_chosen_row_into_the_real_graphsage_text(tmp_path):
+    """tgraph-featurize apply: a row of a .npy, in --nodes_tsv order, written into the
+    module's text; the output featurizes with the row's layouts; every line it did not
+    change is the input's; bad rows name the node and group, a bad --row is a usage error."""
+    import numpy as np
+    featurize = binary("model", "hlo", "tgraph-featurize")
+    hlo = os.path.join(REAL, "hlo", "graphsage_tf.hlo")
+    r = call(featurize, "module", "--in", hlo, "--out", tmp_path / "g.npz", "--nodes_tsv", tmp_path / "g.tsv")
+    assert r.returncode == 0, r.stderr
+    nodes = [line.split("\t") for line in open(tmp_path / "g.tsv").read().splitlines()[1:]]
+    j = next(int(n[0]) for n in nodes if n[3] == "MatMul_1.10")
+    rows = -np.ones((2, len(nodes), 18), np.int8)
+    rows[1, j, 0:2] = rows[1, j, 6:8] = rows[1, j, 12:14] = [0, 1]  # output, input, kernel: {0,1}
+    np.save(tmp_path / "rows.npy", rows)
+    out = tmp_path / "applied.hlo"
+    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "rows.npy", "--row", "1", "--out", out)
+    assert r.returncode == 0, r.stderr
+    assert "1 layouts written, 2 copies inserted" in r.stdout
+    before, after = open(hlo).read().splitlines(), open(out).read().splitlines()
+    assert len(after) == len(before) + 2
+    changed = [line for line in after if line not in before]
+    assert [c.split(" = ")[0].strip() for c in changed] == [
+        "%embedding_lookup.3.input.MatMul_1.10", "%MatMul_1.9.kernel.MatMul_1.10", "%MatMul_1.10"]
+    assert changed[0].endswith("bf16[1,50]{0,1} copy(%embedding_lookup.3)")
+    assert "bf16[1,128]{0,1} dot(%embedding_lookup.3.input.MatMul_1.10, %MatMul_1.9.kernel.MatMul_1.10)" in changed[2]
+    assert 'metadata={op_type="BatchMatMulV2"' in changed[2]  # the rest of the line kept
+    r = call(featurize, "module", "--in", out, "--out", tmp_path / "applied.npz")
+    assert r.returncode == 0 and "140 nodes" in r.stdout and "27 configurable nodes" in r.stdout, r.stdout + r.stderr
+    # Row 0 is the compiler default everywhere: the module comes back unchanged.
+    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "rows.npy", "--out", out)
+    assert r.returncode == 0 and open(out).read() == open(hlo).read()
+    rows[1, j, 0:2] = [1, 1]
+    np.save(tmp_path / "bad.npy", rows)
+    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "bad.npy", "--row", "1", "--out", out)
+    assert r.returncode == 1 and f"configurable node {j}" in r.stderr and "output group" in r.stderr, r.stderr
+    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "rows.npy", "--row", "2", "--out", out)
+    assert r.returncode == 2 and "--row 2" in r.stderr and "has 2 rows" in r.stderr, r.stderr
 
 
 def test_retire_and_restore_take_the_model_version_as_version_n(world, tmp_path):
