@@ -5,10 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
 #include "model/core/file_util.h"
+#include "model/core/layout_space.h"
 #include "model/hlo/apply_layouts.h"
 #include "model/hlo/featurize.h"
 #include "model/hlo/hlo_text.h"
@@ -236,4 +238,38 @@ TEST_CASE("apply: bad rows and inputs are errors naming the node, the group or t
              Catch::Contains("not HLO text"));
   CHECK_THAT(error(ApplyLayoutRow("HloModule m\nENTRY e {\n  ROOT a = f32[4] parameter(0)\n}\n", Row({{}}), "m.hlo")),
              Catch::Contains("no convolution, dot or reshape"));
+}
+
+TEST_CASE("apply: random legal rows of the real graphsage module always read back as their layouts", "[hlo][apply][fuzz]") {
+  const std::string text = *ReadFile(std::string(TGRAPH_REAL_DATA) + "/hlo/graphsage_tf.hlo");
+  const hlo::ModuleGraph g = Featurize(text);
+  const LayoutSpace space = LayoutSpaceOf(g.graph, g.default_config_nodes, &g.first_operands);
+  const size_t nc = g.default_config_nodes.size();
+  std::mt19937 rng(7);
+  int64_t copies = 0, written = 0;
+  for (int iter = 0; iter < 200; ++iter) {
+    // Each group: a candidate the space proposes, cut to a random prefix.
+    std::vector<int8_t> row(nc * 18, -1);
+    for (size_t j = 0; j < nc; ++j)
+      for (int gr = 0; gr < 3; ++gr) {
+        const auto& cands = space.nodes[j].groups[gr].candidates;
+        const auto& c = cands[std::uniform_int_distribution<size_t>(0, cands.size() - 1)(rng)];
+        const int k = std::uniform_int_distribution<int>(1, 6)(rng);
+        for (int d = 0; d < k; ++d) row[j * 18 + gr * 6 + d] = c[d];
+      }
+    auto applied = ApplyLayoutRow(text, row, "graphsage_tf.hlo");
+    REQUIRE(applied.ok());
+    copies += applied->copies;
+    written += applied->layouts_written;
+    auto back = WrittenLayoutRow(applied->text, "applied.hlo");
+    REQUIRE(back.ok());
+    for (size_t i = 0; i < nc * 3; ++i) {
+      const int8_t* want = row.data() + i * 6;
+      const int k = static_cast<int>(std::find(want, want + 6, -1) - want);
+      INFO("iteration " << iter << ", group " << i);
+      CHECK(std::vector<int8_t>(back->begin() + i * 6, back->begin() + i * 6 + k) == std::vector<int8_t>(want, want + k));
+    }
+  }
+  CHECK(copies > 0);
+  CHECK(written > 0);
 }
