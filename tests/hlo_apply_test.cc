@@ -273,3 +273,23 @@ TEST_CASE("apply: random legal rows of the real graphsage module always read bac
   CHECK(copies > 0);
   CHECK(written > 0);
 }
+
+TEST_CASE("apply: an operand written with its shape gets the copy's shape, on the real PyTorch/XLA module",
+          "[hlo][apply]") {
+  const std::string text = *ReadFile(std::string(TGRAPH_REAL_DATA) + "/hlo/pytorch_xla_mlp_train_step.hlo");
+  // dot's kernel {1,0}: its operand transpose.68 is laid out {0,1}, so a copy.
+  auto applied = ApplyLayoutRow(text, Row({{-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, 1, 0}, {}}), "mlp.hlo");
+  REQUIRE(applied.ok());
+  CHECK(applied->copies == 1);
+  CHECK(applied->layouts_written == 0);
+  const std::string before =
+      "  %dot = f32[10,784]{0,1} dot(f32[32,10]{1,0} %divide.67, f32[784,32]{0,1} %transpose.68), lhs_contracting_dims";
+  const std::string after =
+      "  %transpose.68.kernel.dot = f32[784,32]{1,0} copy(%transpose.68)\n"
+      "  %dot = f32[10,784]{0,1} dot(f32[32,10]{1,0} %divide.67, f32[784,32]{1,0} %transpose.68.kernel.dot), "
+      "lhs_contracting_dims";
+  REQUIRE(text.find(before) != std::string::npos);
+  std::string expected = text;
+  expected.replace(expected.find(before), before.size(), after);
+  CHECK(applied->text == expected);
+}
