@@ -26,6 +26,7 @@
 
 #include "client/bench.h"
 #include "client/client.h"
+#include "model/hlo/apply_layouts.h"
 #include "client/replay.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "model/tools/build_info.h"
@@ -938,7 +939,7 @@ CATCH_TEST_CASE("server: every real TpuGraphs file registers and ranks through t
   CATCH_CHECK(bf16.Stop() == 0);
 }
 
-CATCH_TEST_CASE("server: HLO text of a real model (graphsage_tf) registers, is searched and ranks", "[e2e][hlo]") {
+CATCH_TEST_CASE("server: HLO text of real TensorFlow and PyTorch/XLA models registers, is searched, ranks and is applied", "[e2e][hlo]") {
   World w;
   w.Publish(1);
   ServerProcess server(w.registry, w.dir.path());
@@ -979,6 +980,30 @@ CATCH_TEST_CASE("server: HLO text of a real model (graphsage_tf) registers, is s
   auto ranked = client.RankLayout(*program, p->rows.data(), p->count, o);
   CATCH_REQUIRE(ranked.ok());
   CATCH_CHECK(ranked->scores.size() == 4u);
+
+  // Another framework's text (PyTorch/XLA: operands written with their shapes, an
+  // input_output_alias header) goes the same way, and the best proposal goes back into
+  // the module as layouts (tgraph-featurize apply's function).
+  auto mlp = HloProgram::FromFile(kReal + "/hlo/pytorch_xla_mlp_train_step.hlo");
+  CATCH_REQUIRE(mlp.ok());
+  auto mreg = client.Register(*mlp);
+  CATCH_REQUIRE(mreg.ok());
+  CATCH_CHECK(mreg->graph_hash == mlp->graph_hash);
+  CATCH_CHECK(mreg->num_nodes == 92);
+  CATCH_REQUIRE(mreg->configurable_nodes.size() == 2u);
+  CATCH_CHECK(mreg->configurable_nodes[1].instruction == "dot.25");
+  auto mp = client.Search(*mlp, so);
+  CATCH_REQUIRE(mp.ok());
+  CATCH_REQUIRE(mp->count >= 1);
+  auto mranked = client.RankLayout(*mlp, mp->rows.data(), mp->count, o);
+  CATCH_REQUIRE(mranked.ok());
+  const std::vector<int8_t> best(mp->rows.begin(), mp->rows.begin() + 2 * 18);
+  auto applied = tgraph::hlo::ApplyLayoutRow(mlp->serialized, best, "mlp.hlo");
+  CATCH_REQUIRE(applied.ok());
+  auto back = tgraph::hlo::WrittenLayoutRow(applied->text, "applied.hlo");
+  CATCH_REQUIRE(back.ok());
+  for (size_t i = 0; i < best.size(); ++i)
+    if (best[i] >= 0) CATCH_CHECK((*back)[i] == best[i]);
 }
 
 CATCH_TEST_CASE("server: a model of one's own (layout@tpu-v5e) is served, ranks and keeps its measurements apart", "[e2e]") {
