@@ -7,6 +7,7 @@
 #include <string>
 
 #include "model/core/file_util.h"
+#include "model/core/layout_space.h"
 #include "model/hlo/featurize.h"
 #include "model/hlo/hlo_text.h"
 
@@ -389,4 +390,38 @@ TEST_CASE("HLO text: real modules as PyTorch/XLA and JAX wrote them read whole, 
     CHECK(Feat(*g, NodeNamed(*g, "param_0.1"), 134, 140) == std::vector<float>{1, 0, 2, 0, 0, 0});
     CHECK(HasEdge(*g, NodeNamed(*g, "loop_transpose_fusion"), NodeNamed(*g, "transpose.22.1")));
   }
+}
+
+TEST_CASE("HLO text: a real transformer layer as PyTorch/XLA wrote it, with hand-checked attention dots",
+          "[hlo][text]") {
+  const std::string path = std::string(TGRAPH_REAL_DATA) + "/hlo/pytorch_xla_llama_decoder_layer.hlo";
+  auto m = hlo::ParseModule(*ReadFile(path), path);
+  REQUIRE(m.ok());
+  CHECK(m->computations_size() == 10);
+  auto g = FeaturizeModule(*m, path);
+  REQUIRE(g.ok());
+  CHECK(g->graph.num_nodes == 204);
+  int dots = 0, reshapes = 0;
+  for (int64_t n : g->default_config_nodes) (g->nodes[n].opcode == "dot" ? dots : reshapes) += 1;
+  CHECK(dots == 13);
+  CHECK(reshapes == 12);
+  // Attention scores: %dot.101 = f32[4,4,1,128]{3,2,1,0} dot(f32[1,4,4,1024] %divide.100,
+  // f32[128,4,4,1024] %custom-call.39), batch dims {1,2}, contracting {3}.
+  const int64_t scores = NodeNamed(*g, "dot.101");
+  CHECK(Feat(*g, scores, 21, 29) == std::vector<float>{4, 4, 1, 128, 0, 0, 137, 2048});
+  CHECK(Feat(*g, scores, 134, 140) == std::vector<float>{3, 2, 1, 0, 0, 0});
+  CHECK(g->nodes[g->first_operands[scores][0]].instruction == "divide.100");
+  CHECK(g->nodes[g->first_operands[scores][1]].instruction == "custom-call.39");
+  // The LM head: %dot.220 = f32[32000,4] dot(f32[4096,32000] %custom-call.199, f32[4096,4] %reshape.219).
+  const int64_t head = NodeNamed(*g, "dot.220");
+  CHECK(Feat(*g, head, 21, 29) == std::vector<float>{32000, 4, 0, 0, 0, 0, 32004, 128000});
+  // Its layout space has the operands' own ranks: 2 and 2; the scores' kernel is rank 4.
+  const LayoutSpace space = LayoutSpaceOf(g->graph, g->default_config_nodes, &g->first_operands);
+  for (size_t j = 0; j < g->default_config_nodes.size(); ++j)
+    if (g->default_config_nodes[j] == scores) {
+      CHECK(space.nodes[j].groups[1].rank == 4);
+      CHECK(space.nodes[j].groups[2].rank == 4);
+    }
+  // The KV-cache update: scatter calls its assignment computation, whose root is a parameter.
+  CHECK(HasEdge(*g, NodeNamed(*g, "scatter.154"), NodeNamed(*g, "p1.157")));
 }

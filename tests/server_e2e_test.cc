@@ -939,7 +939,7 @@ CATCH_TEST_CASE("server: every real TpuGraphs file registers and ranks through t
   CATCH_CHECK(bf16.Stop() == 0);
 }
 
-CATCH_TEST_CASE("server: HLO text of real TensorFlow and PyTorch/XLA models registers, is searched, ranks and is applied", "[e2e][hlo]") {
+CATCH_TEST_CASE("server: HLO text of real TensorFlow and PyTorch/XLA models (a transformer too) registers, is searched, ranks and is applied", "[e2e][hlo]") {
   World w;
   w.Publish(1);
   ServerProcess server(w.registry, w.dir.path());
@@ -1004,6 +1004,20 @@ CATCH_TEST_CASE("server: HLO text of real TensorFlow and PyTorch/XLA models regi
   CATCH_REQUIRE(back.ok());
   for (size_t i = 0; i < best.size(); ++i)
     if (best[i] >= 0) CATCH_CHECK((*back)[i] == best[i]);
+
+  // A transformer (a Llama decoder layer from PyTorch/XLA): 13 dots, 12 reshapes.
+  auto llama = HloProgram::FromFile(kReal + "/hlo/pytorch_xla_llama_decoder_layer.hlo");
+  CATCH_REQUIRE(llama.ok());
+  auto lreg = client.Register(*llama);
+  CATCH_REQUIRE(lreg.ok());
+  CATCH_CHECK(lreg->num_nodes == 204);
+  CATCH_CHECK(lreg->configurable_nodes.size() == 25u);
+  auto lp = client.Search(*llama, so);
+  CATCH_REQUIRE(lp.ok());
+  CATCH_REQUIRE(lp->count == 4);
+  auto lranked = client.RankLayout(*llama, lp->rows.data(), lp->count, o);
+  CATCH_REQUIRE(lranked.ok());
+  CATCH_CHECK(lranked->scores.size() == 4u);
 }
 
 CATCH_TEST_CASE("server: a model of one's own (layout@tpu-v5e) is served, ranks and keeps its measurements apart", "[e2e]") {
