@@ -64,15 +64,33 @@ absl::StatusOr<T> ReadProto(const std::string& path, const char* kind) {
   return msg;
 }
 
+// A module file (HLO text or a binary proto), its bytes and its graph; errors name the file.
+struct ReadModule {
+  std::string bytes;
+  int computations = 0;
+  ModuleGraph graph;
+};
+
+absl::StatusOr<ReadModule> ReadModuleFile(const std::string& in, const tgraph::hlo::Limits& limits) {
+  ReadModule r;
+  absl::StatusOr<std::string> bytes = tgraph::ReadFile(in);
+  if (!bytes.ok()) return bytes.status();
+  r.bytes = std::move(*bytes);
+  absl::StatusOr<tgraph::xla::HloModuleProto> proto = tgraph::hlo::ParseModule(r.bytes, in, limits);
+  if (!proto.ok()) return proto.status();
+  r.computations = proto->computations_size();
+  absl::StatusOr<ModuleGraph> m = tgraph::hlo::FeaturizeModule(*proto, in, limits);
+  if (!m.ok()) return m.status();
+  r.graph = std::move(*m);
+  return r;
+}
+
 int Module(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out);
   if (in.empty() || out.empty()) return Fail(UsageError("module needs --in MODULE (HLO text or .hlo.pb) and --out GRAPH.npz"));
-  absl::StatusOr<std::string> bytes = tgraph::ReadFile(in);
-  if (!bytes.ok()) return Fail(bytes.status());
-  absl::StatusOr<tgraph::xla::HloModuleProto> proto = tgraph::hlo::ParseModule(*bytes, in, limits);
-  if (!proto.ok()) return Fail(proto.status());
-  absl::StatusOr<ModuleGraph> m = tgraph::hlo::FeaturizeModule(*proto, in, limits);
-  if (!m.ok()) return Fail(m.status());
+  absl::StatusOr<ReadModule> read = ReadModuleFile(in, limits);
+  if (!read.ok()) return Fail(read.status());
+  const ModuleGraph* m = &read->graph;
   PrintWarnings(*m);
   if (m->default_config_nodes.empty())
     return Fail(absl::InvalidArgumentError(absl::StrCat(
@@ -89,7 +107,7 @@ int Module(const tgraph::hlo::Limits& limits) {
     if (absl::Status s = WriteNodesTsv(absl::GetFlag(FLAGS_nodes_tsv), *m, g.node_config_ids); !s.ok()) return Fail(s);
   std::printf("%s: module %s, %lld nodes, %lld edges, %zu computations, %lld configurable nodes -> %s\n", in.c_str(),
               m->module_name.c_str(), static_cast<long long>(g.graph.num_nodes),
-              static_cast<long long>(g.graph.num_edges()), static_cast<size_t>(proto->computations_size()),
+              static_cast<long long>(g.graph.num_edges()), static_cast<size_t>(read->computations),
               static_cast<long long>(g.num_config_nodes()), out.c_str());
   return 0;
 }
@@ -147,13 +165,9 @@ int Apply(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out), configs = absl::GetFlag(FLAGS_configs);
   if (in.empty() || out.empty() || configs.empty())
     return Fail(UsageError("apply needs --in MODULE.hlo, --configs ROWS.npy and --out MODULE.applied.hlo"));
-  absl::StatusOr<std::string> text = tgraph::ReadFile(in);
-  if (!text.ok()) return Fail(text.status());
-  absl::StatusOr<tgraph::xla::HloModuleProto> proto = tgraph::hlo::ParseModule(*text, in, limits);
-  if (!proto.ok()) return Fail(proto.status());
-  absl::StatusOr<ModuleGraph> m = tgraph::hlo::FeaturizeModule(*proto, in, limits);
-  if (!m.ok()) return Fail(m.status());
-  const int64_t nc = static_cast<int64_t>(m->default_config_nodes.size());
+  absl::StatusOr<ReadModule> read = ReadModuleFile(in, limits);
+  if (!read.ok()) return Fail(read.status());
+  const int64_t nc = static_cast<int64_t>(read->graph.default_config_nodes.size());
   absl::StatusOr<tgraph::LayoutConfigRows> rows = tgraph::LoadLayoutConfigRows(configs, nc);
   if (!rows.ok()) return Fail(rows.status());
   const int64_t k = absl::GetFlag(FLAGS_row);
@@ -162,7 +176,7 @@ int Apply(const tgraph::hlo::Limits& limits) {
   const auto begin = rows->values.begin() + k * nc * tgraph::kConfigFeatDim;
   const std::vector<int8_t> row(begin, begin + nc * tgraph::kConfigFeatDim);
   absl::StatusOr<tgraph::hlo::AppliedLayouts> applied =
-      tgraph::hlo::ApplyLayoutRow(*text, row, absl::StrCat(in, " with row ", k, " of ", configs));
+      tgraph::hlo::ApplyLayoutRow(read->bytes, row, absl::StrCat(in, " with row ", k, " of ", configs));
   if (!applied.ok()) return Fail(applied.status());
   if (absl::Status s = tgraph::WriteFileAtomic(out, applied->text); !s.ok()) return Fail(s);
   for (const std::string& c : applied->changes) std::fprintf(stderr, "  %s\n", c.c_str());
