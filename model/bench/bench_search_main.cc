@@ -52,7 +52,8 @@ ABSL_FLAG(std::string, split, "test", "The split whose graphs are tuned (valid o
 ABSL_FLAG(int, graphs, 6, "Graphs of the split to tune (the first N)");
 ABSL_FLAG(int, repeats, 1, "Runs per graph and strategy, each with another seed (noise, random choices)");
 ABSL_FLAG(int64_t, per_round, 10, "tgraph-guided: configurations measured per round");
-ABSL_FLAG(int64_t, evaluations, 512, "tgraph-guided: model evaluations per round's search");
+ABSL_FLAG(int64_t, evaluations, 2048,
+          "tgraph-guided: model evaluations per round's search (SearchConfigs' default max_evaluations)");
 ABSL_FLAG(int64_t, best_known_evaluations, 4000, "The cost model's own genetic search that sets the best known");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
 ABSL_FLAG(bool, other_hardware, false,
