@@ -74,6 +74,7 @@ def test_version_names_the_commit_built():
     ["tgraph-featurize", "module"],                               # --in and --out missing
     ["tgraph-featurize", "apply", "--in", "m.hlo", "--out", "o.hlo"],   # --configs missing
     ["tgraph-bench-model", "--precision", "fp8"],
+    ["tgraph-bench-search", "--strategies", "tgraph,bogus"],      # before any model is read
     ["tgraph-synth", "--bogus"],                                  # a flag no tool has
     ["tgraph-server", "--registry"],                              # a flag without its value
 ], ids=lambda a: " ".join(a[:3]))

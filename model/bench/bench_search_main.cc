@@ -321,6 +321,11 @@ int RunFarm() {
   if (!preset.ok()) return Fail(UsageError(preset.status().message()));
   const std::string split = absl::GetFlag(FLAGS_split);
   if (split != "valid" && split != "test") return Fail(UsageError("--split must be valid or test"));
+  const std::vector<std::string> wanted = absl::StrSplit(absl::GetFlag(FLAGS_strategies), ',', absl::SkipEmpty());
+  for (const std::string& w : wanted)
+    if (std::find(std::begin(kStrategies), std::end(kStrategies), w) == std::end(kStrategies))
+      return Fail(UsageError(absl::StrCat("--strategies: unknown strategy '", w,
+                                          "' (expected default, random, genetic, tgraph, tgraph+ft)")));
   if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("--registry is required"));
   const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
   int64_t version = 0;
@@ -336,11 +341,6 @@ int RunFarm() {
     if (!csv) return Fail(UsageError(absl::StrCat("--csv: cannot write ", path)));
     std::fprintf(csv.get(), "strategy,graph,repeat,measured,gap\n");
   }
-  const std::vector<std::string> wanted = absl::StrSplit(absl::GetFlag(FLAGS_strategies), ',', absl::SkipEmpty());
-  for (const std::string& w : wanted)
-    if (std::find(std::begin(kStrategies), std::end(kStrategies), w) == std::end(kStrategies))
-      return Fail(UsageError(absl::StrCat("--strategies: unknown strategy '", w,
-                                          "' (expected default, random, genetic, tgraph, tgraph+ft)")));
   const auto run = [&](const char* name) { return std::find(wanted.begin(), wanted.end(), name) != wanted.end(); };
   Gaps gaps;
   for (int i = 0; i < count; ++i) {
