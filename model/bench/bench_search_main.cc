@@ -1,11 +1,14 @@
 // tgraph-bench-search: a simulated autotuning farm. The generator's TPU cost model
 // (model/synth/cost_model.h, with its measurement noise) plays the hardware on graphs of
-// a split the model never trained on; each strategy measures up to --budget
-// configurations, and the figure of merit is the best runtime found over the best known
-// after 10, 20, 50, 100 and 200 measurements (the best known: a long genetic search of
-// the cost model itself, and everything any strategy measured).
+// a split the model never trained on; each strategy measures up to --budget (200)
+// configurations (the genetic search up to --genetic_budget), and the figures of merit
+// are the best runtime found over the best known after 10, 20, 50, 100, 200, 500, ...
+// measurements, and how many measurements each needed to come within --within (1%) of
+// it (the best known: a long genetic search of the cost model itself, and everything any
+// strategy measured).
 //
 //   tgraph-bench-search --registry REG --collection layout:xla:random --preset ci --seed 0 [--graphs 6]
+//       [--strategies default,genetic,...] [--genetic_budget 4000]
 //       [--csv CURVES.csv]   (then scripts/plot-search CURVES.csv CURVES.png)
 //
 // Strategies: the compiler default; random rows of the layout space; the genetic search
