@@ -185,6 +185,8 @@ absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std:
     const Layout prefix = Prefix(row.data() + j * kConfigFeatDim);
     const Layout cur = current(inst);
     if (prefix.empty() || StartsWith(cur, prefix)) continue;
+    if (!p.map.at(inst.id()).array_shape)  // the space gives a tuple no rank: unreachable, kept as a guard
+      return Illegal(what, absl::StrCat("output group of ", inst.name(), ": its shape is a tuple"));
     const int64_t rank = inst.shape().dimensions_size();
     write_layout(inst, Complete(prefix, cur, rank), "output");
     const InstructionText& t = p.map.at(inst.id());
