@@ -34,6 +34,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "model/core/layout_space.h"
+#include "model/core/rank_metrics.h"
 #include "model/core/preprocess.h"
 #include "model/nn/features.h"
 #include "model/nn/layout_search.h"
@@ -71,6 +72,12 @@ ABSL_FLAG(int64_t, budget, 200, "Measurements each strategy may spend (the table
 ABSL_FLAG(int64_t, genetic_budget, 0,
           "Measurements the genetic search may spend (0 = --budget): how many it needs to come within 1%");
 ABSL_FLAG(std::string, strategies, "default,random,genetic,tgraph,tgraph+ft", "The strategies to run, comma-separated");
+ABSL_FLAG(int64_t, neighbourhood, 0,
+          "tgraph-guided: when > 0, each round searches only the rows one layout group away from the N fastest "
+          "measured (a trust region around the incumbents); 0 = the whole space");
+ABSL_FLAG(bool, neighbour_tau, false,
+          "Instead of the farm: per graph, how well the model ranks the one-group neighbours of the compiler default "
+          "and of the best known row, and as many random rows (Kendall tau of its scores and the true runtimes)");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -173,6 +180,20 @@ Trace GeneticTrace(const FarmGraph& g, tgraph::Rng& rng) {
   return t;
 }
 
+// The rows one layout group away from `base` (every other candidate of every group).
+std::vector<int8_t> Neighbours(const tgraph::LayoutSpace& space, const int8_t* base, size_t row) {
+  std::vector<int8_t> out;
+  for (size_t j = 0; j < space.nodes.size(); ++j)
+    for (int gr = 0; gr < tgraph::kConfigGroups; ++gr)
+      for (const tgraph::GroupLayout& l : space.nodes[j].groups[gr].candidates) {
+        const size_t at = j * tgraph::kConfigFeatDim + static_cast<size_t>(gr * tgraph::kLayoutSlots);
+        if (std::equal(l.begin(), l.end(), base + at)) continue;
+        out.insert(out.end(), base, base + row);
+        std::copy(l.begin(), l.end(), out.end() - static_cast<std::ptrdiff_t>(row - at));
+      }
+  return out;
+}
+
 // Rounds of proposals from the model, measured with noise by the farm; with `learn`,
 // the model is fine-tuned on what was measured after each round.
 Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
@@ -195,6 +216,12 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
       start.insert(start.end(), measured.begin() + by_runtime[i].second * row,
                    measured.begin() + (by_runtime[i].second + 1) * row);
     tgraph::SearchOptions o;
+    std::vector<int8_t> near;
+    for (size_t i = 0; i < by_runtime.size() && static_cast<int64_t>(i) < absl::GetFlag(FLAGS_neighbourhood); ++i) {
+      const std::vector<int8_t> n = Neighbours(g.space, measured.data() + by_runtime[i].second * row, row);
+      near.insert(near.end(), n.begin(), n.end());
+    }
+    if (!near.empty()) o.candidates = &near;
     o.results = std::min<int64_t>(absl::GetFlag(FLAGS_per_round), Budget() - static_cast<int64_t>(t.size()));
     o.evaluations = absl::GetFlag(FLAGS_evaluations);
     o.population = std::clamp<int64_t>(o.evaluations / 8, 32, 512);
@@ -315,6 +342,49 @@ void PrintGaps(const Gaps& gaps) {
   }
 }
 
+// Kendall tau of the model's scores (all folds) of `rows` and their true runtimes.
+double ModelTau(FarmGraph& g, const std::vector<int8_t>& rows, size_t row) {
+  const int64_t n = static_cast<int64_t>(rows.size() / row);
+  const tgraph::ConfigRows cr{rows.data(), nullptr, n, static_cast<int64_t>(g.space.nodes.size())};
+  const tgraph::ScoreResult r = tgraph::ScoreConfigs(g.folds, g.tensors, cr, tgraph::ScoringOptions{});
+  std::vector<double> truth;
+  for (int64_t k = 0; k < n; ++k) truth.push_back(TrueRuntime(g, rows.data() + static_cast<size_t>(k) * row));
+  return tgraph::KendallTau(r.score, truth);
+}
+
+// --neighbour_tau: where the model ranks well and where it does not.
+int RunNeighbourTau(const tgraph::Registry& registry, int64_t version, const tgraph::Collection& c,
+                    const synth::PresetSpec& preset, int first, int count) {
+  std::printf("%-36s %6s %12s %12s %12s\n", "graph", "rows", "near default", "near best", "random");
+  for (int i = 0; i < count; ++i) {
+    absl::StatusOr<std::unique_ptr<FarmGraph>> g = LoadFarmGraph(registry, version, c, preset, first + i);
+    if (!g.ok()) return Fail(g.status());
+    FarmGraph& fg = **g;
+    const size_t row = fg.inst.config_ids.size() * tgraph::kConfigFeatDim;
+    tgraph::Rng long_rng(12345 + static_cast<uint64_t>(i));
+    const synth::SearchResult known = synth::GeneticSearch(*fg.hardware, absl::GetFlag(FLAGS_best_known_evaluations), long_rng);
+    size_t best = 0;
+    for (int64_t k = 1; k < known.num_configs; ++k)
+      if (TrueRuntime(fg, known.configs.data() + k * row) < TrueRuntime(fg, known.configs.data() + best * row)) best = k;
+    const std::vector<int8_t> dflt(row, -1);
+    const std::vector<int8_t> near_default = Neighbours(fg.space, dflt.data(), row);
+    const std::vector<int8_t> near_best = Neighbours(fg.space, known.configs.data() + best * row, row);
+    tgraph::Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(i));
+    std::vector<int8_t> random;
+    for (size_t k = 0; k < near_default.size() / row; ++k) {
+      for (size_t j = 0; j < fg.space.nodes.size(); ++j)
+        for (int gr = 0; gr < tgraph::kConfigGroups; ++gr) {
+          const auto& cands = fg.space.nodes[j].groups[gr].candidates;
+          const auto& l = cands[static_cast<size_t>(rng.Int(0, static_cast<int64_t>(cands.size()) - 1))];
+          random.insert(random.end(), l.begin(), l.end());
+        }
+    }
+    std::printf("%-36s %6zu %12.3f %12.3f %12.3f\n", fg.inst.name.c_str(), near_default.size() / row,
+                ModelTau(fg, near_default, row), ModelTau(fg, near_best, row), ModelTau(fg, random, row));
+  }
+  return tgraph::kExitOk;
+}
+
 int RunFarm() {
   torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
@@ -338,6 +408,7 @@ int RunFarm() {
   const synth::FamilySpec& fam = c->source == "xla" ? preset->xla : preset->nlp;
   const int first = fam.train + (split == "test" ? fam.valid : 0);
   const int count = std::min(absl::GetFlag(FLAGS_graphs), split == "test" ? fam.test : fam.valid);
+  if (absl::GetFlag(FLAGS_neighbour_tau)) return RunNeighbourTau(registry, version, *c, *preset, first, count);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, &std::fclose);
   if (const std::string path = absl::GetFlag(FLAGS_csv); !path.empty()) {
     csv.reset(std::fopen(path.c_str(), "w"));
