@@ -293,3 +293,34 @@ TEST_CASE("apply: an operand written with its shape gets the copy's shape, on th
   expected.replace(expected.find(before), before.size(), after);
   CHECK(applied->text == expected);
 }
+
+TEST_CASE("fuzz: apply on mutated real text is a module or an error, never a crash", "[hlo][apply][fuzz]") {
+  const std::string text = *ReadFile(std::string(TGRAPH_REAL_DATA) + "/hlo/pytorch_xla_mlp_train_step.hlo");
+  std::mt19937 rng(11);
+  int applied = 0, refused = 0;
+  for (int iter = 0; iter < 400; ++iter) {
+    std::string t = text;
+    for (int k = 0; k < 3; ++k) {  // a deleted, a duplicated or a replaced byte
+      const size_t at = std::uniform_int_distribution<size_t>(0, t.size() - 1)(rng);
+      switch (iter % 3) {
+        case 0: t.erase(at, 1); break;
+        case 1: t.insert(at, 1, t[at]); break;
+        default: t[at] = "{}(),=%[]:0123456789abc \n"[std::uniform_int_distribution<int>(0, 25)(rng)];
+      }
+    }
+    auto proto = hlo::ParseHloText(t, "m.hlo");
+    size_t nc = 2;
+    if (proto.ok())
+      if (auto g = hlo::FeaturizeModule(*proto, "m.hlo"); g.ok()) nc = g->default_config_nodes.size();
+    std::vector<int8_t> row(nc * 18, -1);
+    for (size_t j = 0; j < nc; ++j) {  // any values: illegal ones must be refused, not crash
+      row[j * 18] = static_cast<int8_t>(std::uniform_int_distribution<int>(-1, 2)(rng));
+      row[j * 18 + 6] = static_cast<int8_t>(std::uniform_int_distribution<int>(-1, 2)(rng));
+    }
+    auto r = ApplyLayoutRow(t, row, "m.hlo");
+    (r.ok() ? applied : refused) += 1;
+    if (r.ok()) CHECK(hlo::ParseHloText(r->text, "applied.hlo").ok());
+  }
+  CHECK(applied > 0);
+  CHECK(refused > 0);
+}
