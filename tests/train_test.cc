@@ -31,7 +31,8 @@ using namespace tgraph;
 
 namespace {
 
-// The ci preset's nlp random collection (30 graphs), generated once per test process.
+// The ci preset's nlp collections (30 graphs, each searched at random and by the genetic
+// search), generated once per test process.
 const std::string& NlpData() {
   static TempDir* dir = [] {
     auto* d = new TempDir;
@@ -39,7 +40,7 @@ const std::string& NlpData() {
     o.out = d->path();
     o.preset = "ci";
     o.seed = 4;
-    o.collections = {*ParseCollection("layout:nlp:random")};
+    o.collections = {*ParseCollection("layout:nlp:random"), *ParseCollection("layout:nlp:default")};
     if (!synth::Generate(o).ok()) std::abort();
     return d;
   }();
@@ -324,6 +325,49 @@ CATCH_TEST_CASE("runs refuse mismatched settings, and publish keeps the best fol
   for (size_t i = 0; i < subset->graphs.size(); ++i) CATCH_CHECK(subset->graphs[i].configs == report->graphs[i].configs);
   auto wrong = EvaluateSplit(*model, NlpData(), *ParseCollection("tile:xla"), "valid", eo);
   CATCH_CHECK_FALSE(wrong.ok());
+}
+
+CATCH_TEST_CASE("a run trains on another search's files of its graphs, each in the fold of the graph it searched",
+                "[train]") {
+  TempDir dir;
+  TrainOptions o = SmallRun(dir.path() + "/run");
+  o.also = {*ParseCollection("layout:nlp:default")};
+  o.epochs = 1;
+  o.stop_after_steps = 3;
+  CATCH_REQUIRE(PrepareRun(o).ok());
+  auto info = ReadRunInfo(o.run_dir);
+  CATCH_REQUIRE(info.ok());
+  int64_t searched_twice = 0;
+  for (const auto& [name, fold] : info->fold_of) {
+    if (name.find('@') != std::string::npos) continue;
+    CATCH_INFO(name);
+    CATCH_REQUIRE(info->fold_of.count(name + "@default") == 1);
+    CATCH_CHECK(info->fold_of.at(name + "@default") == fold);
+    ++searched_twice;
+  }
+  CATCH_CHECK(searched_twice == 27);
+  CATCH_CHECK(info->fold_of.size() == 54u);
+  CATCH_CHECK(info->provenance.graphs == 54);
+  // The base graphs' folds are those of a run on the collection alone.
+  TempDir alone_dir;
+  const TrainOptions alone = SmallRun(alone_dir.path() + "/run");
+  CATCH_REQUIRE(PrepareRun(alone).ok());
+  const auto alone_info = ReadRunInfo(alone.run_dir);
+  CATCH_REQUIRE(alone_info.ok());
+  CATCH_CHECK(alone_info->fold_of.size() == 27u);
+  for (const auto& [name, fold] : alone_info->fold_of) CATCH_CHECK(info->fold_of.at(name) == fold);
+  CATCH_CHECK(TrainFold(o, 0).ok());
+
+  auto refused = [&](const char* also) {
+    TrainOptions bad = SmallRun(dir.path() + "/bad");
+    bad.also = {*ParseCollection(also)};
+    return PrepareRun(bad).status();
+  };
+  CATCH_CHECK(refused("layout:xla:default").code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(refused("layout:xla:default").message()),
+                   Catch::Contains("is not another search of layout:nlp:random's graphs"));
+  CATCH_CHECK_THAT(std::string(refused("layout:nlp:random").message()), Catch::Contains("is --collection itself"));
+  CATCH_CHECK(refused("tile:xla").code() == absl::StatusCode::kInvalidArgument);
 }
 
 CATCH_TEST_CASE("the evaluator reports no metric for hidden (all-zero) runtimes", "[train]") {

@@ -1,6 +1,7 @@
 #include "model/train/train_data.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <stdexcept>
 
@@ -151,14 +152,21 @@ Provenance DataProvenance(const std::string& root, const std::vector<GraphData>&
   return p;
 }
 
+std::string BaseGraphName(const std::string& name) { return name.substr(0, name.find('@')); }
+
 std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed) {
-  std::vector<size_t> order(graphs.size());
+  std::vector<std::string> bases;
+  for (const GraphData& g : graphs) bases.push_back(BaseGraphName(g.name));
+  std::sort(bases.begin(), bases.end());
+  bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
+  std::vector<size_t> order(bases.size());
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return graphs[a].name < graphs[b].name; });
   Rng rng(seed ^ 0x5f0f01dULL);
   rng.Shuffle(order);
-  std::vector<int> fold(graphs.size());
-  for (size_t i = 0; i < order.size(); ++i) fold[order[i]] = static_cast<int>(i % static_cast<size_t>(num_folds));
+  std::map<std::string, int> fold_of_base;
+  for (size_t i = 0; i < order.size(); ++i) fold_of_base[bases[order[i]]] = static_cast<int>(i % static_cast<size_t>(num_folds));
+  std::vector<int> fold;
+  for (const GraphData& g : graphs) fold.push_back(fold_of_base.at(BaseGraphName(g.name)));
   return fold;
 }
 

@@ -74,7 +74,8 @@ std::string DataFingerprint(const std::vector<GraphData>& graphs);
 // their distinct configurations.
 Provenance DataProvenance(const std::string& root, const std::vector<GraphData>& graphs);
 
-// fold id of each graph: graphs in name order, shuffled by seed, dealt round-robin.
+// fold id of each graph: graphs in name order, shuffled by seed, dealt round-robin;
+// NAME@SEARCH (another search's file of graph NAME, TrainOptions::also) gets NAME's fold.
 std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed);
 
 }  // namespace tgraph

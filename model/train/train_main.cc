@@ -14,6 +14,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "model/tools/cli.h"
 #include "model/nn/model_io.h"
 #include "model/tools/tool.h"
@@ -35,6 +36,10 @@ ABSL_FLAG(std::string, reason, "", "retire: why (kept in the version's RETIRED m
 ABSL_FLAG(int, require_folds, 0, "publish: fail unless at least this many folds have finished (0 = any)");
 ABSL_FLAG(int, keep_folds, -1, "Best folds to publish (default: 4 paper, 2 quick)");
 ABSL_FLAG(double, epochs, 0, "Epochs (one step per training graph each); 0 = the profile's");
+ABSL_FLAG(std::vector<std::string>, also_collections, {},
+          "Other searches of --collection's graphs to train on beside it, comma-separated (layout:xla:default beside "
+          "layout:xla:random): a model that ranks both random rows and the near-optimal rows a search finishes among; "
+          "published as --collection");
 ABSL_FLAG(int64_t, batch_configs, 0, "Configs sampled per graph and step; 0 = 64 for default collections, 128 otherwise");
 ABSL_FLAG(double, lr, 1e-3, "AdamW learning rate (peak of the warm-up + cosine schedule)");
 ABSL_FLAG(double, weight_decay, 1e-5, "AdamW weight decay of non-bias weights");
@@ -188,6 +193,11 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
   if (!c.ok()) return UsageError(absl::StrCat("--collection: ", c.status().message()));
   o.collection = *c;
+  for (const std::string& name : absl::GetFlag(FLAGS_also_collections)) {
+    absl::StatusOr<tgraph::Collection> a = tgraph::ParseCollection(name);
+    if (!a.ok()) return UsageError(absl::StrCat("--also_collections: ", a.status().message()));
+    o.also.push_back(*a);
+  }
   o.run_dir = absl::GetFlag(FLAGS_run_dir);
   absl::StatusOr<tgraph::Architecture> arch = tgraph::ParseArchitecture(absl::GetFlag(FLAGS_architecture));
   if (!arch.ok()) return UsageError(absl::StrCat("--architecture: ", arch.status().message()));
@@ -230,6 +240,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
              {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
              {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
              {"query_share", absl::StrCat(o.query_share)}};
+  if (!o.also.empty()) o.flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
   return o;
 }
 

@@ -66,6 +66,20 @@ absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
   absl::StatusOr<std::vector<GraphData>> graphs = LoadCollectionData(o.data_root, o.collection, {"train", "valid"}, lo);
   if (!graphs.ok()) return graphs.status();
   p.graphs = std::move(*graphs);
+  for (const Collection& a : o.also) {
+    if (lo.config_memory_bytes >= 0) {  // one budget for every collection's configurations
+      for (const GraphData& g : p.graphs)
+        if (!g.spill) lo.config_memory_bytes -= static_cast<int64_t>(g.configs.bytes());
+      lo.config_memory_bytes = std::max<int64_t>(0, lo.config_memory_bytes);
+    }
+    absl::StatusOr<std::vector<GraphData>> more = LoadCollectionData(o.data_root, a, {"train", "valid"}, lo);
+    if (!more.ok()) return more.status();
+    for (GraphData& g : *more) {
+      g.name += "@" + a.search;
+      p.graphs.push_back(std::move(g));
+    }
+  }
+  std::sort(p.graphs.begin(), p.graphs.end(), [](const GraphData& a, const GraphData& b) { return a.name < b.name; });
   if (o.progress && o.collection.kind == CollectionKind::kLayout) {
     int64_t in_memory = 0, spilled = 0;
     for (const GraphData& g : p.graphs) (g.spill ? spilled : in_memory) += 1;
@@ -150,6 +164,20 @@ absl::StatusOr<std::shared_ptr<const RunData>> PrepareRun(const TrainOptions& o)
   if (o.num_folds < 2) return absl::InvalidArgumentError("--folds must be at least 2");
   if (o.train_folds < 1 || o.train_folds > o.num_folds)
     return absl::InvalidArgumentError("--train_folds must be in 1..--folds");
+  for (size_t i = 0; i < o.also.size(); ++i) {
+    const Collection& a = o.also[i];
+    const bool layout = o.collection.kind == CollectionKind::kLayout && !o.collection.named();
+    if (!layout || a.kind != CollectionKind::kLayout || a.named() || a.source != o.collection.source)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--also_collections: ", a.name(), " is not another search of ", o.collection.name(),
+          "'s graphs (expected a layout collection of the same source, e.g. layout:", o.collection.source.empty() ? "xla" : o.collection.source,
+          ":default beside layout:", o.collection.source.empty() ? "xla" : o.collection.source, ":random)"));
+    if (a.search == o.collection.search)
+      return absl::InvalidArgumentError(absl::StrCat("--also_collections: ", a.name(), " is --collection itself"));
+    for (size_t k = 0; k < i; ++k)
+      if (o.also[k].search == a.search)
+        return absl::InvalidArgumentError(absl::StrCat("--also_collections: ", a.name(), " is named twice"));
+  }
   std::error_code ec;
   fs::create_directories(o.run_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(o.run_dir, ": cannot create: ", ec.message()));

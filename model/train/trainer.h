@@ -23,7 +23,13 @@ namespace tgraph {
 
 struct TrainOptions {
   std::string data_root;
-  Collection collection;
+  Collection collection;  // what the model is published as, and its files
+  // Other searches' files of the same graphs trained on beside `collection`'s (layout
+  // only; the same source, another search: layout:xla:default beside layout:xla:random).
+  // Each search teaches its own contrasts: random rows the global ones, the genetic
+  // search's near-optimal rows the local ones a search needs to finish. Their graphs are
+  // named NAME@SEARCH and share NAME's fold, so no fold validates on a graph it trained on.
+  std::vector<Collection> also;
   std::string run_dir;
   ModelSpec spec;
   int num_folds = 20;       // K
