@@ -78,15 +78,6 @@ ABSL_FLAG(int64_t, neighbourhood, 0,
 ABSL_FLAG(bool, neighbour_tau, false,
           "Instead of the farm: per graph, how well the model ranks the one-group neighbours of the compiler default "
           "and of the best known row, and as many random rows (Kendall tau of its scores and the true runtimes)");
-ABSL_FLAG(int64_t, radius, 0,
-          "tgraph-guided: when > 0, each round's search evaluates and proposes only rows at most this many layout "
-          "groups away from one of the 16 fastest measured (a trust region); 0 = the whole space");
-ABSL_FLAG(double, coordinate, 0.0,
-          "tgraph-guided: the share of the search's mutations that move a layout together with the groups it feeds "
-          "or is fed by");
-ABSL_FLAG(int64_t, min_distance, 0,
-          "tgraph-guided: each round's proposals at least this many layout groups apart (0: the best by the model)");
-ABSL_FLAG(int64_t, finalists, 0, "tgraph-guided: rows re-scored by every fold each round (0: the search's default)");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -238,10 +229,6 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
     o.seed = seed * 1000 + static_cast<uint64_t>(round);
     o.start = &start;
     o.exclude = &measured;
-    o.radius = absl::GetFlag(FLAGS_radius);
-    o.coordinate = absl::GetFlag(FLAGS_coordinate);
-    o.min_distance = absl::GetFlag(FLAGS_min_distance);
-    o.finalists = absl::GetFlag(FLAGS_finalists);
     const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o);
     if (r.score.empty()) break;
     for (size_t i = 0; i < r.score.size(); ++i) {

@@ -54,15 +54,6 @@ class Searcher {
       std::iota(open_.begin(), open_.end(), 0);
       open_at_ = open_;
     }
-    producers_.resize(static_cast<size_t>(nc_ * kConfigGroups));
-    for (int64_t j = 0; j < nc_; ++j)
-      for (const GroupUse& u : space.nodes[j].users) producers_[static_cast<size_t>(u.config * kConfigGroups + u.group)].push_back(j);
-    if (o.radius > 0 && o.start) {
-      std::unordered_set<Row> start;
-      AddRows(*o.start, &start);
-      centres_.assign(start.begin(), start.end());
-      std::sort(centres_.begin(), centres_.end());
-    }
   }
 
   SearchResult Run();
@@ -86,32 +77,13 @@ class Searcher {
     }
     return r;
   }
-  // Sets group (j, g) to l when l is one of its candidates.
-  void SetIfCandidate(Row& r, int64_t j, int g, const GroupLayout& l) const {
-    const std::vector<GroupLayout>& c = space_.nodes[j].groups[g].candidates;
-    if (std::find(c.begin(), c.end(), l) != c.end()) SetGroup(r, j, g, l);
-  }
-  // Node j's output set to l, and every group it feeds that may take l.
-  void SetOutputAndUsers(Row& r, int64_t j, const GroupLayout& l) const {
-    SetIfCandidate(r, j, 0, l);
-    for (const GroupUse& u : space_.nodes[j].users) SetIfCandidate(r, u.config, u.group, l);
-  }
-  // One to three groups set to another of their candidates; a share `coordinate` of them
-  // with the groups linked to them (a layout moved together with its users' or its
-  // producers' and their other users').
+  // One to three groups set to another of their candidates.
   Row Mutate(Row r) {
     const int k = 1 + (rng_.Uniform(0, 1) < 0.5) + (rng_.Uniform(0, 1) < 0.25);
     for (int i = 0; i < k; ++i) {
       const auto& [j, g] = mutable_[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(mutable_.size()) - 1))];
       const std::vector<GroupLayout>& c = space_.nodes[j].groups[g].candidates;
-      const GroupLayout& l = c[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(c.size()) - 1))];
-      SetGroup(r, j, g, l);
-      if (o_.coordinate <= 0 || !rng_.Bernoulli(o_.coordinate)) continue;
-      if (g == 0) {
-        SetOutputAndUsers(r, j, l);
-      } else {
-        for (int64_t p : producers_[static_cast<size_t>(j * kConfigGroups + g)]) SetOutputAndUsers(r, p, l);
-      }
+      SetGroup(r, j, g, c[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(c.size()) - 1))]);
     }
     return r;
   }
@@ -165,21 +137,9 @@ class Searcher {
   // seen and keeps it in *out.
   bool Keep(Row r, std::vector<Row>* out) {
     if (o_.candidates && (seen_.count(r) || !std::binary_search(pool_.begin(), pool_.end(), r))) r = Nearest(r);
-    if (r.empty() || excluded_.count(r) || !InRegion(r) || !MarkSeen(r)) return false;
+    if (r.empty() || excluded_.count(r) || !MarkSeen(r)) return false;
     out->push_back(std::move(r));
     return true;
-  }
-  // Groups in which two rows differ.
-  int64_t GroupDistance(const Row& a, const Row& b) const {
-    int64_t d = 0;
-    for (size_t at = 0; at < a.size(); at += kLayoutSlots) d += std::memcmp(&a[at], &b[at], kLayoutSlots) != 0;
-    return d;
-  }
-  bool InRegion(const Row& r) const {
-    if (o_.radius <= 0 || centres_.empty()) return true;
-    for (const Row& c : centres_)
-      if (GroupDistance(r, c) <= o_.radius) return true;
-    return false;
   }
   std::vector<Row> Breed(int64_t n);
   bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
@@ -195,8 +155,6 @@ class Searcher {
   std::vector<std::pair<int64_t, int>> mutable_;  // (node, group) with more than one candidate
   std::unordered_set<Row> excluded_, seen_;
   std::vector<Row> reference_rows_;
-  std::vector<Row> centres_;  // the start rows, with a radius
-  std::vector<std::vector<int64_t>> producers_;  // per (node, group): the nodes whose output feeds it
   std::vector<Row> pool_;  // options.candidates, distinct and sorted, none excluded
   std::vector<size_t> open_, open_at_;  // pool_ indices not evaluated yet; each one's place in open_
   RecordedReference reference_;
@@ -279,8 +237,7 @@ SearchResult Searcher::Run() {
   r.reference = static_cast<int64_t>(reference_rows_.size());
   for (const Row& x : reference_rows_) r.reference_rows.insert(r.reference_rows.end(), x.begin(), x.end());
   int64_t spent = r.reference;
-  for (const Scored& s : evaluated_)
-    if (InRegion(s.row)) population_.push_back(s);
+  population_ = evaluated_;
   // The first generation: the compiler's default and mutants of it and of the start rows
   // (an autotuner's strongest prior: XLA's own choice), beside the random reference.
   {
@@ -330,7 +287,7 @@ SearchResult Searcher::Finish(SearchResult r) {
   std::vector<const Scored*> picked;
   for (const Scored& s : evaluated_) {
     if (static_cast<int64_t>(picked.size()) >= finalists) break;
-    if (!excluded_.count(s.row) && InRegion(s.row)) picked.push_back(&s);
+    if (!excluded_.count(s.row)) picked.push_back(&s);
   }
   if (picked.empty()) return r;
   const size_t n = picked.size();
@@ -381,19 +338,7 @@ SearchResult Searcher::Finish(SearchResult r) {
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return score[a] != score[b] ? score[a] < score[b] : picked[a]->row < picked[b]->row;
   });
-  const size_t want = std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results)));
-  if (o_.min_distance > 0) {  // best first, skipping rows near one already chosen; then the rest
-    std::vector<size_t> chosen, rest;
-    for (size_t i : order) {
-      const bool near = std::any_of(chosen.begin(), chosen.end(), [&](size_t c) {
-        return GroupDistance(picked[i]->row, picked[c]->row) < o_.min_distance;
-      });
-      (near || chosen.size() >= want ? rest : chosen).push_back(i);
-    }
-    chosen.insert(chosen.end(), rest.begin(), rest.end());
-    order = chosen;
-  }
-  order.resize(want);
+  order.resize(std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results))));
   for (size_t i : order) {
     r.rows.insert(r.rows.end(), picked[i]->row.begin(), picked[i]->row.end());
     r.score.push_back(score[i]);

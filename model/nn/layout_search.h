@@ -50,15 +50,6 @@ struct SearchOptions {
   // child become the candidate nearest to it (fewest differing values) among a random
   // sample of kCandidateSample not yet evaluated; the search ends when none is left.
   const std::vector<int8_t>* candidates = nullptr;
-  // When > 0, a trust region: only rows at most `radius` layout groups away from one of
-  // the start rows are evaluated (besides the reference) and returned.
-  int64_t radius = 0;
-  // The share of mutations that move a layout together with the groups it feeds or is
-  // fed by (LayoutSpace's users), so that the change adds no copy between them.
-  double coordinate = 0.0;
-  // When > 0, the rows returned are chosen best first among the finalists, each at least
-  // this many layout groups from those chosen before it (then the rest, best first).
-  int64_t min_distance = 0;
   ScoringOptions scoring;        // batch size, reference groups, cancellation
 };
 
