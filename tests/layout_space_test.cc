@@ -118,3 +118,67 @@ TEST_CASE("layout space: rows no compiler could apply are refused, naming the ro
   // A partial group (the real files have them) is legal.
   CHECK(refused(dot, 0, {1, -1, -1, -1, -1, -1}).empty());
 }
+
+namespace {
+
+// A node of `shape` with `opcode` appended to g.
+int64_t AddNode(NodeGraph& g, int opcode, std::vector<float> shape) {
+  std::vector<float> row(kNodeFeatDim, 0.0f);
+  std::copy(shape.begin(), shape.end(), row.begin() + kShapeDimsBegin);
+  g.node_feat.insert(g.node_feat.end(), row.begin(), row.end());
+  g.node_opcode.push_back(opcode);
+  return g.num_nodes++;
+}
+
+void AddEdge(NodeGraph& g, int64_t user, int64_t operand) {
+  g.edge_index.push_back(user);
+  g.edge_index.push_back(operand);
+}
+
+}  // namespace
+
+TEST_CASE("layout space: a node's users are the groups its output reaches directly or through elementwise ops only",
+          "[layout_space]") {
+  NodeGraph g;
+  const int64_t x = AddNode(g, op::kParameter, {8, 16}), w = AddNode(g, op::kParameter, {16, 32});
+  const int64_t dot = AddNode(g, op::kDot, {8, 32});
+  AddEdge(g, dot, x);
+  AddEdge(g, dot, w);
+  const int64_t tanh = AddNode(g, op::kTanh, {8, 32});
+  AddEdge(g, tanh, dot);
+  const int64_t bias = AddNode(g, op::kParameter, {8, 32}), add = AddNode(g, op::kAdd, {8, 32});
+  AddEdge(g, add, tanh);
+  AddEdge(g, add, bias);
+  const int64_t w2 = AddNode(g, op::kParameter, {32, 4}), dot2 = AddNode(g, op::kDot, {8, 4});
+  AddEdge(g, dot2, add);  // through tanh and add: a user
+  AddEdge(g, dot2, w2);
+  const int64_t reshape = AddNode(g, op::kReshape, {256});
+  AddEdge(g, reshape, dot);  // directly: a user
+  const int64_t transpose = AddNode(g, op::kTranspose, {32, 8});
+  AddEdge(g, transpose, tanh);
+  const int64_t w3 = AddNode(g, op::kParameter, {8, 2}), dot3 = AddNode(g, op::kDot, {32, 2});
+  AddEdge(g, dot3, transpose);  // through a transpose: not a user
+  AddEdge(g, dot3, w3);
+  const std::vector<int64_t> config_ids = {dot, dot2, reshape, dot3};
+  auto users = [](const LayoutSpace& s, size_t j) {
+    std::vector<std::pair<int64_t, int>> u;
+    for (const GroupUse& x : s.nodes[j].users) u.emplace_back(x.config, x.group);
+    return u;
+  };
+  using Uses = std::vector<std::pair<int64_t, int>>;
+  SECTION("with operand order, only the group of the operand the output reaches") {
+    FirstOperands first(static_cast<size_t>(g.num_nodes), {-1, -1});
+    first[dot] = {x, w};
+    first[dot2] = {add, w2};
+    first[reshape] = {dot, -1};
+    first[dot3] = {transpose, w3};
+    const LayoutSpace s = LayoutSpaceOf(g, config_ids, &first);
+    CHECK(users(s, 0) == Uses{{1, 1}, {2, 1}});
+    CHECK(users(s, 1).empty());  // nothing consumes dot2
+    CHECK(users(s, 3).empty());
+  }
+  SECTION("from edges alone, both operand groups of the output's rank") {
+    const LayoutSpace s = LayoutSpaceOf(g, config_ids);
+    CHECK(users(s, 0) == Uses{{1, 1}, {1, 2}, {2, 1}});
+  }
+}
