@@ -27,8 +27,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <array>
-#include <cstring>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -80,14 +78,6 @@ ABSL_FLAG(int64_t, neighbourhood, 0,
 ABSL_FLAG(bool, neighbour_tau, false,
           "Instead of the farm: per graph, how well the model ranks the one-group neighbours of the compiler default "
           "and of the best known row, and as many random rows (Kendall tau of its scores and the true runtimes)");
-ABSL_FLAG(double, online_correction, 0.0,
-          "tgraph-guided experiment: add this weight times an additive model of the graph's measurements (ridge "
-          "regression of the standardised log runtime on one-hot layout choices) to the search's fitness; 0 = off");
-ABSL_FLAG(double, ridge, 1.0, "--online_correction's ridge penalty");
-ABSL_FLAG(bool, correction_links, false,
-          "--online_correction: also a feature per linked pair of groups (a producer's output and a group it feeds)");
-ABSL_FLAG(double, correction_ramp, 0.0,
-          "--online_correction: when > 0, its weight times n / (n + this) for n measurements");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -204,65 +194,6 @@ std::vector<int8_t> Neighbours(const tgraph::LayoutSpace& space, const int8_t* b
   return out;
 }
 
-// An additive model of a graph's measurements: one indicator per (node, group, layout)
-// that occurs, ridge regression of the standardised log runtime in its dual form.
-class AdditiveModel {
- public:
-  // links: (node, node, group) whose layout pair is a feature of its own (a producer's
-  // output and a group it feeds: a copy between them or not).
-  AdditiveModel(const std::vector<int8_t>& rows, const std::vector<int64_t>& runtimes, size_t row, double ridge,
-                std::vector<std::array<int64_t, 3>> links)
-      : row_(row), links_(std::move(links)) {
-    const size_t n = runtimes.size();
-    std::vector<double> y(n);
-    double mean = 0, sq = 0;
-    for (size_t i = 0; i < n; ++i) mean += (y[i] = std::log(static_cast<double>(runtimes[i]))) / static_cast<double>(n);
-    for (double v : y) sq += (v - mean) * (v - mean);
-    const double sd = std::sqrt(sq / static_cast<double>(n)) > 0 ? std::sqrt(sq / static_cast<double>(n)) : 1.0;
-    for (double& v : y) v = (v - mean) / sd;
-    rows_.assign(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(n * row));
-    // K = Phi Phi^T: groups two rows share; solve (K + ridge I) a = y by Gaussian elimination.
-    std::vector<double> k(n * n);
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j < n; ++j) k[i * n + j] = Shared(&rows_[i * row], &rows_[j * row]) + (i == j ? ridge : 0.0);
-    alpha_ = y;
-    for (size_t c = 0; c < n; ++c) {
-      for (size_t r = c + 1; r < n; ++r) {
-        const double f = k[r * n + c] / k[c * n + c];
-        for (size_t x = c; x < n; ++x) k[r * n + x] -= f * k[c * n + x];
-        alpha_[r] -= f * alpha_[c];
-      }
-    }
-    for (size_t c = n; c-- > 0;) {
-      for (size_t x = c + 1; x < n; ++x) alpha_[c] -= k[c * n + x] * alpha_[x];
-      alpha_[c] /= k[c * n + c];
-    }
-  }
-  // The predicted standardised log runtime (lower: faster).
-  double operator()(const int8_t* r) const {
-    double p = 0;
-    for (size_t i = 0; i < alpha_.size(); ++i) p += alpha_[i] * Shared(r, &rows_[i * row_]);
-    return p;
-  }
-
- private:
-  double Shared(const int8_t* a, const int8_t* b) const {
-    int shared = 0;
-    for (size_t at = 0; at < row_; at += tgraph::kLayoutSlots)
-      shared += std::memcmp(a + at, b + at, tgraph::kLayoutSlots) == 0;
-    auto same = [&](int64_t j, int64_t g) {
-      const size_t at = static_cast<size_t>(j * tgraph::kConfigFeatDim + g * tgraph::kLayoutSlots);
-      return std::memcmp(a + at, b + at, tgraph::kLayoutSlots) == 0;
-    };
-    for (const auto& [j, k, g] : links_) shared += same(j, 0) && same(k, g);
-    return shared;
-  }
-  size_t row_;
-  std::vector<std::array<int64_t, 3>> links_;
-  std::vector<int8_t> rows_;
-  std::vector<double> alpha_;
-};
-
 // Rounds of proposals from the model, measured with noise by the farm; with `learn`,
 // the model is fine-tuned on what was measured after each round.
 Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
@@ -298,18 +229,6 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
     o.seed = seed * 1000 + static_cast<uint64_t>(round);
     o.start = &start;
     o.exclude = &measured;
-    std::shared_ptr<AdditiveModel> correction;
-    if (const double w = absl::GetFlag(FLAGS_online_correction); w > 0 && runtimes.size() >= 4) {
-      std::vector<std::array<int64_t, 3>> links;
-      if (absl::GetFlag(FLAGS_correction_links))
-        for (size_t j = 0; j < g.space.nodes.size(); ++j)
-          for (const tgraph::GroupUse& u : g.space.nodes[j].users)
-            links.push_back({static_cast<int64_t>(j), u.config, u.group});
-      correction = std::make_shared<AdditiveModel>(measured, runtimes, row, absl::GetFlag(FLAGS_ridge), links);
-      const double n = static_cast<double>(runtimes.size()), ramp = absl::GetFlag(FLAGS_correction_ramp);
-      const double weight = ramp > 0 ? w * n / (n + ramp) : w;
-      o.adjust = [correction, weight](const int8_t* r) { return weight * (*correction)(r); };
-    }
     const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o);
     if (r.score.empty()) break;
     for (size_t i = 0; i < r.score.size(); ++i) {

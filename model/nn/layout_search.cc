@@ -141,9 +141,6 @@ class Searcher {
     out->push_back(std::move(r));
     return true;
   }
-  double Adjust(const Row& r) const {
-    return o_.adjust ? o_.adjust(reinterpret_cast<const int8_t*>(r.data())) : 0.0;
-  }
   std::vector<Row> Breed(int64_t n);
   bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
   void RecordTheReference();
@@ -190,7 +187,7 @@ void Searcher::RecordTheReference() {
   reference_ = RecordReference(folds_.front(), graph_, block.rows, o_.scoring);
   for (size_t i = 0; i < reference_rows_.size(); ++i) {
     const double v = reference_.scores[i] - reference_.mean;
-    evaluated_.push_back({(reference_.sd > 0 ? v / reference_.sd : v) + Adjust(reference_rows_[i]), reference_rows_[i]});
+    evaluated_.push_back({reference_.sd > 0 ? v / reference_.sd : v, reference_rows_[i]});
   }
 }
 
@@ -204,7 +201,7 @@ bool Searcher::Evaluate(const std::vector<Row>& rows) {
   const std::vector<double> s = ScoreAgainstRecorded(folds_.front(), graph_, block.rows, idx, reference_, o_.scoring);
   if (s.size() != rows.size()) return false;
   for (size_t i = 0; i < rows.size(); ++i) {
-    evaluated_.push_back({s[i] + Adjust(rows[i]), rows[i]});
+    evaluated_.push_back({s[i], rows[i]});
     population_.push_back(evaluated_.back());
   }
   return true;
@@ -333,8 +330,7 @@ SearchResult Searcher::Finish(SearchResult r) {
   const double k = static_cast<double>(folds_.size());
   std::vector<double> score(n), spread(n);
   for (size_t i = 0; i < n; ++i) {
-    score[i] = sum[i] / k;  // (the first fold's share already adjusted)
-    if (o_.adjust) score[i] += Adjust(picked[i]->row) * (k - 1) / k;
+    score[i] = sum[i] / k;
     spread[i] = std::sqrt(std::max(0.0, sum_sq[i] / k - score[i] * score[i]));
   }
   std::vector<size_t> order(n);

@@ -51,9 +51,6 @@ struct SearchOptions {
   // sample of kCandidateSample not yet evaluated; the search ends when none is left.
   const std::vector<int8_t>* candidates = nullptr;
   ScoringOptions scoring;        // batch size, reference groups, cancellation
-  // Experiment: added to every row's standardised score (fitness and final), e.g. a
-  // correction learned from the graph's measurements.
-  std::function<double(const int8_t* row)> adjust;
 };
 
 inline constexpr int64_t kCandidateSample = 64;
