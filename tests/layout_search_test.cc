@@ -203,3 +203,51 @@ CATCH_TEST_CASE("search: restricted to candidates, it evaluates and returns only
   std::sort(best.begin(), best.end());
   for (size_t i = 0; i < 10; ++i) CATCH_CHECK(all.score[i] == Approx(best[i]).margin(1e-4));
 }
+
+CATCH_TEST_CASE("search: with a graph's measurements, a score is the model's plus the weighted correction, and the "
+                "search follows them",
+                "[search]") {
+  SearchWorld w(2);
+  const int64_t nc = w.g.num_config_nodes();
+  // The real file's first 60 configurations and runtimes, as if the farm had measured them.
+  const int64_t measured_count = 60;
+  const std::vector<int8_t> measured(w.g.config_feat.begin(),
+                                     w.g.config_feat.begin() + measured_count * nc * kConfigFeatDim);
+  const std::vector<int64_t> runtimes(w.g.config_runtime.begin(), w.g.config_runtime.begin() + measured_count);
+  auto correction = MeasuredCorrection::Fit(measured, runtimes, nc);
+  CATCH_REQUIRE(correction.ok());
+  SearchOptions o;
+  o.results = 8;
+  o.evaluations = 300;
+  o.population = 48;
+  o.reference = 40;
+  o.seed = 5;
+  o.exclude = &measured;
+  const SearchResult plain = SearchLayouts(w.folds, w.tensors, w.space, o);
+  o.correction = &*correction;
+  o.correction_weight = 3.0;
+  const SearchResult corrected = SearchLayouts(w.folds, w.tensors, w.space, o);
+  CATCH_REQUIRE(corrected.score.size() == 8u);
+  const ConfigRows ref{corrected.reference_rows.data(), nullptr, corrected.reference, nc},
+      got{corrected.rows.data(), nullptr, 8, nc};
+  ScoringOptions so = o.scoring;
+  so.reference = &ref;
+  so.reference_per_fold = false;
+  const ScoreResult model = ScoreConfigs(w.folds, w.tensors, got, so);
+  for (size_t i = 0; i < 8; ++i) {
+    const double predicted = correction->Predict(corrected.rows.data() + i * nc * kConfigFeatDim);
+    CATCH_CHECK(corrected.score[i] == Approx(model.score[i] + 3.0 * predicted).margin(1e-9));
+    CATCH_CHECK(corrected.spread[i] == Approx(model.spread[i]).margin(1e-9));
+  }
+  // Weighted heavily, the correction decides what comes back: rows it predicts faster.
+  o.correction_weight = 1000.0;
+  const SearchResult led = SearchLayouts(w.folds, w.tensors, w.space, o);
+  auto mean_predicted = [&](const SearchResult& r) {
+    double sum = 0;
+    for (size_t i = 0; i < r.score.size(); ++i) sum += correction->Predict(r.rows.data() + i * nc * kConfigFeatDim);
+    return sum / static_cast<double>(r.score.size());
+  };
+  CATCH_CHECK(mean_predicted(led) < mean_predicted(plain) - 0.1);
+  const std::set<std::string> excluded = RowsOf(measured, nc);
+  for (const std::string& r : RowsOf(led.rows, nc)) CATCH_CHECK(excluded.count(r) == 0);
+}

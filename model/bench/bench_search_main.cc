@@ -34,6 +34,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "model/core/layout_space.h"
+#include "model/core/measured_correction.h"
 #include "model/core/rank_metrics.h"
 #include "model/core/preprocess.h"
 #include "model/nn/features.h"
@@ -78,6 +79,9 @@ ABSL_FLAG(int64_t, neighbourhood, 0,
 ABSL_FLAG(bool, neighbour_tau, false,
           "Instead of the farm: per graph, how well the model ranks the one-group neighbours of the compiler default "
           "and of the best known row, and as many random rows (Kendall tau of its scores and the true runtimes)");
+ABSL_FLAG(double, online_correction, 0.0,
+          "tgraph-guided: when > 0, each round's search adds this weight times what the graph's measurements so far "
+          "predict (SearchOptions::correction, model/core/measured_correction.h) to the model's scores; 0 = off");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -229,6 +233,15 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
     o.seed = seed * 1000 + static_cast<uint64_t>(round);
     o.start = &start;
     o.exclude = &measured;
+    absl::StatusOr<tgraph::MeasuredCorrection> correction = absl::InvalidArgumentError("off");
+    if (absl::GetFlag(FLAGS_online_correction) > 0 &&
+        static_cast<int64_t>(runtimes.size()) >= tgraph::MeasuredCorrection::kMinMeasurements) {
+      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
+      if (correction.ok()) {
+        o.correction = &*correction;
+        o.correction_weight = absl::GetFlag(FLAGS_online_correction);
+      }
+    }
     const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o);
     if (r.score.empty()) break;
     for (size_t i = 0; i < r.score.size(); ++i) {

@@ -141,6 +141,9 @@ class Searcher {
     out->push_back(std::move(r));
     return true;
   }
+  double Correction(const Row& r) const {
+    return o_.correction ? o_.correction_weight * o_.correction->Predict(reinterpret_cast<const int8_t*>(r.data())) : 0.0;
+  }
   std::vector<Row> Breed(int64_t n);
   bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
   void RecordTheReference();
@@ -187,7 +190,7 @@ void Searcher::RecordTheReference() {
   reference_ = RecordReference(folds_.front(), graph_, block.rows, o_.scoring);
   for (size_t i = 0; i < reference_rows_.size(); ++i) {
     const double v = reference_.scores[i] - reference_.mean;
-    evaluated_.push_back({reference_.sd > 0 ? v / reference_.sd : v, reference_rows_[i]});
+    evaluated_.push_back({(reference_.sd > 0 ? v / reference_.sd : v) + Correction(reference_rows_[i]), reference_rows_[i]});
   }
 }
 
@@ -201,7 +204,7 @@ bool Searcher::Evaluate(const std::vector<Row>& rows) {
   const std::vector<double> s = ScoreAgainstRecorded(folds_.front(), graph_, block.rows, idx, reference_, o_.scoring);
   if (s.size() != rows.size()) return false;
   for (size_t i = 0; i < rows.size(); ++i) {
-    evaluated_.push_back({s[i], rows[i]});
+    evaluated_.push_back({s[i] + Correction(rows[i]), rows[i]});
     population_.push_back(evaluated_.back());
   }
   return true;
@@ -292,9 +295,9 @@ SearchResult Searcher::Finish(SearchResult r) {
   if (picked.empty()) return r;
   const size_t n = picked.size();
   std::vector<double> sum(n), sum_sq(n);
-  for (size_t i = 0; i < n; ++i) {
-    sum[i] = picked[i]->score;
-    sum_sq[i] = picked[i]->score * picked[i]->score;
+  for (size_t i = 0; i < n; ++i) {  // the folds' own scores: the correction is added once, after
+    sum[i] = picked[i]->score - Correction(picked[i]->row);
+    sum_sq[i] = sum[i] * sum[i];
   }
   if (folds_.size() > 1) {
     std::vector<const Row*> ref_ptrs, rows;
@@ -332,6 +335,7 @@ SearchResult Searcher::Finish(SearchResult r) {
   for (size_t i = 0; i < n; ++i) {
     score[i] = sum[i] / k;
     spread[i] = std::sqrt(std::max(0.0, sum_sq[i] / k - score[i] * score[i]));
+    score[i] += Correction(picked[i]->row);
   }
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);

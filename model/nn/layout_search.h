@@ -17,6 +17,9 @@
 // - The best rows by fitness are scored by every fold against the same reference (the
 //   first fold's fitness reused; the scores ScoreConfigs, and RankConfigs, give them with
 //   that reference, tested) and returned best first, none excluded, none repeated.
+// - With options.correction, fitness and final scores add what the graph's measured
+//   runtimes predict for the row, so that the search follows the graph's own
+//   measurements where the model has not learned them yet.
 // - Deterministic for a seed (the same rows and scores on a machine), and bounded:
 //   options.evaluations rows through the fitness fold (the reference included) and
 //   options.finalists through every fold.
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "model/core/layout_space.h"
+#include "model/core/measured_correction.h"
 #include "model/nn/scoring.h"
 
 namespace tgraph {
@@ -51,6 +55,11 @@ struct SearchOptions {
   // sample of kCandidateSample not yet evaluated; the search ends when none is left.
   const std::vector<int8_t>* candidates = nullptr;
   ScoringOptions scoring;        // batch size, reference groups, cancellation
+  // When set (borrowed for the call), what the graph's measurements say: every row's
+  // standardised score, fitness and final, gets correction_weight times the
+  // correction's prediction added (model/core/measured_correction.h).
+  const MeasuredCorrection* correction = nullptr;
+  double correction_weight = 3.0;
 };
 
 inline constexpr int64_t kCandidateSample = 64;

@@ -1,0 +1,50 @@
+// What a graph's own measurements say about its layouts, as a correction to a model's
+// scores while searching that graph (SearchOptions::correction, model/nn/layout_search.h).
+//
+// A fine-tuned network learns slowly from the few hundred measurements one graph gets; a
+// linear model of the layout choices fits them at once. This is kernel ridge regression
+// of the measurements' standardised log runtimes on one indicator per (node, group,
+// layout value): the kernel of two rows is the number of layout groups they share, so
+// the fit needs no feature table, only the rows. A prediction is in standard deviations
+// of the measured log runtimes, lower meaning faster, 0 the measurements' mean; it
+// shrinks towards 0 for rows unlike any measured one and for few measurements (the
+// ridge penalty). On the simulated farm (docs/results.md "A simulated farm"), three
+// times this added to the fitness found faster configurations on every test split.
+//
+// Bounded: at most kMaxMeasurements rows are fitted (the fastest, when given more), an
+// O(n^2) kernel and an O(n^3) solve; a prediction costs n row comparisons.
+// Torch-free; immutable after Fit, so any number of threads may call Predict.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace tgraph {
+
+class MeasuredCorrection {
+ public:
+  static constexpr int64_t kMaxMeasurements = 1024;
+  static constexpr int64_t kMinMeasurements = 4;  // fewer: nothing to learn
+
+  // rows: count x nc x 18 layout values; runtimes: count measured runtimes (> 0).
+  // INVALID_ARGUMENT for sizes that disagree, a runtime <= 0, or fewer than
+  // kMinMeasurements rows; ridge must be > 0.
+  static absl::StatusOr<MeasuredCorrection> Fit(const std::vector<int8_t>& rows, const std::vector<int64_t>& runtimes,
+                                                int64_t nc, double ridge = 1.0);
+
+  // The row's predicted standardised log runtime (nc x 18 values).
+  double Predict(const int8_t* row) const;
+
+  int64_t measurements() const { return static_cast<int64_t>(weights_.size()); }
+
+ private:
+  double Kernel(const int8_t* a, const int8_t* b) const;
+
+  int64_t row_bytes_ = 0;
+  std::vector<int8_t> rows_;     // the fitted rows
+  std::vector<double> weights_;  // their dual weights
+};
+
+}  // namespace tgraph

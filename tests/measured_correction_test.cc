@@ -1,0 +1,116 @@
+// What a graph's measurements predict (model/core/measured_correction.h): the kernel
+// ridge regression against hand-computed values, against a runtime that is additive in
+// the layout choices, and its refusals.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "model/core/graph.h"
+#include "model/core/measured_correction.h"
+#include "model/core/rank_metrics.h"
+
+using namespace tgraph;
+
+namespace {
+
+// One configurable node whose three groups all hold `v` as their first dimension.
+std::vector<int8_t> OneNodeRow(int8_t out, int8_t in, int8_t kernel) {
+  std::vector<int8_t> row(kConfigFeatDim, -1);
+  row[0] = out;
+  row[kLayoutSlots] = in;
+  row[2 * kLayoutSlots] = kernel;
+  return row;
+}
+
+}  // namespace
+
+TEST_CASE("measured correction: rows sharing no group are fitted to a shrunk copy of their standardised log runtimes",
+          "[correction]") {
+  // Four rows, no group in common: K = 3 I, so with ridge 1 each weight is y / 4 and a
+  // fitted row predicts 3/4 of its own standardised log runtime.
+  std::vector<int8_t> rows;
+  for (int8_t v = 0; v < 4; ++v) {
+    const std::vector<int8_t> r = OneNodeRow(v, v, v);
+    rows.insert(rows.end(), r.begin(), r.end());
+  }
+  // Runtimes e^10, e^11, e^12, e^13 (as integers: log differences of 1 to 1e-4).
+  std::vector<int64_t> runtimes;
+  for (int k = 10; k < 14; ++k) runtimes.push_back(std::llround(std::exp(k)));
+  auto c = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0);
+  REQUIRE(c.ok());
+  CHECK(c->measurements() == 4);
+  const double sd = std::sqrt(1.25);  // of 0, 1, 2, 3
+  for (int i = 0; i < 4; ++i)
+    CHECK(c->Predict(rows.data() + i * kConfigFeatDim) == Approx(0.75 * (i - 1.5) / sd).margin(1e-4));
+  // A row like none of them: 0 (the mean). One sharing a group with the fastest and one
+  // with the slowest: (y0 + y3) / 4 = 0. One sharing two groups with the slowest: 2 y3 / 4.
+  CHECK(c->Predict(OneNodeRow(5, 5, 5).data()) == Approx(0.0).margin(1e-12));
+  CHECK(c->Predict(OneNodeRow(0, 3, 5).data()) == Approx(0.0).margin(1e-4));
+  CHECK(c->Predict(OneNodeRow(3, 3, 5).data()) == Approx(0.5 * 1.5 / sd).margin(1e-4));
+}
+
+TEST_CASE("measured correction: fitted on 80 rows of an additive runtime, it orders 300 others by it",
+          "[correction]") {
+  constexpr int64_t nc = 6;
+  std::mt19937 gen(7);
+  std::uniform_real_distribution<double> cost(0.0, 0.1);
+  double table[nc][3][3];  // per node, group and choice: its share of the log runtime
+  for (auto& node : table)
+    for (auto& group : node)
+      for (double& c : group) c = cost(gen);
+  std::uniform_int_distribution<int> choice(0, 2);
+  auto draw = [&](int64_t count, std::vector<int8_t>* rows, std::vector<double>* log_runtime) {
+    for (int64_t i = 0; i < count; ++i) {
+      double t = 10.0;
+      for (int64_t j = 0; j < nc; ++j) {
+        std::vector<int8_t> r(kConfigFeatDim, -1);
+        for (int g = 0; g < kConfigGroups; ++g) {
+          const int c = choice(gen);
+          r[g * kLayoutSlots] = static_cast<int8_t>(c - 1);  // -1 (the default), 0 or 1
+          t += table[j][g][c];
+        }
+        rows->insert(rows->end(), r.begin(), r.end());
+      }
+      log_runtime->push_back(t);
+    }
+  };
+  std::vector<int8_t> train, test;
+  std::vector<double> train_log, test_log;
+  draw(80, &train, &train_log);
+  draw(300, &test, &test_log);
+  std::vector<int64_t> runtimes;
+  for (double t : train_log) runtimes.push_back(std::llround(std::exp(t)));
+  auto c = MeasuredCorrection::Fit(train, runtimes, nc);
+  REQUIRE(c.ok());
+  std::vector<double> predicted;
+  for (size_t i = 0; i < test_log.size(); ++i) predicted.push_back(c->Predict(test.data() + i * nc * kConfigFeatDim));
+  CHECK(KendallTau(predicted, test_log) > 0.75);
+}
+
+TEST_CASE("measured correction: keeps the fastest measurements past its bound, and refuses bad input", "[correction]") {
+  std::vector<int8_t> rows;
+  std::vector<int64_t> runtimes;
+  for (int64_t i = 0; i < MeasuredCorrection::kMaxMeasurements + 10; ++i) {
+    const std::vector<int8_t> r = OneNodeRow(static_cast<int8_t>(i % 3), static_cast<int8_t>(i % 2), -1);
+    rows.insert(rows.end(), r.begin(), r.end());
+    runtimes.push_back(1000 + i);
+  }
+  auto big = MeasuredCorrection::Fit(rows, runtimes, 1);
+  REQUIRE(big.ok());
+  CHECK(big->measurements() == MeasuredCorrection::kMaxMeasurements);
+
+  const std::vector<int8_t> four(rows.begin(), rows.begin() + 4 * kConfigFeatDim);
+  const std::vector<int64_t> four_runtimes = {5, 6, 7, 8};
+  CHECK(MeasuredCorrection::Fit(four, four_runtimes, 1).ok());
+  auto refused = [&](const std::vector<int8_t>& r, const std::vector<int64_t>& t, int64_t nc, double ridge = 1.0) {
+    auto c = MeasuredCorrection::Fit(r, t, nc, ridge);
+    CHECK(c.status().code() == absl::StatusCode::kInvalidArgument);
+    return std::string(c.status().message());
+  };
+  CHECK(refused(four, four_runtimes, 2) == "measured rows: 72 values for 4 runtimes of 2 configurable nodes (expected 144)");
+  CHECK(refused(four, {5, 6, 0, 8}, 1) == "measured runtime 2 is 0, expected > 0");
+  CHECK(refused(std::vector<int8_t>(four.begin(), four.begin() + 3 * kConfigFeatDim), {5, 6, 7}, 1) ==
+        "measured rows: 3 measurements, at least 4 needed");
+  CHECK(refused(four, four_runtimes, 1, 0.0) == "ridge must be > 0");
+}
