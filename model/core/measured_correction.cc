@@ -10,11 +10,16 @@
 
 namespace tgraph {
 
-double MeasuredCorrection::Kernel(const int8_t* a, const int8_t* b) const {
+namespace {
+
+// Layout groups two rows share.
+double SharedGroups(const int8_t* a, const int8_t* b, int64_t row_bytes) {
   int shared = 0;
-  for (int64_t at = 0; at < row_bytes_; at += kLayoutSlots) shared += std::memcmp(a + at, b + at, kLayoutSlots) == 0;
+  for (int64_t at = 0; at < row_bytes; at += kLayoutSlots) shared += std::memcmp(a + at, b + at, kLayoutSlots) == 0;
   return shared;
 }
+
+}  // namespace
 
 absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int8_t>& rows,
                                                            const std::vector<int64_t>& runtimes, int64_t nc,
@@ -40,13 +45,10 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   order.resize(static_cast<size_t>(std::min(count, kMaxMeasurements)));
   const size_t n = order.size();
 
-  MeasuredCorrection c;
-  c.row_bytes_ = row_bytes;
-  c.rows_.resize(n * static_cast<size_t>(row_bytes));
+  auto row_of = [&](size_t i) { return &rows[static_cast<size_t>(order[i] * row_bytes)]; };
   std::vector<double> y(n);
   double mean = 0;
   for (size_t i = 0; i < n; ++i) {
-    std::memcpy(&c.rows_[i * row_bytes], &rows[static_cast<size_t>(order[i] * row_bytes)], static_cast<size_t>(row_bytes));
     y[i] = std::log(static_cast<double>(runtimes[order[i]]));
     mean += y[i] / static_cast<double>(n);
   }
@@ -59,7 +61,7 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   std::vector<double> a(n * n);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j <= i; ++j)
-      a[i * n + j] = c.Kernel(&c.rows_[i * row_bytes], &c.rows_[j * row_bytes]) + (i == j ? ridge : 0.0);
+      a[i * n + j] = SharedGroups(row_of(i), row_of(j), row_bytes) + (i == j ? ridge : 0.0);
   for (size_t j = 0; j < n; ++j) {
     double d = a[j * n + j];
     for (size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
@@ -70,21 +72,47 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
       a[i * n + j] = s / a[j * n + j];
     }
   }
-  c.weights_ = y;
+  std::vector<double> w = y;
   for (size_t i = 0; i < n; ++i) {  // L z = y
-    for (size_t k = 0; k < i; ++k) c.weights_[i] -= a[i * n + k] * c.weights_[k];
-    c.weights_[i] /= a[i * n + i];
+    for (size_t k = 0; k < i; ++k) w[i] -= a[i * n + k] * w[k];
+    w[i] /= a[i * n + i];
   }
   for (size_t i = n; i-- > 0;) {  // L^T w = z
-    for (size_t k = i + 1; k < n; ++k) c.weights_[i] -= a[k * n + i] * c.weights_[k];
-    c.weights_[i] /= a[i * n + i];
+    for (size_t k = i + 1; k < n; ++k) w[i] -= a[k * n + i] * w[k];
+    w[i] /= a[i * n + i];
+  }
+  // A prediction is sum_i w_i x (groups shared with row i) = sum over groups of the
+  // weights of the fitted rows holding the same layout there.
+  MeasuredCorrection c;
+  c.measurements_ = static_cast<int64_t>(n);
+  c.groups_ = nc * kConfigGroups;
+  c.values_.resize(static_cast<size_t>(c.groups_));
+  for (int64_t g = 0; g < c.groups_; ++g) {
+    std::vector<Value>& values = c.values_[static_cast<size_t>(g)];
+    for (size_t i = 0; i < n; ++i) {
+      const int8_t* l = row_of(i) + g * kLayoutSlots;
+      auto at = std::find_if(values.begin(), values.end(),
+                             [&](const Value& v) { return std::memcmp(v.layout, l, kLayoutSlots) == 0; });
+      if (at == values.end()) {
+        values.push_back({});
+        std::memcpy(values.back().layout, l, kLayoutSlots);
+        values.back().weight = 0;
+        at = values.end() - 1;
+      }
+      at->weight += w[i];
+    }
   }
   return c;
 }
 
 double MeasuredCorrection::Predict(const int8_t* row) const {
   double p = 0;
-  for (size_t i = 0; i < weights_.size(); ++i) p += weights_[i] * Kernel(row, &rows_[i * static_cast<size_t>(row_bytes_)]);
+  for (int64_t g = 0; g < groups_; ++g)
+    for (const Value& v : values_[static_cast<size_t>(g)])
+      if (std::memcmp(v.layout, row + g * kLayoutSlots, kLayoutSlots) == 0) {
+        p += v.weight;
+        break;
+      }
   return p;
 }
 

@@ -11,8 +11,10 @@
 // ridge penalty). On the simulated farm (docs/results.md "A simulated farm"), three
 // times this added to the fitness found faster configurations on every test split.
 //
-// Bounded: at most kMaxMeasurements rows are fitted (the fastest, when given more), an
-// O(n^2) kernel and an O(n^3) solve; a prediction costs n row comparisons.
+// Bounded: at most kMaxMeasurements rows are fitted (the fastest, when given more): an
+// n x n kernel of row comparisons and a Cholesky solve. A prediction costs one look-up
+// per layout group (the fitted weights summed per group and layout value), so a search
+// pays about as much for it as for reading its rows.
 // Torch-free; immutable after Fit, so any number of threads may call Predict.
 #pragma once
 
@@ -20,12 +22,13 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/core/graph.h"
 
 namespace tgraph {
 
 class MeasuredCorrection {
  public:
-  static constexpr int64_t kMaxMeasurements = 1024;
+  static constexpr int64_t kMaxMeasurements = 512;
   static constexpr int64_t kMinMeasurements = 4;  // fewer: nothing to learn
 
   // rows: count x nc x 18 layout values; runtimes: count measured runtimes (> 0).
@@ -37,14 +40,16 @@ class MeasuredCorrection {
   // The row's predicted standardised log runtime (nc x 18 values).
   double Predict(const int8_t* row) const;
 
-  int64_t measurements() const { return static_cast<int64_t>(weights_.size()); }
+  int64_t measurements() const { return measurements_; }
 
  private:
-  double Kernel(const int8_t* a, const int8_t* b) const;
-
-  int64_t row_bytes_ = 0;
-  std::vector<int8_t> rows_;     // the fitted rows
-  std::vector<double> weights_;  // their dual weights
+  struct Value {
+    int8_t layout[kLayoutSlots];
+    double weight;  // the dual weights of the fitted rows with this layout in this group
+  };
+  int64_t measurements_ = 0;
+  int64_t groups_ = 0;                     // nc x 3
+  std::vector<std::vector<Value>> values_;  // per group
 };
 
 }  // namespace tgraph
