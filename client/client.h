@@ -87,6 +87,9 @@ struct SearchConfigsOptions {
   // When not empty, the only rows the search may score and return (e.g. a file's
   // measured pool, so real runtimes judge it; SearchConfigsRequest.candidate_layout_configs).
   std::vector<int8_t> candidates;
+  // The exclude rows' measured runtimes (ns), in order, or none: with 4 or more the search
+  // also follows what they say about this graph (SearchConfigsRequest.exclude_runtimes_ns).
+  std::vector<int64_t> exclude_runtimes_ns;
 };
 
 // SearchConfigs' proposals, best first.
@@ -96,6 +99,7 @@ struct Proposals {
   std::vector<float> scores, spread;
   int64_t model_version = 0;
   int64_t evaluations = 0, generations = 0, reference_configs = 0;
+  int64_t correction_measurements = 0;  // runtimes the scores were corrected with
   double server_total_ms = 0, inference_ms = 0;
   int registrations = 0;
 };

@@ -180,9 +180,13 @@ absl::StatusOr<Ranked> RankFile(tgraph::RankerClient& client, tgraph::Collection
 }
 
 // The file's rows are what was measured: all excluded, the fastest --start_best the
-// search starts from.
+// search starts from, and their runtimes sent when the file has every one (a test
+// split's are hidden: zeros).
 void MeasuredRows(const tgraph::LayoutGraph& g, tgraph::SearchConfigsOptions* o) {
   o->exclude = g.config_feat;
+  if (g.num_configs > 0 &&
+      std::all_of(g.config_runtime.begin(), g.config_runtime.end(), [](int64_t t) { return t > 0; }))
+    o->exclude_runtimes_ns = g.config_runtime;
   std::vector<int64_t> order;
   for (int64_t i = 0; i < g.num_configs; ++i)
     if (g.config_runtime[static_cast<size_t>(i)] > 0) order.push_back(i);
@@ -235,6 +239,7 @@ int Search(tgraph::RankerClient& client) {
     nlohmann::json j = {{"graph", path}, {"collection", c->name()}, {"model_version", p->model_version},
                         {"evaluations", p->evaluations}, {"generations", p->generations},
                         {"reference_configs", p->reference_configs}, {"total_ms", p->server_total_ms},
+                        {"correction_measurements", p->correction_measurements},
                         {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
     const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
     for (int64_t i = 0; i < p->count; ++i)
@@ -242,12 +247,14 @@ int Search(tgraph::RankerClient& client) {
     return PrintJson(j);
   }
   std::printf("%s: %lld configurations proposed by %s version %lld: %lld evaluated in %lld generations against a "
-              "reference of %lld, %.0f ms; %zu measured rows excluded, %zu started from\n",
+              "reference of %lld, %.0f ms; %zu measured rows excluded, %zu started from, %lld runtimes correcting "
+              "the scores\n",
               path.c_str(), static_cast<long long>(p->count), c->name().c_str(),
               static_cast<long long>(p->model_version), static_cast<long long>(p->evaluations),
               static_cast<long long>(p->generations), static_cast<long long>(p->reference_configs),
               p->server_total_ms, o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
-              o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim));
+              o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
+              static_cast<long long>(p->correction_measurements));
   std::printf("%6s %12s %10s\n", "rank", "score", "spread");
   for (int64_t i = 0; i < p->count; ++i)
     std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);

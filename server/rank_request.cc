@@ -111,6 +111,14 @@ absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, 
     if (absl::Status s = ValidateRows(prefix, field, count, bytes, "", q.collection, kind, num_config_nodes); !s.ok())
       return s;
   }
+  const int64_t runtimes = static_cast<int64_t>(q.exclude_runtimes_ns.size());
+  if (runtimes > 0 && runtimes != q.num_exclude)
+    return absl::InvalidArgumentError(absl::StrCat("exclude_runtimes_ns has ", runtimes, " values for num_exclude ",
+                                                   q.num_exclude, " (one per excluded row, or none)"));
+  for (int64_t i = 0; i < runtimes; ++i)
+    if (q.exclude_runtimes_ns[static_cast<size_t>(i)] <= 0)
+      return absl::InvalidArgumentError(absl::StrCat("exclude_runtimes_ns[", i, "] is ",
+                                                     q.exclude_runtimes_ns[static_cast<size_t>(i)], ", expected > 0"));
   return absl::OkStatus();
 }
 

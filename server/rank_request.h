@@ -55,6 +55,7 @@ struct SearchRequest {
   uint64_t seed = 0;
   int64_t num_candidates = 0;  // 0: the whole space
   absl::string_view candidate_layout_configs;
+  std::vector<int64_t> exclude_runtimes_ns;  // empty, or one per exclude row
 };
 
 struct RankLimits {
@@ -71,8 +72,8 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
 
 // The fields of a search of a layout graph with `num_config_nodes` configurable nodes:
 // the collection's kind, num_results (0..1000), max_evaluations (0..max_configs), the
-// exclude, start and candidate rows' counts, bytes and values. INVALID_ARGUMENT naming
-// the field.
+// exclude, start and candidate rows' counts, bytes and values, the exclude rows'
+// runtimes (none, or one > 0 per row). INVALID_ARGUMENT naming the field.
 absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, int64_t num_config_nodes,
                                    const RankLimits& limits);
 

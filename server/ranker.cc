@@ -371,6 +371,16 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
       1, model.manifest.reference_groups * so.reference / std::max<int64_t>(1, model.manifest.reference_configs));
   so.scoring.cancelled = cancelled;
   const auto t0 = Clock::now();
+  // What the measured runtimes say about this graph (model/core/measured_correction.h):
+  // with fewer than it needs, nothing.
+  absl::StatusOr<MeasuredCorrection> correction = absl::FailedPreconditionError("no runtimes");
+  if (static_cast<int64_t>(q.exclude_runtimes_ns.size()) >= MeasuredCorrection::kMinMeasurements) {
+    correction = MeasuredCorrection::Fit(exclude, q.exclude_runtimes_ns, static_cast<int64_t>(a.graph->space.nodes.size()));
+    if (!correction.ok())  // the request was validated: a bug
+      return absl::InternalError(absl::StrCat("fitting the measured runtimes: ", correction.status().message()));
+    so.correction = &*correction;
+    out.correction_measurements = correction->measurements();
+  }
   const SearchResult r = SearchLayouts(folds, prepared->tensors, a.graph->space, so);
   out.timing.inference_ms = Ms(t0, Clock::now());
   if (r.cancelled) return absl::CancelledError("the search was cancelled or its deadline passed; it stopped");

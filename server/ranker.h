@@ -74,6 +74,7 @@ struct SearchOutcome {
   std::vector<float> scores, spread;
   int64_t model_version = 0;
   int64_t evaluations = 0, generations = 0, reference_configs = 0;
+  int64_t correction_measurements = 0;  // the measurements the scores were corrected with
   RankTiming timing;
 };
 

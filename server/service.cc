@@ -365,6 +365,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.seed = request->seed();
   q.num_candidates = request->num_candidates();
   q.candidate_layout_configs = request->candidate_layout_configs();
+  q.exclude_runtimes_ns.assign(request->exclude_runtimes_ns().begin(), request->exclude_runtimes_ns().end());
   absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return context->IsCancelled(); });
   if (!r.ok()) {
     if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
@@ -379,6 +380,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_evaluations(r->evaluations);
   response->set_generations(r->generations);
   response->set_reference_configs(r->reference_configs);
+  response->set_correction_measurements(r->correction_measurements);
   SetTiming(r->timing, response->mutable_timing());
   return grpc::Status::OK;
 }

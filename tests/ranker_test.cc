@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "model/core/file_util.h"
+#include "model/core/measured_correction.h"
 #include "model/core/graph_io.h"
 #include "model/core/layout_space.h"
 #include "model/nn/model_io.h"
@@ -771,6 +772,28 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
   expect(b, absl::StatusCode::kInvalidArgument, "candidate_layout_configs: config 0, configurable node 0");
   b.num_candidates = 2;
   expect(b, absl::StatusCode::kInvalidArgument, "candidate_layout_configs has");
+  b = q;
+  b.exclude_runtimes_ns.assign(g.config_runtime.begin(), g.config_runtime.begin() + 3);
+  expect(b, absl::StatusCode::kInvalidArgument,
+         "exclude_runtimes_ns has 3 values for num_exclude " + std::to_string(g.num_configs));
+  b.exclude_runtimes_ns.assign(g.config_runtime.begin(), g.config_runtime.end());
+  b.exclude_runtimes_ns[5] = 0;
+  expect(b, absl::StatusCode::kInvalidArgument, "exclude_runtimes_ns[5] is 0, expected > 0");
+
+  // With the measured rows' runtimes: the scores are corrected by what they say (the
+  // same search otherwise), and the response says with how many.
+  CATCH_CHECK(r->correction_measurements == 0);
+  SearchRequest measured_q = q;
+  measured_q.exclude_runtimes_ns.assign(g.config_runtime.begin(), g.config_runtime.end());
+  auto corrected = ranker.Search(measured_q, nullptr);
+  CATCH_REQUIRE(corrected.ok());
+  CATCH_CHECK(corrected->correction_measurements ==
+              std::min<int64_t>(g.num_configs, MeasuredCorrection::kMaxMeasurements));
+  CATCH_REQUIRE(corrected->scores.size() == 6u);
+  CATCH_CHECK(std::is_sorted(corrected->scores.begin(), corrected->scores.end()));
+  CATCH_CHECK(corrected->scores != r->scores);
+  for (size_t at = 0; at < corrected->rows.size(); at += row)
+    CATCH_CHECK(excluded.count(std::string(reinterpret_cast<const char*>(corrected->rows.data() + at), row)) == 0);
 
   // Restricted to candidates (the file's rows, the first 10 measured): only candidates
   // come back, none measured.

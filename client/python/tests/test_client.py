@@ -211,6 +211,15 @@ def test_search_proposes_legal_new_rows_best_first_the_same_for_a_seed(server):
                          candidates=g.configs, seed=3)
     rows = {r.tobytes() for r in g.configs} - {r.tobytes() for r in best}
     assert pool.configs.shape == (5, 62, 18) and all(r.tobytes() in rows for r in pool.configs)
+    # With the measured rows' runtimes, the search also follows them; the server says so.
+    assert p.correction_measurements == 0
+    learned = client.search("layout:xla:random", g, results=5, max_evaluations=300, exclude=g.configs, start=best,
+                            seed=3, exclude_runtimes_ns=g.runtimes)
+    assert learned.correction_measurements == 481 and list(learned.scores) == sorted(learned.scores)
+    assert all(r.tobytes() not in measured for r in learned.configs)
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.search("layout:xla:random", g, exclude=g.configs, exclude_runtimes_ns=g.runtimes[:3])
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "exclude_runtimes_ns" in str(e.value)
 
 
 def test_report_measurements_stores_a_shard(server, world):

@@ -123,6 +123,7 @@ class Proposals:
     reference_configs: int
     timing: dict
     registrations: int = 0
+    correction_measurements: int = 0  # measured runtimes the scores were corrected with
 
 
 @dataclass
@@ -373,12 +374,15 @@ class Client:
 
     def search(self, collection: str, graph: GraphLike, *, results: int = 10, max_evaluations: int = 2048,
                exclude: Optional[np.ndarray] = None, start: Optional[np.ndarray] = None, seed: int = 0,
-               model_version: int = 0, candidates: Optional[np.ndarray] = None) -> Proposals:
+               model_version: int = 0, candidates: Optional[np.ndarray] = None,
+               exclude_runtimes_ns: Optional[np.ndarray] = None) -> Proposals:
         """Proposes layout configurations to measure next: a model-guided search of the
         graph's layout space on the server (docs/api.md, "Searching"). exclude: (c, nc,
         18) rows never to return (what was measured); start: rows to start from (measured
         good ones); candidates: when given, the only rows it may score and return (e.g. a
-        file's measured pool). Distinct legal rows, best first, deterministic for a seed."""
+        file's measured pool); exclude_runtimes_ns: the exclude rows' measured runtimes, in
+        order (with 4 or more, the search also follows what they say about this graph).
+        Distinct legal rows, best first, deterministic for a seed."""
         graph = self._graph(graph)
         if _kind(collection) != "layout":
             raise invalid(f"collection: SearchConfigs searches layouts; give a layout collection, got '{collection}'")
@@ -391,12 +395,18 @@ class Client:
                 rows = _configs(graph, rows, "layout")
                 setattr(request, count, rows.shape[0])
                 setattr(request, field, rows.tobytes())
+        if exclude_runtimes_ns is not None and len(exclude_runtimes_ns):
+            runtimes = np.asarray(exclude_runtimes_ns).reshape(-1)
+            if request.num_exclude != runtimes.size:
+                raise invalid(f"exclude_runtimes_ns: {runtimes.size} runtimes for {request.num_exclude} excluded rows")
+            request.exclude_runtimes_ns.extend(int(x) for x in runtimes)
         r, registrations = self._with_registration(self._stub.SearchConfigs, request, graph, "SearchConfigs")
         configs = np.frombuffer(r.layout_configs, dtype=np.int8)
         configs = configs.reshape(r.num_configs, -1, LAYOUT_CONFIG_DIM) if r.num_configs else configs.reshape(0, 0, 18)
         return Proposals(configs.copy(), np.array(r.scores, dtype=np.float32), np.array(r.spread, dtype=np.float32),
                          r.model_version, r.evaluations, r.generations, r.reference_configs,
-                         {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms}, registrations)
+                         {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms}, registrations,
+                         r.correction_measurements)
 
     def models(self) -> List[ModelInfo]:
         """The loaded models: per collection, the latest version first."""
