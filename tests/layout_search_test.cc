@@ -50,6 +50,16 @@ struct SearchWorld {
   }
 };
 
+SearchOptions Options(int64_t results, int64_t evaluations, int64_t population, int64_t reference, uint64_t seed) {
+  SearchOptions o;
+  o.results = results;
+  o.evaluations = evaluations;
+  o.population = population;
+  o.reference = reference;
+  o.seed = seed;
+  return o;
+}
+
 std::set<std::string> RowsOf(const std::vector<int8_t>& rows, int64_t nc) {
   std::set<std::string> out;
   const size_t bytes = static_cast<size_t>(nc) * kConfigFeatDim;
@@ -100,12 +110,7 @@ CATCH_TEST_CASE("search: legal, distinct rows best first within the budget, the 
 CATCH_TEST_CASE("search: excluded rows are never returned, and start rows seed it", "[search]") {
   SearchWorld w(1);
   const int64_t nc = w.g.num_config_nodes();
-  SearchOptions o;
-  o.results = 8;
-  o.evaluations = 200;
-  o.population = 32;
-  o.reference = 32;
-  o.seed = 1;
+  SearchOptions o = Options(8, 200, 32, 32, 1);
   const SearchResult first = SearchLayouts(w.folds, w.tensors, w.space, o);
   CATCH_REQUIRE(first.score.size() == 8u);
   // Measured: the first search's results and the file's own rows. Started from them.
@@ -216,12 +221,7 @@ CATCH_TEST_CASE("search: with a graph's measurements, a score is the model's plu
   const std::vector<int64_t> runtimes(w.g.config_runtime.begin(), w.g.config_runtime.begin() + measured_count);
   auto correction = MeasuredCorrection::Fit(measured, runtimes, nc);
   CATCH_REQUIRE(correction.ok());
-  SearchOptions o;
-  o.results = 8;
-  o.evaluations = 300;
-  o.population = 48;
-  o.reference = 40;
-  o.seed = 5;
+  SearchOptions o = Options(8, 300, 48, 40, 5);
   o.exclude = &measured;
   const SearchResult plain = SearchLayouts(w.folds, w.tensors, w.space, o);
   o.correction = &*correction;
