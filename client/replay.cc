@@ -170,12 +170,14 @@ absl::Status ReplaySearch(const ReplayOptions& o, const LayoutGraph& g, RankerCl
     absl::StatusOr<Proposals> p = client.Search(g.graph, g.node_config_ids, so);
     if (!p.ok()) return p.status();
     if (p->count == 0) break;  // every configuration of the file measured
+    r->search_correction.push_back(p->correction_measurements);
     for (int64_t i = 0; i < p->count; ++i) {
       const auto it = index.find(std::string(reinterpret_cast<const char*>(p->rows.data()) + i * row, row));
       if (it == index.end())
         return absl::InternalError("the search proposed a configuration that is not one of its candidates");
       measured_order.push_back(it->second);
       so.exclude.insert(so.exclude.end(), g.config(it->second), g.config(it->second) + row);
+      so.exclude_runtimes_ns.push_back(g.config_runtime[it->second]);  // what the farm measured
     }
   }
   r->search = BestSoFar(measured_order, g.config_runtime, o.rounds, o.per_round);

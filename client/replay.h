@@ -35,8 +35,9 @@ struct ReplayOptions {
   std::string finetune_command;
   double reload_timeout_s = 120;
   // Model-guided search (when > 0): every round one SearchConfigs with this many model
-  // evaluations, the file's rows as candidates, the measured ones excluded and their
-  // 16 fastest the start; its per_round proposals are measured.
+  // evaluations, the file's rows as candidates, the measured ones excluded (with their
+  // runtimes, so that the search follows them: exclude_runtimes_ns) and their 16
+  // fastest the start; its per_round proposals are measured.
   int64_t search_evaluations = 0;
 };
 
@@ -58,6 +59,9 @@ struct ReplayReport {
   std::vector<int64_t> updated_versions;
   // With search_evaluations: the search restricted to the file's configurations.
   std::vector<double> search, search_rank;
+  // Per round of the search: how many of the measured runtimes the server's correction
+  // followed (Proposals::correction_measurements; 0 before there were 4).
+  std::vector<int64_t> search_correction;
   std::vector<std::string> warnings;  // e.g. a round whose fine-tuning failed (the model was kept)
   // Per round whose fine-tuning ran: the command's last output line (what it decided)
   // and the version it published (0 = none).

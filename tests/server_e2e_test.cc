@@ -1478,6 +1478,13 @@ CATCH_TEST_CASE("replay: random search and the frozen model on a graph with runt
   for (size_t k = 1; k < s->search.size(); ++k) CATCH_CHECK(s->search[k] <= s->search[k - 1]);
   CATCH_CHECK(s->search.back() == 1.0);
   CATCH_CHECK(s->search_rank.back() == 0.0);
+  // Every round sent the runtimes measured before it, and the server followed them from
+  // the fourth on (rounds of 3: none, then 3, then 6, ...).
+  CATCH_REQUIRE(s->search_correction.size() >= 3);
+  CATCH_CHECK(s->search_correction[0] == 0);
+  CATCH_CHECK(s->search_correction[1] == 0);
+  for (size_t k = 2; k < s->search_correction.size(); ++k)
+    CATCH_CHECK(s->search_correction[k] == static_cast<int64_t>(3 * k));
   CATCH_CHECK_THAT(s->Csv(), Catch::StartsWith("round,measured,random_search,frozen_model,random_search_rank,"
                                                "frozen_model_rank,search,search_rank\n"));
   CATCH_CHECK_THAT(s->Table(), Catch::Contains("search (within the file)"));
