@@ -50,6 +50,30 @@ TEST_CASE("measured correction: rows sharing no group are fitted to a shrunk cop
   CHECK(c->Predict(OneNodeRow(3, 3, 5).data()) == Approx(0.5 * 1.5 / sd).margin(1e-4));
 }
 
+TEST_CASE("measured correction: runtimes within a fraction of a percent are measured in units of 1%, not their spread",
+          "[correction]") {
+  // The same four unrelated rows, their runtimes 1e9 + k x 1e4 ns (1e-5 apart, as real
+  // configurations of one program often are): each predicts 3/4 of its log runtime's
+  // distance from the mean over kMinSpread, not over the runtimes' own spread.
+  std::vector<int8_t> rows;
+  std::vector<int64_t> runtimes;
+  double mean = 0;
+  for (int8_t v = 0; v < 4; ++v) {
+    const std::vector<int8_t> r = OneNodeRow(v, v, v);
+    rows.insert(rows.end(), r.begin(), r.end());
+    runtimes.push_back(1'000'000'000 + 10'000 * v);
+    mean += std::log(static_cast<double>(runtimes.back())) / 4;
+  }
+  auto c = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0);
+  REQUIRE(c.ok());
+  REQUIRE(MeasuredCorrection::kMinSpread == 0.01);
+  for (int i = 0; i < 4; ++i) {
+    const double p = c->Predict(rows.data() + i * kConfigFeatDim);
+    CHECK(p == Approx(0.75 * (std::log(static_cast<double>(runtimes[i])) - mean) / 0.01).margin(1e-9));
+    CHECK(std::abs(p) < 2e-3);  // standardised by their own spread it would be about 1
+  }
+}
+
 TEST_CASE("measured correction: fitted on 80 rows of an additive runtime, it orders 300 others by it",
           "[correction]") {
   constexpr int64_t nc = 6;

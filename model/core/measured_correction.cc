@@ -54,7 +54,7 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   }
   double var = 0;
   for (double v : y) var += (v - mean) * (v - mean) / static_cast<double>(n);
-  const double sd = var > 0 ? std::sqrt(var) : 1.0;
+  const double sd = std::max(std::sqrt(var), kMinSpread);
   for (double& v : y) v = (v - mean) / sd;
 
   // (K + ridge I) w = y, K symmetric positive semi-definite: Cholesky.

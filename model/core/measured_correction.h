@@ -30,6 +30,12 @@ class MeasuredCorrection {
  public:
   static constexpr int64_t kMaxMeasurements = 512;
   static constexpr int64_t kMinMeasurements = 4;  // fewer: nothing to learn
+  // The unit of a prediction: the measured log runtimes' standard deviation, but never
+  // less than this (1% of the runtime). Where every measurement lies within a fraction of
+  // a percent of the others, what separates them is mostly noise (the real unet_3d
+  // files' configurations differ by 2e-5, their noise, docs/results.md): standardised,
+  // that noise would outweigh the model's scores; this keeps it as small as it is.
+  static constexpr double kMinSpread = 0.01;
 
   // rows: count x nc x 18 layout values; runtimes: count measured runtimes (> 0).
   // INVALID_ARGUMENT for sizes that disagree, a runtime <= 0, or fewer than
