@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,10 +42,14 @@ class MeasuredCorrection {
   // INVALID_ARGUMENT for sizes that disagree, a runtime <= 0, or fewer than
   // kMinMeasurements rows; ridge must be > 0.
   static absl::StatusOr<MeasuredCorrection> Fit(const std::vector<int8_t>& rows, const std::vector<int64_t>& runtimes,
-                                                int64_t nc, double ridge = 1.0);
+                                                int64_t nc, double ridge = 1.0,
+                                                std::vector<std::pair<int64_t, int64_t>> links = {},
+                                                double link_weight = 0.0);
 
   // The row's predicted standardised log runtime (nc x 18 values).
   double Predict(const int8_t* row) const;
+  // EXPERIMENT: the posterior sd of the kernel model at row, over sqrt(groups) (0..1).
+  double Uncertainty(const int8_t* row) const;
 
   int64_t measurements() const { return measurements_; }
 
@@ -56,6 +61,12 @@ class MeasuredCorrection {
   int64_t measurements_ = 0;
   int64_t groups_ = 0;                     // nc x 3
   std::vector<std::vector<Value>> values_;  // per group
+  std::vector<std::pair<int64_t, int64_t>> links_;  // EXPERIMENT: group pairs (flat g) whose equality is a feature
+  std::vector<double> link_eq_, link_ne_;
+  double link_weight_ = 0;
+  std::vector<int8_t> fitted_;   // n rows
+  std::vector<double> chol_;     // n x n lower
+  int64_t row_bytes_ = 0;
 };
 
 }  // namespace tgraph

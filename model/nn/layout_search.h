@@ -60,6 +60,8 @@ struct SearchOptions {
   // correction's prediction added (model/core/measured_correction.h).
   const MeasuredCorrection* correction = nullptr;
   double correction_weight = 3.0;
+  std::function<double(const int8_t*)> oracle;  // EXPERIMENT
+  double ucb = 0;  // EXPERIMENT: fitness minus ucb x correction->Uncertainty
 };
 
 inline constexpr int64_t kCandidateSample = 64;
