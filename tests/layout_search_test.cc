@@ -209,8 +209,8 @@ CATCH_TEST_CASE("search: restricted to candidates, it evaluates and returns only
   for (size_t i = 0; i < 10; ++i) CATCH_CHECK(all.score[i] == Approx(best[i]).margin(1e-4));
 }
 
-CATCH_TEST_CASE("search: with a graph's measurements, a score is the model's plus the weighted correction, and the "
-                "search follows them",
+CATCH_TEST_CASE("search: with a graph's measurements, a score is the model's plus the weighted correction minus the "
+                "weighted uncertainty, and the search follows them",
                 "[search]") {
   SearchWorld w(2);
   const int64_t nc = w.g.num_config_nodes();
@@ -235,8 +235,12 @@ CATCH_TEST_CASE("search: with a graph's measurements, a score is the model's plu
   so.reference_per_fold = false;
   const ScoreResult model = ScoreConfigs(w.folds, w.tensors, got, so);
   for (size_t i = 0; i < 8; ++i) {
-    const double predicted = correction->Predict(corrected.rows.data() + i * nc * kConfigFeatDim);
-    CATCH_CHECK(corrected.score[i] == Approx(model.score[i] + 3.0 * predicted).margin(1e-9));
+    const int8_t* row = corrected.rows.data() + i * nc * kConfigFeatDim;
+    const double predicted = correction->Predict(row), uncertainty = correction->Uncertainty(row);
+    CATCH_CHECK(uncertainty > 0.0);
+    CATCH_CHECK(uncertainty < 1.0);
+    CATCH_CHECK(corrected.score[i] ==
+                Approx(model.score[i] + 3.0 * predicted - o.exploration * uncertainty).margin(1e-9));
     CATCH_CHECK(corrected.spread[i] == Approx(model.spread[i]).margin(1e-9));
   }
   // Weighted heavily, the correction decides what comes back: rows it predicts faster.
@@ -250,4 +254,20 @@ CATCH_TEST_CASE("search: with a graph's measurements, a score is the model's plu
   CATCH_CHECK(mean_predicted(led) < mean_predicted(plain) - 0.1);
   const std::set<std::string> excluded = RowsOf(measured, nc);
   for (const std::string& r : RowsOf(led.rows, nc)) CATCH_CHECK(excluded.count(r) == 0);
+  // Exploration weighted heavily: rows the measurements say less about than without it
+  // (started from measured rows, where they say most).
+  const std::vector<int8_t> start(measured.begin(), measured.begin() + 16 * nc * kConfigFeatDim);
+  o.start = &start;
+  auto mean_uncertainty = [&](const SearchResult& r) {
+    double sum = 0;
+    for (size_t i = 0; i < r.score.size(); ++i) sum += correction->Uncertainty(r.rows.data() + i * nc * kConfigFeatDim);
+    return sum / static_cast<double>(r.score.size());
+  };
+  o.correction_weight = 3.0;
+  o.exploration = 0.0;
+  const SearchResult exploiting = SearchLayouts(w.folds, w.tensors, w.space, o);
+  o.exploration = 1000.0;
+  const SearchResult exploring = SearchLayouts(w.folds, w.tensors, w.space, o);
+  CATCH_INFO("mean uncertainty exploring " << mean_uncertainty(exploring) << ", exploiting " << mean_uncertainty(exploiting));
+  CATCH_CHECK(mean_uncertainty(exploring) > mean_uncertainty(exploiting) + 0.05);
 }

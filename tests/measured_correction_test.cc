@@ -48,6 +48,13 @@ TEST_CASE("measured correction: rows sharing no group are fitted to a shrunk cop
   CHECK(c->Predict(OneNodeRow(5, 5, 5).data()) == Approx(0.0).margin(1e-12));
   CHECK(c->Predict(OneNodeRow(0, 3, 5).data()) == Approx(0.0).margin(1e-4));
   CHECK(c->Predict(OneNodeRow(3, 3, 5).data()) == Approx(0.5 * 1.5 / sd).margin(1e-4));
+  // Uncertainty, over the prior's 3 groups: K + I = 4 I, so a fitted row keeps
+  // 3 - 3^2 / 4 = 0.75 of its variance (sd ratio 0.5), a row sharing one group with one
+  // of them 3 - 1 / 4, a row sharing none all of it.
+  for (int i = 0; i < 4; ++i) CHECK(c->Uncertainty(rows.data() + i * kConfigFeatDim) == Approx(0.5).margin(1e-12));
+  CHECK(c->Uncertainty(OneNodeRow(0, 5, 5).data()) == Approx(std::sqrt(2.75 / 3)).margin(1e-12));
+  CHECK(c->Uncertainty(OneNodeRow(0, 1, 5).data()) == Approx(std::sqrt(2.5 / 3)).margin(1e-12));
+  CHECK(c->Uncertainty(OneNodeRow(5, 5, 5).data()) == 1.0);
 }
 
 TEST_CASE("measured correction: runtimes within a fraction of a percent are measured in units of 1%, not their spread",
@@ -67,11 +74,18 @@ TEST_CASE("measured correction: runtimes within a fraction of a percent are meas
   auto c = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0);
   REQUIRE(c.ok());
   REQUIRE(MeasuredCorrection::kMinSpread == 0.01);
+  double spread = 0;  // of the log runtimes
+  for (int64_t r : runtimes) spread += std::pow(std::log(static_cast<double>(r)) - mean, 2) / 4;
+  spread = std::sqrt(spread);
+  REQUIRE(spread < 2e-5);
   for (int i = 0; i < 4; ++i) {
     const double p = c->Predict(rows.data() + i * kConfigFeatDim);
     CHECK(p == Approx(0.75 * (std::log(static_cast<double>(runtimes[i])) - mean) / 0.01).margin(1e-9));
     CHECK(std::abs(p) < 2e-3);  // standardised by their own spread it would be about 1
+    // Uncertainty shrinks alike: 0.5 (as in the first test) times spread / 1%.
+    CHECK(c->Uncertainty(rows.data() + i * kConfigFeatDim) == Approx(0.5 * spread / 0.01).margin(1e-9));
   }
+  CHECK(c->Uncertainty(OneNodeRow(5, 5, 5).data()) == Approx(spread / 0.01).margin(1e-9));
 }
 
 TEST_CASE("measured correction: fitted on 80 rows of an additive runtime, it orders 300 others by it",

@@ -1,6 +1,7 @@
 // tgraph-bench-kernels: times the tiled block's fused loops (model/nn/tiled_kernels.h) on one
 // core against the LibTorch ops they replace, and the memory bandwidth the block's
-// full-size passes are bounded by. Prints figures; not a test.
+// full-size passes are bounded by; and what a search's measured correction costs at the
+// large real graph's size (model/core/measured_correction.h). Prints figures; not a test.
 //
 //   tgraph-bench-kernels [--reps 2000]
 #include <torch/torch.h>
@@ -13,6 +14,8 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "model/tools/tool.h"
+#include "model/core/measured_correction.h"
+#include "model/core/rng.h"
 #include "model/nn/tiled_kernels.h"
 
 ABSL_FLAG(int, reps, 2000, "Repetitions of each in-cache measurement (the best of 5 rounds is printed)");
@@ -119,6 +122,31 @@ void BenchBandwidth() {
   }
 }
 
+// SearchConfigs' correction at its bound (512 measured rows) on a graph of the large real
+// graph's size (848 configurable nodes), each group one of 4 layouts: the fit, once per
+// search, and a prediction with its uncertainty, once per row the search evaluates.
+void BenchCorrection() {
+  constexpr int64_t nc = 848, n = tgraph::MeasuredCorrection::kMaxMeasurements;
+  tgraph::Rng rng(1);
+  std::vector<int8_t> rows(static_cast<size_t>(n * nc * tgraph::kConfigFeatDim), -1);
+  std::vector<int64_t> runtimes;
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t g = 0; g < nc * tgraph::kConfigGroups; ++g)
+      rows[static_cast<size_t>(i * nc * tgraph::kConfigFeatDim + g * tgraph::kLayoutSlots)] =
+          static_cast<int8_t>(rng.Int(-1, 2));
+    runtimes.push_back(1'000'000 + rng.Int(0, 100'000));
+  }
+  absl::StatusOr<tgraph::MeasuredCorrection> c = tgraph::MeasuredCorrection::Fit(rows, runtimes, nc);
+  const double fit_us = MicrosPerCall(1, [&] { c = tgraph::MeasuredCorrection::Fit(rows, runtimes, nc); });
+  double sink = 0;
+  const int8_t* row = rows.data();
+  const double predict_us = MicrosPerCall(200, [&] { sink += c->Predict(row); });
+  const double uncertainty_us = MicrosPerCall(200, [&] { sink += c->Uncertainty(row); });
+  std::printf("measured correction, %lld rows of %lld configurable nodes: fit %.1f ms; per row: prediction %.1f us, "
+              "uncertainty %.1f us (%.3g)\n",
+              static_cast<long long>(n), static_cast<long long>(nc), fit_us / 1e3, predict_us, uncertainty_us, sink);
+}
+
 void RunKernelBench(int reps) {
   torch::NoGradGuard no_grad;
   torch::set_num_threads(1);
@@ -126,6 +154,7 @@ void RunKernelBench(int reps) {
   BenchCombine(reps);
   BenchElementwise(reps);
   BenchBandwidth();
+  BenchCorrection();
 }
 
 }  // namespace

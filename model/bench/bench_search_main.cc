@@ -82,11 +82,9 @@ ABSL_FLAG(bool, neighbour_tau, false,
 ABSL_FLAG(double, online_correction, 0.0,
           "tgraph-guided: when > 0, each round's search adds this weight times what the graph's measurements so far "
           "predict (SearchOptions::correction, model/core/measured_correction.h) to the model's scores; 0 = off");
-ABSL_FLAG(double, oracle, 0, "EXPERIMENT");
-ABSL_FLAG(double, match, 0, "EXPERIMENT: link equality features' kernel weight");
-ABSL_FLAG(double, ridge, 1, "EXPERIMENT");
-ABSL_FLAG(double, ucb, 0, "EXPERIMENT");
-ABSL_FLAG(bool, link_stats, false, "EXPERIMENT");
+ABSL_FLAG(double, exploration, tgraph::SearchOptions{}.exploration,
+          "--online_correction: the weight of the correction's uncertainty, subtracted from every score "
+          "(SearchOptions::exploration; 0 = none)");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -241,20 +239,13 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
     absl::StatusOr<tgraph::MeasuredCorrection> correction = absl::InvalidArgumentError("off");
     if (absl::GetFlag(FLAGS_online_correction) > 0 &&
         static_cast<int64_t>(runtimes.size()) >= tgraph::MeasuredCorrection::kMinMeasurements) {
-      std::vector<std::pair<int64_t, int64_t>> links;
-      for (size_t j = 0; j < g.space.nodes.size(); ++j)
-        for (const tgraph::GroupUse& u : g.space.nodes[j].users)
-          links.emplace_back(static_cast<int64_t>(j) * 3, u.config * 3 + u.group);
-      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()),
-                                                   absl::GetFlag(FLAGS_ridge), links, absl::GetFlag(FLAGS_match));
+      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
       if (correction.ok()) {
         o.correction = &*correction;
         o.correction_weight = absl::GetFlag(FLAGS_online_correction);
-        o.ucb = absl::GetFlag(FLAGS_ucb);
+        o.exploration = absl::GetFlag(FLAGS_exploration);
       }
     }
-    if (absl::GetFlag(FLAGS_oracle) > 0)
-      o.oracle = [&g](const int8_t* x) { return absl::GetFlag(FLAGS_oracle) * std::log(TrueRuntime(g, x)); };
     const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o);
     if (r.score.empty()) break;
     for (size_t i = 0; i < r.score.size(); ++i) {

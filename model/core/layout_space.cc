@@ -95,76 +95,10 @@ std::string GroupProblem(const int8_t* g, int rank) {
 
 int64_t LayoutSpaceBytes(const LayoutSpace& space) {
   int64_t bytes = static_cast<int64_t>(space.nodes.capacity() * sizeof(NodeSpace));
-  for (const NodeSpace& n : space.nodes) {
+  for (const NodeSpace& n : space.nodes)
     for (const GroupSpace& g : n.groups) bytes += static_cast<int64_t>(g.candidates.capacity() * sizeof(GroupLayout));
-    bytes += static_cast<int64_t>(n.users.capacity() * sizeof(GroupUse));
-  }
   return bytes;
 }
-
-bool IsElementwiseOpcode(int opcode) {
-  switch (opcode) {
-    case 1: case 2: case 7: case 15: case 17: case 19: case 20: case 25: case 30: case 32: case 37: case 38:
-    case 40: case 49: case 50: case 51: case 52: case 53: case 54: case 55: case 57: case 58: case 59: case 60:
-    case 65: case 66: case 71: case 73: case 80: case 81: case 83: case 87: case 88: case 89: case 90: case 91:
-    case 94: case 95: case 96: case 103: case 107: case 118: case 120:
-      return true;
-    default:
-      return false;
-  }
-}
-
-namespace {
-
-// Each configurable node's users (NodeSpace::users): a walk from its output along
-// consumers, through elementwise instructions only, to the configurable nodes it feeds.
-// Without operand order (`exact` false) a user's input and kernel groups both count when
-// their rank is the output's.
-void AddUsers(const NodeGraph& graph, const std::vector<std::vector<int64_t>>& operands,
-              const FirstOperands* first_operands, LayoutSpace* s) {
-  const int64_t n = graph.num_nodes;
-  std::vector<std::vector<int64_t>> consumers(static_cast<size_t>(n));
-  for (int64_t u = 0; u < n; ++u)
-    for (int64_t v : operands[u]) consumers[v].push_back(u);
-  std::vector<int64_t> config_of(static_cast<size_t>(n), -1);
-  for (size_t j = 0; j < s->nodes.size(); ++j) config_of[s->nodes[j].node] = static_cast<int64_t>(j);
-  constexpr int kMaxDepth = 8;
-  constexpr int64_t kMaxUsers = 64;  // bounds the space's memory on wide fan-outs  // elementwise chains longer than this are not followed
-  std::vector<int64_t> visited_by(static_cast<size_t>(n), -1);  // the walk (config index) that reached a node
-  for (size_t j = 0; j < s->nodes.size(); ++j) {
-    NodeSpace& ns = s->nodes[j];
-    const int rank = ns.groups[0].rank;
-    if (rank <= 0) continue;
-    std::vector<std::pair<int64_t, int>> frontier = {{ns.node, 0}};
-    visited_by[ns.node] = static_cast<int64_t>(j);
-    while (!frontier.empty() && static_cast<int64_t>(ns.users.size()) < kMaxUsers) {
-      const auto [from, depth] = frontier.back();
-      frontier.pop_back();
-      for (int64_t u : consumers[from]) {
-        const int64_t k = config_of[u];
-        if (k >= 0) {
-          const NodeSpace& user = s->nodes[static_cast<size_t>(k)];
-          for (int g = 1; g < kConfigGroups; ++g) {
-            const bool operand = first_operands ? (*first_operands)[u][g - 1] == from : true;
-            if (operand && user.groups[g].rank == rank) ns.users.push_back({k, g});
-          }
-        } else if (depth < kMaxDepth && IsElementwiseOpcode(graph.node_opcode[u]) &&
-                   visited_by[u] != static_cast<int64_t>(j)) {
-          visited_by[u] = static_cast<int64_t>(j);
-          frontier.emplace_back(u, depth + 1);
-        }
-      }
-    }
-    std::sort(ns.users.begin(), ns.users.end(), [](const GroupUse& a, const GroupUse& b) {
-      return a.config != b.config ? a.config < b.config : a.group < b.group;
-    });
-    ns.users.erase(std::unique(ns.users.begin(), ns.users.end(),
-                               [](const GroupUse& a, const GroupUse& b) { return a.config == b.config && a.group == b.group; }),
-                   ns.users.end());
-  }
-}
-
-}  // namespace
 
 const char* LayoutGroupName(int group) {
   static const char* const kNames[] = {"output", "input", "kernel"};
@@ -214,7 +148,6 @@ LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& co
     }
     s.nodes.push_back(std::move(ns));
   }
-  AddUsers(graph, operands, exact ? first_operands : nullptr, &s);
   return s;
 }
 

@@ -40,21 +40,10 @@ struct GroupSpace {
   std::vector<GroupLayout> candidates;  // candidates[0] is the compiler default (all -1)
 };
 
-// A configurable node's group that receives another's output layout: its operand is
-// that node's output, directly or through elementwise instructions (which keep their
-// operand's shape and, in XLA's layout assignment, its layout).
-struct GroupUse {
-  int64_t config = 0;  // configuration-row index of the using node
-  int group = 1;       // 1 input, 2 kernel
-};
-
 struct NodeSpace {
   int64_t node = 0;  // node_config_ids entry
   int opcode = 0;
   std::array<GroupSpace, kConfigGroups> groups;  // output, input, kernel
-  // The groups fed by this node's output, of the same rank (a search moves a layout
-  // together with them so that no copy appears between them); sorted, distinct.
-  std::vector<GroupUse> users;
 };
 
 struct LayoutSpace {
@@ -71,9 +60,6 @@ LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& co
 
 // Memory a space holds, for byte budgets.
 int64_t LayoutSpaceBytes(const LayoutSpace& space);
-
-// Whether an opcode is elementwise: same shape as its operands, layout passed through.
-bool IsElementwiseOpcode(int opcode);
 
 // "output", "input", "kernel".
 const char* LayoutGroupName(int group);

@@ -23,9 +23,7 @@ double SharedGroups(const int8_t* a, const int8_t* b, int64_t row_bytes) {
 
 absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int8_t>& rows,
                                                            const std::vector<int64_t>& runtimes, int64_t nc,
-                                                           double ridge,
-                                                           std::vector<std::pair<int64_t, int64_t>> links,
-                                                           double link_weight) {
+                                                           double ridge) {
   const int64_t row_bytes = nc * kConfigFeatDim;
   const int64_t count = static_cast<int64_t>(runtimes.size());
   if (nc <= 0 || static_cast<int64_t>(rows.size()) != count * row_bytes)
@@ -57,6 +55,7 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   double var = 0;
   for (double v : y) var += (v - mean) * (v - mean) / static_cast<double>(n);
   const double sd = std::max(std::sqrt(var), kMinSpread);
+  const double spread_share = std::sqrt(var) / sd;  // 1 unless the floor holds
   for (double& v : y) v = (v - mean) / sd;
 
   // (K + ridge I) w = y, K symmetric positive semi-definite: Cholesky.
@@ -64,16 +63,6 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j <= i; ++j)
       a[i * n + j] = SharedGroups(row_of(i), row_of(j), row_bytes) + (i == j ? ridge : 0.0);
-  auto eq = [&](const int8_t* r, const std::pair<int64_t, int64_t>& l) {
-    return std::memcmp(r + l.first * kLayoutSlots, r + l.second * kLayoutSlots, kLayoutSlots) == 0;
-  };
-  if (link_weight > 0)
-    for (size_t i = 0; i < n; ++i)
-      for (size_t j = 0; j <= i; ++j) {
-        int agree = 0;
-        for (const auto& l : links) agree += eq(row_of(i), l) == eq(row_of(j), l);
-        a[i * n + j] += link_weight * agree;
-      }
   for (size_t j = 0; j < n; ++j) {
     double d = a[j * n + j];
     for (size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
@@ -99,6 +88,9 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   c.measurements_ = static_cast<int64_t>(n);
   c.groups_ = nc * kConfigGroups;
   c.values_.resize(static_cast<size_t>(c.groups_));
+  c.value_of_.resize(static_cast<size_t>(c.groups_) * n);
+  c.chol_ = std::move(a);
+  c.spread_share_ = spread_share;
   for (int64_t g = 0; g < c.groups_; ++g) {
     std::vector<Value>& values = c.values_[static_cast<size_t>(g)];
     for (size_t i = 0; i < n; ++i) {
@@ -112,40 +104,43 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
         at = values.end() - 1;
       }
       at->weight += w[i];
+      c.value_of_[static_cast<size_t>(g) * n + i] = static_cast<uint16_t>(at - values.begin());
     }
-  }
-  c.row_bytes_ = row_bytes;
-  for (size_t i = 0; i < n; ++i) c.fitted_.insert(c.fitted_.end(), row_of(i), row_of(i) + row_bytes);
-  c.chol_ = a;
-  if (link_weight > 0) {
-    c.links_ = links;
-    c.link_weight_ = link_weight;
-    c.link_eq_.assign(links.size(), 0.0);
-    c.link_ne_.assign(links.size(), 0.0);
-    for (size_t l = 0; l < links.size(); ++l)
-      for (size_t i = 0; i < n; ++i) (eq(row_of(i), links[l]) ? c.link_eq_ : c.link_ne_)[l] += w[i];
   }
   return c;
 }
 
 double MeasuredCorrection::Uncertainty(const int8_t* row) const {
   const size_t n = static_cast<size_t>(measurements_);
-  std::vector<double> v(n);
-  double var = static_cast<double>(groups_);
-  for (size_t i = 0; i < n; ++i) {
-    double k = SharedGroups(row, &fitted_[i * static_cast<size_t>(row_bytes_)], row_bytes_);
-    for (size_t j = 0; j < i; ++j) k -= chol_[i * n + j] * v[j];
-    v[i] = k / chol_[i * n + i];
-    var -= v[i] * v[i];
+  if (n == 0 || groups_ == 0) return 1.0;
+  // k_i: the groups the row shares with fitted row i.
+  std::vector<uint32_t> shared(n, 0);
+  for (int64_t g = 0; g < groups_; ++g) {
+    const std::vector<Value>& values = values_[static_cast<size_t>(g)];
+    for (size_t v = 0; v < values.size(); ++v)
+      if (std::memcmp(values[v].layout, row + g * kLayoutSlots, kLayoutSlots) == 0) {
+        const uint16_t* of = &value_of_[static_cast<size_t>(g) * n];
+        const uint16_t value = static_cast<uint16_t>(v);
+        for (size_t i = 0; i < n; ++i) shared[i] += of[i] == value;
+        break;
+      }
   }
-  return std::sqrt(std::max(0.0, var) / static_cast<double>(groups_));
+  // Posterior variance: k(x, x) - k^T (K + ridge I)^-1 k = groups - |L^-1 k|^2.
+  std::vector<double> z(n);
+  const double groups = static_cast<double>(groups_);
+  double variance = groups;
+  for (size_t i = 0; i < n; ++i) {
+    double t = shared[i];
+    const double* l = &chol_[i * n];
+    for (size_t j = 0; j < i; ++j) t -= l[j] * z[j];
+    z[i] = t / l[i];
+    variance -= z[i] * z[i];
+  }
+  return spread_share_ * std::sqrt(std::clamp(variance / groups, 0.0, 1.0));
 }
 
 double MeasuredCorrection::Predict(const int8_t* row) const {
   double p = 0;
-  for (size_t l = 0; l < links_.size(); ++l)
-    p += link_weight_ * (std::memcmp(row + links_[l].first * kLayoutSlots, row + links_[l].second * kLayoutSlots,
-                                     kLayoutSlots) == 0 ? link_eq_[l] : link_ne_[l]);
   for (int64_t g = 0; g < groups_; ++g)
     for (const Value& v : values_[static_cast<size_t>(g)])
       if (std::memcmp(v.layout, row + g * kLayoutSlots, kLayoutSlots) == 0) {

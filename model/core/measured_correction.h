@@ -15,11 +15,19 @@
 // n x n kernel of row comparisons and a Cholesky solve. A prediction costs one look-up
 // per layout group (the fitted weights summed per group and layout value), so a search
 // pays about as much for it as for reading its rows.
-// Torch-free; immutable after Fit, so any number of threads may call Predict.
+//
+// Exploration: Uncertainty is the same model's posterior standard deviation at a row
+// (kernel ridge regression is a Gaussian process's posterior mean; the ridge its noise),
+// over its prior's: 0 where the measurements pin the row down, 1 for a row sharing no
+// layout with any of them. A search that subtracts a multiple of it from its fitness
+// prefers, among rows it predicts alike, those the measurements say least about (an
+// upper confidence bound, as Bayesian optimisation explores). It costs one comparison
+// of small integers per group and fitted row (vectorised) and an n x n triangular solve.
+// Torch-free; immutable after Fit, so any number of threads may call Predict and
+// Uncertainty.
 #pragma once
 
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -42,13 +50,13 @@ class MeasuredCorrection {
   // INVALID_ARGUMENT for sizes that disagree, a runtime <= 0, or fewer than
   // kMinMeasurements rows; ridge must be > 0.
   static absl::StatusOr<MeasuredCorrection> Fit(const std::vector<int8_t>& rows, const std::vector<int64_t>& runtimes,
-                                                int64_t nc, double ridge = 1.0,
-                                                std::vector<std::pair<int64_t, int64_t>> links = {},
-                                                double link_weight = 0.0);
+                                                int64_t nc, double ridge = 1.0);
 
   // The row's predicted standardised log runtime (nc x 18 values).
   double Predict(const int8_t* row) const;
-  // EXPERIMENT: the posterior sd of the kernel model at row, over sqrt(groups) (0..1).
+  // The posterior standard deviation at the row over the prior's, in [0, 1]; shrunk as
+  // predictions are when the runtimes' spread is below kMinSpread (times spread /
+  // kMinSpread), since exploring where runtimes differ by noise alone gains nothing.
   double Uncertainty(const int8_t* row) const;
 
   int64_t measurements() const { return measurements_; }
@@ -61,12 +69,11 @@ class MeasuredCorrection {
   int64_t measurements_ = 0;
   int64_t groups_ = 0;                     // nc x 3
   std::vector<std::vector<Value>> values_;  // per group
-  std::vector<std::pair<int64_t, int64_t>> links_;  // EXPERIMENT: group pairs (flat g) whose equality is a feature
-  std::vector<double> link_eq_, link_ne_;
-  double link_weight_ = 0;
-  std::vector<int8_t> fitted_;   // n rows
-  std::vector<double> chol_;     // n x n lower
-  int64_t row_bytes_ = 0;
+  // Per group, per fitted row: the index of its layout in values_[group] (groups x n),
+  // and the Cholesky factor of the fitted rows' kernel plus ridge (n x n, lower).
+  std::vector<uint16_t> value_of_;
+  std::vector<double> chol_;
+  double spread_share_ = 1;  // the runtimes' spread over the unit (below 1 where kMinSpread holds)
 };
 
 }  // namespace tgraph

@@ -142,10 +142,10 @@ class Searcher {
     return true;
   }
   double Correction(const Row& r) const {
-    if (o_.oracle) return o_.oracle(reinterpret_cast<const int8_t*>(r.data()));
     if (!o_.correction) return 0.0;
     const int8_t* x = reinterpret_cast<const int8_t*>(r.data());
-    return o_.correction_weight * o_.correction->Predict(x) - (o_.ucb > 0 ? o_.ucb * o_.correction->Uncertainty(x) : 0.0);
+    return o_.correction_weight * o_.correction->Predict(x) -
+           (o_.exploration > 0 ? o_.exploration * o_.correction->Uncertainty(x) : 0.0);
   }
   std::vector<Row> Breed(int64_t n);
   bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
