@@ -10,17 +10,6 @@
 
 namespace tgraph {
 
-namespace {
-
-// Layout groups two rows share.
-double SharedGroups(const int8_t* a, const int8_t* b, int64_t row_bytes) {
-  int shared = 0;
-  for (int64_t at = 0; at < row_bytes; at += kLayoutSlots) shared += std::memcmp(a + at, b + at, kLayoutSlots) == 0;
-  return shared;
-}
-
-}  // namespace
-
 absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int8_t>& rows,
                                                            const std::vector<int64_t>& runtimes, int64_t nc,
                                                            double ridge) {
@@ -58,11 +47,43 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   const double spread_share = std::sqrt(var) / sd;  // 1 unless the floor holds
   for (double& v : y) v = (v - mean) / sd;
 
+  // Each group's distinct layouts among the fitted rows, and which one each row holds.
+  MeasuredCorrection c;
+  c.measurements_ = static_cast<int64_t>(n);
+  c.groups_ = nc * kConfigGroups;
+  c.spread_share_ = spread_share;
+  c.values_.resize(static_cast<size_t>(c.groups_));
+  c.value_of_.resize(static_cast<size_t>(c.groups_) * n);
+  for (int64_t g = 0; g < c.groups_; ++g) {
+    std::vector<Value>& values = c.values_[static_cast<size_t>(g)];
+    for (size_t i = 0; i < n; ++i) {
+      const int8_t* l = row_of(i) + g * kLayoutSlots;
+      auto at = std::find_if(values.begin(), values.end(),
+                             [&](const Value& v) { return std::memcmp(v.layout, l, kLayoutSlots) == 0; });
+      if (at == values.end()) {
+        values.push_back({});
+        std::memcpy(values.back().layout, l, kLayoutSlots);
+        values.back().weight = 0;
+        at = values.end() - 1;
+      }
+      c.value_of_[static_cast<size_t>(g) * n + i] = static_cast<uint16_t>(at - values.begin());
+    }
+  }
+
+  // K: the groups each pair of rows shares, counted over the value indices (vectorised).
+  std::vector<uint32_t> shared(n * n, 0);
+  for (int64_t g = 0; g < c.groups_; ++g) {
+    const uint16_t* of = &c.value_of_[static_cast<size_t>(g) * n];
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t* row = &shared[i * n];
+      const uint16_t v = of[i];
+      for (size_t j = 0; j <= i; ++j) row[j] += of[j] == v;
+    }
+  }
   // (K + ridge I) w = y, K symmetric positive semi-definite: Cholesky.
   std::vector<double> a(n * n);
   for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j <= i; ++j)
-      a[i * n + j] = SharedGroups(row_of(i), row_of(j), row_bytes) + (i == j ? ridge : 0.0);
+    for (size_t j = 0; j <= i; ++j) a[i * n + j] = shared[i * n + j] + (i == j ? ridge : 0.0);
   for (size_t j = 0; j < n; ++j) {
     double d = a[j * n + j];
     for (size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
@@ -82,31 +103,12 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
     for (size_t k = i + 1; k < n; ++k) w[i] -= a[k * n + i] * w[k];
     w[i] /= a[i * n + i];
   }
+  c.chol_ = std::move(a);
   // A prediction is sum_i w_i x (groups shared with row i) = sum over groups of the
   // weights of the fitted rows holding the same layout there.
-  MeasuredCorrection c;
-  c.measurements_ = static_cast<int64_t>(n);
-  c.groups_ = nc * kConfigGroups;
-  c.values_.resize(static_cast<size_t>(c.groups_));
-  c.value_of_.resize(static_cast<size_t>(c.groups_) * n);
-  c.chol_ = std::move(a);
-  c.spread_share_ = spread_share;
-  for (int64_t g = 0; g < c.groups_; ++g) {
-    std::vector<Value>& values = c.values_[static_cast<size_t>(g)];
-    for (size_t i = 0; i < n; ++i) {
-      const int8_t* l = row_of(i) + g * kLayoutSlots;
-      auto at = std::find_if(values.begin(), values.end(),
-                             [&](const Value& v) { return std::memcmp(v.layout, l, kLayoutSlots) == 0; });
-      if (at == values.end()) {
-        values.push_back({});
-        std::memcpy(values.back().layout, l, kLayoutSlots);
-        values.back().weight = 0;
-        at = values.end() - 1;
-      }
-      at->weight += w[i];
-      c.value_of_[static_cast<size_t>(g) * n + i] = static_cast<uint16_t>(at - values.begin());
-    }
-  }
+  for (int64_t g = 0; g < c.groups_; ++g)
+    for (size_t i = 0; i < n; ++i)
+      c.values_[static_cast<size_t>(g)][c.value_of_[static_cast<size_t>(g) * n + i]].weight += w[i];
   return c;
 }
 

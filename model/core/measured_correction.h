@@ -11,8 +11,10 @@
 // ridge penalty). On the simulated farm (docs/results.md "A simulated farm"), three
 // times this added to the fitness found faster configurations on every test split.
 //
-// Bounded: at most kMaxMeasurements rows are fitted (the fastest, when given more): an
-// n x n kernel of row comparisons and a Cholesky solve. A prediction costs one look-up
+// Bounded: at most kMaxMeasurements rows are fitted (the fastest, when given more): each
+// group's layouts numbered (2 bytes per group and fitted row, a fifth of the rows' own
+// bytes), an n x n kernel counted over those numbers (vectorised) and a Cholesky solve
+// (n x n doubles). A prediction costs one look-up
 // per layout group (the fitted weights summed per group and layout value), so a search
 // pays about as much for it as for reading its rows.
 //
