@@ -22,6 +22,8 @@ struct Scored {
   Row row;
 };
 
+const int8_t* to_int8(const Row& r) { return reinterpret_cast<const int8_t*>(r.data()); }
+
 bool Better(const Scored& a, const Scored& b) { return a.score != b.score ? a.score < b.score : a.row < b.row; }
 
 // Rows as one contiguous block for the scoring functions.
@@ -342,10 +344,27 @@ SearchResult Searcher::Finish(SearchResult r) {
   }
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+  const auto before = [&](size_t a, size_t b) {
     return score[a] != score[b] ? score[a] < score[b] : picked[a]->row < picked[b]->row;
-  });
-  order.resize(std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results))));
+  };
+  const size_t wanted = std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results)));
+  if (o_.correction && o_.exploration > 0 && o_.spread_proposals) {
+    // One at a time: each pick's uncertainty conditioned on the picks before it.
+    MeasuredCorrection pending = *o_.correction;
+    std::vector<double> known(n);  // the score without its exploration bonus
+    for (size_t i = 0; i < n; ++i)
+      known[i] = score[i] + o_.exploration * o_.correction->Uncertainty(to_int8(picked[i]->row));
+    for (size_t k = 0; k < wanted; ++k) {
+      for (size_t i = k; i < n; ++i)
+        score[order[i]] = known[order[i]] - o_.exploration * pending.Uncertainty(to_int8(picked[order[i]]->row));
+      std::iter_swap(order.begin() + static_cast<std::ptrdiff_t>(k),
+                     std::min_element(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before));
+      pending.AddPending(to_int8(picked[order[k]]->row));
+    }
+  } else {
+    std::sort(order.begin(), order.end(), before);
+  }
+  order.resize(wanted);
   for (size_t i : order) {
     r.rows.insert(r.rows.end(), picked[i]->row.begin(), picked[i]->row.end());
     r.score.push_back(score[i]);

@@ -67,6 +67,11 @@ struct SearchOptions {
   // measurements say least about. On the simulated farm, 10 found faster configurations
   // after 200 measurements on each of three test splits (docs/results.md).
   double exploration = 10.0;
+  // With a correction and exploration: the results are chosen one at a time, each
+  // scored with the uncertainty left once those before it are measured
+  // (MeasuredCorrection::AddPending), so that a round's proposals explore different
+  // unknowns rather than the same one.
+  bool spread_proposals = false;
 };
 
 inline constexpr int64_t kCandidateSample = 64;
