@@ -67,6 +67,18 @@ std::set<std::string> RowsOf(const std::vector<int8_t>& rows, int64_t nc) {
   return out;
 }
 
+// The folds' own scores of a search's rows against its reference: what ScoreConfigs
+// gives them, the measured correction left out.
+ScoreResult ModelScores(const SearchWorld& w, const SearchResult& r, const ScoringOptions& options) {
+  const int64_t nc = w.g.num_config_nodes();
+  const ConfigRows ref{r.reference_rows.data(), nullptr, r.reference, nc},
+      got{r.rows.data(), nullptr, static_cast<int64_t>(r.score.size()), nc};
+  ScoringOptions so = options;
+  so.reference = &ref;
+  so.reference_per_fold = false;
+  return ScoreConfigs(w.folds, w.tensors, got, so);
+}
+
 }  // namespace
 
 CATCH_TEST_CASE("search: legal, distinct rows best first within the budget, the same for a seed", "[search]") {
@@ -226,14 +238,10 @@ CATCH_TEST_CASE("search: with a graph's measurements, a score is the model's plu
   const SearchResult plain = SearchLayouts(w.folds, w.tensors, w.space, o);
   o.correction = &*correction;
   o.correction_weight = 3.0;
+  o.spread_proposals = false;  // every row's score with the same uncertainty (the spread: below)
   const SearchResult corrected = SearchLayouts(w.folds, w.tensors, w.space, o);
   CATCH_REQUIRE(corrected.score.size() == 8u);
-  const ConfigRows ref{corrected.reference_rows.data(), nullptr, corrected.reference, nc},
-      got{corrected.rows.data(), nullptr, 8, nc};
-  ScoringOptions so = o.scoring;
-  so.reference = &ref;
-  so.reference_per_fold = false;
-  const ScoreResult model = ScoreConfigs(w.folds, w.tensors, got, so);
+  const ScoreResult model = ModelScores(w, corrected, o.scoring);
   for (size_t i = 0; i < 8; ++i) {
     const int8_t* row = corrected.rows.data() + i * nc * kConfigFeatDim;
     const double predicted = correction->Predict(row), uncertainty = correction->Uncertainty(row);
@@ -270,4 +278,68 @@ CATCH_TEST_CASE("search: with a graph's measurements, a score is the model's plu
   const SearchResult exploring = SearchLayouts(w.folds, w.tensors, w.space, o);
   CATCH_INFO("mean uncertainty exploring " << mean_uncertainty(exploring) << ", exploiting " << mean_uncertainty(exploiting));
   CATCH_CHECK(mean_uncertainty(exploring) > mean_uncertainty(exploiting) + 0.05);
+}
+
+CATCH_TEST_CASE("search: spreading proposals chooses them one at a time, each scored with the uncertainty left once "
+                "those before it are pending",
+                "[search]") {
+  SearchWorld w(2);
+  const int64_t nc = w.g.num_config_nodes();
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  const int64_t measured_count = 60;
+  const std::vector<int8_t> measured(w.g.config_feat.begin(), w.g.config_feat.begin() + measured_count * row);
+  const std::vector<int64_t> runtimes(w.g.config_runtime.begin(), w.g.config_runtime.begin() + measured_count);
+  auto correction = MeasuredCorrection::Fit(measured, runtimes, nc);
+  CATCH_REQUIRE(correction.ok());
+  const std::vector<int8_t> start(measured.begin(), measured.begin() + 16 * row);
+  SearchOptions o = Options(8, 300, 48, 40, 5);
+  o.exclude = &measured;
+  o.start = &start;
+  o.correction = &*correction;
+  CATCH_REQUIRE(o.spread_proposals);  // the default
+  const SearchResult spread = SearchLayouts(w.folds, w.tensors, w.space, o);
+  CATCH_REQUIRE(spread.score.size() == 8u);
+  const ScoreResult model = ModelScores(w, spread, o.scoring);
+  MeasuredCorrection pending = *correction;
+  const std::set<std::string> excluded = RowsOf(measured, nc);
+  CATCH_CHECK(RowsOf(spread.rows, nc).size() == 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    const int8_t* x = spread.rows.data() + i * row;
+    CATCH_CHECK(excluded.count(std::string(reinterpret_cast<const char*>(x), row)) == 0);
+    CATCH_CHECK(spread.score[i] == Approx(model.score[i] + o.correction_weight * correction->Predict(x) -
+                                          o.exploration * pending.Uncertainty(x))
+                                       .margin(1e-9));
+    pending.AddPending(x);
+  }
+  // Each pick is the best left once those before it are pending, and pending rows only
+  // lower an uncertainty: the scores come back in order.
+  for (size_t i = 1; i < 8; ++i) CATCH_CHECK(spread.score[i] >= spread.score[i - 1]);
+  // Past kMaxSpreadProposals picks, the rest in the order the uncertainty left after
+  // those gives.
+  CATCH_REQUIRE(kMaxSpreadProposals == 64);
+  SearchOptions many = o;
+  many.results = 70;
+  many.evaluations = 400;
+  const SearchResult wide = SearchLayouts(w.folds, w.tensors, w.space, many);
+  CATCH_REQUIRE(wide.score.size() == 70u);
+  CATCH_CHECK(RowsOf(wide.rows, nc).size() == 70u);
+  const ScoreResult wide_model = ModelScores(w, wide, o.scoring);
+  MeasuredCorrection wide_pending = *correction;
+  for (size_t i = 0; i < 70; ++i) {
+    const int8_t* x = wide.rows.data() + i * row;
+    CATCH_CHECK(wide.score[i] == Approx(wide_model.score[i] + o.correction_weight * correction->Predict(x) -
+                                        o.exploration * wide_pending.Uncertainty(x))
+                                     .margin(1e-9));
+    if (i < 64) wide_pending.AddPending(x);  // the picks spread; the rest are conditioned on all 64
+    if (i > 0) CATCH_CHECK(wide.score[i] >= wide.score[i - 1]);
+  }
+  CATCH_CHECK(wide_pending.pending() == 64);
+  // Without exploration there is nothing to spread: the same rows as without the option.
+  o.exploration = 0;
+  const SearchResult plain_no_exploration = [&] {
+    SearchOptions p = o;
+    p.spread_proposals = false;
+    return SearchLayouts(w.folds, w.tensors, w.space, p);
+  }();
+  CATCH_CHECK(SearchLayouts(w.folds, w.tensors, w.space, o).rows == plain_no_exploration.rows);
 }

@@ -199,62 +199,13 @@ void FourRows(std::vector<int8_t>* rows, std::vector<int64_t>* runtimes) {
 
 }  // namespace
 
-TEST_CASE("measured correction: group weights scale what each shared group counts, and a group weighted 0 counts "
-          "nothing",
-          "[correction]") {
-  std::vector<int8_t> rows;
-  std::vector<int64_t> runtimes;
-  FourRows(&rows, &runtimes);
-  // Weights 4, 2, 0 are rescaled to sum to the 3 groups: 2, 1, 0. Shared groups: A-B the
-  // output (2), A-C the input (1), A-D the kernel (weight 0); the others none.
-  const std::vector<double> weights = {4, 2, 0};
-  auto c = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &weights);
-  REQUIRE(c.ok());
-  const std::vector<double> k_plus_ridge = {4, 2, 1, 0,  //
-                                            2, 4, 0, 0,  //
-                                            1, 0, 4, 0,  //
-                                            0, 0, 0, 4};
-  const double sd = std::sqrt(1.25);
-  const std::vector<double> y = {-1.5 / sd, -0.5 / sd, 0.5 / sd, 1.5 / sd};
-  const std::vector<double> dual = SolveDense(k_plus_ridge, y);
-  // A query sharing the output with A and B (2 each) and the input with D (1).
-  const std::vector<double> k = {2, 2, 0, 1};
-  const std::vector<int8_t> query = OneNodeRow(0, 2, 5);
-  CHECK(c->Predict(query.data()) == Approx(Dot(k, dual)).margin(1e-4));
-  const double variance = 3 - Dot(k, SolveDense(k_plus_ridge, k));
-  CHECK(c->Uncertainty(query.data()) == Approx(std::sqrt(variance / 3)).margin(1e-9));
-  // Its kernel layout changed: nothing changes (weight 0).
-  const std::vector<int8_t> other_kernel = OneNodeRow(0, 2, 1);
-  CHECK(c->Predict(other_kernel.data()) == Approx(c->Predict(query.data())).margin(1e-12));
-  CHECK(c->Uncertainty(other_kernel.data()) == Approx(c->Uncertainty(query.data())).margin(1e-12));
-  // Equal weights are no weights.
-  const std::vector<double> equal = {5, 5, 5};
-  auto plain = MeasuredCorrection::Fit(rows, runtimes, 1);
-  auto same = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &equal);
-  REQUIRE(plain.ok());
-  REQUIRE(same.ok());
-  for (const auto& q : {query, other_kernel, OneNodeRow(1, 1, 1), OneNodeRow(2, 0, 0)}) {
-    CHECK(same->Predict(q.data()) == Approx(plain->Predict(q.data())).margin(1e-12));
-    CHECK(same->Uncertainty(q.data()) == Approx(plain->Uncertainty(q.data())).margin(1e-12));
-  }
-  auto refused = [&](const std::vector<double>& w) {
-    auto r = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &w);
-    CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-    return std::string(r.status().message());
-  };
-  CHECK(refused({1, 1}) == "group weights: 2 values for 3 groups");
-  CHECK(refused({1, -1, 1}) == "group weight 1 is -1, expected finite and >= 0");
-  CHECK(refused({0, 0, 0}) == "group weights: all 0");
-}
-
 TEST_CASE("measured correction: a pending row lowers the uncertainty as its measurement would, and moves no "
           "prediction",
           "[correction]") {
   std::vector<int8_t> rows;
   std::vector<int64_t> runtimes;
   FourRows(&rows, &runtimes);
-  const std::vector<double> weights = {3, 2, 1};
-  auto c = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &weights);
+  auto c = MeasuredCorrection::Fit(rows, runtimes, 1);
   REQUIRE(c.ok());
   const std::vector<int8_t> p1 = OneNodeRow(1, 1, 1), p2 = OneNodeRow(1, 2, 5);
   const std::vector<std::vector<int8_t>> queries = {p1, p2, OneNodeRow(1, 1, 5), OneNodeRow(0, 0, 0),
@@ -272,63 +223,24 @@ TEST_CASE("measured correction: a pending row lowers the uncertainty as its meas
   std::vector<int64_t> six_runtimes = runtimes;
   six_runtimes.push_back(std::llround(std::exp(11.5)));
   six_runtimes.push_back(std::llround(std::exp(12.5)));
-  auto measured = MeasuredCorrection::Fit(six, six_runtimes, 1, 1.0, &weights);
+  auto measured = MeasuredCorrection::Fit(six, six_runtimes, 1);
   REQUIRE(measured.ok());
   for (size_t i = 0; i < queries.size(); ++i) {
     CHECK(pending.Uncertainty(queries[i].data()) == Approx(measured->Uncertainty(queries[i].data())).margin(1e-9));
     CHECK(pending.Predict(queries[i].data()) == before[i]);
   }
   CHECK(pending.Uncertainty(p1.data()) < c->Uncertainty(p1.data()) - 0.1);
-}
-
-TEST_CASE("measured correction: learning the groups' relevance from 24 measurements orders rows by the two groups "
-          "a runtime depends on better than counting every group alike",
-          "[correction]") {
-  // 8 nodes; the log runtime depends on node 0's output and node 5's input only, the
-  // other 22 groups' layouts are drawn as freely and change nothing.
-  constexpr int64_t nc = 8;
-  std::mt19937 gen(11);
-  std::uniform_int_distribution<int> choice(0, 2);
-  const double effect[2][3] = {{0.0, 0.3, 0.1}, {0.2, 0.0, 0.25}};
-  auto draw = [&](int64_t count, std::vector<int8_t>* rows, std::vector<double>* log_runtime) {
-    for (int64_t i = 0; i < count; ++i) {
-      double t = 10.0;
-      for (int64_t j = 0; j < nc; ++j) {
-        std::vector<int8_t> r(kConfigFeatDim, -1);
-        for (int g = 0; g < kConfigGroups; ++g) {
-          const int c = choice(gen);
-          r[g * kLayoutSlots] = static_cast<int8_t>(c - 1);
-          if (j == 0 && g == 0) t += effect[0][c];
-          if (j == 5 && g == 1) t += effect[1][c];
-        }
-        rows->insert(rows->end(), r.begin(), r.end());
-      }
-      log_runtime->push_back(t);
-    }
-  };
-  std::vector<int8_t> train, test;
-  std::vector<double> train_log, test_log;
-  draw(24, &train, &train_log);
-  draw(300, &test, &test_log);
-  std::vector<int64_t> runtimes;
-  for (double t : train_log) runtimes.push_back(std::llround(std::exp(t)));
-  auto plain = MeasuredCorrection::Fit(train, runtimes, nc);
-  auto learned = MeasuredCorrection::Fit(train, runtimes, nc, 1.0, nullptr, 30);
-  REQUIRE(plain.ok());
-  REQUIRE(learned.ok());
-  std::vector<double> p_plain, p_learned;
-  for (size_t i = 0; i < test_log.size(); ++i) {
-    p_plain.push_back(plain->Predict(test.data() + i * nc * kConfigFeatDim));
-    p_learned.push_back(learned->Predict(test.data() + i * nc * kConfigFeatDim));
-  }
-  const double tau_plain = KendallTau(p_plain, test_log), tau_learned = KendallTau(p_learned, test_log);
-  INFO("tau counting every group " << tau_plain << ", with learned relevance " << tau_learned);
-  CHECK(tau_learned > 0.8);
-  CHECK(tau_learned > tau_plain + 0.1);
-  // An irrelevant group changed: the learned correction barely moves, and is less unsure
-  // about it than about a change of a relevant group.
-  std::vector<int8_t> row(train.begin(), train.begin() + nc * kConfigFeatDim), irrelevant = row, relevant = row;
-  irrelevant[3 * kConfigFeatDim] = static_cast<int8_t>(irrelevant[3 * kConfigFeatDim] == 1 ? 0 : 1);
-  relevant[0] = static_cast<int8_t>(relevant[0] == 1 ? 0 : 1);
-  CHECK(learned->Uncertainty(irrelevant.data()) < learned->Uncertainty(relevant.data()));
+  // By hand, with p1 = (1, 1, 1) alone pending: K + I over A, B, C, D and p1 (shared
+  // groups: A-B, A-C, A-D one each; p1 shares two with B, one with C), and a query
+  // (1, 1, 5) sharing one group with B, one with C and two with p1.
+  MeasuredCorrection one = *c;
+  one.AddPending(p1.data());
+  const std::vector<double> k_plus_ridge = {4, 1, 1, 1, 0,  //
+                                            1, 4, 0, 0, 2,  //
+                                            1, 0, 4, 0, 1,  //
+                                            1, 0, 0, 4, 0,  //
+                                            0, 2, 1, 0, 4};
+  const std::vector<double> k = {0, 1, 1, 0, 2};
+  const double variance = 3 - Dot(k, SolveDense(k_plus_ridge, k));
+  CHECK(one.Uncertainty(OneNodeRow(1, 1, 5).data()) == Approx(std::sqrt(variance / 3)).margin(1e-9));
 }

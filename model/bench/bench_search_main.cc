@@ -85,15 +85,12 @@ ABSL_FLAG(double, online_correction, 0.0,
 ABSL_FLAG(double, exploration, tgraph::SearchOptions{}.exploration,
           "--online_correction: the weight of the correction's uncertainty, subtracted from every score "
           "(SearchOptions::exploration; 0 = none)");
-ABSL_FLAG(double, correction_size_power, 0.0,
-          "--online_correction: each layout group counts in the correction's kernel as its tensor's elements to this "
-          "power (0 = every group alike)");
-ABSL_FLAG(bool, spread_proposals, false,
+ABSL_FLAG(bool, spread_proposals, tgraph::SearchOptions{}.spread_proposals,
           "--online_correction: choose each round's proposals one at a time, each with the uncertainty left once those "
-          "before it are measured (SearchOptions::spread_proposals)");
-ABSL_FLAG(int, relevance, 0,
-          "--online_correction: learn each layout group's weight in the correction's kernel, and its ridge, from the "
-          "measurements (automatic relevance determination, this many EM steps; 0 = off)");
+          "before it are measured (SearchOptions::spread_proposals; --nospread_proposals for all at once)");
+ABSL_FLAG(int64_t, finalists, 0,
+          "tgraph-guided: rows re-scored by every fold, among which the proposals are chosen (SearchOptions::finalists; 0 "
+          "= its default, max(2 x per_round, 32))");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -242,18 +239,14 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
     o.evaluations = absl::GetFlag(FLAGS_evaluations);
     o.population = std::clamp<int64_t>(o.evaluations / 8, 32, 512);
     o.reference = 64;
+    o.finalists = absl::GetFlag(FLAGS_finalists);
     o.seed = seed * 1000 + static_cast<uint64_t>(round);
     o.start = &start;
     o.exclude = &measured;
     absl::StatusOr<tgraph::MeasuredCorrection> correction = absl::InvalidArgumentError("off");
     if (absl::GetFlag(FLAGS_online_correction) > 0 &&
         static_cast<int64_t>(runtimes.size()) >= tgraph::MeasuredCorrection::kMinMeasurements) {
-      std::vector<double> weights;
-      for (const tgraph::NodeSpace& n : g.space.nodes)
-        for (const tgraph::GroupSpace& gs : n.groups)
-          weights.push_back(std::pow(gs.elements, absl::GetFlag(FLAGS_correction_size_power)));
-      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()),
-                                                   1.0, &weights, absl::GetFlag(FLAGS_relevance));
+      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
       if (correction.ok()) {
         o.correction = &*correction;
         o.correction_weight = absl::GetFlag(FLAGS_online_correction);

@@ -67,14 +67,6 @@ std::vector<GroupLayout> Candidates(int opcode, int rank, std::array<int, 2> con
   return c;
 }
 
-// The elements of a node's tensor: the product of its non-zero shape dimensions.
-double Elements(const float* node_feat_row) {
-  double e = 1;
-  for (int d = 0; d < kLayoutSlots; ++d)
-    if (const float v = node_feat_row[kShapeDimsBegin + d]; v > 0) e *= static_cast<double>(v);
-  return e;
-}
-
 std::string Shown(const int8_t* g) {
   std::vector<int> v(g, g + kLayoutSlots);
   return absl::StrCat("[", absl::StrJoin(v, ", "), "]");
@@ -129,12 +121,10 @@ LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& co
     const float* f = graph.feat(n);
     ns.opcode = graph.node_opcode[static_cast<size_t>(n)];
     int lo = 0, hi = 0;  // the operands' smallest and largest ranks
-    double most = 0;     // and largest element count
     for (size_t i = 0; i < operands[n].size(); ++i) {
       const int r = NodeRank(graph.feat(operands[n][i]));
       lo = i == 0 ? r : std::min(lo, r);
       hi = std::max(hi, r);
-      most = std::max(most, Elements(graph.feat(operands[n][i])));
     }
     const bool two = ns.opcode == op::kConvolution || ns.opcode == op::kDot;  // an input and a kernel
     auto dim = [&](int k) { return static_cast<int>(f[k]); };
@@ -145,18 +135,15 @@ LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& co
     const int out_rank = NodeRank(f);
     int bound[kConfigGroups] = {out_rank, hi, two ? hi : 0};
     int propose[kConfigGroups] = {out_rank, lo, two ? lo : 0};
-    double elements[kConfigGroups] = {Elements(f), most, two ? most : 0};
     if (exact) {  // operand k's own rank for group k + 1
       for (int k = 0; k < 2; ++k) {
         const int64_t o = (*first_operands)[static_cast<size_t>(n)][static_cast<size_t>(k)];
-        const bool none = (k == 1 && !two) || o < 0 || o >= graph.num_nodes;
-        bound[k + 1] = propose[k + 1] = none ? 0 : NodeRank(graph.feat(o));
-        elements[k + 1] = none ? 0 : Elements(graph.feat(o));
+        const int r = (k == 1 && !two) || o < 0 || o >= graph.num_nodes ? 0 : NodeRank(graph.feat(o));
+        bound[k + 1] = propose[k + 1] = r;
       }
     }
     for (int g = 0; g < kConfigGroups; ++g) {
       ns.groups[g].rank = bound[g];
-      ns.groups[g].elements = bound[g] > 0 ? elements[g] : 0;
       ns.groups[g].candidates = Candidates(ns.opcode, propose[g], conv[g]);
     }
     s.nodes.push_back(std::move(ns));

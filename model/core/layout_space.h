@@ -37,8 +37,6 @@ using GroupLayout = std::array<int8_t, kLayoutSlots>;
 
 struct GroupSpace {
   int rank = 0;                         // the legality bound: dims of the group's tensor (0: none)
-  double elements = 0;                  // the group's tensor's elements (0: none; array-registered
-                                        // graphs: the larger operand's for input and kernel)
   std::vector<GroupLayout> candidates;  // candidates[0] is the compiler default (all -1)
 };
 

@@ -9,115 +9,10 @@
 #include "model/core/graph.h"
 
 namespace tgraph {
-namespace {
-
-// Cholesky factor of the n x n symmetric matrix in the lower triangle of a (in place;
-// diagonals floored at sqrt(floor)).
-void CholeskyInPlace(std::vector<double>& a, size_t n, double floor) {
-  for (size_t j = 0; j < n; ++j) {
-    double d = a[j * n + j];
-    for (size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
-    a[j * n + j] = std::sqrt(std::max(d, floor));
-    for (size_t i = j + 1; i < n; ++i) {
-      double s = a[i * n + j];
-      for (size_t k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
-      a[i * n + j] = s / a[j * n + j];
-    }
-  }
-}
-
-// x = (L L^T)^-1 b for the lower factor L.
-std::vector<double> CholeskySolve(const std::vector<double>& l, size_t n, std::vector<double> x) {
-  for (size_t i = 0; i < n; ++i) {
-    for (size_t k = 0; k < i; ++k) x[i] -= l[i * n + k] * x[k];
-    x[i] /= l[i * n + i];
-  }
-  for (size_t i = n; i-- > 0;) {
-    for (size_t k = i + 1; k < n; ++k) x[i] -= l[k * n + i] * x[k];
-    x[i] /= l[i * n + i];
-  }
-  return x;
-}
-
-// Automatic relevance determination: the group weights w and noise s2 maximising the
-// marginal likelihood of y under y = sum_g Phi_g b_g + e, b_g ~ N(0, w_g I), e ~ N(0, s2 I)
-// (Phi_g: group g's one-hot layouts), by EM. value_of: groups x n layout numbers;
-// distinct: each group's count of distinct layouts. Returns the weights (constant
-// groups: the varying ones' mean) and sets *s2.
-std::vector<double> LearnRelevance(const std::vector<uint16_t>& value_of, const std::vector<size_t>& distinct,
-                                   const std::vector<double>& y, int iterations, double* s2) {
-  const size_t n = y.size(), groups = distinct.size();
-  std::vector<size_t> varying;
-  for (size_t g = 0; g < groups; ++g)
-    if (distinct[g] > 1) varying.push_back(g);
-  std::vector<double> w(groups, varying.empty() ? 1.0 : 1.0 / static_cast<double>(varying.size()));
-  *s2 = 0.1;
-  if (varying.empty()) return w;
-  const double constant_share = static_cast<double>(groups - varying.size());
-  std::vector<double> c(n * n), inv(n * n), a_v;
-  for (int it = 0; it < iterations; ++it) {
-    // C = sum_g w_g [same layout] + s2 I; constant groups add their weights everywhere.
-    double constant = 0;
-    for (size_t g = 0; g < groups; ++g)
-      if (distinct[g] <= 1) constant += w[g];
-    std::fill(c.begin(), c.end(), constant);
-    for (size_t g : varying) {
-      const uint16_t* of = &value_of[g * n];
-      const double wg = w[g];
-      for (size_t i = 0; i < n; ++i) {
-        double* row = &c[i * n];
-        for (size_t j = 0; j <= i; ++j) row[j] += of[j] == of[i] ? wg : 0.0;
-      }
-    }
-    for (size_t i = 0; i < n; ++i) c[i * n + i] += *s2;
-    CholeskyInPlace(c, n, 1e-12);
-    const std::vector<double> alpha = CholeskySolve(c, n, y);
-    // C^-1, column by column.
-    for (size_t j = 0; j < n; ++j) {
-      std::vector<double> e(n, 0.0);
-      e[j] = 1;
-      const std::vector<double> col = CholeskySolve(c, n, std::move(e));
-      for (size_t i = 0; i < n; ++i) inv[i * n + j] = col[i];
-    }
-    double trace = 0, alpha_sq = 0;
-    for (size_t i = 0; i < n; ++i) {
-      trace += inv[i * n + i];
-      alpha_sq += alpha[i] * alpha[i];
-    }
-    std::vector<double> next = w;
-    double varying_sum = 0;
-    for (size_t g : varying) {
-      const uint16_t* of = &value_of[g * n];
-      a_v.assign(distinct[g], 0.0);
-      double t = 0;  // sum over pairs of rows with the same layout of C^-1
-      for (size_t i = 0; i < n; ++i) {
-        a_v[of[i]] += alpha[i];
-        const double* row = &inv[i * n];
-        for (size_t j = 0; j < n; ++j) t += of[j] == of[i] ? row[j] : 0.0;
-      }
-      double m_sq = 0;
-      for (double v : a_v) m_sq += v * v;
-      const double wg = w[g], d = static_cast<double>(distinct[g]);
-      next[g] = std::max((wg * wg * m_sq + d * wg - wg * wg * t) / d, 1e-9);
-      varying_sum += next[g];
-    }
-    const double mean = varying_sum / static_cast<double>(varying.size());
-    for (size_t g = 0; g < groups; ++g)
-      if (distinct[g] <= 1) next[g] = mean;
-    const double s4 = *s2 * *s2, nd = static_cast<double>(n);
-    *s2 = std::max((s4 * alpha_sq + nd * *s2 - s4 * trace) / nd, 1e-4);
-    w = std::move(next);
-  }
-  (void)constant_share;
-  return w;
-}
-
-}  // namespace
 
 absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int8_t>& rows,
                                                            const std::vector<int64_t>& runtimes, int64_t nc,
-                                                           double ridge, const std::vector<double>* group_weights,
-                                                           int relevance_iterations) {
+                                                           double ridge) {
   const int64_t row_bytes = nc * kConfigFeatDim;
   const int64_t count = static_cast<int64_t>(runtimes.size());
   if (nc <= 0 || static_cast<int64_t>(rows.size()) != count * row_bytes)
@@ -128,23 +23,6 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
     return absl::InvalidArgumentError(
         absl::StrCat("measured rows: ", count, " measurements, at least ", kMinMeasurements, " needed"));
   if (!(ridge > 0)) return absl::InvalidArgumentError("ridge must be > 0");
-  const int64_t groups = nc * kConfigGroups;
-  std::vector<float> weight(static_cast<size_t>(groups), 1.0f);
-  if (group_weights) {
-    if (static_cast<int64_t>(group_weights->size()) != groups)
-      return absl::InvalidArgumentError(
-          absl::StrCat("group weights: ", group_weights->size(), " values for ", groups, " groups"));
-    double sum = 0;
-    for (size_t g = 0; g < group_weights->size(); ++g) {
-      const double w = (*group_weights)[g];
-      if (!(w >= 0) || !std::isfinite(w))
-        return absl::InvalidArgumentError(absl::StrCat("group weight ", g, " is ", w, ", expected finite and >= 0"));
-      sum += w;
-    }
-    if (!(sum > 0)) return absl::InvalidArgumentError("group weights: all 0");
-    for (size_t g = 0; g < weight.size(); ++g)
-      weight[g] = static_cast<float>((*group_weights)[g] * static_cast<double>(groups) / sum);
-  }
   for (int64_t i = 0; i < count; ++i)
     if (runtimes[i] <= 0)
       return absl::InvalidArgumentError(absl::StrCat("measured runtime ", i, " is ", runtimes[i], ", expected > 0"));
@@ -172,10 +50,9 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   // Each group's distinct layouts among the fitted rows, and which one each row holds.
   MeasuredCorrection c;
   c.measurements_ = static_cast<int64_t>(n);
-  c.groups_ = groups;
-  c.ridge_ = ridge;
-  c.group_weight_ = std::move(weight);
+  c.groups_ = nc * kConfigGroups;
   c.spread_share_ = spread_share;
+  c.ridge_ = ridge;
   c.values_.resize(static_cast<size_t>(c.groups_));
   c.value_of_.resize(static_cast<size_t>(c.groups_) * n);
   for (int64_t g = 0; g < c.groups_; ++g) {
@@ -194,103 +71,109 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
     }
   }
 
-  if (relevance_iterations > 0) {
-    std::vector<size_t> distinct(static_cast<size_t>(groups));
-    for (int64_t g = 0; g < groups; ++g) distinct[static_cast<size_t>(g)] = c.values_[static_cast<size_t>(g)].size();
-    double s2 = 0;
-    const std::vector<double> learned = LearnRelevance(c.value_of_, distinct, y, relevance_iterations, &s2);
-    double sum = 0;
-    for (double v : learned) sum += v;
-    const double scale = static_cast<double>(groups) / sum;  // weights summing to groups, the ridge alike
-    for (size_t g = 0; g < learned.size(); ++g) c.group_weight_[g] = static_cast<float>(learned[g] * scale);
-    ridge = s2 * scale;
-    c.ridge_ = ridge;
-  }
-  // K: the weights of the groups each pair of rows shares, summed over the value indices
-  // (vectorised).
-  std::vector<float> shared(n * n, 0);
+  // K: the groups each pair of rows shares, counted over the value indices (vectorised).
+  std::vector<uint32_t> shared(n * n, 0);
   for (int64_t g = 0; g < c.groups_; ++g) {
     const uint16_t* of = &c.value_of_[static_cast<size_t>(g) * n];
-    const float w = c.group_weight_[static_cast<size_t>(g)];
-    if (w == 0) continue;
     for (size_t i = 0; i < n; ++i) {
-      float* row = &shared[i * n];
+      uint32_t* row = &shared[i * n];
       const uint16_t v = of[i];
-      for (size_t j = 0; j <= i; ++j) row[j] += of[j] == v ? w : 0.0f;
+      for (size_t j = 0; j <= i; ++j) row[j] += of[j] == v;
     }
   }
   // (K + ridge I) w = y, K symmetric positive semi-definite: Cholesky.
   std::vector<double> a(n * n);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j <= i; ++j) a[i * n + j] = shared[i * n + j] + (i == j ? ridge : 0.0);
-  CholeskyInPlace(a, n, ridge);  // diagonals >= sqrt(ridge) in exact arithmetic
-  const std::vector<double> w = CholeskySolve(a, n, y);
+  for (size_t j = 0; j < n; ++j) {
+    double d = a[j * n + j];
+    for (size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
+    a[j * n + j] = std::sqrt(std::max(d, ridge));  // >= ridge in exact arithmetic
+    for (size_t i = j + 1; i < n; ++i) {
+      double s = a[i * n + j];
+      for (size_t k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
+      a[i * n + j] = s / a[j * n + j];
+    }
+  }
+  std::vector<double> w = y;
+  for (size_t i = 0; i < n; ++i) {  // L z = y
+    for (size_t k = 0; k < i; ++k) w[i] -= a[i * n + k] * w[k];
+    w[i] /= a[i * n + i];
+  }
+  for (size_t i = n; i-- > 0;) {  // L^T w = z
+    for (size_t k = i + 1; k < n; ++k) w[i] -= a[k * n + i] * w[k];
+    w[i] /= a[i * n + i];
+  }
   c.chol_ = std::move(a);
-  // A prediction is sum_i w_i x (weights of the groups shared with row i) = sum over
-  // groups of the group's weight times the dual weights of the fitted rows holding the
-  // same layout there.
+  // A prediction is sum_i w_i x (groups shared with row i) = sum over groups of the
+  // weights of the fitted rows holding the same layout there.
   for (int64_t g = 0; g < c.groups_; ++g)
     for (size_t i = 0; i < n; ++i)
-      c.values_[static_cast<size_t>(g)][c.value_of_[static_cast<size_t>(g) * n + i]].weight +=
-          static_cast<double>(c.group_weight_[static_cast<size_t>(g)]) * w[i];
+      c.values_[static_cast<size_t>(g)][c.value_of_[static_cast<size_t>(g) * n + i]].weight += w[i];
   return c;
 }
 
-double MeasuredCorrection::Solve(const int8_t* row, std::vector<double>* z) const {
-  const size_t n = static_cast<size_t>(measurements_), m = pending_diag_.size();
-  // k_i: the weights of the groups the row shares with fitted row i, then pending row p.
-  std::vector<float> shared(n, 0);
+MeasuredCorrection::RowState MeasuredCorrection::State(const int8_t* row) const {
+  const size_t n = static_cast<size_t>(measurements_);
+  // k_i: the groups the row shares with fitted row i.
+  std::vector<uint32_t> shared(n, 0);
   for (int64_t g = 0; g < groups_; ++g) {
-    const float w = group_weight_[static_cast<size_t>(g)];
-    if (w == 0) continue;
     const std::vector<Value>& values = values_[static_cast<size_t>(g)];
     for (size_t v = 0; v < values.size(); ++v)
       if (std::memcmp(values[v].layout, row + g * kLayoutSlots, kLayoutSlots) == 0) {
         const uint16_t* of = &value_of_[static_cast<size_t>(g) * n];
         const uint16_t value = static_cast<uint16_t>(v);
-        for (size_t i = 0; i < n; ++i) shared[i] += of[i] == value ? w : 0.0f;
+        for (size_t i = 0; i < n; ++i) shared[i] += of[i] == value;
         break;
       }
   }
-  z->assign(n + m, 0.0);
-  double norm = 0;
+  // z = L^-1 k over the fitted rows, then the pending ones.
+  RowState s;
+  s.z.assign(n, 0.0);
   for (size_t i = 0; i < n; ++i) {
     double t = shared[i];
     const double* l = &chol_[i * n];
-    for (size_t j = 0; j < i; ++j) t -= l[j] * (*z)[j];
-    (*z)[i] = t / l[i];
-    norm += (*z)[i] * (*z)[i];
+    for (size_t j = 0; j < i; ++j) t -= l[j] * s.z[j];
+    s.z[i] = t / l[i];
+    s.norm += s.z[i] * s.z[i];
   }
+  Refresh(row, &s);
+  return s;
+}
+
+void MeasuredCorrection::Refresh(const int8_t* row, RowState* s) const {
+  const size_t n = static_cast<size_t>(measurements_);
   const size_t row_bytes = static_cast<size_t>(groups_) * kLayoutSlots;
-  for (size_t p = 0; p < m; ++p) {
+  for (size_t p = s->z.size() - n; p < pending_diag_.size(); ++p) {
     const int8_t* other = &pending_rows_[p * row_bytes];
-    double t = 0;
+    double t = 0;  // the groups shared with pending row p
     for (int64_t g = 0; g < groups_; ++g)
-      if (std::memcmp(other + g * kLayoutSlots, row + g * kLayoutSlots, kLayoutSlots) == 0)
-        t += group_weight_[static_cast<size_t>(g)];
+      t += std::memcmp(other + g * kLayoutSlots, row + g * kLayoutSlots, kLayoutSlots) == 0;
     const std::vector<double>& l = pending_chol_[p];
-    for (size_t j = 0; j < n + p; ++j) t -= l[j] * (*z)[j];
-    (*z)[n + p] = t / pending_diag_[p];
-    norm += (*z)[n + p] * (*z)[n + p];
+    for (size_t j = 0; j < n + p; ++j) t -= l[j] * s->z[j];
+    s->z.push_back(t / pending_diag_[p]);
+    s->norm += s->z.back() * s->z.back();
   }
-  return norm;
+}
+
+double MeasuredCorrection::Uncertainty(const RowState& s) const {
+  if (measurements_ == 0 || groups_ == 0) return 1.0;
+  // Posterior variance: k(x, x) - k^T (K + ridge I)^-1 k = groups - |L^-1 k|^2.
+  const double groups = static_cast<double>(groups_);
+  return spread_share_ * std::sqrt(std::clamp((groups - s.norm) / groups, 0.0, 1.0));
 }
 
 double MeasuredCorrection::Uncertainty(const int8_t* row) const {
   if (measurements_ == 0 || groups_ == 0) return 1.0;
-  // Posterior variance: k(x, x) - k^T (K + ridge I)^-1 k = groups - |L^-1 k|^2.
-  std::vector<double> z;
-  const double groups = static_cast<double>(groups_);
-  const double variance = groups - Solve(row, &z);
-  return spread_share_ * std::sqrt(std::clamp(variance / groups, 0.0, 1.0));
+  return Uncertainty(State(row));
 }
 
 void MeasuredCorrection::AddPending(const int8_t* row) {
   if (groups_ == 0) return;
-  std::vector<double> z;
-  const double d = static_cast<double>(groups_) + ridge_ - Solve(row, &z);
-  pending_diag_.push_back(std::sqrt(std::max(d, ridge_)));
-  pending_chol_.push_back(std::move(z));
+  // The extended factor's new row: L^-1 k, and the diagonal sqrt(k(x, x) + ridge - |L^-1 k|^2).
+  RowState s = State(row);
+  pending_diag_.push_back(std::sqrt(std::max(static_cast<double>(groups_) + ridge_ - s.norm, ridge_)));
+  pending_chol_.push_back(std::move(s.z));
   pending_rows_.insert(pending_rows_.end(), row, row + groups_ * kLayoutSlots);
 }
 

@@ -25,8 +25,12 @@
 // prefers, among rows it predicts alike, those the measurements say least about (an
 // upper confidence bound, as Bayesian optimisation explores). It costs one comparison
 // of small integers per group and fitted row (vectorised) and an n x n triangular solve.
-// Torch-free; immutable after Fit, so any number of threads may call Predict and
-// Uncertainty.
+// Batches: AddPending conditions the uncertainty on a row chosen but not measured yet, so
+// that a round's proposals, chosen one at a time, spread over what the measurements
+// leave unknown (SearchOptions::spread_proposals).
+// Torch-free; immutable after Fit except for AddPending, so any number of threads may
+// call Predict and Uncertainty on a correction nobody adds pending rows to (a search
+// adds them to its own copy).
 #pragma once
 
 #include <cstdint>
@@ -49,21 +53,10 @@ class MeasuredCorrection {
   static constexpr double kMinSpread = 0.01;
 
   // rows: count x nc x 18 layout values; runtimes: count measured runtimes (> 0).
-  // group_weights (optional, nc x 3 values >= 0, not all 0): how much each group counts
-  // in the kernel (its prior variance), rescaled to sum to nc x 3; without them every
-  // group counts 1. INVALID_ARGUMENT for sizes that disagree, a runtime <= 0, fewer than
-  // kMinMeasurements rows, or weights that are negative, not finite or all 0; ridge
-  // must be > 0.
-  // relevance_iterations > 0: the group weights and the ridge are learned instead (the
-  // given ones ignored): the weights and noise that make the measurements most likely
-  // (type-II maximum likelihood by EM, this many steps, automatic relevance
-  // determination), so that groups the runtimes do not depend on stop counting in the
-  // kernel; a group whose layout never varied among the fitted rows gets the varying
-  // ones' mean.
+  // INVALID_ARGUMENT for sizes that disagree, a runtime <= 0, or fewer than
+  // kMinMeasurements rows; ridge must be > 0.
   static absl::StatusOr<MeasuredCorrection> Fit(const std::vector<int8_t>& rows, const std::vector<int64_t>& runtimes,
-                                                int64_t nc, double ridge = 1.0,
-                                                const std::vector<double>* group_weights = nullptr,
-                                                int relevance_iterations = 0);
+                                                int64_t nc, double ridge = 1.0);
 
   // The row's predicted standardised log runtime (nc x 18 values).
   double Predict(const int8_t* row) const;
@@ -74,11 +67,23 @@ class MeasuredCorrection {
 
   // Conditions Uncertainty on `row` (nc x 18 values) as if it had been measured, every
   // prediction unchanged (a Gaussian process's posterior mean does not move for an
-  // observation at its own prediction): a round's proposals chosen one at a time, each
-  // after those before it are pending, spread over what the measurements leave unknown
-  // instead of all exploring the same (batch upper confidence bounds, GP-BUCB). Costs
-  // one Uncertainty; not thread-safe (a copy per search).
+  // observation at its own prediction): proposals chosen one at a time, each after those
+  // before it are pending, explore different unknowns instead of all the same one
+  // (batch upper confidence bounds, GP-BUCB). Costs one Uncertainty; after p pending
+  // rows an Uncertainty costs p more row comparisons. Not thread-safe.
   void AddPending(const int8_t* row);
+
+  // One row's solve against the fitted and pending rows, for a caller that watches the
+  // uncertainty of the same rows while adding pending ones: Refresh brings it up to
+  // date at the cost of the pending rows added since (a group comparison and a dot
+  // product each), not a whole Uncertainty. z holds measurements() + pending values.
+  struct RowState {
+    std::vector<double> z;
+    double norm = 0;  // |z|^2
+  };
+  RowState State(const int8_t* row) const;
+  void Refresh(const int8_t* row, RowState* state) const;
+  double Uncertainty(const RowState& state) const;
 
   int64_t measurements() const { return measurements_; }
   int64_t pending() const { return static_cast<int64_t>(pending_diag_.size()); }
@@ -94,19 +99,17 @@ class MeasuredCorrection {
   // Per group, per fitted row: the index of its layout in values_[group] (groups x n),
   // and the Cholesky factor of the fitted rows' kernel plus ridge (n x n, lower).
   std::vector<uint16_t> value_of_;
-  std::vector<float> group_weight_;  // per group, summing to groups_
   std::vector<double> chol_;
   double spread_share_ = 1;  // the runtimes' spread over the unit (below 1 where kMinSpread holds)
   double ridge_ = 1;
-  // Pending rows (AddPending): their layouts (pending x nc x 18), and their rows of the
-  // extended Cholesky factor: pending row p holds n + p off-diagonal values, then its
-  // diagonal in pending_diag_.
+  // Pending rows (AddPending): their layouts (pending x nc x 18) and their rows of the
+  // extended Cholesky factor: pending row p's n + p values left of the diagonal, and its
+  // diagonal.
   std::vector<int8_t> pending_rows_;
   std::vector<std::vector<double>> pending_chol_;
   std::vector<double> pending_diag_;
 
-  // z = L^-1 k for `row` over the fitted and pending rows; returns |z|^2.
-  double Solve(const int8_t* row, std::vector<double>* z) const;
+
 };
 
 }  // namespace tgraph

@@ -349,17 +349,33 @@ SearchResult Searcher::Finish(SearchResult r) {
   };
   const size_t wanted = std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results)));
   if (o_.correction && o_.exploration > 0 && o_.spread_proposals) {
-    // One at a time: each pick's uncertainty conditioned on the picks before it.
+    // One at a time: each pick's uncertainty conditioned on the picks before it, every
+    // finalist's kept up to date (RowState) as the picks become pending. Past
+    // kMaxSpreadProposals picks, the rest in the order the uncertainty left then gives.
     MeasuredCorrection pending = *o_.correction;
     std::vector<double> known(n);  // the score without its exploration bonus
-    for (size_t i = 0; i < n; ++i)
-      known[i] = score[i] + o_.exploration * o_.correction->Uncertainty(to_int8(picked[i]->row));
-    for (size_t k = 0; k < wanted; ++k) {
-      for (size_t i = k; i < n; ++i)
-        score[order[i]] = known[order[i]] - o_.exploration * pending.Uncertainty(to_int8(picked[order[i]]->row));
+    std::vector<MeasuredCorrection::RowState> state(n);
+    for (size_t i = 0; i < n; ++i) {
+      state[i] = pending.State(to_int8(picked[i]->row));
+      known[i] = score[i] + o_.exploration * pending.Uncertainty(state[i]);
+    }
+    const size_t spread = std::min<size_t>(wanted, kMaxSpreadProposals);
+    for (size_t k = 0; k <= spread && k < n; ++k) {
+      for (size_t i = k; i < n; ++i) {
+        pending.Refresh(to_int8(picked[order[i]]->row), &state[order[i]]);
+        score[order[i]] = known[order[i]] - o_.exploration * pending.Uncertainty(state[order[i]]);
+      }
+      if (k == spread) {  // the rest, conditioned on every spread pick
+        std::sort(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before);
+        break;
+      }
       std::iter_swap(order.begin() + static_cast<std::ptrdiff_t>(k),
                      std::min_element(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before));
       pending.AddPending(to_int8(picked[order[k]]->row));
+      if (o_.scoring.cancelled && o_.scoring.cancelled()) {
+        r.cancelled = true;
+        return r;
+      }
     }
   } else {
     std::sort(order.begin(), order.end(), before);
