@@ -142,13 +142,18 @@ void BenchCorrection() {
   const int8_t* row = rows.data();
   const double predict_us = MicrosPerCall(200, [&] { sink += c->Predict(row); });
   const double uncertainty_us = MicrosPerCall(200, [&] { sink += c->Uncertainty(row); });
-  // A search's spread proposals (SearchOptions::spread_proposals): 10 chosen one at a
-  // time among 32 finalists, each pick's uncertainty conditioned on those before it.
+  // A search's spread proposals (SearchOptions::spread_proposals), as Finish runs them:
+  // 32 finalists' states, then 10 picks, each refreshing the states of those left.
   const auto row_at = [&](int i) { return rows.data() + static_cast<size_t>(i) * nc * tgraph::kConfigFeatDim; };
   const double spread_us = MicrosPerCall(1, [&] {
     tgraph::MeasuredCorrection pending = *c;
+    std::vector<tgraph::MeasuredCorrection::RowState> state;
+    for (int i = 0; i < 32; ++i) state.push_back(pending.State(row_at(i)));
     for (int k = 0; k < 10; ++k) {
-      for (int i = k; i < 32; ++i) sink += pending.Uncertainty(row_at(i));
+      for (int i = k; i < 32; ++i) {
+        pending.Refresh(row_at(i), &state[static_cast<size_t>(i)]);
+        sink += pending.Uncertainty(state[static_cast<size_t>(i)]);
+      }
       pending.AddPending(row_at(k));
     }
   });
