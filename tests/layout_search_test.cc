@@ -175,6 +175,40 @@ CATCH_TEST_CASE("search: finds rows the model scores better than the best of as 
   CATCH_CHECK(guided.score[0] < best_random);
 }
 
+CATCH_TEST_CASE("search: with a fitness function in place of the model, scores are that function's and it closes in on "
+                "the row the function prefers", "[search]") {
+  SearchWorld w(2);
+  const int64_t nc = w.g.num_config_nodes();
+  // The target: a random row of the space; the fitness counts the layout groups differing from it.
+  Rng rng(5);
+  std::vector<int8_t> target;
+  for (int64_t j = 0; j < nc; ++j)
+    for (int g = 0; g < kConfigGroups; ++g) {
+      const std::vector<GroupLayout>& c = w.space.nodes[j].groups[g].candidates;
+      const GroupLayout& l = c[static_cast<size_t>(rng.Int(0, static_cast<int64_t>(c.size()) - 1))];
+      target.insert(target.end(), l.begin(), l.end());
+    }
+  const auto differing = [&](const int8_t* row) {
+    double d = 0;
+    for (int64_t k = 0; k < nc * kConfigGroups; ++k)
+      d += !std::equal(row + k * kLayoutSlots, row + (k + 1) * kLayoutSlots, target.begin() + k * kLayoutSlots);
+    return d;
+  };
+  SearchOptions o = Options(5, 1500, 64, 32, 4);
+  o.fitness = differing;
+  const SearchResult s = SearchLayouts(w.folds, w.tensors, w.space, o);
+  CATCH_REQUIRE(s.score.size() == 5u);
+  CATCH_CHECK(FirstIllegalLayoutRow(w.space, s.rows.data(), 5) == "");
+  const double from_default = differing(std::vector<int8_t>(static_cast<size_t>(nc * kConfigFeatDim), -1).data());
+  for (size_t i = 0; i < 5; ++i) {
+    CATCH_CHECK(s.score[i] == differing(s.rows.data() + i * static_cast<size_t>(nc * kConfigFeatDim)));
+    CATCH_CHECK(s.spread[i] == 0.0);  // no folds: nothing to disagree
+  }
+  CATCH_CHECK(std::is_sorted(s.score.begin(), s.score.end()));
+  // Mutations of one to three groups from the default and crossovers: far closer than the default.
+  CATCH_CHECK(s.score[0] < from_default / 2);
+}
+
 CATCH_TEST_CASE("search: restricted to candidates, it evaluates and returns only them, the whole pool when the budget allows",
                 "[search]") {
   SearchWorld w(2);

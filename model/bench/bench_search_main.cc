@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,6 +86,10 @@ ABSL_FLAG(double, online_correction, 0.0,
 ABSL_FLAG(double, exploration, tgraph::SearchOptions{}.exploration,
           "--online_correction: the weight of the correction's uncertainty, subtracted from every score "
           "(SearchOptions::exploration; 0 = none)");
+ABSL_FLAG(double, residual_prior, 0, "EXPERIMENT: SearchOptions::residual_prior");
+ABSL_FLAG(bool, explore_in_fitness, true, "EXPERIMENT: SearchOptions::explore_in_fitness");
+ABSL_FLAG(int64_t, exploit, 0, "EXPERIMENT: SearchOptions::exploit");
+ABSL_FLAG(bool, diagnose, false, "EXPERIMENT: per round, the true gaps of the best evaluated, finalist and proposed rows");
 ABSL_FLAG(bool, spread_proposals, tgraph::SearchOptions{}.spread_proposals,
           "--online_correction: choose each round's proposals one at a time, each with the uncertainty left once those "
           "before it are measured (SearchOptions::spread_proposals; --nospread_proposals for all at once)");
@@ -99,7 +104,7 @@ using tgraph::Fail;
 using tgraph::UsageError;
 namespace synth = tgraph::synth;
 
-const char* const kStrategies[] = {"default", "random", "genetic", "tgraph", "tgraph+ft"};
+const char* const kStrategies[] = {"default", "random", "genetic", "tgraph", "tgraph+ft", "oracle"};
 
 int64_t Budget() { return std::max<int64_t>(1, absl::GetFlag(FLAGS_budget)); }
 int64_t GeneticBudget() {
@@ -209,7 +214,9 @@ std::vector<int8_t> Neighbours(const tgraph::LayoutSpace& space, const int8_t* b
 
 // Rounds of proposals from the model, measured with noise by the farm; with `learn`,
 // the model is fine-tuned on what was measured after each round.
-Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
+// With `oracle`, the search's fitness is the hardware's own log runtime (noise-free) and
+// nothing is learned: how far the search goes with a perfect model.
+Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, bool oracle = false) {
   Trace t;
   std::vector<int8_t> measured;
   std::vector<int64_t> runtimes;
@@ -243,8 +250,9 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
     o.seed = seed * 1000 + static_cast<uint64_t>(round);
     o.start = &start;
     o.exclude = &measured;
+    if (oracle) o.fitness = [&g](const int8_t* x) { return std::log(TrueRuntime(g, x)); };
     absl::StatusOr<tgraph::MeasuredCorrection> correction = absl::InvalidArgumentError("off");
-    if (absl::GetFlag(FLAGS_online_correction) > 0 &&
+    if (!oracle && absl::GetFlag(FLAGS_online_correction) > 0 &&
         static_cast<int64_t>(runtimes.size()) >= tgraph::MeasuredCorrection::kMinMeasurements) {
       correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
       if (correction.ok()) {
@@ -252,10 +260,66 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn) {
         o.correction_weight = absl::GetFlag(FLAGS_online_correction);
         o.exploration = absl::GetFlag(FLAGS_exploration);
         o.spread_proposals = absl::GetFlag(FLAGS_spread_proposals);
+        o.residual_prior = absl::GetFlag(FLAGS_residual_prior);
+        o.explore_in_fitness = absl::GetFlag(FLAGS_explore_in_fitness);
+        o.exploit = absl::GetFlag(FLAGS_exploit);
       }
     }
+    o.keep_evaluated = absl::GetFlag(FLAGS_diagnose);
     const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o);
     if (r.score.empty()) break;
+    if (o.keep_evaluated) {
+      const double best_so_far = *std::min_element(t.begin(), t.end());
+      const size_t count = r.evaluated_rows.size() / row;
+      double pool = 1e300, top32 = 1e300, top100 = 1e300, proposed = 1e300;
+      int64_t pool_rank = -1;
+      for (size_t k = 0; k < count; ++k) {
+        const double v = TrueRuntime(g, r.evaluated_rows.data() + k * row);
+        if (v < pool) pool = v, pool_rank = static_cast<int64_t>(k);
+        if (k < 32) top32 = std::min(top32, v);
+        if (k < 100) top100 = std::min(top100, v);
+      }
+      for (size_t i = 0; i < r.score.size(); ++i) proposed = std::min(proposed, TrueRuntime(g, r.rows.data() + i * row));
+      {
+        std::vector<double> truth, fit, model, pred, unc;
+        for (size_t k = 0; k < count; ++k) {
+          const int8_t* x = r.evaluated_rows.data() + k * row;
+          truth.push_back(TrueRuntime(g, x));
+          fit.push_back(r.evaluated_fitness[k]);
+          model.push_back(r.evaluated_model[k]);
+          pred.push_back(o.correction ? o.correction->Predict(x) : 0.0);
+          unc.push_back(o.correction ? o.correction->Uncertainty(x) : 0.0);
+        }
+        auto rank = [](const std::vector<double>& v) {
+          std::vector<size_t> idx(v.size());
+          std::iota(idx.begin(), idx.end(), 0);
+          std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
+          std::vector<double> rk(v.size());
+          for (size_t i = 0; i < idx.size(); ++i) rk[idx[i]] = static_cast<double>(i);
+          return rk;
+        };
+        auto spearman = [&](const std::vector<double>& a, const std::vector<double>& b, const std::vector<size_t>& sel) {
+          std::vector<double> sa, sb;
+          for (size_t i : sel) sa.push_back(a[i]), sb.push_back(b[i]);
+          const std::vector<double> ra = rank(sa), rb = rank(sb);
+          double n = static_cast<double>(sel.size()), m = (n - 1) / 2, num = 0, da = 0, db = 0;
+          for (size_t i = 0; i < sel.size(); ++i)
+            num += (ra[i] - m) * (rb[i] - m), da += (ra[i] - m) * (ra[i] - m), db += (rb[i] - m) * (rb[i] - m);
+          return da > 0 && db > 0 ? num / std::sqrt(da * db) : 0.0;
+        };
+        std::vector<size_t> all(count), top;
+        std::iota(all.begin(), all.end(), 0);
+        std::vector<size_t> by_truth = all;
+        std::sort(by_truth.begin(), by_truth.end(), [&](size_t a, size_t b) { return truth[a] < truth[b]; });
+        top.assign(by_truth.begin(), by_truth.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(200, count)));
+        std::fprintf(stderr, "diag   spearman with truth, all / best 200: fitness %.2f / %.2f, model %.2f / %.2f, correction %.2f / %.2f, uncertainty %.2f / %.2f\n",
+                     spearman(truth, fit, all), spearman(truth, fit, top), spearman(truth, model, all), spearman(truth, model, top),
+                     spearman(truth, pred, all), spearman(truth, pred, top), spearman(truth, unc, all), spearman(truth, unc, top));
+      }
+      std::fprintf(stderr, "diag measured %zu: best so far %.0f; relative to it: pool %+.2f%% (fitness rank %lld of %zu), top32 %+.2f%%, top100 %+.2f%%, proposed %+.2f%%\n",
+                   t.size(), best_so_far, 100 * (pool / best_so_far - 1), static_cast<long long>(pool_rank), count,
+                   100 * (top32 / best_so_far - 1), 100 * (top100 / best_so_far - 1), 100 * (proposed / best_so_far - 1));
+    }
     for (size_t i = 0; i < r.score.size(); ++i) {
       const int8_t* x = r.rows.data() + i * row;
       t.push_back(TrueRuntime(g, x));
@@ -423,7 +487,7 @@ int RunFarm() {
   for (const std::string& w : wanted)
     if (std::find(std::begin(kStrategies), std::end(kStrategies), w) == std::end(kStrategies))
       return Fail(UsageError(absl::StrCat("--strategies: unknown strategy '", w,
-                                          "' (expected default, random, genetic, tgraph, tgraph+ft)")));
+                                          "' (expected default, random, genetic, tgraph, tgraph+ft, oracle)")));
   if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("--registry is required"));
   const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
   int64_t version = 0;
@@ -452,10 +516,12 @@ int RunFarm() {
       // Each strategy draws from the same generator in this order whether or not the ones
       // before it ran, so that a subset reproduces the full run's figures.
       traces["default"] = {TrueRuntime(**g, dflt.data())};
-      tgraph::Rng random_rng = rng.Fork(1), genetic_rng = rng.Fork(2), frozen_rng = rng.Fork(3), ft_rng = rng.Fork(4);
+      tgraph::Rng random_rng = rng.Fork(1), genetic_rng = rng.Fork(2), frozen_rng = rng.Fork(3), ft_rng = rng.Fork(4),
+                  oracle_rng = rng.Fork(5);
       if (run("random")) traces["random"] = RandomTrace(**g, random_rng);
       if (run("genetic")) traces["genetic"] = GeneticTrace(**g, genetic_rng);
       if (run("tgraph")) traces["tgraph"] = GuidedTrace(**g, static_cast<uint64_t>(rep), frozen_rng, /*learn=*/false);
+      if (run("oracle")) traces["oracle"] = GuidedTrace(**g, static_cast<uint64_t>(rep), oracle_rng, false, true);
       if (run("tgraph+ft"))  // last: it changes the model
         traces["tgraph+ft"] = GuidedTrace(**g, static_cast<uint64_t>(rep), ft_rng, /*learn=*/true);
       tgraph::Rng long_rng(12345 + static_cast<uint64_t>(i));
