@@ -17,7 +17,10 @@
 // model/nn/layout_search.h: rounds of --per_round proposals, the measured rows excluded
 // and the fastest measured the start), and the same
 // with the model fine-tuned on the measurements after each round (the learning loop of
-// ReportMeasurements and tgraph-train finetune, in process).
+// ReportMeasurements and tgraph-train finetune, in process). Not run unless named:
+// `oracle`, the same rounds with the hardware's own runtimes as the search's fitness
+// (what a perfect model would find; what it finds joins the best known, so that a run
+// with it judges the others against a better best).
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -25,7 +28,6 @@
 #include <cstdio>
 #include <limits>
 #include <map>
-#include <numeric>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,7 +75,9 @@ ABSL_FLAG(double, finetune_lr, 1e-4, "tgraph+finetune: AdamW learning rate (tgra
 ABSL_FLAG(int64_t, budget, 200, "Measurements each strategy may spend (the table's columns: 10, 20, 50, 100, 200, 500, ...)");
 ABSL_FLAG(int64_t, genetic_budget, 0,
           "Measurements the genetic search may spend (0 = --budget): how many it needs to come within 1%");
-ABSL_FLAG(std::string, strategies, "default,random,genetic,tgraph,tgraph+ft", "The strategies to run, comma-separated");
+ABSL_FLAG(std::string, strategies, "default,random,genetic,tgraph,tgraph+ft",
+          "The strategies to run, comma-separated; also oracle: tgraph-guided rounds with the hardware's own runtimes "
+          "as fitness");
 ABSL_FLAG(int64_t, neighbourhood, 0,
           "tgraph-guided: when > 0, each round searches only the rows one layout group away from the N fastest "
           "measured (a trust region around the incumbents); 0 = the whole space");
@@ -86,10 +90,6 @@ ABSL_FLAG(double, online_correction, 0.0,
 ABSL_FLAG(double, exploration, tgraph::SearchOptions{}.exploration,
           "--online_correction: the weight of the correction's uncertainty, subtracted from every score "
           "(SearchOptions::exploration; 0 = none)");
-ABSL_FLAG(double, residual_prior, 0, "EXPERIMENT: SearchOptions::residual_prior");
-ABSL_FLAG(bool, explore_in_fitness, true, "EXPERIMENT: SearchOptions::explore_in_fitness");
-ABSL_FLAG(int64_t, exploit, 0, "EXPERIMENT: SearchOptions::exploit");
-ABSL_FLAG(bool, diagnose, false, "EXPERIMENT: per round, the true gaps of the best evaluated, finalist and proposed rows");
 ABSL_FLAG(bool, spread_proposals, tgraph::SearchOptions{}.spread_proposals,
           "--online_correction: choose each round's proposals one at a time, each with the uncertainty left once those "
           "before it are measured (SearchOptions::spread_proposals; --nospread_proposals for all at once)");
@@ -260,66 +260,10 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
         o.correction_weight = absl::GetFlag(FLAGS_online_correction);
         o.exploration = absl::GetFlag(FLAGS_exploration);
         o.spread_proposals = absl::GetFlag(FLAGS_spread_proposals);
-        o.residual_prior = absl::GetFlag(FLAGS_residual_prior);
-        o.explore_in_fitness = absl::GetFlag(FLAGS_explore_in_fitness);
-        o.exploit = absl::GetFlag(FLAGS_exploit);
       }
     }
-    o.keep_evaluated = absl::GetFlag(FLAGS_diagnose);
     const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o);
     if (r.score.empty()) break;
-    if (o.keep_evaluated) {
-      const double best_so_far = *std::min_element(t.begin(), t.end());
-      const size_t count = r.evaluated_rows.size() / row;
-      double pool = 1e300, top32 = 1e300, top100 = 1e300, proposed = 1e300;
-      int64_t pool_rank = -1;
-      for (size_t k = 0; k < count; ++k) {
-        const double v = TrueRuntime(g, r.evaluated_rows.data() + k * row);
-        if (v < pool) pool = v, pool_rank = static_cast<int64_t>(k);
-        if (k < 32) top32 = std::min(top32, v);
-        if (k < 100) top100 = std::min(top100, v);
-      }
-      for (size_t i = 0; i < r.score.size(); ++i) proposed = std::min(proposed, TrueRuntime(g, r.rows.data() + i * row));
-      {
-        std::vector<double> truth, fit, model, pred, unc;
-        for (size_t k = 0; k < count; ++k) {
-          const int8_t* x = r.evaluated_rows.data() + k * row;
-          truth.push_back(TrueRuntime(g, x));
-          fit.push_back(r.evaluated_fitness[k]);
-          model.push_back(r.evaluated_model[k]);
-          pred.push_back(o.correction ? o.correction->Predict(x) : 0.0);
-          unc.push_back(o.correction ? o.correction->Uncertainty(x) : 0.0);
-        }
-        auto rank = [](const std::vector<double>& v) {
-          std::vector<size_t> idx(v.size());
-          std::iota(idx.begin(), idx.end(), 0);
-          std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return v[a] < v[b]; });
-          std::vector<double> rk(v.size());
-          for (size_t i = 0; i < idx.size(); ++i) rk[idx[i]] = static_cast<double>(i);
-          return rk;
-        };
-        auto spearman = [&](const std::vector<double>& a, const std::vector<double>& b, const std::vector<size_t>& sel) {
-          std::vector<double> sa, sb;
-          for (size_t i : sel) sa.push_back(a[i]), sb.push_back(b[i]);
-          const std::vector<double> ra = rank(sa), rb = rank(sb);
-          double n = static_cast<double>(sel.size()), m = (n - 1) / 2, num = 0, da = 0, db = 0;
-          for (size_t i = 0; i < sel.size(); ++i)
-            num += (ra[i] - m) * (rb[i] - m), da += (ra[i] - m) * (ra[i] - m), db += (rb[i] - m) * (rb[i] - m);
-          return da > 0 && db > 0 ? num / std::sqrt(da * db) : 0.0;
-        };
-        std::vector<size_t> all(count), top;
-        std::iota(all.begin(), all.end(), 0);
-        std::vector<size_t> by_truth = all;
-        std::sort(by_truth.begin(), by_truth.end(), [&](size_t a, size_t b) { return truth[a] < truth[b]; });
-        top.assign(by_truth.begin(), by_truth.begin() + static_cast<std::ptrdiff_t>(std::min<size_t>(200, count)));
-        std::fprintf(stderr, "diag   spearman with truth, all / best 200: fitness %.2f / %.2f, model %.2f / %.2f, correction %.2f / %.2f, uncertainty %.2f / %.2f\n",
-                     spearman(truth, fit, all), spearman(truth, fit, top), spearman(truth, model, all), spearman(truth, model, top),
-                     spearman(truth, pred, all), spearman(truth, pred, top), spearman(truth, unc, all), spearman(truth, unc, top));
-      }
-      std::fprintf(stderr, "diag measured %zu: best so far %.0f; relative to it: pool %+.2f%% (fitness rank %lld of %zu), top32 %+.2f%%, top100 %+.2f%%, proposed %+.2f%%\n",
-                   t.size(), best_so_far, 100 * (pool / best_so_far - 1), static_cast<long long>(pool_rank), count,
-                   100 * (top32 / best_so_far - 1), 100 * (top100 / best_so_far - 1), 100 * (proposed / best_so_far - 1));
-    }
     for (size_t i = 0; i < r.score.size(); ++i) {
       const int8_t* x = r.rows.data() + i * row;
       t.push_back(TrueRuntime(g, x));

@@ -95,15 +95,6 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
       a[i * n + j] = s / a[j * n + j];
     }
   }
-  c.chol_ = std::move(a);
-  c.y_ = y;
-  c.SetWeights(y);
-  return c;
-}
-
-void MeasuredCorrection::SetWeights(const std::vector<double>& y) {
-  const size_t n = static_cast<size_t>(measurements_);
-  const std::vector<double>& a = chol_;
   std::vector<double> w = y;
   for (size_t i = 0; i < n; ++i) {  // L z = y
     for (size_t k = 0; k < i; ++k) w[i] -= a[i * n + k] * w[k];
@@ -113,30 +104,12 @@ void MeasuredCorrection::SetWeights(const std::vector<double>& y) {
     for (size_t k = i + 1; k < n; ++k) w[i] -= a[k * n + i] * w[k];
     w[i] /= a[i * n + i];
   }
+  c.chol_ = std::move(a);
   // A prediction is sum_i w_i x (groups shared with row i) = sum over groups of the
   // weights of the fitted rows holding the same layout there.
-  for (auto& values : values_)
-    for (Value& v : values) v.weight = 0;
-  for (int64_t g = 0; g < groups_; ++g)
+  for (int64_t g = 0; g < c.groups_; ++g)
     for (size_t i = 0; i < n; ++i)
-      values_[static_cast<size_t>(g)][value_of_[static_cast<size_t>(g) * n + i]].weight += w[i];
-}
-
-std::vector<int8_t> MeasuredCorrection::FittedRows() const {
-  const size_t n = static_cast<size_t>(measurements_);
-  std::vector<int8_t> rows(n * static_cast<size_t>(groups_) * kLayoutSlots);
-  for (int64_t g = 0; g < groups_; ++g)
-    for (size_t i = 0; i < n; ++i)
-      std::memcpy(&rows[(i * static_cast<size_t>(groups_) + static_cast<size_t>(g)) * kLayoutSlots],
-                  values_[static_cast<size_t>(g)][value_of_[static_cast<size_t>(g) * n + i]].layout, kLayoutSlots);
-  return rows;
-}
-
-MeasuredCorrection MeasuredCorrection::WithPrior(const std::vector<double>& prior) const {
-  MeasuredCorrection c = *this;
-  std::vector<double> r = y_;
-  for (size_t i = 0; i < r.size() && i < prior.size(); ++i) r[i] -= prior[i];
-  c.SetWeights(r);
+      c.values_[static_cast<size_t>(g)][c.value_of_[static_cast<size_t>(g) * n + i]].weight += w[i];
   return c;
 }
 

@@ -85,18 +85,10 @@ class MeasuredCorrection {
   void Refresh(const int8_t* row, RowState* state) const;
   double Uncertainty(const RowState& state) const;
 
-  // EXPERIMENT (residual prior): the fitted rows (measurements() x nc x 18, in fitting
-  // order) and their standardised log runtimes; the same correction fitted to those
-  // minus `prior` (one value per fitted row, same units), its uncertainty unchanged.
-  std::vector<int8_t> FittedRows() const;
-  const std::vector<double>& fitted_targets() const { return y_; }
-  MeasuredCorrection WithPrior(const std::vector<double>& prior) const;
-
   int64_t measurements() const { return measurements_; }
   int64_t pending() const { return static_cast<int64_t>(pending_diag_.size()); }
 
  private:
-  void SetWeights(const std::vector<double>& y);  // dual weights for targets y, the factor fitted
   struct Value {
     int8_t layout[kLayoutSlots];
     double weight;  // the dual weights of the fitted rows with this layout in this group
@@ -110,7 +102,6 @@ class MeasuredCorrection {
   std::vector<double> chol_;
   double spread_share_ = 1;  // the runtimes' spread over the unit (below 1 where kMinSpread holds)
   double ridge_ = 1;
-  std::vector<double> y_;  // the fitted rows' standardised log runtimes
   // Pending rows (AddPending): their layouts (pending x nc x 18) and their rows of the
   // extended Cholesky factor: pending row p's n + p values left of the diagonal, and its
   // diagonal.

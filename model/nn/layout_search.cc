@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <string>
@@ -146,13 +144,12 @@ class Searcher {
     out->push_back(std::move(r));
     return true;
   }
-  double Correction(const Row& r, bool final = false) const {
-    if (!corr_) return 0.0;
+  double Correction(const Row& r) const {
+    if (!o_.correction) return 0.0;
     const int8_t* x = reinterpret_cast<const int8_t*>(r.data());
-    const bool explore = o_.exploration > 0 && (final || o_.explore_in_fitness);
-    return o_.correction_weight * corr_->Predict(x) - (explore ? o_.exploration * corr_->Uncertainty(x) : 0.0);
+    return o_.correction_weight * o_.correction->Predict(x) -
+           (o_.exploration > 0 ? o_.exploration * o_.correction->Uncertainty(x) : 0.0);
   }
-  void FitResidual();
   std::vector<Row> Breed(int64_t n);
   bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
   void RecordTheReference();
@@ -171,48 +168,7 @@ class Searcher {
   std::vector<size_t> open_, open_at_;  // pool_ indices not evaluated yet; each one's place in open_
   RecordedReference reference_;
   std::vector<Scored> evaluated_, population_;
-  const MeasuredCorrection* corr_ = o_.correction;
-  MeasuredCorrection residual_;
-  double model_weight_ = 1;
 };
-
-// EXPERIMENT: the correction refitted to what the model (times a fitted slope) leaves.
-void Searcher::FitResidual() {
-  if (!o_.correction || o_.residual_prior <= 0 || o_.correction->measurements() == 0) return;
-  const std::vector<int8_t> fitted = o_.correction->FittedRows();
-  const std::vector<double>& y = o_.correction->fitted_targets();
-  const size_t n = y.size(), bytes = static_cast<size_t>(nc_) * kConfigFeatDim;
-  std::vector<Row> rows;
-  for (size_t i = 0; i < n; ++i) rows.emplace_back(reinterpret_cast<const char*>(&fitted[i * bytes]), bytes);
-  std::vector<double> m(n, 0.0);
-  std::vector<const Row*> ptrs;
-  std::vector<int64_t> queries;
-  for (size_t i = 0; i < n; ++i) {
-    ptrs.push_back(&rows[i]);
-    const auto at = std::find(reference_rows_.begin(), reference_rows_.end(), rows[i]);
-    if (at != reference_rows_.end()) {
-      const double v = reference_.scores[static_cast<size_t>(at - reference_rows_.begin())] - reference_.mean;
-      m[i] = reference_.sd > 0 ? v / reference_.sd : v;
-    } else {
-      queries.push_back(static_cast<int64_t>(i));
-    }
-  }
-  const RowBlock block(ptrs, nc_);
-  const std::vector<double> q = ScoreAgainstRecorded(folds_.front(), graph_, block.rows, queries, reference_, o_.scoring);
-  for (size_t k = 0; k < q.size() && k < queries.size(); ++k) m[static_cast<size_t>(queries[k])] = q[k];
-  double mm = 0, my = 0;
-  for (size_t i = 0; i < n; ++i) mm += m[i] / static_cast<double>(n), my += y[i] / static_cast<double>(n);
-  double sxy = 0, sxx = 0;
-  for (size_t i = 0; i < n; ++i) sxy += (m[i] - mm) * (y[i] - my), sxx += (m[i] - mm) * (m[i] - mm);
-  const double a0 = 1.0 / o_.correction_weight, lambda = o_.residual_prior;
-  const double a = std::max(0.0, (sxy + lambda * a0) / (sxx + lambda)), b = my - a * mm;
-  std::vector<double> prior(n);
-  for (size_t i = 0; i < n; ++i) prior[i] = a * m[i] + b;
-  residual_ = o_.correction->WithPrior(prior);
-  corr_ = &residual_;
-  model_weight_ = a * o_.correction_weight;
-  if (std::getenv("TGRAPH_RESIDUAL_LOG")) std::fprintf(stderr, "residual: n %zu slope %.3f (a0 %.3f)\n", n, a, a0);
-}
 
 // The fixed reference: the start rows, then random rows, recorded by the fitness fold;
 // its rows enter the population with their scores as its members.
@@ -234,39 +190,39 @@ void Searcher::RecordTheReference() {
     if (!r.empty() && MarkSeen(r)) rows.push_back(std::move(r));
   }
   reference_rows_ = rows;
-  std::vector<const Row*> ptrs;
-  for (const Row& r : reference_rows_) ptrs.push_back(&r);
-  const RowBlock block(ptrs, nc_);
   if (o_.fitness) {  // no model: the reference's scores are the fitness itself
-    for (size_t i = 0; i < reference_rows_.size(); ++i) {
-      const double z = o_.fitness(to_int8(reference_rows_[i]));
-      evaluated_.push_back({z + Correction(reference_rows_[i]), reference_rows_[i], z});
+    for (const Row& x : reference_rows_) {
+      const double z = o_.fitness(to_int8(x));
+      evaluated_.push_back({z + Correction(x), x, z});
     }
     return;
   }
+  std::vector<const Row*> ptrs;
+  for (const Row& r : reference_rows_) ptrs.push_back(&r);
+  const RowBlock block(ptrs, nc_);
   reference_ = RecordReference(folds_.front(), graph_, block.rows, o_.scoring);
-  FitResidual();
   for (size_t i = 0; i < reference_rows_.size(); ++i) {
     const double v = reference_.scores[i] - reference_.mean, z = reference_.sd > 0 ? v / reference_.sd : v;
-    evaluated_.push_back({model_weight_ * z + Correction(reference_rows_[i]), reference_rows_[i], z});
+    evaluated_.push_back({z + Correction(reference_rows_[i]), reference_rows_[i], z});
   }
 }
 
 bool Searcher::Evaluate(const std::vector<Row>& rows) {
   if (rows.empty()) return true;
-  std::vector<const Row*> ptrs;
-  for (const Row& r : rows) ptrs.push_back(&r);
-  const RowBlock block(ptrs, nc_);
-  std::vector<int64_t> idx(rows.size());
-  std::iota(idx.begin(), idx.end(), 0);
   std::vector<double> s;
-  if (o_.fitness)
+  if (o_.fitness) {
     for (const Row& r : rows) s.push_back(o_.fitness(to_int8(r)));
-  else
+  } else {
+    std::vector<const Row*> ptrs;
+    for (const Row& r : rows) ptrs.push_back(&r);
+    const RowBlock block(ptrs, nc_);
+    std::vector<int64_t> idx(rows.size());
+    std::iota(idx.begin(), idx.end(), 0);
     s = ScoreAgainstRecorded(folds_.front(), graph_, block.rows, idx, reference_, o_.scoring);
+  }
   if (s.size() != rows.size()) return false;
   for (size_t i = 0; i < rows.size(); ++i) {
-    evaluated_.push_back({model_weight_ * s[i] + Correction(rows[i]), rows[i], s[i]});
+    evaluated_.push_back({s[i] + Correction(rows[i]), rows[i], s[i]});
     population_.push_back(evaluated_.back());
   }
   return true;
@@ -348,12 +304,6 @@ SearchResult Searcher::Run() {
 // reference once each. The best `results` of them.
 SearchResult Searcher::Finish(SearchResult r) {
   std::sort(evaluated_.begin(), evaluated_.end(), Better);
-  if (o_.keep_evaluated)
-    for (const Scored& e : evaluated_) {
-      r.evaluated_rows.insert(r.evaluated_rows.end(), e.row.begin(), e.row.end());
-      r.evaluated_fitness.push_back(e.score);
-      r.evaluated_model.push_back(e.model);
-    }
   const int64_t finalists = o_.finalists > 0 ? o_.finalists : std::max<int64_t>(2 * o_.results, 32);
   std::vector<const Scored*> picked;
   for (const Scored& s : evaluated_) {
@@ -404,7 +354,7 @@ SearchResult Searcher::Finish(SearchResult r) {
   for (size_t i = 0; i < n; ++i) {
     score[i] = sum[i] / k;
     spread[i] = std::sqrt(std::max(0.0, sum_sq[i] / k - score[i] * score[i]));
-    score[i] = model_weight_ * score[i] + Correction(picked[i]->row, /*final=*/true);
+    score[i] += Correction(picked[i]->row);
   }
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
@@ -412,11 +362,11 @@ SearchResult Searcher::Finish(SearchResult r) {
     return score[a] != score[b] ? score[a] < score[b] : picked[a]->row < picked[b]->row;
   };
   const size_t wanted = std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results)));
-  if (corr_ && o_.exploration > 0 && o_.spread_proposals) {
+  if (o_.correction && o_.exploration > 0 && o_.spread_proposals) {
     // One at a time: each pick's uncertainty conditioned on the picks before it, every
     // finalist's kept up to date (RowState) as the picks become pending. Past
     // kMaxSpreadProposals picks, the rest in the order the uncertainty left then gives.
-    MeasuredCorrection pending = *corr_;
+    MeasuredCorrection pending = *o_.correction;
     std::vector<double> known(n);  // the score without its exploration bonus
     std::vector<MeasuredCorrection::RowState> state(n);
     for (size_t i = 0; i < n; ++i) {
@@ -433,15 +383,8 @@ SearchResult Searcher::Finish(SearchResult r) {
         std::sort(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before);
         break;
       }
-      const auto by_known = [&](size_t a, size_t b) {
-        return known[a] != known[b] ? known[a] < known[b] : picked[a]->row < picked[b]->row;
-      };
-      if (static_cast<int64_t>(k) < o_.exploit)
-        std::iter_swap(order.begin() + static_cast<std::ptrdiff_t>(k),
-                       std::min_element(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), by_known));
-      else
-        std::iter_swap(order.begin() + static_cast<std::ptrdiff_t>(k),
-                       std::min_element(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before));
+      std::iter_swap(order.begin() + static_cast<std::ptrdiff_t>(k),
+                     std::min_element(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before));
       pending.AddPending(to_int8(picked[order[k]]->row));
       if (o_.scoring.cancelled && o_.scoring.cancelled()) {
         r.cancelled = true;

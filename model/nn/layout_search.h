@@ -79,17 +79,8 @@ struct SearchOptions {
   // Benchmarks: when set, the fitness and the final scores are this function of a row
   // (nc x 18 values) instead of the model's (tgraph-bench-search's `oracle` runs the
   // search with the simulated hardware's own runtimes: what a perfect model would find).
+  // Called on the search's thread; no fold is run, the correction is still added.
   std::function<double(const int8_t*)> fitness;
-  // EXPERIMENT: when > 0, the correction learns the measurements' residual from the
-  // model (a Gaussian process whose prior mean is the model's score times a slope fitted
-  // to the measurements, shrunk towards 1 / correction_weight with this many
-  // pseudo-observations) instead of the runtimes themselves.
-  double residual_prior = 0;
-  bool keep_evaluated = false;
-  // EXPERIMENT: when false, the evolutionary fitness leaves the exploration bonus out
-  // (model + correction only); the finalists' selection still subtracts it.
-  bool explore_in_fitness = true;
-  int64_t exploit = 0;  // EXPERIMENT: the first this many spread picks by the score without the bonus  // EXPERIMENT: SearchResult::evaluated_rows, by fitness
 };
 
 inline constexpr int64_t kCandidateSample = 64;
@@ -107,8 +98,6 @@ struct SearchResult {
   int64_t reference = 0;         // rows in the fixed reference
   std::vector<int8_t> reference_rows;  // reference x nc x 18: ScoreConfigs with it gives `score`
   bool cancelled = false;
-  std::vector<int8_t> evaluated_rows;  // EXPERIMENT (keep_evaluated): every row evaluated, best fitness first
-  std::vector<double> evaluated_fitness, evaluated_model;
 };
 
 SearchResult SearchLayouts(const std::vector<FoldModel>& folds, const GraphTensors& graph, const LayoutSpace& space,
