@@ -100,6 +100,8 @@ ABSL_FLAG(int64_t, finalists, 0,
 ABSL_FLAG(int64_t, fitness_folds, 1, "tgraph-guided: folds averaged as the search's fitness (SearchOptions::fitness_folds)");
 ABSL_FLAG(int64_t, finetune_top, 0,
           "tgraph+finetune: every fine-tuning step's sample holds the N fastest measured rows (the rest drawn at random)");
+ABSL_FLAG(double, correction_interactions, 0.0,
+          "--online_correction: the kernel's pairwise part (MeasuredCorrection::Fit's interactions; 0 = linear)");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -273,7 +275,8 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
     absl::StatusOr<tgraph::MeasuredCorrection> correction = absl::InvalidArgumentError("off");
     if (!oracle && absl::GetFlag(FLAGS_online_correction) > 0 &&
         static_cast<int64_t>(runtimes.size()) >= tgraph::MeasuredCorrection::kMinMeasurements) {
-      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
+      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()),
+                                                   1.0, absl::GetFlag(FLAGS_correction_interactions));
       if (correction.ok()) {
         o.correction = &*correction;
         o.correction_weight = absl::GetFlag(FLAGS_online_correction);
