@@ -29,7 +29,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -97,11 +96,6 @@ ABSL_FLAG(bool, spread_proposals, tgraph::SearchOptions{}.spread_proposals,
 ABSL_FLAG(int64_t, finalists, 0,
           "tgraph-guided: rows re-scored by every fold, among which the proposals are chosen (SearchOptions::finalists; 0 "
           "= its default, max(2 x per_round, 32))");
-ABSL_FLAG(int64_t, fitness_folds, 1, "tgraph-guided: folds averaged as the search's fitness (SearchOptions::fitness_folds)");
-ABSL_FLAG(int64_t, finetune_top, 0,
-          "tgraph+finetune: every fine-tuning step's sample holds the N fastest measured rows (the rest drawn at random)");
-ABSL_FLAG(double, correction_interactions, 0.0,
-          "--online_correction: the kernel's pairwise part (MeasuredCorrection::Fit's interactions; 0 = linear)");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -153,20 +147,6 @@ struct FarmGraph {
   }
 };
 
-// 64 rows of gd: the --finetune_top fastest, the rest at random.
-std::vector<int64_t> Sample(const tgraph::GraphData& gd, tgraph::Rng& rng) {
-  const int64_t top = std::min<int64_t>(absl::GetFlag(FLAGS_finetune_top), gd.num_configs());
-  if (top <= 0 || gd.num_configs() <= 64) return tgraph::SampleRows(gd, 64, rng);
-  std::vector<int64_t> order(static_cast<size_t>(gd.num_configs()));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return gd.target[a] < gd.target[b]; });
-  std::vector<int64_t> rest(order.begin() + top, order.end());
-  rng.Shuffle(rest);
-  order.resize(static_cast<size_t>(top));
-  order.insert(order.end(), rest.begin(), rest.begin() + std::min<int64_t>(64 - top, static_cast<int64_t>(rest.size())));
-  return order;
-}
-
 // The learning loop between rounds: every fold trained on the graph's measured rows and
 // their (noisy) runtimes, as tgraph-train finetune trains on a farm's measurements.
 void Finetune(FarmGraph& g, const std::vector<int8_t>& measured, const std::vector<int64_t>& runtimes,
@@ -184,7 +164,7 @@ void Finetune(FarmGraph& g, const std::vector<int8_t>& measured, const std::vect
     net->train();
     auto opt = tgraph::MakeOptimizer(*net, absl::GetFlag(FLAGS_finetune_lr), 1e-5);
     for (int64_t s = 0; s < absl::GetFlag(FLAGS_finetune_steps); ++s)
-      tgraph::TrainStep(*net, *opt, t, gd, Sample(gd, rng), absl::GetFlag(FLAGS_finetune_lr), 1.0);
+      tgraph::TrainStep(*net, *opt, t, gd, tgraph::SampleRows(gd, 64, rng), absl::GetFlag(FLAGS_finetune_lr), 1.0);
   }
   g.Encode();
 }
@@ -267,7 +247,6 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
     o.population = std::clamp<int64_t>(o.evaluations / 8, 32, 512);
     o.reference = 64;
     o.finalists = absl::GetFlag(FLAGS_finalists);
-    o.fitness_folds = absl::GetFlag(FLAGS_fitness_folds);
     o.seed = seed * 1000 + static_cast<uint64_t>(round);
     o.start = &start;
     o.exclude = &measured;
@@ -275,8 +254,7 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
     absl::StatusOr<tgraph::MeasuredCorrection> correction = absl::InvalidArgumentError("off");
     if (!oracle && absl::GetFlag(FLAGS_online_correction) > 0 &&
         static_cast<int64_t>(runtimes.size()) >= tgraph::MeasuredCorrection::kMinMeasurements) {
-      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()),
-                                                   1.0, absl::GetFlag(FLAGS_correction_interactions));
+      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
       if (correction.ok()) {
         o.correction = &*correction;
         o.correction_weight = absl::GetFlag(FLAGS_online_correction);

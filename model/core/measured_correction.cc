@@ -12,7 +12,7 @@ namespace tgraph {
 
 absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int8_t>& rows,
                                                            const std::vector<int64_t>& runtimes, int64_t nc,
-                                                           double ridge, double interactions) {
+                                                           double ridge) {
   const int64_t row_bytes = nc * kConfigFeatDim;
   const int64_t count = static_cast<int64_t>(runtimes.size());
   if (nc <= 0 || static_cast<int64_t>(rows.size()) != count * row_bytes)
@@ -23,7 +23,6 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
     return absl::InvalidArgumentError(
         absl::StrCat("measured rows: ", count, " measurements, at least ", kMinMeasurements, " needed"));
   if (!(ridge > 0)) return absl::InvalidArgumentError("ridge must be > 0");
-  if (!(interactions >= 0)) return absl::InvalidArgumentError("interactions must be >= 0");
   for (int64_t i = 0; i < count; ++i)
     if (runtimes[i] <= 0)
       return absl::InvalidArgumentError(absl::StrCat("measured runtime ", i, " is ", runtimes[i], ", expected > 0"));
@@ -54,7 +53,6 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   c.groups_ = nc * kConfigGroups;
   c.spread_share_ = spread_share;
   c.ridge_ = ridge;
-  c.interactions_ = interactions;
   c.values_.resize(static_cast<size_t>(c.groups_));
   c.value_of_.resize(static_cast<size_t>(c.groups_) * n);
   for (int64_t g = 0; g < c.groups_; ++g) {
@@ -86,7 +84,7 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   // (K + ridge I) w = y, K symmetric positive semi-definite: Cholesky.
   std::vector<double> a(n * n);
   for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j <= i; ++j) a[i * n + j] = c.Kernel(shared[i * n + j]) + (i == j ? ridge : 0.0);
+    for (size_t j = 0; j <= i; ++j) a[i * n + j] = shared[i * n + j] + (i == j ? ridge : 0.0);
   for (size_t j = 0; j < n; ++j) {
     double d = a[j * n + j];
     for (size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
@@ -107,7 +105,6 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
     w[i] /= a[i * n + i];
   }
   c.chol_ = std::move(a);
-  if (interactions > 0) c.dual_ = w;
   // A prediction is sum_i w_i x (groups shared with row i) = sum over groups of the
   // weights of the fitted rows holding the same layout there.
   for (int64_t g = 0; g < c.groups_; ++g)
@@ -118,12 +115,23 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
 
 MeasuredCorrection::RowState MeasuredCorrection::State(const int8_t* row) const {
   const size_t n = static_cast<size_t>(measurements_);
-  const std::vector<uint32_t> shared = Shared(row);  // with each fitted row
+  // k_i: the groups the row shares with fitted row i.
+  std::vector<uint32_t> shared(n, 0);
+  for (int64_t g = 0; g < groups_; ++g) {
+    const std::vector<Value>& values = values_[static_cast<size_t>(g)];
+    for (size_t v = 0; v < values.size(); ++v)
+      if (std::memcmp(values[v].layout, row + g * kLayoutSlots, kLayoutSlots) == 0) {
+        const uint16_t* of = &value_of_[static_cast<size_t>(g) * n];
+        const uint16_t value = static_cast<uint16_t>(v);
+        for (size_t i = 0; i < n; ++i) shared[i] += of[i] == value;
+        break;
+      }
+  }
   // z = L^-1 k over the fitted rows, then the pending ones.
   RowState s;
   s.z.assign(n, 0.0);
   for (size_t i = 0; i < n; ++i) {
-    double t = Kernel(shared[i]);
+    double t = shared[i];
     const double* l = &chol_[i * n];
     for (size_t j = 0; j < i; ++j) t -= l[j] * s.z[j];
     s.z[i] = t / l[i];
@@ -138,10 +146,9 @@ void MeasuredCorrection::Refresh(const int8_t* row, RowState* s) const {
   const size_t row_bytes = static_cast<size_t>(groups_) * kLayoutSlots;
   for (size_t p = s->z.size() - n; p < pending_diag_.size(); ++p) {
     const int8_t* other = &pending_rows_[p * row_bytes];
-    uint32_t shared = 0;  // the groups shared with pending row p
+    double t = 0;  // the groups shared with pending row p
     for (int64_t g = 0; g < groups_; ++g)
-      shared += std::memcmp(other + g * kLayoutSlots, row + g * kLayoutSlots, kLayoutSlots) == 0;
-    double t = Kernel(shared);
+      t += std::memcmp(other + g * kLayoutSlots, row + g * kLayoutSlots, kLayoutSlots) == 0;
     const std::vector<double>& l = pending_chol_[p];
     for (size_t j = 0; j < n + p; ++j) t -= l[j] * s->z[j];
     s->z.push_back(t / pending_diag_[p]);
@@ -152,8 +159,8 @@ void MeasuredCorrection::Refresh(const int8_t* row, RowState* s) const {
 double MeasuredCorrection::Uncertainty(const RowState& s) const {
   if (measurements_ == 0 || groups_ == 0) return 1.0;
   // Posterior variance: k(x, x) - k^T (K + ridge I)^-1 k = groups - |L^-1 k|^2.
-  const double prior = Kernel(static_cast<uint32_t>(groups_));
-  return spread_share_ * std::sqrt(std::clamp((prior - s.norm) / prior, 0.0, 1.0));
+  const double groups = static_cast<double>(groups_);
+  return spread_share_ * std::sqrt(std::clamp((groups - s.norm) / groups, 0.0, 1.0));
 }
 
 double MeasuredCorrection::Uncertainty(const int8_t* row) const {
@@ -165,34 +172,12 @@ void MeasuredCorrection::AddPending(const int8_t* row) {
   if (groups_ == 0) return;
   // The extended factor's new row: L^-1 k, and the diagonal sqrt(k(x, x) + ridge - |L^-1 k|^2).
   RowState s = State(row);
-  pending_diag_.push_back(std::sqrt(std::max(Kernel(static_cast<uint32_t>(groups_)) + ridge_ - s.norm, ridge_)));
+  pending_diag_.push_back(std::sqrt(std::max(static_cast<double>(groups_) + ridge_ - s.norm, ridge_)));
   pending_chol_.push_back(std::move(s.z));
   pending_rows_.insert(pending_rows_.end(), row, row + groups_ * kLayoutSlots);
 }
 
-std::vector<uint32_t> MeasuredCorrection::Shared(const int8_t* row) const {
-  const size_t n = static_cast<size_t>(measurements_);
-  std::vector<uint32_t> shared(n, 0);
-  for (int64_t g = 0; g < groups_; ++g) {
-    const std::vector<Value>& values = values_[static_cast<size_t>(g)];
-    for (size_t v = 0; v < values.size(); ++v)
-      if (std::memcmp(values[v].layout, row + g * kLayoutSlots, kLayoutSlots) == 0) {
-        const uint16_t* of = &value_of_[static_cast<size_t>(g) * n];
-        const uint16_t value = static_cast<uint16_t>(v);
-        for (size_t i = 0; i < n; ++i) shared[i] += of[i] == value;
-        break;
-      }
-  }
-  return shared;
-}
-
 double MeasuredCorrection::Predict(const int8_t* row) const {
-  if (interactions_ > 0) {
-    const std::vector<uint32_t> shared = Shared(row);
-    double p = 0;
-    for (size_t i = 0; i < shared.size(); ++i) p += dual_[i] * Kernel(shared[i]);
-    return p;
-  }
   double p = 0;
   for (int64_t g = 0; g < groups_; ++g)
     for (const Value& v : values_[static_cast<size_t>(g)])

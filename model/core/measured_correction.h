@@ -56,7 +56,7 @@ class MeasuredCorrection {
   // INVALID_ARGUMENT for sizes that disagree, a runtime <= 0, or fewer than
   // kMinMeasurements rows; ridge must be > 0.
   static absl::StatusOr<MeasuredCorrection> Fit(const std::vector<int8_t>& rows, const std::vector<int64_t>& runtimes,
-                                                int64_t nc, double ridge = 1.0, double interactions = 0.0);
+                                                int64_t nc, double ridge = 1.0);
 
   // The row's predicted standardised log runtime (nc x 18 values).
   double Predict(const int8_t* row) const;
@@ -102,15 +102,6 @@ class MeasuredCorrection {
   std::vector<double> chol_;
   double spread_share_ = 1;  // the runtimes' spread over the unit (below 1 where kMinSpread holds)
   double ridge_ = 1;
-  // The kernel of rows sharing s groups: s + interactions x s^2 / groups (0: linear, one
-  // weight per group and layout; above: also every pair of groups' layouts together).
-  double interactions_ = 0;
-  std::vector<double> dual_;  // the fitted rows' weights, when interactions_ > 0
-  double Kernel(uint32_t shared) const {
-    const double s = static_cast<double>(shared);
-    return interactions_ > 0 ? s + interactions_ * s * s / static_cast<double>(groups_) : s;
-  }
-  std::vector<uint32_t> Shared(const int8_t* row) const;  // groups shared with each fitted row
   // Pending rows (AddPending): their layouts (pending x nc x 18) and their rows of the
   // extended Cholesky factor: pending row p's n + p values left of the diagonal, and its
   // diagonal.

@@ -20,8 +20,7 @@ using Row = std::string;  // nc x 18 layout values, as bytes
 struct Scored {
   double score = 0;
   Row row;
-  double model = 0;     // the fitness folds' standardised score, averaged
-  double model_sq = 0;  // the mean of their squares (the spread, with model)
+  double model = 0;  // the fitness fold's standardised score
 };
 
 const int8_t* to_int8(const Row& r) { return reinterpret_cast<const int8_t*>(r.data()); }
@@ -167,10 +166,7 @@ class Searcher {
   std::vector<Row> reference_rows_;
   std::vector<Row> pool_;  // options.candidates, distinct and sorted, none excluded
   std::vector<size_t> open_, open_at_;  // pool_ indices not evaluated yet; each one's place in open_
-  int64_t FitnessFolds() const {
-    return std::clamp<int64_t>(o_.fitness_folds, 1, static_cast<int64_t>(folds_.size()));
-  }
-  std::vector<RecordedReference> reference_;  // one per fitness fold
+  RecordedReference reference_;
   std::vector<Scored> evaluated_, population_;
 };
 
@@ -204,47 +200,29 @@ void Searcher::RecordTheReference() {
   std::vector<const Row*> ptrs;
   for (const Row& r : reference_rows_) ptrs.push_back(&r);
   const RowBlock block(ptrs, nc_);
-  std::vector<double> sum(reference_rows_.size()), sum_sq(reference_rows_.size());
-  for (int64_t f = 0; f < FitnessFolds(); ++f) {
-    reference_.push_back(RecordReference(folds_[static_cast<size_t>(f)], graph_, block.rows, o_.scoring));
-    const RecordedReference& rec = reference_.back();
-    for (size_t i = 0; i < reference_rows_.size(); ++i) {
-      const double v = rec.scores[i] - rec.mean, z = rec.sd > 0 ? v / rec.sd : v;
-      sum[i] += z;
-      sum_sq[i] += z * z;
-    }
+  reference_ = RecordReference(folds_.front(), graph_, block.rows, o_.scoring);
+  for (size_t i = 0; i < reference_rows_.size(); ++i) {
+    const double v = reference_.scores[i] - reference_.mean, z = reference_.sd > 0 ? v / reference_.sd : v;
+    evaluated_.push_back({z + Correction(reference_rows_[i]), reference_rows_[i], z});
   }
-  const double m = static_cast<double>(FitnessFolds());
-  for (size_t i = 0; i < reference_rows_.size(); ++i)
-    evaluated_.push_back({sum[i] / m + Correction(reference_rows_[i]), reference_rows_[i], sum[i] / m, sum_sq[i] / m});
 }
 
 bool Searcher::Evaluate(const std::vector<Row>& rows) {
   if (rows.empty()) return true;
-  std::vector<double> s(rows.size()), s_sq(rows.size());
+  std::vector<double> s;
   if (o_.fitness) {
-    for (size_t i = 0; i < rows.size(); ++i) {
-      s[i] = o_.fitness(to_int8(rows[i]));
-      s_sq[i] = s[i] * s[i];
-    }
+    for (const Row& r : rows) s.push_back(o_.fitness(to_int8(r)));
   } else {
     std::vector<const Row*> ptrs;
     for (const Row& r : rows) ptrs.push_back(&r);
     const RowBlock block(ptrs, nc_);
     std::vector<int64_t> idx(rows.size());
     std::iota(idx.begin(), idx.end(), 0);
-    for (size_t f = 0; f < reference_.size(); ++f) {
-      const std::vector<double> z =
-          ScoreAgainstRecorded(folds_[f], graph_, block.rows, idx, reference_[f], o_.scoring);
-      if (z.size() != rows.size()) return false;
-      for (size_t i = 0; i < rows.size(); ++i) {
-        s[i] += z[i] / static_cast<double>(reference_.size());
-        s_sq[i] += z[i] * z[i] / static_cast<double>(reference_.size());
-      }
-    }
+    s = ScoreAgainstRecorded(folds_.front(), graph_, block.rows, idx, reference_, o_.scoring);
   }
+  if (s.size() != rows.size()) return false;
   for (size_t i = 0; i < rows.size(); ++i) {
-    evaluated_.push_back({s[i] + Correction(rows[i]), rows[i], s[i], s_sq[i]});
+    evaluated_.push_back({s[i] + Correction(rows[i]), rows[i], s[i]});
     population_.push_back(evaluated_.back());
   }
   return true;
@@ -334,15 +312,13 @@ SearchResult Searcher::Finish(SearchResult r) {
   }
   if (picked.empty()) return r;
   const size_t n = picked.size();
-  // The fitness folds' own scores, the correction added once, after.
-  const size_t fitness_folds = o_.fitness ? 1 : reference_.size();
   std::vector<double> sum(n), sum_sq(n);
-  for (size_t i = 0; i < n; ++i) {
-    sum[i] = picked[i]->model * static_cast<double>(fitness_folds);
-    sum_sq[i] = picked[i]->model_sq * static_cast<double>(fitness_folds);
+  for (size_t i = 0; i < n; ++i) {  // the folds' own scores: the correction is added once, after
+    sum[i] = picked[i]->model;
+    sum_sq[i] = sum[i] * sum[i];
   }
   const size_t models = o_.fitness ? 1 : folds_.size();
-  if (models > fitness_folds) {
+  if (models > 1) {
     std::vector<const Row*> ref_ptrs, rows;
     for (const Row& x : reference_rows_) ref_ptrs.push_back(&x);
     std::vector<int64_t> member(n, -1), queries;
@@ -353,7 +329,7 @@ SearchResult Searcher::Finish(SearchResult r) {
       rows.push_back(&picked[i]->row);
     }
     const RowBlock ref(ref_ptrs, nc_), block(rows, nc_);
-    for (size_t k = fitness_folds; k < folds_.size(); ++k) {
+    for (size_t k = 1; k < folds_.size(); ++k) {
       const RecordedReference rec = RecordReference(folds_[k], graph_, ref.rows, o_.scoring);
       const std::vector<double> q = ScoreAgainstRecorded(folds_[k], graph_, block.rows, queries, rec, o_.scoring);
       if (q.size() != queries.size()) {

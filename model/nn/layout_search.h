@@ -49,9 +49,6 @@ struct SearchOptions {
   int64_t reference = 128;       // the fixed reference's rows (capped by the budget's batch)
   int64_t finalists = 0;         // rows re-scored by every fold; 0: max(2 x results, 32)
   double explore = 0.05;         // share of each generation that is fresh random rows
-  // Folds whose standardised scores, averaged, are the fitness (the first ones; at
-  // least 1, at most all). Each costs as much as the first: 1 is the budget's default.
-  int64_t fitness_folds = 1;
   uint64_t seed = 0;
   const std::vector<int8_t>* start = nullptr;    // rows (count x nc x 18) to start from
   const std::vector<int8_t>* exclude = nullptr;  // rows never to return (already measured)
