@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <tuple>
 
 #include "model/core/graph.h"
 #include "model/core/measured_correction.h"
@@ -243,4 +244,113 @@ TEST_CASE("measured correction: a pending row lowers the uncertainty as its meas
   const std::vector<double> k = {0, 1, 1, 0, 2};
   const double variance = 3 - Dot(k, SolveDense(k_plus_ridge, k));
   CHECK(one.Uncertainty(OneNodeRow(1, 1, 5).data()) == Approx(std::sqrt(variance / 3)).margin(1e-9));
+}
+
+TEST_CASE("measured correction: a pair of groups fits an interaction that no group alone can", "[correction]") {
+  // One node, output and input each 0 or 1; a copy (twice the runtime) when they differ.
+  // Each layout of each group is once fast and once slow, so counting groups alone
+  // predicts 0 for every row. With the pair (output, input): K + I over (0,0), (1,1),
+  // (0,1), (1,0) is [[5,1,2,2],[1,5,2,2],[2,2,5,1],[2,2,1,5]] (the kernel group, all -1,
+  // shared by all), y = (-1, -1, 1, 1), so w = (-1, -1, 1, 1) / 2 and the rows predict
+  // -1/2 where the layouts agree, +1/2 where they differ.
+  std::vector<int8_t> rows;
+  std::vector<int64_t> runtimes;
+  for (auto [o, i, rt] : {std::tuple{0, 0, 100}, {1, 1, 100}, {0, 1, 200}, {1, 0, 200}}) {
+    const std::vector<int8_t> r = OneNodeRow(static_cast<int8_t>(o), static_cast<int8_t>(i), -1);
+    rows.insert(rows.end(), r.begin(), r.end());
+    runtimes.push_back(rt);
+  }
+  auto alone = MeasuredCorrection::Fit(rows, runtimes, 1);
+  REQUIRE(alone.ok());
+  CorrectionKernel kernel;
+  kernel.pairs = {{0, 1}};
+  auto paired = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &kernel);
+  REQUIRE(paired.ok());
+  for (int r = 0; r < 4; ++r) {
+    CHECK(alone->Predict(rows.data() + r * kConfigFeatDim) == Approx(0.0).margin(1e-12));
+    CHECK(paired->Predict(rows.data() + r * kConfigFeatDim) == Approx(r < 2 ? -0.5 : 0.5).margin(1e-12));
+  }
+  // A row with an unseen input layout shares no pair: by symmetry, 0.
+  CHECK(paired->Predict(OneNodeRow(0, 2, -1).data()) == Approx(0.0).margin(1e-12));
+  // The uncertainty is over the prior's k(x, x) = 3 groups + 1 pair: a fitted row keeps
+  // 4 - k (K + I)^-1 k of it, with k its column of K.
+  const std::vector<double> k_plus_ridge = {5, 1, 2, 2, 1, 5, 2, 2, 2, 2, 5, 1, 2, 2, 1, 5};
+  const std::vector<double> k = {4, 1, 2, 2};
+  const double variance = 4 - Dot(k, SolveDense(k_plus_ridge, k));
+  CHECK(paired->Uncertainty(rows.data()) == Approx(std::sqrt(variance / 4)).margin(1e-12));
+}
+
+TEST_CASE("measured correction: group weights scale the kernel, and a group of weight 0 is not learned",
+          "[correction]") {
+  std::vector<int8_t> rows;
+  std::vector<int64_t> runtimes;
+  FourRows(&rows, &runtimes);
+  // Every group weighted 2: K' + I = 2 (K + I/2), the same predictions and uncertainty
+  // ratios as ridge 1/2.
+  CorrectionKernel twice;
+  twice.group_weight.assign(3, 2.0);
+  auto a = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &twice);
+  auto b = MeasuredCorrection::Fit(rows, runtimes, 1, 0.5);
+  REQUIRE(a.ok());
+  REQUIRE(b.ok());
+  for (const auto& q : {OneNodeRow(1, 1, 1), OneNodeRow(1, 2, 5), OneNodeRow(0, 0, 0), OneNodeRow(4, 4, 4)}) {
+    CHECK(a->Predict(q.data()) == Approx(b->Predict(q.data())).margin(1e-12));
+    CHECK(a->Uncertainty(q.data()) == Approx(b->Uncertainty(q.data())).margin(1e-12));
+  }
+  // The output group weighted 0: a row's output layout changes nothing.
+  CorrectionKernel no_output;
+  no_output.group_weight = {0.0, 1.0, 1.0};
+  auto c = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &no_output);
+  REQUIRE(c.ok());
+  CHECK(c->Predict(OneNodeRow(0, 1, 1).data()) == c->Predict(OneNodeRow(3, 1, 1).data()));
+  CHECK(c->Predict(OneNodeRow(0, 1, 1).data()) != c->Predict(OneNodeRow(0, 0, 1).data()));
+  CHECK(c->Uncertainty(OneNodeRow(0, 1, 1).data()) == c->Uncertainty(OneNodeRow(3, 1, 1).data()));
+}
+
+TEST_CASE("measured correction: with pairs, a pending row lowers the uncertainty as its measurement would",
+          "[correction]") {
+  std::vector<int8_t> rows;
+  std::vector<int64_t> runtimes;
+  FourRows(&rows, &runtimes);
+  CorrectionKernel kernel;
+  kernel.group_weight = {1.0, 2.0, 0.5};
+  kernel.pairs = {{0, 1}, {1, 2}};
+  kernel.pair_weight = 1.5;
+  auto c = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &kernel);
+  REQUIRE(c.ok());
+  const std::vector<int8_t> p1 = OneNodeRow(1, 1, 1), p2 = OneNodeRow(1, 2, 5);
+  MeasuredCorrection pending = *c;
+  pending.AddPending(p1.data());
+  pending.AddPending(p2.data());
+  std::vector<int8_t> six = rows;
+  six.insert(six.end(), p1.begin(), p1.end());
+  six.insert(six.end(), p2.begin(), p2.end());
+  std::vector<int64_t> six_runtimes = runtimes;
+  six_runtimes.push_back(std::llround(std::exp(11.5)));
+  six_runtimes.push_back(std::llround(std::exp(12.5)));
+  auto measured = MeasuredCorrection::Fit(six, six_runtimes, 1, 1.0, &kernel);
+  REQUIRE(measured.ok());
+  for (const auto& q : {p1, p2, OneNodeRow(1, 1, 5), OneNodeRow(0, 0, 0), OneNodeRow(4, 4, 4)}) {
+    CHECK(pending.Uncertainty(q.data()) == Approx(measured->Uncertainty(q.data())).margin(1e-9));
+    CHECK(pending.Predict(q.data()) == c->Predict(q.data()));
+  }
+}
+
+TEST_CASE("measured correction: refuses a kernel that does not fit the rows", "[correction]") {
+  std::vector<int8_t> rows;
+  std::vector<int64_t> runtimes;
+  FourRows(&rows, &runtimes);
+  CorrectionKernel k;
+  k.group_weight = {1.0, 1.0};  // 3 groups
+  CHECK(MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &k).status().code() == absl::StatusCode::kInvalidArgument);
+  k.group_weight = {1.0, -1.0, 1.0};
+  CHECK(MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &k).status().code() == absl::StatusCode::kInvalidArgument);
+  k.group_weight.clear();
+  k.pairs = {{0, 3}};
+  CHECK(MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &k).status().code() == absl::StatusCode::kInvalidArgument);
+  k.pairs = {{0, 2}};
+  k.pair_weight = -1;
+  CHECK(MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &k).status().code() == absl::StatusCode::kInvalidArgument);
+  k.pair_weight = 1;
+  CHECK(MeasuredCorrection::Fit(rows, runtimes, 1, 1.0, &k).ok());
 }
