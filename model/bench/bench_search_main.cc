@@ -96,21 +96,6 @@ ABSL_FLAG(bool, spread_proposals, tgraph::SearchOptions{}.spread_proposals,
 ABSL_FLAG(int64_t, finalists, 0,
           "tgraph-guided: rows re-scored by every fold, among which the proposals are chosen (SearchOptions::finalists; 0 "
           "= its default, max(2 x per_round, 32))");
-ABSL_FLAG(int, correction_hops, 0,
-          "--online_correction: also model pairs of layout groups of configurable nodes this many edges apart "
-          "(InteractingGroups); 0 = each group alone");
-ABSL_FLAG(double, correction_pair_weight, 1.0, "--correction_hops: the pairs' weight in the correction's kernel");
-ABSL_FLAG(int64_t, correction_max_pairs, 4096, "--correction_hops: at most this many pairs");
-ABSL_FLAG(double, correction_size_power, 0.0,
-          "--online_correction: weigh each layout group in the kernel by its tensor's bytes to this power (0 = equal)");
-ABSL_FLAG(double, correction_ridge, 1.0, "EXPERIMENT");
-ABSL_FLAG(int64_t, local_results, 0, "EXPERIMENT");
-ABSL_FLAG(bool, local_random, false, "EXPERIMENT");
-ABSL_FLAG(bool, correction_linear, false, "EXPERIMENT");
-ABSL_FLAG(int64_t, correction_fastest, 0, "EXPERIMENT");
-ABSL_FLAG(bool, correction_only, false, "tgraph: the fitness is the correction alone (no model)");
-ABSL_FLAG(bool, probe_correction, false,
-          "Fit the correction on rows near the best known and report how it ranks others (unary against pairs)");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -147,7 +132,6 @@ struct FarmGraph {
   tgraph::GraphTensors tensors;
   std::vector<tgraph::StaticEncoding> caches;
   std::vector<tgraph::FoldModel> folds;
-  tgraph::CorrectionKernel kernel;  // --correction_hops, --correction_size_power
 
   // The folds' encodings of the graph, again after their weights changed.
   void Encode() {
@@ -263,18 +247,14 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
     o.population = std::clamp<int64_t>(o.evaluations / 8, 32, 512);
     o.reference = 64;
     o.finalists = absl::GetFlag(FLAGS_finalists);
-    o.local_results = absl::GetFlag(FLAGS_local_results);
-    o.local_random = absl::GetFlag(FLAGS_local_random);
     o.seed = seed * 1000 + static_cast<uint64_t>(round);
     o.start = &start;
     o.exclude = &measured;
     if (oracle) o.fitness = [&g](const int8_t* x) { return std::log(TrueRuntime(g, x)); };
-    if (!oracle && absl::GetFlag(FLAGS_correction_only)) o.fitness = [](const int8_t*) { return 0.0; };
     absl::StatusOr<tgraph::MeasuredCorrection> correction = absl::InvalidArgumentError("off");
     if (!oracle && absl::GetFlag(FLAGS_online_correction) > 0 &&
         static_cast<int64_t>(runtimes.size()) >= tgraph::MeasuredCorrection::kMinMeasurements) {
-      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()),
-                                                   absl::GetFlag(FLAGS_correction_ridge), &g.kernel);
+      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
       if (correction.ok()) {
         o.correction = &*correction;
         o.correction_weight = absl::GetFlag(FLAGS_online_correction);
@@ -293,59 +273,7 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
     }
     if (learn && static_cast<int64_t>(t.size()) < Budget()) Finetune(g, measured, runtimes, rng);
   }
-  if (absl::GetFlag(FLAGS_correction_only) && !oracle) {  // EXPERIMENT: is the best found a local optimum?
-    size_t bi = 0;
-    for (size_t i = 1; i < t.size(); ++i)
-      if (t[i] < t[bi]) bi = i;
-    const int8_t* b = measured.data() + bi * row;
-    const std::vector<int8_t> nb = Neighbours(g.space, b, row);
-    int better = 0;
-    double best = t[bi];
-    for (size_t k = 0; k < nb.size() / row; ++k) {
-      const double v = TrueRuntime(g, nb.data() + k * row);
-      better += v < t[bi] * 0.9999;
-      best = std::min(best, v);
-    }
-    std::fprintf(stderr, "LOCAL %s best %.0f: %zu neighbours, %d better, best neighbour %.2f%%\n", g.inst.name.c_str(),
-                 t[bi], nb.size() / row, better, 100 * (best / t[bi] - 1));
-  }
   return t;
-}
-
-// The correction's kernel the flags ask for.
-tgraph::CorrectionKernel ProbeKernel(const tgraph::NodeGraph& graph, const tgraph::LayoutSpace& space, int hops,
-                                     double power) {
-  tgraph::CorrectionKernel k;
-  k.linear_runtime = absl::GetFlag(FLAGS_correction_linear);
-  k.fit_fastest = absl::GetFlag(FLAGS_correction_fastest);
-  k.pair_weight = absl::GetFlag(FLAGS_correction_pair_weight);
-  if (hops > 0) k.pairs = tgraph::InteractingGroups(graph, space, hops, absl::GetFlag(FLAGS_correction_max_pairs));
-  if (power != 0) {
-    std::vector<std::vector<int64_t>> operands(static_cast<size_t>(graph.num_nodes));
-    for (int64_t e = 0; e < graph.num_edges(); ++e) operands[graph.edge_index[2 * e]].push_back(graph.edge_index[2 * e + 1]);
-    auto bytes = [&](int64_t node) {
-      const float* f = graph.feat(node);
-      return std::max(1.0, static_cast<double>(f[28]) * std::max(1.0f, f[1]) / 8.0);
-    };
-    const size_t nc = space.nodes.size();
-    k.group_weight.assign(nc * 3, 1.0);
-    double sum = 0;
-    int varying = 0;
-    for (size_t j = 0; j < nc; ++j)
-      for (int gr = 0; gr < 3; ++gr) {
-        if (space.nodes[j].groups[gr].candidates.size() < 2) continue;
-        const int64_t node = space.nodes[j].node;
-        const auto& ops = operands[node];
-        const int64_t t = gr == 0 ? node : (static_cast<size_t>(gr - 1) < ops.size() ? ops[gr - 1] : node);
-        k.group_weight[j * 3 + gr] = std::pow(bytes(t), power);
-        sum += k.group_weight[j * 3 + gr];
-        ++varying;
-      }
-    for (size_t j = 0; j < nc; ++j)
-      for (int gr = 0; gr < 3; ++gr)
-        if (space.nodes[j].groups[gr].candidates.size() >= 2) k.group_weight[j * 3 + gr] *= varying / sum;
-  }
-  return k;
 }
 
 // Graph `index` of the farm, with a fresh copy of the model (version `version`).
@@ -366,8 +294,6 @@ absl::StatusOr<std::unique_ptr<FarmGraph>> LoadFarmGraph(const tgraph::Registry&
   g->hardware = std::make_unique<synth::LayoutCostModel>(g->inst.built.nodes, g->inst.config_ids, k);
   g->graph = synth::ToNodeGraph(g->inst.built.nodes);
   g->space = tgraph::LayoutSpaceOf(g->graph, g->inst.config_ids);
-  g->kernel = ProbeKernel(g->graph, g->space, absl::GetFlag(FLAGS_correction_hops),
-                          absl::GetFlag(FLAGS_correction_size_power));
   const tgraph::PrunedGraph pruned = tgraph::PruneGraph(g->graph, g->inst.config_ids);
   g->tensors = tgraph::MakeGraphTensors(pruned.graph, pruned.config_node_index, g->model.manifest.stats);
   g->Encode();
@@ -492,63 +418,6 @@ int RunNeighbourTau(const tgraph::Registry& registry, int64_t version, const tgr
   return tgraph::kExitOk;
 }
 
-// --probe_correction: rows a few groups away from the best known, measured with noise;
-// the correction fitted on some predicts the others (Kendall tau, and how far the row it
-// predicts fastest is from the fastest of them).
-int RunProbeCorrection(const tgraph::Registry& registry, int64_t version, const tgraph::Collection& c,
-                       const synth::PresetSpec& preset, int first, int count) {
-  std::printf("%-36s %5s %6s | %8s %8s | %8s %8s\n", "graph", "nc", "pairs", "tau 1", "tau 2", "regret 1", "regret 2");
-  for (int i = 0; i < count; ++i) {
-    absl::StatusOr<std::unique_ptr<FarmGraph>> g = LoadFarmGraph(registry, version, c, preset, first + i);
-    if (!g.ok()) return Fail(g.status());
-    FarmGraph& fg = **g;
-    const int64_t nc = static_cast<int64_t>(fg.space.nodes.size());
-    const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
-    tgraph::Rng long_rng(12345 + static_cast<uint64_t>(i));
-    const synth::SearchResult known = synth::GeneticSearch(*fg.hardware, absl::GetFlag(FLAGS_best_known_evaluations), long_rng);
-    size_t best = 0;
-    for (int64_t k = 1; k < known.num_configs; ++k)
-      if (TrueRuntime(fg, known.configs.data() + k * row) < TrueRuntime(fg, known.configs.data() + best * row)) best = k;
-    tgraph::Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(i));
-    auto sample = [&](int64_t m, std::vector<int8_t>* rows, std::vector<int64_t>* measured, std::vector<double>* truth) {
-      for (int64_t k = 0; k < m; ++k) {
-        std::vector<int8_t> x(known.configs.begin() + best * row, known.configs.begin() + (best + 1) * row);
-        const int64_t changes = rng.Int(1, 12);
-        for (int64_t t = 0; t < changes; ++t) {
-          const int64_t j = rng.Int(0, nc - 1);
-          const int gr = static_cast<int>(rng.Int(0, tgraph::kConfigGroups - 1));
-          const auto& cands = fg.space.nodes[j].groups[gr].candidates;
-          const auto& l = cands[static_cast<size_t>(rng.Int(0, static_cast<int64_t>(cands.size()) - 1))];
-          std::copy(l.begin(), l.end(), x.begin() + j * tgraph::kConfigFeatDim + gr * tgraph::kLayoutSlots);
-        }
-        rows->insert(rows->end(), x.begin(), x.end());
-        truth->push_back(TrueRuntime(fg, x.data()));
-        measured->push_back(synth::Measure(truth->back(), rng));
-      }
-    };
-    std::vector<int8_t> train, test;
-    std::vector<int64_t> train_rt, test_rt;
-    std::vector<double> train_truth, test_truth;
-    sample(absl::GetFlag(FLAGS_budget), &train, &train_rt, &train_truth);
-    sample(400, &test, &test_rt, &test_truth);
-    const size_t pairs = fg.kernel.pairs.size();
-    double tau[2], regret[2];
-    for (int v = 0; v < 2; ++v) {
-      absl::StatusOr<tgraph::MeasuredCorrection> corr =
-          tgraph::MeasuredCorrection::Fit(train, train_rt, nc, 1.0, v == 1 ? &fg.kernel : nullptr);
-      if (!corr.ok()) return Fail(corr.status());
-      std::vector<double> pred;
-      for (size_t k = 0; k < test_truth.size(); ++k) pred.push_back(corr->Predict(test.data() + k * row));
-      tau[v] = tgraph::KendallTau(pred, test_truth);
-      const size_t top = static_cast<size_t>(std::min_element(pred.begin(), pred.end()) - pred.begin());
-      regret[v] = test_truth[top] / *std::min_element(test_truth.begin(), test_truth.end()) - 1;
-    }
-    std::printf("%-36s %5lld %6zu | %8.3f %8.3f | %7.2f%% %7.2f%%\n", fg.inst.name.c_str(), static_cast<long long>(nc),
-                pairs, tau[0], tau[1], 100 * regret[0], 100 * regret[1]);
-  }
-  return tgraph::kExitOk;
-}
-
 int RunFarm() {
   torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
@@ -573,7 +442,6 @@ int RunFarm() {
   const int first = fam.train + (split == "test" ? fam.valid : 0);
   const int count = std::min(absl::GetFlag(FLAGS_graphs), split == "test" ? fam.test : fam.valid);
   if (absl::GetFlag(FLAGS_neighbour_tau)) return RunNeighbourTau(registry, version, *c, *preset, first, count);
-  if (absl::GetFlag(FLAGS_probe_correction)) return RunProbeCorrection(registry, version, *c, *preset, first, count);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, &std::fclose);
   if (const std::string path = absl::GetFlag(FLAGS_csv); !path.empty()) {
     csv.reset(std::fopen(path.c_str(), "w"));

@@ -151,54 +151,6 @@ LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& co
   return s;
 }
 
-std::vector<GroupPair> InteractingGroups(const NodeGraph& graph, const LayoutSpace& space, int hops,
-                                         int64_t max_pairs) {
-  const int64_t n = graph.num_nodes;
-  std::vector<std::vector<int64_t>> adjacent(static_cast<size_t>(n));
-  for (int64_t e = 0; e < graph.num_edges(); ++e) {
-    const int64_t u = graph.edge_index[2 * e], v = graph.edge_index[2 * e + 1];
-    if (u < 0 || u >= n || v < 0 || v >= n || u == v) continue;
-    adjacent[u].push_back(v);
-    adjacent[v].push_back(u);
-  }
-  std::vector<int32_t> position(static_cast<size_t>(n), -1);
-  for (size_t j = 0; j < space.nodes.size(); ++j)
-    if (space.nodes[j].node >= 0 && space.nodes[j].node < n) position[space.nodes[j].node] = static_cast<int32_t>(j);
-  auto varies = [&](int32_t j, int g) { return space.nodes[j].groups[g].candidates.size() > 1; };
-  // (distance, node pair): nodes at distance 0 are the node itself.
-  std::vector<std::pair<int, std::array<int32_t, 2>>> near;
-  std::vector<int> dist(static_cast<size_t>(n), -1);
-  std::vector<int64_t> queue, seen;
-  for (size_t j = 0; j < space.nodes.size(); ++j) {
-    const int64_t start = space.nodes[j].node;
-    if (start < 0 || start >= n) continue;
-    near.push_back({0, {static_cast<int32_t>(j), static_cast<int32_t>(j)}});
-    queue.assign(1, start);
-    seen.assign(1, start);
-    dist[start] = 0;
-    for (size_t q = 0; q < queue.size(); ++q) {
-      const int64_t u = queue[q];
-      if (dist[u] >= hops || (u != start && position[u] >= 0)) continue;  // paths stop at configurable nodes
-      for (int64_t v : adjacent[u]) {
-        if (dist[v] >= 0) continue;
-        dist[v] = dist[u] + 1;
-        seen.push_back(v);
-        queue.push_back(v);
-        if (position[v] > static_cast<int32_t>(j)) near.push_back({dist[v], {static_cast<int32_t>(j), position[v]}});
-      }
-    }
-    for (int64_t v : seen) dist[v] = -1;
-  }
-  std::stable_sort(near.begin(), near.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<GroupPair> pairs;
-  for (const auto& [d, jk] : near)
-    for (int a = 0; a < kConfigGroups; ++a)
-      for (int b = jk[0] == jk[1] ? a + 1 : 0; b < kConfigGroups; ++b)
-        if (varies(jk[0], a) && varies(jk[1], b) && static_cast<int64_t>(pairs.size()) < max_pairs)
-          pairs.push_back({jk[0] * kConfigGroups + a, jk[1] * kConfigGroups + b});
-  return pairs;
-}
-
 std::string FirstIllegalLayoutRow(const LayoutSpace& space, const int8_t* rows, int64_t count) {
   const int64_t nc = static_cast<int64_t>(space.nodes.size());
   for (int64_t c = 0; c < count; ++c)

@@ -58,15 +58,6 @@ using FirstOperands = std::vector<std::array<int64_t, 2>>;
 LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& config_ids,
                           const FirstOperands* first_operands = nullptr);
 
-// Pairs of layout groups (configurable node x 3 + group, first < second) whose choices
-// may interact: the groups of one node, and those of two configurable nodes joined by a
-// path of at most `hops` edges whose inner nodes are not configurable (a copy between a
-// producer's layout and what its consumer needs, carried through elementwise chains).
-// Only groups with more than one candidate; at most max_pairs, nearest first.
-using GroupPair = std::array<int32_t, 2>;
-std::vector<GroupPair> InteractingGroups(const NodeGraph& graph, const LayoutSpace& space, int hops,
-                                         int64_t max_pairs);
-
 // Memory a space holds, for byte budgets.
 int64_t LayoutSpaceBytes(const LayoutSpace& space);
 

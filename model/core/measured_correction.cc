@@ -12,7 +12,7 @@ namespace tgraph {
 
 absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int8_t>& rows,
                                                            const std::vector<int64_t>& runtimes, int64_t nc,
-                                                           double ridge, const CorrectionKernel* kernel) {
+                                                           double ridge) {
   const int64_t row_bytes = nc * kConfigFeatDim;
   const int64_t count = static_cast<int64_t>(runtimes.size());
   if (nc <= 0 || static_cast<int64_t>(rows.size()) != count * row_bytes)
@@ -23,19 +23,6 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
     return absl::InvalidArgumentError(
         absl::StrCat("measured rows: ", count, " measurements, at least ", kMinMeasurements, " needed"));
   if (!(ridge > 0)) return absl::InvalidArgumentError("ridge must be > 0");
-  if (kernel != nullptr) {
-    if (!kernel->group_weight.empty() && static_cast<int64_t>(kernel->group_weight.size()) != nc * kConfigGroups)
-      return absl::InvalidArgumentError(absl::StrCat("group weights: ", kernel->group_weight.size(), " for ",
-                                                     nc * kConfigGroups, " groups"));
-    for (size_t g = 0; g < kernel->group_weight.size(); ++g)
-      if (!(kernel->group_weight[g] >= 0))
-        return absl::InvalidArgumentError(absl::StrCat("group weight ", g, " is ", kernel->group_weight[g], ", expected >= 0"));
-    if (!(kernel->pair_weight >= 0)) return absl::InvalidArgumentError("pair weight must be >= 0");
-    for (const GroupPair& p : kernel->pairs)
-      if (p[0] < 0 || p[1] < 0 || p[0] >= nc * kConfigGroups || p[1] >= nc * kConfigGroups)
-        return absl::InvalidArgumentError(absl::StrCat("group pair (", p[0], ", ", p[1], ") outside the ",
-                                                       nc * kConfigGroups, " groups of ", nc, " configurable nodes"));
-  }
   for (int64_t i = 0; i < count; ++i)
     if (runtimes[i] <= 0)
       return absl::InvalidArgumentError(absl::StrCat("measured runtime ", i, " is ", runtimes[i], ", expected > 0"));
@@ -45,16 +32,13 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return runtimes[a] < runtimes[b]; });
   order.resize(static_cast<size_t>(std::min(count, kMaxMeasurements)));
-  if (kernel && kernel->fit_fastest >= kMinMeasurements && static_cast<int64_t>(order.size()) > kernel->fit_fastest)
-    order.resize(static_cast<size_t>(kernel->fit_fastest));
   const size_t n = order.size();
 
   auto row_of = [&](size_t i) { return &rows[static_cast<size_t>(order[i] * row_bytes)]; };
   std::vector<double> y(n);
   double mean = 0;
   for (size_t i = 0; i < n; ++i) {
-    y[i] = kernel && kernel->linear_runtime ? static_cast<double>(runtimes[order[i]]) / static_cast<double>(runtimes[order[0]])
-                                            : std::log(static_cast<double>(runtimes[order[i]]));
+    y[i] = std::log(static_cast<double>(runtimes[order[i]]));
     mean += y[i] / static_cast<double>(n);
   }
   double var = 0;
@@ -69,17 +53,6 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   c.groups_ = nc * kConfigGroups;
   c.spread_share_ = spread_share;
   c.ridge_ = ridge;
-  c.group_weight_.assign(static_cast<size_t>(c.groups_), 1.0);
-  if (kernel != nullptr && !kernel->group_weight.empty()) c.group_weight_ = kernel->group_weight;
-  if (kernel != nullptr && kernel->pair_weight > 0)
-    for (const GroupPair& p : kernel->pairs) {
-      const double w = kernel->pair_weight * std::sqrt(c.group_weight_[p[0]] * c.group_weight_[p[1]]);
-      if (w <= 0) continue;
-      c.pairs_.push_back(p);
-      c.pair_weight_.push_back(w);
-    }
-  for (double w : c.group_weight_) c.self_similarity_ += w;
-  for (double w : c.pair_weight_) c.self_similarity_ += w;
   c.values_.resize(static_cast<size_t>(c.groups_));
   c.value_of_.resize(static_cast<size_t>(c.groups_) * n);
   for (int64_t g = 0; g < c.groups_; ++g) {
@@ -98,31 +71,20 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
     }
   }
 
-  // K: the weights of the groups each pair of rows shares, and of the pairs of groups
-  // they share both layouts of (vectorised), plus the ridge: (K + ridge I) w = y, K
-  // symmetric positive semi-definite: Cholesky.
-  std::vector<double> a(n * n, 0.0);
+  // K: the groups each pair of rows shares, counted over the value indices (vectorised).
+  std::vector<uint32_t> shared(n * n, 0);
   for (int64_t g = 0; g < c.groups_; ++g) {
     const uint16_t* of = &c.value_of_[static_cast<size_t>(g) * n];
-    const double weight = c.group_weight_[g];
-    if (weight == 0) continue;
     for (size_t i = 0; i < n; ++i) {
-      double* row = &a[i * n];
+      uint32_t* row = &shared[i * n];
       const uint16_t v = of[i];
-      for (size_t j = 0; j <= i; ++j) row[j] += weight * (of[j] == v);
+      for (size_t j = 0; j <= i; ++j) row[j] += of[j] == v;
     }
   }
-  for (size_t p = 0; p < c.pairs_.size(); ++p) {
-    const uint16_t* of_a = &c.value_of_[static_cast<size_t>(c.pairs_[p][0]) * n];
-    const uint16_t* of_b = &c.value_of_[static_cast<size_t>(c.pairs_[p][1]) * n];
-    const double weight = c.pair_weight_[p];
-    for (size_t i = 0; i < n; ++i) {
-      double* row = &a[i * n];
-      const uint16_t va = of_a[i], vb = of_b[i];
-      for (size_t j = 0; j <= i; ++j) row[j] += weight * ((of_a[j] == va) & (of_b[j] == vb));
-    }
-  }
-  for (size_t i = 0; i < n; ++i) a[i * n + i] += ridge;
+  // (K + ridge I) w = y, K symmetric positive semi-definite: Cholesky.
+  std::vector<double> a(n * n);
+  for (size_t i = 0; i < n; ++i)
+    for (size_t j = 0; j <= i; ++j) a[i * n + j] = shared[i * n + j] + (i == j ? ridge : 0.0);
   for (size_t j = 0; j < n; ++j) {
     double d = a[j * n + j];
     for (size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
@@ -147,48 +109,23 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   // weights of the fitted rows holding the same layout there.
   for (int64_t g = 0; g < c.groups_; ++g)
     for (size_t i = 0; i < n; ++i)
-      c.values_[static_cast<size_t>(g)][c.value_of_[static_cast<size_t>(g) * n + i]].weight += c.group_weight_[g] * w[i];
-  c.pair_values_.resize(c.pairs_.size());
-  for (size_t p = 0; p < c.pairs_.size(); ++p) {
-    std::vector<PairValue>& values = c.pair_values_[p];
-    for (size_t i = 0; i < n; ++i) {
-      const uint16_t va = c.value_of_[static_cast<size_t>(c.pairs_[p][0]) * n + i];
-      const uint16_t vb = c.value_of_[static_cast<size_t>(c.pairs_[p][1]) * n + i];
-      auto at = std::find_if(values.begin(), values.end(),
-                             [&](const PairValue& v) { return v.first == va && v.second == vb; });
-      if (at == values.end()) {
-        values.push_back({va, vb, 0.0});
-        at = values.end() - 1;
-      }
-      at->weight += c.pair_weight_[p] * w[i];
-    }
-  }
+      c.values_[static_cast<size_t>(g)][c.value_of_[static_cast<size_t>(g) * n + i]].weight += w[i];
   return c;
 }
 
 MeasuredCorrection::RowState MeasuredCorrection::State(const int8_t* row) const {
   const size_t n = static_cast<size_t>(measurements_);
-  // k_i: the groups the row shares with fitted row i, and the pairs of groups.
-  std::vector<int32_t> index;
-  ValueIndices(row, &index);
-  std::vector<double> shared(n, 0.0);
-  std::vector<uint8_t> match(pairs_.empty() ? 0 : static_cast<size_t>(groups_) * n, 0);
+  // k_i: the groups the row shares with fitted row i.
+  std::vector<uint32_t> shared(n, 0);
   for (int64_t g = 0; g < groups_; ++g) {
-    if (index[g] < 0) continue;
-    const uint16_t* of = &value_of_[static_cast<size_t>(g) * n];
-    const uint16_t value = static_cast<uint16_t>(index[g]);
-    const double weight = group_weight_[g];
-    for (size_t i = 0; i < n; ++i) shared[i] += weight * (of[i] == value);
-    if (!pairs_.empty())
-      for (size_t i = 0; i < n; ++i) match[static_cast<size_t>(g) * n + i] = of[i] == value;
-  }
-  for (size_t q = 0; q < pairs_.size(); ++q) {
-    const GroupPair& p = pairs_[q];
-    if (index[p[0]] < 0 || index[p[1]] < 0) continue;
-    const uint8_t* ma = &match[static_cast<size_t>(p[0]) * n];
-    const uint8_t* mb = &match[static_cast<size_t>(p[1]) * n];
-    const double weight = pair_weight_[q];
-    for (size_t i = 0; i < n; ++i) shared[i] += weight * (ma[i] & mb[i]);
+    const std::vector<Value>& values = values_[static_cast<size_t>(g)];
+    for (size_t v = 0; v < values.size(); ++v)
+      if (std::memcmp(values[v].layout, row + g * kLayoutSlots, kLayoutSlots) == 0) {
+        const uint16_t* of = &value_of_[static_cast<size_t>(g) * n];
+        const uint16_t value = static_cast<uint16_t>(v);
+        for (size_t i = 0; i < n; ++i) shared[i] += of[i] == value;
+        break;
+      }
   }
   // z = L^-1 k over the fitted rows, then the pending ones.
   RowState s;
@@ -208,7 +145,10 @@ void MeasuredCorrection::Refresh(const int8_t* row, RowState* s) const {
   const size_t n = static_cast<size_t>(measurements_);
   const size_t row_bytes = static_cast<size_t>(groups_) * kLayoutSlots;
   for (size_t p = s->z.size() - n; p < pending_diag_.size(); ++p) {
-    double t = Similarity(&pending_rows_[p * row_bytes], row);
+    const int8_t* other = &pending_rows_[p * row_bytes];
+    double t = 0;  // the groups shared with pending row p
+    for (int64_t g = 0; g < groups_; ++g)
+      t += std::memcmp(other + g * kLayoutSlots, row + g * kLayoutSlots, kLayoutSlots) == 0;
     const std::vector<double>& l = pending_chol_[p];
     for (size_t j = 0; j < n + p; ++j) t -= l[j] * s->z[j];
     s->z.push_back(t / pending_diag_[p]);
@@ -217,10 +157,10 @@ void MeasuredCorrection::Refresh(const int8_t* row, RowState* s) const {
 }
 
 double MeasuredCorrection::Uncertainty(const RowState& s) const {
-  if (measurements_ == 0 || self_similarity_ <= 0) return 1.0;
-  // Posterior variance: k(x, x) - k^T (K + ridge I)^-1 k = k(x, x) - |L^-1 k|^2.
-  const double self = self_similarity_;
-  return spread_share_ * std::sqrt(std::clamp((self - s.norm) / self, 0.0, 1.0));
+  if (measurements_ == 0 || groups_ == 0) return 1.0;
+  // Posterior variance: k(x, x) - k^T (K + ridge I)^-1 k = groups - |L^-1 k|^2.
+  const double groups = static_cast<double>(groups_);
+  return spread_share_ * std::sqrt(std::clamp((groups - s.norm) / groups, 0.0, 1.0));
 }
 
 double MeasuredCorrection::Uncertainty(const int8_t* row) const {
@@ -232,49 +172,19 @@ void MeasuredCorrection::AddPending(const int8_t* row) {
   if (groups_ == 0) return;
   // The extended factor's new row: L^-1 k, and the diagonal sqrt(k(x, x) + ridge - |L^-1 k|^2).
   RowState s = State(row);
-  pending_diag_.push_back(std::sqrt(std::max(self_similarity_ + ridge_ - s.norm, ridge_)));
+  pending_diag_.push_back(std::sqrt(std::max(static_cast<double>(groups_) + ridge_ - s.norm, ridge_)));
   pending_chol_.push_back(std::move(s.z));
   pending_rows_.insert(pending_rows_.end(), row, row + groups_ * kLayoutSlots);
 }
 
-void MeasuredCorrection::ValueIndices(const int8_t* row, std::vector<int32_t>* index) const {
-  index->assign(static_cast<size_t>(groups_), -1);
-  for (int64_t g = 0; g < groups_; ++g) {
-    const std::vector<Value>& values = values_[static_cast<size_t>(g)];
-    for (size_t v = 0; v < values.size(); ++v)
-      if (std::memcmp(values[v].layout, row + g * kLayoutSlots, kLayoutSlots) == 0) {
-        (*index)[g] = static_cast<int32_t>(v);
-        break;
-      }
-  }
-}
-
-double MeasuredCorrection::Similarity(const int8_t* a, const int8_t* b) const {
-  std::vector<uint8_t> same(static_cast<size_t>(groups_));
-  double k = 0;
-  for (int64_t g = 0; g < groups_; ++g) {
-    same[g] = std::memcmp(a + g * kLayoutSlots, b + g * kLayoutSlots, kLayoutSlots) == 0;
-    k += group_weight_[g] * same[g];
-  }
-  for (size_t q = 0; q < pairs_.size(); ++q) k += pair_weight_[q] * (same[pairs_[q][0]] & same[pairs_[q][1]]);
-  return k;
-}
-
 double MeasuredCorrection::Predict(const int8_t* row) const {
-  std::vector<int32_t> index;
-  ValueIndices(row, &index);
   double p = 0;
   for (int64_t g = 0; g < groups_; ++g)
-    if (index[g] >= 0) p += values_[static_cast<size_t>(g)][static_cast<size_t>(index[g])].weight;
-  for (size_t q = 0; q < pairs_.size(); ++q) {
-    const int32_t va = index[pairs_[q][0]], vb = index[pairs_[q][1]];
-    if (va < 0 || vb < 0) continue;
-    for (const PairValue& v : pair_values_[q])
-      if (v.first == va && v.second == vb) {
+    for (const Value& v : values_[static_cast<size_t>(g)])
+      if (std::memcmp(v.layout, row + g * kLayoutSlots, kLayoutSlots) == 0) {
         p += v.weight;
         break;
       }
-  }
   return p;
 }
 

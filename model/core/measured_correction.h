@@ -38,24 +38,8 @@
 
 #include "absl/status/statusor.h"
 #include "model/core/graph.h"
-#include "model/core/layout_space.h"
 
 namespace tgraph {
-
-// The kernel's shape beyond counting shared groups (all optional).
-struct CorrectionKernel {
-  // Per group (nc x 3, >= 0): how much sharing that group's layout counts; empty: 1 each.
-  // A group that can move the runtime more gets more weight: its layouts' effects are
-  // learned from fewer measurements, the others' held nearer 0.
-  std::vector<double> group_weight;
-  // Pairs of groups (node x 3 + group) whose layouts may interact: two rows sharing both
-  // layouts of a pair count pair_weight x sqrt(both groups' weights) more (a copy
-  // between neighbours depends on both of their layouts, not on either alone).
-  std::vector<GroupPair> pairs;
-  double pair_weight = 1.0;
-  bool linear_runtime = false;  // EXPERIMENT
-  int64_t fit_fastest = 0;      // EXPERIMENT
-};
 
 class MeasuredCorrection {
  public:
@@ -71,11 +55,8 @@ class MeasuredCorrection {
   // rows: count x nc x 18 layout values; runtimes: count measured runtimes (> 0).
   // INVALID_ARGUMENT for sizes that disagree, a runtime <= 0, or fewer than
   // kMinMeasurements rows; ridge must be > 0.
-  // kernel (borrowed for the call): INVALID_ARGUMENT for group weights not nc x 3 or
-  // negative, a pair outside the groups, a negative pair weight.
   static absl::StatusOr<MeasuredCorrection> Fit(const std::vector<int8_t>& rows, const std::vector<int64_t>& runtimes,
-                                                int64_t nc, double ridge = 1.0,
-                                                const CorrectionKernel* kernel = nullptr);
+                                                int64_t nc, double ridge = 1.0);
 
   // The row's predicted standardised log runtime (nc x 18 values).
   double Predict(const int8_t* row) const;
@@ -112,23 +93,9 @@ class MeasuredCorrection {
     int8_t layout[kLayoutSlots];
     double weight;  // the dual weights of the fitted rows with this layout in this group
   };
-  struct PairValue {
-    uint16_t first, second;  // value indices in the pair's two groups
-    double weight;           // the dual weights of the fitted rows holding both
-  };
-  // Per group: the index of the row's layout in values_[group], or -1 (no fitted row has it).
-  void ValueIndices(const int8_t* row, std::vector<int32_t>* index) const;
-  // The kernel of two rows (nc x 18 values each).
-  double Similarity(const int8_t* a, const int8_t* b) const;
-  // The kernel of a row with itself: the same for every row.
-  double self_similarity_ = 0;
   int64_t measurements_ = 0;
   int64_t groups_ = 0;                     // nc x 3
   std::vector<std::vector<Value>> values_;  // per group
-  std::vector<double> group_weight_;  // per group
-  std::vector<GroupPair> pairs_;
-  std::vector<double> pair_weight_;  // per pair
-  std::vector<std::vector<PairValue>> pair_values_;  // per pair
   // Per group, per fitted row: the index of its layout in values_[group] (groups x n),
   // and the Cholesky factor of the fitted rows' kernel plus ridge (n x n, lower).
   std::vector<uint16_t> value_of_;

@@ -168,7 +168,6 @@ class Searcher {
   std::vector<size_t> open_, open_at_;  // pool_ indices not evaluated yet; each one's place in open_
   RecordedReference reference_;
   std::vector<Scored> evaluated_, population_;
-  std::unordered_set<Row> local_;  // one-group neighbours of the first start row, evaluated
 };
 
 // The fixed reference: the start rows, then random rows, recorded by the fitness fold;
@@ -281,21 +280,6 @@ SearchResult Searcher::Run() {
     }
     spent += static_cast<int64_t>(first.size());
   }
-  if (o_.local_results > 0 && o_.start && o_.start->size() >= static_cast<size_t>(nc_ * kConfigFeatDim)) {
-    const Row best(reinterpret_cast<const char*>(o_.start->data()), static_cast<size_t>(nc_ * kConfigFeatDim));
-    std::vector<Row> near;
-    for (const auto& [j, g] : mutable_)
-      for (const GroupLayout& l : space_.nodes[j].groups[g].candidates) {
-        Row x = best;
-        SetGroup(x, j, g, l);
-        if (x != best && Keep(x, &near)) local_.insert(x);
-      }
-    if (!Evaluate(near)) {
-      r.cancelled = true;
-      return r;
-    }
-    spent += static_cast<int64_t>(near.size());
-  }
   while (spent < o_.evaluations) {
     const int64_t n = std::min(o_.population, o_.evaluations - spent);
     const std::vector<Row> children = Breed(n);
@@ -325,21 +309,6 @@ SearchResult Searcher::Finish(SearchResult r) {
   for (const Scored& s : evaluated_) {
     if (static_cast<int64_t>(picked.size()) >= finalists) break;
     if (!excluded_.count(s.row)) picked.push_back(&s);
-  }
-  int64_t local_picked = 0;
-  for (const Scored* s : picked) local_picked += local_.count(s->row) > 0;
-  std::vector<const Scored*> shuffled;
-  for (const Scored& s : evaluated_) shuffled.push_back(&s);
-  if (o_.local_random)
-    for (size_t i = shuffled.size(); i > 1; --i)
-      std::swap(shuffled[i - 1], shuffled[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(i) - 1))]);
-  for (const Scored* sp : shuffled) {
-    const Scored& s = *sp;
-    if (local_picked >= 2 * o_.local_results) break;
-    if (local_.count(s.row) && std::find(picked.begin(), picked.end(), &s) == picked.end()) {
-      picked.push_back(&s);
-      ++local_picked;
-    }
   }
   if (picked.empty()) return r;
   const size_t n = picked.size();
@@ -414,20 +383,8 @@ SearchResult Searcher::Finish(SearchResult r) {
         std::sort(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before);
         break;
       }
-      auto from = order.begin() + static_cast<std::ptrdiff_t>(k);
-      auto pick = std::min_element(from, order.end(), before);
-      if (static_cast<int64_t>(k) < o_.local_results) {  // EXPERIMENT: a local one first
-        auto best_local = order.end();
-        int64_t seen_local = 0;
-        for (auto it = from; it != order.end(); ++it)
-          if (local_.count(picked[*it]->row)) {
-            ++seen_local;
-            if (o_.local_random ? rng_.Int(1, seen_local) == 1 : (best_local == order.end() || before(*it, *best_local)))
-              best_local = it;
-          }
-        if (best_local != order.end()) pick = best_local;
-      }
-      std::iter_swap(from, pick);
+      std::iter_swap(order.begin() + static_cast<std::ptrdiff_t>(k),
+                     std::min_element(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before));
       pending.AddPending(to_int8(picked[order[k]]->row));
       if (o_.scoring.cancelled && o_.scoring.cancelled()) {
         r.cancelled = true;

@@ -76,9 +76,6 @@ struct SearchOptions {
   // before. On the simulated farm the median graph's gap after 100 and 200 measurements
   // was lower with it on three test splits of four (docs/results.md).
   bool spread_proposals = true;
-  // EXPERIMENT: this many of the results are one-group neighbours of the first start row.
-  int64_t local_results = 0;
-  bool local_random = false;  // EXPERIMENT: those neighbours drawn at random
   // Benchmarks: when set, the fitness and the final scores are this function of a row
   // (nc x 18 values) instead of the model's (tgraph-bench-search's `oracle` runs the
   // search with the simulated hardware's own runtimes: what a perfect model would find).
