@@ -129,6 +129,7 @@ struct RankerClient::Impl {
     p.generations = resp.generations();
     p.reference_configs = resp.reference_configs();
     p.correction_measurements = resp.correction_measurements();
+    p.correction_weight = resp.correction_weight();
     p.server_total_ms = resp.timing().total_ms();
     p.inference_ms = resp.timing().inference_ms();
     return p;

@@ -100,6 +100,7 @@ struct Proposals {
   int64_t model_version = 0;
   int64_t evaluations = 0, generations = 0, reference_configs = 0;
   int64_t correction_measurements = 0;  // runtimes the scores were corrected with
+  double correction_weight = 0;         // the correction's weight beside the model's (3 at most; docs/api.md)
   double server_total_ms = 0, inference_ms = 0;
   int registrations = 0;
 };

@@ -240,6 +240,7 @@ int Search(tgraph::RankerClient& client) {
                         {"evaluations", p->evaluations}, {"generations", p->generations},
                         {"reference_configs", p->reference_configs}, {"total_ms", p->server_total_ms},
                         {"correction_measurements", p->correction_measurements},
+                        {"correction_weight", p->correction_weight},
                         {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
     const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
     for (int64_t i = 0; i < p->count; ++i)
@@ -248,13 +249,13 @@ int Search(tgraph::RankerClient& client) {
   }
   std::printf("%s: %lld configurations proposed by %s version %lld: %lld evaluated in %lld generations against a "
               "reference of %lld, %.0f ms; %zu measured rows excluded, %zu started from, %lld runtimes correcting "
-              "the scores\n",
+              "the scores (weight %.2f)\n",
               path.c_str(), static_cast<long long>(p->count), c->name().c_str(),
               static_cast<long long>(p->model_version), static_cast<long long>(p->evaluations),
               static_cast<long long>(p->generations), static_cast<long long>(p->reference_configs),
               p->server_total_ms, o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
               o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
-              static_cast<long long>(p->correction_measurements));
+              static_cast<long long>(p->correction_measurements), p->correction_weight);
   std::printf("%6s %12s %10s\n", "rank", "score", "spread");
   for (int64_t i = 0; i < p->count; ++i)
     std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);

@@ -394,6 +394,7 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   out.evaluations = r.evaluations;
   out.generations = r.generations;
   out.reference_configs = r.reference;
+  out.correction_weight = so.correction ? r.correction_weight : 0.0;
   out.timing.rescored = static_cast<int64_t>(r.score.size());
   return out;
 }

@@ -75,6 +75,7 @@ struct SearchOutcome {
   int64_t model_version = 0;
   int64_t evaluations = 0, generations = 0, reference_configs = 0;
   int64_t correction_measurements = 0;  // the measurements the scores were corrected with
+  double correction_weight = 0;         // the correction's weight beside the model's scores (SearchResult's)
   RankTiming timing;
 };
 

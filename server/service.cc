@@ -381,6 +381,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_generations(r->generations);
   response->set_reference_configs(r->reference_configs);
   response->set_correction_measurements(r->correction_measurements);
+  response->set_correction_weight(r->correction_weight);
   SetTiming(r->timing, response->mutable_timing());
   return grpc::Status::OK;
 }

@@ -9,6 +9,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <functional>
 #include <set>
 
 #include "model/core/graph_io.h"
@@ -77,6 +78,17 @@ ScoreResult ModelScores(const SearchWorld& w, const SearchResult& r, const Scori
   so.reference = &ref;
   so.reference_per_fold = false;
   return ScoreConfigs(w.folds, w.tensors, got, so);
+}
+
+// The real file's first `count` configurations and runtimes, as if the farm had measured them.
+struct Measured {
+  std::vector<int8_t> rows;
+  std::vector<int64_t> runtimes;
+};
+Measured FirstMeasured(const SearchWorld& w, int64_t count) {
+  const size_t row = static_cast<size_t>(w.g.num_config_nodes()) * kConfigFeatDim;
+  return {std::vector<int8_t>(w.g.config_feat.begin(), w.g.config_feat.begin() + count * row),
+          std::vector<int64_t>(w.g.config_runtime.begin(), w.g.config_runtime.begin() + count)};
 }
 
 }  // namespace
@@ -272,6 +284,7 @@ CATCH_TEST_CASE("search: with a graph's measurements, a score is the model's plu
   const SearchResult plain = SearchLayouts(w.folds, w.tensors, w.space, o);
   o.correction = &*correction;
   o.correction_weight = 3.0;
+  o.adapt_correction = false;  // the weights as given (adapted: below)
   o.spread_proposals = false;  // every row's score with the same uncertainty (the spread: below)
   const SearchResult corrected = SearchLayouts(w.folds, w.tensors, w.space, o);
   CATCH_REQUIRE(corrected.score.size() == 8u);
@@ -320,16 +333,16 @@ CATCH_TEST_CASE("search: spreading proposals chooses them one at a time, each sc
   SearchWorld w(2);
   const int64_t nc = w.g.num_config_nodes();
   const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
-  const int64_t measured_count = 60;
-  const std::vector<int8_t> measured(w.g.config_feat.begin(), w.g.config_feat.begin() + measured_count * row);
-  const std::vector<int64_t> runtimes(w.g.config_runtime.begin(), w.g.config_runtime.begin() + measured_count);
-  auto correction = MeasuredCorrection::Fit(measured, runtimes, nc);
+  const Measured m = FirstMeasured(w, 60);
+  const std::vector<int8_t>& measured = m.rows;
+  auto correction = MeasuredCorrection::Fit(measured, m.runtimes, nc);
   CATCH_REQUIRE(correction.ok());
   const std::vector<int8_t> start(measured.begin(), measured.begin() + 16 * row);
   SearchOptions o = Options(8, 300, 48, 40, 5);
   o.exclude = &measured;
   o.start = &start;
   o.correction = &*correction;
+  o.adapt_correction = false;  // the weights as given (adapted: below)
   CATCH_REQUIRE(o.spread_proposals);  // the default
   const SearchResult spread = SearchLayouts(w.folds, w.tensors, w.space, o);
   CATCH_REQUIRE(spread.score.size() == 8u);
@@ -376,4 +389,61 @@ CATCH_TEST_CASE("search: spreading proposals chooses them one at a time, each sc
     return SearchLayouts(w.folds, w.tensors, w.space, p);
   }();
   CATCH_CHECK(SearchLayouts(w.folds, w.tensors, w.space, o).rows == plain_no_exploration.rows);
+}
+
+CATCH_TEST_CASE("search: the correction and its exploration are scaled down by how well the fitness already predicts "
+                "the measurements",
+                "[search]") {
+  SearchWorld w(2);
+  const int64_t nc = w.g.num_config_nodes();
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  // The real file's first 60 configurations are measured; the same fit with almost no
+  // ridge is a "model" that knows their runtimes (it nearly interpolates them).
+  const int64_t measured_count = 60;
+  const Measured m = FirstMeasured(w, measured_count);
+  const std::vector<int8_t>& measured = m.rows;
+  auto correction = MeasuredCorrection::Fit(measured, m.runtimes, nc);
+  auto knowing = MeasuredCorrection::Fit(measured, m.runtimes, nc, 1e-3);
+  CATCH_REQUIRE(correction.ok());
+  CATCH_REQUIRE(knowing.ok());
+  SearchOptions o = Options(8, 300, 48, 40, 5);
+  o.exclude = &measured;
+  o.correction = &*correction;
+  o.spread_proposals = false;
+  CATCH_REQUIRE(o.adapt_correction);  // the default
+  CATCH_REQUIRE(o.correction_weight == 3.0);
+  const auto search = [&](std::function<double(const int8_t*)> fitness) {
+    o.fitness = std::move(fitness);
+    const SearchResult r = SearchLayouts(w.folds, w.tensors, w.space, o);
+    CATCH_REQUIRE(r.score.size() == 8u);
+    CATCH_CHECK(r.exploration == Approx(o.exploration * r.correction_weight / 3.0));
+    // Every score is the fitness plus the weights the search reports times the correction.
+    for (size_t i = 0; i < 8; ++i) {
+      const int8_t* x = r.rows.data() + i * row;
+      CATCH_CHECK(r.score[i] == Approx(o.fitness(x) + r.correction_weight * correction->Predict(x) -
+                                       r.exploration * correction->Uncertainty(x))
+                                    .margin(1e-9));
+    }
+    return r;
+  };
+  // A fitness that predicts the measured runtimes: little of the correction is kept.
+  const SearchResult followed = search([&](const int8_t* x) { return knowing->Predict(x); });
+  CATCH_INFO("blend: model " << followed.blend.model_coef << ", correction " << followed.blend.correction_coef);
+  CATCH_CHECK(followed.blend.rows == measured_count);
+  CATCH_CHECK(followed.blend.model_coef > 0);
+  CATCH_CHECK(followed.correction_weight < 0.5);
+  // One that predicts them backwards, or not at all: all of it.
+  const SearchResult reversed = search([&](const int8_t* x) { return -knowing->Predict(x); });
+  CATCH_CHECK(reversed.blend.rows == measured_count);
+  CATCH_CHECK(reversed.correction_weight == 3.0);
+  CATCH_CHECK(reversed.exploration == o.exploration);
+  const SearchResult blind = search([](const int8_t*) { return 0.0; });
+  CATCH_CHECK(blind.correction_weight == 3.0);
+  // The measured rows the blend scores count as evaluations: the budget holds.
+  CATCH_CHECK(followed.evaluations <= 300);
+  // Off: the weights as given.
+  o.adapt_correction = false;
+  const SearchResult fixed = search([&](const int8_t* x) { return knowing->Predict(x); });
+  CATCH_CHECK(fixed.correction_weight == 3.0);
+  CATCH_CHECK(fixed.blend.rows == 0);
 }

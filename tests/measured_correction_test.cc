@@ -3,6 +3,7 @@
 // the layout choices, and its refusals.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -243,4 +244,119 @@ TEST_CASE("measured correction: a pending row lowers the uncertainty as its meas
   const std::vector<double> k = {0, 1, 1, 0, 2};
   const double variance = 3 - Dot(k, SolveDense(k_plus_ridge, k));
   CHECK(one.Uncertainty(OneNodeRow(1, 1, 5).data()) == Approx(std::sqrt(variance / 3)).margin(1e-9));
+}
+
+TEST_CASE("measured correction: a fitted row left out is predicted as a fit without it predicts it", "[correction]") {
+  // Four unrelated rows (K = 3 I): left out, a row shares nothing with the rest, so the
+  // fit without it predicts the mean, 0.
+  {
+    std::vector<int8_t> rows;
+    std::vector<int64_t> runtimes;
+    for (int8_t v = 0; v < 4; ++v) {
+      const std::vector<int8_t> r = OneNodeRow(v, v, v);
+      rows.insert(rows.end(), r.begin(), r.end());
+      runtimes.push_back(std::llround(std::exp(10 + v)));
+    }
+    auto c = MeasuredCorrection::Fit(rows, runtimes, 1, 1.0);
+    REQUIRE(c.ok());
+    for (double p : c->LeaveOneOut()) CHECK(p == Approx(0.0).margin(1e-12));
+  }
+  // 12 rows of 3 nodes sharing layouts at random: for each row, the kernel ridge
+  // regression refitted on the other 11 (same standardised targets), solved by Gaussian
+  // elimination on the kernel counted here.
+  constexpr int64_t nc = 3;
+  std::mt19937 gen(11);
+  std::uniform_int_distribution<int> value(-1, 1);
+  std::vector<int8_t> rows;
+  std::vector<int64_t> runtimes;
+  for (int i = 0; i < 12; ++i) {
+    for (int64_t j = 0; j < nc; ++j) {
+      const std::vector<int8_t> r = OneNodeRow(static_cast<int8_t>(value(gen)), static_cast<int8_t>(value(gen)),
+                                               static_cast<int8_t>(value(gen)));
+      rows.insert(rows.end(), r.begin(), r.end());
+    }
+    runtimes.push_back(1'000'000 + 37'000 * ((i * 7) % 12));  // distinct: the fitted order is by runtime
+  }
+  auto c = MeasuredCorrection::Fit(rows, runtimes, nc, 1.0);
+  REQUIRE(c.ok());
+  const size_t n = 12, row = nc * kConfigFeatDim;
+  // FittedRow gives the rows back fastest first; targets() their standardised log runtimes.
+  std::vector<std::vector<int8_t>> fitted(n, std::vector<int8_t>(row));
+  for (size_t i = 0; i < n; ++i) c->FittedRow(static_cast<int64_t>(i), fitted[i].data());
+  for (int i = 0; i < 12; ++i) {
+    const size_t rank = static_cast<size_t>((i * 7) % 12);
+    CHECK(std::equal(fitted[rank].begin(), fitted[rank].end(), rows.begin() + i * row));
+  }
+  const std::vector<double>& y = c->targets();
+  REQUIRE(y.size() == n);
+  CHECK(std::is_sorted(y.begin(), y.end()));
+  auto shared = [&](size_t a, size_t b) {
+    double s = 0;
+    for (int64_t g = 0; g < nc * kConfigGroups; ++g)
+      s += std::equal(fitted[a].begin() + g * kLayoutSlots, fitted[a].begin() + (g + 1) * kLayoutSlots,
+                      fitted[b].begin() + g * kLayoutSlots);
+    return s;
+  };
+  const std::vector<double> loo = c->LeaveOneOut();
+  REQUIRE(loo.size() == n);
+  for (size_t out = 0; out < n; ++out) {
+    std::vector<size_t> keep;
+    for (size_t i = 0; i < n; ++i)
+      if (i != out) keep.push_back(i);
+    std::vector<double> a(keep.size() * keep.size()), b(keep.size());
+    for (size_t i = 0; i < keep.size(); ++i) {
+      for (size_t j = 0; j < keep.size(); ++j) a[i * keep.size() + j] = shared(keep[i], keep[j]) + (i == j ? 1.0 : 0.0);
+      b[i] = y[keep[i]];
+    }
+    const std::vector<double> w = SolveDense(a, b);
+    double predicted = 0;
+    for (size_t i = 0; i < keep.size(); ++i) predicted += w[i] * shared(out, keep[i]);
+    CHECK(loo[out] == Approx(predicted).margin(1e-9));
+  }
+}
+
+TEST_CASE("correction blend: the correction's weight is what it adds beside the model, within [0, max]",
+          "[correction]") {
+  // Two uncorrelated predictors over 16 rows: z = +-1 in blocks of 8, c = +-1 alternating.
+  std::vector<double> z, c;
+  for (int i = 0; i < 16; ++i) {
+    z.push_back(i < 8 ? -1.0 : 1.0);
+    c.push_back(i % 2 ? 1.0 : -1.0);
+  }
+  auto targets = [&](double bz, double bc) {
+    std::vector<double> y;
+    for (size_t i = 0; i < z.size(); ++i) y.push_back(0.5 + bz * z[i] + bc * c[i]);
+    return y;
+  };
+  // y = z + 2c: b_z = 1, b_c = 2, weight 2.
+  CorrectionBlend b = BlendCorrection(z, c, targets(1, 2), 3.0);
+  CHECK(b.model_coef == Approx(1.0));
+  CHECK(b.correction_coef == Approx(2.0));
+  CHECK(b.weight == Approx(2.0));
+  CHECK(b.rows == 16);
+  // A model that explains everything: weight 0. A model that explains nothing, or the
+  // opposite: the most. A correction worth more than the most: capped.
+  CHECK(BlendCorrection(z, c, targets(0.7, 0), 3.0).weight == Approx(0.0).margin(1e-12));
+  CHECK(BlendCorrection(z, c, targets(0, 1), 3.0).weight == 3.0);
+  CHECK(BlendCorrection(z, c, targets(-1, 1), 3.0).weight == 3.0);
+  CHECK(BlendCorrection(z, c, targets(0.5, -1), 3.0).weight == 0.0);
+  CHECK(BlendCorrection(z, c, targets(1, 10), 3.0).weight == 3.0);
+  // y = z + c exactly with z and c correlated (c = z + alternating +-1): the regression
+  // still separates them (b_z = 1, b_c = 1).
+  std::vector<double> c2, y2;
+  for (size_t i = 0; i < z.size(); ++i) {
+    c2.push_back(z[i] + c[i]);
+    y2.push_back(z[i] + c2[i]);
+  }
+  b = BlendCorrection(z, c2, y2, 3.0);
+  CHECK(b.model_coef == Approx(1.0));
+  CHECK(b.correction_coef == Approx(1.0));
+  CHECK(b.weight == Approx(1.0));
+  // Too few rows, a constant predictor, or sizes that disagree: the most.
+  REQUIRE(kMinBlendRows == 8);
+  const std::vector<double> few_z(z.begin() + 4, z.begin() + 11), few_c(c.begin() + 4, c.begin() + 11);
+  const std::vector<double> all_y = targets(1, 0), few_y(all_y.begin() + 4, all_y.begin() + 11);
+  CHECK(BlendCorrection(few_z, few_c, few_y, 3.0).weight == 3.0);
+  CHECK(BlendCorrection(std::vector<double>(16, 2.0), c, targets(0, 1), 3.0).weight == 3.0);
+  CHECK(BlendCorrection(z, few_c, targets(1, 0), 3.0).weight == 3.0);
 }

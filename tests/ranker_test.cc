@@ -783,12 +783,17 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
   // With the measured rows' runtimes: the scores are corrected by what they say (the
   // same search otherwise), and the response says with how many.
   CATCH_CHECK(r->correction_measurements == 0);
+  CATCH_CHECK(r->correction_weight == 0.0);
   SearchRequest measured_q = q;
   measured_q.exclude_runtimes_ns.assign(g.config_runtime.begin(), g.config_runtime.end());
   auto corrected = ranker.Search(measured_q, nullptr);
   CATCH_REQUIRE(corrected.ok());
   CATCH_CHECK(corrected->correction_measurements ==
               std::min<int64_t>(g.num_configs, MeasuredCorrection::kMaxMeasurements));
+  // Its weight beside the model's scores: the search's (at most 3; less where the model
+  // already predicts the runtimes, model/nn/layout_search.h).
+  CATCH_CHECK(corrected->correction_weight >= 0.0);
+  CATCH_CHECK(corrected->correction_weight <= 3.0);
   CATCH_REQUIRE(corrected->scores.size() == 6u);
   CATCH_CHECK(std::is_sorted(corrected->scores.begin(), corrected->scores.end()));
   CATCH_CHECK(corrected->scores != r->scores);

@@ -190,6 +190,7 @@ def test_json_output_of_every_command_that_prints_results(server, tmp_path):
     assert len(search["configs"]) == 4 and len(search["configs"][0]) == 62 * 18 and search["scores"] == sorted(search["scores"])
     assert 0 < search["evaluations"] <= 200 and out.read_bytes()[:6] == b"\x93NUMPY"
     assert search["correction_measurements"] == 481  # the file's runtimes sent with its rows
+    assert 0 <= search["correction_weight"] <= 3  # what they weigh beside the model's scores
     rep = json.loads(call(client, "report", *s, "--collection", "layout:xla:random", "--npz", UNET,
                           "--max_configs", "3").stdout)
     assert rep["stored"] == 3 and rep["shard"].endswith(".npz")

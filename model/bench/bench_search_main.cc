@@ -20,16 +20,21 @@
 // ReportMeasurements and tgraph-train finetune, in process). Not run unless named:
 // `oracle`, the same rounds with the hardware's own runtimes as the search's fitness
 // (what a perfect model would find; what it finds joins the best known, so that a run
-// with it judges the others against a better best).
+// with it judges the others against a better best); and `noisy`, the same rounds with the
+// hardware's log runtime blurred by an error of --oracle_noise (a fraction of the runtime,
+// one draw per row) as the model's score, and the online correction as the loop has it:
+// how good a model the loop needs (docs/results.md "How good a model the target needs").
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -77,7 +82,7 @@ ABSL_FLAG(int64_t, genetic_budget, 0,
           "Measurements the genetic search may spend (0 = --budget): how many it needs to come within 1%");
 ABSL_FLAG(std::string, strategies, "default,random,genetic,tgraph,tgraph+ft",
           "The strategies to run, comma-separated; also oracle: tgraph-guided rounds with the hardware's own runtimes "
-          "as fitness");
+          "as fitness; noisy: the same with an error of --oracle_noise per row, and the online correction");
 ABSL_FLAG(int64_t, neighbourhood, 0,
           "tgraph-guided: when > 0, each round searches only the rows one layout group away from the N fastest "
           "measured (a trust region around the incumbents); 0 = the whole space");
@@ -93,9 +98,19 @@ ABSL_FLAG(double, exploration, tgraph::SearchOptions{}.exploration,
 ABSL_FLAG(bool, spread_proposals, tgraph::SearchOptions{}.spread_proposals,
           "--online_correction: choose each round's proposals one at a time, each with the uncertainty left once those "
           "before it are measured (SearchOptions::spread_proposals; --nospread_proposals for all at once)");
+ABSL_FLAG(bool, adapt_correction, tgraph::SearchOptions{}.adapt_correction,
+          "--online_correction: scale its weight and exploration down by how well the model already predicts the "
+          "measurements (SearchOptions::adapt_correction; --noadapt_correction for the fixed weights)");
 ABSL_FLAG(int64_t, finalists, 0,
           "tgraph-guided: rows re-scored by every fold, among which the proposals are chosen (SearchOptions::finalists; 0 "
           "= its default, max(2 x per_round, 32))");
+ABSL_FLAG(double, oracle_noise, 0.01,
+          "noisy: the standard deviation of the error added to each row's log runtime (0.01: the fitness misjudges "
+          "a row's runtime by 1% on average), one draw per row and run");
+ABSL_FLAG(bool, final_tau, false,
+          "After each tgraph-guided run, print (stderr) how well its fitness orders the one-group neighbours of the "
+          "fastest measured row (Kendall tau: the model, the correction, their sum as the search adds them, and noisy "
+          "oracles of 0.25-4%)");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -104,7 +119,7 @@ using tgraph::Fail;
 using tgraph::UsageError;
 namespace synth = tgraph::synth;
 
-const char* const kStrategies[] = {"default", "random", "genetic", "tgraph", "tgraph+ft", "oracle"};
+const char* const kStrategies[] = {"default", "random", "genetic", "tgraph", "tgraph+ft", "oracle", "noisy"};
 
 int64_t Budget() { return std::max<int64_t>(1, absl::GetFlag(FLAGS_budget)); }
 int64_t GeneticBudget() {
@@ -212,11 +227,98 @@ std::vector<int8_t> Neighbours(const tgraph::LayoutSpace& space, const int8_t* b
   return out;
 }
 
+// What a guided search's fitness is.
+enum class Fitness {
+  kModel,   // the model's folds (tgraph, tgraph+ft)
+  kOracle,  // the hardware's own noise-free log runtime; no correction (oracle)
+  kNoisy,   // that log runtime with an error of --oracle_noise per row, on the model's scale, and the correction (noisy)
+};
+
+// The standard deviation of the log runtime over random rows of the graph's space: the
+// scale on which the model's scores are standardised (its reference is mostly random
+// rows), so that a noisy oracle meets the correction on the same terms the model does.
+double RandomRowsLogSd(const FarmGraph& g) {
+  tgraph::Rng rng(0x5eed);
+  const int64_t nc = static_cast<int64_t>(g.space.nodes.size());
+  std::vector<int8_t> row(static_cast<size_t>(nc * tgraph::kConfigFeatDim));
+  double sum = 0, sum2 = 0;
+  const int n = 256;
+  for (int k = 0; k < n; ++k) {
+    for (int64_t j = 0; j < nc; ++j)
+      for (int gr = 0; gr < tgraph::kConfigGroups; ++gr) {
+        const auto& c = g.space.nodes[j].groups[gr].candidates;
+        const auto& l = c[static_cast<size_t>(rng.Int(0, static_cast<int64_t>(c.size()) - 1))];
+        std::copy(l.begin(), l.end(), row.begin() + j * tgraph::kConfigFeatDim + gr * tgraph::kLayoutSlots);
+      }
+    const double x = std::log(g.hardware->Evaluate(row.data()).total_ns);
+    sum += x;
+    sum2 += x * x;
+  }
+  const double mean = sum / n;
+  return std::sqrt(std::max(1e-12, sum2 / n - mean * mean));
+}
+
+// A row's log runtime misjudged by `sigma` (one standard normal draw per row and salt,
+// the same every time the row comes back), divided by `scale`.
+double NoisyLogRuntime(const FarmGraph& g, const int8_t* row, double sigma, double scale, uint64_t salt) {
+  const size_t bytes = g.inst.config_ids.size() * tgraph::kConfigFeatDim;
+  const uint64_t h = std::hash<std::string_view>{}(std::string_view(reinterpret_cast<const char*>(row), bytes));
+  tgraph::Rng draw(h ^ (salt * 0x9e3779b97f4a7c15ULL));
+  return (std::log(TrueRuntime(g, row)) + sigma * draw.Normal()) / scale;
+}
+
+// The true runtimes of `rows`, and the model's scores of them (all folds).
+std::vector<double> TrueRuntimes(const FarmGraph& g, const std::vector<int8_t>& rows, size_t row) {
+  std::vector<double> truth;
+  for (size_t k = 0; k < rows.size() / row; ++k) truth.push_back(TrueRuntime(g, rows.data() + k * row));
+  return truth;
+}
+std::vector<double> ModelScores(FarmGraph& g, const std::vector<int8_t>& rows, size_t row) {
+  const int64_t n = static_cast<int64_t>(rows.size() / row);
+  const tgraph::ConfigRows cr{rows.data(), nullptr, n, static_cast<int64_t>(g.space.nodes.size())};
+  return tgraph::ScoreConfigs(g.folds, g.tensors, cr, tgraph::ScoringOptions{}).score;
+}
+// Kendall tau of the model's scores of `rows` and their true runtimes.
+double ModelTau(FarmGraph& g, const std::vector<int8_t>& rows, size_t row) {
+  return tgraph::KendallTau(ModelScores(g, rows, row), TrueRuntimes(g, rows, row));
+}
+
+// --final_tau: after a model-guided loop, how well its fitness (without the exploration
+// bonus) orders the one-group neighbours of the fastest measured row, where the next
+// improving moves are, beside a noisy oracle's over the same rows.
+void ReportFinalTau(FarmGraph& g, const std::vector<int8_t>& measured, const std::vector<int64_t>& runtimes,
+                    size_t best, double correction_weight) {
+  const size_t row = g.inst.config_ids.size() * tgraph::kConfigFeatDim;
+  const std::vector<int8_t> near = Neighbours(g.space, measured.data() + best * row, row);
+  const std::vector<double> truth = TrueRuntimes(g, near, row);
+  const std::vector<double> model = ModelScores(g, near, row);
+  std::vector<double> fitness = model, correction(model.size(), 0.0);
+  absl::StatusOr<tgraph::MeasuredCorrection> c =
+      tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
+  for (size_t k = 0; k < truth.size(); ++k) {
+    if (c.ok()) correction[k] = c->Predict(near.data() + k * row);
+    fitness[k] += correction_weight * correction[k];
+  }
+  std::string noisy_taus;
+  for (double sigma : {0.0025, 0.005, 0.01, 0.02, 0.04}) {
+    std::vector<double> noisy;
+    for (size_t k = 0; k < truth.size(); ++k) noisy.push_back(NoisyLogRuntime(g, near.data() + k * row, sigma, 1.0, 1));
+    absl::StrAppendFormat(&noisy_taus, " %g%%: %.3f", 100 * sigma, tgraph::KendallTau(noisy, truth));
+  }
+  std::fprintf(stderr,
+               "final tau over the %zu one-group neighbours of the fastest measured row: model %.3f, correction %.3f, "
+               "fitness %.3f; noisy oracles%s\n",
+               truth.size(), tgraph::KendallTau(model, truth), tgraph::KendallTau(correction, truth),
+               tgraph::KendallTau(fitness, truth), noisy_taus.c_str());
+}
+
 // Rounds of proposals from the model, measured with noise by the farm; with `learn`,
 // the model is fine-tuned on what was measured after each round.
-// With `oracle`, the search's fitness is the hardware's own log runtime (noise-free) and
-// nothing is learned: how far the search goes with a perfect model.
-Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, bool oracle = false) {
+// With Fitness::kOracle, the search's fitness is the hardware's own log runtime
+// (noise-free) and nothing is learned: how far the search goes with a perfect model;
+// with kNoisy, that runtime misjudged by --oracle_noise, and the correction learns from
+// the measurements as it does beside the model: how far it goes with an imperfect one.
+Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, Fitness fitness = Fitness::kModel) {
   Trace t;
   std::vector<int8_t> measured;
   std::vector<int64_t> runtimes;
@@ -225,6 +327,8 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
   // The compiler's default is measured first, as XLA's autotuner and the genetic search
   // do: the start of the first round.
   const std::vector<int8_t> dflt(row, -1);
+  const double scale = fitness == Fitness::kNoisy ? RandomRowsLogSd(g) : 1.0;
+  std::string weights;  // the correction's weight each round used
   t.push_back(TrueRuntime(g, dflt.data()));
   runtimes.push_back(synth::Measure(t.back(), rng));
   by_runtime.emplace_back(runtimes.back(), 0);
@@ -250,9 +354,13 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
     o.seed = seed * 1000 + static_cast<uint64_t>(round);
     o.start = &start;
     o.exclude = &measured;
-    if (oracle) o.fitness = [&g](const int8_t* x) { return std::log(TrueRuntime(g, x)); };
+    if (fitness == Fitness::kOracle) o.fitness = [&g](const int8_t* x) { return std::log(TrueRuntime(g, x)); };
+    if (fitness == Fitness::kNoisy)
+      o.fitness = [&g, sigma = absl::GetFlag(FLAGS_oracle_noise), scale, seed](const int8_t* x) {
+        return NoisyLogRuntime(g, x, sigma, scale, seed + 1);
+      };
     absl::StatusOr<tgraph::MeasuredCorrection> correction = absl::InvalidArgumentError("off");
-    if (!oracle && absl::GetFlag(FLAGS_online_correction) > 0 &&
+    if (fitness != Fitness::kOracle && absl::GetFlag(FLAGS_online_correction) > 0 &&
         static_cast<int64_t>(runtimes.size()) >= tgraph::MeasuredCorrection::kMinMeasurements) {
       correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
       if (correction.ok()) {
@@ -260,9 +368,11 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
         o.correction_weight = absl::GetFlag(FLAGS_online_correction);
         o.exploration = absl::GetFlag(FLAGS_exploration);
         o.spread_proposals = absl::GetFlag(FLAGS_spread_proposals);
+        o.adapt_correction = absl::GetFlag(FLAGS_adapt_correction);
       }
     }
     const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o);
+    if (o.correction) absl::StrAppendFormat(&weights, " %.2g", r.correction_weight);
     if (r.score.empty()) break;
     for (size_t i = 0; i < r.score.size(); ++i) {
       const int8_t* x = r.rows.data() + i * row;
@@ -272,6 +382,11 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, boo
       measured.insert(measured.end(), x, x + row);
     }
     if (learn && static_cast<int64_t>(t.size()) < Budget()) Finetune(g, measured, runtimes, rng);
+  }
+  if (!weights.empty()) std::fprintf(stderr, "%s: the correction's weight per round:%s\n", g.inst.name.c_str(), weights.c_str());
+  if (absl::GetFlag(FLAGS_final_tau) && fitness == Fitness::kModel) {
+    std::sort(by_runtime.begin(), by_runtime.end());
+    ReportFinalTau(g, measured, runtimes, by_runtime.front().second, absl::GetFlag(FLAGS_online_correction));
   }
   return t;
 }
@@ -375,20 +490,11 @@ void PrintGaps(const Gaps& gaps) {
   }
 }
 
-// Kendall tau of the model's scores (all folds) of `rows` and their true runtimes.
-double ModelTau(FarmGraph& g, const std::vector<int8_t>& rows, size_t row) {
-  const int64_t n = static_cast<int64_t>(rows.size() / row);
-  const tgraph::ConfigRows cr{rows.data(), nullptr, n, static_cast<int64_t>(g.space.nodes.size())};
-  const tgraph::ScoreResult r = tgraph::ScoreConfigs(g.folds, g.tensors, cr, tgraph::ScoringOptions{});
-  std::vector<double> truth;
-  for (int64_t k = 0; k < n; ++k) truth.push_back(TrueRuntime(g, rows.data() + static_cast<size_t>(k) * row));
-  return tgraph::KendallTau(r.score, truth);
-}
-
 // --neighbour_tau: where the model ranks well and where it does not.
 int RunNeighbourTau(const tgraph::Registry& registry, int64_t version, const tgraph::Collection& c,
                     const synth::PresetSpec& preset, int first, int count) {
-  std::printf("%-36s %6s %12s %12s %12s\n", "graph", "rows", "near default", "near best", "random");
+  std::printf("%-36s %6s %12s %12s %12s %12s\n", "graph", "rows", "near default", "near best", "random",
+              absl::StrFormat("noisy %g%%", 100 * absl::GetFlag(FLAGS_oracle_noise)).c_str());
   for (int i = 0; i < count; ++i) {
     absl::StatusOr<std::unique_ptr<FarmGraph>> g = LoadFarmGraph(registry, version, c, preset, first + i);
     if (!g.ok()) return Fail(g.status());
@@ -412,8 +518,16 @@ int RunNeighbourTau(const tgraph::Registry& registry, int64_t version, const tgr
           random.insert(random.end(), l.begin(), l.end());
         }
     }
-    std::printf("%-36s %6zu %12.3f %12.3f %12.3f\n", fg.inst.name.c_str(), near_default.size() / row,
-                ModelTau(fg, near_default, row), ModelTau(fg, near_best, row), ModelTau(fg, random, row));
+    // The noisy oracle's tau over the same rows near the best known: what the model's
+    // "near best" column would be if its error were --oracle_noise per row.
+    std::vector<double> noisy, truth;
+    for (size_t k = 0; k < near_best.size() / row; ++k) {
+      noisy.push_back(NoisyLogRuntime(fg, near_best.data() + k * row, absl::GetFlag(FLAGS_oracle_noise), 1.0, 1));
+      truth.push_back(TrueRuntime(fg, near_best.data() + k * row));
+    }
+    std::printf("%-36s %6zu %12.3f %12.3f %12.3f %12.3f\n", fg.inst.name.c_str(), near_default.size() / row,
+                ModelTau(fg, near_default, row), ModelTau(fg, near_best, row), ModelTau(fg, random, row),
+                tgraph::KendallTau(noisy, truth));
   }
   return tgraph::kExitOk;
 }
@@ -431,7 +545,7 @@ int RunFarm() {
   for (const std::string& w : wanted)
     if (std::find(std::begin(kStrategies), std::end(kStrategies), w) == std::end(kStrategies))
       return Fail(UsageError(absl::StrCat("--strategies: unknown strategy '", w,
-                                          "' (expected default, random, genetic, tgraph, tgraph+ft, oracle)")));
+                                          "' (expected default, random, genetic, tgraph, tgraph+ft, oracle, noisy)")));
   if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("--registry is required"));
   const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
   int64_t version = 0;
@@ -461,11 +575,14 @@ int RunFarm() {
       // before it ran, so that a subset reproduces the full run's figures.
       traces["default"] = {TrueRuntime(**g, dflt.data())};
       tgraph::Rng random_rng = rng.Fork(1), genetic_rng = rng.Fork(2), frozen_rng = rng.Fork(3), ft_rng = rng.Fork(4),
-                  oracle_rng = rng.Fork(5);
+                  oracle_rng = rng.Fork(5), noisy_rng = rng.Fork(6);
       if (run("random")) traces["random"] = RandomTrace(**g, random_rng);
       if (run("genetic")) traces["genetic"] = GeneticTrace(**g, genetic_rng);
       if (run("tgraph")) traces["tgraph"] = GuidedTrace(**g, static_cast<uint64_t>(rep), frozen_rng, /*learn=*/false);
-      if (run("oracle")) traces["oracle"] = GuidedTrace(**g, static_cast<uint64_t>(rep), oracle_rng, false, true);
+      if (run("oracle"))
+        traces["oracle"] = GuidedTrace(**g, static_cast<uint64_t>(rep), oracle_rng, false, Fitness::kOracle);
+      if (run("noisy"))
+        traces["noisy"] = GuidedTrace(**g, static_cast<uint64_t>(rep), noisy_rng, false, Fitness::kNoisy);
       if (run("tgraph+ft"))  // last: it changes the model
         traces["tgraph+ft"] = GuidedTrace(**g, static_cast<uint64_t>(rep), ft_rng, /*learn=*/true);
       tgraph::Rng long_rng(12345 + static_cast<uint64_t>(i));

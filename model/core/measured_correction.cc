@@ -105,6 +105,8 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
     w[i] /= a[i * n + i];
   }
   c.chol_ = std::move(a);
+  c.targets_ = y;
+  c.dual_ = w;
   // A prediction is sum_i w_i x (groups shared with row i) = sum over groups of the
   // weights of the fitted rows holding the same layout there.
   for (int64_t g = 0; g < c.groups_; ++g)
@@ -186,6 +188,66 @@ double MeasuredCorrection::Predict(const int8_t* row) const {
         break;
       }
   return p;
+}
+
+void MeasuredCorrection::FittedRow(int64_t i, int8_t* out) const {
+  const size_t n = static_cast<size_t>(measurements_);
+  for (int64_t g = 0; g < groups_; ++g)
+    std::memcpy(out + g * kLayoutSlots,
+                values_[static_cast<size_t>(g)][value_of_[static_cast<size_t>(g) * n + static_cast<size_t>(i)]].layout,
+                kLayoutSlots);
+}
+
+std::vector<double> MeasuredCorrection::LeaveOneOut() const {
+  const size_t n = static_cast<size_t>(measurements_);
+  // diag((K + ridge I)^-1) = the squared column norms of L^-1, built a column at a time.
+  std::vector<double> diag(n, 0.0), col(n);
+  for (size_t j = 0; j < n; ++j) {
+    std::fill(col.begin(), col.end(), 0.0);
+    col[j] = 1.0 / chol_[j * n + j];
+    diag[j] += col[j] * col[j];
+    for (size_t i = j + 1; i < n; ++i) {
+      double s = 0;
+      const double* l = &chol_[i * n];
+      for (size_t k = j; k < i; ++k) s -= l[k] * col[k];
+      col[i] = s / l[i];
+      diag[j] += col[i] * col[i];
+    }
+  }
+  std::vector<double> loo(n);
+  for (size_t i = 0; i < n; ++i) loo[i] = targets_[i] - dual_[i] / diag[i];
+  return loo;
+}
+
+CorrectionBlend BlendCorrection(const std::vector<double>& model, const std::vector<double>& loo,
+                                const std::vector<double>& targets, double max_weight) {
+  CorrectionBlend b;
+  b.weight = max_weight;
+  const size_t n = targets.size();
+  b.rows = static_cast<int64_t>(n);
+  if (model.size() != n || loo.size() != n || b.rows < kMinBlendRows) return b;
+  double mz = 0, mc = 0, my = 0;
+  for (size_t i = 0; i < n; ++i) {
+    mz += model[i] / static_cast<double>(n);
+    mc += loo[i] / static_cast<double>(n);
+    my += targets[i] / static_cast<double>(n);
+  }
+  double szz = 0, scc = 0, szc = 0, szy = 0, scy = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double z = model[i] - mz, c = loo[i] - mc, y = targets[i] - my;
+    szz += z * z;
+    scc += c * c;
+    szc += z * c;
+    szy += z * y;
+    scy += c * y;
+  }
+  const double det = szz * scc - szc * szc;
+  if (!(szz > 0) || !(scc > 0) || !(det > 1e-12 * szz * scc)) return b;
+  b.model_coef = (scc * szy - szc * scy) / det;
+  b.correction_coef = (szz * scy - szc * szy) / det;
+  if (b.model_coef <= 0) return b;
+  b.weight = b.correction_coef <= 0 ? 0.0 : std::min(max_weight, b.correction_coef / b.model_coef);
+  return b;
 }
 
 }  // namespace tgraph

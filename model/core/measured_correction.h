@@ -85,6 +85,15 @@ class MeasuredCorrection {
   void Refresh(const int8_t* row, RowState* state) const;
   double Uncertainty(const RowState& state) const;
 
+  // The fitted rows, fastest first (measurements() of them): row i's layouts (nc x 18
+  // values written to out), its standardised log runtime, and what the fit predicts for
+  // it when it is left out of the fit (kernel ridge regression's closed form: the target
+  // minus its dual weight over the diagonal of (K + ridge I)^-1; costs an n x n
+  // triangular inverse, n^3 / 6 multiply-adds).
+  void FittedRow(int64_t i, int8_t* out) const;
+  const std::vector<double>& targets() const { return targets_; }
+  std::vector<double> LeaveOneOut() const;
+
   int64_t measurements() const { return measurements_; }
   int64_t pending() const { return static_cast<int64_t>(pending_diag_.size()); }
 
@@ -100,6 +109,7 @@ class MeasuredCorrection {
   // and the Cholesky factor of the fitted rows' kernel plus ridge (n x n, lower).
   std::vector<uint16_t> value_of_;
   std::vector<double> chol_;
+  std::vector<double> targets_, dual_;  // the fitted rows' standardised log runtimes, and (K + ridge I)^-1 of them
   double spread_share_ = 1;  // the runtimes' spread over the unit (below 1 where kMinSpread holds)
   double ridge_ = 1;
   // Pending rows (AddPending): their layouts (pending x nc x 18) and their rows of the
@@ -111,5 +121,23 @@ class MeasuredCorrection {
 
 
 };
+
+// How much of the correction a search should add to a model's scores, from how well each
+// predicts the graph's measurements (stacking): the measurements' standardised log
+// runtimes y regressed on the model's scores z of the same rows and the correction's
+// leave-one-out predictions c (least squares with an intercept), weight = b_c / b_z,
+// within [0, max_weight]: max_weight where the model adds nothing (b_z <= 0), 0 where the
+// correction adds nothing beside the model (b_c <= 0). A model that ranks the measured
+// rows well gets little correction (and, in a search, little exploration of the
+// correction's unknowns); a model that does not gets max_weight. With fewer than
+// kMinBlendRows rows, or rows that do not vary, max_weight.
+struct CorrectionBlend {
+  double weight = 0;
+  double model_coef = 0, correction_coef = 0;  // b_z, b_c
+  int64_t rows = 0;
+};
+inline constexpr int64_t kMinBlendRows = 8;
+CorrectionBlend BlendCorrection(const std::vector<double>& model, const std::vector<double>& loo,
+                                const std::vector<double>& targets, double max_weight);
 
 }  // namespace tgraph

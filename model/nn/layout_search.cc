@@ -147,9 +147,14 @@ class Searcher {
   double Correction(const Row& r) const {
     if (!o_.correction) return 0.0;
     const int8_t* x = reinterpret_cast<const int8_t*>(r.data());
-    return o_.correction_weight * o_.correction->Predict(x) -
-           (o_.exploration > 0 ? o_.exploration * o_.correction->Uncertainty(x) : 0.0);
+    return weight_ * o_.correction->Predict(x) - (exploration_ > 0 ? exploration_ * o_.correction->Uncertainty(x) : 0.0);
   }
+  // The fitness (no correction) of rows outside the search: with the fold against the
+  // recorded reference, or options.fitness. Empty when cancelled.
+  std::vector<double> Fitness(const std::vector<Row>& rows) const;
+  // adapt_correction: weight_ and exploration_ from the measured rows; returns the rows
+  // it scored (they count as evaluations), -1 when cancelled.
+  int64_t AdaptCorrection(CorrectionBlend* blend);
   std::vector<Row> Breed(int64_t n);
   bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
   void RecordTheReference();
@@ -168,7 +173,44 @@ class Searcher {
   std::vector<size_t> open_, open_at_;  // pool_ indices not evaluated yet; each one's place in open_
   RecordedReference reference_;
   std::vector<Scored> evaluated_, population_;
+  double weight_ = 0, exploration_ = 0;  // the correction's, as used (AdaptCorrection)
+  CorrectionBlend blend_;
+  int64_t blend_rows_ = 0;  // rows AdaptCorrection scored; -1: cancelled
 };
+
+std::vector<double> Searcher::Fitness(const std::vector<Row>& rows) const {
+  std::vector<double> s;
+  if (o_.fitness) {
+    for (const Row& r : rows) s.push_back(o_.fitness(to_int8(r)));
+    return s;
+  }
+  std::vector<const Row*> ptrs;
+  for (const Row& r : rows) ptrs.push_back(&r);
+  const RowBlock block(ptrs, nc_);
+  std::vector<int64_t> idx(rows.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  return ScoreAgainstRecorded(folds_.front(), graph_, block.rows, idx, reference_, o_.scoring);
+}
+
+int64_t Searcher::AdaptCorrection(CorrectionBlend* blend) {
+  weight_ = o_.correction_weight;
+  exploration_ = o_.exploration;
+  if (!o_.correction || !o_.adapt_correction) return 0;
+  const MeasuredCorrection& c = *o_.correction;
+  const int64_t n = std::min({c.measurements(), kMaxBlendRows, o_.evaluations / 4});
+  if (n < kMinBlendRows) return 0;
+  std::vector<Row> rows(static_cast<size_t>(n), Row(static_cast<size_t>(nc_ * kConfigFeatDim), 0));
+  for (int64_t i = 0; i < n; ++i) c.FittedRow(i, reinterpret_cast<int8_t*>(rows[static_cast<size_t>(i)].data()));
+  const std::vector<double> z = Fitness(rows);
+  if (z.size() != rows.size()) return -1;
+  std::vector<double> loo = c.LeaveOneOut(), y = c.targets();
+  loo.resize(static_cast<size_t>(n));
+  y.resize(static_cast<size_t>(n));
+  *blend = BlendCorrection(z, loo, y, o_.correction_weight);
+  weight_ = blend->weight;
+  exploration_ = o_.correction_weight > 0 ? o_.exploration * weight_ / o_.correction_weight : o_.exploration;
+  return n;
+}
 
 // The fixed reference: the start rows, then random rows, recorded by the fitness fold;
 // its rows enter the population with their scores as its members.
@@ -190,36 +232,27 @@ void Searcher::RecordTheReference() {
     if (!r.empty() && MarkSeen(r)) rows.push_back(std::move(r));
   }
   reference_rows_ = rows;
+  std::vector<double> z;
   if (o_.fitness) {  // no model: the reference's scores are the fitness itself
-    for (const Row& x : reference_rows_) {
-      const double z = o_.fitness(to_int8(x));
-      evaluated_.push_back({z + Correction(x), x, z});
+    z = Fitness(reference_rows_);
+  } else {
+    std::vector<const Row*> ptrs;
+    for (const Row& r : reference_rows_) ptrs.push_back(&r);
+    const RowBlock block(ptrs, nc_);
+    reference_ = RecordReference(folds_.front(), graph_, block.rows, o_.scoring);
+    for (size_t i = 0; i < reference_rows_.size(); ++i) {
+      const double v = reference_.scores[i] - reference_.mean;
+      z.push_back(reference_.sd > 0 ? v / reference_.sd : v);
     }
-    return;
   }
-  std::vector<const Row*> ptrs;
-  for (const Row& r : reference_rows_) ptrs.push_back(&r);
-  const RowBlock block(ptrs, nc_);
-  reference_ = RecordReference(folds_.front(), graph_, block.rows, o_.scoring);
-  for (size_t i = 0; i < reference_rows_.size(); ++i) {
-    const double v = reference_.scores[i] - reference_.mean, z = reference_.sd > 0 ? v / reference_.sd : v;
-    evaluated_.push_back({z + Correction(reference_rows_[i]), reference_rows_[i], z});
-  }
+  blend_rows_ = AdaptCorrection(&blend_);
+  for (size_t i = 0; i < reference_rows_.size(); ++i)
+    evaluated_.push_back({z[i] + Correction(reference_rows_[i]), reference_rows_[i], z[i]});
 }
 
 bool Searcher::Evaluate(const std::vector<Row>& rows) {
   if (rows.empty()) return true;
-  std::vector<double> s;
-  if (o_.fitness) {
-    for (const Row& r : rows) s.push_back(o_.fitness(to_int8(r)));
-  } else {
-    std::vector<const Row*> ptrs;
-    for (const Row& r : rows) ptrs.push_back(&r);
-    const RowBlock block(ptrs, nc_);
-    std::vector<int64_t> idx(rows.size());
-    std::iota(idx.begin(), idx.end(), 0);
-    s = ScoreAgainstRecorded(folds_.front(), graph_, block.rows, idx, reference_, o_.scoring);
-  }
+  const std::vector<double> s = Fitness(rows);
   if (s.size() != rows.size()) return false;
   for (size_t i = 0; i < rows.size(); ++i) {
     evaluated_.push_back({s[i] + Correction(rows[i]), rows[i], s[i]});
@@ -255,9 +288,16 @@ SearchResult Searcher::Run() {
     return r;
   }
   RecordTheReference();
+  if (blend_rows_ < 0) {
+    r.cancelled = true;
+    return r;
+  }
+  r.correction_weight = weight_;
+  r.exploration = exploration_;
+  r.blend = blend_;
   r.reference = static_cast<int64_t>(reference_rows_.size());
   for (const Row& x : reference_rows_) r.reference_rows.insert(r.reference_rows.end(), x.begin(), x.end());
-  int64_t spent = r.reference;
+  int64_t spent = r.reference + blend_rows_;
   population_ = evaluated_;
   // The first generation: the compiler's default and mutants of it and of the start rows
   // (an autotuner's strongest prior: XLA's own choice), beside the random reference.
@@ -362,7 +402,7 @@ SearchResult Searcher::Finish(SearchResult r) {
     return score[a] != score[b] ? score[a] < score[b] : picked[a]->row < picked[b]->row;
   };
   const size_t wanted = std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results)));
-  if (o_.correction && o_.exploration > 0 && o_.spread_proposals) {
+  if (o_.correction && exploration_ > 0 && o_.spread_proposals) {
     // One at a time: each pick's uncertainty conditioned on the picks before it, every
     // finalist's kept up to date (RowState) as the picks become pending. Past
     // kMaxSpreadProposals picks, the rest in the order the uncertainty left then gives.
@@ -371,13 +411,13 @@ SearchResult Searcher::Finish(SearchResult r) {
     std::vector<MeasuredCorrection::RowState> state(n);
     for (size_t i = 0; i < n; ++i) {
       state[i] = pending.State(to_int8(picked[i]->row));
-      known[i] = score[i] + o_.exploration * pending.Uncertainty(state[i]);
+      known[i] = score[i] + exploration_ * pending.Uncertainty(state[i]);
     }
     const size_t spread = std::min<size_t>(wanted, kMaxSpreadProposals);
     for (size_t k = 0; k <= spread && k < n; ++k) {
       for (size_t i = k; i < n; ++i) {
         pending.Refresh(to_int8(picked[order[i]]->row), &state[order[i]]);
-        score[order[i]] = known[order[i]] - o_.exploration * pending.Uncertainty(state[order[i]]);
+        score[order[i]] = known[order[i]] - exploration_ * pending.Uncertainty(state[order[i]]);
       }
       if (k == spread) {  // the rest, conditioned on every spread pick
         std::sort(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before);

@@ -22,10 +22,12 @@
 //   measurements where the model has not learned them yet, and subtract a bonus for
 //   how little they say about it (options.exploration), so that it also tries what
 //   they have not pinned down; the results are then chosen one at a time, each with
-//   the bonus left once those before it are measured (options.spread_proposals).
+//   the bonus left once those before it are measured (options.spread_proposals). Both
+//   weights shrink where the fitness already predicts the measurements
+//   (options.adapt_correction).
 // - Deterministic for a seed (the same rows and scores on a machine), and bounded:
-//   options.evaluations rows through the fitness fold (the reference included) and
-//   options.finalists through every fold.
+//   options.evaluations rows through the fitness fold (the reference and the measured
+//   rows adapt_correction scores included) and options.finalists through every fold.
 //
 // Threads: runs on the caller's thread (its LibTorch intra-op threads run the matmuls);
 // it borrows the folds, graph tensors and space for the call, and may run beside other
@@ -44,7 +46,7 @@ namespace tgraph {
 
 struct SearchOptions {
   int64_t results = 10;          // rows returned
-  int64_t evaluations = 2048;    // rows through the fitness fold, the reference included
+  int64_t evaluations = 2048;    // rows through the fitness fold, the reference (and adapt_correction's) included
   int64_t population = 128;
   int64_t reference = 128;       // the fixed reference's rows (capped by the budget's batch)
   int64_t finalists = 0;         // rows re-scored by every fold; 0: max(2 x results, 32)
@@ -76,6 +78,16 @@ struct SearchOptions {
   // before. On the simulated farm the median graph's gap after 100 and 200 measurements
   // was lower with it on three test splits of four (docs/results.md).
   bool spread_proposals = true;
+  // With a correction: correction_weight and exploration are scaled down by how well the
+  // model already predicts the graph's measurements (BlendCorrection,
+  // model/core/measured_correction.h: the model's fitness scores of the correction's
+  // fitted rows, at most kMaxBlendRows of the fastest, against the correction's
+  // leave-one-out predictions; they count as evaluations). A model that ranks the
+  // measurements well is followed; one that does not gets the full correction. On the
+  // simulated farm, a fitness that misjudges rows by 0.5% needed 158 measurements to come
+  // within 1% with the full correction and 32 without (docs/results.md "How good a model
+  // the target needs").
+  bool adapt_correction = true;
   // Benchmarks: when set, the fitness and the final scores are this function of a row
   // (nc x 18 values) instead of the model's (tgraph-bench-search's `oracle` runs the
   // search with the simulated hardware's own runtimes: what a perfect model would find).
@@ -89,6 +101,8 @@ inline constexpr int64_t kCandidateSample = 64;
 // finalist's state is n + kMaxSpreadProposals doubles (n <= 512 fitted measurements), and
 // a pick costs a group comparison and a dot product per finalist.
 inline constexpr int64_t kMaxSpreadProposals = 64;
+// adapt_correction scores at most this many measured rows (the fastest fitted).
+inline constexpr int64_t kMaxBlendRows = 256;
 
 struct SearchResult {
   std::vector<int8_t> rows;      // results x nc x 18, best first
@@ -98,6 +112,10 @@ struct SearchResult {
   int64_t reference = 0;         // rows in the fixed reference
   std::vector<int8_t> reference_rows;  // reference x nc x 18: ScoreConfigs with it gives `score`
   bool cancelled = false;
+  // The correction's weight and exploration the search used (options' own unless
+  // adapt_correction scaled them), and the blend behind them.
+  double correction_weight = 0, exploration = 0;
+  CorrectionBlend blend;
 };
 
 SearchResult SearchLayouts(const std::vector<FoldModel>& folds, const GraphTensors& graph, const LayoutSpace& space,

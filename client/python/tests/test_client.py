@@ -216,6 +216,7 @@ def test_search_proposes_legal_new_rows_best_first_the_same_for_a_seed(server):
     learned = client.search("layout:xla:random", g, results=5, max_evaluations=300, exclude=g.configs, start=best,
                             seed=3, exclude_runtimes_ns=g.runtimes)
     assert learned.correction_measurements == 481 and list(learned.scores) == sorted(learned.scores)
+    assert p.correction_weight == 0 and 0 <= learned.correction_weight <= 3
     assert all(r.tobytes() not in measured for r in learned.configs)
     with pytest.raises(tgraph.TgraphError) as e:
         client.search("layout:xla:random", g, exclude=g.configs, exclude_runtimes_ns=g.runtimes[:3])

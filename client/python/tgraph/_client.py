@@ -124,6 +124,7 @@ class Proposals:
     timing: dict
     registrations: int = 0
     correction_measurements: int = 0  # measured runtimes the scores were corrected with
+    correction_weight: float = 0.0  # their weight beside the model's scores: 3, less where the model predicts them
 
 
 @dataclass
@@ -406,7 +407,7 @@ class Client:
         return Proposals(configs.copy(), np.array(r.scores, dtype=np.float32), np.array(r.spread, dtype=np.float32),
                          r.model_version, r.evaluations, r.generations, r.reference_configs,
                          {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms}, registrations,
-                         r.correction_measurements)
+                         r.correction_measurements, r.correction_weight)
 
     def models(self) -> List[ModelInfo]:
         """The loaded models: per collection, the latest version first."""
