@@ -217,7 +217,8 @@ absl::StatusOr<HloProgram> HloProgram::FromSerialized(std::string serialized, co
   p.node_config_ids = std::move(w->node_config_ids);
   p.warnings = std::move(w->warnings);
   // The same space the server gives a module (its operands' exact ranks).
-  const LayoutSpace space = LayoutSpaceOf(p.graph, p.node_config_ids, &w->first_operands);
+  const std::vector<std::string> names = hlo::InstructionNames(w->sources, p.node_config_ids);
+  const LayoutSpace space = LayoutSpaceOf(p.graph, p.node_config_ids, &w->first_operands, &names);
   for (size_t j = 0; j < p.node_config_ids.size(); ++j) {
     const int64_t id = p.node_config_ids[j];
     const hlo::NodeSource& s = w->sources[static_cast<size_t>(id)];

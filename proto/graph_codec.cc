@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "model/core/opcodes.h"
 
 namespace tgraph {
 
@@ -91,7 +92,7 @@ void EncodeConfigurableNodes(const WireGraph& g, v1::RegisterGraphResponse* out)
   for (int64_t id : g.node_config_ids) {
     v1::ConfigurableNode* c = out->add_configurable_nodes();
     c->set_node(id);
-    c->set_opcode(std::string(hlo::OpcodeName(g.graph.node_opcode[static_cast<size_t>(id)])));
+    c->set_opcode(std::string(OpcodeName(g.graph.node_opcode[static_cast<size_t>(id)])));
     if (!g.sources.empty()) {
       const hlo::NodeSource& s = g.sources[static_cast<size_t>(id)];
       c->set_instruction(s.instruction);

@@ -20,7 +20,8 @@ absl::StatusOr<StoredGraphResult> GraphStore::Register(WireGraph g) {
     r.already_registered = true;
     if (exact && !known->exact_operand_ranks && !g.node_config_ids.empty()) {  // refine the space (header)
       auto refined = std::make_shared<StoredGraph>(*known);
-      refined->space = LayoutSpaceOf(g.graph, g.node_config_ids, &g.first_operands);
+      const std::vector<std::string> names = hlo::InstructionNames(g.sources, g.node_config_ids);
+      refined->space = LayoutSpaceOf(g.graph, g.node_config_ids, &g.first_operands, &names);
       refined->exact_operand_ranks = true;
       graphs_.Put(r.graph_hash, refined, refined->bytes());
       known = std::move(refined);
@@ -36,7 +37,8 @@ absl::StatusOr<StoredGraphResult> GraphStore::Register(WireGraph g) {
     stored->pruned.original_ids.resize(static_cast<size_t>(stored->pruned.graph.num_nodes));
     for (size_t i = 0; i < stored->pruned.original_ids.size(); ++i) stored->pruned.original_ids[i] = static_cast<int64_t>(i);
   } else {
-    stored->space = LayoutSpaceOf(g.graph, g.node_config_ids, exact ? &g.first_operands : nullptr);
+    const std::vector<std::string> names = hlo::InstructionNames(g.sources, g.node_config_ids);
+    stored->space = LayoutSpaceOf(g.graph, g.node_config_ids, exact ? &g.first_operands : nullptr, &names);
     stored->exact_operand_ranks = exact;
     stored->pruned = PruneGraph(g.graph, g.node_config_ids);
   }

@@ -26,6 +26,7 @@ namespace {
 struct RealUnet {
   std::string text;
   LayoutGraph runs;
+  std::vector<std::string> configurable;  // the runs' configurable instructions, in row order
 };
 
 RealUnet ReadRealUnet() {
@@ -33,7 +34,9 @@ RealUnet ReadRealUnet() {
   REQUIRE(d.ParseFromString(*ReadFile(std::string(TGRAPH_REAL_DATA) + "/module_tuning_data_layout.pb")));
   auto t = hlo::FeaturizeLayoutTuning(d, "unet");
   REQUIRE(t.ok());
-  return {hlo::PrintHloText(d.module()), t->graph};
+  std::vector<std::string> configurable;
+  for (int64_t n : t->graph.node_config_ids) configurable.push_back(t->module.nodes[static_cast<size_t>(n)].instruction);
+  return {hlo::PrintHloText(d.module()), t->graph, configurable};
 }
 
 hlo::ModuleGraph Featurize(const std::string& text) {
@@ -74,7 +77,10 @@ std::vector<int8_t> Row(std::initializer_list<std::initializer_list<int>> per_no
 TEST_CASE("apply: rows of the real unet_3d file come back as the re-featurized module's layouts", "[hlo][apply]") {
   const RealUnet unet = ReadRealUnet();
   const hlo::ModuleGraph before = Featurize(unet.text);
-  REQUIRE(before.default_config_nodes == unet.runs.node_config_ids);
+  // The runs' rows are in the module's row order: the same instructions, one by one.
+  std::vector<std::string> configurable;
+  for (int64_t n : before.default_config_nodes) configurable.push_back(before.nodes[static_cast<size_t>(n)].instruction);
+  REQUIRE(configurable == unet.configurable);
   auto written_before = WrittenLayoutRow(unet.text, "unet.hlo");
   REQUIRE(written_before.ok());
   const int64_t nc = unet.runs.num_config_nodes();
@@ -226,10 +232,10 @@ TEST_CASE("apply: bad rows and inputs are errors naming the node, the group or t
   CHECK(error(ApplyLayoutRow(text, std::vector<int8_t>(17, -1), "m.hlo")) ==
         "m.hlo: the row: 17 values; the module has 1 configurable nodes, so a row has 1 x 18 = 18");
   CHECK(error(ApplyLayoutRow(text, Row({{7}}), "m.hlo")) ==
-        "m.hlo: the row: configurable node 0, slot 0 is 7, expected -1..5");
+        "m.hlo: the row: configurable node 0 (dot 'd'), slot 0 is 7, expected -1..5");
   const std::string twice = error(ApplyLayoutRow(text, Row({{1, 1}}), "m.hlo"));
-  CHECK_THAT(twice, Catch::Contains("configurable node 0") && Catch::Contains("output group") &&
-                        Catch::Contains("appears twice"));
+  CHECK(twice == "m.hlo: the row: config 0, configurable node 0 (dot 'd', node 1), output group [1, 1, -1, -1, -1, -1]: "
+                 "dimension 1 appears twice");
   const std::string rank = error(ApplyLayoutRow(text, Row({{-1, -1, -1, -1, -1, -1, 2}}), "m.hlo"));
   CHECK_THAT(rank, Catch::Contains("input group"));
   CHECK_THAT(error(ApplyLayoutRow("HloModule m\nENTRY e {\n  a = f32[4 parameter(0)\n}\n", Row({{}}), "m.hlo")),

@@ -126,6 +126,24 @@ std::string TuplesText(int n, int width) {  // tuple shapes: a few bytes per ele
   for (int i = 0; i < n; ++i) absl::StrAppend(&t, "  t", i, " = ", shape, " tuple(", operands, ")\n");
   return t + "  ROOT r = f32[] negate(p)\n}\n";
 }
+// Tuple elements used as operands (`%t#k`): each one a get-tuple-element the reader
+// makes, from a few bytes of text.
+std::string ElementsText(int n, int width) {
+  std::string shape = "(", operands;
+  for (int k = 0; k < width; ++k) {
+    shape += k ? ",f32[]" : "f32[]";
+    operands += k ? ",p" : "p";
+  }
+  shape += ")";
+  std::string t = absl::StrCat("HloModule elements\nENTRY e {\n  p = f32[] parameter(0)\n  t = ", shape, " tuple(",
+                               operands, ")\n");
+  for (int i = 0; i < n; ++i) {
+    std::string args;
+    for (int k = 0; k < width; ++k) absl::StrAppend(&args, k ? ",t#" : "t#", k);
+    absl::StrAppend(&t, "  u", i, " = ", shape, " tuple(", args, ")\n");
+  }
+  return t + "  ROOT r = f32[] negate(p)\n}\n";
+}
 std::string AttributesText(int n) {  // windows, labels, slices and padding of many dimensions
   std::string t = "HloModule attributes\nENTRY e {\n  p = f32[1,8,8,1]{3,2,1,0} parameter(0)\n"
                   "  k = f32[3,3,1,1]{3,2,1,0} parameter(1)\n";
@@ -173,7 +191,8 @@ TEST_CASE("what a module's reader reserves covers what it allocates, as text and
   const std::vector<std::pair<std::string, std::string>> texts = {
       {"tiny instructions", ChainText(50000)},     {"an operand 500,000 times", OperandsText(500000)},
       {"10,000 fusions", FusionsText(10000)},      {"tuples of 64", TuplesText(3000, 64)},
-      {"windows, slices, padding", AttributesText(5000)}, {"long names", LongNamesText(20000)}};
+      {"windows, slices, padding", AttributesText(5000)}, {"long names", LongNamesText(20000)},
+      {"tuple elements as operands", ElementsText(3000, 64)}};
   for (const auto& [name, text] : texts) {
     CheckReservationCovers(name + ", text", text);
     CheckReservationCovers(name + ", proto", AsProto(text));
@@ -187,6 +206,10 @@ TEST_CASE("what the real modules' reader reserves covers what it allocates", "[h
   REQUIRE(parsed.ok());
   CheckReservationCovers("real unet_3d, text", tgraph::hlo::PrintHloText(*parsed));
   CheckReservationCovers("real graphsage_tf.hlo", *tgraph::ReadFile(kReal + "/hlo/graphsage_tf.hlo"));
+  for (const char* dump : {"before_optimizations", "sm_9.0a_gpu_after_optimizations"})
+    for (const char* ext : {".txt", ".hlo.pb"})
+      CheckReservationCovers(absl::StrCat("real JAX ", dump, ext),
+                             *tgraph::ReadFile(absl::StrCat(kReal, "/hlo/jax/mlp_train_step.", dump, ext)));
 }
 
 TEST_CASE("a proto's fields the featurizer never reads are not kept in memory", "[hlo][memory]") {

@@ -8,11 +8,13 @@
 #include <map>
 #include <random>
 #include <regex>
+#include <set>
 #include <tuple>
 
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/core/layout_space.h"
+#include "model/core/opcodes.h"
 #include "model/hlo/featurize.h"
 #include "tests/test_util.h"
 
@@ -103,8 +105,13 @@ TEST_CASE("featurizing the real layout tuning data reproduces the dataset's unet
   CHECK(GraphContentHash(g.graph, g.node_config_ids) == GraphContentHash(real->graph, real->node_config_ids));
 }
 
-TEST_CASE("an HLO module alone gives the same graph, with convolution, dot and reshape configurable", "[hlo]") {
+TEST_CASE("an HLO module alone gives the dataset's graph in the canonical order, its rows in the dataset's order",
+          "[hlo]") {
   const xla::ModuleTuningData d = RealLayoutTuning();
+  // The dataset's graph, in the order its tuning data (and the TpuGraphs encoder) has.
+  auto t = hlo::FeaturizeLayoutTuning(d, "module_tuning_data_layout.pb");
+  REQUIRE(t.ok());
+  const hlo::ModuleGraph& encoder = t->module;
   // The three envelopes a user may hold: HloProto (XLA's *.hlo.pb), HloModuleProto,
   // and the tuning data itself (its module is field 1, as in HloProto).
   xla::HloProto wrapped;
@@ -118,8 +125,37 @@ TEST_CASE("an HLO module alone gives the same graph, with convolution, dot and r
     CHECK(m->graph.num_nodes == 3163);
     CHECK(m->graph.num_edges() == 5112);
     CHECK(m->warnings.empty());
-    // In this module every convolution, dot and reshape was tuned.
-    CHECK(m->default_config_nodes == std::vector<int64_t>(d.config_index_to_node().begin(), d.config_index_to_node().end()));
+    CHECK_FALSE(m->after_optimizations);
+    // Node for node the same instruction, features and opcode; edge for edge the same
+    // edges: the same graph, its computations in call order (canonical_order.h).
+    std::map<std::pair<std::string, std::string>, int64_t> canonical;
+    for (size_t i = 0; i < m->nodes.size(); ++i)
+      canonical[{m->nodes[i].computation, m->nodes[i].instruction}] = static_cast<int64_t>(i);
+    REQUIRE(canonical.size() == 3163);
+    std::vector<int64_t> to(3163);
+    int64_t moved = 0, same_features = 0;
+    for (size_t i = 0; i < encoder.nodes.size(); ++i) {
+      to[i] = canonical.at({encoder.nodes[i].computation, encoder.nodes[i].instruction});
+      moved += to[i] != static_cast<int64_t>(i);
+      same_features += std::equal(encoder.graph.feat(static_cast<int64_t>(i)), encoder.graph.feat(static_cast<int64_t>(i)) + 140,
+                                  m->graph.feat(to[i]));
+      CHECK(m->graph.node_opcode[static_cast<size_t>(to[i])] == encoder.graph.node_opcode[i]);
+    }
+    CHECK(same_features == 3163);
+    CHECK(moved > 0);  // XLA wrote this proto's computations in creation order
+    std::set<std::pair<int64_t, int64_t>> edges, mapped;
+    for (size_t e = 0; e < m->graph.edge_index.size(); e += 2) edges.insert({m->graph.edge_index[e], m->graph.edge_index[e + 1]});
+    for (size_t e = 0; e < encoder.graph.edge_index.size(); e += 2)
+      mapped.insert({to[static_cast<size_t>(encoder.graph.edge_index[e])], to[static_cast<size_t>(encoder.graph.edge_index[e + 1])]});
+    CHECK(edges == mapped);
+    // Within each computation XLA's own order is kept: the instructions of main__.10904
+    // (nodes 502..) did not move.
+    for (int64_t i = 502; i < 3163; ++i) CHECK(to[static_cast<size_t>(i)] == i);
+    // Every convolution, dot and reshape was tuned, and they come in the dataset's row
+    // order: the file's configurations rank on the module as they are.
+    REQUIRE(m->default_config_nodes.size() == static_cast<size_t>(d.config_index_to_node_size()));
+    for (int j = 0; j < d.config_index_to_node_size(); ++j)
+      CHECK(m->default_config_nodes[static_cast<size_t>(j)] == to[static_cast<size_t>(d.config_index_to_node(j))]);
     for (int64_t id : m->default_config_nodes) {
       const int op = m->graph.node_opcode[static_cast<size_t>(id)];
       CHECK((op == op::kConvolution || op == op::kDot || op == op::kReshape));
@@ -432,16 +468,16 @@ TEST_CASE("LayoutConfigRow: per-node minor-to-major lists to an 18-value row", "
 }
 
 TEST_CASE("opcode table: names and ids of docs/format.md", "[hlo]") {
-  CHECK(hlo::OpcodeId("abs") == 1);
-  CHECK(hlo::OpcodeId("convolution") == op::kConvolution);
-  CHECK(hlo::OpcodeId("dot") == op::kDot);
-  CHECK(hlo::OpcodeId("reshape") == op::kReshape);
-  CHECK(hlo::OpcodeId("tan") == 120);
-  CHECK(hlo::OpcodeId("no-such-op") == 0);
-  CHECK(hlo::OpcodeName(op::kParameter) == "parameter");
-  CHECK(hlo::OpcodeName(0).empty());
-  CHECK(hlo::OpcodeName(121).empty());
-  for (int id = 1; id <= 120; ++id) CHECK(hlo::OpcodeId(hlo::OpcodeName(id)) == id);
+  CHECK(OpcodeId("abs") == 1);
+  CHECK(OpcodeId("convolution") == op::kConvolution);
+  CHECK(OpcodeId("dot") == op::kDot);
+  CHECK(OpcodeId("reshape") == op::kReshape);
+  CHECK(OpcodeId("tan") == 120);
+  CHECK(OpcodeId("no-such-op") == 0);
+  CHECK(OpcodeName(op::kParameter) == "parameter");
+  CHECK(OpcodeName(0).empty());
+  CHECK(OpcodeName(121).empty());
+  for (int id = 1; id <= 120; ++id) CHECK(OpcodeId(OpcodeName(id)) == id);
 }
 
 TEST_CASE("docs/format.md lists the opcode table the code uses", "[hlo]") {
@@ -453,7 +489,7 @@ TEST_CASE("docs/format.md lists the opcode table the code uses", "[hlo]") {
   for (std::sregex_iterator it(table.begin(), table.end(), cell), end; it != end; ++it)
     listed[std::stoi((*it)[1])] = (*it)[2];
   REQUIRE(listed.size() == 120u);
-  for (const auto& [id, name] : listed) CHECK(hlo::OpcodeName(id) == name);
+  for (const auto& [id, name] : listed) CHECK(OpcodeName(id) == name);
 }
 
 namespace {
@@ -484,7 +520,16 @@ TEST_CASE("tgraph-featurize: module, layout and tile files every loader reads, e
   auto only = LoadLayoutGraph(dir.path() + "/graph.npz", /*allow_no_configs=*/true);
   REQUIRE(only.ok());
   CHECK(only->num_configs == 0);
-  CHECK(GraphContentHash(only->graph, only->node_config_ids) == GraphContentHash(real->graph, real->node_config_ids));
+  // The module alone: the dataset's graph in the canonical order (the test above matches
+  // it node for node): the same feature rows, the same number of edges.
+  auto rows = [](const LayoutGraph& g) {
+    std::multiset<std::vector<float>> r;
+    for (int64_t i = 0; i < g.graph.num_nodes; ++i) r.insert(std::vector<float>(g.graph.feat(i), g.graph.feat(i) + 140));
+    return r;
+  };
+  CHECK(rows(*only) == rows(*real));
+  CHECK(only->graph.num_edges() == real->graph.num_edges());
+  CHECK(only->node_config_ids.size() == real->node_config_ids.size());
 
   std::tie(rc, out) = RunTool("tile --in " + tile_pb + " --out_dir " + dir.path() + "/tiles");
   REQUIRE(rc == 0);

@@ -3,11 +3,13 @@
 // every attribute the features read; errors naming line and column; a fuzz.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <random>
 #include <string>
 
 #include "model/core/file_util.h"
 #include "model/core/layout_space.h"
+#include "model/core/opcodes.h"
 #include "model/hlo/featurize.h"
 #include "model/hlo/hlo_text.h"
 
@@ -63,7 +65,7 @@ TEST_CASE("HLO text: the real graphsage_tf module featurizes, with hand-checked 
   // %MatMul_1.10 = bf16[1,128]{1,0} dot(%embedding_lookup.3, %MatMul_1.9), lhs_contracting_dims={1}, ...
   const int64_t dot = NodeNamed(*g, "MatMul_1.10");
   CHECK(g->nodes[dot].opcode == "dot");
-  CHECK(g->graph.node_opcode[dot] == hlo::OpcodeId("dot"));
+  CHECK(g->graph.node_opcode[dot] == OpcodeId("dot"));
   CHECK(g->graph.feat(dot)[2 + 13] == 1.0f);                                           // BF16
   CHECK(Feat(*g, dot, 21, 29) == std::vector<float>{1, 128, 0, 0, 0, 0, 129, 128});   // dims, sum, product
   CHECK(Feat(*g, dot, 134, 140) == std::vector<float>{1, 0, 0, 0, 0, 0});             // minor_to_major
@@ -111,26 +113,31 @@ ENTRY main {
   REQUIRE(parsed.ok());
   auto g = FeaturizeModule(*parsed, "m.hlo");
   REQUIRE(g.ok());
-  // The proto of tests/hlo_test.cc's module gave these (node 0 is now the constant).
-  const float* f = g->graph.feat(3);
-  CHECK(g->nodes[3].instruction == "conv");
+  // The proto of tests/hlo_test.cc's module gave these. In the canonical order
+  // (canonical_order.h) the root's operands come first: p, k, conv, s, then c, then pad.
+  std::vector<std::string> order;
+  for (const hlo::NodeSource& n : g->nodes) order.push_back(n.instruction);
+  CHECK(order == std::vector<std::string>{"p", "k", "conv", "s", "c", "pad"});
+  const float* f = g->graph.feat(NodeNamed(*g, "conv"));
   CHECK(std::vector<float>(f + 37, f + 45) == std::vector<float>{3, 3, 0, 0, 0, 0, 6, 9});   // size
   CHECK(std::vector<float>(f + 45, f + 53) == std::vector<float>{1, 2, 0, 0, 0, 0, 3, 2});   // stride
   CHECK(std::vector<float>(f + 53, f + 61) == std::vector<float>{1, 1, 0, 0, 0, 0, 2, 1});   // padding low
   CHECK(std::vector<float>(f + 61, f + 69) == std::vector<float>{2, 2, 0, 0, 0, 0, 4, 4});   // padding high
   CHECK(std::vector<float>(f + 85, f + 93) == std::vector<float>{0, 1, 0, 0, 0, 0, 1, 1});   // reversal, counts
   CHECK(std::vector<float>(f + 93, f + 109) == std::vector<float>{0, 3, 1, 2, 0, 0, 2, 3, 0, 1, 0, 0, 0, 3, 1, 1});
-  CHECK(g->graph.feat(2)[30] == 1.0f);  // k: parameter_number 1
-  const float* s = g->graph.feat(4);
+  CHECK(g->graph.feat(NodeNamed(*g, "k"))[30] == 1.0f);  // parameter_number 1
+  const float* s = g->graph.feat(NodeNamed(*g, "s"));
   CHECK(std::vector<float>(s + 109, s + 121) == std::vector<float>{0, 1, 3, 0, 1, 1, 3, 1, 4, 5, 15, 120});
-  const float* p = g->graph.feat(5);
+  const float* p = g->graph.feat(NodeNamed(*g, "pad"));
   CHECK(std::vector<float>(p + 125, p + 133) == std::vector<float>{2, 0, 2, 2, -1, 0, -1, -1});
   CHECK(p[0] == 1.0f);  // the root
-  CHECK(g->graph.edge_index == std::vector<int64_t>{3, 1, 3, 2, 4, 3, 5, 0, 5, 4});
-  CHECK(g->default_config_nodes == std::vector<int64_t>{3});
+  // conv(p, k), s(conv), pad(s, c)
+  CHECK(g->graph.edge_index == std::vector<int64_t>{2, 0, 2, 1, 3, 2, 5, 3, 5, 4});
+  CHECK(g->default_config_nodes == std::vector<int64_t>{2});
 }
 
-TEST_CASE("HLO text: tuples, tokens, calls of every kind, callees put first, ids in text order", "[hlo][text]") {
+TEST_CASE("HLO text: tuples, tokens, calls of every kind, callees put first in call order, ids in text order",
+          "[hlo][text]") {
   const std::string text = R"(HloModule calls
 
 ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
@@ -174,34 +181,45 @@ ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
   auto m = ParseHloText(text, "calls.hlo");
   REQUIRE(m.ok());
   REQUIRE(m->computations_size() == 6);
-  // Callees first, in text order among themselves; the entry last.
+  // The canonical order (canonical_order.h). main's instructions: walks from the unused
+  // ones by name (ds, r, srt, tok, w), then from the root (out), operands first.
   std::vector<std::string> names;
   for (const auto& c : m->computations()) names.push_back(c.name());
-  CHECK(names == std::vector<std::string>{"cond", "body", "body2", "fused", "less", "main"});
-  CHECK(m->entry_computation_name() == "main");
   const auto& main = m->computations(5);
-  CHECK(main.instructions(0).id() == 1);  // ids in text order
-  CHECK(main.root_id() == main.instructions(10).id());
-  CHECK(main.instructions(2).shape().element_type() == xla::TUPLE);
-  CHECK(main.instructions(2).shape().tuple_shapes_size() == 2);
-  CHECK(main.instructions(4).shape().element_type() == xla::TOKEN);
-  CHECK(main.instructions(3).called_computation_ids_size() == 2);  // condition, body
-  REQUIRE(main.instructions(6).opcode() == "conditional");
-  CHECK(main.instructions(6).called_computation_ids_size() == 2);  // both branches
-  REQUIRE(main.instructions(6).shape().layout().minor_to_major_size() == 1);
-  CHECK(main.instructions(6).shape().layout().minor_to_major(0) == 0);  // tiling after ':' skipped
-  CHECK(main.instructions(7).called_computation_ids_size() == 1);       // the fusion's calls
-  CHECK(main.instructions(8).is_stable());
-  REQUIRE(main.instructions(9).dynamic_slice_sizes_size() == 1);
-  CHECK(main.instructions(9).dynamic_slice_sizes(0) == 2);
+  std::vector<std::string> order;
+  for (const auto& inst : main.instructions()) order.push_back(inst.name());
+  CHECK(order == std::vector<std::string>{"a", "i", "ds", "b", "r", "srt", "tok", "t", "w", "f", "out"});
+  // Callees before their callers, in the order main's instructions call them; the entry last.
+  CHECK(names == std::vector<std::string>{"body2", "less", "cond", "body", "fused", "main"});
+  CHECK(m->entry_computation_name() == "main");
+  auto inst = [&](const std::string& name) -> const xla::HloInstructionProto& {
+    return main.instructions(static_cast<int>(std::find(order.begin(), order.end(), name) - order.begin()));
+  };
+  CHECK(inst("a").id() == 1);  // ids in text order
+  CHECK(inst("ds").id() == 10);
+  CHECK(main.root_id() == inst("out").id());
+  CHECK(inst("t").shape().element_type() == xla::TUPLE);
+  CHECK(inst("t").shape().tuple_shapes_size() == 2);
+  CHECK(inst("tok").shape().element_type() == xla::TOKEN);
+  CHECK(inst("w").called_computation_ids_size() == 2);  // condition, body
+  REQUIRE(inst("r").opcode() == "conditional");
+  CHECK(inst("r").called_computation_ids_size() == 2);  // both branches
+  REQUIRE(inst("r").shape().layout().minor_to_major_size() == 1);
+  CHECK(inst("r").shape().layout().minor_to_major(0) == 0);  // tiling after ':' skipped
+  CHECK(inst("f").called_computation_ids_size() == 1);       // the fusion's calls
+  CHECK(inst("f").fusion_kind() == "kLoop");
+  CHECK(inst("srt").is_stable());
+  REQUIRE(inst("ds").dynamic_slice_sizes_size() == 1);
+  CHECK(inst("ds").dynamic_slice_sizes(0) == 2);
   auto g = FeaturizeModule(*m, "calls.hlo");
   REQUIRE(g.ok());
   CHECK(g->graph.num_nodes == 20);
-  // The while node's call edges reach the roots of cond and body.
-  const int64_t w = 9 + 3;  // 9 nodes of callees before main
-  CHECK(g->nodes[w].instruction == "w");
-  CHECK(HasEdge(*g, w, 1));  // cond's root %c
-  CHECK(HasEdge(*g, w, 2));  // body's root %t
+  // The while node's call edges reach the roots of cond and body (nodes: body2 0, less
+  // 1-3, cond 4-5, body 6, fused 7-8, main from 9).
+  const int64_t w = NodeNamed(*g, "w");
+  CHECK(w == 9 + 8);
+  CHECK(HasEdge(*g, w, 5));  // cond's root %c
+  CHECK(HasEdge(*g, w, 6));  // body's root %t
 }
 
 TEST_CASE("HLO text: malformed modules are errors naming line, column and what was expected", "[hlo][text]") {
@@ -323,8 +341,11 @@ ENTRY %cluster_0__XlaCompiledKernel_true__XlaHasReferenceVars_false__XlaNumConst
   auto g = FeaturizeModule(*m, "ssd_mobilenet_tf.hlo");
   REQUIRE(g.ok());
   CHECK(g->graph.num_nodes == 11);
-  CHECK(g->default_config_nodes == std::vector<int64_t>{3, 6, 8, 9});  // two reshapes, two convolutions
   const int64_t conv = NodeNamed(*g, "Conv2D.69"), depthwise = NodeNamed(*g, "depthwise.41");
+  // Two reshapes, two convolutions, in the canonical order (the root's operands first).
+  CHECK(g->default_config_nodes == std::vector<int64_t>{NodeNamed(*g, "reshape.1"), conv, NodeNamed(*g, "depthwise.40"),
+                                                        depthwise});
+  CHECK(g->default_config_nodes == std::vector<int64_t>{1, 4, 8, 9});
   CHECK(Feat(*g, conv, 21, 29) == std::vector<float>{1, 150, 150, 32, 0, 0, 333, 720000});
   CHECK(Feat(*g, conv, 37, 45) == std::vector<float>{3, 3, 0, 0, 0, 0, 6, 9});    // window size
   CHECK(Feat(*g, conv, 45, 53) == std::vector<float>{2, 2, 0, 0, 0, 0, 4, 4});    // stride
@@ -382,8 +403,11 @@ TEST_CASE("HLO text: real modules as PyTorch/XLA and JAX wrote them read whole, 
     REQUIRE(g.ok());
     CHECK(g->graph.num_nodes == 18);
     CHECK(g->default_config_nodes.empty());  // fft, transpose, fusion: nothing a layout row configures
-    // The collectives XLA added after the opcode table was fixed are encoded as id 0, said once each.
-    CHECK(g->warnings.size() == 2);
+    // The collectives XLA added after the opcode table was fixed are encoded as id 0, said
+    // once each; and the module is one after XLA's passes (its fusions), said too.
+    REQUIRE(g->warnings.size() == 3);
+    CHECK(g->after_optimizations);
+    CHECK_THAT(g->warnings[2], Catch::Contains("was dumped after XLA's optimization passes (3 fusion instructions)"));
     const int64_t start = NodeNamed(*g, "all-to-all-start"), done = NodeNamed(*g, "all-to-all-done");
     CHECK(g->graph.node_opcode[static_cast<size_t>(start)] == 0);
     CHECK(HasEdge(*g, done, start));  // its operand written with a nested tuple shape

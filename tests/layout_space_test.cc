@@ -101,8 +101,9 @@ TEST_CASE("layout space: rows no compiler could apply are refused, naming the ro
     std::copy(values.begin(), values.end(), rows.begin() + (nc + j) * kConfigFeatDim + group * kLayoutSlots);
     return FirstIllegalLayoutRow(space, rows.data(), 2);
   };
-  const std::string where = "config 1, configurable node " + std::to_string(dot) + " (node " +
-                            std::to_string(space.nodes[dot].node) + ", opcode 34), ";
+  // Array graphs name the node by opcode and index (a module's by instruction: hlo_apply_test.cc).
+  const std::string where = "config 1, configurable node " + std::to_string(dot) + " (dot, node " +
+                            std::to_string(space.nodes[dot].node) + "), ";
   CHECK(refused(dot, 0, {1, 1, -1, -1, -1, -1}) ==
         where + "output group [1, 1, -1, -1, -1, -1]: dimension 1 appears twice");
   CHECK(refused(dot, 0, {0, 2, -1, -1, -1, -1}) ==

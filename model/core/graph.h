@@ -29,7 +29,7 @@ inline constexpr int kAdd = 2, kBroadcast = 13, kConstant = 24, kConvert = 25, k
                      kMultiply = 59, kParameter = 63, kReduce = 70, kReduceWindow = 72, kReshape = 75,
                      kRsqrt = 81, kSubtract = 95, kTanh = 96, kTranspose = 98, kTuple = 100,
                      kIota = 48, kConcatenate = 22, kSlice = 92, kSelect = 83, kCompare = 20,
-                     kSelectAndScatter = 84;
+                     kSelectAndScatter = 84, kCustomCall = 31, kFusion = 41;
 }  // namespace op
 
 // What every graph has: nodes in topological order with features and opcodes, and

@@ -1,5 +1,7 @@
 #include "model/core/layout_space.h"
 
+#include "model/core/opcodes.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -95,9 +97,19 @@ std::string GroupProblem(const int8_t* g, int rank) {
 
 int64_t LayoutSpaceBytes(const LayoutSpace& space) {
   int64_t bytes = static_cast<int64_t>(space.nodes.capacity() * sizeof(NodeSpace));
-  for (const NodeSpace& n : space.nodes)
+  for (const NodeSpace& n : space.nodes) {
     for (const GroupSpace& g : n.groups) bytes += static_cast<int64_t>(g.candidates.capacity() * sizeof(GroupLayout));
+    if (n.instruction.size() > 15) bytes += static_cast<int64_t>(n.instruction.capacity()) + 1;
+  }
   return bytes;
+}
+
+std::string ConfigurableNodeLabel(const LayoutSpace& space, int64_t j) {
+  if (j < 0 || j >= static_cast<int64_t>(space.nodes.size())) return absl::StrCat("configurable node ", j);
+  const NodeSpace& n = space.nodes[static_cast<size_t>(j)];
+  if (n.instruction.empty())
+    return absl::StrCat("configurable node ", j, " (", OpcodeLabel(n.opcode), ", node ", n.node, ")");
+  return absl::StrCat("configurable node ", j, " (", OpcodeLabel(n.opcode), " '", n.instruction, "', node ", n.node, ")");
 }
 
 const char* LayoutGroupName(int group) {
@@ -106,7 +118,7 @@ const char* LayoutGroupName(int group) {
 }
 
 LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& config_ids,
-                          const FirstOperands* first_operands) {
+                          const FirstOperands* first_operands, const std::vector<std::string>* instructions) {
   const bool exact = first_operands != nullptr && static_cast<int64_t>(first_operands->size()) == graph.num_nodes;
   // Each node's operands, from the edges (u consumes v).
   std::vector<std::vector<int64_t>> operands(static_cast<size_t>(graph.num_nodes));
@@ -118,6 +130,7 @@ LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& co
   for (int64_t n : config_ids) {
     NodeSpace ns;
     ns.node = n;
+    if (instructions && s.nodes.size() < instructions->size()) ns.instruction = (*instructions)[s.nodes.size()];
     const float* f = graph.feat(n);
     ns.opcode = graph.node_opcode[static_cast<size_t>(n)];
     int lo = 0, hi = 0;  // the operands' smallest and largest ranks
@@ -159,8 +172,8 @@ std::string FirstIllegalLayoutRow(const LayoutSpace& space, const int8_t* rows, 
         const int8_t* values = rows + (c * nc + j) * kConfigFeatDim + g * kLayoutSlots;
         const NodeSpace& n = space.nodes[static_cast<size_t>(j)];
         if (std::string why = GroupProblem(values, n.groups[g].rank); !why.empty())
-          return absl::StrCat("config ", c, ", configurable node ", j, " (node ", n.node, ", opcode ", n.opcode, "), ",
-                              LayoutGroupName(g), " group ", Shown(values), ": ", why);
+          return absl::StrCat("config ", c, ", ", ConfigurableNodeLabel(space, j), ", ", LayoutGroupName(g), " group ",
+                              Shown(values), ": ", why);
       }
   return "";
 }

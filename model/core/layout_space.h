@@ -43,6 +43,7 @@ struct GroupSpace {
 struct NodeSpace {
   int64_t node = 0;  // node_config_ids entry
   int opcode = 0;
+  std::string instruction;  // the HLO instruction's name (graphs from a module), else empty
   std::array<GroupSpace, kConfigGroups> groups;  // output, input, kernel
 };
 
@@ -54,9 +55,11 @@ struct LayoutSpace {
 using FirstOperands = std::vector<std::array<int64_t, 2>>;
 
 // The space of `graph`'s configurable nodes `config_ids` (as registered, before pruning),
-// with exact operand ranks when `first_operands` (one entry per node) is given.
+// with exact operand ranks when `first_operands` (one entry per node) is given, and the
+// instructions' names when `instructions` (one per configurable node, row order) is.
 LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& config_ids,
-                          const FirstOperands* first_operands = nullptr);
+                          const FirstOperands* first_operands = nullptr,
+                          const std::vector<std::string>* instructions = nullptr);
 
 // Memory a space holds, for byte budgets.
 int64_t LayoutSpaceBytes(const LayoutSpace& space);
@@ -64,9 +67,14 @@ int64_t LayoutSpaceBytes(const LayoutSpace& space);
 // "output", "input", "kernel".
 const char* LayoutGroupName(int group);
 
+// "configurable node J (convolution 'conv.3', node N)", or "(convolution, node N)" without
+// a name: how messages name a configurable node of a row.
+std::string ConfigurableNodeLabel(const LayoutSpace& space, int64_t j);
+
 // The first illegal group of `count` rows (count x nodes x 18, values already in
-// -1..5), described as "config C, configurable node J (node N, OPCODE-ID), output group
-// [4, 4, -1, -1, -1, -1]: dimension 4 appears twice"; empty when every row is legal.
+// -1..5), described as "config C, configurable node J (convolution 'conv.3', node N),
+// output group [4, 4, -1, -1, -1, -1]: dimension 4 appears twice" (the instruction's
+// name when the space has it); empty when every row is legal.
 std::string FirstIllegalLayoutRow(const LayoutSpace& space, const int8_t* rows, int64_t count);
 
 }  // namespace tgraph

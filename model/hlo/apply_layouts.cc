@@ -27,19 +27,28 @@ struct ParsedText {
   std::unordered_map<int64_t, const HloInstructionProto*> by_id;
 };
 
-absl::StatusOr<ParsedText> Read(absl::string_view text, absl::string_view what) {
+// What ApplyLayoutRow holds beside the parsed module and graph (which their readers
+// reserve): per instruction its name in a set, its pointers by node and by id, an edit
+// and a change line at most; the text edited, and the edits' insertions.
+int64_t ApplyBytes(absl::string_view text, int64_t instructions) {
+  return instructions * (96 + 8 + 64 + 2 * 48 + 160) + 3 * static_cast<int64_t>(text.size());
+}
+
+absl::StatusOr<ParsedText> Read(absl::string_view text, absl::string_view what, const Limits& limits) {
   if (!LooksLikeHloText(text))
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": not HLO text (a module starts with 'HloModule'); layouts are written into a module's text, so "
               "that nothing else in it changes: dump the module as text (XLA_FLAGS=--xla_dump_to=DIR, or JAX's "
               "as_hlo_text()) and apply the row to that"));
   ParsedText p;
-  absl::StatusOr<xla::HloModuleProto> module = ParseHloText(text, what, Limits{}, &p.map);
+  absl::StatusOr<xla::HloModuleProto> module = ParseHloText(text, what, limits, &p.map);
   if (!module.ok()) return module.status();
   p.module = std::move(*module);
-  absl::StatusOr<ModuleGraph> graph = FeaturizeModule(p.module, what);
+  absl::StatusOr<ModuleGraph> graph = FeaturizeModule(p.module, what, limits);
   if (!graph.ok()) return graph.status();
   p.graph = std::move(*graph);
+  WorkingMemory memory(limits, what);
+  if (absl::Status s = memory.Reserve(ApplyBytes(text, p.graph.graph.num_nodes)); !s.ok()) return s;
   for (const xla::HloComputationProto& c : p.module.computations())
     for (const HloInstructionProto& inst : c.instructions()) {
       p.by_node.push_back(&inst);
@@ -126,9 +135,24 @@ std::string UniqueName(const std::string& base, std::unordered_set<std::string>*
   return name;
 }
 
-// An array instruction's shape as written, without its layout: "f32[8,128]".
-std::string ShapeText(absl::string_view text, const InstructionText& t) {
-  return std::string(absl::StripTrailingAsciiWhitespace(text.substr(t.shape_begin, t.layout.begin - t.shape_begin)));
+// An array instruction's shape as written, without its layout: "f32[8,128]". A tuple
+// element the text uses as `%x#k` has no line of its own: its shape as the tuple has it.
+std::string ShapeText(absl::string_view text, const InstructionText* t, const HloInstructionProto& inst) {
+  if (t) return std::string(absl::StripTrailingAsciiWhitespace(text.substr(t->shape_begin, t->layout.begin - t->shape_begin)));
+  xla::ShapeProto shape = inst.shape();
+  shape.clear_layout();
+  return PrintShape(shape);
+}
+
+// The name a parameter has in the program (its metadata op_name, e.g. "x" or "p[0][0]"),
+// else its instruction's name.
+std::string ParameterName(absl::string_view text, const InstructionText& t, const HloInstructionProto& inst) {
+  const absl::string_view line = text.substr(t.start, t.end - t.start);
+  const size_t at = line.find("op_name=\"");
+  if (at == absl::string_view::npos) return inst.name();
+  const size_t begin = at + 9, end = line.find('"', begin);
+  if (end == absl::string_view::npos || end == begin) return inst.name();
+  return std::string(line.substr(begin, end - begin));
 }
 
 // The id of the entry computation's root instruction.
@@ -142,11 +166,81 @@ absl::Status Illegal(absl::string_view what, absl::string_view why) {
   return absl::InvalidArgumentError(absl::StrCat(what, ": the row: ", why));
 }
 
+// The row's choices that a stock XLA honours as written (apply_layouts.h): each asks
+// for a layout of an entry parameter or of the entry result. The first choice of a
+// tensor wins; a later, different one needs a compiler hook like any other.
+class Handoff {
+ public:
+  Handoff(absl::string_view text, const ParsedText& p, AppliedLayouts* out) : text_(text), p_(p), out_(out) {
+    for (const xla::HloComputationProto& c : p.module.computations()) {
+      if (c.id() != p.module.entry_computation_id()) continue;
+      for (const HloInstructionProto& inst : c.instructions()) entry_.insert(inst.id());
+      root_ = p.by_id.count(c.root_id()) ? p.by_id.at(c.root_id()) : nullptr;
+    }
+  }
+
+  // `producer` asked for `layout` by `asked_by` (the input or kernel group of a
+  // configurable instruction).
+  void Operand(const HloInstructionProto& producer, const Layout& layout, const std::string& asked_by) {
+    if (producer.opcode() == "parameter" && entry_.count(producer.id())) {
+      const InstructionText& t = p_.map.at(producer.id());
+      Add(false, producer.parameter_number(), ParameterName(text_, t, producer), producer, layout, asked_by);
+    } else {
+      Hook(asked_by, layout);
+    }
+  }
+  // `inst` asked for `layout` of its own output.
+  void Output(const HloInstructionProto& inst, const Layout& layout, const std::string& asked_by) {
+    if (root_ && root_->id() == inst.id()) return Add(true, -1, inst.name(), inst, layout, asked_by);
+    if (root_ && root_->opcode() == "tuple" && entry_.count(inst.id()))
+      for (int i = 0; i < root_->operand_ids_size(); ++i)
+        if (root_->operand_ids(i) == inst.id()) return Add(true, i, inst.name(), inst, layout, asked_by);
+    Hook(asked_by, layout);
+  }
+
+ private:
+  void Add(bool result, int64_t index, const std::string& name, const HloInstructionProto& inst, const Layout& layout,
+           const std::string& asked_by) {
+    for (const EntryLayout& e : out_->entry_layouts)
+      if (e.result == result && e.index == index) {
+        if (e.minor_to_major != layout)
+          Hook(absl::StrCat(asked_by, " (", result ? "the result" : absl::StrCat("argument ", index), " is already asked for ",
+                            LayoutText(e.minor_to_major), " by ", e.asked_by, ")"),
+               layout);
+        return;
+      }
+    EntryLayout e;
+    e.result = result;
+    e.index = index;
+    e.name = name;
+    const auto t = p_.map.find(inst.id());
+    e.shape = ShapeText(text_, t == p_.map.end() ? nullptr : &t->second, inst);
+    e.minor_to_major = layout;
+    e.asked_by = asked_by;
+    e.jax = absl::StrCat("Format(Layout(major_to_minor=", MajorToMinorTuple(layout), "), sharding)");
+    out_->entry_layouts.push_back(std::move(e));
+  }
+  void Hook(const std::string& asked_by, const Layout& layout) {
+    out_->needs_hook.push_back(absl::StrCat(asked_by, " ", LayoutText(layout)));
+  }
+
+  absl::string_view text_;
+  const ParsedText& p_;
+  AppliedLayouts* out_;
+  std::unordered_set<int64_t> entry_;
+  const HloInstructionProto* root_ = nullptr;
+};
+
 }  // namespace
 
+std::string MajorToMinorTuple(const std::vector<int64_t>& minor_to_major) {
+  std::vector<int64_t> major(minor_to_major.rbegin(), minor_to_major.rend());
+  return major.size() == 1 ? absl::StrCat("(", major[0], ",)") : absl::StrCat("(", absl::StrJoin(major, ", "), ")");
+}
+
 absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std::vector<int8_t>& row,
-                                              absl::string_view what) {
-  absl::StatusOr<ParsedText> parsed = Read(text, what);
+                                              absl::string_view what, const Limits& limits) {
+  absl::StatusOr<ParsedText> parsed = Read(text, what, limits);
   if (!parsed.ok()) return parsed.status();
   const ParsedText& p = *parsed;
   const std::vector<int64_t>& ids = p.graph.default_config_nodes;
@@ -155,13 +249,17 @@ absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std:
     return Illegal(what, absl::StrCat(row.size(), " values; the module has ", nc, " configurable nodes, so a row has ",
                                       nc, " x ", kConfigFeatDim, " = ", nc * kConfigFeatDim));
   for (size_t i = 0; i < row.size(); ++i)
-    if (row[i] < -1 || row[i] >= kLayoutSlots)
-      return Illegal(what, absl::StrCat("configurable node ", i / kConfigFeatDim, ", slot ", i % kConfigFeatDim, " is ",
-                                        row[i], ", expected -1..5"));
-  const LayoutSpace space = LayoutSpaceOf(p.graph.graph, ids, &p.graph.first_operands);
+    if (row[i] < -1 || row[i] >= kLayoutSlots) {
+      const hlo::NodeSource& n = p.graph.nodes[static_cast<size_t>(ids[i / kConfigFeatDim])];
+      return Illegal(what, absl::StrCat("configurable node ", i / kConfigFeatDim, " (", n.opcode, " '", n.instruction,
+                                        "'), slot ", i % kConfigFeatDim, " is ", row[i], ", expected -1..5"));
+    }
+  const std::vector<std::string> configurable = InstructionNames(p.graph.nodes, ids);
+  const LayoutSpace space = LayoutSpaceOf(p.graph.graph, ids, &p.graph.first_operands, &configurable);
   if (const std::string bad = FirstIllegalLayoutRow(space, row.data(), 1); !bad.empty()) return Illegal(what, bad);
 
   AppliedLayouts out;
+  Handoff handoff(text, p, &out);
   std::vector<Edit> edits;
   std::unordered_set<std::string> names;  // every instruction name, for the copies' names
   for (const auto& [id, inst] : p.by_id) names.insert(inst->name());
@@ -188,7 +286,9 @@ absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std:
     if (!p.map.at(inst.id()).array_shape)  // the space gives a tuple no rank: unreachable, kept as a guard
       return Illegal(what, absl::StrCat("output group of ", inst.name(), ": its shape is a tuple"));
     const int64_t rank = inst.shape().dimensions_size();
-    write_layout(inst, Complete(prefix, cur, rank), "output");
+    const Layout full = Complete(prefix, cur, rank);
+    write_layout(inst, full, "output");
+    handoff.Output(inst, full, absl::StrCat(inst.name(), " output"));
     const InstructionText& t = p.map.at(inst.id());
     if (inst.id() != entry_root || !t.root) continue;
     // The program's result keeps its layout (the one written, else the default): a
@@ -198,7 +298,7 @@ absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std:
     while (t.start + root_word < text.size() && text[t.start + root_word] == ' ') ++root_word;
     edits.push_back({t.start, root_word, ""});
     edits.push_back({t.end, 0,
-                     absl::StrCat("\n", IndentAt(text, t.start), "ROOT %", name, " = ", ShapeText(text, t),
+                     absl::StrCat("\n", IndentAt(text, t.start), "ROOT %", name, " = ", ShapeText(text, &t, inst),
                                   LayoutText(Complete({}, cur, rank)), " copy(%", inst.name(), ")")});
     ++out.copies;
     out.changes.push_back(absl::StrCat(inst.name(), ": the program's result, kept in layout ",
@@ -212,20 +312,24 @@ absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std:
       if (prefix.empty()) continue;
       const int k = g - 1;  // input: operand 0, kernel: operand 1
       const HloInstructionProto& producer = *p.by_id.at(user.operand_ids(k));  // the space checked it exists
-      const InstructionText& pt = p.map.at(producer.id());
-      if (!pt.array_shape)
+      // A tuple element used as `%x#k` has no line of its own (hlo_text.h): like a
+      // parameter, it is never edited; a copy takes the layout.
+      const auto line = p.map.find(producer.id());
+      const InstructionText* pt = line == p.map.end() ? nullptr : &line->second;
+      if (producer.shape().element_type() == xla::TUPLE)
         return Illegal(what, absl::StrCat(LayoutGroupName(g), " group of ", user.name(), ": its operand ",
                                           producer.name(), " is a tuple"));
       const Layout cur = current(producer);
       if (StartsWith(cur, prefix)) continue;
       const Layout full = Complete(prefix, cur, producer.shape().dimensions_size());
-      if (cur.empty() && producer.opcode() != "parameter") {
+      handoff.Operand(producer, full, absl::StrCat(user.name(), " ", LayoutGroupName(g)));
+      if (cur.empty() && producer.opcode() != "parameter" && pt) {
         write_layout(producer, full, absl::StrCat(LayoutGroupName(g), " of ", user.name(), ":"));
         continue;
       }
       // A copy into the layout the user asks for, just before the user.
       const std::string name = UniqueName(absl::StrCat(producer.name(), ".", LayoutGroupName(g), ".", user.name()), &names);
-      const std::string shape = absl::StrCat(ShapeText(text, pt), LayoutText(full));
+      const std::string shape = absl::StrCat(ShapeText(text, pt, producer), LayoutText(full));
       const InstructionText& ut = p.map.at(user.id());
       edits.push_back({ut.start, 0,
                        absl::StrCat("%", name, " = ", shape, " copy(%", producer.name(), ")\n", IndentAt(text, ut.start))});
@@ -244,7 +348,7 @@ absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std:
 }
 
 absl::StatusOr<std::vector<int8_t>> WrittenLayoutRow(absl::string_view text, absl::string_view what) {
-  absl::StatusOr<ParsedText> parsed = Read(text, what);
+  absl::StatusOr<ParsedText> parsed = Read(text, what, Limits{});
   if (!parsed.ok()) return parsed.status();
   const ParsedText& p = *parsed;
   const std::vector<int64_t>& ids = p.graph.default_config_nodes;

@@ -1,5 +1,7 @@
 #include "model/hlo/featurize.h"
 
+#include "model/core/opcodes.h"
+#include "model/hlo/canonical_order.h"
 #include "model/hlo/hlo_text.h"
 #include "model/hlo/wire_scan.h"
 
@@ -15,6 +17,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace tgraph::hlo {
 namespace {
@@ -22,25 +25,6 @@ namespace {
 using xla::HloComputationProto;
 using xla::HloInstructionProto;
 using xla::HloModuleProto;
-
-// docs/format.md "HLO opcode ids": id i is kOpcodeNames[i - 1].
-constexpr std::array<const char*, 120> kOpcodeNames = {
-    "abs", "add", "add-dependency", "after-all", "all-reduce", "all-to-all", "atan2", "batch-norm-grad",
-    "batch-norm-inference", "batch-norm-training", "bitcast", "bitcast-convert", "broadcast", "call", "ceil",
-    "cholesky", "clamp", "collective-permute", "count-leading-zeros", "compare", "complex", "concatenate",
-    "conditional", "constant", "convert", "convolution", "copy", "copy-done", "copy-start", "cosine",
-    "custom-call", "divide", "domain", "dot", "dynamic-slice", "dynamic-update-slice", "exponential",
-    "exponential-minus-one", "fft", "floor", "fusion", "gather", "get-dimension-size", "set-dimension-size",
-    "get-tuple-element", "imag", "infeed", "iota", "is-finite", "log", "log-plus-one", "and", "not", "or", "xor",
-    "map", "maximum", "minimum", "multiply", "negate", "outfeed", "pad", "parameter", "partition-id", "popcnt",
-    "power", "real", "recv", "recv-done", "reduce", "reduce-precision", "reduce-window", "remainder",
-    "replica-id", "reshape", "reverse", "rng", "rng-get-and-update-state", "rng-bit-generator",
-    "round-nearest-afz", "rsqrt", "scatter", "select", "select-and-scatter", "send", "send-done", "shift-left",
-    "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "slice", "sort", "sqrt", "subtract", "tanh",
-    "trace", "transpose", "triangular-solve", "tuple", "tuple-select", "while", "cbrt", "all-gather",
-    "collective-permute-start", "collective-permute-done", "logistic", "dynamic-reshape", "all-reduce-start",
-    "all-reduce-done", "reduce-scatter", "all-gather-start", "all-gather-done", "opt-barrier", "async-start",
-    "async-update", "async-done", "round-nearest-even", "stochastic-convert", "tan"};
 
 // node_feat[2:21]: the one-hot order of the element types (xla.PrimitiveType values).
 constexpr std::array<int, 19> kElementTypeOrder = {
@@ -176,21 +160,6 @@ bool IsDefaultConfigurable(int opcode) {
 
 }  // namespace
 
-int OpcodeId(absl::string_view name) {
-  static const auto* ids = [] {
-    auto* m = new std::unordered_map<std::string, int>();
-    for (size_t i = 0; i < kOpcodeNames.size(); ++i) (*m)[kOpcodeNames[i]] = static_cast<int>(i) + 1;
-    return m;
-  }();
-  auto it = ids->find(std::string(name));
-  return it == ids->end() ? 0 : it->second;
-}
-
-absl::string_view OpcodeName(int id) {
-  if (id < 1 || id > static_cast<int>(kOpcodeNames.size())) return "";
-  return kOpcodeNames[static_cast<size_t>(id) - 1];
-}
-
 namespace {
 
 // A module has computations, each with instructions; another message read as one
@@ -222,6 +191,14 @@ absl::StatusOr<std::optional<T>> ScanAndParse(absl::string_view bytes, absl::str
 
 }  // namespace
 
+std::vector<std::string> InstructionNames(const std::vector<NodeSource>& nodes, const std::vector<int64_t>& ids) {
+  std::vector<std::string> names;
+  names.reserve(ids.size());
+  for (int64_t id : ids)
+    names.push_back(id >= 0 && id < static_cast<int64_t>(nodes.size()) ? nodes[static_cast<size_t>(id)].instruction : "");
+  return names;
+}
+
 absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what, const Limits& limits) {
   if (bytes.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty; expected an HLO module"));
   if (LooksLikeHloText(bytes)) return ParseHloText(bytes, what, limits);
@@ -233,8 +210,11 @@ absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string
   // computations. So: HloProto if that gives a module with computations.
   absl::StatusOr<std::optional<xla::HloProto>> wrapped = ScanAndParse<xla::HloProto>(bytes, what, limits, &memory);
   if (!wrapped.ok()) return wrapped.status();
-  if (*wrapped && (*wrapped)->has_hlo_module() && LooksLikeModule((*wrapped)->hlo_module()))
-    return std::move(*(*wrapped)->mutable_hlo_module());
+  if (*wrapped && (*wrapped)->has_hlo_module() && LooksLikeModule((*wrapped)->hlo_module())) {
+    HloModuleProto module = std::move(*(*wrapped)->mutable_hlo_module());
+    if (absl::Status s = CanonicalizeOrder(&module, &memory); !s.ok()) return s;
+    return module;
+  }
   wrapped->reset();
   absl::StatusOr<std::optional<HloModuleProto>> module = ScanAndParse<HloModuleProto>(bytes, what, limits, &memory);
   if (!module.ok()) return module.status();
@@ -247,6 +227,7 @@ absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string
         what, ": not an HLO module: it parses, but has no computations with instructions (expected an "
               "xla.HloProto, e.g. an XLA dump *.hlo.pb, or an xla.HloModuleProto; tile tuning data, a "
               "tpu_graphs.TuningData, is read by tgraph-featurize tile)"));
+  if (absl::Status s = CanonicalizeOrder(&**module, &memory); !s.ok()) return s;
   return std::move(**module);
 }
 
@@ -260,7 +241,31 @@ struct ModuleBuild {
   // one edge (mark[v] == the node whose targets hold v).
   std::vector<int64_t> targets, mark;
   std::set<std::string> unknown_opcodes;
+  // Signs of a module dumped after XLA's optimization passes: fusion instructions, and
+  // custom calls to the compiler's library kernels (targets "__cudnn$...",
+  // "__cublas$...", "__triton...", "__onednn$...": XLA names its own with "__"; a
+  // program's own custom calls, such as JAX's "Sharding" or a "lapack_..." kernel, do
+  // not begin so).
+  int64_t fusions = 0, library_calls = 0;
+  std::string library_example;
 };
+
+// The warning for a module dumped after XLA's optimization passes, or "".
+std::string AfterOptimizationWarning(const ModuleBuild& b, const ModuleGraph& g) {
+  if (b.fusions == 0 && b.library_calls == 0) return "";
+  std::vector<std::string> signs;
+  if (b.fusions > 0) signs.push_back(absl::StrCat(b.fusions, " fusion instructions"));
+  if (b.library_calls > 0)
+    signs.push_back(absl::StrCat(b.library_calls, " custom calls to library kernels such as ", b.library_example));
+  return absl::StrCat(
+      "module ", g.module_name, " was dumped after XLA's optimization passes (", absl::StrJoin(signs, ", "),
+      "): its convolutions and dots sit inside fusions", b.library_calls > 0 ? " and library calls" : "",
+      ", so only ", g.default_config_nodes.size(),
+      " of its ", g.graph.num_nodes,
+      " instructions are configurable, and tgraph's models learn from modules before optimization. Register the "
+      "dump XLA writes before its passes instead: *.before_optimizations.txt or .hlo.pb beside this file "
+      "(XLA_FLAGS=--xla_dump_to=DIR), or JAX's jax.jit(f).lower(...).as_text(dialect=\"hlo\")");
+}
 
 // The edges of instruction `ii` of computation `ci` (node `node`): to its operands, which
 // must come before it in the computation, and to the roots of the computations it
@@ -338,6 +343,10 @@ absl::Status FeaturizeComputation(const HloModuleProto& module, int ci, int64_t 
                                   " dimensions; the TpuGraphs features describe at most ", kMaxDims));
     const int opcode = OpcodeId(inst.opcode());
     if (opcode == 0 && b->unknown_opcodes.size() < 20) b->unknown_opcodes.insert(Shown(inst.opcode()));
+    if (opcode == op::kFusion) ++b->fusions;
+    if (opcode == op::kCustomCall && absl::StartsWith(inst.custom_call_target(), "__")) {
+      if (b->library_calls++ == 0) b->library_example = Shown(inst.custom_call_target());
+    }
     out->graph.node_opcode[static_cast<size_t>(node)] = opcode;
     out->nodes[static_cast<size_t>(node)] = {Printable(comp.name()), Printable(inst.name()), Printable(inst.opcode()),
                                              inst.id()};
@@ -418,6 +427,10 @@ absl::StatusOr<ModuleGraph> FeaturizeModule(const HloModuleProto& module, absl::
   if (out.node_splits.back() < n) out.node_splits.push_back(n);
   for (const std::string& name : b.unknown_opcodes)
     out.warnings.push_back(absl::StrCat("opcode '", name, "' is not in the opcode table (docs/format.md): encoded as id 0"));
+  if (std::string w = AfterOptimizationWarning(b, out); !w.empty()) {
+    out.after_optimizations = true;
+    out.warnings.push_back(std::move(w));
+  }
   return out;
 }
 

@@ -20,11 +20,6 @@
 
 namespace tgraph::hlo {
 
-// Opcode ids of docs/format.md: 1..120 for known names, 0 for any other (as upstream).
-int OpcodeId(absl::string_view name);
-// The name of an opcode id, "" for 0 or out of range.
-absl::string_view OpcodeName(int id);
-
 // What one node of a featurized module came from. Names are printable ASCII (any other
 // byte of a corrupt module reads '?').
 struct NodeSource {
@@ -43,7 +38,14 @@ struct ModuleGraph {
   std::vector<int64_t> default_config_nodes;  // convolution, dot and reshape nodes, ascending
   FirstOperands first_operands;          // per node: operands 0 and 1 in operand order (-1: none)
   std::vector<std::string> warnings;     // e.g. unknown opcode names (encoded as id 0)
+  // Dumped after XLA's optimization passes (fusions, library custom calls): registered
+  // all the same, with a warning naming the dump to send instead.
+  bool after_optimizations = false;
 };
+
+// The instruction names of `ids` (e.g. a graph's configurable nodes) among `nodes`;
+// "" for an id out of range.
+std::vector<std::string> InstructionNames(const std::vector<NodeSource>& nodes, const std::vector<int64_t>& ids);
 
 // Parses `bytes` as HLO text (starting with `HloModule`: hlo_text.h), an xla.HloProto
 // (what XLA dumps as protos: the module in field 1), or else an xla.HloModuleProto.

@@ -5,13 +5,16 @@
 #include <map>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "model/hlo/canonical_order.h"
 
 namespace tgraph::hlo {
 namespace {
@@ -56,6 +59,7 @@ class Cursor {
 
   // Charges `bytes` about to be built (working_memory.h).
   absl::Status Charge(int64_t bytes) { return memory_.Charge(bytes); }
+  WorkingMemory* memory() { return &memory_; }
   // Counts one more instruction: RESOURCE_EXHAUSTED past the limit, at this line.
   absl::Status CountInstruction(int64_t line) {
     if (++instructions_ <= limits_.max_instructions) return absl::OkStatus();
@@ -114,6 +118,10 @@ class Cursor {
     SkipSpace();
     return Scan(/*value=*/false);
   }
+  // At '"': skips the string literal; false when the text ends inside it.
+  bool SkipStringLiteral() {
+    return Peek() == '"' && SkipString();
+  }
   absl::Status Error(absl::string_view expected) {
     SkipSpace();
     std::string got = pos_ >= text_.size() ? "the end of the text" : "";
@@ -137,6 +145,12 @@ class Cursor {
     return pos_;
   }
   size_t RawOffset() const { return pos_; }
+  // Back to an offset seen before, with its line and column.
+  void Rewind(size_t pos, int64_t line, int64_t col) {
+    pos_ = pos;
+    line_ = line;
+    col_ = col;
+  }
 
   // Where the instructions stand, when the caller asked (ParseHloText's `map`).
   TextMap* map = nullptr;
@@ -183,10 +197,13 @@ class Cursor {
     }
     return value;
   }
-  void SkipString() {  // at '"': to after the closing quote (backslash escapes)
+  // At '"': to after the closing quote (backslash escapes); false when the text ends first.
+  bool SkipString() {
     Advance(1);
     while (pos_ < text_.size() && text_[pos_] != '"') Advance(text_[pos_] == '\\' ? 2 : 1);
+    if (pos_ >= text_.size()) return false;
     Advance(1);
+    return true;
   }
   void SkipSpace() {
     while (pos_ < text_.size()) {
@@ -441,7 +458,20 @@ struct ParsedComputation {
   std::vector<PendingCalls> calls;  // per instruction
   bool entry = false;
   int64_t line = 0;
+  int64_t first_id = 0;  // instruction ids are first_id.. in list order
+  std::unordered_map<std::string, int64_t> defined;  // instruction name -> id
+  // Tuple elements used directly as operands (`%x#1`), by (tuple's id, index): the id of
+  // the get-tuple-element instruction made for them, which the proto of the same module
+  // spells out.
+  std::map<std::pair<int64_t, int64_t>, int64_t> elements;
 };
+
+// What one instruction costs while parsed and in the module: the instruction, its
+// shape, its name (in the proto and as a key of `defined`), its opcode and its
+// PendingCalls.
+constexpr int64_t kInstructionBytes = static_cast<int64_t>(sizeof(HloInstructionProto)) + kAlloc + kSlot +
+                                      kShapeBytes + 2 * kStringField + kMapEntry +
+                                      3 * static_cast<int64_t>(sizeof(PendingCalls));
 
 bool IsCallAttribute(absl::string_view key) {
   static const char* const kKeys[] = {"to_apply", "calls", "body", "condition", "select", "scatter",
@@ -488,6 +518,21 @@ absl::Status ParseAttribute(Cursor& c, HloInstructionProto* inst, PendingCalls* 
     (key == "feature_group_count" ? inst->set_feature_group_count(v) : inst->set_batch_group_count(v));
   } else if (key == "is_stable") {
     inst->set_is_stable(value == "true");
+  } else if (key == "custom_call_target" || (key == "kind" && inst->opcode() == "fusion")) {
+    absl::string_view v = value;
+    std::string text(v);
+    if (v.size() >= 2 && v.front() == '"' && v.back() == '"') {
+      text = std::string(v.substr(1, v.size() - 2));
+      std::string unescaped;
+      if (absl::CUnescape(text, &unescaped)) text = std::move(unescaped);
+    }
+    if (absl::Status s = c.Charge(kStringField + 2 * HeapChars(text.size())); !s.ok()) return s;
+    (key == "kind" ? inst->set_fusion_kind(std::move(text)) : inst->set_custom_call_target(std::move(text)));
+  } else if (key == "index" && inst->opcode() == "get-tuple-element") {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(value, &v) || v < 0)
+      return c.ErrorAt(vline, vcol, absl::StrCat("index: expected a tuple index, got '", Cursor::Printable(value), "'"));
+    inst->set_tuple_index(v);
   } else if (IsCallAttribute(key)) {
     calls->line = line;
     calls->col = col;
@@ -500,9 +545,38 @@ absl::Status ParseAttribute(Cursor& c, HloInstructionProto* inst, PendingCalls* 
   return absl::OkStatus();
 }
 
-// The operands of `inst` (after its '('), by name among `defined`.
-absl::Status ParseOperands(Cursor& c, const std::unordered_map<std::string, int64_t>& defined,
-                           const std::string& computation, HloInstructionProto* inst, InstructionText* where) {
+// The get-tuple-element instruction for element `index` of instruction `tuple` (an id
+// of `comp`), written `%name#index` at line:col: made on first use, one per element.
+absl::StatusOr<int64_t> TupleElement(Cursor& c, int64_t line, int64_t col, int64_t tuple, int64_t index,
+                                     ParsedComputation* comp, int64_t* next_id) {
+  if (const auto it = comp->elements.find({tuple, index}); it != comp->elements.end()) return it->second;
+  const HloInstructionProto& t = comp->proto.instructions(static_cast<int>(tuple - comp->first_id));
+  if (t.shape().element_type() != xla::TUPLE || index >= t.shape().tuple_shapes_size())
+    return c.ErrorAt(line, col, absl::StrCat("operand '", Cursor::Printable(t.name()), "#", index, "': ",
+                                             t.shape().element_type() != xla::TUPLE
+                                                 ? "the instruction is not a tuple"
+                                                 : absl::StrCat("its tuple has ", t.shape().tuple_shapes_size(),
+                                                                " elements")));
+  const std::string name = absl::StrCat(t.name(), "#", index);
+  if (absl::Status s = c.CountInstruction(line); !s.ok()) return s;
+  if (absl::Status s = c.Charge(kInstructionBytes + kMapEntry + 2 * HeapChars(name.size())); !s.ok()) return s;
+  const xla::ShapeProto element = t.shape().tuple_shapes(static_cast<int>(index));
+  HloInstructionProto* gte = comp->proto.add_instructions();
+  comp->calls.emplace_back();
+  gte->set_id((*next_id)++);
+  gte->set_name(name);
+  gte->set_opcode("get-tuple-element");
+  *gte->mutable_shape() = element;
+  gte->set_tuple_index(index);
+  gte->add_operand_ids(tuple);
+  comp->elements.emplace(std::make_pair(tuple, index), gte->id());
+  return gte->id();
+}
+
+// The operands of `inst` (after its '('), by name among the computation's instructions;
+// `%name#k` is element k of a tuple (TupleElement).
+absl::Status ParseOperands(Cursor& c, ParsedComputation* comp, int64_t* next_id, HloInstructionProto* inst,
+                           InstructionText* where) {
   if (c.Consume(')')) return absl::OkStatus();
   do {
     const size_t begin = c.Offset();
@@ -519,11 +593,24 @@ absl::Status ParseOperands(Cursor& c, const std::unordered_map<std::string, int6
     }
     if (name.empty()) return c.Error("an operand name");
     if (absl::Status s = c.Charge(kSlot); !s.ok()) return s;
-    const auto it = defined.find(name);
-    if (it == defined.end())
+    const auto it = comp->defined.find(name);
+    if (it == comp->defined.end())
       return c.ErrorAt(line, col, absl::StrCat("operand '", Cursor::Printable(name), "' is not an instruction ",
-                                               "defined before it in computation '", computation, "'"));
-    inst->add_operand_ids(it->second);
+                                               "defined before it in computation '", comp->proto.name(), "'"));
+    int64_t id = it->second;
+    if (c.PeekRaw() == '#') {
+      c.Consume('#');
+      const int64_t iline = c.line(), icol = c.col();
+      const std::string digits = c.Name();
+      int64_t index = 0;
+      if (!absl::SimpleAtoi(digits, &index) || index < 0)
+        return c.ErrorAt(iline, icol, absl::StrCat("expected a tuple index after '", Cursor::Printable(name), "#', got '",
+                                                   Cursor::Printable(digits), "'"));
+      absl::StatusOr<int64_t> element = TupleElement(c, line, col, id, index, comp, next_id);
+      if (!element.ok()) return element.status();
+      id = *element;
+    }
+    inst->add_operand_ids(id);
     if (where) where->operands.push_back({begin, c.RawOffset()});
   } while (c.Consume(','));
   if (!c.Consume(')')) return c.Error("',' or ')' after an operand");
@@ -531,8 +618,7 @@ absl::Status ParseOperands(Cursor& c, const std::unordered_map<std::string, int6
 }
 
 // One instruction line: [ROOT] %name = shape opcode(operands), attr=value, ...
-absl::Status ParseInstruction(Cursor& c, int64_t id, std::unordered_map<std::string, int64_t>* defined,
-                              ParsedComputation* comp, bool* root) {
+absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* comp, bool* root) {
   InstructionText where;
   where.start = c.Offset();
   *root = c.ConsumeWord("ROOT");
@@ -541,13 +627,11 @@ absl::Status ParseInstruction(Cursor& c, int64_t id, std::unordered_map<std::str
   if (name.empty()) return c.Error("an instruction ([ROOT] %name = shape opcode(operands)) or '}'");
   if (!c.Consume('=')) return c.Error(absl::StrCat("'=' after the instruction name '", Cursor::Printable(name), "'"));
   if (absl::Status s = c.CountInstruction(line); !s.ok()) return s;
-  // The instruction, its shape, its name (in the proto and as a key of `defined`), its
-  // opcode and its PendingCalls.
-  constexpr int64_t kInstructionBytes = static_cast<int64_t>(sizeof(HloInstructionProto)) + kAlloc + kSlot +
-                                        kShapeBytes + 2 * kStringField + kMapEntry +
-                                        3 * static_cast<int64_t>(sizeof(PendingCalls));
   if (absl::Status s = c.Charge(kInstructionBytes + 2 * HeapChars(name.size())); !s.ok()) return s;
+  const int64_t id = (*next_id)++;
+  const size_t index = static_cast<size_t>(comp->proto.instructions_size());
   HloInstructionProto* inst = comp->proto.add_instructions();
+  comp->calls.emplace_back();  // its slot; tuple elements its operands make come after it
   inst->set_name(name);
   inst->set_id(id);
   where.shape_begin = c.Offset();
@@ -579,8 +663,7 @@ absl::Status ParseInstruction(Cursor& c, int64_t id, std::unordered_map<std::str
       return c.ErrorAt(pline, pcol, absl::StrCat("expected the parameter's number, got '", Cursor::Printable(n), "'"));
     inst->set_parameter_number(number);
     if (!c.Consume(')')) return c.Error("')' after the parameter's number");
-  } else if (absl::Status s = ParseOperands(c, *defined, comp->proto.name(), inst, c.map ? &where : nullptr);
-             !s.ok()) {
+  } else if (absl::Status s = ParseOperands(c, comp, next_id, inst, c.map ? &where : nullptr); !s.ok()) {
     return s;
   }
   PendingCalls calls;
@@ -590,8 +673,8 @@ absl::Status ParseInstruction(Cursor& c, int64_t id, std::unordered_map<std::str
     where.end = c.RawOffset();
   }
   where.root = *root;
-  comp->calls.push_back(std::move(calls));
-  if (!defined->emplace(name, id).second)
+  comp->calls[index] = std::move(calls);
+  if (!comp->defined.emplace(name, id).second)
     return c.ErrorAt(line, col, absl::StrCat("instruction name '", Cursor::Printable(name), "' is used twice in '",
                                              comp->proto.name(), "'"));
   if (c.map) (*c.map)[id] = std::move(where);
@@ -618,22 +701,26 @@ absl::Status ParseComputation(Cursor& c, int64_t* next_id, ParsedComputation* co
     c.RawValue();
   }
   if (!c.Consume('{')) return c.Error(absl::StrCat("'{' opening computation '", Cursor::Printable(name), "'"));
-  std::unordered_map<std::string, int64_t> defined;
-  int64_t root = -1;
+  comp->first_id = *next_id;
+  int64_t root = -1, last = -1;
   while (!c.Consume('}')) {
     if (c.AtEnd()) return c.Error(absl::StrCat("'}' closing computation '", Cursor::Printable(name), "'"));
     bool is_root = false;
-    if (absl::Status s = ParseInstruction(c, (*next_id)++, &defined, comp, &is_root); !s.ok()) return s;
-    if (is_root) root = *next_id - 1;
+    const int64_t id = *next_id;
+    if (absl::Status s = ParseInstruction(c, next_id, comp, &is_root); !s.ok()) return s;
+    if (is_root) root = id;
+    last = id;
   }
   if (comp->proto.instructions_size() == 0)
     return c.ErrorAt(comp->line, 1, absl::StrCat("computation '", Cursor::Printable(name), "' has no instructions"));
-  comp->proto.set_root_id(root >= 0 ? root : *next_id - 1);
+  comp->defined = {};  // not needed past here
+  comp->elements = {};
+  comp->proto.set_root_id(root >= 0 ? root : last);
   return absl::OkStatus();
 }
 
-// Resolves the called computations' names to ids and orders the computations callees
-// first (stable: text already in that order stays so).
+// Resolves the called computations' names to ids and refuses cycles of calls; the
+// computations stay in text order (canonical_order.h orders them).
 absl::Status Link(Cursor& c, std::vector<ParsedComputation>* comps, HloModuleProto* module) {
   std::unordered_map<std::string, size_t> index;
   for (size_t i = 0; i < comps->size(); ++i) {
@@ -654,9 +741,9 @@ absl::Status Link(Cursor& c, std::vector<ParsedComputation>* comps, HloModulePro
         callees[i].push_back(it->second);
       }
   }
-  // Depth-first post order from each computation in text order (iterative: no recursion).
-  std::vector<int> state(comps->size(), 0);  // 0 new, 1 on the stack, 2 placed
-  std::vector<size_t> order;
+  // Depth-first from each computation in text order (iterative: no recursion), to find
+  // a cycle where it starts.
+  std::vector<int> state(comps->size(), 0);  // 0 new, 1 on the stack, 2 done
   for (size_t start = 0; start < comps->size(); ++start) {
     if (state[start]) continue;
     std::vector<std::pair<size_t, size_t>> stack = {{start, 0}};
@@ -674,21 +761,56 @@ absl::Status Link(Cursor& c, std::vector<ParsedComputation>* comps, HloModulePro
         }
       } else {
         state[node] = 2;
-        order.push_back(node);
         stack.pop_back();
       }
     }
   }
   int64_t entry = -1;
-  for (size_t i : order) {
-    if ((*comps)[i].entry) entry = (*comps)[i].proto.id();
-    *module->add_computations() = std::move((*comps)[i].proto);
+  for (ParsedComputation& comp : *comps) {
+    if (comp.entry) entry = comp.proto.id();
+    *module->add_computations() = std::move(comp.proto);
   }
   if (entry < 0) entry = module->computations(module->computations_size() - 1).id();
   module->set_entry_computation_id(entry);
   for (const HloComputationProto& comp : module->computations())
     if (comp.id() == entry) module->set_entry_computation_name(comp.name());
   return absl::OkStatus();
+}
+
+// The source tables today's XLA prints after the HloModule line (FileNames,
+// FunctionNames, FileLocations, StackFrames: where each instruction's metadata points
+// into the program's source), skipped: tgraph keeps no source locations. A table is its
+// name on a line of its own, then rows of a number and a string or a {...} group. A
+// computation may bear one of these names: then '(' or '{' follows it, not a row.
+absl::Status SkipSourceTables(Cursor& c) {
+  static const char* const kTables[] = {"FileNames", "FunctionNames", "FileLocations", "StackFrames"};
+  while (true) {
+    const size_t at = c.Offset();
+    const int64_t line = c.line(), col = c.col();
+    const char* table = nullptr;
+    for (const char* name : kTables)
+      if (c.ConsumeWord(name)) table = name;
+    if (!table) return absl::OkStatus();
+    if (c.Peek() == '(' || c.Peek() == '{' || c.Peek() == ',') {  // a computation of that name
+      c.Rewind(at, line, col);
+      return absl::OkStatus();
+    }
+    while (absl::ascii_isdigit(static_cast<unsigned char>(c.Peek()))) {
+      const int64_t rline = c.line(), rcol = c.col();
+      const std::string number = c.Name();
+      int64_t n = 0;
+      if (!absl::SimpleAtoi(number, &n))
+        return c.ErrorAt(rline, rcol, absl::StrCat("expected a row number in the ", table, " table, got '",
+                                                   Cursor::Printable(number), "'"));
+      if (c.Peek() == '"') {
+        if (!c.SkipStringLiteral()) return c.Error(absl::StrCat("'\"' closing a string of the ", table, " table"));
+      } else if (c.Peek() == '{') {
+        if (!c.SkipGroup()) return c.Error(absl::StrCat("'}' closing a row of the ", table, " table"));
+      } else {
+        return c.Error(absl::StrCat("a string or {...} after row ", n, " of the ", table, " table"));
+      }
+    }
+  }
 }
 
 const char* ElementTypeName(int type) {
@@ -787,6 +909,10 @@ std::string Attributes(const HloInstructionProto& inst, const std::unordered_map
     absl::StrAppend(&out, ", padding=", absl::StrJoin(dims, "x"));
   }
   if (inst.is_stable()) absl::StrAppend(&out, ", is_stable=true");
+  if (inst.opcode() == "get-tuple-element") absl::StrAppend(&out, ", index=", inst.tuple_index());
+  if (!inst.fusion_kind().empty()) absl::StrAppend(&out, ", kind=", Cursor::Printable(inst.fusion_kind()));
+  if (!inst.custom_call_target().empty())
+    absl::StrAppend(&out, ", custom_call_target=\"", absl::CEscape(inst.custom_call_target()), "\"");
   if (inst.called_computation_ids_size()) {
     std::vector<std::string> names;
     for (int64_t id : inst.called_computation_ids()) {
@@ -800,6 +926,12 @@ std::string Attributes(const HloInstructionProto& inst, const std::unordered_map
 
 }  // namespace
 
+std::string PrintShape(const ShapeProto& shape) {
+  std::string out;
+  PrintShape(shape, &out);
+  return out;
+}
+
 std::string PrintHloText(const HloModuleProto& module) {
   std::string out = absl::StrCat("HloModule ", module.name(), "\n");
   std::unordered_map<int64_t, std::string> computation_names;
@@ -811,7 +943,16 @@ std::string PrintHloText(const HloModuleProto& module) {
     absl::StrAppend(&out, "\n", entry ? "ENTRY " : "", "%", c.name(), " {\n");
     std::unordered_map<int64_t, std::string> names;  // instruction id -> name
     for (const HloInstructionProto& inst : c.instructions()) names[inst.id()] = inst.name();
+    // Tuple elements read from `%x#k` operands print so again, not as instructions.
+    std::unordered_set<int64_t> inline_elements;
     for (const HloInstructionProto& inst : c.instructions()) {
+      if (inst.opcode() != "get-tuple-element" || inst.operand_ids_size() != 1 || inst.id() == c.root_id()) continue;
+      const auto tuple = names.find(inst.operand_ids(0));
+      if (tuple != names.end() && inst.name() == absl::StrCat(tuple->second, "#", inst.tuple_index()))
+        inline_elements.insert(inst.id());
+    }
+    for (const HloInstructionProto& inst : c.instructions()) {
+      if (inline_elements.count(inst.id())) continue;
       absl::StrAppend(&out, "  ", inst.id() == c.root_id() ? "ROOT " : "", "%", inst.name(), " = ");
       PrintShape(inst.shape(), &out);
       absl::StrAppend(&out, " ", inst.opcode(), "(");
@@ -854,6 +995,7 @@ absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string
     if (!c.Consume('=')) return c.Error("'=' in a module attribute");
     c.RawValue();
   }
+  if (absl::Status s = SkipSourceTables(c); !s.ok()) return s;
   std::vector<ParsedComputation> comps;
   int64_t next_id = 1;
   while (!c.AtEnd()) {
@@ -868,6 +1010,8 @@ absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string
   }
   if (comps.empty()) return c.Error("at least one computation");
   if (absl::Status s = Link(c, &comps, &module); !s.ok()) return s;
+  comps = {};
+  if (absl::Status s = CanonicalizeOrder(&module, c.memory()); !s.ok()) return s;
   return module;
 }
 

@@ -66,4 +66,7 @@ absl::StatusOr<tgraph::xla::HloModuleProto> ParseHloText(absl::string_view text,
 // [A-Za-z0-9_.$-] does not read back.
 std::string PrintHloText(const tgraph::xla::HloModuleProto& module);
 
+// A shape as HLO text writes it: "f32[8,128]{1,0}", "(f32[2], s32[])".
+std::string PrintShape(const tgraph::xla::ShapeProto& shape);
+
 }  // namespace tgraph::hlo
