@@ -5,10 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "model/core/file_util.h"
 #include "model/core/layout_space.h"
 #include "model/hlo/apply_layouts.h"
@@ -187,6 +189,24 @@ ENTRY %main (a: f32[8,16], b: f32[16,32]) -> f32[4,64] {
   CHECK(applied->layouts_written == 3);
   CHECK(applied->copies == 3);
   CHECK(applied->changes.size() == 6);
+  // What a stock XLA takes as written: the kernel's layout as parameter b's, and r's as
+  // the program's result; the other three need a compiler that honours them.
+  REQUIRE(applied->entry_layouts.size() == 2);
+  const hlo::EntryLayout& result = applied->entry_layouts[0];
+  CHECK(result.result);
+  CHECK(result.index == -1);
+  CHECK(result.name == "r");
+  CHECK(result.shape == "f32[4,64]");
+  CHECK(result.minor_to_major == std::vector<int64_t>{0, 1});
+  CHECK(result.asked_by == "r output");
+  CHECK(result.jax == "Format(Layout(major_to_minor=(1, 0)), sharding)");
+  const hlo::EntryLayout& b = applied->entry_layouts[1];
+  CHECK_FALSE(b.result);
+  CHECK(b.index == 1);
+  CHECK(b.name == "b");
+  CHECK(b.shape == "f32[16,32]");
+  CHECK(b.asked_by == "dot.1 kernel");
+  CHECK(applied->needs_hook == std::vector<std::string>{"dot.1 output {0,1}", "dot.1 input {0,1}", "r input {1,0}"});
   auto written = WrittenLayoutRow(applied->text, "applied.hlo");
   REQUIRE(written.ok());
   CHECK(*written == Row({{0, 1, -1, -1, -1, -1, 0, 1, -1, -1, -1, -1, 0, 1}, {0, 1, -1, -1, -1, -1, 1, 0}}));
@@ -329,4 +349,82 @@ TEST_CASE("fuzz: apply on mutated real text is a module or an error, never a cra
   }
   CHECK(applied > 0);
   CHECK(refused > 0);
+}
+
+TEST_CASE("apply: a row of today's JAX module applies, reads back as the same rows, and says what JAX takes",
+          "[hlo][apply][real]") {
+  const std::string text = *ReadFile(std::string(TGRAPH_REAL_DATA) + "/hlo/jax/mlp_train_step.before_optimizations.txt");
+  const hlo::ModuleGraph before = Featurize(text);
+  const size_t nc = before.default_config_nodes.size();
+  REQUIRE(nc == 16);
+  // Every group takes its first candidate (model/core/layout_space.h) that the dump's
+  // layout does not already begin with: a legal row unlike what XLA wrote.
+  const LayoutSpace space = LayoutSpaceOf(before.graph, before.default_config_nodes, &before.first_operands);
+  auto dumped = WrittenLayoutRow(text, "jax.hlo");
+  REQUIRE(dumped.ok());
+  std::vector<int8_t> row(nc * 18, -1);
+  for (size_t j = 0; j < nc; ++j)
+    for (int g = 0; g < 3; ++g)
+      for (const GroupLayout& c : space.nodes[j].groups[g].candidates) {
+        const int8_t* has = dumped->data() + j * 18 + g * 6;
+        int k = 0;
+        while (k < 6 && c[k] >= 0 && c[k] == has[k]) ++k;
+        if (c[0] >= 0 && k < 6 && c[k] >= 0) {
+          std::copy(c.begin(), c.end(), row.begin() + static_cast<long>(j * 18 + g * 6));
+          break;
+        }
+      }
+  auto applied = ApplyLayoutRow(text, row, "jax.hlo");
+  REQUIRE(applied.ok());
+  CHECK(applied->copies > 0);
+  // Re-read: the same configurable instructions in the same row order, each group's
+  // layout beginning with what the row asked.
+  const hlo::ModuleGraph after = Featurize(applied->text);
+  REQUIRE(after.default_config_nodes.size() == nc);
+  for (size_t j = 0; j < nc; ++j)
+    CHECK(after.nodes[after.default_config_nodes[j]].instruction == before.nodes[before.default_config_nodes[j]].instruction);
+  auto written = WrittenLayoutRow(applied->text, "applied.hlo");
+  REQUIRE(written.ok());
+  for (size_t i = 0; i < row.size(); ++i)
+    if (row[i] >= 0) CHECK((*written)[i] == row[i]);
+  auto again = ApplyLayoutRow(applied->text, row, "applied.hlo");
+  REQUIRE(again.ok());
+  CHECK(again->text == applied->text);
+  // The forward pass's first dot reads x (argument 13) and p[0][0] (argument 0): a
+  // layout asked of them is theirs to give, as JAX's Format of that argument.
+  std::map<int64_t, hlo::EntryLayout> arguments;
+  for (const hlo::EntryLayout& e : applied->entry_layouts)
+    if (!e.result) arguments[e.index] = e;
+  REQUIRE(arguments.count(13));
+  CHECK(arguments[13].name == "x");
+  CHECK(arguments[13].shape == "f32[128,784]");
+  CHECK(arguments[13].asked_by == "dot_general.5 input");
+  CHECK(arguments[13].jax == absl::StrCat("Format(Layout(major_to_minor=",
+                                          hlo::MajorToMinorTuple(arguments[13].minor_to_major), "), sharding)"));
+  CHECK(applied->entry_layouts.size() + applied->needs_hook.size() > 0);
+  for (const std::string& h : applied->needs_hook) CHECK_THAT(h, Catch::Matches(R"(\S+ (output|input|kernel) \{[0-9,]+\}.*)"));
+}
+
+TEST_CASE("apply: a tuple element used as %t#k gets a copy, as a parameter does", "[hlo][apply]") {
+  const std::string text = R"(HloModule m
+ENTRY e {
+  a = f32[4,8]{1,0} parameter(0)
+  t = (f32[4,8]{1,0}, f32[8,2]{1,0}) tuple(a, a)
+  ROOT d = f32[4,2]{1,0} dot(t#0, t#1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)";
+  auto applied = ApplyLayoutRow(text, Row({{-1, -1, -1, -1, -1, -1, 0, 1}}), "m.hlo");
+  REQUIRE(applied.ok());
+  CHECK(applied->text == R"(HloModule m
+ENTRY e {
+  a = f32[4,8]{1,0} parameter(0)
+  t = (f32[4,8]{1,0}, f32[8,2]{1,0}) tuple(a, a)
+  %t.0.input.d = f32[4,8]{0,1} copy(%t#0)
+  ROOT d = f32[4,2]{1,0} dot(%t.0.input.d, t#1), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)");
+  CHECK(applied->needs_hook == std::vector<std::string>{"d input {0,1}"});
+  auto written = WrittenLayoutRow(applied->text, "applied.hlo");
+  REQUIRE(written.ok());
+  CHECK(std::vector<int8_t>(written->begin() + 6, written->begin() + 8) == std::vector<int8_t>{0, 1});
 }

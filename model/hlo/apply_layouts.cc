@@ -127,8 +127,10 @@ std::string IndentAt(absl::string_view text, size_t at) {
   return std::string(before);
 }
 
-// `base`, or `base.2`, `base.3`, ... : the first not in `names` (then added to it).
-std::string UniqueName(const std::string& base, std::unordered_set<std::string>* names) {
+// `base`, or `base.2`, `base.3`, ... : the first not in `names` (then added to it). A
+// '#' (of a tuple element's name, `t#0`) becomes '.', as a name cannot hold it.
+std::string UniqueName(std::string base, std::unordered_set<std::string>* names) {
+  std::replace(base.begin(), base.end(), '#', '.');
   std::string name = base;
   for (int n = 2; names->count(name); ++n) name = absl::StrCat(base, ".", n);
   names->insert(name);

@@ -160,6 +160,25 @@ int Tile(const tgraph::hlo::Limits& limits) {
   return 0;
 }
 
+// Which of an applied row's choices a stock XLA takes as written (apply_layouts.h), in
+// the form jax.jit takes them, and which need a compiler hook.
+void PrintHandoff(const tgraph::hlo::AppliedLayouts& a) {
+  const size_t all = a.entry_layouts.size() + a.needs_hook.size();
+  if (all == 0) return;
+  std::printf("stock XLA takes %zu of the row's %zu layout choices as written: the entry computation's parameter "
+              "and result layouts (in JAX, jax.jit(f, in_shardings=..., out_shardings=...) with these Formats)\n",
+              a.entry_layouts.size(), all);
+  for (const tgraph::hlo::EntryLayout& e : a.entry_layouts) {
+    const std::string which = e.result ? (e.index < 0 ? std::string("result") : absl::StrCat("result ", e.index))
+                                       : absl::StrCat("argument ", e.index, " ", e.name);
+    std::printf("  %s %s: %s  (%s)\n", which.c_str(), e.shape.c_str(), e.jax.c_str(), e.asked_by.c_str());
+  }
+  if (a.needs_hook.empty()) return;
+  std::printf("%zu need a compiler that honours per-instruction layouts (docs/api.md, \"Handing a row to XLA\"):\n",
+              a.needs_hook.size());
+  for (const std::string& h : a.needs_hook) std::printf("  %s\n", h.c_str());
+}
+
 // A chosen row's layouts written into the module's text (apply_layouts.h).
 int Apply(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out), configs = absl::GetFlag(FLAGS_configs);
@@ -183,6 +202,7 @@ int Apply(const tgraph::hlo::Limits& limits) {
   std::printf("%s: row %lld of %s: %lld layouts written, %lld copies inserted -> %s\n", in.c_str(),
               static_cast<long long>(k), configs.c_str(), static_cast<long long>(applied->layouts_written),
               static_cast<long long>(applied->copies), out.c_str());
+  PrintHandoff(*applied);
   return 0;
 }
 
