@@ -48,9 +48,9 @@ ABSL_FLAG(int64_t, registration_bytes, int64_t{512} << 20,
           "1.3 kB per instruction), a report 5x its bytes; past it they get RESOURCE_EXHAUSTED. One larger request "
           "alone is admitted, but a module's working memory never passes this");
 ABSL_FLAG(int64_t, request_log_every, 100,
-          "Log one line for one tgraph.v1.Ranker call in this many (method, code, latency, graph hash prefix, "
-          "configurations, model version); 1: every call; 0: none. Calls ending in INTERNAL, UNKNOWN or DATA_LOSS "
-          "are always logged");
+          "Log one line for one successful tgraph.v1.Ranker call in this many (method, code, latency, graph hash "
+          "prefix, configurations, model version); 1: every call; 0: none. Failed calls are always logged, with "
+          "their reason (at most 50 a second; past that they are counted in the next line)");
 ABSL_FLAG(bool, reflection, true,
           "Serve gRPC server reflection (grpcurl and similar tools list the services); false turns it off");
 ABSL_FLAG(std::string, tls_cert, "",

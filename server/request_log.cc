@@ -2,6 +2,7 @@
 
 #include <grpcpp/support/status.h>
 
+#include <chrono>
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
@@ -26,6 +27,11 @@ RequestFields FieldsOf(const v1::ReportMeasurementsRequest& q, const v1::ReportM
   RequestFields f;
   f.graph_hash = q.graph_hash();
   f.configs = q.num_configs();
+  return f;
+}
+RequestFields FieldsOf(const v1::ApplyLayoutsRequest& q, const v1::ApplyLayoutsResponse&) {
+  RequestFields f;
+  f.configs = q.layout_config().empty() ? 0 : 1;
   return f;
 }
 RequestFields FieldsOf(const v1::SearchConfigsRequest& q, const v1::SearchConfigsResponse& r) {
@@ -60,9 +66,27 @@ std::string HashPrefix(absl::string_view hash) {
 
 }  // namespace
 
-bool RequestLog::Sample(int code) {
-  const int64_t n = calls_.fetch_add(1, std::memory_order_relaxed);
-  return ServerFault(code) || (every_ > 0 && n % every_ == 0);
+bool RequestLog::Sample(int code, int64_t* unlogged) {
+  if (code == grpc::OK) {
+    const int64_t n = calls_.fetch_add(1, std::memory_order_relaxed);
+    return every_ > 0 && n % every_ == 0;
+  }
+  const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::steady_clock::now().time_since_epoch()).count();
+  std::lock_guard<std::mutex> lock(failures_mu_);
+  if (second != failure_second_) {
+    failure_second_ = second;
+    failures_this_second_ = 0;
+  }
+  // Server faults are always logged; other failures within the rate.
+  if (!ServerFault(code) && failures_this_second_ >= kFailureLines) {
+    ++failures_unlogged_;
+    return false;
+  }
+  ++failures_this_second_;
+  if (unlogged) *unlogged = failures_unlogged_;
+  failures_unlogged_ = 0;
+  return true;
 }
 
 std::string RequestLog::Line(absl::string_view method, int code, double ms, const RequestFields& f) {
@@ -73,6 +97,19 @@ std::string RequestLog::Line(absl::string_view method, int code, double ms, cons
   if (f.configs >= 0) absl::StrAppend(&line, " configs=", f.configs);
   if (f.evaluations >= 0) absl::StrAppend(&line, " evaluations=", f.evaluations);
   if (f.model_version > 0) absl::StrAppend(&line, " model_version=", f.model_version);
+  if (code != grpc::OK) {
+    // The reason, as the client got it: printable, quotes and backslashes escaped, bounded.
+    constexpr size_t kMax = 400;
+    std::string error;
+    for (char c : absl::string_view(f.error).substr(0, kMax)) {
+      if (c == '"' || c == '\\') error.push_back('\\');
+      error.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+    }
+    if (f.error.size() > kMax) absl::StrAppend(&error, "...(", f.error.size(), " bytes)");
+    absl::StrAppend(&line, " error=\"", error, "\"");
+    if (f.unlogged_failures > 0)
+      absl::StrAppend(&line, " unlogged_failures=", f.unlogged_failures);
+  }
   return line;
 }
 

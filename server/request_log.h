@@ -1,15 +1,18 @@
-// The per-request log line: one in every N tgraph.v1.Ranker calls (--request_log_every),
-// and every call that ends in a server fault (INTERNAL, UNKNOWN, DATA_LOSS), as
+// The per-request log line: one in every N successful tgraph.v1.Ranker calls
+// (--request_log_every), and every failed call with its reason, as
 //   request method=RankConfigs code=OK ms=812.4 graph=3a0c5517a87d configs=1001 model_version=3
+//   request method=RegisterGraph code=INVALID_ARGUMENT ms=3.1 error="hlo_module: line 4, ..."
 // (SearchConfigs: evaluations=2048 instead of configs)
 // (key=value pairs, in the text or JSON log format of model/tools/tool.h). Fields a
-// method does not have are left out. Written by RankerService's streamed-unary wrapper
-// (service.cc) after the handler ran.
-// Threads: Sample and Write may be called from any thread at once (an atomic counter;
-// each line is written whole).
+// method does not have are left out. Failed calls are logged at most kFailureLines a
+// second: past that they are counted, and the next line logged says how many were not.
+// Written by RankerService's streamed-unary wrapper (service.cc) after the handler ran.
+// Threads: Sample and Write may be called from any thread at once (atomic counters and
+// a mutex for the failure budget; each line is written whole).
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <cstdint>
 #include <string>
 
@@ -24,6 +27,8 @@ struct RequestFields {
   int64_t configs = -1;       // configurations in the request
   int64_t evaluations = -1;   // SearchConfigs: the model evaluations it may spend
   int64_t model_version = -1; // the version that answered
+  std::string error;          // a failed call's status message (shown quoted, printable, bounded)
+  int64_t unlogged_failures = 0;  // failed calls not logged before this one (the rate limit)
 };
 
 RequestFields FieldsOf(const v1::RegisterGraphRequest& q, const v1::RegisterGraphResponse& r);
@@ -31,15 +36,19 @@ RequestFields FieldsOf(const v1::RankConfigsRequest& q, const v1::RankConfigsRes
 RequestFields FieldsOf(const v1::ListModelsRequest& q, const v1::ListModelsResponse& r);
 RequestFields FieldsOf(const v1::ReportMeasurementsRequest& q, const v1::ReportMeasurementsResponse& r);
 RequestFields FieldsOf(const v1::SearchConfigsRequest& q, const v1::SearchConfigsResponse& r);
+RequestFields FieldsOf(const v1::ApplyLayoutsRequest& q, const v1::ApplyLayoutsResponse& r);
 
 class RequestLog {
  public:
-  // every: log one call in `every` (the first of each run of `every`); 0: none
-  // (server faults are still logged).
+  static constexpr int64_t kFailureLines = 50;  // failed calls logged per second, at most
+
+  // every: log one successful call in `every` (the first of each run of `every`); 0:
+  // none (failed calls are still logged).
   explicit RequestLog(int64_t every) : every_(every) {}
 
-  // Whether the call ending now with `code` (a grpc::StatusCode) gets a line.
-  bool Sample(int code);
+  // Whether the call ending now with `code` (a grpc::StatusCode) gets a line; for a
+  // failed one that does, *unlogged is how many failed calls were not logged before it.
+  bool Sample(int code, int64_t* unlogged = nullptr);
   // The line (LogInfo for OK, LogWarning otherwise).
   static std::string Line(absl::string_view method, int code, double ms, const RequestFields& f);
   static void Write(absl::string_view method, int code, double ms, const RequestFields& f);
@@ -47,6 +56,8 @@ class RequestLog {
  private:
   const int64_t every_;
   std::atomic<int64_t> calls_{0};
+  std::mutex failures_mu_;  // guards the three below
+  int64_t failure_second_ = -1, failures_this_second_ = 0, failures_unlogged_ = 0;
 };
 
 }  // namespace tgraph

@@ -9,6 +9,7 @@
 #include "model/nn/model_io.h"
 #include "model/tools/tool.h"
 #include "proto/error_reason.h"
+#include "model/hlo/apply_layouts.h"
 #include "proto/graph_codec.h"
 #include "server/request_log.h"
 
@@ -112,10 +113,14 @@ grpc::Status ServeUnary(grpc::ServerContext* context, grpc::ServerUnaryStreamer<
   Request request;
   Response response;
   grpc::Status status = ReadAndHandle(context, stream, method, max_message_bytes, &request, &response, handle);
-  if (log->Sample(status.error_code()))
+  int64_t unlogged = 0;
+  if (log->Sample(status.error_code(), &unlogged)) {
+    RequestFields fields = FieldsOf(request, response);
+    fields.error = status.error_message();
+    fields.unlogged_failures = unlogged;
     RequestLog::Write(method, status.error_code(),
-                      std::chrono::duration<double, std::milli>(Clock::now() - start).count(),
-                      FieldsOf(request, response));
+                      std::chrono::duration<double, std::milli>(Clock::now() - start).count(), fields);
+  }
   return status;
 }
 
@@ -142,6 +147,10 @@ grpc::Status RankerService::StreamedReportMeasurements(
 grpc::Status RankerService::StreamedSearchConfigs(
     grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::SearchConfigsRequest, v1::SearchConfigsResponse>* s) {
   return ServeUnary(context, s, "SearchConfigs", max_message_bytes_, &request_log_, [this](auto... a) { return SearchConfigs(a...); });
+}
+grpc::Status RankerService::StreamedApplyLayouts(
+    grpc::ServerContext* context, grpc::ServerUnaryStreamer<v1::ApplyLayoutsRequest, v1::ApplyLayoutsResponse>* s) {
+  return ServeUnary(context, s, "ApplyLayouts", max_message_bytes_, &request_log_, [this](auto... a) { return ApplyLayouts(a...); });
 }
 
 namespace {
@@ -383,6 +392,44 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_correction_measurements(r->correction_measurements);
   response->set_correction_weight(r->correction_weight);
   SetTiming(r->timing, response->mutable_timing());
+  return grpc::Status::OK;
+}
+
+grpc::Status RankerService::ApplyLayouts(grpc::ServerContext* context, const v1::ApplyLayoutsRequest* request,
+                                         v1::ApplyLayoutsResponse* response) {
+  // The request, and the edited text it answers with (the text and its edits).
+  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong()) * 3;
+  std::optional<ByteBudget::Lease> lease = in_flight_.TryAcquire(bytes);
+  if (!lease) return OverBudget("ApplyLayouts", in_flight_, bytes);
+  hlo::Limits limits;
+  limits.max_instructions = max_nodes_;
+  limits.reserve = [this, &lease](int64_t more) {
+    return lease->Grow(more) ? absl::OkStatus() : WorkingMemoryRefused(in_flight_, *lease);
+  };
+  const std::string& row_bytes = request->layout_config();
+  const std::vector<int8_t> row(row_bytes.begin(), row_bytes.end());
+  absl::StatusOr<hlo::AppliedLayouts> a = hlo::ApplyLayoutRow(request->hlo_text(), row, "hlo_text", limits);
+  const int64_t held = lease->bytes();
+  if (!a.ok()) {
+    TrimHeapAfter(held);
+    return ToGrpc(a.status(), context);
+  }
+  response->set_hlo_text(std::move(a->text));
+  response->set_layouts_written(a->layouts_written);
+  response->set_copies(a->copies);
+  for (std::string& c : a->changes) response->add_changes(std::move(c));
+  for (const hlo::EntryLayout& e : a->entry_layouts) {
+    v1::EntryLayout* out = response->add_entry_layouts();
+    out->set_result(e.result);
+    out->set_index(e.index);
+    out->set_name(e.name);
+    out->set_shape(e.shape);
+    out->mutable_minor_to_major()->Assign(e.minor_to_major.begin(), e.minor_to_major.end());
+    out->set_asked_by(e.asked_by);
+    out->set_jax(e.jax);
+  }
+  for (std::string& h : a->needs_hook) response->add_needs_hook(std::move(h));
+  TrimHeapAfter(held);
   return grpc::Status::OK;
 }
 

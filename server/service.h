@@ -35,7 +35,7 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
     // (byte_budget.h; modules' working memory included); past it, RESOURCE_EXHAUSTED.
     int64_t registration_bytes = int64_t{512} << 20;
     int64_t max_message_bytes = int64_t{256} << 20;  // the transport's limit, named in refusals
-    int64_t request_log_every = 100;                  // request_log.h; 0: server faults only
+    int64_t request_log_every = 100;                  // request_log.h; 0: failed calls only
   };
   RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, MeasurementStore* measurements,
                 const Options& o)
@@ -57,6 +57,9 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
   grpc::Status StreamedSearchConfigs(
       grpc::ServerContext* context,
       grpc::ServerUnaryStreamer<v1::SearchConfigsRequest, v1::SearchConfigsResponse>* stream) override;
+  grpc::Status StreamedApplyLayouts(
+      grpc::ServerContext* context,
+      grpc::ServerUnaryStreamer<v1::ApplyLayoutsRequest, v1::ApplyLayoutsResponse>* stream) override;
 
   grpc::Status RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                              v1::RegisterGraphResponse* response) override;
@@ -68,6 +71,10 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
                                   v1::ReportMeasurementsResponse* response) override;
   grpc::Status SearchConfigs(grpc::ServerContext* context, const v1::SearchConfigsRequest* request,
                              v1::SearchConfigsResponse* response) override;
+  // Stateless (apply_layouts.h): admitted against --registration_bytes as a module's
+  // registration is, its reader reserving its working memory from the same budget.
+  grpc::Status ApplyLayouts(grpc::ServerContext* context, const v1::ApplyLayoutsRequest* request,
+                            v1::ApplyLayoutsResponse* response) override;
 
  private:
   // RegisterGraph's work; *held: the in-flight bytes it held at its peak.

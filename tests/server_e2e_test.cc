@@ -1249,6 +1249,100 @@ CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nod
   CATCH_CHECK(tight.Stop() == 0);
 }
 
+CATCH_TEST_CASE("server: every failed call is logged with its reason, whatever --request_log_every says", "[e2e]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path(), {"--request_log_every", "0"});
+  CATCH_REQUIRE(server.port > 0);
+  auto stub = Stub(server.port);
+  for (int i = 0; i < 8; ++i) {  // modules a new user might send: each refused, each logged
+    v1::RegisterGraphRequest req;
+    req.set_hlo_module(absl::StrCat("HloModule m", i, "\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] nope(a#0)\n}"));
+    v1::RegisterGraphResponse resp;
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 10s);
+    CATCH_CHECK(stub->RegisterGraph(&ctx, req, &resp).error_code() == grpc::INVALID_ARGUMENT);
+  }
+  v1::ListModelsResponse models;
+  grpc::ClientContext ctx;
+  CATCH_REQUIRE(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());  // not logged: OK, and every 0
+  CATCH_CHECK(server.Stop() == 0);
+  std::vector<std::string> lines;
+  std::istringstream log(server.Log());
+  for (std::string line; std::getline(log, line);)
+    if (line.find(" request method=") != std::string::npos) lines.push_back(line);
+  CATCH_REQUIRE(lines.size() == 8u);
+  for (const std::string& line : lines) {
+    CATCH_CHECK_THAT(line, Catch::Contains("WARNING tgraph-server: request method=RegisterGraph code=INVALID_ARGUMENT"));
+    CATCH_CHECK_THAT(line, Catch::EndsWith(" error=\"hlo_module: line 4, column 24: operand 'a#0': the instruction is "
+                                           "not a tuple\""));
+  }
+}
+
+CATCH_TEST_CASE("server: ApplyLayouts writes a row into a module's text and says what stock XLA takes", "[e2e][hlo]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  auto stub = Stub(server.port);
+  const std::string text = *ReadFile(kReal + "/hlo/jax/mlp_train_step.before_optimizations.txt");
+  auto program = HloProgram::FromSerialized(text, "mlp.txt");
+  CATCH_REQUIRE(program.ok());
+  const size_t nc = program->configurable_nodes.size();
+  // dot_general.5 (x times p[0][0]) with its input column-major: argument 13's layout.
+  std::vector<int8_t> row(nc * kConfigFeatDim, -1);
+  size_t dot = nc;
+  for (size_t j = 0; j < nc; ++j)
+    if (program->configurable_nodes[j].instruction == "dot_general.5") dot = j;
+  CATCH_REQUIRE(dot < nc);
+  row[dot * kConfigFeatDim + 6] = 0;
+  row[dot * kConfigFeatDim + 7] = 1;
+  v1::ApplyLayoutsRequest req;
+  req.set_hlo_text(text);
+  req.set_layout_config(std::string(row.begin(), row.end()));
+  v1::ApplyLayoutsResponse resp;
+  {
+    grpc::ClientContext ctx;
+    CATCH_REQUIRE(stub->ApplyLayouts(&ctx, req, &resp).ok());
+  }
+  // The same as tgraph-featurize apply: one copy into {0,1}, x's layout as JAX takes it.
+  auto local = hlo::ApplyLayoutRow(text, row, "hlo_text");
+  CATCH_REQUIRE(local.ok());
+  CATCH_CHECK(resp.hlo_text() == local->text);
+  CATCH_CHECK(resp.copies() == 1);
+  CATCH_REQUIRE(resp.entry_layouts_size() == 1);
+  CATCH_CHECK(resp.entry_layouts(0).index() == 13);
+  CATCH_CHECK(resp.entry_layouts(0).name() == "x");
+  CATCH_CHECK(resp.entry_layouts(0).shape() == "f32[128,784]");
+  CATCH_CHECK(resp.entry_layouts(0).jax() == "Format(Layout(major_to_minor=(1, 0)), sharding)");
+  CATCH_CHECK(resp.entry_layouts(0).asked_by() == "dot_general.5 input");
+  CATCH_CHECK(resp.needs_hook_size() == 0);
+  // The applied text registers with the same configurable instructions in the same order.
+  auto applied = HloProgram::FromSerialized(resp.hlo_text(), "applied.txt");
+  CATCH_REQUIRE(applied.ok());
+  CATCH_REQUIRE(applied->configurable_nodes.size() == nc);
+  for (size_t j = 0; j < nc; ++j)
+    CATCH_CHECK(applied->configurable_nodes[j].instruction == program->configurable_nodes[j].instruction);
+  // Errors name the instruction; a proto is refused (apply edits text).
+  row[dot * kConfigFeatDim + 7] = 0;
+  req.set_layout_config(std::string(row.begin(), row.end()));
+  {
+    grpc::ClientContext ctx;
+    const grpc::Status s = stub->ApplyLayouts(&ctx, req, &resp);
+    CATCH_CHECK(s.error_code() == grpc::INVALID_ARGUMENT);
+    CATCH_CHECK_THAT(s.error_message(), Catch::Contains("(dot 'dot_general.5', node ") &&
+                                            Catch::Contains("input group [0, 0, -1, -1, -1, -1]: dimension 0 appears twice"));
+  }
+  req.set_hlo_text(*ReadFile(kReal + "/hlo/jax/mlp_train_step.before_optimizations.hlo.pb"));
+  {
+    grpc::ClientContext ctx;
+    const grpc::Status s = stub->ApplyLayouts(&ctx, req, &resp);
+    CATCH_CHECK(s.error_code() == grpc::INVALID_ARGUMENT);
+    CATCH_CHECK_THAT(s.error_message(), Catch::Contains("not HLO text"));
+  }
+  CATCH_CHECK(server.Stop() == 0);
+}
+
 CATCH_TEST_CASE("server: mutated HLO modules never crash it", "[e2e][hlo]") {
   World w;
   w.Publish(1);

@@ -154,7 +154,10 @@ std::string ParameterName(absl::string_view text, const InstructionText& t, cons
   if (at == absl::string_view::npos) return inst.name();
   const size_t begin = at + 9, end = line.find('"', begin);
   if (end == absl::string_view::npos || end == begin) return inst.name();
-  return std::string(line.substr(begin, end - begin));
+  std::string name(line.substr(begin, std::min<size_t>(end - begin, 200)));
+  for (char& c : name)  // it goes into messages and UTF-8 fields
+    if (c < 0x20 || c > 0x7e) c = '?';
+  return name;
 }
 
 // The id of the entry computation's root instruction.
