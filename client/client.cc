@@ -95,6 +95,12 @@ struct RankerClient::Impl {
     return absl::InternalError(absl::StrCat(method, ": the graph was registered but the server still does not know it"));
   }
 
+  // ReportMeasurements by hash for a graph of `num_config_nodes`; `register_graph` as Rank's.
+  absl::StatusOr<MeasurementReceipt> Report(const std::string& hash, size_t num_config_nodes,
+                                            const std::string& collection, const int8_t* configs,
+                                            const int64_t* runtimes_ns, int64_t count, const std::string& source,
+                                            const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph);
+
   // SearchConfigs by hash for a graph of `num_config_nodes`; `register_graph` as Rank's.
   absl::StatusOr<Proposals> Search(const std::string& hash, size_t num_config_nodes, const SearchConfigsOptions& o,
                                    const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph) {
@@ -336,20 +342,34 @@ absl::StatusOr<MeasurementReceipt> RankerClient::ReportMeasurements(const NodeGr
                                                                    const std::string& collection,
                                                                    const int8_t* configs, const int64_t* runtimes_ns,
                                                                    int64_t count, const std::string& source) {
-  const std::string hash = GraphContentHash(graph, ids);
+  return impl_->Report(GraphContentHash(graph, ids), ids.size(), collection, configs, runtimes_ns, count, source,
+                       [&] { return impl_->Register(graph, ids); });
+}
+
+absl::StatusOr<MeasurementReceipt> RankerClient::ReportMeasurements(const HloProgram& p, const std::string& collection,
+                                                                   const int8_t* configs, const int64_t* runtimes_ns,
+                                                                   int64_t count, const std::string& source) {
+  return impl_->Report(p.graph_hash, p.node_config_ids.size(), collection, configs, runtimes_ns, count, source,
+                       [&] { return impl_->Register(p); });
+}
+
+absl::StatusOr<MeasurementReceipt> RankerClient::Impl::Report(
+    const std::string& hash, size_t num_config_nodes, const std::string& collection, const int8_t* configs,
+    const int64_t* runtimes_ns, int64_t count, const std::string& source,
+    const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph) {
   v1::ReportMeasurementsRequest q;
   q.set_collection(collection);
   q.set_graph_hash(hash);
   q.set_num_configs(count);
-  q.set_layout_configs(reinterpret_cast<const char*>(configs), static_cast<size_t>(count) * ids.size() * kConfigFeatDim);
+  q.set_layout_configs(reinterpret_cast<const char*>(configs),
+                       static_cast<size_t>(count) * num_config_nodes * kConfigFeatDim);
   q.mutable_runtimes_ns()->Assign(runtimes_ns, runtimes_ns + count);
   q.set_source(source);
   v1::ReportMeasurementsResponse resp;
   MeasurementReceipt r;
-  if (absl::Status s = impl_->WithRegistration(
-          hash, "ReportMeasurements",
-          [&](grpc::ClientContext* ctx) { return impl_->stub->ReportMeasurements(ctx, q, &resp); },
-          [&] { return impl_->Register(graph, ids); }, &r.registrations);
+  if (absl::Status s = WithRegistration(
+          hash, "ReportMeasurements", [&](grpc::ClientContext* ctx) { return stub->ReportMeasurements(ctx, q, &resp); },
+          register_graph, &r.registrations);
       !s.ok())
     return s;
   r.stored = resp.stored();

@@ -207,6 +207,11 @@ class RankerClient {
                                                         const std::string& collection, const int8_t* configs,
                                                         const int64_t* runtimes_ns, int64_t count,
                                                         const std::string& source = "");
+  // The same for an HLO program (registered from its module when the server does not
+  // know it); rows in its configurable_nodes order.
+  absl::StatusOr<MeasurementReceipt> ReportMeasurements(const HloProgram& program, const std::string& collection,
+                                                        const int8_t* configs, const int64_t* runtimes_ns,
+                                                        int64_t count, const std::string& source = "");
 
   // Proposes configurations to measure next: a model-guided search of the graph's
   // layout space on the server; the graph is registered when the server does not know it.

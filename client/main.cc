@@ -3,6 +3,7 @@
 //   tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]
 //   tgraph-client rank --server H:P --collection C (--hlo MODULE.hlo.pb | --npz GRAPH.npz) --configs ROWS.npy
 //   tgraph-client register --server H:P (--hlo MODULE.hlo.pb | --npz GRAPH.npz)
+//   tgraph-client report --server H:P --collection C (--npz FILE | --hlo MODULE --configs ROWS.npy --runtimes FILE)
 //   tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]
 //                      [--rankings OUT.csv]
 //   tgraph-client bench --server H:P --collection C --data ROOT [--concurrency 4] [--requests 200]
@@ -81,6 +82,9 @@ ABSL_FLAG(int64_t, search_evaluations, 0,
           "replay: also a model-guided search within the file's configurations (SearchConfigs with them as candidates), "
           "this many model evaluations per round (0 = none)");
 ABSL_FLAG(std::string, source, "", "report: a label stored with the measurements (e.g. the farm and hardware)");
+ABSL_FLAG(std::string, runtimes, "",
+          "report --hlo: the measured runtimes (ns) of the --configs rows, in their order: an .npy of shape (c,), or "
+          "text, numbers separated by spaces, commas or newlines");
 ABSL_FLAG(int64_t, results, 10, "search: configurations to propose");
 ABSL_FLAG(int64_t, max_evaluations, 2048, "search: configurations the search's fitness model may score");
 ABSL_FLAG(int64_t, start_best, 16,
@@ -475,15 +479,48 @@ int Eval(tgraph::RankerClient& client) {
   return tgraph::kExitOk;
 }
 
+int PrintReceipt(const std::string& graph, const tgraph::MeasurementReceipt& r) {
+  if (absl::GetFlag(FLAGS_json))
+    return PrintJson({{"graph", graph}, {"stored", r.stored}, {"shard", r.shard}, {"registrations", r.registrations}});
+  std::printf("%s: %lld measurements stored as %s\n", graph.c_str(), static_cast<long long>(r.stored), r.shard.c_str());
+  return tgraph::kExitOk;
+}
+
+// Reports an HLO module's measured rows (--configs) with their runtimes (--runtimes).
+int ReportHlo(tgraph::RankerClient& client, const tgraph::Collection& c) {
+  const std::string hlo = absl::GetFlag(FLAGS_hlo);
+  if (absl::GetFlag(FLAGS_configs).empty() || absl::GetFlag(FLAGS_runtimes).empty())
+    return Fail(UsageError("report --hlo needs --configs ROWS.npy (the measured layout rows, (c, nc, 18)) and "
+                           "--runtimes FILE (their runtimes in ns, in row order)"));
+  absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromFile(hlo);
+  if (!p.ok()) return Fail(p.status());
+  for (const std::string& w : p->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
+  absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
+  if (!rows.ok()) return Fail(rows.status());
+  absl::StatusOr<std::vector<int64_t>> runtimes = tgraph::LoadRuntimes(absl::GetFlag(FLAGS_runtimes));
+  if (!runtimes.ok()) return Fail(runtimes.status());
+  if (static_cast<int64_t>(runtimes->size()) != rows->count)
+    return Fail(absl::InvalidArgumentError(absl::StrCat(absl::GetFlag(FLAGS_runtimes), " has ", runtimes->size(),
+                                                        " runtimes for the ", rows->count, " rows of ",
+                                                        absl::GetFlag(FLAGS_configs), ": one per row, in order")));
+  absl::StatusOr<tgraph::MeasurementReceipt> r = client.ReportMeasurements(
+      *p, c.name(), rows->values.data(), runtimes->data(), rows->count, absl::GetFlag(FLAGS_source));
+  if (!r.ok()) return Fail(r.status());
+  return PrintReceipt(hlo, *r);
+}
+
 // Reports the --npz file's configurations (the first --max_configs) with their
-// runtimes to the server's measurement store.
+// runtimes to the server's measurement store, or an HLO module's measured rows.
 int Report(tgraph::RankerClient& client) {
   absl::StatusOr<tgraph::Collection> c = CollectionFlag();
   if (!c.ok()) return Fail(c.status());
   if (c->kind != tgraph::CollectionKind::kLayout)
     return Fail(UsageError("report stores layout measurements: give a layout collection"));
   const std::string path = absl::GetFlag(FLAGS_npz);
-  if (path.empty()) return Fail(UsageError("report needs --npz FILE with measured runtimes"));
+  if (path.empty() == absl::GetFlag(FLAGS_hlo).empty())
+    return Fail(UsageError("report needs one graph: --npz FILE with measured runtimes, or --hlo MODULE with "
+                           "--configs ROWS.npy and --runtimes FILE"));
+  if (path.empty()) return ReportHlo(client, *c);
   absl::StatusOr<tgraph::LayoutGraph> g = tgraph::LoadLayoutGraph(path);
   if (!g.ok()) return Fail(g.status());
   const int64_t max = absl::GetFlag(FLAGS_max_configs);
@@ -496,10 +533,7 @@ int Report(tgraph::RankerClient& client) {
       client.ReportMeasurements(g->graph, g->node_config_ids, c->name(), g->config_feat.data(),
                                 g->config_runtime.data(), count, absl::GetFlag(FLAGS_source));
   if (!r.ok()) return Fail(r.status());
-  if (absl::GetFlag(FLAGS_json))
-    return PrintJson({{"graph", path}, {"stored", r->stored}, {"shard", r->shard}, {"registrations", r->registrations}});
-  std::printf("%s: %lld measurements stored as %s\n", path.c_str(), static_cast<long long>(r->stored), r->shard.c_str());
-  return tgraph::kExitOk;
+  return PrintReceipt(path, *r);
 }
 
 int Replay(const tgraph::ClientOptions& co) {
@@ -642,6 +676,7 @@ int main(int argc, char** argv) {
       "  tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]\n"
       "  tgraph-client bench --server H:P --collection C --data ROOT [--concurrency N] [--requests N] [--rate R]\n"
       "  tgraph-client report --server H:P --collection C --npz FILE [--max_configs N] [--source TEXT]\n"
+      "  tgraph-client report --server H:P --collection C --hlo MODULE --configs ROWS.npy --runtimes FILE [--source TEXT]\n"
       "  tgraph-client replay --server H:P --collection C --npz MEASURED.npz [--rounds R] [--per_round K] [--csv OUT]\n"
       "                       [--finetune_command 'tgraph-train finetune ...'] [--search_evaluations N]\n"
       "  tgraph-client search --server H:P --collection C (--npz MEASURED.npz | --hlo MODULE) [--results 10]\n"

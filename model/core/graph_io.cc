@@ -4,7 +4,9 @@
 #include <initializer_list>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "model/core/file_util.h"
 
 namespace tgraph {
@@ -172,6 +174,71 @@ absl::StatusOr<LayoutConfigRows> LoadLayoutConfigRows(const std::string& path, i
   LayoutConfigRows out;
   out.count = one ? 1 : a.shape[0];
   out.values = std::move(*values);
+  return out;
+}
+
+namespace {
+
+absl::Status BadRuntime(const std::string& path, size_t i, absl::string_view value) {
+  return absl::InvalidArgumentError(absl::StrCat(path, ": runtime ", i, " is ", value,
+                                                 "; expected a measured runtime in nanoseconds, a whole number > 0"));
+}
+
+// One runtime: whole, > 0, within int64.
+absl::StatusOr<int64_t> Runtime(double x, const std::string& path, size_t i) {
+  if (!(x > 0 && x < 9.2e18) || x != std::floor(x)) return BadRuntime(path, i, absl::StrCat(x));
+  return static_cast<int64_t>(x);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> LoadRuntimes(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  std::vector<int64_t> out;
+  if (bytes->rfind("\x93NUMPY", 0) == 0) {
+    absl::StatusOr<NpyArray> a = ParseNpy(*bytes, path);
+    if (!a.ok()) return a.status();
+    if (a->shape.size() != 1)
+      return absl::InvalidArgumentError(absl::StrCat(path, ": has shape ", a->ShapeString(), ", expected (c,): one runtime per row"));
+    const size_t n = static_cast<size_t>(a->numel());
+    for (size_t i = 0; i < n; ++i) {
+      int64_t v = 0;
+      switch (a->dtype) {
+        case DType::kInt64: v = a->data<int64_t>()[i]; break;
+        case DType::kInt32: v = a->data<int32_t>()[i]; break;
+        case DType::kFloat64: case DType::kFloat32: {
+          absl::StatusOr<int64_t> r = Runtime(a->dtype == DType::kFloat64 ? a->data<double>()[i] : a->data<float>()[i], path, i);
+          if (!r.ok()) return r.status();
+          v = *r;
+          break;
+        }
+        default:
+          return absl::InvalidArgumentError(absl::StrCat(path, ": has dtype ", DTypeName(a->dtype),
+                                                         ", expected integers or floats"));
+      }
+      if (v <= 0) return BadRuntime(path, i, absl::StrCat(v));
+      out.push_back(v);
+    }
+    return out;
+  }
+  size_t line = 1;
+  for (absl::string_view rest = *bytes; !rest.empty();) {
+    const size_t end = rest.find('\n');
+    absl::string_view text = rest.substr(0, end);
+    rest = end == absl::string_view::npos ? absl::string_view() : rest.substr(end + 1);
+    if (const size_t hash = text.find('#'); hash != absl::string_view::npos) text = text.substr(0, hash);
+    for (absl::string_view token : absl::StrSplit(text, absl::ByAnyChar(" ,\t\r"), absl::SkipEmpty())) {
+      double x = 0;
+      if (!absl::SimpleAtod(token, &x))
+        return absl::InvalidArgumentError(absl::StrCat(path, ": line ", line, ": '", token.substr(0, 40),
+                                                       "' is not a number (runtime ", out.size(), ")"));
+      absl::StatusOr<int64_t> r = Runtime(x, path, out.size());
+      if (!r.ok()) return r.status();
+      out.push_back(*r);
+    }
+    ++line;
+  }
   return out;
 }
 

@@ -46,6 +46,12 @@ struct LayoutConfigRows {
 };
 absl::StatusOr<LayoutConfigRows> LoadLayoutConfigRows(const std::string& path, int64_t nc);
 
+// Measured runtimes in nanoseconds, one per configuration row, from an .npy of shape (c,)
+// (any integer or float dtype) or a text file of numbers separated by spaces, commas or
+// newlines ('#' starts a comment). Every value an integer > 0 (a float such as 1.5e6 is
+// taken when it is whole). Errors name the file, the runtime's index and its value.
+absl::StatusOr<std::vector<int64_t>> LoadRuntimes(const std::string& path);
+
 // "dir/foo.npz" -> "foo".
 std::string GraphNameFromPath(absl::string_view path);
 

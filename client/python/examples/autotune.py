@@ -5,8 +5,8 @@ import sys
 import tgraph
 
 client = tgraph.Client(sys.argv[1])
-graph = tgraph.load_graph(sys.argv[2])           # or tgraph.Graph(arrays...), or tgraph.HloModule
-candidates = graph.configs                       # (c, nc, 18) layouts: your search space
+graph = tgraph.load_graph(sys.argv[2])           # a file with its configurations (a module has none:
+candidates = graph.configs                       # docs/python.md searches one); (c, nc, 18) layouts
 measured = {}
 for round in range(5):
     ranking = client.rank("layout:xla:random", graph, candidates)

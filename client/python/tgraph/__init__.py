@@ -6,11 +6,12 @@
         print(ranking.order)
 
 docs/python.md has the whole API and an autotuner loop."""
-from ._client import (Client, ConfigurableNode, HloModule, LayoutGroup, MeasurementReceipt, ModelInfo, Proposals,
-                      Provenance, Ranking, Registration)
+from ._client import (AppliedLayouts, Client, ConfigurableNode, EntryLayout, HloModule, LayoutGroup,
+                      MeasurementReceipt, ModelInfo, Proposals, Provenance, Ranking, Registration)
 from ._errors import TgraphError
 from ._graph import Graph, load_graph
 
 __version__ = "0.1.0"
-__all__ = ["Client", "ConfigurableNode", "Graph", "HloModule", "LayoutGroup", "MeasurementReceipt", "ModelInfo",
-           "Proposals", "Provenance", "Ranking", "Registration", "TgraphError", "load_graph"]
+__all__ = ["AppliedLayouts", "Client", "ConfigurableNode", "EntryLayout", "Graph", "HloModule", "LayoutGroup",
+           "MeasurementReceipt", "ModelInfo", "Proposals", "Provenance", "Ranking", "Registration", "TgraphError",
+           "load_graph"]

@@ -109,6 +109,34 @@ class Registration:
 
 
 @dataclass
+class EntryLayout:
+    """A choice of an applied row that a stock XLA takes as written: the layout of an
+    argument (an entry parameter) or of the result. `jax` is the form jax.jit takes it in
+    (in_shardings / out_shardings), e.g. "Format(Layout(major_to_minor=(1, 0)), sharding)"."""
+    result: bool           # the program's result; else an argument
+    index: int             # the argument's number; the result's tuple element (-1: the whole result)
+    name: str              # the argument's name in the program (e.g. "x", "p[0][0]"), else its instruction
+    shape: str             # e.g. "f32[128,784]"
+    minor_to_major: List[int]
+    asked_by: str          # the configurable instruction and group, e.g. "dot_general.5 input"
+    jax: str
+
+
+@dataclass
+class AppliedLayouts:
+    """A layout row written into a module's HLO text (Client.apply): `text` the module
+    with the row's layouts (and copies where an operand's layout must change), what
+    changed, which choices a stock XLA takes as written (`entry_layouts`) and which need a
+    compiler hook (`needs_hook`, docs/api.md "Handing a row to XLA")."""
+    text: str
+    layouts_written: int
+    copies: int
+    changes: List[str]
+    entry_layouts: List[EntryLayout]
+    needs_hook: List[str]
+
+
+@dataclass
 class Proposals:
     """SearchConfigs' answer: configs (k, nc, 18) int8, best first, with their scores by
     every fold against the search's reference (lower = predicted faster) and spread;
@@ -186,9 +214,16 @@ class HloModule:
     featurizes it; its convolution, dot and reshape instructions are the configurable
     nodes (Client.register lists them in row order)."""
 
+    # A module has no configurations or runtimes of its own (a Graph from an npz file
+    # may): candidates come from Client.search, or from your autotuner.
+    configs = None
+    runtimes = None
+
     def __init__(self, data: bytes, name: str = "hlo_module"):
+        if isinstance(data, str):
+            data = data.encode()
         if not isinstance(data, (bytes, bytearray)) or not data:
-            raise invalid(f"{name}: an HLO module must be non-empty bytes")
+            raise invalid(f"{name}: an HLO module must be non-empty bytes or text")
         self.data = bytes(data)
         self.name = name
         self.digest = hashlib.sha256(self.data).hexdigest()
@@ -280,6 +315,8 @@ class Client:
                                                  request_serializer=_encode_health_request,
                                                  response_deserializer=_decode_health_response)
         self._hlo = {}     # HloModule digest -> graph hash, learnt from RegisterGraph
+        self._nodes = {}   # graph hash -> its configurable nodes (a module's row size and names)
+        self._register_calls = 0  # RegisterGraph calls made, for each call's `registrations`
         self._files = {}   # (path, mtime, size) -> Graph
 
     def close(self):
@@ -302,6 +339,7 @@ class Client:
         else:
             graph.to_proto(request.graph)
             local_hash = graph.content_hash
+        self._register_calls += 1
         try:
             r = self._call(self._stub.RegisterGraph, request, local_hash)
         except grpc.RpcError as e:
@@ -312,12 +350,14 @@ class Client:
                               f"{local_hash} (incompatible versions?)")
         if isinstance(graph, HloModule):
             self._hlo[graph.digest] = r.graph_hash
-        return Registration(r.graph_hash, r.num_nodes, r.pruned_nodes, r.already_registered,
-                            [ConfigurableNode(c.node, c.opcode, c.instruction, c.computation,
-                                              [LayoutGroup(GROUP_NAMES[g], lg.rank,
-                                                           np.frombuffer(lg.candidates, dtype=np.int8).reshape(-1, 6))
-                                               for g, lg in enumerate(c.groups)])
-                             for c in r.configurable_nodes], list(r.warnings))
+        reg = Registration(r.graph_hash, r.num_nodes, r.pruned_nodes, r.already_registered,
+                           [ConfigurableNode(c.node, c.opcode, c.instruction, c.computation,
+                                             [LayoutGroup(GROUP_NAMES[g], lg.rank,
+                                                          np.frombuffer(lg.candidates, dtype=np.int8).reshape(-1, 6))
+                                              for g, lg in enumerate(c.groups)])
+                            for c in r.configurable_nodes], list(r.warnings))
+        self._nodes[r.graph_hash] = reg.configurable_nodes
+        return reg
 
     def rank(self, collection: str, graph: GraphLike, configs: Optional[np.ndarray] = None, *, top_k: int = 0,
              model_version: int = 0, folds: Sequence[int] = (), cascade: bool = False,
@@ -331,8 +371,9 @@ class Client:
         in the configs' encoding to score against; calls with the same reference get
         comparable scores (default: the server chooses it from `configs`)."""
         graph = self._graph(graph)
+        mark = self._register_calls
         kind = _kind(collection)
-        configs = _configs(graph, configs, kind)
+        configs = self._rows(graph, configs, kind, "configs")
         request = ranker_pb2.RankConfigsRequest(collection=collection, model_version=model_version,
                                                 num_configs=configs.shape[0], top_k=top_k,
                                                 folds=list(folds), cascade=cascade)
@@ -341,13 +382,14 @@ class Client:
         else:
             request.tile_configs = configs.astype("<f4").tobytes()
         if reference is not None:
-            reference = _configs(graph, reference, kind)
+            reference = self._rows(graph, reference, kind, "reference")
             request.num_reference_configs = reference.shape[0]
             if kind == "layout":
                 request.reference_layout_configs = reference.tobytes()
             else:
                 request.reference_tile_configs = reference.astype("<f4").tobytes()
-        r, registrations = self._with_registration(self._stub.RankConfigs, request, graph, "RankConfigs")
+        r = self._with_registration(self._stub.RankConfigs, request, graph, "RankConfigs")
+        registrations = self._register_calls - mark
         t = r.timing
         timing = {"queue_ms": t.queue_ms, "graph_prepare_ms": t.graph_prepare_ms, "inference_ms": t.inference_ms,
                   "total_ms": t.total_ms, "cache_hit": t.cache_hit, "batches": t.batches, "rescored": t.rescored}
@@ -360,18 +402,16 @@ class Client:
         in the server's measurement store, for fine-tuning. Returning means stored
         durably; a retried report may be stored twice (training uses the median)."""
         graph = self._graph(graph)
+        mark = self._register_calls
         if _kind(collection) != "layout":
             raise invalid(f"collection: measurements are stored for layout collections, got '{collection}'")
-        configs = _configs(graph, configs, "layout")
-        runtimes = np.asarray(runtimes_ns).reshape(-1)
-        if runtimes.size != configs.shape[0]:
-            raise invalid(f"runtimes_ns: {runtimes.size} runtimes for {configs.shape[0]} configurations")
+        configs = self._rows(graph, configs, "layout", "configs")
+        runtimes = _runtimes(runtimes_ns, configs.shape[0], "runtimes_ns")
         request = ranker_pb2.ReportMeasurementsRequest(collection=collection, num_configs=configs.shape[0],
                                                        layout_configs=configs.tobytes(),
-                                                       runtimes_ns=[int(x) for x in runtimes], source=source)
-        r, registrations = self._with_registration(self._stub.ReportMeasurements, request, graph,
-                                                   "ReportMeasurements")
-        return MeasurementReceipt(r.stored, r.shard, registrations)
+                                                       runtimes_ns=runtimes, source=source)
+        r = self._with_registration(self._stub.ReportMeasurements, request, graph, "ReportMeasurements")
+        return MeasurementReceipt(r.stored, r.shard, self._register_calls - mark)
 
     def search(self, collection: str, graph: GraphLike, *, results: int = 10, max_evaluations: int = 2048,
                exclude: Optional[np.ndarray] = None, start: Optional[np.ndarray] = None, seed: int = 0,
@@ -385,6 +425,7 @@ class Client:
         order (with 4 or more, the search also follows what they say about this graph).
         Distinct legal rows, best first, deterministic for a seed."""
         graph = self._graph(graph)
+        mark = self._register_calls
         if _kind(collection) != "layout":
             raise invalid(f"collection: SearchConfigs searches layouts; give a layout collection, got '{collection}'")
         request = ranker_pb2.SearchConfigsRequest(collection=collection, model_version=model_version,
@@ -393,21 +434,47 @@ class Client:
                                    ("num_start", "start_layout_configs", start),
                                    ("num_candidates", "candidate_layout_configs", candidates)):
             if rows is not None and len(rows):
-                rows = _configs(graph, rows, "layout")
+                rows = self._rows(graph, rows, "layout", field.replace("_layout_configs", ""))
                 setattr(request, count, rows.shape[0])
                 setattr(request, field, rows.tobytes())
         if exclude_runtimes_ns is not None and len(exclude_runtimes_ns):
-            runtimes = np.asarray(exclude_runtimes_ns).reshape(-1)
-            if request.num_exclude != runtimes.size:
-                raise invalid(f"exclude_runtimes_ns: {runtimes.size} runtimes for {request.num_exclude} excluded rows")
-            request.exclude_runtimes_ns.extend(int(x) for x in runtimes)
-        r, registrations = self._with_registration(self._stub.SearchConfigs, request, graph, "SearchConfigs")
+            request.exclude_runtimes_ns.extend(
+                _runtimes(exclude_runtimes_ns, request.num_exclude, "exclude_runtimes_ns", "excluded rows"))
+        r = self._with_registration(self._stub.SearchConfigs, request, graph, "SearchConfigs")
+        registrations = self._register_calls - mark
         configs = np.frombuffer(r.layout_configs, dtype=np.int8)
         configs = configs.reshape(r.num_configs, -1, LAYOUT_CONFIG_DIM) if r.num_configs else configs.reshape(0, 0, 18)
         return Proposals(configs.copy(), np.array(r.scores, dtype=np.float32), np.array(r.spread, dtype=np.float32),
                          r.model_version, r.evaluations, r.generations, r.reference_configs,
                          {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms}, registrations,
                          r.correction_measurements, r.correction_weight)
+
+    def apply(self, module, row) -> AppliedLayouts:
+        """Writes one layout row, (nc, 18) in registration order (or (1, nc, 18)), into an
+        HLO module's text, every other byte kept, as tgraph-featurize apply does; says
+        which of its choices a stock XLA takes as written (entry_layouts, in the form
+        jax.jit takes them) and which need a compiler hook. module: an HloModule or a
+        path holding HLO text (a proto has no text to keep: dump the module as text)."""
+        module = self._graph(module)
+        if not isinstance(module, HloModule):
+            raise invalid("module: apply writes layouts into an HLO module's text; give a tgraph.HloModule or the "
+                          "path of its text dump")
+        rows = np.asarray(row)
+        if rows.ndim == 2:
+            rows = rows[None]
+        if rows.ndim != 3 or rows.shape[0] != 1:
+            raise invalid(f"row: one layout row, (nc, {LAYOUT_CONFIG_DIM}) or (1, nc, {LAYOUT_CONFIG_DIM}), "
+                          f"got {np.asarray(row).shape}")
+        rows = self._rows(module, rows, "layout", "row")
+        request = ranker_pb2.ApplyLayoutsRequest(hlo_text=module.data, layout_config=rows.tobytes())
+        try:
+            r = self._call(self._stub.ApplyLayouts, request, "")
+        except grpc.RpcError as e:
+            raise _error(e, "ApplyLayouts") from None
+        return AppliedLayouts(r.hlo_text.decode("utf-8", errors="replace"), r.layouts_written, r.copies,
+                              list(r.changes),
+                              [EntryLayout(e.result, e.index, e.name, e.shape, list(e.minor_to_major), e.asked_by, e.jax)
+                               for e in r.entry_layouts], list(r.needs_hook))
 
     def models(self) -> List[ModelInfo]:
         """The loaded models: per collection, the latest version first."""
@@ -451,6 +518,17 @@ class Client:
         raise invalid(f"graph: expected a tgraph.Graph, an HloModule or a path (npz, HLO text or HLO proto), "
                       f"got {type(graph).__name__}")
 
+    def _rows(self, graph, rows, kind: str, what: str) -> np.ndarray:
+        """Configuration rows as the wire wants them, checked as the server checks them,
+        errors naming the row, the configurable node (its instruction, for a module) and
+        the slot. A module is registered first (once), for its row size and names."""
+        nodes = None
+        if kind == "layout" and isinstance(graph, HloModule):
+            if graph.digest not in self._hlo or self._hlo[graph.digest] not in self._nodes:
+                self.register(graph)
+            nodes = self._nodes[self._hlo[graph.digest]]
+        return _configs(graph, rows, kind, what, nodes)
+
     def _call(self, method, request, graph_hash: str):
         """One RPC; UNAVAILABLE retried within the budget: once the channel is connected
         again, after a backoff of 0.1 s doubling to 2 s."""
@@ -475,19 +553,17 @@ class Client:
 
     def _with_registration(self, method, request, graph, what):
         """The call by hash; registers the graph when the server does not know it (new,
-        evicted, restarted, another replica) and tries once more."""
-        registrations = 0
+        evicted, restarted, another replica) and tries once more. The caller counts the
+        registrations (_register_calls)."""
         if isinstance(graph, HloModule) and graph.digest not in self._hlo:
             self.register(graph)
-            registrations += 1
         request.graph_hash = self._hlo[graph.digest] if isinstance(graph, HloModule) else graph.content_hash
         for attempt in range(2):
             try:
-                return self._call(method, request, request.graph_hash), registrations
+                return self._call(method, request, request.graph_hash)
             except grpc.RpcError as e:
                 if attempt == 0 and _not_registered(e):
                     self.register(graph)
-                    registrations += 1
                     continue
                 raise _error(e, what) from None
         raise AssertionError("unreachable")
@@ -503,28 +579,68 @@ def _kind(collection: str) -> str:
     return kind
 
 
-def _configs(graph, configs, kind: str) -> np.ndarray:
-    """The configurations as the wire wants them, checked against the graph."""
+def _node_label(j: int, nodes, graph) -> str:
+    """How messages name configurable node j: by instruction for a module, else by node."""
+    if nodes is not None and j < len(nodes):
+        n = nodes[j]
+        if n.instruction:
+            return f"configurable node {j} ({n.opcode} '{n.instruction}')"
+        return f"configurable node {j} ({n.opcode}, node {n.node})"
+    if isinstance(graph, Graph) and j < graph.num_config_nodes:
+        return f"configurable node {j} (node {int(graph.node_config_ids[j])})"
+    return f"configurable node {j}"
+
+
+def _configs(graph, configs, kind: str, what: str = "configs", nodes=None) -> np.ndarray:
+    """The configurations as the wire wants them, checked against the graph: layout rows
+    of whole numbers in -1..5 (a float row is taken when its values are whole, as
+    tgraph-client takes an .npy of floats), errors naming the row, node and slot."""
     if configs is None:
         configs = getattr(graph, "configs", None)
         if configs is None:
-            raise invalid("configs: none given, and the graph has no configurations of its own")
+            raise invalid(f"{what}: none given, and the graph has no configurations of its own")
     configs = np.asarray(configs)
     if kind == "layout":
-        nc = graph.num_config_nodes if isinstance(graph, Graph) else None
+        nc = graph.num_config_nodes if isinstance(graph, Graph) else (len(nodes) if nodes is not None else None)
         if configs.ndim != 3 or configs.shape[2] != LAYOUT_CONFIG_DIM or (nc is not None and configs.shape[1] != nc):
-            raise invalid(f"configs: layout configurations must be (c, {'nc' if nc is None else nc}, "
+            raise invalid(f"{what}: layout configurations must be (c, {'nc' if nc is None else nc}, "
                           f"{LAYOUT_CONFIG_DIM}), got {configs.shape}")
-        if configs.size and (configs.min() < -1 or configs.max() > 5):
-            raise invalid(f"configs: layout values must be -1..5, got {configs.min()}..{configs.max()}")
+        if configs.dtype.kind not in "iuf" and configs.size:
+            raise invalid(f"{what}: layout values must be numbers, got dtype {configs.dtype}")
+        if configs.size:
+            values = configs.astype(np.float64)
+            bad = ~np.isfinite(values) | (values != np.floor(values)) | (values < -1) | (values > 5)
+            if bad.any():
+                c, j, slot = (int(x) for x in np.argwhere(bad)[0])
+                value = configs[c, j, slot]
+                raise invalid(f"{what}: config {c}, {_node_label(j, nodes, graph)}, slot {slot} "
+                              f"({GROUP_NAMES[slot // 6]} group) is {value}, expected an integer in -1..5")
         configs = np.ascontiguousarray(configs, dtype=np.int8)
     else:
         if configs.ndim != 2 or configs.shape[1] != TILE_CONFIG_DIM:
-            raise invalid(f"configs: tile configurations must be (c, {TILE_CONFIG_DIM}), got {configs.shape}")
+            raise invalid(f"{what}: tile configurations must be (c, {TILE_CONFIG_DIM}), got {configs.shape}")
+        if not np.isfinite(np.asarray(configs, dtype=np.float64)).all():
+            c, k = (int(x) for x in np.argwhere(~np.isfinite(np.asarray(configs, dtype=np.float64)))[0])
+            raise invalid(f"{what}: config {c}, value {k} is not finite")
         configs = np.ascontiguousarray(configs, dtype=np.float32)
     if configs.shape[0] == 0:
-        raise invalid("configs: no configurations")
+        raise invalid(f"{what}: no configurations")
     return configs
+
+
+def _runtimes(values, count: int, what: str, rows: str = "configurations") -> List[int]:
+    """Measured runtimes in nanoseconds: `count` whole numbers > 0 (a float is taken when
+    it is whole), errors naming the runtime."""
+    runtimes = np.asarray(values).reshape(-1)
+    if runtimes.size != count:
+        raise invalid(f"{what}: {runtimes.size} runtimes for {count} {rows}")
+    out = []
+    for i, x in enumerate(runtimes.tolist()):
+        if isinstance(x, bool) or not isinstance(x, (int, float)) or not (0 < x < 2 ** 63) or x != int(x):
+            raise invalid(f"{what}: runtime {i} is {x!r}; expected a measured runtime in nanoseconds, a whole "
+                          "number > 0")
+        out.append(int(x))
+    return out
 
 
 def _not_registered(e: grpc.RpcError) -> bool:
