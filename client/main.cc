@@ -130,12 +130,20 @@ struct Ranked {
   std::string path;
 };
 
+// The --hlo module, its featurization's warnings (e.g. a module dumped after XLA's
+// passes) on stderr.
+absl::StatusOr<tgraph::HloProgram> ReadProgram(const std::string& path) {
+  absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromFile(path);
+  if (p.ok())
+    for (const std::string& w : p->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
+  return p;
+}
+
 absl::StatusOr<Ranked> RankHlo(tgraph::RankerClient& client, const tgraph::RankOptions& o) {
   Ranked out;
   out.path = absl::GetFlag(FLAGS_hlo);
-  absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromFile(out.path);
+  absl::StatusOr<tgraph::HloProgram> p = ReadProgram(out.path);
   if (!p.ok()) return p.status();
-  for (const std::string& w : p->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
   absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
   if (!rows.ok()) return rows.status();
   out.count = rows->count;
@@ -214,7 +222,7 @@ int Search(tgraph::RankerClient& client) {
   absl::StatusOr<tgraph::HloProgram> program;
   absl::StatusOr<tgraph::LayoutGraph> g = absl::UnknownError("");
   if (!hlo.empty()) {
-    program = tgraph::HloProgram::FromFile(hlo);
+    program = ReadProgram(hlo);
     if (!program.ok()) return Fail(program.status());
     g = tgraph::LayoutGraph();
     g->graph = program->graph;
@@ -492,9 +500,8 @@ int ReportHlo(tgraph::RankerClient& client, const tgraph::Collection& c) {
   if (absl::GetFlag(FLAGS_configs).empty() || absl::GetFlag(FLAGS_runtimes).empty())
     return Fail(UsageError("report --hlo needs --configs ROWS.npy (the measured layout rows, (c, nc, 18)) and "
                            "--runtimes FILE (their runtimes in ns, in row order)"));
-  absl::StatusOr<tgraph::HloProgram> p = tgraph::HloProgram::FromFile(hlo);
+  absl::StatusOr<tgraph::HloProgram> p = ReadProgram(hlo);
   if (!p.ok()) return Fail(p.status());
-  for (const std::string& w : p->warnings) std::fprintf(stderr, "tgraph-client: warning: %s\n", w.c_str());
   absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
   if (!rows.ok()) return Fail(rows.status());
   absl::StatusOr<std::vector<int64_t>> runtimes = tgraph::LoadRuntimes(absl::GetFlag(FLAGS_runtimes));

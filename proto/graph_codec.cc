@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/core/opcodes.h"
+#include "model/hlo/apply_layouts.h"
 
 namespace tgraph {
 
@@ -100,6 +101,30 @@ void EncodeConfigurableNodes(const WireGraph& g, v1::RegisterGraphResponse* out)
     }
   }
   for (const std::string& w : g.warnings) out->add_warnings(w);
+}
+
+absl::Status ApplyLayouts(const v1::ApplyLayoutsRequest& request, const hlo::Limits& limits,
+                          v1::ApplyLayoutsResponse* out) {
+  const std::string& bytes = request.layout_config();
+  const std::vector<int8_t> row(bytes.begin(), bytes.end());
+  absl::StatusOr<hlo::AppliedLayouts> a = hlo::ApplyLayoutRow(request.hlo_text(), row, "hlo_text", limits);
+  if (!a.ok()) return a.status();
+  out->set_hlo_text(std::move(a->text));
+  out->set_layouts_written(a->layouts_written);
+  out->set_copies(a->copies);
+  for (std::string& c : a->changes) out->add_changes(std::move(c));
+  for (const hlo::EntryLayout& e : a->entry_layouts) {
+    v1::EntryLayout* entry = out->add_entry_layouts();
+    entry->set_result(e.result);
+    entry->set_index(e.index);
+    entry->set_name(e.name);
+    entry->set_shape(e.shape);
+    entry->mutable_minor_to_major()->Assign(e.minor_to_major.begin(), e.minor_to_major.end());
+    entry->set_asked_by(e.asked_by);
+    entry->set_jax(e.jax);
+  }
+  for (std::string& h : a->needs_hook) out->add_needs_hook(std::move(h));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<LayoutSpace> DecodeLayoutSpace(const v1::RegisterGraphResponse& response) {

@@ -53,6 +53,12 @@ void EncodeConfigurableNodes(const WireGraph& g, v1::RegisterGraphResponse* out)
 // Their layout search space (`space` of the same nodes): the groups of each listed node.
 void EncodeLayoutSpace(const LayoutSpace& space, v1::RegisterGraphResponse* out);
 
+// ApplyLayoutsRequest: its row written into its HLO text (model/hlo/apply_layouts.h),
+// the answer encoded into `out`. INVALID_ARGUMENT and RESOURCE_EXHAUSTED as
+// ApplyLayoutRow gives them ("hlo_text: ...").
+absl::Status ApplyLayouts(const v1::ApplyLayoutsRequest& request, const hlo::Limits& limits,
+                          v1::ApplyLayoutsResponse* out);
+
 // A response's layout search space (the groups of its configurable nodes). INVALID_ARGUMENT
 // for a group that is not 3 per node or candidates that are not k x 6 bytes.
 absl::StatusOr<LayoutSpace> DecodeLayoutSpace(const v1::RegisterGraphResponse& response);

@@ -9,7 +9,6 @@
 #include "model/nn/model_io.h"
 #include "model/tools/tool.h"
 #include "proto/error_reason.h"
-#include "model/hlo/apply_layouts.h"
 #include "proto/graph_codec.h"
 #include "server/request_log.h"
 
@@ -214,6 +213,15 @@ grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
   return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
 }
 
+hlo::Limits RankerService::ModuleLimits(ByteBudget::Lease* lease) {
+  hlo::Limits limits;
+  limits.max_instructions = max_nodes_;
+  limits.reserve = [this, lease](int64_t more) {
+    return lease->Grow(more) ? absl::OkStatus() : WorkingMemoryRefused(in_flight_, *lease);
+  };
+  return limits;
+}
+
 grpc::Status RankerService::RegisterGraph(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                                           v1::RegisterGraphResponse* response) {
   int64_t held = 0;
@@ -231,11 +239,7 @@ grpc::Status RankerService::Register(grpc::ServerContext* context, const v1::Reg
   const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong()) * (module ? 1 : 3);
   std::optional<ByteBudget::Lease> lease = in_flight_.TryAcquire(bytes);
   if (!lease) return OverBudget("RegisterGraph", in_flight_, bytes);
-  hlo::Limits limits;
-  limits.max_instructions = max_nodes_;
-  limits.reserve = [this, &lease](int64_t more) {
-    return lease->Grow(more) ? absl::OkStatus() : WorkingMemoryRefused(in_flight_, *lease);
-  };
+  const hlo::Limits limits = ModuleLimits(&*lease);
   absl::StatusOr<WireGraph> g = DecodeRegistration(*request, limits);
   *held = lease->bytes();
   if (!g.ok()) return ToGrpc(g.status(), context);
@@ -401,36 +405,9 @@ grpc::Status RankerService::ApplyLayouts(grpc::ServerContext* context, const v1:
   const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong()) * 3;
   std::optional<ByteBudget::Lease> lease = in_flight_.TryAcquire(bytes);
   if (!lease) return OverBudget("ApplyLayouts", in_flight_, bytes);
-  hlo::Limits limits;
-  limits.max_instructions = max_nodes_;
-  limits.reserve = [this, &lease](int64_t more) {
-    return lease->Grow(more) ? absl::OkStatus() : WorkingMemoryRefused(in_flight_, *lease);
-  };
-  const std::string& row_bytes = request->layout_config();
-  const std::vector<int8_t> row(row_bytes.begin(), row_bytes.end());
-  absl::StatusOr<hlo::AppliedLayouts> a = hlo::ApplyLayoutRow(request->hlo_text(), row, "hlo_text", limits);
-  const int64_t held = lease->bytes();
-  if (!a.ok()) {
-    TrimHeapAfter(held);
-    return ToGrpc(a.status(), context);
-  }
-  response->set_hlo_text(std::move(a->text));
-  response->set_layouts_written(a->layouts_written);
-  response->set_copies(a->copies);
-  for (std::string& c : a->changes) response->add_changes(std::move(c));
-  for (const hlo::EntryLayout& e : a->entry_layouts) {
-    v1::EntryLayout* out = response->add_entry_layouts();
-    out->set_result(e.result);
-    out->set_index(e.index);
-    out->set_name(e.name);
-    out->set_shape(e.shape);
-    out->mutable_minor_to_major()->Assign(e.minor_to_major.begin(), e.minor_to_major.end());
-    out->set_asked_by(e.asked_by);
-    out->set_jax(e.jax);
-  }
-  for (std::string& h : a->needs_hook) response->add_needs_hook(std::move(h));
-  TrimHeapAfter(held);
-  return grpc::Status::OK;
+  const absl::Status s = tgraph::ApplyLayouts(*request, ModuleLimits(&*lease), response);
+  TrimHeapAfter(lease->bytes());
+  return ToGrpc(s, context);
 }
 
 }  // namespace tgraph

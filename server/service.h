@@ -77,6 +77,9 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
                             v1::ApplyLayoutsResponse* response) override;
 
  private:
+  // What a module's reader may take (--max_nodes instructions, working memory from
+  // --registration_bytes through `lease`, which must outlive the limits).
+  hlo::Limits ModuleLimits(ByteBudget::Lease* lease);
   // RegisterGraph's work; *held: the in-flight bytes it held at its peak.
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
                         v1::RegisterGraphResponse* response, int64_t* held);

@@ -14,6 +14,7 @@
 #include "model/hlo/canonical_order.h"
 #include "model/hlo/featurize.h"
 #include "model/hlo/hlo_text.h"
+#include "tests/hlo_test_util.h"
 
 using namespace tgraph;
 using tgraph::hlo::FeaturizeModule;
@@ -68,13 +69,6 @@ xla::HloModuleProto Shuffled(xla::HloModuleProto module, uint64_t seed) {
   for (xla::HloComputationProto& c : *module.mutable_computations()) shuffle(c.mutable_instructions());
   shuffle(module.mutable_computations());
   return module;
-}
-
-std::string ErrorOf(const std::string& text) {
-  auto r = ParseHloText(text, "m.hlo");
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-  return std::string(r.status().message());
 }
 
 }  // namespace
@@ -283,10 +277,10 @@ ENTRY %e (a: f32[2]) -> f32[2] {
   REQUIRE(both.ok());
   CHECK(both->computations_size() == 2);
   // Malformed rows: line, column and the table.
-  CHECK_THAT(ErrorOf("HloModule m\nFileNames\n1 \"a.py\"\n2 b.py\n"),
+  CHECK_THAT(HloTextError("HloModule m\nFileNames\n1 \"a.py\"\n2 b.py\n"),
              Catch::Contains("line 4, column 3: expected a string or {...} after row 2 of the FileNames table"));
-  CHECK_THAT(ErrorOf("HloModule m\nFileNames\n1 \"a.py\n"), Catch::Contains("'\"' closing a string of the FileNames table"));
-  CHECK_THAT(ErrorOf("HloModule m\nStackFrames\n1 {file_location_id=1\n"),
+  CHECK_THAT(HloTextError("HloModule m\nFileNames\n1 \"a.py\n"), Catch::Contains("'\"' closing a string of the FileNames table"));
+  CHECK_THAT(HloTextError("HloModule m\nStackFrames\n1 {file_location_id=1\n"),
              Catch::Contains("'}' closing a row of the StackFrames table"));
 }
 
@@ -328,11 +322,11 @@ ENTRY e {
   CHECK(printed.find("%t#0 =") == std::string::npos);
   CheckSameGraph(h, Featurize(printed, "printed"));
   // Errors: not a tuple, an index past its end, no index.
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] negate(a#0)\n}"),
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] negate(a#0)\n}"),
              Catch::Contains("line 4, column 26: operand 'a#0': the instruction is not a tuple"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = (f32[2]) parameter(0)\n  ROOT b = f32[2] negate(a#1)\n}"),
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = (f32[2]) parameter(0)\n  ROOT b = f32[2] negate(a#1)\n}"),
              Catch::Contains("operand 'a#1': its tuple has 1 elements"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = (f32[2]) parameter(0)\n  ROOT b = f32[2] negate(a#)\n}"),
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = (f32[2]) parameter(0)\n  ROOT b = f32[2] negate(a#)\n}"),
              Catch::Contains("expected a tuple index after 'a#'"));
 }
 

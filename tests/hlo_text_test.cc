@@ -12,6 +12,7 @@
 #include "model/core/opcodes.h"
 #include "model/hlo/featurize.h"
 #include "model/hlo/hlo_text.h"
+#include "tests/hlo_test_util.h"
 
 using namespace tgraph;
 using tgraph::hlo::FeaturizeModule;
@@ -37,13 +38,6 @@ bool HasEdge(const hlo::ModuleGraph& g, int64_t u, int64_t v) {
   for (size_t e = 0; e + 1 < g.graph.edge_index.size(); e += 2)
     if (g.graph.edge_index[e] == u && g.graph.edge_index[e + 1] == v) return true;
   return false;
-}
-
-std::string ErrorOf(const std::string& text) {
-  auto r = ParseHloText(text, "m.hlo");
-  REQUIRE_FALSE(r.ok());
-  CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-  return std::string(r.status().message());
 }
 
 }  // namespace
@@ -104,7 +98,7 @@ ENTRY main {
 }
 )";
   // "c" is used before it is defined: an error naming it. Define it first, and compare.
-  CHECK_THAT(ErrorOf(text), Catch::Contains("line 8, column 31: operand 'c' is not an instruction defined before it"));
+  CHECK_THAT(HloTextError(text), Catch::Contains("line 8, column 31: operand 'c' is not an instruction defined before it"));
   std::string fixed = text;
   const std::string c_line = "  c = f32[] constant({ {1, 2}, {3, 4} })\n";
   fixed.erase(fixed.find(c_line), c_line.size());
@@ -223,27 +217,27 @@ ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
 }
 
 TEST_CASE("HLO text: malformed modules are errors naming line, column and what was expected", "[hlo][text]") {
-  CHECK_THAT(ErrorOf("HloModul x"), Catch::Contains("m.hlo: line 1, column 1: expected 'HloModule'"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b f32[2] negate(a)\n}"),
+  CHECK_THAT(HloTextError("HloModul x"), Catch::Contains("m.hlo: line 1, column 1: expected 'HloModule'"));
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b f32[2] negate(a)\n}"),
              Catch::Contains("line 4, column 5: expected '=' after the instruction name 'b'"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2,x] parameter(0)\n}"),
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2,x] parameter(0)\n}"),
              Catch::Contains("line 3, column 13: expected a dimension size, got 'x'"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n"),
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n"),
              Catch::Contains("expected '}' closing computation 'e', got the end of the text"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  ROOT a = f32[2] map(b), to_apply=f\n}"),
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  ROOT a = f32[2] map(b), to_apply=f\n}"),
              Catch::Contains("line 3, column 23: operand 'b' is not an instruction defined before it"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT r = f32[2] map(a), to_apply=%f\n}"),
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT r = f32[2] map(a), to_apply=%f\n}"),
              Catch::Contains("line 4, column 27: calls computation 'f', which the module does not have"));
-  CHECK_THAT(ErrorOf("HloModule m\nf {\n  ROOT a = f32[] call(), to_apply=g\n}\ng {\n  ROOT b = f32[] call(), to_apply=f\n}"),
+  CHECK_THAT(HloTextError("HloModule m\nf {\n  ROOT a = f32[] call(), to_apply=g\n}\ng {\n  ROOT b = f32[] call(), to_apply=f\n}"),
              Catch::Contains("is part of a cycle of calls"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT c = f32[2] convolution(a, a), window={size=3xq}\n}"),
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT c = f32[2] convolution(a, a), window={size=3xq}\n}"),
              Catch::Contains("line 4, column 45: window: size of dimension 1: expected a number, got 'q'"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  a = f32[2] negate(a)\n}"),
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  a = f32[2] negate(a)\n}"),
              Catch::Contains("line 4, column 3: instruction name 'a' is used twice in 'e'"));
-  CHECK_THAT(ErrorOf("HloModule m\nENTRY e {\n}"), Catch::Contains("computation 'e' has no instructions"));
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n}"), Catch::Contains("computation 'e' has no instructions"));
   std::string deep = "HloModule m\nENTRY e {\n  ROOT a = ";
   for (int i = 0; i < 100; ++i) deep += "(";
-  CHECK_THAT(ErrorOf(deep), Catch::Contains("tuple shapes nested at most 32 deep"));
+  CHECK_THAT(HloTextError(deep), Catch::Contains("tuple shapes nested at most 32 deep"));
 }
 
 TEST_CASE("fuzz: mutated and truncated HLO text is an error or a module, never a crash or a hang", "[hlo][text][fuzz]") {

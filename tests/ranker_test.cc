@@ -17,6 +17,7 @@
 #include "model/core/measured_correction.h"
 #include "model/core/graph_io.h"
 #include "model/core/layout_space.h"
+#include "model/core/opcodes.h"
 #include "model/nn/model_io.h"
 #include "model/nn/scoring.h"
 #include "model/synth/generator.h"
@@ -428,9 +429,9 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
     const size_t at = (static_cast<size_t>(g.num_config_nodes()) + j) * kConfigFeatDim;  // config 1, node j
     twice[at] = 1;
     twice[at + 1] = 1;
-    const std::string where = "config 1, configurable node " + std::to_string(j) + " (node " +
-                              std::to_string(space.nodes[j].node) + ", opcode " +
-                              std::to_string(space.nodes[j].opcode) + "), output group [1, 1, ";
+    const std::string where = "config 1, configurable node " + std::to_string(j) + " (" +
+                              std::string(OpcodeName(space.nodes[j].opcode)) + ", node " +
+                              std::to_string(space.nodes[j].node) + "), output group [1, 1, ";
     q = good;
     q.layout_configs = twice;
     expect(q, absl::StatusCode::kInvalidArgument, "layout_configs: " + where);

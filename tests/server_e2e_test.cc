@@ -1077,6 +1077,19 @@ CATCH_TEST_CASE("server: a model trained only on synthetic data says so in ListM
                                                  "on synthetic data"));
 }
 
+namespace {
+
+// The per-request lines of a server's log (server/request_log.h).
+std::vector<std::string> RequestLines(const std::string& log) {
+  std::vector<std::string> lines;
+  std::istringstream in(log);
+  for (std::string line; std::getline(in, line);)
+    if (line.find(" request method=") != std::string::npos) lines.push_back(line);
+  return lines;
+}
+
+}  // namespace
+
 CATCH_TEST_CASE("server: one request in --request_log_every gets a log line with its method, code, latency and graph", "[e2e]") {
   World w;
   w.Publish(1);
@@ -1093,10 +1106,7 @@ CATCH_TEST_CASE("server: one request in --request_log_every gets a log line with
   CATCH_REQUIRE(client.RankLayout(*program, rows.data(), 3, o).ok());  // call 3: logged
   CATCH_REQUIRE(client.ListModels().ok());                              // call 4
   CATCH_CHECK(server.Stop() == 0);
-  std::vector<std::string> lines;
-  std::istringstream log(server.Log());
-  for (std::string line; std::getline(log, line);)
-    if (line.find(" request method=") != std::string::npos) lines.push_back(line);
+  const std::vector<std::string> lines = RequestLines(server.Log());
   CATCH_REQUIRE(lines.size() == 2u);
   const std::string hash = program->graph_hash.substr(0, 12);
   CATCH_CHECK_THAT(lines[0], Catch::Contains("INFO tgraph-server: request method=RegisterGraph code=OK ms="));
@@ -1267,10 +1277,7 @@ CATCH_TEST_CASE("server: every failed call is logged with its reason, whatever -
   grpc::ClientContext ctx;
   CATCH_REQUIRE(stub->ListModels(&ctx, v1::ListModelsRequest(), &models).ok());  // not logged: OK, and every 0
   CATCH_CHECK(server.Stop() == 0);
-  std::vector<std::string> lines;
-  std::istringstream log(server.Log());
-  for (std::string line; std::getline(log, line);)
-    if (line.find(" request method=") != std::string::npos) lines.push_back(line);
+  const std::vector<std::string> lines = RequestLines(server.Log());
   CATCH_REQUIRE(lines.size() == 8u);
   for (const std::string& line : lines) {
     CATCH_CHECK_THAT(line, Catch::Contains("WARNING tgraph-server: request method=RegisterGraph code=INVALID_ARGUMENT"));

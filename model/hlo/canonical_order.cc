@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <unordered_map>
 #include <utility>
 #include <vector>
+
+#include "absl/container/flat_hash_map.h"
 
 namespace tgraph::hlo {
 namespace {
@@ -13,19 +14,43 @@ using xla::HloComputationProto;
 using xla::HloInstructionProto;
 using xla::HloModuleProto;
 
-// Working memory per instruction and per computation: the id map's node and buckets,
-// the walk's state, use mark, frame and order slot, and the pointer array the
-// elements pass through while reordered (tests/hlo_memory_test.cc checks the bound).
-constexpr int64_t kPerElement = 64 + 16 + 2 + 16 + 8 + 8 + 24;
+// Working memory per instruction and per computation: the id map's slot (a flat hash
+// map at most 7/8 full, reserved up front), the walk's state, use mark, frame and order
+// slot, and the pointer array the elements pass through while reordered
+// (tests/hlo_memory_test.cc checks the bound).
+constexpr int64_t kPerElement = 2 * 16 + 2 + 16 + 8 + 8 + 24;
 
-// Moves the elements of `field` into the order `order` (a permutation of its indices).
+// Moves the elements of `field` into the order `order` (a permutation of its indices);
+// nothing moves when they are in it already (as XLA's own protos and texts mostly are).
 template <typename T>
 void Permute(google::protobuf::RepeatedPtrField<T>* field, const std::vector<int>& order) {
+  bool identity = true;
+  for (size_t i = 0; i < order.size() && identity; ++i) identity = order[i] == static_cast<int>(i);
+  if (identity) return;
   const int n = field->size();
   std::vector<T*> elements(static_cast<size_t>(n));
   field->ExtractSubrange(0, n, elements.data());
   for (int i : order) field->AddAllocated(elements[static_cast<size_t>(i)]);
 }
+
+// The position of each id among a repeated field's elements (the first when an id
+// repeats: the featurizer reports repeats); -1 for an id none has.
+class IdIndex {
+ public:
+  template <typename Field>
+  explicit IdIndex(const Field& elements) {
+    index_.reserve(static_cast<size_t>(elements.size()));
+    int i = 0;
+    for (const auto& e : elements) index_.emplace(e.id(), i++);
+  }
+  int operator()(int64_t id) const {
+    const auto it = index_.find(id);
+    return it == index_.end() ? -1 : it->second;
+  }
+
+ private:
+  absl::flat_hash_map<int64_t, int> index_;
+};
 
 // A depth-first post order over nodes 0..n-1 from `starts`, then every node not reached
 // in index order. `children(i, k)` is node i's k-th child (-1 to skip it) or -2 past
@@ -67,13 +92,7 @@ void SortBy(std::vector<int>* indices, Less less) {
 void OrderInstructions(HloComputationProto* comp) {
   const int n = comp->instructions_size();
   if (n <= 1) return;
-  std::unordered_map<int64_t, int> index;
-  index.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) index.emplace(comp->instructions(i).id(), i);
-  auto resolve = [&](int64_t id) {
-    const auto it = index.find(id);
-    return it == index.end() ? -1 : it->second;
-  };
+  const IdIndex resolve(comp->instructions());
   std::vector<char> used(static_cast<size_t>(n), 0);
   for (const HloInstructionProto& inst : comp->instructions())
     for (int64_t o : inst.operand_ids())
@@ -112,13 +131,7 @@ int EntryIndex(const HloModuleProto& module) {
 void OrderComputations(HloModuleProto* module) {
   const int n = module->computations_size();
   if (n <= 1) return;
-  std::unordered_map<int64_t, int> index;
-  index.reserve(static_cast<size_t>(n));
-  for (int i = 0; i < n; ++i) index.emplace(module->computations(i).id(), i);
-  auto resolve = [&](int64_t id) {
-    const auto it = index.find(id);
-    return it == index.end() ? -1 : it->second;
-  };
+  const IdIndex resolve(module->computations());
   std::vector<char> called(static_cast<size_t>(n), 0);
   for (const HloComputationProto& c : module->computations())
     for (const HloInstructionProto& inst : c.instructions())
