@@ -79,8 +79,10 @@ struct Ranking {
 struct SearchConfigsOptions {
   std::string collection;       // a layout collection
   int64_t model_version = 0;    // 0 = latest
-  int64_t results = 10;
-  int64_t max_evaluations = 2048;  // configurations the search's fitness scores
+  // Configurations to propose, and configurations the search's fitness may score; 0:
+  // the server's defaults (Proposals says how many it evaluated).
+  int64_t results = 0;
+  int64_t max_evaluations = 0;
   std::vector<int8_t> exclude;  // rows (count x nc x 18) never to return: what was measured
   std::vector<int8_t> start;    // rows to start from: measured good ones
   uint64_t seed = 0;

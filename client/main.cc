@@ -85,8 +85,10 @@ ABSL_FLAG(std::string, source, "", "report: a label stored with the measurements
 ABSL_FLAG(std::string, runtimes, "",
           "report --hlo: the measured runtimes (ns) of the --configs rows, in their order: an .npy of shape (c,), or "
           "text, numbers separated by spaces, commas or newlines");
-ABSL_FLAG(int64_t, results, 10, "search: configurations to propose");
-ABSL_FLAG(int64_t, max_evaluations, 2048, "search: configurations the search's fitness model may score");
+ABSL_FLAG(int64_t, results, 0, "search: configurations to propose (0: the server's default)");
+ABSL_FLAG(int64_t, max_evaluations, 0,
+          "search: configurations the search's fitness model may score (0: the server's default; the answer says "
+          "how many it scored)");
 ABSL_FLAG(int64_t, start_best, 16,
           "search: start from the file's this many fastest measured configurations (0: none); every configuration of "
           "the file is excluded (it was measured)");
@@ -687,7 +689,7 @@ int main(int argc, char** argv) {
       "  tgraph-client replay --server H:P --collection C --npz MEASURED.npz [--rounds R] [--per_round K] [--csv OUT]\n"
       "                       [--finetune_command 'tgraph-train finetune ...'] [--search_evaluations N]\n"
       "  tgraph-client search --server H:P --collection C (--npz MEASURED.npz | --hlo MODULE) [--results 10]\n"
-      "                       [--max_evaluations 2048]\n"
+      "                       [--max_evaluations N]\n"
       "                       [--seed S] [--out PROPOSED.npy]\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P\n"

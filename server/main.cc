@@ -86,7 +86,7 @@ absl::StatusOr<tgraph::ServerOptions> OptionsFromFlags() {
   o.port_file = absl::GetFlag(FLAGS_port_file);
   o.ranker.cache_bytes = absl::GetFlag(FLAGS_cache_bytes);
   o.ranker.graph_store_bytes = absl::GetFlag(FLAGS_graph_store_bytes);
-  o.ranker.max_nodes = absl::GetFlag(FLAGS_max_nodes);
+  o.max_nodes = absl::GetFlag(FLAGS_max_nodes);
   o.ranker.max_configs = absl::GetFlag(FLAGS_max_configs);
   o.ranker.workers = absl::GetFlag(FLAGS_workers);
   o.ranker.queue_size = absl::GetFlag(FLAGS_queue_size);

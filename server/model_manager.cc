@@ -194,7 +194,7 @@ absl::StatusOr<ModelHandle> ModelManager::Get(const std::string& collection, int
     return absl::NotFoundError(absl::StrCat("no model is loaded for collection '", collection, "' (loaded: ",
                                             names.empty() ? "none" : absl::StrJoin(names, ", "), ")"));
   }
-  if (version == 0) {
+  if (version == kLatestVersion) {
     const auto& newest = *it->second.rbegin();
     return ModelHandle{collection, newest.first, newest.second};
   }

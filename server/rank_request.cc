@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/core/config_rows.h"
 #include "model/core/graph.h"
+#include "model/search/search_policy.h"
 
 namespace tgraph {
 
@@ -100,7 +101,8 @@ absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, 
     return absl::InvalidArgumentError(absl::StrCat("num_results must be in 0..1000 (0: 10), got ", q.num_results));
   if (q.max_evaluations < 0 || q.max_evaluations > limits.max_configs)
     return absl::InvalidArgumentError(absl::StrCat("max_evaluations must be in 0..", limits.max_configs,
-                                                   " (this server's --max_configs; 0: 2048), got ", q.max_evaluations));
+                                                   " (this server's --max_configs; 0: ", kDefaultSearchEvaluations,
+                                                   "), got ", q.max_evaluations));
   for (const auto& [prefix, field, count, bytes] :
        {std::tuple{"exclude_", "num_exclude", q.num_exclude, q.exclude_layout_configs},
         std::tuple{"start_", "num_start", q.num_start, q.start_layout_configs},

@@ -41,13 +41,13 @@ struct ReportRequest {
   std::string source;
 };
 
-// A SearchConfigs request (model/nn/layout_search.h), its rows borrowed likewise.
+// A SearchConfigs request (model/search/layout_search.h), its rows borrowed likewise.
 struct SearchRequest {
   std::string collection;
   int64_t model_version = 0;
   std::string graph_hash;
   int64_t num_results = 0;      // 0: 10
-  int64_t max_evaluations = 0;  // 0: 2048
+  int64_t max_evaluations = 0;  // 0: kDefaultSearchEvaluations (model/search/search_policy.h)
   int64_t num_exclude = 0;
   absl::string_view exclude_layout_configs;
   int64_t num_start = 0;

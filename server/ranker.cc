@@ -15,7 +15,8 @@
 #include "model/nn/model_io.h"
 #include "proto/error_reason.h"
 #include "model/core/preprocess.h"
-#include "model/nn/layout_search.h"
+#include "model/search/layout_search.h"
+#include "model/search/search_policy.h"
 #include "model/nn/scoring.h"
 
 namespace tgraph {
@@ -101,8 +102,9 @@ absl::StatusOr<Ranker::Admitted> Ranker::AdmitNames(const std::string& collectio
   // request's up to the larger of that and the batch, both within the budget.
   const LoadedModel& loaded = *a.model.model;
   const int64_t nodes = a.graph->pruned.graph.num_nodes;
-  a.batch_size = loaded.manifest.batch_size;
-  a.max_reference = std::max(loaded.manifest.reference_configs, loaded.manifest.batch_size);
+  const SearchBudget unlimited = ModelSearchBudget(loaded.manifest);
+  a.batch_size = unlimited.batch_size;
+  a.max_reference = unlimited.max_reference;
   const int64_t fits =
       ConfigsWithinBudget(loaded.manifest.spec, nodes, loaded.manifest.reference_groups, options_.activation_bytes);
   if (fits == 0)
@@ -353,33 +355,24 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   };
   const std::vector<int8_t> start = rows(q.start_layout_configs), exclude = rows(q.exclude_layout_configs),
                             candidates = rows(q.candidate_layout_configs);
-  SearchOptions so;
-  so.results = q.num_results > 0 ? q.num_results : 10;
-  so.evaluations = q.max_evaluations > 0 ? q.max_evaluations : 2048;
-  so.population = std::clamp<int64_t>(so.evaluations / 8, 32, 512);
-  // A reference of at most 128 random rows of the space, in groups the size of the
-  // model's (those of a training batch): every fold records it once per search, so its
-  // size is paid by each fold (docs/results.md, "Searching").
-  so.reference = std::min<int64_t>({model.manifest.reference_configs, a.max_reference, 128});
-  so.seed = q.seed;
+  // The search's policy (model/search/search_policy.h), within the admitted budget.
+  SearchBudget budget = ModelSearchBudget(model.manifest);
+  budget.batch_size = a.batch_size;
+  budget.max_reference = a.max_reference;
+  SearchOptions so = SearchPolicy(q.num_results, q.max_evaluations, q.seed, budget);
   so.start = &start;
   so.exclude = &exclude;
   if (q.num_candidates > 0) so.candidates = &candidates;
-  so.scoring.batch_size = a.batch_size;
-  so.scoring.max_reference = a.max_reference;
-  so.scoring.reference_groups = std::max<int64_t>(
-      1, model.manifest.reference_groups * so.reference / std::max<int64_t>(1, model.manifest.reference_configs));
   so.scoring.cancelled = cancelled;
   const auto t0 = Clock::now();
-  // What the measured runtimes say about this graph (model/core/measured_correction.h):
-  // with fewer than it needs, nothing.
-  absl::StatusOr<MeasuredCorrection> correction = absl::FailedPreconditionError("no runtimes");
-  if (static_cast<int64_t>(q.exclude_runtimes_ns.size()) >= MeasuredCorrection::kMinMeasurements) {
-    correction = MeasuredCorrection::Fit(exclude, q.exclude_runtimes_ns, static_cast<int64_t>(a.graph->space.nodes.size()));
-    if (!correction.ok())  // the request was validated: a bug
-      return absl::InternalError(absl::StrCat("fitting the measured runtimes: ", correction.status().message()));
-    so.correction = &*correction;
-    out.correction_measurements = correction->measurements();
+  // What the measured runtimes say about this graph (model/search/search_policy.h).
+  absl::StatusOr<std::optional<MeasuredCorrection>> correction =
+      CorrectionFor(exclude, q.exclude_runtimes_ns, static_cast<int64_t>(a.graph->space.nodes.size()));
+  if (!correction.ok())  // the request was validated: a bug
+    return absl::InternalError(absl::StrCat("fitting the measured runtimes: ", correction.status().message()));
+  if (*correction) {
+    so.correction = &**correction;
+    out.correction_measurements = (*correction)->measurements();
   }
   const SearchResult r = SearchLayouts(folds, prepared->tensors, a.graph->space, so);
   out.timing.inference_ms = Ms(t0, Clock::now());

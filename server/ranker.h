@@ -33,7 +33,6 @@ namespace tgraph {
 struct RankerOptions {
   int64_t graph_store_bytes = int64_t{2} << 30;  // registered (pruned) graphs
   int64_t cache_bytes = int64_t{4} << 30;        // per-version prepared tensors
-  int64_t max_nodes = 200000;
   int64_t max_configs = 100000;
   int workers = 1;
   int queue_size = 16;                           // waiting requests before RESOURCE_EXHAUSTED
@@ -97,7 +96,7 @@ class Ranker {
   // queued and between batches: a cancelled or expired RPC stops consuming compute.
   absl::StatusOr<RankResult> Rank(const RankRequest& request, const std::function<bool()>& cancelled);
 
-  // Validates, then runs the model-guided search (model/nn/layout_search.h) on the worker
+  // Validates, then runs the model-guided search (model/search/layout_search.h) on the worker
   // pool and waits, as Rank does.
   absl::StatusOr<SearchOutcome> Search(const SearchRequest& request, const std::function<bool()>& cancelled);
 

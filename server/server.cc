@@ -60,7 +60,7 @@ void LogOptions(const ServerOptions& o) {
       "registry=", o.registry, " address=", o.address, " metrics_address=", o.metrics_address, " workers=", r.workers,
       " intra_op_threads=", torch::get_num_threads(), " OMP_WAIT_POLICY=", OpenMpWaitPolicy(),
       " queue_size=", r.queue_size, " cache_bytes=", r.cache_bytes, " graph_store_bytes=", r.graph_store_bytes,
-      " max_nodes=", r.max_nodes, " max_configs=", r.max_configs, " max_message_bytes=", o.max_message_bytes,
+      " max_nodes=", o.max_nodes, " max_configs=", r.max_configs, " max_message_bytes=", o.max_message_bytes,
       " poll_interval_s=", o.poll_interval_s, " keep_versions=", o.keep_versions,
       " fold_inference=", o.fold_inference ? "true" : "false", " precision=", PrecisionName(o.precision), " (",
       o.precision_flag, CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
@@ -183,7 +183,7 @@ absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredenti
   if (absl::Status s = OpenMeasurementStore(); !s.ok()) return s;
   const int64_t max_message_bytes = std::min<int64_t>(o_.max_message_bytes, INT32_MAX);
   RankerService::Options so;
-  so.max_nodes = ro.max_nodes;
+  so.max_nodes = o_.max_nodes;
   so.registration_bytes = o_.registration_bytes;
   so.max_message_bytes = max_message_bytes;
   so.request_log_every = o_.request_log_every;

@@ -32,6 +32,8 @@ struct ServerOptions {
   std::string port_file;  // if set: the bound gRPC and metrics ports, written once serving
   // The ranker's limits and caches. ranker.activation_bytes <= 0: AutoActivationBytes.
   RankerOptions ranker;
+  // The largest graph RegisterGraph accepts: nodes, or an HLO module's instructions.
+  int64_t max_nodes = 200000;
   int intra_op_threads = 0;  // 0: every core this process may use
   Precision precision = Precision::kFloat32;
   std::string precision_flag = "auto";  // as given, for the log

@@ -18,14 +18,16 @@ MAY_USE = {
     "model/hlo": {"model/core", "model/tools", "proto"},
     "model/synth": {"model/core", "model/tools", "model/hlo"},
     "model/nn": {"model/core", "model/store"},
+    "model/search": {"model/core", "model/store", "model/nn"},
     "model/train": {"model/core", "model/store", "model/tools", "model/nn"},
-    "model/bench": {"model/core", "model/store", "model/tools", "model/nn", "model/synth", "model/train"},
+    "model/bench": {"model/core", "model/store", "model/tools", "model/nn", "model/search", "model/synth",
+                    "model/train"},
     "proto": {"model/core", "model/hlo"},
     "client": {"model/core", "model/tools", "proto"},
-    "server": {"model/core", "model/store", "model/tools", "model/nn", "proto"},
+    "server": {"model/core", "model/store", "model/tools", "model/nn", "model/search", "proto"},
 }
 # Folders whose files may include LibTorch.
-TORCH = {"model/nn", "model/train", "model/bench", "server"}
+TORCH = {"model/nn", "model/search", "model/train", "model/bench", "server"}
 # The server's headers stay torch-free (only its .cc files run the network), so that the
 # gRPC layer and the tests that include them build without LibTorch's headers.
 TORCH_FREE_HEADERS = {"server"}

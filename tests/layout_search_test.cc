@@ -1,4 +1,4 @@
-// The model-guided layout search (model/nn/layout_search.h) on the real unet_3d graph
+// The model-guided layout search (model/search/layout_search.h) on the real unet_3d graph
 // with fixed (untrained) folds: legal, distinct, never excluded rows, best first, within
 // the budget, deterministic for a seed; and it finds rows the model scores better than
 // the best of as many random rows of the space.
@@ -17,7 +17,7 @@
 #include "model/core/preprocess.h"
 #include "model/core/rng.h"
 #include "model/nn/features.h"
-#include "model/nn/layout_search.h"
+#include "model/search/layout_search.h"
 #include "model/nn/tgraph_net.h"
 
 using namespace tgraph;
@@ -207,8 +207,9 @@ CATCH_TEST_CASE("search: with a fitness function in place of the model, scores a
     return d;
   };
   SearchOptions o = Options(5, 1500, 64, 32, 4);
-  o.fitness = differing;
-  const SearchResult s = SearchLayouts(w.folds, w.tensors, w.space, o);
+  SearchHooks hooks;
+  hooks.fitness = differing;
+  const SearchResult s = SearchLayouts(w.folds, w.tensors, w.space, o, hooks);
   CATCH_REQUIRE(s.score.size() == 5u);
   CATCH_CHECK(FirstIllegalLayoutRow(w.space, s.rows.data(), 5) == "");
   const double from_default = differing(std::vector<int8_t>(static_cast<size_t>(nc * kConfigFeatDim), -1).data());
@@ -413,14 +414,15 @@ CATCH_TEST_CASE("search: the correction and its exploration are scaled down by h
   CATCH_REQUIRE(o.adapt_correction);  // the default
   CATCH_REQUIRE(o.correction_weight == 3.0);
   const auto search = [&](std::function<double(const int8_t*)> fitness) {
-    o.fitness = std::move(fitness);
-    const SearchResult r = SearchLayouts(w.folds, w.tensors, w.space, o);
+    SearchHooks hooks;
+    hooks.fitness = std::move(fitness);
+    const SearchResult r = SearchLayouts(w.folds, w.tensors, w.space, o, hooks);
     CATCH_REQUIRE(r.score.size() == 8u);
     CATCH_CHECK(r.exploration == Approx(o.exploration * r.correction_weight / 3.0));
     // Every score is the fitness plus the weights the search reports times the correction.
     for (size_t i = 0; i < 8; ++i) {
       const int8_t* x = r.rows.data() + i * row;
-      CATCH_CHECK(r.score[i] == Approx(o.fitness(x) + r.correction_weight * correction->Predict(x) -
+      CATCH_CHECK(r.score[i] == Approx(hooks.fitness(x) + r.correction_weight * correction->Predict(x) -
                                        r.exploration * correction->Uncertainty(x))
                                     .margin(1e-9));
     }

@@ -1,4 +1,4 @@
-// What a graph's measurements predict (model/core/measured_correction.h): the kernel
+// What a graph's measurements predict (model/search/measured_correction.h): the kernel
 // ridge regression against hand-computed values, against a runtime that is additive in
 // the layout choices, and its refusals.
 #include <catch2/catch.hpp>
@@ -8,7 +8,7 @@
 #include <random>
 
 #include "model/core/graph.h"
-#include "model/core/measured_correction.h"
+#include "model/search/measured_correction.h"
 #include "model/core/rank_metrics.h"
 
 using namespace tgraph;

@@ -48,10 +48,10 @@ Fixture MakeFixture(uint64_t seed = 1, int64_t configs = 12) {
 // passes (no early stop).
 ScoringOptions EveryPass(int64_t batch_size, int tta) {
   ScoringOptions o;
-  o.batch_softmax = true;
+  o.batch_softmax.on = true;
   o.batch_size = batch_size;
-  o.tta = tta;
-  o.tta_agreement = 0;
+  o.batch_softmax.tta = tta;
+  o.batch_softmax.tta_agreement = 0;
   return o;
 }
 
@@ -254,14 +254,14 @@ CATCH_TEST_CASE("scoring: TTA stops once two successive passes agree, with the s
   const std::vector<int8_t> rows = RowsOf(f);
   const ConfigRows cr{rows.data(), nullptr, 20, f.nc};
   ScoringOptions full;
-  full.batch_softmax = true;
+  full.batch_softmax.on = true;
   full.batch_size = 8;
-  full.tta_agreement = 0;
+  full.batch_softmax.tta_agreement = 0;
   // The reference by hand: the means after 1..10 passes (the same seed gives the same
   // first permutations whatever the pass count).
   std::vector<std::vector<double>> means;
   for (int k = 1; k <= 10; ++k) {
-    full.tta = k;
+    full.batch_softmax.tta = k;
     means.push_back(ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, full).score);
   }
   // The pass means of one run of every pass: after k passes, those of a separate run of
@@ -270,8 +270,8 @@ CATCH_TEST_CASE("scoring: TTA stops once two successive passes agree, with the s
   // scores, results are standardised).
   std::vector<std::vector<double>> recorded;
   ScoringOptions record = full;
-  record.tta = 10;
-  record.pass_means = &recorded;
+  record.batch_softmax.tta = 10;
+  record.batch_softmax.pass_means = &recorded;
   ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, record);
   CATCH_REQUIRE(recorded.size() == 10u);
   for (int k = 1; k < 10; ++k) {
@@ -286,8 +286,8 @@ CATCH_TEST_CASE("scoring: TTA stops once two successive passes agree, with the s
   for (double agreement : {0.5, 0.8, 0.95, 0.999}) {
     CATCH_INFO("agreement " << agreement);
     ScoringOptions early = full;
-    early.tta = 10;
-    early.tta_agreement = agreement;
+    early.batch_softmax.tta = 10;
+    early.batch_softmax.tta_agreement = agreement;
     const ScoreResult r = ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, early);
     const int p = static_cast<int>(r.passes);
     CATCH_REQUIRE((p >= 2 && p <= 10));
@@ -299,7 +299,7 @@ CATCH_TEST_CASE("scoring: TTA stops once two successive passes agree, with the s
     for (int i = 0; i < 20; ++i) CATCH_CHECK(r.score[i] == Approx(means[p - 1][i]).margin(1e-4));
   }
   // 0 runs every pass.
-  full.tta = 10;
+  full.batch_softmax.tta = 10;
   CATCH_CHECK(ScoreConfigs({{net.get(), nullptr}}, f.graph, cr, full).passes == 10);
 }
 

@@ -14,7 +14,10 @@
 #include <thread>
 
 #include "model/core/file_util.h"
-#include "model/core/measured_correction.h"
+#include "model/search/measured_correction.h"
+#include "model/search/search_policy.h"
+#include "model/core/preprocess.h"
+#include "model/nn/features.h"
 #include "model/core/graph_io.h"
 #include "model/core/layout_space.h"
 #include "model/core/opcodes.h"
@@ -691,6 +694,66 @@ CATCH_TEST_CASE("ranker: reversed rows, or a part of them against the same refer
   for (int64_t i = 0; i < c - 5; ++i) CATCH_CHECK(some->scores[i] == Approx(all->scores[5 + i]).margin(1e-5));
 }
 
+CATCH_TEST_CASE("ranker: SearchConfigs runs the search policy's options, as tgraph-bench-search's farm does: the same "
+                "proposals and scores",
+                "[server][search]") {
+  ServedWorld sw(2);
+  const LayoutGraph& g = sw.g;
+  const std::vector<int8_t> measured(g.config_feat.begin(), g.config_feat.end());
+  const size_t row = static_cast<size_t>(g.num_config_nodes()) * kConfigFeatDim;
+  const std::vector<int8_t> start(measured.begin(), measured.begin() + 3 * row);
+  SearchRequest q;
+  q.collection = "layout:xla:random";
+  q.graph_hash = sw.hash;
+  q.num_results = 5;
+  q.max_evaluations = 300;
+  q.num_exclude = g.num_configs;
+  q.exclude_layout_configs = absl::string_view(reinterpret_cast<const char*>(measured.data()), measured.size());
+  q.exclude_runtimes_ns = g.config_runtime;  // the correction too
+  q.num_start = 3;
+  q.start_layout_configs = absl::string_view(reinterpret_cast<const char*>(start.data()), start.size());
+  q.seed = 7;
+  auto served = sw.ranker->Search(q, nullptr);
+  CATCH_REQUIRE(served.ok());
+  CATCH_CHECK(served->correction_measurements == g.num_configs);
+
+  // The farm's path (model/bench/bench_search_main.cc): the model loaded, the graph pruned
+  // and encoded, the options from the same policy with the model's own budget.
+  auto model = LoadModel(Registry(sw.w.registry), "layout:xla:random", 1);
+  CATCH_REQUIRE(model.ok());
+  const PrunedGraph pruned = PruneGraph(g.graph, g.node_config_ids);
+  const GraphTensors tensors = MakeGraphTensors(pruned.graph, pruned.config_node_index, model->manifest.stats);
+  std::vector<StaticEncoding> caches;
+  std::vector<FoldModel> folds;
+  {
+    torch::NoGradGuard no_grad;
+    for (const auto& net : model->folds) {
+      net->eval();
+      caches.push_back(net->Precompute(tensors));
+    }
+  }
+  for (size_t f = 0; f < model->folds.size(); ++f) folds.push_back({model->folds[f].get(), &caches[f], static_cast<int>(f)});
+  SearchOptions o = SearchPolicy(q.num_results, q.max_evaluations, q.seed, ModelSearchBudget(model->manifest));
+  o.start = &start;
+  o.exclude = &measured;
+  auto correction = CorrectionFor(measured, g.config_runtime, g.num_config_nodes());
+  CATCH_REQUIRE(correction.ok());
+  CATCH_REQUIRE(correction->has_value());
+  o.correction = &**correction;
+  const SearchResult farm = SearchLayouts(folds, tensors, LayoutSpaceOf(g.graph, g.node_config_ids), o);
+  CATCH_CHECK(farm.rows == served->rows);
+  CATCH_REQUIRE(farm.score.size() == served->scores.size());
+  for (size_t i = 0; i < farm.score.size(); ++i) CATCH_CHECK(served->scores[i] == Approx(farm.score[i]).margin(1e-5));
+  CATCH_CHECK(farm.evaluations == served->evaluations);
+  CATCH_CHECK(farm.reference == served->reference_configs);
+  CATCH_CHECK(farm.correction_weight == Approx(served->correction_weight));
+  // The defaults are the policy's: 0 asks for them.
+  const SearchOptions defaults = SearchPolicy(0, 0, 0, ModelSearchBudget(model->manifest));
+  CATCH_CHECK(defaults.results == kDefaultSearchResults);
+  CATCH_CHECK(defaults.evaluations == kDefaultSearchEvaluations);
+  CATCH_CHECK(defaults.reference == std::min<int64_t>(kMaxSearchReference, model->manifest.reference_configs));
+}
+
 CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, the same for a seed, and its fields are "
                 "validated like a ranking's",
                 "[server][search]") {
@@ -792,7 +855,7 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
   CATCH_CHECK(corrected->correction_measurements ==
               std::min<int64_t>(g.num_configs, MeasuredCorrection::kMaxMeasurements));
   // Its weight beside the model's scores: the search's (at most 3; less where the model
-  // already predicts the runtimes, model/nn/layout_search.h).
+  // already predicts the runtimes, model/search/layout_search.h).
   CATCH_CHECK(corrected->correction_weight >= 0.0);
   CATCH_CHECK(corrected->correction_weight <= 3.0);
   CATCH_REQUIRE(corrected->scores.size() == 6u);

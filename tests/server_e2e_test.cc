@@ -815,7 +815,7 @@ CATCH_TEST_CASE("tgraph-client eval gives tgraph-eval's numbers for the same ver
   auto model = LoadModel(Registry(w.registry), "layout:xla:random", 1);
   EvalOptions eo;
   eo.scoring.batch_size = model->manifest.batch_size;
-  eo.scoring.tta = model->manifest.tta;
+  eo.scoring.batch_softmax.tta = model->manifest.tta;
   auto local = EvaluateSplit(*model, w.data, *ParseCollection("layout:xla:random"), "train", eo);
   CATCH_REQUIRE(local.ok());
   CATCH_REQUIRE(via_server["graphs"].size() == local->graphs.size());

@@ -312,7 +312,7 @@ CATCH_TEST_CASE("runs refuse mismatched settings, and publish keeps the best fol
   auto model = LoadModel(reg, "layout:nlp:random", *v);
   CATCH_REQUIRE(model.ok());
   EvalOptions eo;
-  eo.scoring.tta = 1;
+  eo.scoring.batch_softmax.tta = 1;
   auto report = EvaluateSplit(*model, NlpData(), *ParseCollection("layout:nlp:random"), "valid", eo);
   CATCH_REQUIRE(report.ok());
   CATCH_CHECK(report->graphs.size() == 3u);
@@ -430,7 +430,7 @@ CATCH_TEST_CASE("tgraph-eval's evaluator on every real file: rankings, and metri
     const LoadedModel model = UntrainedModel(collection, dir.path(), /*batch_size=*/128, /*tta=*/2);
     EvalOptions eo;
     eo.scoring.batch_size = model.manifest.batch_size;
-    eo.scoring.tta = model.manifest.tta;
+    eo.scoring.batch_softmax.tta = model.manifest.tta;
     for (const char* split : {"train", "valid", "test"}) {
       CATCH_INFO(collection << " " << split);
       auto files = ListSplit(real, *ParseCollection(collection), split);
@@ -487,7 +487,7 @@ CATCH_TEST_CASE("tgraph-eval's cascade report: recall of the full ensemble's top
   const LoadedModel model = UntrainedModel("layout:nlp:random", dir.path(), 64, 2, /*folds=*/2);
   EvalOptions eo;
   eo.scoring.batch_size = 64;
-  eo.scoring.tta = 2;
+  eo.scoring.batch_softmax.tta = 2;
   eo.cascade_top_k = 5;
   eo.cascade_fraction = 0.25;
   auto r = EvaluateSplit(model, NlpData(), *ParseCollection("layout:nlp:random"), "valid", eo);

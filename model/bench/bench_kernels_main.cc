@@ -1,7 +1,7 @@
 // tgraph-bench-kernels: times the tiled block's fused loops (model/nn/tiled_kernels.h) on one
 // core against the LibTorch ops they replace, and the memory bandwidth the block's
 // full-size passes are bounded by; and what a search's measured correction costs at the
-// large real graph's size (model/core/measured_correction.h). Prints figures; not a test.
+// large real graph's size (model/search/measured_correction.h). Prints figures; not a test.
 //
 //   tgraph-bench-kernels [--reps 2000]
 #include <torch/torch.h>
@@ -14,7 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "model/tools/tool.h"
-#include "model/core/measured_correction.h"
+#include "model/search/measured_correction.h"
 #include "model/core/rng.h"
 #include "model/nn/tiled_kernels.h"
 

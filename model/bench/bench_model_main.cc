@@ -185,11 +185,11 @@ absl::StatusOr<tgraph::ScoringOptions> BenchScoring(const BenchModel& m, int64_t
   const std::string scoring = absl::GetFlag(FLAGS_scoring);
   if (scoring != "reference" && scoring != "batch")
     return UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'"));
-  so.batch_softmax = scoring == "batch";
+  so.batch_softmax.on = scoring == "batch";
   so.reference_size = m.reference;
   so.reference_groups = m.groups;
-  so.tta = std::max(1, absl::GetFlag(FLAGS_tta));
-  so.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
+  so.batch_softmax.tta = std::max(1, absl::GetFlag(FLAGS_tta));
+  so.batch_softmax.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
   return so;
 }
 
@@ -247,7 +247,7 @@ std::pair<double, double> RequestFlops(const tgraph::ModelSpec& spec, const Benc
                                        const tgraph::ConfigRows& cr, int64_t reference_used, bool folded, size_t folds) {
   std::vector<int64_t> batch_sizes;
   int64_t rest = bg.c;
-  if (!so.batch_softmax) {
+  if (!so.batch_softmax.on) {
     batch_sizes.push_back(reference_used);
     rest = static_cast<int64_t>(tgraph::ChooseReference(cr, bg.c).size()) - reference_used;
   }
@@ -277,8 +277,8 @@ void PrintSetup(const BenchGraph& bg, const BenchModel& m, const tgraph::GraphTe
               static_cast<double>(tgraph::ActivationBytesPerConfig(m.spec, bg.n) * so.batch_size) / (1 << 20),
               static_cast<long long>(so.batch_size));
   const std::string how =
-      so.batch_softmax ? absl::StrCat("batch softmax: permutation passes ", t.passes, " over all folds (tta ", so.tta,
-                                      ", agreement ", so.tta_agreement, ")")
+      so.batch_softmax.on ? absl::StrCat("batch softmax: permutation passes ", t.passes, " over all folds (tta ", so.batch_softmax.tta,
+                                      ", agreement ", so.batch_softmax.tta_agreement, ")")
                        : absl::StrCat("scored against a reference of ", t.reference_used, " configurations, one pass");
   std::printf("%s%s\n", how.c_str(),
               cascade > 0 ? absl::StrCat("; cascade top ", cascade, ": ", t.rescored, " configs by every fold").c_str()

@@ -14,7 +14,7 @@
 // Strategies: the compiler default; random rows of the layout space; the genetic search
 // that made the dataset's default collections (model/synth/search.h); tgraph-guided search
 // with a frozen model (the compiler default measured first, then SearchLayouts,
-// model/nn/layout_search.h: rounds of --per_round proposals, the measured rows excluded
+// model/search/layout_search.h: rounds of --per_round proposals, the measured rows excluded
 // and the fastest measured the start), and the same
 // with the model fine-tuned on the measurements after each round (the learning loop of
 // ReportMeasurements and tgraph-train finetune, in process). Not run unless named:
@@ -42,11 +42,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "model/core/layout_space.h"
-#include "model/core/measured_correction.h"
+#include "model/search/measured_correction.h"
 #include "model/core/rank_metrics.h"
 #include "model/core/preprocess.h"
 #include "model/nn/features.h"
-#include "model/nn/layout_search.h"
+#include "model/search/layout_search.h"
+#include "model/search/search_policy.h"
 #include "model/nn/model_io.h"
 #include "model/synth/cost_model.h"
 #include "model/synth/generator.h"
@@ -65,7 +66,7 @@ ABSL_FLAG(std::string, split, "test", "The split whose graphs are tuned (valid o
 ABSL_FLAG(int, graphs, 6, "Graphs of the split to tune (the first N)");
 ABSL_FLAG(int, repeats, 1, "Runs per graph and strategy, each with another seed (noise, random choices)");
 ABSL_FLAG(int64_t, per_round, 10, "tgraph-guided: configurations measured per round");
-ABSL_FLAG(int64_t, evaluations, 2048,
+ABSL_FLAG(int64_t, evaluations, tgraph::kDefaultSearchEvaluations,
           "tgraph-guided: model evaluations per round's search (SearchConfigs' default max_evaluations)");
 ABSL_FLAG(int64_t, best_known_evaluations, 4000, "The cost model's own genetic search that sets the best known");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
@@ -89,9 +90,10 @@ ABSL_FLAG(int64_t, neighbourhood, 0,
 ABSL_FLAG(bool, neighbour_tau, false,
           "Instead of the farm: per graph, how well the model ranks the one-group neighbours of the compiler default "
           "and of the best known row, and as many random rows (Kendall tau of its scores and the true runtimes)");
-ABSL_FLAG(double, online_correction, 0.0,
-          "tgraph-guided: when > 0, each round's search adds this weight times what the graph's measurements so far "
-          "predict (SearchOptions::correction, model/core/measured_correction.h) to the model's scores; 0 = off");
+ABSL_FLAG(double, online_correction, tgraph::SearchOptions{}.correction_weight,
+          "tgraph-guided: each round's search adds this weight times what the graph's measurements so far predict "
+          "(SearchOptions::correction, model/search/measured_correction.h) to the model's scores, as the server's "
+          "does with the measured rows' runtimes; 0 = off");
 ABSL_FLAG(double, exploration, tgraph::SearchOptions{}.exploration,
           "--online_correction: the weight of the correction's uncertainty, subtracted from every score "
           "(SearchOptions::exploration; 0 = none)");
@@ -339,39 +341,38 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, Fit
     for (size_t i = 0; i < by_runtime.size() && i < 16; ++i)
       start.insert(start.end(), measured.begin() + by_runtime[i].second * row,
                    measured.begin() + (by_runtime[i].second + 1) * row);
-    tgraph::SearchOptions o;
+    // The server's search for this round's request (model/search/search_policy.h).
+    tgraph::SearchOptions o = tgraph::SearchPolicy(
+        std::min<int64_t>(absl::GetFlag(FLAGS_per_round), Budget() - static_cast<int64_t>(t.size())),
+        absl::GetFlag(FLAGS_evaluations), seed * 1000 + static_cast<uint64_t>(round),
+        tgraph::ModelSearchBudget(g.model.manifest));
     std::vector<int8_t> near;
     for (size_t i = 0; i < by_runtime.size() && static_cast<int64_t>(i) < absl::GetFlag(FLAGS_neighbourhood); ++i) {
       const std::vector<int8_t> n = Neighbours(g.space, measured.data() + by_runtime[i].second * row, row);
       near.insert(near.end(), n.begin(), n.end());
     }
     if (!near.empty()) o.candidates = &near;
-    o.results = std::min<int64_t>(absl::GetFlag(FLAGS_per_round), Budget() - static_cast<int64_t>(t.size()));
-    o.evaluations = absl::GetFlag(FLAGS_evaluations);
-    o.population = std::clamp<int64_t>(o.evaluations / 8, 32, 512);
-    o.reference = 64;
     o.finalists = absl::GetFlag(FLAGS_finalists);
-    o.seed = seed * 1000 + static_cast<uint64_t>(round);
     o.start = &start;
     o.exclude = &measured;
-    if (fitness == Fitness::kOracle) o.fitness = [&g](const int8_t* x) { return std::log(TrueRuntime(g, x)); };
+    tgraph::SearchHooks hooks;
+    if (fitness == Fitness::kOracle) hooks.fitness = [&g](const int8_t* x) { return std::log(TrueRuntime(g, x)); };
     if (fitness == Fitness::kNoisy)
-      o.fitness = [&g, sigma = absl::GetFlag(FLAGS_oracle_noise), scale, seed](const int8_t* x) {
+      hooks.fitness = [&g, sigma = absl::GetFlag(FLAGS_oracle_noise), scale, seed](const int8_t* x) {
         return NoisyLogRuntime(g, x, sigma, scale, seed + 1);
       };
-    absl::StatusOr<tgraph::MeasuredCorrection> correction = absl::InvalidArgumentError("off");
-    if (fitness != Fitness::kOracle && absl::GetFlag(FLAGS_online_correction) > 0 &&
-        static_cast<int64_t>(runtimes.size()) >= tgraph::MeasuredCorrection::kMinMeasurements) {
-      correction = tgraph::MeasuredCorrection::Fit(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
-      if (correction.ok()) {
-        o.correction = &*correction;
+    absl::StatusOr<std::optional<tgraph::MeasuredCorrection>> correction = std::optional<tgraph::MeasuredCorrection>();
+    if (fitness != Fitness::kOracle && absl::GetFlag(FLAGS_online_correction) > 0) {
+      correction = tgraph::CorrectionFor(measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
+      if (correction.ok() && *correction) {
+        o.correction = &**correction;
         o.correction_weight = absl::GetFlag(FLAGS_online_correction);
         o.exploration = absl::GetFlag(FLAGS_exploration);
         o.spread_proposals = absl::GetFlag(FLAGS_spread_proposals);
         o.adapt_correction = absl::GetFlag(FLAGS_adapt_correction);
       }
     }
-    const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o);
+    const tgraph::SearchResult r = tgraph::SearchLayouts(g.folds, g.tensors, g.space, o, hooks);
     if (o.correction) absl::StrAppendFormat(&weights, " %.2g", r.correction_weight);
     if (r.score.empty()) break;
     for (size_t i = 0; i < r.score.size(); ++i) {

@@ -148,4 +148,8 @@ int64_t AutoActivationBytes(int64_t available_bytes, int64_t cache_bytes, int64_
   return std::max<int64_t>(int64_t{256} << 20, spare / std::max(1, workers));
 }
 
+int64_t ReferenceGroups(int64_t reference_configs, int64_t training_batch) {
+  return std::max<int64_t>(1, reference_configs / std::max<int64_t>(1, training_batch));
+}
+
 }  // namespace tgraph

@@ -11,6 +11,13 @@
 
 namespace tgraph {
 
+// The scoring's reference groups (model/nn/scoring.h, ScoringOptions::reference_groups):
+// a reference of `reference_configs` in groups of about a training batch of
+// `training_batch` configurations, the size of the softmax the network was trained with:
+// max(1, reference_configs / training_batch). Here, below the registry, because a
+// manifest written before groups gets that of its training batch.
+int64_t ReferenceGroups(int64_t reference_configs, int64_t training_batch);
+
 // The network: TGraph (the paper's method) or the TpuGraphs paper's GraphSAGE baseline.
 // Named "tgraph" / "tpugraphs-baseline" in manifests, flags and ListModels.
 enum class Architecture { kTGraph, kTpuGraphsBaseline };

@@ -85,7 +85,7 @@ absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::strin
 
 absl::StatusOr<LoadedModel> LoadModelOrLatest(const Registry& registry, const std::string& collection,
                                               int64_t version, int64_t* loaded) {
-  if (version <= 0) {
+  if (version == kLatestVersion) {
     absl::StatusOr<int64_t> latest = registry.LatestVersion(collection);
     if (!latest.ok()) return latest.status();
     version = *latest;

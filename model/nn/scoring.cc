@@ -68,9 +68,9 @@ ScoreResult ScoreBatchSoftmax(const std::vector<FoldModel>& folds, const GraphTe
   const int64_t batch = std::max<int64_t>(1, o.batch_size);
   const std::vector<int64_t> bounds = BatchBounds(c, batch);
   // All of a request's configs in one batch: permutations cannot change the scores.
-  const int passes = c <= batch ? 1 : std::max(1, o.tta);
+  const int passes = c <= batch ? 1 : std::max(1, o.batch_softmax.tta);
   std::vector<std::vector<int64_t>> orders(passes, std::vector<int64_t>(c));
-  Rng rng(o.seed);
+  Rng rng(o.batch_softmax.seed);
   for (int p = 0; p < passes; ++p) {
     std::iota(orders[p].begin(), orders[p].end(), 0);
     if (passes > 1) rng.Shuffle(orders[p]);
@@ -106,15 +106,15 @@ ScoreResult ScoreBatchSoftmax(const std::vector<FoldModel>& folds, const GraphTe
       }
       ++run;
       ++r.passes;
-      if (o.pass_means) {
+      if (o.batch_softmax.pass_means) {
         std::vector<double> m(c);
         for (int64_t i = 0; i < c; ++i) m[i] = fold_score[i] / run;
-        o.pass_means->push_back(std::move(m));
+        o.batch_softmax.pass_means->push_back(std::move(m));
       }
-      if (o.tta_agreement <= 0 || run == passes) continue;
+      if (o.batch_softmax.tta_agreement <= 0 || run == passes) continue;
       // Stop once another pass no longer changes the ranking (to the agreed tau).
       for (int64_t i = 0; i < c; ++i) mean[i] = fold_score[i] / run;
-      if (run >= 2 && KendallTau(mean, previous_mean) >= o.tta_agreement) break;
+      if (run >= 2 && KendallTau(mean, previous_mean) >= o.batch_softmax.tta_agreement) break;
       std::swap(mean, previous_mean);
     }
     for (int64_t i = 0; i < c; ++i) fold_score[i] /= run;
@@ -398,7 +398,7 @@ std::vector<double> ScoreAgainstRecorded(const FoldModel& f, const GraphTensors&
 
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& o) {
-  if (o.batch_softmax) return ScoreBatchSoftmax(folds, graph, rows, o);
+  if (o.batch_softmax.on) return ScoreBatchSoftmax(folds, graph, rows, o);
   return ScoreAgainstReference(folds, graph, rows, o);
 }
 

@@ -68,6 +68,20 @@ struct ConfigRows {
 // embedding indices (model/core/config_rows.h), tile rows copied.
 ConfigBatch GatherConfigs(const ConfigRows& rows, const std::vector<int64_t>& idx, size_t begin, size_t end);
 
+// The earlier scoring, kept for ablations: each batch is its own softmax, with up to
+// `tta` random permutations when the configurations exceed one batch.
+struct BatchSoftmaxAblation {
+  bool on = false;
+  int tta = 10;
+  // A fold stops its permutation passes once the ranking after p passes agrees with the
+  // ranking after p - 1 to this Kendall tau (checked from p = 2 on); 0 runs all `tta`.
+  double tta_agreement = 0.999;
+  // One fold: the fold's mean scores after each pass it ran, appended in order (what
+  // PassesForAgreement reads).
+  std::vector<std::vector<double>>* pass_means = nullptr;
+  uint64_t seed = 0;   // permutations are a function of the seed
+};
+
 struct ScoringOptions {
   int64_t batch_size = 128;
   // The reference's size when chosen from the request (the manifest's
@@ -85,18 +99,9 @@ struct ScoringOptions {
   // The reference in this many groups, each its own softmax, weights averaged (ScoreMode;
   // the manifest's reference_groups).
   int64_t reference_groups = 1;
-  // The earlier scoring, for ablations: each batch is its own softmax, with up to `tta`
-  // random permutations when the configurations exceed one batch.
-  bool batch_softmax = false;
-  int tta = 10;
-  // batch_softmax: a fold stops its permutation passes once the ranking after p passes
-  // agrees with the ranking after p - 1 to this Kendall tau (checked from p = 2 on); 0
-  // runs all `tta` passes.
-  double tta_agreement = 0.999;
-  // batch_softmax, one fold: the fold's mean scores after each pass it ran, appended in
-  // order (what PassesForAgreement reads).
-  std::vector<std::vector<double>>* pass_means = nullptr;
-  uint64_t seed = 0;   // batch_softmax: permutations are a function of the seed
+  // The earlier scoring, for ablations only (tgraph-eval --scoring batch,
+  // tgraph-bench-model): never set by a request.
+  BatchSoftmaxAblation batch_softmax;
   // Polled before every batch; when it returns true the scoring stops early (a
   // cancelled or expired RPC stops consuming compute).
   std::function<bool()> cancelled;

@@ -1,5 +1,7 @@
 #include "model/store/registry.h"
 
+#include "model/core/utc_time.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -61,14 +63,6 @@ absl::Status CopyFileSynced(const std::string& from, const std::string& to) {
 
 }  // namespace
 
-std::string UtcNow() {
-  std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string Manifest::ToJson() const {
   json j;
@@ -234,10 +228,6 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
     return err("inference.reference_groups",
                absl::StrCat("in 1..reference_configs (", m.reference_configs, "), got ", m.reference_groups));
   return m;
-}
-
-int64_t ReferenceGroups(int64_t reference_configs, int64_t training_batch) {
-  return std::max<int64_t>(1, reference_configs / std::max<int64_t>(1, training_batch));
 }
 
 std::string Registry::VersionDir(const std::string& collection, int64_t version) const {

@@ -147,12 +147,10 @@ class Registry {
   std::string root_;
 };
 
-// Groups of a reference of `reference_configs` so that each is about a training batch
-// of `training_batch` configurations, the size of the softmax the network was trained
-// with: max(1, reference_configs / training_batch).
-int64_t ReferenceGroups(int64_t reference_configs, int64_t training_batch);
+// The model version a request names when it wants the newest: the newest loaded in a
+// server (ModelManager::Get), the newest published in the registry for a tool
+// (LoadModelOrLatest). Versions are numbered from 1.
+inline constexpr int64_t kLatestVersion = 0;
 
-// Current UTC time as "2026-11-22T09:30:00Z".
-std::string UtcNow();
 
 }  // namespace tgraph

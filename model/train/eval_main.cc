@@ -82,13 +82,13 @@ absl::StatusOr<tgraph::EvalOptions> EvalOptionsFromFlags(const tgraph::Manifest&
   const std::string scoring = absl::GetFlag(FLAGS_scoring);
   if (scoring != "reference" && scoring != "batch")
     return UsageError(absl::StrCat("--scoring must be reference or batch, got '", scoring, "'"));
-  o.scoring.batch_softmax = scoring == "batch";
+  o.scoring.batch_softmax.on = scoring == "batch";
   o.scoring.reference_per_fold = absl::GetFlag(FLAGS_reference_per_fold);
   o.scoring.reference_groups =
       absl::GetFlag(FLAGS_reference_groups) > 0 ? absl::GetFlag(FLAGS_reference_groups) : m.reference_groups;
   o.scoring.reference_size = absl::GetFlag(FLAGS_reference) > 0 ? absl::GetFlag(FLAGS_reference) : m.reference_configs;
-  o.scoring.tta = absl::GetFlag(FLAGS_tta) > 0 ? absl::GetFlag(FLAGS_tta) : m.tta;
-  o.scoring.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
+  o.scoring.batch_softmax.tta = absl::GetFlag(FLAGS_tta) > 0 ? absl::GetFlag(FLAGS_tta) : m.tta;
+  o.scoring.batch_softmax.tta_agreement = absl::GetFlag(FLAGS_tta_agreement);
   o.cascade_top_k = absl::GetFlag(FLAGS_cascade);
   o.cascade_fraction = absl::GetFlag(FLAGS_cascade_fraction);
   o.progress = !absl::GetFlag(FLAGS_json);
@@ -100,8 +100,8 @@ absl::StatusOr<tgraph::EvalOptions> EvalOptionsFromFlags(const tgraph::Manifest&
 void PrintTable(const tgraph::EvalReport& r, const tgraph::EvalOptions& o, const std::string& heading, size_t folds,
                 tgraph::Precision precision) {
   const std::string how =
-      o.scoring.batch_softmax
-          ? absl::StrCat("batch softmax, TTA at most ", o.scoring.tta, ", agreement ", o.scoring.tta_agreement)
+      o.scoring.batch_softmax.on
+          ? absl::StrCat("batch softmax, TTA at most ", o.scoring.batch_softmax.tta, ", agreement ", o.scoring.batch_softmax.tta_agreement)
           : absl::StrCat("reference of ", o.scoring.reference_size, " configurations in ", o.scoring.reference_groups,
                          " groups", o.scoring.reference_per_fold ? ", per fold" : "");
   std::printf("%s (%zu folds, batch %lld, %s, %s)\n%s", heading.c_str(), folds,
@@ -116,7 +116,7 @@ void PrintTable(const tgraph::EvalReport& r, const tgraph::EvalOptions& o, const
                 "%.1f s with the cascade, %.1f s with every fold for every configuration\n",
                 static_cast<long long>(o.cascade_top_k), o.cascade_fraction, static_cast<long long>(o.cascade_top_k),
                 r.mean.cascade_recall, r.cascade_seconds, r.full_seconds);
-  if (o.scoring.batch_softmax) {
+  if (o.scoring.batch_softmax.on) {
     int64_t passes = 0;
     for (const tgraph::GraphEval& e : r.graphs) passes += e.passes;
     std::printf("TTA passes per fold and graph: %.2f on average\n",

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/core/dataset.h"
+#include "model/core/utc_time.h"
 #include "model/store/measurement_store.h"
 #include "model/core/rank_metrics.h"
 #include "model/nn/model_io.h"

@@ -413,7 +413,7 @@ class Client:
         r = self._with_registration(self._stub.ReportMeasurements, request, graph, "ReportMeasurements")
         return MeasurementReceipt(r.stored, r.shard, self._register_calls - mark)
 
-    def search(self, collection: str, graph: GraphLike, *, results: int = 10, max_evaluations: int = 2048,
+    def search(self, collection: str, graph: GraphLike, *, results: int = 0, max_evaluations: int = 0,
                exclude: Optional[np.ndarray] = None, start: Optional[np.ndarray] = None, seed: int = 0,
                model_version: int = 0, candidates: Optional[np.ndarray] = None,
                exclude_runtimes_ns: Optional[np.ndarray] = None) -> Proposals:

@@ -1,5 +1,5 @@
 // What a graph's own measurements say about its layouts, as a correction to a model's
-// scores while searching that graph (SearchOptions::correction, model/nn/layout_search.h).
+// scores while searching that graph (SearchOptions::correction, model/search/layout_search.h).
 //
 // A fine-tuned network learns slowly from the few hundred measurements one graph gets; a
 // linear model of the layout choices fits them at once. This is kernel ridge regression

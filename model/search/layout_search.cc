@@ -1,4 +1,4 @@
-#include "model/nn/layout_search.h"
+#include "model/search/layout_search.h"
 
 #include <torch/torch.h>
 
@@ -40,8 +40,8 @@ struct RowBlock {
 class Searcher {
  public:
   Searcher(const std::vector<FoldModel>& folds, const GraphTensors& graph, const LayoutSpace& space,
-           const SearchOptions& o)
-      : folds_(folds), graph_(graph), space_(space), o_(o), rng_(o.seed * 0x9e3779b97f4a7c15ULL + 1),
+           const SearchOptions& o, const SearchHooks& hooks)
+      : folds_(folds), graph_(graph), space_(space), o_(o), hooks_(hooks), rng_(o.seed * 0x9e3779b97f4a7c15ULL + 1),
         nc_(static_cast<int64_t>(space.nodes.size())) {
     for (int64_t j = 0; j < nc_; ++j)
       for (int g = 0; g < kConfigGroups; ++g)
@@ -150,7 +150,7 @@ class Searcher {
     return weight_ * o_.correction->Predict(x) - (exploration_ > 0 ? exploration_ * o_.correction->Uncertainty(x) : 0.0);
   }
   // The fitness (no correction) of rows outside the search: with the fold against the
-  // recorded reference, or options.fitness. Empty when cancelled.
+  // recorded reference, or hooks.fitness. Empty when cancelled.
   std::vector<double> Fitness(const std::vector<Row>& rows) const;
   // adapt_correction: weight_ and exploration_ from the measured rows; returns the rows
   // it scored (they count as evaluations), -1 when cancelled.
@@ -164,6 +164,7 @@ class Searcher {
   const GraphTensors& graph_;
   const LayoutSpace& space_;
   const SearchOptions& o_;
+  const SearchHooks& hooks_;
   Rng rng_;
   const int64_t nc_;
   std::vector<std::pair<int64_t, int>> mutable_;  // (node, group) with more than one candidate
@@ -180,8 +181,8 @@ class Searcher {
 
 std::vector<double> Searcher::Fitness(const std::vector<Row>& rows) const {
   std::vector<double> s;
-  if (o_.fitness) {
-    for (const Row& r : rows) s.push_back(o_.fitness(to_int8(r)));
+  if (hooks_.fitness) {
+    for (const Row& r : rows) s.push_back(hooks_.fitness(to_int8(r)));
     return s;
   }
   std::vector<const Row*> ptrs;
@@ -233,7 +234,7 @@ void Searcher::RecordTheReference() {
   }
   reference_rows_ = rows;
   std::vector<double> z;
-  if (o_.fitness) {  // no model: the reference's scores are the fitness itself
+  if (hooks_.fitness) {  // no model: the reference's scores are the fitness itself
     z = Fitness(reference_rows_);
   } else {
     std::vector<const Row*> ptrs;
@@ -357,7 +358,7 @@ SearchResult Searcher::Finish(SearchResult r) {
     sum[i] = picked[i]->model;
     sum_sq[i] = sum[i] * sum[i];
   }
-  const size_t models = o_.fitness ? 1 : folds_.size();
+  const size_t models = hooks_.fitness ? 1 : folds_.size();
   if (models > 1) {
     std::vector<const Row*> ref_ptrs, rows;
     for (const Row& x : reference_rows_) ref_ptrs.push_back(&x);
@@ -446,10 +447,10 @@ SearchResult Searcher::Finish(SearchResult r) {
 }  // namespace
 
 SearchResult SearchLayouts(const std::vector<FoldModel>& folds, const GraphTensors& graph, const LayoutSpace& space,
-                           const SearchOptions& options) {
+                           const SearchOptions& options, const SearchHooks& hooks) {
   torch::NoGradGuard no_grad;
   if (folds.empty() || space.nodes.empty()) return {};
-  return Searcher(folds, graph, space, options).Run();
+  return Searcher(folds, graph, space, options, hooks).Run();
 }
 
 }  // namespace tgraph

@@ -39,7 +39,7 @@
 #include <vector>
 
 #include "model/core/layout_space.h"
-#include "model/core/measured_correction.h"
+#include "model/search/measured_correction.h"
 #include "model/nn/scoring.h"
 
 namespace tgraph {
@@ -62,36 +62,36 @@ struct SearchOptions {
   ScoringOptions scoring;        // batch size, reference groups, cancellation
   // When set (borrowed for the call), what the graph's measurements say: every row's
   // standardised score, fitness and final, gets correction_weight times the
-  // correction's prediction added (model/core/measured_correction.h).
+  // correction's prediction added (model/search/measured_correction.h).
   const MeasuredCorrection* correction = nullptr;
   double correction_weight = 3.0;
   // With a correction, every score also gets this weight times the correction's
   // Uncertainty subtracted: among rows it predicts alike, the search prefers those the
-  // measurements say least about. On the simulated farm, 10 found faster configurations
-  // after 200 measurements on each of three test splits (docs/results.md).
+  // measurements say least about, so that it also tries what they have not pinned down.
   double exploration = 10.0;
   // With a correction and exploration: the results are chosen one at a time among the
   // finalists, each scored with the uncertainty left once those before it are measured
   // (MeasuredCorrection::AddPending; the mean is unchanged), so that a round's
   // proposals explore different unknowns rather than all the same one (GP-BUCB). Their
   // scores are those they were chosen with: in order, each no better than the one
-  // before. On the simulated farm the median graph's gap after 100 and 200 measurements
-  // was lower with it on three test splits of four (docs/results.md).
+  // before.
   bool spread_proposals = true;
   // With a correction: correction_weight and exploration are scaled down by how well the
   // model already predicts the graph's measurements (BlendCorrection,
-  // model/core/measured_correction.h: the model's fitness scores of the correction's
+  // model/search/measured_correction.h: the model's fitness scores of the correction's
   // fitted rows, at most kMaxBlendRows of the fastest, against the correction's
   // leave-one-out predictions; they count as evaluations). A model that ranks the
-  // measurements well is followed; one that does not gets the full correction. On the
-  // simulated farm, a fitness that misjudges rows by 0.5% needed 158 measurements to come
-  // within 1% with the full correction and 32 without (docs/results.md "How good a model
-  // the target needs").
+  // measurements well is followed, since a correction fitted to few rows would only add
+  // noise to it; one that does not gets the full correction.
   bool adapt_correction = true;
-  // Benchmarks: when set, the fitness and the final scores are this function of a row
-  // (nc x 18 values) instead of the model's (tgraph-bench-search's `oracle` runs the
-  // search with the simulated hardware's own runtimes: what a perfect model would find).
-  // Called on the search's thread; no fold is run, the correction is still added.
+};
+
+// What benchmarks replace in a search, never set by a request: a fitness of their own.
+struct SearchHooks {
+  // When set, the fitness and the final scores are this function of a row (nc x 18
+  // values) instead of the model's (tgraph-bench-search's `oracle` runs the search with
+  // the simulated hardware's own runtimes: what a perfect model would find). Called on
+  // the search's thread; no fold is run, the correction is still added.
   std::function<double(const int8_t*)> fitness;
 };
 
@@ -119,6 +119,6 @@ struct SearchResult {
 };
 
 SearchResult SearchLayouts(const std::vector<FoldModel>& folds, const GraphTensors& graph, const LayoutSpace& space,
-                           const SearchOptions& options);
+                           const SearchOptions& options, const SearchHooks& hooks = {});
 
 }  // namespace tgraph

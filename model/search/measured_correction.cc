@@ -1,4 +1,4 @@
-#include "model/core/measured_correction.h"
+#include "model/search/measured_correction.h"
 
 #include <algorithm>
 #include <cmath>

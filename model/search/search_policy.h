@@ -1,0 +1,57 @@
+// The search's policy: how a request for proposals (how many, how many evaluations, a
+// seed) and the model it runs with become SearchOptions (layout_search.h). One function
+// for everyone who searches: the server's SearchConfigs and tgraph-bench-search's
+// simulated farm call it, so that the farm measures the search the server runs
+// (tests/ranker_test.cc runs both on one request), and each default is written here
+// once. Clients send 0 for "the server's default" and read what ran from the answer.
+//
+// Kinds of configuration: layouts are searched by layout_search.h; a tile search would
+// take its options from a policy beside this one and share its budget rules.
+// Pure functions; any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+#include "model/search/layout_search.h"
+#include "model/store/registry.h"
+
+namespace tgraph {
+
+inline constexpr int64_t kDefaultSearchResults = 10;
+inline constexpr int64_t kDefaultSearchEvaluations = 2048;
+// The search's fixed reference: at most this many rows. Every fold records it once per
+// search, so each fold pays for its size; 128 random rows rank as well as the model's
+// own reference size on the real files.
+inline constexpr int64_t kMaxSearchReference = 128;
+
+// What the model allows a search: its batch, the largest reference a fold may record
+// (the activation budget's batch on the server), and its reference's size and groups.
+struct SearchBudget {
+  int64_t batch_size = 128;
+  int64_t max_reference = 256;
+  int64_t reference_configs = 256;
+  int64_t reference_groups = 1;
+};
+
+// A model's budget with no activation limit (the batch and reference its manifest
+// says), as the server admits it when the graph fits (server/ranker.cc).
+SearchBudget ModelSearchBudget(const Manifest& manifest);
+
+// The options of a search for `results` rows (0: kDefaultSearchResults) within
+// `evaluations` fitness evaluations (0: kDefaultSearchEvaluations), seeded: population,
+// reference and scoring batches from the budget. The caller adds what a request brings
+// (start, exclude and candidate rows, the measured runtimes' correction, cancellation).
+SearchOptions SearchPolicy(int64_t results, int64_t evaluations, uint64_t seed, const SearchBudget& budget);
+
+// What the measured rows' runtimes say about the graph (measured_correction.h), for
+// SearchOptions::correction: fitted when there are at least
+// MeasuredCorrection::kMinMeasurements of them, nullopt with fewer. Errors as Fit's.
+absl::StatusOr<std::optional<MeasuredCorrection>> CorrectionFor(const std::vector<int8_t>& measured,
+                                                                const std::vector<int64_t>& runtimes_ns,
+                                                                int64_t num_config_nodes);
+
+}  // namespace tgraph
