@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """The folder rule of the source tree: each folder of model/ is a library and a layer
 (model/CMakeLists.txt lists them), and a file may include only the folders its layer
-may use. LibTorch (torch/, ATen/, c10/) only in nn and what is built on it, so that the
-torch-free libraries and tools build fast and never pull LibTorch in.
+may use, each dependency one way: the layers below, never above. Generated headers
+count as the layer of their .proto files: tgraph/hlo/ (the HLO messages, below
+model/hlo) and tgraph/v1/ and grpc/health/ (the API, proto's). LibTorch (torch/, ATen/,
+c10/) only in nn and what is built on it, so that the torch-free libraries and tools
+build fast and never pull LibTorch in.
 
 Usage: layers_test.py SOURCE_DIR. Prints every offending include with its file and line;
 exits 1 when there is one."""
@@ -10,19 +13,21 @@ import os
 import re
 import sys
 
-# folder -> the project folders its files may include (its own always allowed).
+# The layers, lowest first, and the project folders each may include (its own always
+# allowed). A layer may use only layers before it in this list (checked below).
 MAY_USE = {
     "model/core": set(),
     "model/store": {"model/core"},
     "model/tools": set(),
-    "model/hlo": {"model/core", "model/tools", "proto"},
+    "proto/tgraph/hlo": set(),
+    "model/hlo": {"model/core", "model/tools", "proto/tgraph/hlo"},
     "model/synth": {"model/core", "model/tools", "model/hlo"},
     "model/nn": {"model/core", "model/store"},
     "model/search": {"model/core", "model/store", "model/nn"},
     "model/train": {"model/core", "model/store", "model/tools", "model/nn"},
     "model/bench": {"model/core", "model/store", "model/tools", "model/nn", "model/search", "model/synth",
                     "model/train"},
-    "proto": {"model/core", "model/hlo"},
+    "proto": {"model/core", "model/hlo", "proto/tgraph/hlo"},
     "client": {"model/core", "model/tools", "proto"},
     "server": {"model/core", "model/store", "model/tools", "model/nn", "model/search", "proto"},
 }
@@ -34,15 +39,34 @@ TORCH_FREE_HEADERS = {"server"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
 PROJECT = re.compile(r"^(model/[a-z_]+|proto|client|server)/")
+# Generated headers, by the layer of their .proto files.
+GENERATED = {"tgraph/hlo/": "proto/tgraph/hlo", "tgraph/v1/": "proto", "grpc/health/": "proto"}
 
 
 def folder_of(rel):
     parts = rel.split("/")
+    if rel.startswith("proto/tgraph/hlo/"):
+        return "proto/tgraph/hlo"
     return "/".join(parts[:2]) if parts[0] == "model" else parts[0]
 
 
+def layer_of_include(path):
+    for prefix, layer in GENERATED.items():
+        if path.startswith(prefix):
+            return layer
+    pm = PROJECT.match(path)
+    return pm.group(1) if pm else None
+
+
+def order_errors():
+    """Every layer uses only layers listed before it: the rule has one direction."""
+    order = list(MAY_USE)
+    return [f"layers_test.py: {layer} may use {used}, which is not below it"
+            for layer, uses in MAY_USE.items() for used in sorted(uses) if order.index(used) > order.index(layer)]
+
+
 def check(src):
-    errors = []
+    errors = order_errors()
     for top in ("model", "proto", "client", "server"):
         for root, _, files in os.walk(os.path.join(src, top)):
             for name in sorted(files):
@@ -65,10 +89,9 @@ def check(src):
                                 what = f"the headers of {folder} are" if header_rule else f"{folder} is"
                                 errors.append(f"{rel}:{line_no}: includes LibTorch ({path}); {what} torch-free")
                             continue
-                        pm = PROJECT.match(path) if m.group(1) == '"' else None
-                        if not pm:
+                        used = layer_of_include(path) if m.group(1) == '"' else None
+                        if not used:
                             continue
-                        used = pm.group(1)
                         if header_rule and used == "model/nn":
                             errors.append(f"{rel}:{line_no}: includes {path}; the headers of {folder} are "
                                           "torch-free (include it in the .cc file)")
