@@ -286,7 +286,7 @@ RankerClient::RankerClient(ClientOptions options) : impl_(std::make_unique<Impl>
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   // Reconnect within about a second of a restarted server coming back: gRPC's default
   // reconnect backoff (1 s growing 1.6x to 120 s) held requests for up to 10 s after a
-  // 1 s restart in the soak test (docs/results.md), though the retry loop asked sooner.
+  // 1 s restart in the soak test, though the retry loop asked sooner.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
@@ -393,30 +393,7 @@ absl::StatusOr<std::vector<ModelInfo>> RankerClient::ListModels() {
   }).status;
   if (!s.ok()) return FromGrpc(s, "ListModels");
   std::vector<ModelInfo> models;
-  for (const v1::ModelInfo& m : resp.models()) {
-    ModelInfo& info = models.emplace_back();
-    info.collection = m.collection();
-    info.version = m.version();
-    info.loaded_versions.assign(m.loaded_versions().begin(), m.loaded_versions().end());
-    info.architecture = m.architecture();
-    info.hidden = m.hidden();
-    info.folds = m.folds();
-    info.mean_valid_score = m.mean_valid_score();
-    info.created = m.created();
-    info.batch_size = m.batch_size();
-    info.reference_configs = m.reference_configs();
-    const v1::Provenance& p = m.provenance();
-    info.data = p.data();
-    info.dataset = p.dataset();
-    info.data_fingerprint = p.data_fingerprint();
-    info.graphs = p.graphs();
-    info.configurations = p.configurations();
-    info.finetunes = p.finetunes();
-    info.finetune_graphs = p.finetune_graphs();
-    info.finetune_measurements = p.finetune_measurements();
-    info.synthetic_only = p.synthetic_only();
-    info.provenance = p.summary();
-  }
+  for (const v1::ModelInfo& m : resp.models()) models.push_back(DecodeModelInfo(m));
   return models;
 }
 

@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "model/core/graph.h"
 #include "model/core/layout_space.h"
+#include "proto/model_codec.h"
 
 namespace tgraph {
 
@@ -115,23 +116,8 @@ struct MeasurementReceipt {
 };
 
 // A model collection the server serves (ListModels), newest loaded version first.
-struct ModelInfo {
-  std::string collection;
-  int64_t version = 0;                  // what model_version 0 ranks with
-  std::vector<int64_t> loaded_versions;  // newest first; any may be pinned
-  std::string architecture;
-  int64_t hidden = 0, folds = 0;
-  double mean_valid_score = 0;          // the folds' mean validation Kendall tau at training
-  std::string created;
-  int64_t batch_size = 0;
-  int64_t reference_configs = 0;        // the default reference's size
-  // What it was trained on (tgraph.v1.Provenance): "synthetic", "real" or "" (unknown).
-  std::string data, dataset, data_fingerprint;
-  int64_t graphs = 0, configurations = 0;
-  int64_t finetunes = 0, finetune_graphs = 0, finetune_measurements = 0;
-  bool synthetic_only = false;
-  std::string provenance;  // the one-line summary
-};
+// ModelInfo: proto/model_codec.h.
+
 
 // A configurable node as RegisterGraph lists it (configuration-row order).
 struct ConfigurableNode {

@@ -1,5 +1,5 @@
 // `tgraph-client replay`: an autotuner's loop played on a file of measured
-// configurations (issue 12, part 3). Each round "measures" the next `per_round`
+// configurations. Each round "measures" the next `per_round`
 // configurations not measured yet, reading their runtimes from the file, and records
 // the best runtime found so far relative to the file's best. Strategies: random search
 // (the mean over several random orders), the model's ranking without updates (one

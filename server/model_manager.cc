@@ -36,75 +36,85 @@ std::vector<ModelEvent> ModelManager::Poll() {
   }
   for (const std::string& collection : collections) {
     const std::vector<int64_t> listed = registry_.ListVersions(collection);
-    // The newest keep_versions versions that load, newest first (it serves as soon as it
-    // is in). A version that failed and has not changed since is passed over, so that
-    // corrupt newest versions leave the server on the newest good ones rather than on
-    // nothing (or on fewer than keep_versions).
-    for (auto it = listed.rbegin(); it != listed.rend(); ++it) {
-      const int64_t v = *it;
-      const std::string stamp = registry_.VersionStamp(collection, v);
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        const auto& have = models_[collection];
-        // Loaded versions at least as new as v (vanished newer ones, still serving, too).
-        const auto at_least_v = static_cast<int>(std::distance(have.lower_bound(v), have.end()));
-        if (at_least_v >= options_.keep_versions) break;
-        if (have.count(v)) continue;
-        auto failed = failed_.find({collection, v});
-        if (failed != failed_.end() && failed->second == stamp) continue;  // unchanged since it failed
-      }
-      // Loading (reading, verifying, building networks) happens outside the lock.
-      const auto start = std::chrono::steady_clock::now();
-      absl::StatusOr<LoadedModel> m = LoadModel(registry_, collection, v);
-      ModelEvent e{collection, v, m.ok() ? ModelEvent::Kind::kLoaded : ModelEvent::Kind::kFailed,
-                   m.ok() ? m->manifest.provenance.Summary() : std::string(m.status().message()),
-                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
-                   m.ok() && m->manifest.provenance.SyntheticOnly()};
-      std::lock_guard<std::mutex> lock(mu_);
-      if (m.ok()) {
-        for (const auto& net : m->folds) {
-          net->SetInferenceFolding(options_.fold_inference);
-          net->SetInferencePrecision(options_.precision);
-        }
-        models_[collection][v] = std::make_shared<const LoadedModel>(std::move(*m));
-        failed_.erase({collection, v});
-        verified_stamp_[{collection, v}] = stamp;
-      } else {
-        failed_[{collection, v}] = stamp;
-        ++failed_loads_;
-      }
-      events.push_back(std::move(e));
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    auto& loaded = models_[collection];
-    // Versions retired in the registry are unloaded: a rollback. The last loaded version
-    // of a collection stays, so that a collection never goes dark. A version that is
-    // gone without a RETIRED marker (its folder deleted, the registry re-created or
-    // mounted wrong) is not a rollback: it keeps serving, reported once, rather than the
-    // server silently dropping from version 19 to 1.
-    const std::set<int64_t> live(listed.begin(), listed.end());
-    for (auto it = loaded.begin(); it != loaded.end() && loaded.size() > 1;) {
-      if (live.count(it->first)) {
-        vanished_.erase({collection, it->first});
-        ++it;
-        continue;
-      }
-      if (!registry_.IsRetired(collection, it->first)) {
-        if (vanished_.insert({collection, it->first}).second)
-          events.push_back({collection, it->first, ModelEvent::Kind::kVanished,
-                            absl::StrCat("gone from the registry without being retired (", registry_.root(),
-                                         " lost or re-created?): still serving it; retire versions to roll back"),
-                            0});
-        ++it;
-        continue;
-      }
-      events.push_back({collection, it->first, ModelEvent::Kind::kUnloaded, "retired in the registry", 0});
-      it = loaded.erase(it);  // in-flight requests keep their shared_ptr
-    }
-    while (static_cast<int>(loaded.size()) > options_.keep_versions) loaded.erase(loaded.begin());
+    LoadNewest(collection, listed, &events);
+    UnloadRetired(collection, listed, &events);
   }
   CheckLoadedFiles(&events);
   return events;
+}
+
+void ModelManager::LoadNewest(const std::string& collection, const std::vector<int64_t>& listed,
+                              std::vector<ModelEvent>* events) {
+  // The newest keep_versions versions that load, newest first (it serves as soon as it
+  // is in). A version that failed and has not changed since is passed over, so that
+  // corrupt newest versions leave the server on the newest good ones rather than on
+  // nothing (or on fewer than keep_versions).
+  for (auto it = listed.rbegin(); it != listed.rend(); ++it) {
+    const int64_t v = *it;
+    const std::string stamp = registry_.VersionStamp(collection, v);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto& have = models_[collection];
+      // Loaded versions at least as new as v (vanished newer ones, still serving, too).
+      const auto at_least_v = static_cast<int>(std::distance(have.lower_bound(v), have.end()));
+      if (at_least_v >= options_.keep_versions) break;
+      if (have.count(v)) continue;
+      auto failed = failed_.find({collection, v});
+      if (failed != failed_.end() && failed->second == stamp) continue;  // unchanged since it failed
+    }
+    // Loading (reading, verifying, building networks) happens outside the lock.
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<LoadedModel> m = LoadModel(registry_, collection, v);
+    ModelEvent e{collection, v, m.ok() ? ModelEvent::Kind::kLoaded : ModelEvent::Kind::kFailed,
+                 m.ok() ? m->manifest.provenance.Summary() : std::string(m.status().message()),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                 m.ok() && m->manifest.provenance.SyntheticOnly()};
+    std::lock_guard<std::mutex> lock(mu_);
+    if (m.ok()) {
+      for (const auto& net : m->folds) {
+        net->SetInferenceFolding(options_.fold_inference);
+        net->SetInferencePrecision(options_.precision);
+      }
+      models_[collection][v] = std::make_shared<const LoadedModel>(std::move(*m));
+      failed_.erase({collection, v});
+      verified_stamp_[{collection, v}] = stamp;
+    } else {
+      failed_[{collection, v}] = stamp;
+      ++failed_loads_;
+    }
+    events->push_back(std::move(e));
+  }
+}
+
+void ModelManager::UnloadRetired(const std::string& collection, const std::vector<int64_t>& listed,
+                                 std::vector<ModelEvent>* events) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& loaded = models_[collection];
+  // Versions retired in the registry are unloaded: a rollback. The last loaded version
+  // of a collection stays, so that a collection never goes dark. A version that is
+  // gone without a RETIRED marker (its folder deleted, the registry re-created or
+  // mounted wrong) is not a rollback: it keeps serving, reported once, rather than the
+  // server silently dropping from version 19 to 1.
+  const std::set<int64_t> live(listed.begin(), listed.end());
+  for (auto it = loaded.begin(); it != loaded.end() && loaded.size() > 1;) {
+    if (live.count(it->first)) {
+      vanished_.erase({collection, it->first});
+      ++it;
+      continue;
+    }
+    if (!registry_.IsRetired(collection, it->first)) {
+      if (vanished_.insert({collection, it->first}).second)
+        events->push_back({collection, it->first, ModelEvent::Kind::kVanished,
+                           absl::StrCat("gone from the registry without being retired (", registry_.root(),
+                                        " lost or re-created?): still serving it; retire versions to roll back"),
+                           0});
+      ++it;
+      continue;
+    }
+    events->push_back({collection, it->first, ModelEvent::Kind::kUnloaded, "retired in the registry", 0});
+    it = loaded.erase(it);  // in-flight requests keep their shared_ptr
+  }
+  while (static_cast<int>(loaded.size()) > options_.keep_versions) loaded.erase(loaded.begin());
 }
 
 void ModelManager::CheckLoadedFiles(std::vector<ModelEvent>* events) {

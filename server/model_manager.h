@@ -90,6 +90,12 @@ class ModelManager {
  private:
   // The kCorrupted check of Poll, over the loaded versions still listed.
   void CheckLoadedFiles(std::vector<ModelEvent>* events);
+  // Poll's steps for one collection of `listed` versions (ascending): the newest
+  // keep_versions that load, then the retired ones unloaded. Called with poll_mu_ held;
+  // each takes mu_ around what it reads and changes.
+  void LoadNewest(const std::string& collection, const std::vector<int64_t>& listed, std::vector<ModelEvent>* events);
+  void UnloadRetired(const std::string& collection, const std::vector<int64_t>& listed,
+                     std::vector<ModelEvent>* events);
 
   Registry registry_;
   Options options_;

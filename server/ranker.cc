@@ -292,6 +292,26 @@ ConfigRows RowsOf(int64_t count, absl::string_view layout, absl::string_view til
   return rows;
 }
 
+// The folds a request runs with, over the graph's prepared encodings: `which` (indices
+// into the manifest's folds, validated) or, when empty, every fold.
+std::vector<FoldModel> FoldsOf(const LoadedModel& model, const std::vector<StaticEncoding>& encodings,
+                               const std::vector<int>& which) {
+  std::vector<FoldModel> folds;
+  if (which.empty()) {
+    for (size_t f = 0; f < model.folds.size(); ++f)
+      folds.push_back({model.folds[f].get(), &encodings[f], static_cast<int>(f)});
+  } else {
+    for (int f : which) folds.push_back({model.folds[f].get(), &encodings[f], f});
+  }
+  return folds;
+}
+
+// How many of `scores` are not finite: the model overflowed inside the network for this
+// graph (its weights were checked finite at load), which must never be answered as OK.
+int64_t NonFinite(const std::vector<double>& scores) {
+  return std::count_if(scores.begin(), scores.end(), [](double v) { return !std::isfinite(v); });
+}
+
 }  // namespace
 
 absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Admitted& a,
@@ -300,13 +320,7 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Admi
   r.model_version = a.model.version;
   const LoadedModel& model = *a.model.model;
   const std::shared_ptr<const PreparedGraph> prepared = Prepare(q.graph_hash, a.model, *a.graph, &r.timing);
-  std::vector<FoldModel> folds;
-  if (q.folds.empty()) {
-    for (size_t f = 0; f < model.folds.size(); ++f)
-      folds.push_back({model.folds[f].get(), &prepared->encodings[f], static_cast<int>(f)});
-  } else {
-    for (int f : q.folds) folds.push_back({model.folds[f].get(), &prepared->encodings[f], f});
-  }
+  const std::vector<FoldModel> folds = FoldsOf(model, prepared->encodings, q.folds);
   std::vector<float> tile, reference_tile;
   const ConfigRows rows = RowsOf(q.num_configs, q.layout_configs, q.tile_configs, a.graph->num_config_nodes, &tile);
   const ConfigRows reference = RowsOf(q.num_reference_configs, q.reference_layout_configs, q.reference_tile_configs,
@@ -328,10 +342,7 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Admi
   batches_run_ += s.batches;
   if (s.cancelled) return absl::CancelledError("the request was cancelled or its deadline passed; scoring stopped");
   configs_scored_ += q.num_configs;
-  // A score that is not finite has no rank: never answered OK (weights are checked at
-  // load, so this means an overflow inside the network for this graph).
-  if (const int64_t bad = std::count_if(s.score.begin(), s.score.end(), [](double v) { return !std::isfinite(v); });
-      bad > 0)
+  if (const int64_t bad = NonFinite(s.score); bad > 0)
     return absl::InternalError(absl::StrCat("model ", q.collection, " version ", a.model.version, " gave ", bad, " of ",
                                             q.num_configs, " configurations a non-finite score; nothing is ranked"));
   r.scores.assign(s.score.begin(), s.score.end());
@@ -346,9 +357,7 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   out.model_version = a.model.version;
   const LoadedModel& model = *a.model.model;
   const std::shared_ptr<const PreparedGraph> prepared = Prepare(q.graph_hash, a.model, *a.graph, &out.timing);
-  std::vector<FoldModel> folds;
-  for (size_t f = 0; f < model.folds.size(); ++f)
-    folds.push_back({model.folds[f].get(), &prepared->encodings[f], static_cast<int>(f)});
+  const std::vector<FoldModel> folds = FoldsOf(model, prepared->encodings, {});
   const auto rows = [](absl::string_view bytes) {
     return std::vector<int8_t>(reinterpret_cast<const int8_t*>(bytes.data()),
                                reinterpret_cast<const int8_t*>(bytes.data()) + bytes.size());
@@ -378,7 +387,7 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   out.timing.inference_ms = Ms(t0, Clock::now());
   if (r.cancelled) return absl::CancelledError("the search was cancelled or its deadline passed; it stopped");
   configs_scored_ += r.evaluations;
-  if (std::any_of(r.score.begin(), r.score.end(), [](double v) { return !std::isfinite(v); }))
+  if (NonFinite(r.score) > 0)
     return absl::InternalError(absl::StrCat("model ", q.collection, " version ", a.model.version,
                                             " gave a non-finite score; nothing is proposed"));
   out.rows = r.rows;

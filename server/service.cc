@@ -10,6 +10,7 @@
 #include "model/tools/tool.h"
 #include "proto/error_reason.h"
 #include "proto/graph_codec.h"
+#include "proto/model_codec.h"
 #include "server/request_log.h"
 
 
@@ -294,33 +295,10 @@ grpc::Status RankerService::ListModels(grpc::ServerContext*, const v1::ListModel
                                        v1::ListModelsResponse* response) {
   for (const auto& [collection, handles] : models_->Loaded()) {
     if (handles.empty()) continue;
-    const Manifest& m = handles.front().model->manifest;
-    v1::ModelInfo* info = response->add_models();
-    info->set_collection(collection);
-    info->set_version(handles.front().version);
-    for (const ModelHandle& h : handles) info->add_loaded_versions(h.version);
-    info->set_architecture(ArchitectureName(m.spec.architecture));
-    info->set_hidden(m.spec.hidden);
-    info->set_folds(static_cast<int64_t>(m.folds.size()));
-    double sum = 0;
-    for (const FoldEntry& f : m.folds) sum += f.valid_tau;
-    info->set_mean_valid_score(m.folds.empty() ? 0 : sum / static_cast<double>(m.folds.size()));
-    info->set_created(m.created);
-    info->set_batch_size(m.batch_size);
-    info->set_reference_configs(m.reference_configs);
-    v1::Provenance* p = info->mutable_provenance();
-    p->set_data(m.provenance.data);
-    p->set_dataset(m.provenance.dataset);
-    p->set_data_fingerprint(m.data_fingerprint);
-    p->set_graphs(m.provenance.graphs);
-    p->set_configurations(m.provenance.configurations);
-    p->set_finetunes(static_cast<int64_t>(m.provenance.finetunes.size()));
-    for (const Provenance::Finetune& f : m.provenance.finetunes) {
-      p->set_finetune_graphs(p->finetune_graphs() + f.graphs);
-      p->set_finetune_measurements(p->finetune_measurements() + f.measurements);
-    }
-    p->set_synthetic_only(m.provenance.SyntheticOnly());
-    p->set_summary(m.provenance.Summary());
+    std::vector<int64_t> versions;
+    for (const ModelHandle& h : handles) versions.push_back(h.version);
+    EncodeModelInfo(collection, handles.front().version, handles.front().model->manifest, versions,
+                    response->add_models());
   }
   return grpc::Status::OK;
 }

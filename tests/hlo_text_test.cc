@@ -246,7 +246,7 @@ TEST_CASE("fuzz: mutated and truncated HLO text is an error or a module, never a
 }
 
 TEST_CASE("HLO text: a module of 40,000 instructions and several MB parses", "[hlo][text]") {
-  // Its speed is a figure in docs/results.md, not a timed test.
+  // Its speed is a benchmark's figure, not a timed test.
   std::string text = "HloModule big\nENTRY e {\n  a0 = f32[8,128]{1,0} parameter(0)\n";
   for (int i = 1; i < 40000; ++i)
     text += "  a" + std::to_string(i) + " = f32[8,128]{1,0} add(a" + std::to_string(i - 1) + ", a0), metadata={op_name=\"x\"}\n";

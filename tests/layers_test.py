@@ -27,7 +27,7 @@ MAY_USE = {
     "model/train": {"model/core", "model/store", "model/tools", "model/nn"},
     "model/bench": {"model/core", "model/store", "model/tools", "model/nn", "model/search", "model/synth",
                     "model/train"},
-    "proto": {"model/core", "model/hlo", "proto/tgraph/hlo"},
+    "proto": {"model/core", "model/store", "model/hlo", "proto/tgraph/hlo"},
     "client": {"model/core", "model/tools", "proto"},
     "server": {"model/core", "model/store", "model/tools", "model/nn", "model/search", "proto"},
 }

@@ -354,8 +354,7 @@ int RunBench() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
-  tgraph::ParseToolFlags(
-      argc, argv, "Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C] [--npz GRAPH.npz]");
-  return RunBench();
+  return tgraph::RunTorchTool(
+      argc, argv, "Benchmark the TGraph scoring function.\n  tgraph-bench-model [--nodes N] [--configs C] [--npz GRAPH.npz]",
+      RunBench);
 }

@@ -23,7 +23,7 @@
 // with it judges the others against a better best); and `noisy`, the same rounds with the
 // hardware's log runtime blurred by an error of --oracle_noise (a fraction of the runtime,
 // one draw per row) as the model's score, and the online correction as the loop has it:
-// how good a model the loop needs (docs/results.md "How good a model the target needs").
+// how good a model the loop needs.
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -614,10 +614,8 @@ int RunFarm() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
-  tgraph::ParseToolFlags(
-      argc, argv,
-      "A simulated autotuning farm: search strategies against the generator's cost model.\n"
-      "  tgraph-bench-search --registry REG --collection layout:xla:random --preset ci --seed 0");
-  return RunFarm();
+  return tgraph::RunTorchTool(argc, argv,
+                              "A simulated autotuning farm: search strategies against the generator's cost model.\n"
+                              "  tgraph-bench-search --registry REG --collection layout:xla:random --preset ci --seed 0",
+                              RunFarm);
 }

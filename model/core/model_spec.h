@@ -25,7 +25,7 @@ const char* ArchitectureName(Architecture a);
 // INVALID_ARGUMENT "architecture 'x' is unknown; expected tgraph or tpugraphs-baseline".
 absl::StatusOr<Architecture> ParseArchitecture(absl::string_view name);
 
-// The input of the cross-configuration softmax (docs/results.md, "Cross-attention"):
+// The input of the cross-configuration softmax:
 // kPaper: softmax(eta / T) over the configurations, as TGraph's 2.3 writes it;
 // kStandardized: eta standardised over the configurations first (per node and channel),
 // and the softmax weights scaled by the configuration count C, so that uniform weights
@@ -68,7 +68,7 @@ const char* PrecisionName(Precision p);  // "fp32", "bf16"
 // nodes: the peak a forward pass holds grows as nodes x configurations x hidden, at
 // 16 bytes per element in either precision, so precision is not an argument (measured with every node configurable, the
 // worst case: 14.7 in bf16, 13.2 in fp32, the slope of tgraph-bench-model's peak RSS
-// over N x C = 128k..512k at hidden 256, docs/results.md). Tile graphs score
+// over N x C = 128k..512k at hidden 256). Tile graphs score
 // configurations without per-node activations: 0.
 int64_t ActivationBytesPerConfig(const ModelSpec& spec, int64_t pruned_nodes);
 

@@ -243,11 +243,10 @@ std::string MajorToMinorTuple(const std::vector<int64_t>& minor_to_major) {
   return major.size() == 1 ? absl::StrCat("(", major[0], ",)") : absl::StrCat("(", absl::StrJoin(major, ", "), ")");
 }
 
-absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std::vector<int8_t>& row,
-                                              absl::string_view what, const Limits& limits) {
-  absl::StatusOr<ParsedText> parsed = Read(text, what, limits);
-  if (!parsed.ok()) return parsed.status();
-  const ParsedText& p = *parsed;
+namespace {
+
+// Checks `row` against the module: its size, its values, its legality (the layout space).
+absl::Status CheckRow(const ParsedText& p, const std::vector<int8_t>& row, absl::string_view what) {
   const std::vector<int64_t>& ids = p.graph.default_config_nodes;
   const size_t nc = ids.size();
   if (row.size() != nc * kConfigFeatDim)
@@ -262,94 +261,145 @@ absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std:
   const std::vector<std::string> configurable = InstructionNames(p.graph.nodes, ids);
   const LayoutSpace space = LayoutSpaceOf(p.graph.graph, ids, &p.graph.first_operands, &configurable);
   if (const std::string bad = FirstIllegalLayoutRow(space, row.data(), 1); !bad.empty()) return Illegal(what, bad);
+  return absl::OkStatus();
+}
 
-  AppliedLayouts out;
-  Handoff handoff(text, p, &out);
-  std::vector<Edit> edits;
-  std::unordered_set<std::string> names;  // every instruction name, for the copies' names
-  for (const auto& [id, inst] : p.by_id) names.insert(inst->name());
-  std::unordered_map<int64_t, Layout> set;  // instruction id -> the layout this apply gave it
-  const auto current = [&](const HloInstructionProto& inst) {
-    const auto it = set.find(inst.id());
-    return it != set.end() ? it->second : Written(inst);
-  };
-  const auto write_layout = [&](const HloInstructionProto& inst, const Layout& l, absl::string_view why) {
-    const InstructionText& t = p.map.at(inst.id());
-    edits.push_back({t.layout.begin, t.layout.end - t.layout.begin, LayoutText(l)});
-    set[inst.id()] = l;
-    ++out.layouts_written;
-    out.changes.push_back(absl::StrCat(inst.name(), ": ", why, " layout ", LayoutText(l)));
-  };
-
-  // Outputs first: the layouts instructions produce, which their users' groups then see.
-  const int64_t entry_root = EntryRoot(p.module);
-  for (size_t j = 0; j < nc; ++j) {
-    const HloInstructionProto& inst = *p.by_node[static_cast<size_t>(ids[j])];
-    const Layout prefix = Prefix(row.data() + j * kConfigFeatDim);
-    const Layout cur = current(inst);
-    if (prefix.empty() || StartsWith(cur, prefix)) continue;
-    if (!p.map.at(inst.id()).array_shape)  // the space gives a tuple no rank: unreachable, kept as a guard
-      return Illegal(what, absl::StrCat("output group of ", inst.name(), ": its shape is a tuple"));
-    const int64_t rank = inst.shape().dimensions_size();
-    const Layout full = Complete(prefix, cur, rank);
-    write_layout(inst, full, "output");
-    handoff.Output(inst, full, absl::StrCat(inst.name(), " output"));
-    const InstructionText& t = p.map.at(inst.id());
-    if (inst.id() != entry_root || !t.root) continue;
-    // The program's result keeps its layout (the one written, else the default): a
-    // copy back to it becomes the root, as layout assignment would add.
-    const std::string name = UniqueName(absl::StrCat(inst.name(), ".result"), &names);
-    size_t root_word = 4;  // "ROOT" and the spaces after it
-    while (t.start + root_word < text.size() && text[t.start + root_word] == ' ') ++root_word;
-    edits.push_back({t.start, root_word, ""});
-    edits.push_back({t.end, 0,
-                     absl::StrCat("\n", IndentAt(text, t.start), "ROOT %", name, " = ", ShapeText(text, &t, inst),
-                                  LayoutText(Complete({}, cur, rank)), " copy(%", inst.name(), ")")});
-    ++out.copies;
-    out.changes.push_back(absl::StrCat(inst.name(), ": the program's result, kept in layout ",
-                                       LayoutText(Complete({}, cur, rank)), " by a copy ", name, " (the new ROOT)"));
+// A legal row's edits of the text, made in two steps: the configurable instructions'
+// own layouts (Outputs), then the layouts their operands arrive in (Operands), which
+// see the outputs set first.
+class RowWriter {
+ public:
+  RowWriter(absl::string_view text, const ParsedText& p, const std::vector<int8_t>& row, absl::string_view what)
+      : text_(text), p_(p), row_(row), what_(what), handoff_(text, p, &out_) {
+    for (const auto& [id, inst] : p.by_id) names_.insert(inst->name());
   }
 
-  for (size_t j = 0; j < nc; ++j) {
-    const HloInstructionProto& user = *p.by_node[static_cast<size_t>(ids[j])];
+  absl::Status Outputs();
+  absl::Status Operands();
+  absl::StatusOr<AppliedLayouts> Finish() {
+    absl::StatusOr<std::string> edited = ApplyEdits(text_, std::move(edits_));
+    if (!edited.ok()) return edited.status();
+    out_.text = std::move(*edited);
+    return std::move(out_);
+  }
+
+ private:
+  Layout Current(const HloInstructionProto& inst) const {
+    const auto it = set_.find(inst.id());
+    return it != set_.end() ? it->second : Written(inst);
+  }
+  void WriteLayout(const HloInstructionProto& inst, const Layout& l, absl::string_view why) {
+    const InstructionText& t = p_.map.at(inst.id());
+    edits_.push_back({t.layout.begin, t.layout.end - t.layout.begin, LayoutText(l)});
+    set_[inst.id()] = l;
+    ++out_.layouts_written;
+    out_.changes.push_back(absl::StrCat(inst.name(), ": ", why, " layout ", LayoutText(l)));
+  }
+  // The entry's root changed layout: a copy back to the program's result layout.
+  void KeepResultLayout(const HloInstructionProto& inst, const Layout& before);
+  const HloInstructionProto& Configurable(size_t j) const {
+    return *p_.by_node[static_cast<size_t>(p_.graph.default_config_nodes[j])];
+  }
+  const int8_t* Group(size_t j, int g) const { return row_.data() + j * kConfigFeatDim + g * kLayoutSlots; }
+
+  absl::string_view text_;
+  const ParsedText& p_;
+  const std::vector<int8_t>& row_;
+  absl::string_view what_;
+  AppliedLayouts out_;
+  Handoff handoff_;
+  std::vector<Edit> edits_;
+  std::unordered_set<std::string> names_;  // every instruction name, for the copies' names
+  std::unordered_map<int64_t, Layout> set_;  // instruction id -> the layout this apply gave it
+};
+
+absl::Status RowWriter::Outputs() {
+  const int64_t entry_root = EntryRoot(p_.module);
+  for (size_t j = 0; j < p_.graph.default_config_nodes.size(); ++j) {
+    const HloInstructionProto& inst = Configurable(j);
+    const Layout prefix = Prefix(Group(j, 0));
+    const Layout cur = Current(inst);
+    if (prefix.empty() || StartsWith(cur, prefix)) continue;
+    if (!p_.map.at(inst.id()).array_shape)  // the space gives a tuple no rank: unreachable, kept as a guard
+      return Illegal(what_, absl::StrCat("output group of ", inst.name(), ": its shape is a tuple"));
+    const Layout full = Complete(prefix, cur, inst.shape().dimensions_size());
+    WriteLayout(inst, full, "output");
+    handoff_.Output(inst, full, absl::StrCat(inst.name(), " output"));
+    if (inst.id() == entry_root && p_.map.at(inst.id()).root) KeepResultLayout(inst, cur);
+  }
+  return absl::OkStatus();
+}
+
+void RowWriter::KeepResultLayout(const HloInstructionProto& inst, const Layout& before) {
+  const InstructionText& t = p_.map.at(inst.id());
+  const Layout result = Complete({}, before, inst.shape().dimensions_size());
+  const std::string name = UniqueName(absl::StrCat(inst.name(), ".result"), &names_);
+  size_t root_word = 4;  // "ROOT" and the spaces after it
+  while (t.start + root_word < text_.size() && text_[t.start + root_word] == ' ') ++root_word;
+  edits_.push_back({t.start, root_word, ""});
+  edits_.push_back({t.end, 0,
+                    absl::StrCat("\n", IndentAt(text_, t.start), "ROOT %", name, " = ", ShapeText(text_, &t, inst),
+                                 LayoutText(result), " copy(%", inst.name(), ")")});
+  ++out_.copies;
+  out_.changes.push_back(absl::StrCat(inst.name(), ": the program's result, kept in layout ", LayoutText(result),
+                                      " by a copy ", name, " (the new ROOT)"));
+}
+
+absl::Status RowWriter::Operands() {
+  for (size_t j = 0; j < p_.graph.default_config_nodes.size(); ++j) {
+    const HloInstructionProto& user = Configurable(j);
     for (int g = 1; g < kConfigGroups; ++g) {
-      const Layout prefix = Prefix(row.data() + j * kConfigFeatDim + g * kLayoutSlots);
+      const Layout prefix = Prefix(Group(j, g));
       if (prefix.empty()) continue;
       const int k = g - 1;  // input: operand 0, kernel: operand 1
-      const HloInstructionProto& producer = *p.by_id.at(user.operand_ids(k));  // the space checked it exists
+      const HloInstructionProto& producer = *p_.by_id.at(user.operand_ids(k));  // the space checked it exists
       // A tuple element used as `%x#k` has no line of its own (hlo_text.h): like a
       // parameter, it is never edited; a copy takes the layout.
-      const auto line = p.map.find(producer.id());
-      const InstructionText* pt = line == p.map.end() ? nullptr : &line->second;
+      const auto line = p_.map.find(producer.id());
+      const InstructionText* pt = line == p_.map.end() ? nullptr : &line->second;
       if (producer.shape().element_type() == xla::TUPLE)
-        return Illegal(what, absl::StrCat(LayoutGroupName(g), " group of ", user.name(), ": its operand ",
-                                          producer.name(), " is a tuple"));
-      const Layout cur = current(producer);
+        return Illegal(what_, absl::StrCat(LayoutGroupName(g), " group of ", user.name(), ": its operand ",
+                                           producer.name(), " is a tuple"));
+      const Layout cur = Current(producer);
       if (StartsWith(cur, prefix)) continue;
       const Layout full = Complete(prefix, cur, producer.shape().dimensions_size());
-      handoff.Operand(producer, full, absl::StrCat(user.name(), " ", LayoutGroupName(g)));
+      handoff_.Operand(producer, full, absl::StrCat(user.name(), " ", LayoutGroupName(g)));
       if (cur.empty() && producer.opcode() != "parameter" && pt) {
-        write_layout(producer, full, absl::StrCat(LayoutGroupName(g), " of ", user.name(), ":"));
+        WriteLayout(producer, full, absl::StrCat(LayoutGroupName(g), " of ", user.name(), ":"));
         continue;
       }
       // A copy into the layout the user asks for, just before the user.
-      const std::string name = UniqueName(absl::StrCat(producer.name(), ".", LayoutGroupName(g), ".", user.name()), &names);
-      const std::string shape = absl::StrCat(ShapeText(text, pt, producer), LayoutText(full));
-      const InstructionText& ut = p.map.at(user.id());
-      edits.push_back({ut.start, 0,
-                       absl::StrCat("%", name, " = ", shape, " copy(%", producer.name(), ")\n", IndentAt(text, ut.start))});
+      const std::string name =
+          UniqueName(absl::StrCat(producer.name(), ".", LayoutGroupName(g), ".", user.name()), &names_);
+      const std::string shape = absl::StrCat(ShapeText(text_, pt, producer), LayoutText(full));
+      const InstructionText& ut = p_.map.at(user.id());
+      edits_.push_back({ut.start, 0, absl::StrCat("%", name, " = ", shape, " copy(%", producer.name(), ")\n",
+                                                  IndentAt(text_, ut.start))});
       const TextSpan operand = ut.operands.at(static_cast<size_t>(k));
-      const bool shape_written = text.substr(operand.begin, operand.end - operand.begin).find('[') != absl::string_view::npos;
-      edits.push_back({operand.begin, operand.end - operand.begin, absl::StrCat(shape_written ? shape + " " : "", "%", name)});
-      ++out.copies;
-      out.changes.push_back(absl::StrCat(user.name(), ": ", LayoutGroupName(g), " (operand ", k, ", ", producer.name(),
-                                         ") through a copy ", name, " with layout ", LayoutText(full)));
+      const bool shape_written =
+          text_.substr(operand.begin, operand.end - operand.begin).find('[') != absl::string_view::npos;
+      edits_.push_back(
+          {operand.begin, operand.end - operand.begin, absl::StrCat(shape_written ? shape + " " : "", "%", name)});
+      ++out_.copies;
+      out_.changes.push_back(absl::StrCat(user.name(), ": ", LayoutGroupName(g), " (operand ", k, ", ",
+                                          producer.name(), ") through a copy ", name, " with layout ",
+                                          LayoutText(full)));
     }
   }
-  absl::StatusOr<std::string> edited = ApplyEdits(text, std::move(edits));
-  if (!edited.ok()) return edited.status();
-  out.text = std::move(*edited);
-  return out;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<AppliedLayouts> ApplyLayoutRow(absl::string_view text, const std::vector<int8_t>& row,
+                                              absl::string_view what, const Limits& limits) {
+  absl::StatusOr<ParsedText> parsed = Read(text, what, limits);
+  if (!parsed.ok()) return parsed.status();
+  if (absl::Status s = CheckRow(*parsed, row, what); !s.ok()) return s;
+  RowWriter writer(text, *parsed, row, what);
+  if (absl::Status s = writer.Outputs(); !s.ok()) return s;
+  if (absl::Status s = writer.Operands(); !s.ok()) return s;
+  return writer.Finish();
 }
 
 absl::StatusOr<std::vector<int8_t>> WrittenLayoutRow(absl::string_view text, absl::string_view what) {

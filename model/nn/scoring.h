@@ -27,8 +27,7 @@
 // The reference runs in groups (ScoringOptions::reference_groups, the manifest's: the
 // size of a training batch each), each its own softmax; a configuration's attention
 // weights are the mean over the groups, which gives in one pass the average over
-// training-sized contexts that TTA took many passes for (docs/results.md, "One pass
-// against a reference").
+// training-sized contexts that TTA took many passes for.
 //
 // Folds are averaged on a common scale: the pairwise ranking loss is shift- and
 // scale-free, so each fold learns its own offset and scale, and a plain mean would follow

@@ -158,7 +158,18 @@ class Searcher {
   std::vector<Row> Breed(int64_t n);
   bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
   void RecordTheReference();
+  // The best rows by fitness, scored by every fold and ordered: Finish's steps.
   SearchResult Finish(SearchResult r);
+  std::vector<const Scored*> Finalists();
+  // Their scores by every fold against the reference (the correction added) and the
+  // folds' spread; false when cancelled.
+  bool ScoreByEveryFold(const std::vector<const Scored*>& picked, std::vector<double>* score,
+                        std::vector<double>* spread);
+  // spread_proposals: `order`'s first `wanted` picked one at a time, each with the
+  // uncertainty left once those before it are measured (its score updated so); the rest
+  // in the order that leaves. False when cancelled.
+  bool SpreadPicks(const std::vector<const Scored*>& picked, size_t wanted, std::vector<double>* score,
+                   std::vector<size_t>* order);
 
   const std::vector<FoldModel>& folds_;
   const GraphTensors& graph_;
@@ -343,7 +354,7 @@ SearchResult Searcher::Run() {
 // scores as members; each fold's scores standardised by its scores of the reference, then
 // averaged): the first fold's are the fitness already computed, the others record the
 // reference once each. The best `results` of them.
-SearchResult Searcher::Finish(SearchResult r) {
+std::vector<const Scored*> Searcher::Finalists() {
   std::sort(evaluated_.begin(), evaluated_.end(), Better);
   const int64_t finalists = o_.finalists > 0 ? o_.finalists : std::max<int64_t>(2 * o_.results, 32);
   std::vector<const Scored*> picked;
@@ -351,7 +362,11 @@ SearchResult Searcher::Finish(SearchResult r) {
     if (static_cast<int64_t>(picked.size()) >= finalists) break;
     if (!excluded_.count(s.row)) picked.push_back(&s);
   }
-  if (picked.empty()) return r;
+  return picked;
+}
+
+bool Searcher::ScoreByEveryFold(const std::vector<const Scored*>& picked, std::vector<double>* score,
+                                std::vector<double>* spread) {
   const size_t n = picked.size();
   std::vector<double> sum(n), sum_sq(n);
   for (size_t i = 0; i < n; ++i) {  // the folds' own scores: the correction is added once, after
@@ -373,10 +388,7 @@ SearchResult Searcher::Finish(SearchResult r) {
     for (size_t k = 1; k < folds_.size(); ++k) {
       const RecordedReference rec = RecordReference(folds_[k], graph_, ref.rows, o_.scoring);
       const std::vector<double> q = ScoreAgainstRecorded(folds_[k], graph_, block.rows, queries, rec, o_.scoring);
-      if (q.size() != queries.size()) {
-        r.cancelled = true;
-        return r;
-      }
+      if (q.size() != queries.size()) return false;
       for (size_t i = 0, qi = 0; i < n; ++i) {
         double z;
         if (member[i] >= 0) {
@@ -391,49 +403,69 @@ SearchResult Searcher::Finish(SearchResult r) {
     }
   }
   const double k = static_cast<double>(models);
-  std::vector<double> score(n), spread(n);
+  score->assign(n, 0);
+  spread->assign(n, 0);
   for (size_t i = 0; i < n; ++i) {
-    score[i] = sum[i] / k;
-    spread[i] = std::sqrt(std::max(0.0, sum_sq[i] / k - score[i] * score[i]));
-    score[i] += Correction(picked[i]->row);
+    (*score)[i] = sum[i] / k;
+    (*spread)[i] = std::sqrt(std::max(0.0, sum_sq[i] / k - (*score)[i] * (*score)[i]));
+    (*score)[i] += Correction(picked[i]->row);
   }
+  return true;
+}
+
+bool Searcher::SpreadPicks(const std::vector<const Scored*>& picked, size_t wanted, std::vector<double>* score,
+                           std::vector<size_t>* order) {
+  const size_t n = picked.size();
+  const auto before = [&](size_t a, size_t b) {
+    return (*score)[a] != (*score)[b] ? (*score)[a] < (*score)[b] : picked[a]->row < picked[b]->row;
+  };
+  MeasuredCorrection pending = *o_.correction;
+  std::vector<double> known(n);  // the score without its exploration bonus
+  std::vector<MeasuredCorrection::RowState> state(n);
+  for (size_t i = 0; i < n; ++i) {
+    state[i] = pending.State(to_int8(picked[i]->row));
+    known[i] = (*score)[i] + exploration_ * pending.Uncertainty(state[i]);
+  }
+  const size_t spread = std::min<size_t>(wanted, kMaxSpreadProposals);
+  for (size_t k = 0; k <= spread && k < n; ++k) {
+    for (size_t i = k; i < n; ++i) {
+      const size_t at = (*order)[i];
+      pending.Refresh(to_int8(picked[at]->row), &state[at]);
+      (*score)[at] = known[at] - exploration_ * pending.Uncertainty(state[at]);
+    }
+    if (k == spread) {  // the rest, conditioned on every spread pick
+      std::sort(order->begin() + static_cast<std::ptrdiff_t>(k), order->end(), before);
+      break;
+    }
+    std::iter_swap(order->begin() + static_cast<std::ptrdiff_t>(k),
+                   std::min_element(order->begin() + static_cast<std::ptrdiff_t>(k), order->end(), before));
+    pending.AddPending(to_int8(picked[(*order)[k]]->row));
+    if (o_.scoring.cancelled && o_.scoring.cancelled()) return false;
+  }
+  return true;
+}
+
+SearchResult Searcher::Finish(SearchResult r) {
+  const std::vector<const Scored*> picked = Finalists();
+  if (picked.empty()) return r;
+  std::vector<double> score, spread;
+  if (!ScoreByEveryFold(picked, &score, &spread)) {
+    r.cancelled = true;
+    return r;
+  }
+  const size_t n = picked.size();
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  const auto before = [&](size_t a, size_t b) {
-    return score[a] != score[b] ? score[a] < score[b] : picked[a]->row < picked[b]->row;
-  };
   const size_t wanted = std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results)));
   if (o_.correction && exploration_ > 0 && o_.spread_proposals) {
-    // One at a time: each pick's uncertainty conditioned on the picks before it, every
-    // finalist's kept up to date (RowState) as the picks become pending. Past
-    // kMaxSpreadProposals picks, the rest in the order the uncertainty left then gives.
-    MeasuredCorrection pending = *o_.correction;
-    std::vector<double> known(n);  // the score without its exploration bonus
-    std::vector<MeasuredCorrection::RowState> state(n);
-    for (size_t i = 0; i < n; ++i) {
-      state[i] = pending.State(to_int8(picked[i]->row));
-      known[i] = score[i] + exploration_ * pending.Uncertainty(state[i]);
-    }
-    const size_t spread = std::min<size_t>(wanted, kMaxSpreadProposals);
-    for (size_t k = 0; k <= spread && k < n; ++k) {
-      for (size_t i = k; i < n; ++i) {
-        pending.Refresh(to_int8(picked[order[i]]->row), &state[order[i]]);
-        score[order[i]] = known[order[i]] - exploration_ * pending.Uncertainty(state[order[i]]);
-      }
-      if (k == spread) {  // the rest, conditioned on every spread pick
-        std::sort(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before);
-        break;
-      }
-      std::iter_swap(order.begin() + static_cast<std::ptrdiff_t>(k),
-                     std::min_element(order.begin() + static_cast<std::ptrdiff_t>(k), order.end(), before));
-      pending.AddPending(to_int8(picked[order[k]]->row));
-      if (o_.scoring.cancelled && o_.scoring.cancelled()) {
-        r.cancelled = true;
-        return r;
-      }
+    if (!SpreadPicks(picked, wanted, &score, &order)) {
+      r.cancelled = true;
+      return r;
     }
   } else {
-    std::sort(order.begin(), order.end(), before);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      return score[a] != score[b] ? score[a] < score[b] : picked[a]->row < picked[b]->row;
+    });
   }
   order.resize(wanted);
   for (size_t i : order) {

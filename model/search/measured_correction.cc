@@ -10,55 +10,81 @@
 
 namespace tgraph {
 
-absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int8_t>& rows,
-                                                           const std::vector<int64_t>& runtimes, int64_t nc,
-                                                           double ridge) {
-  const int64_t row_bytes = nc * kConfigFeatDim;
+namespace {
+
+absl::Status CheckFitInputs(const std::vector<int8_t>& rows, const std::vector<int64_t>& runtimes, int64_t nc,
+                            double ridge) {
   const int64_t count = static_cast<int64_t>(runtimes.size());
-  if (nc <= 0 || static_cast<int64_t>(rows.size()) != count * row_bytes)
+  if (nc <= 0 || static_cast<int64_t>(rows.size()) != count * nc * kConfigFeatDim)
     return absl::InvalidArgumentError(absl::StrCat("measured rows: ", rows.size(), " values for ", count,
                                                    " runtimes of ", nc, " configurable nodes (expected ",
                                                    count * std::max<int64_t>(nc, 0) * kConfigFeatDim, ")"));
-  if (count < kMinMeasurements)
-    return absl::InvalidArgumentError(
-        absl::StrCat("measured rows: ", count, " measurements, at least ", kMinMeasurements, " needed"));
+  if (count < MeasuredCorrection::kMinMeasurements)
+    return absl::InvalidArgumentError(absl::StrCat("measured rows: ", count, " measurements, at least ",
+                                                   MeasuredCorrection::kMinMeasurements, " needed"));
   if (!(ridge > 0)) return absl::InvalidArgumentError("ridge must be > 0");
   for (int64_t i = 0; i < count; ++i)
     if (runtimes[i] <= 0)
       return absl::InvalidArgumentError(absl::StrCat("measured runtime ", i, " is ", runtimes[i], ", expected > 0"));
+  return absl::OkStatus();
+}
 
-  // The fastest kMaxMeasurements (ties by position): the region a search works in.
+// The rows fitted: the fastest kMaxMeasurements (ties by position), the region a search
+// works in, with their log runtimes standardised.
+struct FitTargets {
+  std::vector<const int8_t*> rows;
+  std::vector<double> y;
+  double spread_share = 1;  // the log runtimes' spread over the unit it is divided by
+};
+
+FitTargets FastestTargets(const std::vector<int8_t>& rows, const std::vector<int64_t>& runtimes, int64_t nc) {
+  const int64_t count = static_cast<int64_t>(runtimes.size());
   std::vector<int64_t> order(static_cast<size_t>(count));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return runtimes[a] < runtimes[b]; });
-  order.resize(static_cast<size_t>(std::min(count, kMaxMeasurements)));
+  order.resize(static_cast<size_t>(std::min(count, MeasuredCorrection::kMaxMeasurements)));
   const size_t n = order.size();
-
-  auto row_of = [&](size_t i) { return &rows[static_cast<size_t>(order[i] * row_bytes)]; };
-  std::vector<double> y(n);
+  FitTargets t;
+  t.y.resize(n);
   double mean = 0;
   for (size_t i = 0; i < n; ++i) {
-    y[i] = std::log(static_cast<double>(runtimes[order[i]]));
-    mean += y[i] / static_cast<double>(n);
+    t.rows.push_back(&rows[static_cast<size_t>(order[i] * nc * kConfigFeatDim)]);
+    t.y[i] = std::log(static_cast<double>(runtimes[order[i]]));
+    mean += t.y[i] / static_cast<double>(n);
   }
   double var = 0;
-  for (double v : y) var += (v - mean) * (v - mean) / static_cast<double>(n);
-  const double sd = std::max(std::sqrt(var), kMinSpread);
-  const double spread_share = std::sqrt(var) / sd;  // 1 unless the floor holds
-  for (double& v : y) v = (v - mean) / sd;
+  for (double v : t.y) var += (v - mean) * (v - mean) / static_cast<double>(n);
+  const double sd = std::max(std::sqrt(var), MeasuredCorrection::kMinSpread);
+  t.spread_share = std::sqrt(var) / sd;  // 1 unless the floor holds
+  for (double& v : t.y) v = (v - mean) / sd;
+  return t;
+}
 
-  // Each group's distinct layouts among the fitted rows, and which one each row holds.
+}  // namespace
+
+absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int8_t>& rows,
+                                                           const std::vector<int64_t>& runtimes, int64_t nc,
+                                                           double ridge) {
+  if (absl::Status s = CheckFitInputs(rows, runtimes, nc, ridge); !s.ok()) return s;
+  FitTargets t = FastestTargets(rows, runtimes, nc);
   MeasuredCorrection c;
-  c.measurements_ = static_cast<int64_t>(n);
+  c.measurements_ = static_cast<int64_t>(t.rows.size());
   c.groups_ = nc * kConfigGroups;
-  c.spread_share_ = spread_share;
+  c.spread_share_ = t.spread_share;
   c.ridge_ = ridge;
-  c.values_.resize(static_cast<size_t>(c.groups_));
-  c.value_of_.resize(static_cast<size_t>(c.groups_) * n);
-  for (int64_t g = 0; g < c.groups_; ++g) {
-    std::vector<Value>& values = c.values_[static_cast<size_t>(g)];
+  c.IndexLayouts(t.rows);
+  c.Solve(std::move(t.y));
+  return c;
+}
+
+void MeasuredCorrection::IndexLayouts(const std::vector<const int8_t*>& rows) {
+  const size_t n = rows.size();
+  values_.resize(static_cast<size_t>(groups_));
+  value_of_.resize(static_cast<size_t>(groups_) * n);
+  for (int64_t g = 0; g < groups_; ++g) {
+    std::vector<Value>& values = values_[static_cast<size_t>(g)];
     for (size_t i = 0; i < n; ++i) {
-      const int8_t* l = row_of(i) + g * kLayoutSlots;
+      const int8_t* l = rows[i] + g * kLayoutSlots;
       auto at = std::find_if(values.begin(), values.end(),
                              [&](const Value& v) { return std::memcmp(v.layout, l, kLayoutSlots) == 0; });
       if (at == values.end()) {
@@ -67,14 +93,17 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
         values.back().weight = 0;
         at = values.end() - 1;
       }
-      c.value_of_[static_cast<size_t>(g) * n + i] = static_cast<uint16_t>(at - values.begin());
+      value_of_[static_cast<size_t>(g) * n + i] = static_cast<uint16_t>(at - values.begin());
     }
   }
+}
 
+void MeasuredCorrection::Solve(std::vector<double> y) {
+  const size_t n = y.size();
   // K: the groups each pair of rows shares, counted over the value indices (vectorised).
   std::vector<uint32_t> shared(n * n, 0);
-  for (int64_t g = 0; g < c.groups_; ++g) {
-    const uint16_t* of = &c.value_of_[static_cast<size_t>(g) * n];
+  for (int64_t g = 0; g < groups_; ++g) {
+    const uint16_t* of = &value_of_[static_cast<size_t>(g) * n];
     for (size_t i = 0; i < n; ++i) {
       uint32_t* row = &shared[i * n];
       const uint16_t v = of[i];
@@ -84,11 +113,11 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
   // (K + ridge I) w = y, K symmetric positive semi-definite: Cholesky.
   std::vector<double> a(n * n);
   for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j <= i; ++j) a[i * n + j] = shared[i * n + j] + (i == j ? ridge : 0.0);
+    for (size_t j = 0; j <= i; ++j) a[i * n + j] = shared[i * n + j] + (i == j ? ridge_ : 0.0);
   for (size_t j = 0; j < n; ++j) {
     double d = a[j * n + j];
     for (size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
-    a[j * n + j] = std::sqrt(std::max(d, ridge));  // >= ridge in exact arithmetic
+    a[j * n + j] = std::sqrt(std::max(d, ridge_));  // >= ridge in exact arithmetic
     for (size_t i = j + 1; i < n; ++i) {
       double s = a[i * n + j];
       for (size_t k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
@@ -104,15 +133,14 @@ absl::StatusOr<MeasuredCorrection> MeasuredCorrection::Fit(const std::vector<int
     for (size_t k = i + 1; k < n; ++k) w[i] -= a[k * n + i] * w[k];
     w[i] /= a[i * n + i];
   }
-  c.chol_ = std::move(a);
-  c.targets_ = y;
-  c.dual_ = w;
+  chol_ = std::move(a);
+  targets_ = std::move(y);
+  dual_ = w;
   // A prediction is sum_i w_i x (groups shared with row i) = sum over groups of the
   // weights of the fitted rows holding the same layout there.
-  for (int64_t g = 0; g < c.groups_; ++g)
+  for (int64_t g = 0; g < groups_; ++g)
     for (size_t i = 0; i < n; ++i)
-      c.values_[static_cast<size_t>(g)][c.value_of_[static_cast<size_t>(g) * n + i]].weight += w[i];
-  return c;
+      values_[static_cast<size_t>(g)][value_of_[static_cast<size_t>(g) * n + i]].weight += w[i];
 }
 
 MeasuredCorrection::RowState MeasuredCorrection::State(const int8_t* row) const {

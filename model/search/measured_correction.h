@@ -8,8 +8,8 @@
 // the fit needs no feature table, only the rows. A prediction is in standard deviations
 // of the measured log runtimes, lower meaning faster, 0 the measurements' mean; it
 // shrinks towards 0 for rows unlike any measured one and for few measurements (the
-// ridge penalty). On the simulated farm (docs/results.md "A simulated farm"), three
-// times this added to the fitness found faster configurations on every test split.
+// ridge penalty), so that the search follows what the graph's own measurements say
+// where the model has not learned it.
 //
 // Bounded: at most kMaxMeasurements rows are fitted (the fastest, when given more): each
 // group's layouts numbered (2 bytes per group and fitted row, a fifth of the rows' own
@@ -48,7 +48,7 @@ class MeasuredCorrection {
   // The unit of a prediction: the measured log runtimes' standard deviation, but never
   // less than this (1% of the runtime). Where every measurement lies within a fraction of
   // a percent of the others, what separates them is mostly noise (the real unet_3d
-  // files' configurations differ by 2e-5, their noise, docs/results.md): standardised,
+  // files' configurations differ by 2e-5, about their noise): standardised,
   // that noise would outweigh the model's scores; this keeps it as small as it is.
   static constexpr double kMinSpread = 0.01;
 
@@ -102,6 +102,11 @@ class MeasuredCorrection {
     int8_t layout[kLayoutSlots];
     double weight;  // the dual weights of the fitted rows with this layout in this group
   };
+  // Fit's steps: each group's distinct layouts among the fitted rows and which one each
+  // row holds; then the kernel of shared groups, its Cholesky factor and the dual
+  // weights of the standardised targets `y`, summed per layout.
+  void IndexLayouts(const std::vector<const int8_t*>& rows);
+  void Solve(std::vector<double> y);
   int64_t measurements_ = 0;
   int64_t groups_ = 0;                     // nc x 3
   std::vector<std::vector<Value>> values_;  // per group

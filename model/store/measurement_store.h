@@ -1,6 +1,6 @@
 // The measurement store: runtimes an autotuning farm measured and reported, kept
 // durably on disk as a TpuGraphs dataset, so that tgraph-train and numpy read it as
-// they read any other (issue 12). Torch-free.
+// they read any other. Torch-free.
 //
 // Layout: <root>/npz/layout/<xla|nlp>/<random|default>/train/<graph_hash>.m<sequence>.<writer>.npz
 // (the collection's directories, not the report's source label),

@@ -15,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "model/tools/tool.h"
+
 namespace tgraph {
 
 // Help of the inference flags the server, tgraph-eval and tgraph-bench-model share
@@ -107,7 +109,7 @@ inline int64_t AvailableMemoryBytes() {
 // after each parallel region; OpenBLAS runs the matmuls on threads of its own. On a
 // small machine the spinning threads take the cores OpenBLAS needs (measured on 2
 // cores: 2.2x the server's throughput under load and 1.5x the training speed with
-// passive waiting; docs/results.md). libgomp reads OMP_WAIT_POLICY once, when it is
+// passive waiting). libgomp reads OMP_WAIT_POLICY once, when it is
 // loaded, so the only way to change it is before the process starts: when the
 // variable is unset, set it to PASSIVE and re-execute this binary (same pid, same
 // arguments). An explicit OMP_WAIT_POLICY is left alone. Call first thing in main().
@@ -124,6 +126,16 @@ inline void ReexecWithPassiveOpenMpWait(char** argv) {
   }
   execv("/proc/self/exe", argv);
   // exec failed (no /proc?): carry on with the spinning default.
+}
+
+// The main() of a tool that runs LibTorch and takes no positional argument:
+// ReexecWithPassiveOpenMpWait, ParseToolFlags (tool.h) with `usage`, then `run`, whose
+// exit status it returns.
+template <typename Run>
+int RunTorchTool(int argc, char** argv, const char* usage, Run run) {
+  ReexecWithPassiveOpenMpWait(argv);
+  ParseToolFlags(argc, argv, usage);
+  return run();
 }
 
 // The OpenMP wait policy this process runs with, for startup logs.

@@ -156,10 +156,9 @@ int Evaluate() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  tgraph::ReexecWithPassiveOpenMpWait(argv);  // see model/tools/cli.h
-  tgraph::ParseToolFlags(
+  return tgraph::RunTorchTool(
       argc, argv,
       "Evaluate a model on a split.\n"
-      "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)");
-  return Evaluate();
+      "  tgraph-eval --data ROOT --collection C --split valid (--registry REG [--version V] | --run_dir RUN)",
+      Evaluate);
 }

@@ -145,7 +145,10 @@ bool IsHeldOut(const int8_t* row, size_t bytes, double holdout, uint64_t seed) {
   return static_cast<double>(h % 1000000) < holdout * 1e6;
 }
 
-absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
+namespace {
+
+// The collection to fine-tune, once the options make sense.
+absl::StatusOr<Collection> CheckOptions(const FinetuneOptions& o) {
   absl::StatusOr<Collection> c = ParseCollection(o.collection);
   if (!c.ok()) return c.status();
   if (c->kind != CollectionKind::kLayout)
@@ -154,17 +157,20 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
     return absl::InvalidArgumentError("--steps >= 1, --holdout in (0, 1), --batch_configs >= 2 and --lr > 0");
   if (o.min_heldout_configs < 1) return absl::InvalidArgumentError("--min_heldout_configs must be at least 1");
   if (o.work_dir.empty()) return absl::InvalidArgumentError("finetune needs --run_dir (a work directory)");
-  const Registry registry(o.registry);
-  FinetuneResult result;
-  // The model to start from: the collection's latest version, or while it has none,
-  // --parent's (a new model of one's own started from another).
-  std::string from = c->name();
+  return c;
+}
+
+// The model to start from: the collection's latest version, or while it has none,
+// --parent's (a new model of one's own started from another); which, in `result`.
+absl::StatusOr<LoadedModel> ParentModel(const Registry& registry, const Collection& c, const FinetuneOptions& o,
+                                        FinetuneResult* result) {
+  std::string from = c.name();
   absl::StatusOr<int64_t> parent = registry.LatestVersion(from);
   if (!parent.ok() && parent.status().code() == absl::StatusCode::kNotFound && !o.parent.empty()) {
     absl::StatusOr<Collection> pc = ParseCollection(o.parent);
     if (!pc.ok()) return absl::InvalidArgumentError(absl::StrCat("--parent: ", pc.status().message()));
-    if (pc->kind != c->kind)
-      return absl::InvalidArgumentError(absl::StrCat("--parent ", o.parent, " is not of the kind of ", c->name()));
+    if (pc->kind != c.kind)
+      return absl::InvalidArgumentError(absl::StrCat("--parent ", o.parent, " is not of the kind of ", c.name()));
     from = pc->name();
     parent = registry.LatestVersion(from);
   }
@@ -174,9 +180,36 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
                                                                          "e.g. --parent layout:xla:random)"));
     return parent.status();
   }
-  result.parent_version = *parent;
-  result.parent_collection = from;
-  absl::StatusOr<LoadedModel> model = LoadModel(registry, from, *parent);
+  result->parent_version = *parent;
+  result->parent_collection = from;
+  return LoadModel(registry, from, *parent);
+}
+
+// The base data replayed beside the measurements (--data), its rows spilled past the
+// memory budget; none without --data.
+absl::StatusOr<BaseData> LoadBaseData(const FinetuneOptions& o, const Collection& c, const Manifest& pm) {
+  BaseData base;
+  if (o.base_data.empty()) return base;
+  LoadOptions lo;
+  lo.config_memory_bytes = o.config_memory_bytes;
+  absl::StatusOr<std::shared_ptr<ConfigSpill>> spill = ConfigSpill::Create(o.work_dir);
+  if (!spill.ok()) return spill.status();
+  lo.spill = *spill;
+  absl::StatusOr<std::vector<GraphData>> b = LoadCollectionData(o.base_data, c, {"train"}, lo);
+  if (!b.ok()) return b.status();
+  base.graphs = std::move(*b);
+  for (const GraphData& g : base.graphs) base.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
+  return base;
+}
+
+}  // namespace
+
+absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
+  absl::StatusOr<Collection> c = CheckOptions(o);
+  if (!c.ok()) return c.status();
+  const Registry registry(o.registry);
+  FinetuneResult result;
+  absl::StatusOr<LoadedModel> model = ParentModel(registry, *c, o, &result);
   if (!model.ok()) return model.status();
   const Manifest& pm = model->manifest;
 
@@ -201,21 +234,12 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   }
   for (const GraphData& g : s.train) s.train_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
   for (const GraphData& g : s.heldout) s.heldout_tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
-  BaseData base;
   std::error_code ec;
   fs::create_directories(o.work_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(o.work_dir, ": cannot create: ", ec.message()));
-  if (!o.base_data.empty()) {
-    LoadOptions lo;
-    lo.config_memory_bytes = o.config_memory_bytes;
-    absl::StatusOr<std::shared_ptr<ConfigSpill>> spill = ConfigSpill::Create(o.work_dir);
-    if (!spill.ok()) return spill.status();
-    lo.spill = *spill;
-    absl::StatusOr<std::vector<GraphData>> b = LoadCollectionData(o.base_data, *c, {"train"}, lo);
-    if (!b.ok()) return b.status();
-    base.graphs = std::move(*b);
-    for (const GraphData& g : base.graphs) base.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, pm.stats));
-  }
+  absl::StatusOr<BaseData> base_data = LoadBaseData(o, *c, pm);
+  if (!base_data.ok()) return base_data.status();
+  const BaseData& base = *base_data;
 
   result.parent_score = EnsembleTau(model->folds, s.heldout, s.heldout_tensors, pm);
   Manifest child = pm;
@@ -236,7 +260,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
   result.trained = true;
   if (o.progress)
     std::fprintf(stderr, "finetune %s: held-out tau %.4f (version %lld) -> %.4f on %lld configurations of %lld graphs\n",
-                 c->name().c_str(), result.parent_score, static_cast<long long>(*parent), result.child_score,
+                 c->name().c_str(), result.parent_score, static_cast<long long>(result.parent_version), result.child_score,
                  static_cast<long long>(s.heldout_configs), static_cast<long long>(result.graphs));
   // Not worse, and a real number: NaN weights or scores never get published.
   if (!(std::isfinite(result.child_score) && result.child_score >= result.parent_score)) {

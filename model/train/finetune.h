@@ -1,4 +1,4 @@
-// Fine-tuning on the farm's measurements (issue 12, part 2): warm-starts every fold of a
+// Fine-tuning on the farm's measurements: warm-starts every fold of a
 // collection's latest published version, trains a bounded number of steps on the
 // measured configurations of the measurement store (mixed with base training data when
 // given), and publishes a new version only if it ranks the held-out measured

@@ -52,7 +52,7 @@ ABSL_FLAG(bool, self_attention, true, "Channel-wise self-attention (ablation swi
 ABSL_FLAG(bool, cross_attention, true, "Cross-configuration attention (ablation switch)");
 ABSL_FLAG(std::string, cross_attention_form, "standardized",
           "The cross-attention softmax's input: standardized (eta standardised over the configurations, weights x C) "
-          "or paper (eta / T, TGraph 2.3 as written); docs/results.md compares them");
+          "or paper (eta / T, TGraph 2.3 as written)");
 ABSL_FLAG(bool, edges, true, "Message passing along graph edges (ablation switch)");
 ABSL_FLAG(int64_t, reference_configs, 256,
           "Configurations in the cross-attention reference a graph's scores are computed against, in validation and "

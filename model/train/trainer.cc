@@ -343,6 +343,96 @@ absl::StatusOr<FoldResult> FinishFold(const std::string& dir, RankingNet& net, F
   return r;
 }
 
+// A fold's network, optimizer and state, from its seed or its checkpoint, agreed on by
+// every rank; the log that rank 0 writes.
+struct FoldStart {
+  std::shared_ptr<RankingNet> net;
+  std::unique_ptr<torch::optim::AdamW> opt;
+  FoldState st;
+  std::optional<FoldLog> log;
+};
+
+absl::StatusOr<FoldStart> StartFold(const TrainOptions& o, int fold, const FoldData& d, const FoldSchedule& schedule,
+                                    const std::string& dir, bool writer) {
+  FoldStart f;
+  torch::manual_seed(o.seed * 1000 + static_cast<uint64_t>(fold));
+  f.net = MakeRankingNet(d.info.spec);
+  f.net->train();
+  f.opt = MakeOptimizer(*f.net, o.lr, o.weight_decay);
+  absl::StatusOr<FoldState> resumed = LoadCheckpoint(dir, *f.net, *f.opt);
+  if (!resumed.ok()) return resumed.status();
+  f.st = *resumed;
+  if (f.st.step > 0 && f.st.graphs_per_step != schedule.graphs_per_step)
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, ": the checkpoint was trained with --graphs_per_step ", f.st.graphs_per_step, ", not ",
+        schedule.graphs_per_step, "; resume with the same (on any number of ranks) or use a new --run_dir"));
+  f.st.graphs_per_step = schedule.graphs_per_step;
+  if (o.collective)
+    if (absl::Status s = AgreeOnStart(*o.collective, *f.net, f.st, dir); !s.ok()) return s;
+  if (o.progress && writer && f.st.step > 0)
+    std::fprintf(stderr, "fold %d: resuming at step %lld of %lld\n", fold, static_cast<long long>(f.st.step),
+                 static_cast<long long>(schedule.total));
+  if (writer) {
+    absl::StatusOr<FoldLog> opened = FoldLog::Open(dir + "/log.jsonl");
+    if (!opened.ok()) return opened.status();
+    f.log.emplace(std::move(*opened));
+  }
+  return f;
+}
+
+// Since the last validation: the loss, and where the time went (log.jsonl).
+struct Interval {
+  double loss_sum = 0, step_seconds = 0, allreduce_seconds = 0;
+  int64_t steps = 0;
+};
+
+using StepClock = std::chrono::steady_clock;
+double SecondsSince(StepClock::time_point t) { return std::chrono::duration<double>(StepClock::now() - t).count(); }
+
+// One step: this rank's graphs of the draw, the gradients summed over the ranks, one
+// update at `lr`; its loss and time added to `since`.
+void TrainStep(const TrainOptions& o, const FoldData& d, const StepDraw& draw, double lr, RankingNet& net,
+               torch::optim::AdamW& opt, Interval* since) {
+  const auto step_start = StepClock::now();
+  const double weight = 1.0 / static_cast<double>(draw.total);
+  opt.zero_grad();
+  double loss = 0;
+  for (const auto& [gi, rows] : draw.mine)
+    loss += AccumulateGradients(net, d.tensors[gi], d.p->graphs[gi], rows, weight, o.query_share);
+  if (o.collective) {
+    const auto t = StepClock::now();
+    loss = SumGradients(net, *o.collective, loss);
+    since->allreduce_seconds += SecondsSince(t);
+  }
+  ApplyGradients(net, opt, lr, o.clip_norm);
+  since->loss_sum += loss * weight;
+  since->step_seconds += SecondsSince(step_start);
+  ++since->steps;
+}
+
+// After a validation, on rank 0: the best weights, a checkpoint and the log's line.
+absl::Status RecordValidation(const std::string& dir, int fold, const FoldSchedule& schedule, FoldStart& f,
+                              bool better, double score, double lr, const Interval& done, double valid_seconds,
+                              double elapsed, int world) {
+  if (better)
+    if (absl::Status s = SaveWeights(*f.net, dir + "/best.npz"); !s.ok()) return s;
+  if (absl::Status s = SaveCheckpoint(dir, *f.net, *f.opt, f.st, elapsed); !s.ok()) return s;
+  const double per_step = 1.0 / static_cast<double>(std::max<int64_t>(1, done.steps));
+  f.log->Write({{"fold", fold},
+                {"epoch", static_cast<double>(f.st.step) / static_cast<double>(schedule.steps_per_epoch)},
+                {"step", f.st.step},
+                {"loss", done.loss_sum * per_step},
+                {"valid_score", std::isfinite(score) ? json(score) : json()},
+                {"best", std::isfinite(f.st.best) ? json(f.st.best) : json()},
+                {"lr", lr},
+                {"elapsed_s", elapsed},
+                {"step_s", done.step_seconds * per_step},
+                {"allreduce_s", done.allreduce_seconds * per_step},
+                {"valid_s", valid_seconds},
+                {"ranks", world}});
+  return absl::OkStatus();
+}
+
 absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold, std::shared_ptr<const RunData> loaded) {
   absl::StatusOr<FoldData> data = LoadFoldData(o, fold, std::move(loaded));
   if (!data.ok()) return data.status();
@@ -352,86 +442,40 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold, std::
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": create directory"));
-
-  // The network and optimizer, from the fold's seed or its checkpoint.
-  torch::manual_seed(o.seed * 1000 + static_cast<uint64_t>(fold));
-  std::shared_ptr<RankingNet> net = MakeRankingNet(d.info.spec);
-  net->train();
-  std::unique_ptr<torch::optim::AdamW> opt = MakeOptimizer(*net, o.lr, o.weight_decay);
-  absl::StatusOr<FoldState> resumed = LoadCheckpoint(dir, *net, *opt);
-  if (!resumed.ok()) return resumed.status();
-  FoldState st = *resumed;
-  if (st.step > 0 && st.graphs_per_step != schedule.graphs_per_step)
-    return absl::FailedPreconditionError(absl::StrCat(
-        dir, ": the checkpoint was trained with --graphs_per_step ", st.graphs_per_step, ", not ",
-        schedule.graphs_per_step, "; resume with the same (on any number of ranks) or use a new --run_dir"));
-  st.graphs_per_step = schedule.graphs_per_step;
-  Collective* const ranks = o.collective;
-  const int rank = ranks ? ranks->rank() : 0, world = ranks ? ranks->world_size() : 1;
+  const int rank = o.collective ? o.collective->rank() : 0, world = o.collective ? o.collective->world_size() : 1;
   const bool writer = rank == 0;  // rank 0 alone writes the fold's files and progress
-  if (ranks)
-    if (absl::Status s = AgreeOnStart(*ranks, *net, st, dir); !s.ok()) return s;
-  if (o.progress && writer && st.step > 0)
-    std::fprintf(stderr, "fold %d: resuming at step %lld of %lld\n", fold, static_cast<long long>(st.step),
-                 static_cast<long long>(schedule.total));
+  absl::StatusOr<FoldStart> started = StartFold(o, fold, d, schedule, dir, writer);
+  if (!started.ok()) return started.status();
+  FoldStart& f = *started;
+  FoldState& st = f.st;
 
-  std::optional<FoldLog> log;
-  if (writer) {
-    absl::StatusOr<FoldLog> opened = FoldLog::Open(dir + "/log.jsonl");
-    if (!opened.ok()) return opened.status();
-    log.emplace(std::move(*opened));
-  }
   const ScoringOptions so = ValidationScoring(o);
   BatchSampler sampler(o, fold, d.train, schedule);
   FoldProgress progress(fold, schedule.total, schedule.steps_per_epoch, schedule.epochs, st.step);
-  const auto start = std::chrono::steady_clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const auto start = StepClock::now();
   auto result = [&](bool completed) {
     FoldResult r;
     r.fold = fold;
     r.valid_score = st.best;
     r.best_step = st.best_step;
-    r.seconds = st.seconds_before + elapsed();
+    r.seconds = st.seconds_before + SecondsSince(start);
     r.peak_rss_bytes = PeakRssBytes();
     r.completed = completed;
     return r;
   };
-
   const int64_t start_step = st.step;
-  // Since the last validation: the loss, and where the time went (log.jsonl).
-  struct Interval {
-    double loss_sum = 0, step_seconds = 0, allreduce_seconds = 0;
-    int64_t steps = 0;
-  } since;
-  using Clock = std::chrono::steady_clock;
-  auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  Interval since;
   while (st.step < schedule.total) {
     if (o.stop_after_steps > 0 && st.step - start_step >= o.stop_after_steps) return result(false);
-    // One step: this rank's graphs, the gradients summed over the ranks, one update.
-    const auto step_start = Clock::now();
-    const StepDraw draw = sampler.Draw(st.step, d.p->graphs, rank, world);
     const double lr = LearningRate(o, st.step, schedule.total);
-    const double weight = 1.0 / static_cast<double>(draw.total);
-    opt->zero_grad();
-    double loss = 0;
-    for (const auto& [gi, rows] : draw.mine)
-      loss += AccumulateGradients(*net, d.tensors[gi], d.p->graphs[gi], rows, weight, o.query_share);
-    if (ranks) {
-      const auto t = Clock::now();
-      loss = SumGradients(*net, *ranks, loss);
-      since.allreduce_seconds += seconds_since(t);
-    }
-    ApplyGradients(*net, *opt, lr, o.clip_norm);
-    since.loss_sum += loss * weight;
-    since.step_seconds += seconds_since(step_start);
-    ++since.steps;
+    TrainStep(o, d, sampler.Draw(st.step, d.p->graphs, rank, world), lr, *f.net, *f.opt, &since);
     ++st.step;
     if (st.step % schedule.valid_interval != 0 && st.step != schedule.total) continue;
 
-    // Validation, the best weights, a checkpoint, the log and the progress line.
-    const auto valid_start = Clock::now();
-    const double score = Validate(*net, d.p->graphs, d.tensors, d.valid, d.valid_rows, so, ranks);
-    const double valid_seconds = seconds_since(valid_start);
+    // Validation, then the best weights, a checkpoint, the log and the progress line.
+    const auto valid_start = StepClock::now();
+    const double score = Validate(*f.net, d.p->graphs, d.tensors, d.valid, d.valid_rows, so, o.collective);
+    const double valid_seconds = SecondsSince(valid_start);
     const bool better = std::isfinite(score) && score > st.best;
     if (better) {
       st.best = score;
@@ -439,27 +483,16 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold, std::
     }
     const Interval done = std::exchange(since, Interval{});
     if (!writer) continue;
-    if (better)
-      if (absl::Status s = SaveWeights(*net, dir + "/best.npz"); !s.ok()) return s;
-    if (absl::Status s = SaveCheckpoint(dir, *net, *opt, st, st.seconds_before + elapsed()); !s.ok()) return s;
-    const double per_step = 1.0 / static_cast<double>(std::max<int64_t>(1, done.steps));
-    const double mean_loss = done.loss_sum * per_step;
-    log->Write({{"fold", fold},
-                {"epoch", static_cast<double>(st.step) / static_cast<double>(schedule.steps_per_epoch)},
-                {"step", st.step},
-                {"loss", mean_loss},
-                {"valid_score", std::isfinite(score) ? json(score) : json()},
-                {"best", std::isfinite(st.best) ? json(st.best) : json()},
-                {"lr", lr},
-                {"elapsed_s", st.seconds_before + elapsed()},
-                {"step_s", done.step_seconds * per_step},
-                {"allreduce_s", done.allreduce_seconds * per_step},
-                {"valid_s", valid_seconds},
-                {"ranks", world}});
-    if (o.progress) progress.Report(st.step, elapsed(), mean_loss, score, st.best);
+    const double elapsed = st.seconds_before + SecondsSince(start);
+    if (absl::Status s = RecordValidation(dir, fold, schedule, f, better, score, lr, done, valid_seconds, elapsed, world);
+        !s.ok())
+      return s;
+    if (o.progress)
+      progress.Report(st.step, SecondsSince(start), done.loss_sum / static_cast<double>(std::max<int64_t>(1, done.steps)),
+                      score, st.best);
   }
   if (!writer) return result(true);
-  return FinishFold(dir, *net, result(true), schedule.total);
+  return FinishFold(dir, *f.net, result(true), schedule.total);
 }
 
 }  // namespace

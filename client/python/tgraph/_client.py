@@ -293,7 +293,7 @@ class Client:
                    ("grpc.max_receive_message_length", max_message_bytes),
                    ("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_timeout_ms", 10000),
                    # Reconnect within about a second of a restarted server coming back
-                   # (gRPC's default backoff grows from 1 s to 120 s; docs/results.md, soak).
+                   # (gRPC's default backoff grows from 1 s to 120 s: a restart held calls for 10 s).
                    ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
                    ("grpc.max_reconnect_backoff_ms", 1000)]
         self.timeout = timeout
