@@ -10,6 +10,7 @@ build fast and never pull LibTorch in.
 Usage: layers_test.py SOURCE_DIR. Prints every offending include with its file and line;
 exits 1 when there is one."""
 import os
+import repo_check
 import re
 import sys
 
@@ -101,18 +102,5 @@ def check(src):
     return errors
 
 
-def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    errors = check(sys.argv[1])
-    for e in errors:
-        print(e)
-    if errors:
-        return 1
-    print("layers: every include follows the folder rule")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(repo_check.run(__doc__, check, "layers: every include follows the folder rule"))

@@ -6,6 +6,7 @@ and every file the block names exists.
 
 Usage: layout_test.py SOURCE_DIR. Prints what is missing or stale; exits 1 when anything is."""
 import os
+import repo_check
 import re
 import sys
 
@@ -69,18 +70,5 @@ def check(src):
     return errors
 
 
-def main():
-    if len(sys.argv) != 2:
-        print(__doc__)
-        return 2
-    errors = check(sys.argv[1])
-    for e in errors:
-        print(e)
-    if errors:
-        return 1
-    print("layout: the README names every source file, and only existing ones")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(repo_check.run(__doc__, check, "layout: the README names every source file, and only existing ones"))
