@@ -38,6 +38,7 @@ GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_
   e.opa = hidden ? nan : OrderedPairAccuracy(scores, target);
   for (int k = 0; k < 3; ++k) e.top_error[k] = hidden ? nan : TopKError(scores, target, kTopK[tile][k]);
   e.tile_score = tile && !hidden ? TileScore(scores, target) : nan;
+  e.to_within = tile && !hidden ? MeasurementsToWithin(scores, target, 0.01) : nan;
   if (!hidden && !spread.empty()) {
     const SpreadQuartiles q = RankErrorBySpread(scores, spread, target);
     std::copy(std::begin(q.rank_error), std::end(q.rank_error), e.spread_error);
@@ -57,12 +58,22 @@ GraphEval EvaluateScores(const std::string& name, int64_t nodes, int64_t pruned_
 
 void EvalReport::ComputeMean() {
   mean = GraphEval();
-  auto mean_of = [&](auto get) {
+  auto values = [&](auto get) {
     std::vector<double> v;
     for (const GraphEval& e : graphs) v.push_back(get(e));
-    return FiniteMean(v);
+    return v;
   };
+  auto mean_of = [&](auto get) { return FiniteMean(values(get)); };
+  auto median_of = [&](auto get) { return FiniteMedian(values(get)); };
+  median = GraphEval();
+  median.name = "median";
+  median.tau = median_of([](const GraphEval& e) { return e.tau; });
+  median.opa = median_of([](const GraphEval& e) { return e.opa; });
+  for (int k = 0; k < 3; ++k) median.top_error[k] = median_of([k](const GraphEval& e) { return e.top_error[k]; });
+  median.tile_score = median_of([](const GraphEval& e) { return e.tile_score; });
+  median.to_within = median_of([](const GraphEval& e) { return e.to_within; });
   mean.name = "mean";
+  mean.to_within = mean_of([](const GraphEval& e) { return e.to_within; });
   mean.tau = mean_of([](const GraphEval& e) { return e.tau; });
   mean.opa = mean_of([](const GraphEval& e) { return e.opa; });
   for (int k = 0; k < 3; ++k) mean.top_error[k] = mean_of([k](const GraphEval& e) { return e.top_error[k]; });
@@ -85,14 +96,19 @@ void EvalReport::ComputeMean() {
 std::string EvalReport::Table() const {
   const char* k = tile ? "top1/5/10 err" : "top1/10/100 err";
   std::string out = absl::StrFormat("%-36s %7s %7s %7s %8s %8s %26s%s\n", "graph", "nodes", "pruned", "configs", "tau",
-                                    "OPA", k, tile ? "   M_tile" : "");
+                                    "OPA", k, tile ? "   M_tile   to 1%" : "");
   auto row = [&](const GraphEval& e) {
     return absl::StrFormat("%-36s %7d %7d %7d %8s %8s %8s %8s %8s%s\n", e.name, e.nodes, e.pruned_nodes, e.configs,
                            Num(e.tau), Num(e.opa), Num(e.top_error[0]), Num(e.top_error[1]), Num(e.top_error[2]),
-                           tile ? " " + std::string(absl::StrFormat("%8s", Num(e.tile_score))) : "");
+                           tile ? absl::StrFormat(" %8s %7s", Num(e.tile_score), Num(e.to_within, "%.1f")) : "");
   };
   for (const GraphEval& e : graphs) out += row(e);
   out += row(mean);
+  if (tile) {
+    GraphEval m = median;
+    m.nodes = mean.nodes, m.pruned_nodes = mean.pruned_nodes, m.configs = mean.configs;
+    out += row(m);
+  }
   return out;
 }
 
@@ -126,6 +142,7 @@ std::string EvalReport::Json() const {
     const char* names[2][3] = {{"top1_error", "top10_error", "top100_error"}, {"top1_error", "top5_error", "top10_error"}};
     for (int k = 0; k < 3; ++k) g[names[tile][k]] = JsonNum(e.top_error[k]);
     if (tile) g["m_tile"] = JsonNum(e.tile_score);
+    if (tile) g["measurements_to_within_1pct"] = JsonNum(e.to_within);
     if (std::isfinite(e.cascade_recall)) g["cascade_recall"] = e.cascade_recall;
     if (std::isfinite(e.spread_error[0]))
       g["rank_error_by_spread_quartile"] = {e.spread_error[0], e.spread_error[1], e.spread_error[2], e.spread_error[3]};
@@ -134,6 +151,7 @@ std::string EvalReport::Json() const {
   j["graphs"] = nlohmann::json::array();
   for (const GraphEval& e : graphs) j["graphs"].push_back(obj(e));
   j["mean"] = obj(mean);
+  if (tile) j["median"] = obj(median);
   return j.dump(1);
 }
 

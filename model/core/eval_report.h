@@ -18,6 +18,9 @@ struct GraphEval {
   double tau = 0, opa = 0;
   double top_error[3] = {0, 0, 0};  // layout: K = 1, 10, 100; tile: K = 1, 5, 10
   double tile_score = 0;            // M_tile (tile only)
+  // Tile only: configurations measured in predicted order until one within 1% of the
+  // fastest (MeasurementsToWithin), what an autotuner that trusts the ranking spends.
+  double to_within = std::nan("");
   // The file's configuration indices, predicted fastest first: what a test split (hidden
   // runtimes) is evaluated for.
   std::vector<int64_t> ranking;
@@ -49,10 +52,11 @@ struct EvalReport {
   std::string split;
   bool tile = false;
   std::vector<GraphEval> graphs;
-  GraphEval mean;  // NaN-skipping means over graphs
+  GraphEval mean;    // NaN-skipping means over graphs
+  GraphEval median;  // medians over graphs (tau, OPA, top-K errors, M_tile, to_within), NaN skipped
   // A cascade evaluation's scoring time, cascade and full ensemble (seconds, all graphs).
   double cascade_seconds = 0, full_seconds = 0;
-  void ComputeMean();
+  void ComputeMean();  // mean and median
   std::string Table() const;
   std::string Json() const;
   // One line per graph, "collection,graph,ranking" with the ranking's configuration

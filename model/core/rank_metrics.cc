@@ -112,6 +112,43 @@ double TopKError(const std::vector<double>& scores, const std::vector<double>& r
   return best_k / best - 1.0;
 }
 
+double MeasurementsToWithin(const std::vector<double>& scores, const std::vector<double>& runtimes,
+                            double tolerance) {
+  if (scores.empty() || runtimes.size() != scores.size()) return kNaN;
+  const double best = *std::min_element(runtimes.begin(), runtimes.end());
+  if (!(best > 0)) return kNaN;
+  const std::vector<int64_t> order = RankByScore(scores);
+  for (size_t i = 0; i < order.size(); ++i)
+    if (runtimes[static_cast<size_t>(order[i])] <= (1.0 + tolerance) * best) return static_cast<double>(i + 1);
+  return kNaN;  // unreachable: the fastest is within any tolerance >= 0
+}
+
+double ExpectedRandomTopKError(const std::vector<double>& runtimes, int64_t k) {
+  const int64_t n = static_cast<int64_t>(runtimes.size());
+  if (n == 0) return kNaN;
+  k = std::clamp<int64_t>(k, 1, n);
+  std::vector<double> r = runtimes;
+  std::sort(r.begin(), r.end(), TotalLess);
+  if (!(r[0] > 0)) return kNaN;
+  // P(the minimum of k draws is the i-th smallest) = C(n-1-i, k-1) / C(n, k), i from 0.
+  const auto log_choose = [](int64_t a, int64_t b) {
+    return std::lgamma(double(a) + 1) - std::lgamma(double(b) + 1) - std::lgamma(double(a - b) + 1);
+  };
+  const double denominator = log_choose(n, k);
+  double expected = 0;
+  for (int64_t i = 0; i + k <= n; ++i) expected += std::exp(log_choose(n - 1 - i, k - 1) - denominator) * r[i];
+  return expected / r[0] - 1.0;
+}
+
+double ExpectedRandomMeasurementsToWithin(const std::vector<double>& runtimes, double tolerance) {
+  if (runtimes.empty()) return kNaN;
+  const double best = *std::min_element(runtimes.begin(), runtimes.end());
+  if (!(best > 0)) return kNaN;
+  const double good = static_cast<double>(
+      std::count_if(runtimes.begin(), runtimes.end(), [&](double r) { return r <= (1.0 + tolerance) * best; }));
+  return (static_cast<double>(runtimes.size()) + 1.0) / (good + 1.0);
+}
+
 double TileScore(const std::vector<double>& scores, const std::vector<double>& runtimes) {
   return 1.0 - TopKError(scores, runtimes, 5);
 }
@@ -129,6 +166,14 @@ std::vector<int64_t> OfficialEvalSubset(const std::vector<double>& runtimes, int
   out.reserve(size);
   for (int64_t i = 0; i < size; ++i) out.push_back(order[i * (n - 1) / (size - 1)]);
   return out;
+}
+
+double FiniteMedian(std::vector<double> values) {
+  values.erase(std::remove_if(values.begin(), values.end(), [](double v) { return !std::isfinite(v); }), values.end());
+  if (values.empty()) return std::nan("");
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
 double FiniteMean(const std::vector<double>& values) {

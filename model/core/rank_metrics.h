@@ -33,6 +33,19 @@ double TopKError(const std::vector<double>& scores, const std::vector<double>& r
 //        = 1 - TopKError(k = 5).
 double TileScore(const std::vector<double>& scores, const std::vector<double>& runtimes);
 
+// Measurements an autotuner makes when it measures configurations in score order (ties
+// by index) until one runs within `tolerance` of the fastest (runtime <= (1 + tolerance)
+// x best): that one's 1-based position. NaN when the best runtime is 0 or n == 0.
+double MeasurementsToWithin(const std::vector<double>& scores, const std::vector<double>& runtimes,
+                            double tolerance = 0.01);
+
+// What a uniformly random order gives, in expectation over all orders: top-K error
+// (E[min of k runtimes drawn without replacement] / best - 1) and measurements until one
+// within tolerance of the fastest ((n + 1) / (g + 1) for g such configurations). NaN as
+// above.
+double ExpectedRandomTopKError(const std::vector<double>& runtimes, int64_t k);
+double ExpectedRandomMeasurementsToWithin(const std::vector<double>& runtimes, double tolerance = 0.01);
+
 // The official layout evaluation subset: configurations sorted by runtime (stable, by
 // index on ties) and every m-th taken, positions round_down(i (n-1) / (size-1)) for
 // i = 0..size-1, so the fastest and the slowest are always in. Returns config indices,
@@ -51,6 +64,8 @@ SpreadQuartiles RankErrorBySpread(const std::vector<double>& scores, const std::
 
 // Mean of the finite values (NaN-skipping); NaN when there are none.
 double FiniteMean(const std::vector<double>& values);
+// The median of the finite values; NaN when there are none.
+double FiniteMedian(std::vector<double> values);
 
 // Ranking: config indices sorted by score, fastest first (ties by index; NaN scores
 // last), cut to top_k when top_k > 0.

@@ -4,6 +4,7 @@
 //   tgraph-featurize layout --in MODULE_TUNING_DATA.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]
 //   tgraph-featurize tile   --in TUNING_DATA.pb --out_dir DIR
 //   tgraph-featurize apply  --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo
+//   tgraph-featurize tiles  --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,10 +13,12 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "model/core/dataset.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/hlo/apply_layouts.h"
 #include "model/hlo/featurize.h"
+#include "model/hlo/tile_ingest.h"
 #include "model/tools/tool.h"
 
 ABSL_FLAG(std::string, in, "", "Input: an HLO module (module), a ModuleTuningData (layout) or a TuningData (tile)");
@@ -28,6 +31,15 @@ ABSL_FLAG(int64_t, max_instructions, 200000, "Refuse modules with more instructi
 ABSL_FLAG(std::string, configs, "",
           "apply: layout rows, .npy or .npz (node_config_feat), shape (c, nc, 18) or (nc, 18), configurable nodes "
           "in --nodes_tsv order (e.g. tgraph-client search --out)");
+ABSL_FLAG(std::string, csv, "", "tiles: the measurements (dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms)");
+ABSL_FLAG(std::string, hlo_dir, "", "tiles: the folder of each problem's HLO text, gemm_<dtype>_<M>x<N>x<K>.hlo");
+ABSL_FLAG(std::string, out_root, "", "tiles: the data root to write the collection npz/tile/@NAME into");
+ABSL_FLAG(std::string, name, "h100-triton", "tiles: the collection's name (tile@NAME)");
+ABSL_FLAG(std::string, gpu, "NVIDIA H100 80GB HBM3", "tiles: the GPU the measurements were taken on");
+ABSL_FLAG(int64_t, sm_count, 132, "tiles: the GPU's streaming multiprocessors (132 on an H100 SXM)");
+ABSL_FLAG(uint64_t, split_seed, 0, "tiles: shuffles the shapes (M, N, K) before they are split");
+ABSL_FLAG(int64_t, test_shapes, 6, "tiles: shapes held out as the test split (every dtype of each)");
+ABSL_FLAG(int64_t, valid_shapes, 6, "tiles: shapes in the valid split");
 ABSL_FLAG(int64_t, row, 0, "apply: which row of --configs to write into the module (0 = the first)");
 
 namespace {
@@ -179,6 +191,34 @@ void PrintHandoff(const tgraph::hlo::AppliedLayouts& a) {
   for (const std::string& h : a.needs_hook) std::printf("  %s\n", h.c_str());
 }
 
+// Real tile measurements (a CSV and each problem's HLO) -> a tile collection of one's own.
+int Tiles() {
+  tgraph::hlo::TileIngestOptions o;
+  o.csv = absl::GetFlag(FLAGS_csv);
+  o.hlo_dir = absl::GetFlag(FLAGS_hlo_dir);
+  o.out_root = absl::GetFlag(FLAGS_out_root);
+  if (o.csv.empty() || o.hlo_dir.empty() || o.out_root.empty())
+    return Fail(UsageError("tiles needs --csv MEASUREMENTS.csv, --hlo_dir DIR and --out_root ROOT"));
+  o.name = absl::GetFlag(FLAGS_name);
+  o.gpu = absl::GetFlag(FLAGS_gpu);
+  o.sm_count = absl::GetFlag(FLAGS_sm_count);
+  o.split_seed = absl::GetFlag(FLAGS_split_seed);
+  o.test_shapes = absl::GetFlag(FLAGS_test_shapes);
+  o.valid_shapes = absl::GetFlag(FLAGS_valid_shapes);
+  absl::StatusOr<tgraph::hlo::TileIngestSummary> s = tgraph::hlo::IngestTileMeasurements(o);
+  if (!s.ok()) return Fail(s.status());
+  for (const std::string& line : s->lines) std::printf("  %s\n", line.c_str());
+  for (const auto& [dtype, n] : s->refused)
+    std::printf("%s: %lld candidate configurations refused by the compiler (illegal, not training rows)\n",
+                dtype.c_str(), static_cast<long long>(n));
+  for (const std::string& split : tgraph::AllSplits())
+    std::printf("%s: %lld problems, %lld configurations\n", split.c_str(),
+                static_cast<long long>(s->problems[split]), static_cast<long long>(s->configs[split]));
+  std::printf("-> %s (collection tile@%s, splits by shape, seed %llu)\n", s->collection_dir.c_str(), o.name.c_str(),
+              static_cast<unsigned long long>(o.split_seed));
+  return 0;
+}
+
 // A chosen row's layouts written into the module's text (apply_layouts.h).
 int Apply(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out), configs = absl::GetFlag(FLAGS_configs);
@@ -221,8 +261,11 @@ int main(int argc, char** argv) {
       "      a tpu_graphs.TuningData -> one tile file per kernel, with runtimes and normalizers\n"
       "  tgraph-featurize apply --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo\n"
       "      a chosen layout row written into the module's HLO text (layouts, and copies where an operand's\n"
-      "      layout must change), every other byte kept");
-  if (args.size() != 2) return Fail(UsageError("give one command: module, layout, tile or apply"));
+      "      layout must change), every other byte kept\n"
+      "  tgraph-featurize tiles --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]\n"
+      "      real tile measurements (every candidate of a Triton matrix product timed on a GPU) and each problem's\n"
+      "      HLO -> the collection tile@NAME: one tile file per problem, split by shape, and its tile_space.json");
+  if (args.size() != 2) return Fail(UsageError("give one command: module, layout, tile, tiles or apply"));
   tgraph::hlo::Limits limits;
   limits.max_instructions = absl::GetFlag(FLAGS_max_instructions);
   const std::string cmd = args[1];
@@ -230,5 +273,6 @@ int main(int argc, char** argv) {
   if (cmd == "layout") return Layout(limits);
   if (cmd == "tile") return Tile(limits);
   if (cmd == "apply") return Apply(limits);
-  return Fail(UsageError(absl::StrCat("unknown command '", cmd, "'; expected module, layout, tile or apply")));
+  if (cmd == "tiles") return Tiles();
+  return Fail(UsageError(absl::StrCat("unknown command '", cmd, "'; expected module, layout, tile, tiles or apply")));
 }

@@ -1,0 +1,157 @@
+#include "model/core/tile_baselines.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "model/core/rank_metrics.h"
+
+namespace tgraph {
+
+namespace {
+
+double Log2Distance(const GemmProblem& a, const GemmProblem& b) {
+  const auto d = [](int64_t x, int64_t y) { return std::fabs(std::log2(double(x) / double(y))); };
+  return d(a.m, b.m) + d(a.n, b.n) + d(a.k, b.k);
+}
+
+std::string Ratio(double error) { return std::isfinite(error) ? absl::StrFormat("%.3f", 1.0 + error) : "-"; }
+std::string Num(double v, const char* fmt) { return std::isfinite(v) ? absl::StrFormat(fmt, v) : "-"; }
+
+}  // namespace
+
+absl::StatusOr<KnownTileProblem> KnownProblemOf(const TileGraph& g, absl::string_view what) {
+  absl::StatusOr<GemmProblem> p = GemmProblemOfGraph(g.graph, what);
+  if (!p.ok()) return p.status();
+  KnownTileProblem k;
+  k.name = g.name;
+  k.problem = *p;
+  const std::vector<double> targets = TileTargets(g);
+  for (int64_t c = 0; c < g.num_configs; ++c) {
+    k.tiles.push_back(TritonTileOfRow(g.config_feat.data() + c * kTileConfigDim));
+    k.runtime.push_back(targets[static_cast<size_t>(c)]);
+  }
+  return k;
+}
+
+std::string TileBaselineName(TileBaseline b) {
+  switch (b) {
+    case TileBaseline::kNearestProblem: return "nearest problem";
+    case TileBaseline::kMeanSlowdown: return "mean slowdown";
+    case TileBaseline::kFixedDefault: return absl::StrCat("fixed ", kFixedDefaultTile.Name(), ", then mean slowdown");
+  }
+  return "";
+}
+
+TileBaselines::TileBaselines(std::vector<KnownTileProblem> known) : known_(std::move(known)) {
+  std::map<std::string, std::map<TritonTile, std::pair<double, int>>> sums;
+  for (const KnownTileProblem& k : known_) {
+    const double fastest = *std::min_element(k.runtime.begin(), k.runtime.end());
+    if (!(fastest > 0)) continue;  // hidden runtimes say nothing
+    for (size_t i = 0; i < k.tiles.size(); ++i) {
+      auto& [sum, count] = sums[k.problem.dtype][k.tiles[i]];
+      sum += std::log(k.runtime[i] / fastest);
+      count += 1;
+    }
+  }
+  for (const auto& [dtype, tiles] : sums)
+    for (const auto& [tile, sc] : tiles) mean_log_slowdown_[dtype][tile] = sc.first / sc.second;
+}
+
+const KnownTileProblem* TileBaselines::Nearest(const GemmProblem& p) const {
+  const KnownTileProblem* best = nullptr;
+  double best_d = std::numeric_limits<double>::infinity();
+  for (const KnownTileProblem& k : known_) {
+    if (k.problem.dtype != p.dtype || k.runtime.empty() || !(k.runtime[0] > 0)) continue;
+    const double d = Log2Distance(k.problem, p);
+    if (d < best_d || (d == best_d && best != nullptr && k.name < best->name)) best = &k, best_d = d;
+  }
+  return best;
+}
+
+std::vector<double> TileBaselines::Scores(TileBaseline b, const GemmProblem& p,
+                                          const std::vector<TritonTile>& tiles) const {
+  constexpr double kUnknown = std::numeric_limits<double>::max();
+  std::vector<double> scores(tiles.size(), 0.0);
+  const auto mean = mean_log_slowdown_.find(p.dtype);
+  if (mean == mean_log_slowdown_.end()) return scores;
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    const auto it = mean->second.find(tiles[i]);
+    scores[i] = it == mean->second.end() ? kUnknown : it->second;
+  }
+  if (b == TileBaseline::kFixedDefault) {
+    for (size_t i = 0; i < tiles.size(); ++i)
+      if (tiles[i] == kFixedDefaultTile) scores[i] = -1;  // mean log slowdowns are >= 0
+  } else if (b == TileBaseline::kNearestProblem) {
+    const KnownTileProblem* near = Nearest(p);
+    if (near == nullptr) return scores;
+    std::map<TritonTile, double> runtime;
+    for (size_t i = 0; i < near->tiles.size(); ++i) runtime[near->tiles[i]] = near->runtime[i];
+    for (size_t i = 0; i < tiles.size(); ++i) {
+      const auto it = runtime.find(tiles[i]);
+      scores[i] = it == runtime.end() ? kUnknown : it->second;
+    }
+  }
+  return scores;
+}
+
+std::vector<MethodReport> TileBaselineReports(const TileBaselines& baselines, const std::vector<KnownTileProblem>& problems,
+                                              const std::string& collection, const std::string& split) {
+  std::vector<MethodReport> out;
+  const auto empty_report = [&] {
+    EvalReport r;
+    r.collection = collection;
+    r.split = split;
+    r.tile = true;
+    return r;
+  };
+  for (TileBaseline b : kAllTileBaselines) {
+    MethodReport m{TileBaselineName(b), empty_report()};
+    for (const KnownTileProblem& p : problems)
+      m.report.graphs.push_back(
+          EvaluateScores(p.name, 0, 0, baselines.Scores(b, p.problem, p.tiles), p.runtime, /*tile=*/true));
+    m.report.ComputeMean();
+    out.push_back(std::move(m));
+  }
+  MethodReport random{"random order (expected)", empty_report()};
+  for (const KnownTileProblem& p : problems) {
+    GraphEval e;
+    e.name = p.name;
+    e.configs = static_cast<int64_t>(p.runtime.size());
+    e.tau = 0;
+    e.opa = 0.5;
+    const int64_t k[3] = {1, 5, 10};
+    for (int i = 0; i < 3; ++i) e.top_error[i] = ExpectedRandomTopKError(p.runtime, k[i]);
+    e.tile_score = 1.0 - e.top_error[1];
+    e.to_within = ExpectedRandomMeasurementsToWithin(p.runtime, 0.01);
+    random.report.graphs.push_back(e);
+  }
+  random.report.ComputeMean();
+  out.push_back(std::move(random));
+  return out;
+}
+
+std::string TileComparisonTable(const std::vector<MethodReport>& methods) {
+  std::string out = absl::StrFormat("%-44s %7s %7s %7s %7s %9s %9s\n", "method (medians over problems)", "tau", "top-1",
+                                    "top-5", "top-10", "to 1%", "mean 1%");
+  for (const MethodReport& m : methods) {
+    const GraphEval& e = m.report.median;
+    absl::StrAppend(&out, absl::StrFormat("%-44s %7s %7s %7s %7s %9s %9s\n", m.method, Num(e.tau, "%.3f"),
+                                          Ratio(e.top_error[0]), Ratio(e.top_error[1]), Ratio(e.top_error[2]),
+                                          Num(e.to_within, "%.1f"), Num(m.report.mean.to_within, "%.1f")));
+  }
+  return out;
+}
+
+std::string MethodsJson(const std::vector<MethodReport>& methods) {
+  nlohmann::json j = {{"methods", nlohmann::json::array()}};
+  for (const MethodReport& m : methods)
+    j["methods"].push_back({{"method", m.method}, {"report", nlohmann::json::parse(m.report.Json())}});
+  return j.dump(1);
+}
+
+}  // namespace tgraph

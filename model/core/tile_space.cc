@@ -1,0 +1,260 @@
+#include "model/core/tile_space.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "model/core/file_util.h"
+
+namespace tgraph {
+
+using nlohmann::json;
+
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Fills six values, then their sum and product, at out[0..8).
+void Group(const std::array<double, 6>& v, float* out) {
+  double sum = 0, product = 1;
+  for (int i = 0; i < 6; ++i) {
+    out[i] = static_cast<float>(v[i]);
+    sum += v[i];
+    if (v[i] != 0) product *= v[i];
+  }
+  out[6] = static_cast<float>(sum);
+  out[7] = static_cast<float>(product);
+}
+
+const char* const kColumnNames[kTileConfigDim] = {
+    "BLOCK_M", "BLOCK_N", "BLOCK_K", "tile slot 3", "tile slot 4", "tile slot 5", "tile sum", "tile product",
+    "programs along M", "programs along N", "K steps", "waves", "output tile fill", "last wave fill", "grid sum",
+    "grid product", "warps", "stages", "shared memory KiB", "schedule slot 3", "schedule slot 4",
+    "schedule slot 5", "schedule sum", "schedule product"};
+
+bool Contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+absl::Status CheckList(const std::vector<int64_t>& v, absl::string_view key, absl::string_view what) {
+  if (v.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", key, " has no candidate values"));
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] <= 0 || v[i] > 65536 || (i > 0 && v[i] <= v[i - 1]))
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": ", key, " must list values in 1..65536 in ascending order without repeats"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string GemmProblem::Name() const { return absl::StrCat(dtype, " ", m, "x", n, "x", k); }
+
+std::string TritonTile::Name() const {
+  return absl::StrCat(block_m, "x", block_n, "x", block_k, " w", num_warps, " s", num_stages);
+}
+
+absl::StatusOr<TritonTile> ParseTritonTile(absl::string_view text) {
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a tile configuration: expected BLOCK_MxBLOCK_NxBLOCK_K wWARPS sSTAGES, "
+                                "e.g. 128x128x64 w4 s3"));
+  };
+  std::vector<absl::string_view> parts = absl::StrSplit(text, ' ', absl::SkipEmpty());
+  if (parts.size() != 3 || parts[1].size() < 2 || parts[1][0] != 'w' || parts[2].size() < 2 || parts[2][0] != 's')
+    return bad();
+  std::vector<absl::string_view> dims = absl::StrSplit(parts[0], 'x');
+  TritonTile t;
+  if (dims.size() != 3 || !absl::SimpleAtoi(dims[0], &t.block_m) || !absl::SimpleAtoi(dims[1], &t.block_n) ||
+      !absl::SimpleAtoi(dims[2], &t.block_k) || !absl::SimpleAtoi(parts[1].substr(1), &t.num_warps) ||
+      !absl::SimpleAtoi(parts[2].substr(1), &t.num_stages))
+    return bad();
+  return t;
+}
+
+std::array<float, kTileConfigDim> TritonTileFeatures(const GemmProblem& p, const TritonTile& t, int64_t sm_count) {
+  std::array<float, kTileConfigDim> f{};
+  const int64_t pm = CeilDiv(p.m, t.block_m), pn = CeilDiv(p.n, t.block_n), ks = CeilDiv(p.k, t.block_k);
+  const int64_t programs = pm * pn, waves = CeilDiv(programs, sm_count);
+  const double tile_fill = static_cast<double>(p.m) * static_cast<double>(p.n) /
+                           (static_cast<double>(pm * t.block_m) * static_cast<double>(pn * t.block_n));
+  const double wave_fill = static_cast<double>(programs) / static_cast<double>(waves * sm_count);
+  const double smem_kib = static_cast<double>(t.num_stages * (t.block_m + t.block_n) * t.block_k * p.ElementBytes()) / 1024.0;
+  Group({double(t.block_m), double(t.block_n), double(t.block_k), 0, 0, 0}, f.data());
+  Group({double(pm), double(pn), double(ks), double(waves), tile_fill, wave_fill}, f.data() + 8);
+  Group({double(t.num_warps), double(t.num_stages), smem_kib, 0, 0, 0}, f.data() + 16);
+  return f;
+}
+
+TritonTile TritonTileOfRow(const float* row) {
+  const auto v = [&](int i) { return static_cast<int64_t>(std::llround(row[i])); };
+  return {v(0), v(1), v(2), v(16), v(17)};
+}
+
+std::vector<TritonTile> TileSpace::Candidates() const {
+  std::vector<TritonTile> out;
+  for (int64_t bm : block_m)
+    for (int64_t bn : block_n)
+      for (int64_t bk : block_k)
+        for (int64_t w : num_warps)
+          for (int64_t s : num_stages) out.push_back({bm, bn, bk, w, s});
+  return out;
+}
+
+std::vector<TritonTile> TileSpace::Legal(absl::string_view dtype) const {
+  std::vector<TritonTile> out;
+  const auto it = refused.find(std::string(dtype));
+  for (const TritonTile& t : Candidates())
+    if (it == refused.end() || !it->second.count(t)) out.push_back(t);
+  return out;
+}
+
+absl::Status TileSpace::CheckRow(const GemmProblem& p, const float* row, absl::string_view what) const {
+  const TritonTile t = TritonTileOfRow(row);
+  if (!Contains(block_m, t.block_m) || !Contains(block_n, t.block_n) || !Contains(block_k, t.block_k) ||
+      !Contains(num_warps, t.num_warps) || !Contains(num_stages, t.num_stages))
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", t.Name(), " is not a candidate of this ", kernel, " space (columns 0-2: BLOCK_M, BLOCK_N, BLOCK_K; ",
+        "16-17: warps, stages; see the model's tile space in ListModels)"));
+  if (const auto it = refused.find(p.dtype); it != refused.end() && it->second.count(t))
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", t.Name(), " is illegal for ", p.dtype, " on ", gpu,
+                                                   ": the compiler refused it when the space was measured (its shared "
+                                                   "memory or registers exceed the GPU's)"));
+  const std::array<float, kTileConfigDim> want = TritonTileFeatures(p, t, sm_count);
+  for (int i = 0; i < kTileConfigDim; ++i) {
+    const float tolerance = 1e-5f * std::max(1.0f, std::fabs(want[i]));
+    if (!(std::fabs(row[i] - want[i]) <= tolerance))
+      return absl::InvalidArgumentError(absl::StrCat(what, ": column ", i, " (", kColumnNames[i], ") is ", row[i],
+                                                     ", but ", t.Name(), " on ", p.Name(), " gives ", want[i]));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status TileSpace::Validate(absl::string_view what) const {
+  if (kernel != "triton-gemm")
+    return absl::InvalidArgumentError(absl::StrCat(what, ": kernel is '", kernel, "', expected 'triton-gemm'"));
+  if (sm_count <= 0 || sm_count > 100000)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": sm_count must be in 1..100000"));
+  for (const auto& [key, list] : {std::pair<const char*, const std::vector<int64_t>*>{"block_m", &block_m},
+                                  {"block_n", &block_n},
+                                  {"block_k", &block_k},
+                                  {"num_warps", &num_warps},
+                                  {"num_stages", &num_stages}})
+    if (absl::Status s = CheckList(*list, key, what); !s.ok()) return s;
+  for (const auto& [dtype, tiles] : refused) {
+    if (dtype != "bf16" && dtype != "f16" && dtype != "f32")
+      return absl::InvalidArgumentError(absl::StrCat(what, ": refused: '", dtype, "' is not bf16, f16 or f32"));
+    for (const TritonTile& t : tiles)
+      if (!Contains(block_m, t.block_m) || !Contains(block_n, t.block_n) || !Contains(block_k, t.block_k) ||
+          !Contains(num_warps, t.num_warps) || !Contains(num_stages, t.num_stages))
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, ": refused ", dtype, ": ", t.Name(), " is not one of the candidates"));
+  }
+  return absl::OkStatus();
+}
+
+std::string TileSpace::ToJson() const {
+  json j = {{"kernel", kernel},         {"gpu", gpu},         {"sm_count", sm_count},
+            {"block_m", block_m},       {"block_n", block_n}, {"block_k", block_k},
+            {"num_warps", num_warps},   {"num_stages", num_stages}};
+  json r = json::object();
+  for (const auto& [dtype, tiles] : refused) {
+    json names = json::array();
+    for (const TritonTile& t : tiles) names.push_back(t.Name());
+    r[dtype] = names;
+  }
+  j["refused"] = r;
+  return j.dump(1);
+}
+
+absl::StatusOr<TileSpace> TileSpace::FromJson(const std::string& text, absl::string_view what) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return absl::InvalidArgumentError(absl::StrCat(what, ": not a JSON object"));
+  const auto missing = [&](const char* key, const char* type) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "' missing or not ", type));
+  };
+  TileSpace s;
+  if (!j.contains("kernel") || !j["kernel"].is_string()) return missing("kernel", "a string");
+  if (!j.contains("gpu") || !j["gpu"].is_string()) return missing("gpu", "a string");
+  if (!j.contains("sm_count") || !j["sm_count"].is_number_integer()) return missing("sm_count", "an integer");
+  s.kernel = j["kernel"].get<std::string>();
+  s.gpu = j["gpu"].get<std::string>();
+  s.sm_count = j["sm_count"].get<int64_t>();
+  for (const auto& [key, list] : {std::pair<const char*, std::vector<int64_t>*>{"block_m", &s.block_m},
+                                  {"block_n", &s.block_n},
+                                  {"block_k", &s.block_k},
+                                  {"num_warps", &s.num_warps},
+                                  {"num_stages", &s.num_stages}}) {
+    if (!j.contains(key) || !j[key].is_array()) return missing(key, "a list of integers");
+    for (const json& v : j[key]) {
+      if (!v.is_number_integer()) return missing(key, "a list of integers");
+      list->push_back(v.get<int64_t>());
+    }
+  }
+  if (j.contains("refused")) {
+    if (!j["refused"].is_object()) return missing("refused", "an object of dtype: [configurations]");
+    for (const auto& [dtype, names] : j["refused"].items()) {
+      if (!names.is_array()) return missing("refused", "an object of dtype: [configurations]");
+      std::set<TritonTile>& tiles = s.refused[dtype];
+      for (const json& n : names) {
+        if (!n.is_string()) return missing("refused", "an object of dtype: [configurations]");
+        absl::StatusOr<TritonTile> t = ParseTritonTile(n.get<std::string>());
+        if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": refused ", dtype, ": ", t.status().message()));
+        tiles.insert(*t);
+      }
+    }
+  }
+  if (absl::Status v = s.Validate(what); !v.ok()) return v;
+  return s;
+}
+
+absl::StatusOr<GemmProblem> GemmProblemOfGraph(const NodeGraph& g, absl::string_view what) {
+  std::vector<int64_t> dots;
+  for (int64_t i = 0; i < g.num_nodes; ++i)
+    if (g.node_opcode[static_cast<size_t>(i)] == op::kDot) dots.push_back(i);
+  if (dots.size() != 1)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a Triton matrix-product kernel graph has one dot; this one has ",
+                                                   dots.size()));
+  const auto dims = [&](int64_t node) {
+    std::vector<int64_t> d;
+    for (int i = 0; i < 6; ++i)
+      if (const float v = g.feat(node)[kShapeDimsBegin + i]; v > 0) d.push_back(static_cast<int64_t>(v));
+    return d;
+  };
+  const int64_t dot = dots[0];
+  const std::vector<int64_t> out = dims(dot);
+  if (out.size() != 2)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the dot (node ", dot, ") has ", out.size(), " dimensions; expected C[M, N]"));
+  // Element type one-hot (node_feat 2-20): f16 is index 10, f32 11, bf16 13.
+  const float* f = g.feat(dot);
+  GemmProblem p;
+  p.dtype = f[2 + 13] > 0 ? "bf16" : f[2 + 11] > 0 ? "f32" : f[2 + 10] > 0 ? "f16" : "";
+  if (p.dtype.empty())
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the dot (node ", dot, ") is not bf16, f16 or f32"));
+  p.m = out[0];
+  p.n = out[1];
+  for (int64_t e = 0; e < g.num_edges(); ++e) {
+    const int64_t u = g.edge_index[static_cast<size_t>(2 * e)], v = g.edge_index[static_cast<size_t>(2 * e + 1)];
+    if (u != dot || g.node_opcode[static_cast<size_t>(v)] != op::kParameter || g.feat(v)[30] != 0) continue;
+    const std::vector<int64_t> a = dims(v);
+    if (a.size() == 2 && a[0] == p.m) p.k = a[1];
+  }
+  if (p.k == 0)
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the dot's operand A[M, K] (parameter 0, ", p.m, " rows) was not found"));
+  return p;
+}
+
+absl::StatusOr<TileSpace> LoadTileSpace(const std::string& dir) {
+  const std::string path = (std::filesystem::path(dir) / kTileSpaceFile).string();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return absl::NotFoundError(absl::StrCat(path, ": no tile space here"));
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  return TileSpace::FromJson(*text, path);
+}
+
+}  // namespace tgraph

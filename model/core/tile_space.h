@@ -1,0 +1,94 @@
+// A tile kernel's configuration space as measured on real hardware: the Triton matrix
+// product of tile@h100-triton (docs/format.md "Triton tile values"). It says what one
+// configuration sets (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages), which candidates the
+// GPU's compiler refused, and the 24 config_feat values a (problem, configuration) pair
+// becomes, so that the ingest, the trainer, the evaluator, the server's checks and its
+// search all compute one row the same way.
+//
+// Torch-free. Values only: a TileSpace is built once (ingest, or read from a collection's
+// tile_space.json or a manifest) and then only read, from any thread.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/core/graph.h"
+
+namespace tgraph {
+
+// The file of a collection that has a tile space: <split dir's parent>/tile_space.json.
+inline constexpr char kTileSpaceFile[] = "tile_space.json";
+
+// One matrix product C[M, N] = A[M, K] B[K, N]; dtype is the inputs' element type
+// ("bf16", "f16" or "f32").
+struct GemmProblem {
+  std::string dtype;
+  int64_t m = 0, n = 0, k = 0;
+  int64_t ElementBytes() const { return dtype == "f32" ? 4 : 2; }
+  std::string Name() const;  // "bf16 128x256x1024" (M x N x K)
+};
+
+// One configuration of the kernel.
+struct TritonTile {
+  int64_t block_m = 0, block_n = 0, block_k = 0, num_warps = 0, num_stages = 0;
+  auto Key() const { return std::tie(block_m, block_n, block_k, num_warps, num_stages); }
+  bool operator<(const TritonTile& o) const { return Key() < o.Key(); }
+  bool operator==(const TritonTile& o) const { return Key() == o.Key(); }
+  std::string Name() const;  // "128x128x64 w4 s3"
+};
+
+// Parses Name()'s form back; errors quote the text.
+absl::StatusOr<TritonTile> ParseTritonTile(absl::string_view text);
+
+// The 24 config_feat values (docs/format.md "Triton tile values"):
+//   0-7   the tile: BLOCK_M, BLOCK_N, BLOCK_K, 0, 0, 0, their sum, their product;
+//   8-15  the grid over the problem: programs along M (ceil M/BLOCK_M), along N, K steps
+//         (ceil K/BLOCK_K), waves (ceil programs/sm_count), the output tiles' fill
+//         (M N over the tiles' area), the last wave's fill (programs over waves x
+//         sm_count), sum, product;
+//   16-23 the schedule: warps, stages, shared memory per program in KiB (stages x
+//         (BLOCK_M + BLOCK_N) x BLOCK_K x element bytes / 1024), 0, 0, 0, sum, product.
+std::array<float, kTileConfigDim> TritonTileFeatures(const GemmProblem& p, const TritonTile& t, int64_t sm_count);
+
+// The configuration a row of TritonTileFeatures holds (its columns 0, 1, 2, 16, 17).
+TritonTile TritonTileOfRow(const float* row);
+
+struct TileSpace {
+  std::string kernel = "triton-gemm";  // the only kernel so far
+  std::string gpu;                     // where it was measured, e.g. "NVIDIA H100 80GB HBM3"
+  int64_t sm_count = 0;                // the GPU's streaming multiprocessors (waves)
+  std::vector<int64_t> block_m, block_n, block_k, num_warps, num_stages;  // candidates, ascending
+  std::map<std::string, std::set<TritonTile>> refused;                  // per dtype
+
+  // Every candidate (the product of the five lists), in lexicographic order.
+  std::vector<TritonTile> Candidates() const;
+  // The candidates the compiler accepts for this dtype, in Candidates() order.
+  std::vector<TritonTile> Legal(absl::string_view dtype) const;
+  // Whether `row` is TritonTileFeatures of a legal configuration for `p`; the error
+  // (INVALID_ARGUMENT) says which configuration and why: a value outside the candidates,
+  // refused by the compiler for this dtype, or a column that does not match the problem.
+  // `what` names the row ("tile_configs row 3").
+  absl::Status CheckRow(const GemmProblem& p, const float* row, absl::string_view what) const;
+  // Every list non-empty, positive and ascending, sm_count positive, refusals candidates.
+  absl::Status Validate(absl::string_view what) const;
+
+  std::string ToJson() const;
+  // Errors name `what` (a file) and the key.
+  static absl::StatusOr<TileSpace> FromJson(const std::string& json, absl::string_view what);
+};
+
+// The problem a kernel graph computes: its one dot, C[M, N] of element type bf16, f16 or
+// f32, whose parameter 0 is A[M, K]. INVALID_ARGUMENT (naming `what`) for any other graph.
+absl::StatusOr<GemmProblem> GemmProblemOfGraph(const NodeGraph& g, absl::string_view what);
+
+// Reads <dir>/tile_space.json; NOT_FOUND when there is none.
+absl::StatusOr<TileSpace> LoadTileSpace(const std::string& dir);
+
+}  // namespace tgraph

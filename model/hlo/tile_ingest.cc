@@ -1,0 +1,252 @@
+#include "model/hlo/tile_ingest.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <tuple>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "model/core/dataset.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
+#include "model/core/rng.h"
+#include "model/hlo/featurize.h"
+
+namespace tgraph::hlo {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kHeader[] = "dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms";
+constexpr const char* kColumns[] = {"dtype", "M", "N", "K", "block_m", "block_n", "block_k", "num_warps", "num_stages", "ms"};
+
+using Shape = std::tuple<int64_t, int64_t, int64_t>;
+
+// Builds the candidate lists and refusals while the CSV is read.
+struct CsvReader {
+  std::string what;
+  std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, size_t> index;  // problem -> problems[]
+  std::vector<MeasuredProblem> problems;
+  std::map<std::string, std::map<TritonTile, int64_t>> refused_at;   // dtype -> tile -> line
+  std::map<std::string, std::map<TritonTile, int64_t>> measured_at;  // dtype -> tile -> line
+  std::set<int64_t> bm, bn, bk, warps, stages;
+  std::map<size_t, std::set<TritonTile>> refused_of;  // problem -> its refused tiles
+
+  absl::Status Error(int64_t line, absl::string_view column, absl::string_view message) const {
+    return absl::InvalidArgumentError(absl::StrCat(what, ":", line, ": ", column, ": ", message));
+  }
+
+  absl::StatusOr<int64_t> Positive(const std::vector<absl::string_view>& f, int col, int64_t line) const {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(f[static_cast<size_t>(col)], &v) || v <= 0 || v > (int64_t{1} << 32))
+      return Error(line, kColumns[col], absl::StrCat("'", f[static_cast<size_t>(col)], "' is not a positive integer"));
+    return v;
+  }
+
+  absl::Status Row(absl::string_view text, int64_t line) {
+    std::vector<absl::string_view> f = absl::StrSplit(text, ',');
+    if (f.size() != 10)
+      return Error(line, "row", absl::StrCat("has ", f.size(), " fields, expected 10 (", kHeader, ")"));
+    const std::string dtype(f[0]);
+    if (dtype != "bf16" && dtype != "f16" && dtype != "f32")
+      return Error(line, "dtype", absl::StrCat("'", f[0], "' is not bf16, f16 or f32"));
+    int64_t dims[3];
+    for (int i = 0; i < 3; ++i) {
+      absl::StatusOr<int64_t> v = Positive(f, 1 + i, line);
+      if (!v.ok()) return v.status();
+      dims[i] = *v;
+    }
+    const auto key = std::make_tuple(dtype, dims[0], dims[1], dims[2]);
+    auto [it, added] = index.emplace(key, problems.size());
+    if (added) problems.push_back({GemmProblem{dtype, dims[0], dims[1], dims[2]}, {}, 0});
+    MeasuredProblem& p = problems[it->second];
+    if (f[4] == "cublas") {
+      if (p.library_ns != 0) return Error(line, "block_m", absl::StrCat("a second cublas row for ", p.problem.Name()));
+      absl::StatusOr<int64_t> ns = Nanoseconds(f[9], line);
+      if (!ns.ok()) return ns.status();
+      p.library_ns = *ns;
+      return absl::OkStatus();
+    }
+    int64_t t[5];
+    for (int i = 0; i < 5; ++i) {
+      absl::StatusOr<int64_t> v = Positive(f, 4 + i, line);
+      if (!v.ok()) return v.status();
+      t[i] = *v;
+    }
+    const TritonTile tile{t[0], t[1], t[2], t[3], t[4]};
+    bm.insert(t[0]), bn.insert(t[1]), bk.insert(t[2]), warps.insert(t[3]), stages.insert(t[4]);
+    if (p.runtime_ns.count(tile) || refused_of[it->second].count(tile))
+      return Error(line, "row", absl::StrCat(tile.Name(), " of ", p.problem.Name(), " appears twice"));
+    if (f[9] == "refused") {
+      if (auto m = measured_at[dtype].find(tile); m != measured_at[dtype].end())
+        return Error(line, "ms", absl::StrCat(tile.Name(), " is refused here but timed for ", dtype, " on line ", m->second,
+                                              ": a configuration is legal or illegal for the whole dtype"));
+      refused_at[dtype].emplace(tile, line);
+      refused_of[it->second].insert(tile);
+      return absl::OkStatus();
+    }
+    if (auto r = refused_at[dtype].find(tile); r != refused_at[dtype].end())
+      return Error(line, "ms", absl::StrCat(tile.Name(), " is timed here but refused for ", dtype, " on line ", r->second,
+                                            ": a configuration is legal or illegal for the whole dtype"));
+    absl::StatusOr<int64_t> ns = Nanoseconds(f[9], line);
+    if (!ns.ok()) return ns.status();
+    measured_at[dtype].emplace(tile, line);
+    p.runtime_ns.emplace(tile, *ns);
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<int64_t> Nanoseconds(absl::string_view ms, int64_t line) const {
+    double v = 0;
+    if (!absl::SimpleAtod(ms, &v) || !std::isfinite(v) || v <= 0 || v > 1e6)
+      return Error(line, "ms", absl::StrCat("'", ms, "' is not a time in milliseconds (0 < ms <= 1e6) or 'refused'"));
+    return std::max<int64_t>(1, std::llround(v * 1e6));
+  }
+};
+
+std::vector<int64_t> Sorted(const std::set<int64_t>& s) { return {s.begin(), s.end()}; }
+
+}  // namespace
+
+std::string ProblemStem(const GemmProblem& p) { return absl::StrCat("gemm_", p.dtype, "_", p.m, "x", p.n, "x", p.k); }
+
+absl::StatusOr<TileMeasurements> ParseTileCsv(absl::string_view text, absl::string_view what, const std::string& gpu,
+                                              int64_t sm_count) {
+  CsvReader r;
+  r.what = std::string(what);
+  int64_t line = 0;
+  for (absl::string_view row : absl::StrSplit(text, '\n')) {
+    ++line;
+    row = absl::StripSuffix(row, "\r");
+    if (line == 1) {
+      if (row != kHeader)
+        return r.Error(1, "header", absl::StrCat("is '", row.substr(0, 200), "', expected '", kHeader, "'"));
+      continue;
+    }
+    if (row.empty()) continue;
+    if (absl::Status s = r.Row(row, line); !s.ok()) return s;
+  }
+  if (r.problems.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no measurements after the header"));
+  TileMeasurements out;
+  TileSpace& s = out.space;
+  s.gpu = gpu;
+  s.sm_count = sm_count;
+  s.block_m = Sorted(r.bm), s.block_n = Sorted(r.bn), s.block_k = Sorted(r.bk);
+  s.num_warps = Sorted(r.warps), s.num_stages = Sorted(r.stages);
+  for (const auto& [dtype, tiles] : r.refused_at)
+    for (const auto& [tile, line_no] : tiles) s.refused[dtype].insert(tile);
+  const size_t candidates = s.Candidates().size();
+  for (size_t i = 0; i < r.problems.size(); ++i) {
+    const MeasuredProblem& p = r.problems[i];
+    const size_t seen = p.runtime_ns.size() + r.refused_of[i].size();
+    if (seen != candidates)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", p.problem.Name(), " has ", seen, " of the ", candidates,
+                                                     " candidate configurations (timed or refused); every candidate "
+                                                     "must be one or the other"));
+    if (p.runtime_ns.size() < 2)
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, ": ", p.problem.Name(), " has ", p.runtime_ns.size(), " timed configuration(s); at least 2"));
+  }
+  if (absl::Status v = s.Validate(what); !v.ok()) return v;
+  out.problems = std::move(r.problems);
+  return out;
+}
+
+namespace {
+
+// The split of each shape: shuffled by the seed, the first test_shapes test, then valid.
+std::map<Shape, std::string> SplitShapes(const std::vector<MeasuredProblem>& problems, const TileIngestOptions& o) {
+  std::set<Shape> set;
+  for (const MeasuredProblem& p : problems) set.insert({p.problem.m, p.problem.n, p.problem.k});
+  std::vector<Shape> shapes(set.begin(), set.end());
+  Rng rng(o.split_seed);
+  for (size_t i = shapes.size(); i > 1; --i) std::swap(shapes[i - 1], shapes[static_cast<size_t>(rng.Int(0, int64_t(i) - 1))]);
+  std::map<Shape, std::string> split;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const int64_t k = static_cast<int64_t>(i);
+    split[shapes[i]] = k < o.test_shapes ? "test" : k < o.test_shapes + o.valid_shapes ? "valid" : "train";
+  }
+  return split;
+}
+
+absl::StatusOr<TileGraph> ProblemGraph(const MeasuredProblem& p, const TileSpace& space, const std::string& hlo_dir) {
+  const std::string stem = ProblemStem(p.problem);
+  const std::string path = (fs::path(hlo_dir) / (stem + ".hlo")).string();
+  absl::StatusOr<std::string> text = ReadFile(path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<xla::HloModuleProto> module = ParseModule(*text, path);
+  if (!module.ok()) return module.status();
+  absl::StatusOr<ModuleGraph> m = FeaturizeModule(*module, path);
+  if (!m.ok()) return m.status();
+  absl::StatusOr<GemmProblem> computed = GemmProblemOfGraph(m->graph, path);
+  if (!computed.ok()) return computed.status();
+  if (computed->Name() != p.problem.Name())
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": the module computes ", computed->Name(), ", but its measurements are of ", p.problem.Name()));
+  TileGraph g;
+  g.name = stem;
+  g.graph = std::move(m->graph);
+  int64_t fastest = INT64_MAX;
+  for (const TritonTile& t : space.Legal(p.problem.dtype)) {
+    const auto it = p.runtime_ns.find(t);
+    if (it == p.runtime_ns.end()) continue;
+    const std::array<float, kTileConfigDim> row = TritonTileFeatures(p.problem, t, space.sm_count);
+    g.config_feat.insert(g.config_feat.end(), row.begin(), row.end());
+    g.config_runtime.push_back(it->second);
+    fastest = std::min(fastest, it->second);
+  }
+  g.num_configs = static_cast<int64_t>(g.config_runtime.size());
+  g.config_runtime_normalizers.assign(g.config_runtime.size(), p.library_ns > 0 ? p.library_ns : fastest);
+  return g;
+}
+
+}  // namespace
+
+absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions& o) {
+  absl::StatusOr<Collection> c = ParseCollection(absl::StrCat("tile@", o.name));
+  if (!c.ok()) return c.status();
+  if (o.test_shapes < 1 || o.valid_shapes < 0)
+    return absl::InvalidArgumentError("test_shapes must be at least 1 and valid_shapes at least 0");
+  absl::StatusOr<std::string> text = ReadFile(o.csv);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<TileMeasurements> m = ParseTileCsv(*text, o.csv, o.gpu, o.sm_count);
+  if (!m.ok()) return m.status();
+  const std::map<Shape, std::string> split = SplitShapes(m->problems, o);
+  if (static_cast<int64_t>(split.size()) <= o.test_shapes + o.valid_shapes)
+    return absl::InvalidArgumentError(absl::StrCat(o.csv, ": ", split.size(), " shapes; test_shapes + valid_shapes (",
+                                                   o.test_shapes + o.valid_shapes, ") must leave some to train on"));
+  TileIngestSummary out;
+  out.collection_dir = fs::path(SplitDir(o.out_root, *c, "train")).parent_path().string();
+  std::error_code ec;
+  if (fs::exists(out.collection_dir, ec))
+    return absl::AlreadyExistsError(absl::StrCat(out.collection_dir, " exists; ingest into a new data root, or remove it"));
+  // Everything is built before anything is written: a bad module leaves no partial collection.
+  std::vector<std::pair<std::string, TileGraph>> graphs;
+  for (const MeasuredProblem& p : m->problems) {
+    absl::StatusOr<TileGraph> g = ProblemGraph(p, m->space, o.hlo_dir);
+    if (!g.ok()) return g.status();
+    const std::string& s = split.at({p.problem.m, p.problem.n, p.problem.k});
+    out.problems[s] += 1;
+    out.configs[s] += g->num_configs;
+    out.lines.push_back(absl::StrCat(s, ": ", g->name, " (", g->num_configs, " configurations)"));
+    graphs.emplace_back(s, std::move(*g));
+  }
+  for (const std::string& s : AllSplits())
+    if (fs::create_directories(SplitDir(o.out_root, *c, s), ec); ec)
+      return absl::InternalError(absl::StrCat(SplitDir(o.out_root, *c, s), ": ", ec.message()));
+  for (const auto& [s, g] : graphs)
+    if (absl::Status st = SaveTileGraph((fs::path(SplitDir(o.out_root, *c, s)) / (g.name + ".npz")).string(), g); !st.ok())
+      return st;
+  if (absl::Status st = WriteFileAtomic((fs::path(out.collection_dir) / kTileSpaceFile).string(), m->space.ToJson() + "\n");
+      !st.ok())
+    return st;
+  for (const auto& [dtype, tiles] : m->space.refused) out.refused[dtype] = static_cast<int64_t>(tiles.size());
+  return out;
+}
+
+}  // namespace tgraph::hlo

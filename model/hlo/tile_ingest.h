@@ -1,0 +1,76 @@
+// Real tile measurements -> a tile collection of one's own (tile@NAME, docs/format.md
+// "Triton tile values"): a CSV of every candidate configuration of a Triton matrix
+// product timed on one GPU (dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms;
+// ms "refused" where the compiler refused the configuration; one row per problem with
+// block_m "cublas": the vendor library's time), and each problem's HLO text
+// (gemm_<dtype>_<M>x<N>x<K>.hlo), become one tile .npz per problem and the
+// collection's tile_space.json.
+//
+// Torch-free; plain functions of their arguments, callable from any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "model/core/tile_space.h"
+
+namespace tgraph::hlo {
+
+// One problem of the CSV: each measured configuration's runtime in ns, and the library's.
+struct MeasuredProblem {
+  GemmProblem problem;
+  std::map<TritonTile, int64_t> runtime_ns;
+  int64_t library_ns = 0;  // 0 when the CSV has no cublas row for it
+};
+
+struct TileMeasurements {
+  TileSpace space;  // candidates: every value the CSV names; refused: per dtype
+  std::vector<MeasuredProblem> problems;  // in the CSV's order of first appearance
+};
+
+// Parses the CSV. Errors (INVALID_ARGUMENT) name `what`, the line and the column: a
+// header other than the one above, a value that is not a positive integer or time, a
+// row repeated, a configuration refused for one problem of a dtype but timed for another,
+// a problem that lacks a candidate (neither timed nor refused). ms becomes integer ns
+// (rounded; at least 1).
+absl::StatusOr<TileMeasurements> ParseTileCsv(absl::string_view text, absl::string_view what,
+                                              const std::string& gpu, int64_t sm_count);
+
+struct TileIngestOptions {
+  std::string csv;       // the measurements
+  std::string hlo_dir;   // gemm_<dtype>_<M>x<N>x<K>.hlo per problem
+  std::string out_root;  // the data root: writes <out_root>/npz/tile/@<name>/{train,valid,test}
+  std::string name = "h100-triton";
+  std::string gpu = "NVIDIA H100 80GB HBM3";
+  int64_t sm_count = 132;  // the H100 SXM's
+  // Splits are by shape (M, N, K): all dtypes of a shape go to one split, so that a test
+  // problem's shape was never trained on in any dtype. The shapes are shuffled by the
+  // seed; the first test_shapes are test, the next valid_shapes valid, the rest train.
+  uint64_t split_seed = 0;
+  int64_t test_shapes = 6;
+  int64_t valid_shapes = 6;
+};
+
+struct TileIngestSummary {
+  std::string collection_dir;                  // <out_root>/npz/tile/@<name>
+  std::map<std::string, int64_t> problems;     // per split
+  std::map<std::string, int64_t> configs;      // measured configurations per split
+  std::map<std::string, int64_t> refused;      // refused candidates per dtype
+  std::vector<std::string> lines;              // "test: gemm_bf16_128x256x256 (259 configurations)"
+};
+
+// Reads the CSV and the HLO, checks that each module computes its problem (one dot,
+// C[M, N] = A[M, K] B[K, N] of the dtype), and writes the collection (an existing
+// collection directory is refused rather than mixed with). Each problem's file holds its
+// measured configurations in candidate order, runtimes in ns, and as normalizer the
+// library's time (the fastest measured configuration's when the CSV has none).
+absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions& o);
+
+// gemm_<dtype>_<M>x<N>x<K>: the file stem of a problem's HLO and of its .npz.
+std::string ProblemStem(const GemmProblem& p);
+
+}  // namespace tgraph::hlo

@@ -1,0 +1,332 @@
+// The Triton tile space, the ingest of real H100 measurements (tests/data/real/gpu-tiles)
+// into tile@h100-triton, and the baselines a tile model is compared with.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "model/core/dataset.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
+#include "model/core/rank_metrics.h"
+#include "model/core/tile_baselines.h"
+#include "model/core/tile_space.h"
+#include "model/hlo/featurize.h"
+#include "model/hlo/tile_ingest.h"
+#include "tests/test_util.h"
+
+using namespace tgraph;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kTiles = std::string(TGRAPH_REAL_DATA) + "/gpu-tiles";
+
+TileSpace SmallSpace() {
+  TileSpace s;
+  s.gpu = "test GPU";
+  s.sm_count = 132;
+  s.block_m = {32, 64, 128}, s.block_n = {32, 128}, s.block_k = {32, 64};
+  s.num_warps = {4, 8}, s.num_stages = {2, 3};
+  s.refused["bf16"] = {{128, 128, 64, 8, 3}};
+  return s;
+}
+
+// The real measurements, ingested once for every test that reads them.
+const std::string& IngestedRoot() {
+  static TempDir dir;
+  static const bool done = [] {
+    hlo::TileIngestOptions o;
+    o.csv = kTiles + "/triton_gemm_h100.csv";
+    o.hlo_dir = kTiles + "/hlo";
+    o.out_root = dir.path();
+    return hlo::IngestTileMeasurements(o).ok();
+  }();
+  REQUIRE(done);
+  return dir.path();
+}
+
+// The CSV's runtime of one row, in ms, read independently of the ingest.
+double CsvMs(const std::string& dtype, int m, int n, int k, const TritonTile& t) {
+  std::ifstream f(kTiles + "/triton_gemm_h100.csv");
+  const std::string prefix = dtype + "," + std::to_string(m) + "," + std::to_string(n) + "," + std::to_string(k) + "," +
+                             std::to_string(t.block_m) + "," + std::to_string(t.block_n) + "," +
+                             std::to_string(t.block_k) + "," + std::to_string(t.num_warps) + "," +
+                             std::to_string(t.num_stages) + ",";
+  for (std::string line; std::getline(f, line);)
+    if (line.rfind(prefix, 0) == 0) return std::stod(line.substr(prefix.size()));
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("Triton tile features: the tile, the grid over the problem and the schedule, hand-computed", "[tile]") {
+  // bf16 M=128, N=256, K=1024 with 64x128x32, 4 warps, 3 stages: 2 x 2 programs, 32 K
+  // steps, one wave of 132 SMs (4 busy), tiles exactly cover C, shared memory 3 x (64 +
+  // 128) x 32 x 2 bytes = 36 KiB.
+  const std::array<float, kTileConfigDim> f =
+      TritonTileFeatures({"bf16", 128, 256, 1024}, {64, 128, 32, 4, 3}, 132);
+  const std::vector<float> want = {64, 128, 32, 0, 0, 0, 224, 262144,
+                                   2,  2,   32, 1, 1, float(4.0 / 132), float(38 + 4.0 / 132), float(128 * 4.0 / 132),
+                                   4,  3,   36, 0, 0, 0, 43, 432};
+  for (int i = 0; i < kTileConfigDim; ++i) CHECK(f[i] == Approx(want[i]).epsilon(1e-6));
+  // A tile that overhangs: M=100 with BLOCK_M 64 -> 2 programs covering 128 rows.
+  const std::array<float, kTileConfigDim> g = TritonTileFeatures({"f32", 100, 32, 32}, {64, 32, 32, 4, 2}, 132);
+  CHECK(g[8] == 2);
+  CHECK(g[12] == Approx(100.0 / 128.0));
+  CHECK(g[18] == Approx(2.0 * (64 + 32) * 32 * 4 / 1024));
+  CHECK(TritonTileOfRow(f.data()) == TritonTile{64, 128, 32, 4, 3});
+}
+
+TEST_CASE("A tile row is refused naming the configuration and why: not a candidate, illegal for the dtype, or another problem's", "[tile]") {
+  const TileSpace s = SmallSpace();
+  const GemmProblem p{"bf16", 512, 512, 512};
+  const auto row = [&](const TritonTile& t) { return TritonTileFeatures(p, t, s.sm_count); };
+  CHECK(s.CheckRow(p, row({64, 128, 32, 4, 2}).data(), "row 0").ok());
+  const absl::Status refused = s.CheckRow(p, row({128, 128, 64, 8, 3}).data(), "tile_configs row 7");
+  CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.message()), Catch::Contains("tile_configs row 7: 128x128x64 w8 s3 is illegal for bf16") &&
+                                                 Catch::Contains("compiler refused it"));
+  // The same configuration is legal for f32 (refusals are per dtype).
+  CHECK(s.CheckRow({"f32", 512, 512, 512}, TritonTileFeatures({"f32", 512, 512, 512}, {128, 128, 64, 8, 3}, 132).data(),
+                   "r")
+            .ok());
+  const absl::Status not_candidate = s.CheckRow(p, row({256, 128, 32, 4, 2}).data(), "row 1");
+  CHECK_THAT(std::string(not_candidate.message()), Catch::Contains("256x128x32 w4 s2 is not a candidate"));
+  // A row computed for another problem: the grid columns disagree.
+  const std::array<float, kTileConfigDim> other = TritonTileFeatures({"bf16", 1024, 512, 512}, {64, 128, 32, 4, 2}, 132);
+  const absl::Status wrong = s.CheckRow(p, other.data(), "row 2");
+  CHECK_THAT(std::string(wrong.message()),
+             Catch::Contains("column 8 (programs along M) is 16, but 64x128x32 w4 s2 on bf16 512x512x512 gives 8"));
+  CHECK(s.Legal("bf16").size() == s.Candidates().size() - 1);
+  CHECK(s.Legal("f32").size() == s.Candidates().size());
+  CHECK(s.Candidates().size() == 3 * 2 * 2 * 2 * 2);
+}
+
+TEST_CASE("A tile space round-trips through JSON, and a bad one is refused naming the key", "[tile]") {
+  const TileSpace s = SmallSpace();
+  absl::StatusOr<TileSpace> back = TileSpace::FromJson(s.ToJson(), "space.json");
+  REQUIRE(back.ok());
+  CHECK(back->ToJson() == s.ToJson());
+  CHECK(back->refused.at("bf16") == s.refused.at("bf16"));
+  CHECK_THAT(std::string(TileSpace::FromJson("[1]", "x.json").status().message()), Catch::Contains("x.json: not a JSON object"));
+  std::string no_warps = s.ToJson();
+  no_warps.replace(no_warps.find("\"num_warps\""), 11, "\"warps\"");
+  CHECK_THAT(std::string(TileSpace::FromJson(no_warps, "x.json").status().message()),
+             Catch::Contains("key 'num_warps' missing"));
+  TileSpace descending = s;
+  descending.block_k = {64, 32};
+  CHECK_THAT(std::string(TileSpace::FromJson(descending.ToJson(), "x.json").status().message()),
+             Catch::Contains("block_k must list values in 1..65536 in ascending order"));
+  TileSpace stray = s;
+  stray.refused["f32"] = {{512, 32, 32, 4, 2}};
+  CHECK_THAT(std::string(TileSpace::FromJson(stray.ToJson(), "x.json").status().message()),
+             Catch::Contains("refused f32: 512x32x32 w4 s2 is not one of the candidates"));
+  CHECK(ParseTritonTile("128x64x32 w8 s4")->Name() == "128x64x32 w8 s4");
+  CHECK_FALSE(ParseTritonTile("128x64 w8 s4").ok());
+}
+
+TEST_CASE("The problem of a real matrix-product HLO module is read from its graph", "[tile][real]") {
+  absl::StatusOr<std::string> text = ReadFile(kTiles + "/hlo/gemm_f32_512x4096x256.hlo");
+  REQUIRE(text.ok());
+  absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(*text, "gemm");
+  REQUIRE(module.ok());
+  absl::StatusOr<hlo::ModuleGraph> m = hlo::FeaturizeModule(*module, "gemm");
+  REQUIRE(m.ok());
+  absl::StatusOr<GemmProblem> p = GemmProblemOfGraph(m->graph, "gemm");
+  REQUIRE(p.ok());
+  CHECK(p->Name() == "f32 512x4096x256");
+  // A module that is not one matrix product says so.
+  absl::StatusOr<std::string> mlp = ReadFile(std::string(TGRAPH_REAL_DATA) + "/hlo/pytorch_xla_mlp_train_step.hlo");
+  REQUIRE(mlp.ok());
+  absl::StatusOr<hlo::ModuleGraph> g = hlo::FeaturizeModule(*hlo::ParseModule(*mlp, "mlp"), "mlp");
+  REQUIRE(g.ok());
+  CHECK_THAT(std::string(GemmProblemOfGraph(g->graph, "mlp").status().message()),
+             Catch::Contains("mlp: a Triton matrix-product kernel graph has one dot; this one has 2"));
+}
+
+TEST_CASE("The real H100 measurements become tile@h100-triton: every timed row, in ns, split by shape", "[tile][real]") {
+  const std::string& root = IngestedRoot();
+  const Collection c = *ParseCollection("tile@h100-triton");
+  absl::StatusOr<TileSpace> space = LoadTileSpace(root + "/npz/tile/@h100-triton");
+  REQUIRE(space.ok());
+  CHECK(space->refused.at("bf16").size() == 28);
+  CHECK(space->refused.at("f32").size() == 90);
+  CHECK(space->Candidates().size() == 288);
+  CHECK(space->sm_count == 132);
+  std::map<std::string, std::set<std::string>> shapes;  // split -> M_N_K
+  int64_t problems = 0, rows = 0;
+  for (const std::string& split : AllSplits()) {
+    absl::StatusOr<std::vector<GraphFile>> files = ListSplit(root, c, split);
+    REQUIRE(files.ok());
+    for (const GraphFile& f : *files) {
+      absl::StatusOr<TileGraph> g = LoadTileGraph(f.path);
+      REQUIRE(g.ok());
+      ++problems;
+      rows += g->num_configs;
+      absl::StatusOr<GemmProblem> p = GemmProblemOfGraph(g->graph, f.path);
+      REQUIRE(p.ok());
+      CHECK(hlo::ProblemStem(*p) == f.name);
+      CHECK(g->num_configs == (p->dtype == "bf16" ? 260 : 198));
+      shapes[split].insert(f.name.substr(f.name.find('_', 5) + 1));
+      for (int64_t r = 0; r < g->num_configs; ++r)
+        CHECK(space->CheckRow(*p, g->config_feat.data() + r * kTileConfigDim, f.name).ok());
+    }
+  }
+  CHECK(problems == 72);
+  CHECK(rows == 16488);
+  CHECK(shapes["test"].size() == 6);
+  CHECK(shapes["valid"].size() == 6);
+  CHECK(shapes["train"].size() == 24);
+  for (const std::string& s : shapes["test"]) CHECK(shapes["train"].count(s) + shapes["valid"].count(s) == 0);
+  for (const std::string& s : shapes["valid"]) CHECK(shapes["train"].count(s) == 0);
+  // One problem's rows against the CSV, read line by line here: runtime = ms x 1e6 ns,
+  // normalizer = cuBLAS's time.
+  std::string split_of;
+  for (const auto& [split, set] : shapes)
+    if (set.count("128x256x256")) split_of = split;
+  absl::StatusOr<TileGraph> g = LoadTileGraph(root + "/npz/tile/@h100-triton/" + split_of + "/gemm_bf16_128x256x256.npz");
+  REQUIRE(g.ok());
+  int checked = 0;
+  for (int64_t r = 0; r < g->num_configs; r += 37, ++checked) {
+    const TritonTile t = TritonTileOfRow(g->config_feat.data() + r * kTileConfigDim);
+    CHECK(g->config_runtime[r] == std::llround(CsvMs("bf16", 128, 256, 256, t) * 1e6));
+  }
+  CHECK(checked == 8);
+  CHECK(g->config_runtime[1] == 22645);  // 32x32x32 w4 s3: 0.022645 ms, the CSV's third line
+  CHECK(g->config_runtime_normalizers[0] == 21613);  // cuBLAS: 0.021613 ms
+  // Refused configurations are not rows.
+  for (int64_t r = 0; r < g->num_configs; ++r)
+    CHECK(space->refused.at("bf16").count(TritonTileOfRow(g->config_feat.data() + r * kTileConfigDim)) == 0);
+}
+
+TEST_CASE("The split seed chooses other test shapes, and an existing collection is never overwritten", "[tile][real]") {
+  TempDir dir;
+  hlo::TileIngestOptions o;
+  o.csv = kTiles + "/triton_gemm_h100.csv";
+  o.hlo_dir = kTiles + "/hlo";
+  o.out_root = dir.path();
+  o.split_seed = 1;
+  REQUIRE(hlo::IngestTileMeasurements(o).ok());
+  const Collection c = *ParseCollection("tile@h100-triton");
+  std::set<std::string> seed1, seed0;
+  const absl::StatusOr<std::vector<GraphFile>> test1 = ListSplit(dir.path(), c, "test");
+  const absl::StatusOr<std::vector<GraphFile>> test0 = ListSplit(IngestedRoot(), c, "test");
+  REQUIRE((test1.ok() && test0.ok()));
+  for (const GraphFile& f : *test1) seed1.insert(f.name);
+  for (const GraphFile& f : *test0) seed0.insert(f.name);
+  CHECK(seed1.size() == 12);
+  CHECK(seed1 != seed0);
+  const absl::StatusOr<hlo::TileIngestSummary> again = hlo::IngestTileMeasurements(o);
+  CHECK(again.status().code() == absl::StatusCode::kAlreadyExists);
+}
+
+TEST_CASE("Bad tile measurements are refused naming the file, the line and the column", "[tile]") {
+  const auto parse = [](const std::string& body) {
+    return hlo::ParseTileCsv("dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms\n" + body, "m.csv", "g", 132);
+  };
+  CHECK_THAT(std::string(hlo::ParseTileCsv("dtype,M,N\n", "m.csv", "g", 132).status().message()),
+             Catch::Contains("m.csv:1: header: is 'dtype,M,N', expected"));
+  CHECK_THAT(std::string(parse("bf16,128,256,x,32,32,32,4,2,0.1\n").status().message()),
+             Catch::Contains("m.csv:2: K: 'x' is not a positive integer"));
+  CHECK_THAT(std::string(parse("bf16,128,256,256,32,32,32,4,2,-1\n").status().message()),
+             Catch::Contains("m.csv:2: ms: '-1' is not a time in milliseconds"));
+  CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,refused\nbf16,2,2,2,32,32,32,4,2,0.1\n").status().message()),
+             Catch::Contains("m.csv:3: ms: 32x32x32 w4 s2 is timed here but refused for bf16 on line 2"));
+  CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,0.1\nbf16,1,1,1,32,32,32,4,2,0.2\n").status().message()),
+             Catch::Contains("m.csv:3: row: 32x32x32 w4 s2 of bf16 1x1x1 appears twice"));
+  // bf16 1x1x1 lacks 64x32x32 w4 s2, which the other problem names.
+  CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,0.1\nbf16,1,1,1,32,32,32,4,3,0.1\n"
+                               "bf16,2,2,2,32,32,32,4,2,0.1\nbf16,2,2,2,32,32,32,4,3,0.1\n"
+                               "bf16,2,2,2,64,32,32,4,2,0.1\nbf16,2,2,2,64,32,32,4,3,0.1\n"
+                               "bf16,1,1,1,64,32,32,4,3,0.1\n")
+                             .status()
+                             .message()),
+             Catch::Contains("bf16 1x1x1 has 3 of the 4 candidate configurations"));
+  absl::StatusOr<hlo::TileMeasurements> ok = parse("f32,8,8,8,32,32,32,4,2,0.001\nf32,8,8,8,32,32,32,4,3,0.0025\n"
+                                                   "f32,8,8,8,cublas,,,,,0.002\n");
+  REQUIRE(ok.ok());
+  CHECK(ok->problems[0].runtime_ns.at({32, 32, 32, 4, 3}) == 2500);
+  CHECK(ok->problems[0].library_ns == 2000);
+}
+
+TEST_CASE("An HLO module that computes another problem than its measurements is refused, and nothing is written", "[tile]") {
+  TempDir dir;
+  fs::create_directories(dir.path() + "/hlo");
+  const std::string csv = dir.path() + "/m.csv";
+  std::ofstream(csv) << "dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms\n"
+                        "bf16,128,256,256,32,32,32,4,2,0.01\nbf16,128,256,256,32,32,32,4,3,0.02\n"
+                        "bf16,512,256,256,32,32,32,4,2,0.01\nbf16,512,256,256,32,32,32,4,3,0.02\n";
+  fs::copy_file(kTiles + "/hlo/gemm_bf16_128x256x256.hlo", dir.path() + "/hlo/gemm_bf16_128x256x256.hlo");
+  fs::copy_file(kTiles + "/hlo/gemm_bf16_128x256x256.hlo", dir.path() + "/hlo/gemm_bf16_512x256x256.hlo");
+  hlo::TileIngestOptions o;
+  o.csv = csv;
+  o.hlo_dir = dir.path() + "/hlo";
+  o.out_root = dir.path() + "/root";
+  o.test_shapes = 1;
+  o.valid_shapes = 0;
+  const absl::StatusOr<hlo::TileIngestSummary> s = hlo::IngestTileMeasurements(o);
+  CHECK_THAT(std::string(s.status().message()),
+             Catch::Contains("gemm_bf16_512x256x256.hlo: the module computes bf16 128x256x256, but its measurements "
+                             "are of bf16 512x256x256"));
+  CHECK_FALSE(fs::exists(dir.path() + "/root"));
+}
+
+TEST_CASE("Measurements to within 1% and random order's expectations, hand-computed", "[tile][metrics]") {
+  // Runtimes 100, 100.5, 103, 200; scores put 200 first, then 103, then 100.5.
+  const std::vector<double> r = {100, 100.5, 103, 200};
+  CHECK(MeasurementsToWithin({4, 3, 2, 1}, r, 0.01) == 3);  // 200, 103, then 100.5 (within 1%)
+  CHECK(MeasurementsToWithin({1, 2, 3, 4}, r, 0.01) == 1);
+  CHECK(MeasurementsToWithin({4, 3, 2, 1}, r, 0.0) == 4);
+  CHECK(std::isnan(MeasurementsToWithin({1, 2}, {0, 0})));
+  // Random order: 2 of 4 within 1% -> (4 + 1) / (2 + 1).
+  CHECK(ExpectedRandomMeasurementsToWithin(r, 0.01) == Approx(5.0 / 3.0));
+  // k = 2 of {1, 2, 3}: the minimum is 1 with probability 2/3, else 2: E = 4/3.
+  CHECK(ExpectedRandomTopKError({3, 1, 2}, 2) == Approx(1.0 / 3.0));
+  CHECK(ExpectedRandomTopKError({3, 1, 2}, 1) == Approx(1.0));  // mean 2 over best 1
+  CHECK(ExpectedRandomTopKError({3, 1, 2}, 3) == Approx(0.0));
+  CHECK(FiniteMedian({3, std::nan(""), 1, 2, 10}) == 2.5);
+}
+
+TEST_CASE("Tile baselines: the nearest problem of the dtype, mean slowdown, the fixed default first", "[tile]") {
+  const TritonTile a{32, 32, 32, 4, 2}, b{64, 64, 32, 4, 2}, d = kFixedDefaultTile;
+  const std::vector<TritonTile> tiles = {a, b, d};
+  const auto problem = [&](const char* name, GemmProblem p, std::vector<double> runtime) {
+    KnownTileProblem k;
+    k.name = name;
+    k.problem = std::move(p);
+    k.tiles = tiles;
+    k.runtime = std::move(runtime);
+    return k;
+  };
+  std::vector<KnownTileProblem> known;
+  known.push_back(problem("near", {"bf16", 128, 256, 256}, {10, 20, 40}));    // a fastest
+  known.push_back(problem("far", {"bf16", 8192, 4096, 4096}, {40, 10, 20}));  // b fastest
+  known.push_back(problem("f32", {"f32", 128, 256, 512}, {30, 20, 10}));      // another dtype: never used for bf16
+  const TileBaselines base(known);
+  const GemmProblem p{"bf16", 128, 256, 512};
+  REQUIRE(base.Nearest(p) != nullptr);
+  CHECK(base.Nearest(p)->name == "near");  // distance 1 (K) against 1 + 5 + 4
+  CHECK(base.Scores(TileBaseline::kNearestProblem, p, tiles) == std::vector<double>{10, 20, 40});
+  // Mean log slowdowns over bf16: a (0 + log 4) / 2, b (log 2 + 0) / 2, d (log 4 + log 2) / 2.
+  const std::vector<double> mean = base.Scores(TileBaseline::kMeanSlowdown, p, tiles);
+  CHECK(mean[0] == Approx(std::log(4.0) / 2));
+  CHECK(mean[1] == Approx(std::log(2.0) / 2));
+  CHECK(mean[2] == Approx(std::log(8.0) / 2));
+  const std::vector<double> fixed = base.Scores(TileBaseline::kFixedDefault, p, tiles);
+  CHECK(RankByScore(fixed) == std::vector<int64_t>{2, 1, 0});
+  // The reports over one evaluated problem whose runtimes are 12, 11, 30.
+  const std::vector<MethodReport> reports = TileBaselineReports(base, {problem("p", p, {12, 11, 30})}, "tile@x", "test");
+  REQUIRE(reports.size() == 4);
+  CHECK(reports[0].method == "nearest problem");
+  CHECK(reports[0].report.median.top_error[0] == Approx(12.0 / 11 - 1));  // a first
+  CHECK(reports[1].report.median.top_error[0] == Approx(0.0));            // b first
+  CHECK(reports[2].report.median.top_error[0] == Approx(30.0 / 11 - 1));  // the default first
+  CHECK(reports[2].report.median.to_within == 2);
+  CHECK(reports[3].method == "random order (expected)");
+  CHECK(reports[3].report.median.to_within == Approx(4.0 / 2.0));
+  CHECK_THAT(TileComparisonTable(reports), Catch::Contains("nearest problem") && Catch::Contains("random order"));
+}
