@@ -3,6 +3,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <thread>
 #include <tuple>
@@ -111,7 +112,10 @@ struct RankerClient::Impl {
     q.set_graph_hash(hash);
     q.set_num_results(o.results);
     q.set_max_evaluations(o.max_evaluations);
-    q.set_num_exclude(row ? static_cast<int64_t>(o.exclude.size() / row) : 0);
+    q.set_num_exclude(row ? static_cast<int64_t>(o.exclude.size() / row)
+                          : static_cast<int64_t>(o.exclude_tiles.size() / kTileConfigDim));
+    q.set_exclude_tile_configs(reinterpret_cast<const char*>(o.exclude_tiles.data()),
+                               o.exclude_tiles.size() * sizeof(float));
     q.set_exclude_layout_configs(reinterpret_cast<const char*>(o.exclude.data()), o.exclude.size());
     q.set_num_start(row ? static_cast<int64_t>(o.start.size() / row) : 0);
     q.set_start_layout_configs(reinterpret_cast<const char*>(o.start.data()), o.start.size());
@@ -127,6 +131,9 @@ struct RankerClient::Impl {
         !s.ok())
       return s;
     p.rows.assign(resp.layout_configs().begin(), resp.layout_configs().end());
+    p.tile_rows.resize(resp.tile_configs().size() / sizeof(float));
+    std::memcpy(p.tile_rows.data(), resp.tile_configs().data(), p.tile_rows.size() * sizeof(float));
+    p.tile_names.assign(resp.tile_names().begin(), resp.tile_names().end());
     p.count = resp.num_configs();
     p.scores.assign(resp.scores().begin(), resp.scores().end());
     p.spread.assign(resp.spread().begin(), resp.spread().end());

@@ -78,7 +78,7 @@ struct Ranking {
 
 // What SearchConfigs may do (ranker.proto, docs/api.md "Searching").
 struct SearchConfigsOptions {
-  std::string collection;       // a layout collection
+  std::string collection;       // a layout collection, or a tile collection with a tile space
   int64_t model_version = 0;    // 0 = latest
   // Configurations to propose, and configurations the search's fitness may score; 0:
   // the server's defaults (Proposals says how many it evaluated).
@@ -93,11 +93,16 @@ struct SearchConfigsOptions {
   // The exclude rows' measured runtimes (ns), in order, or none: with 4 or more the search
   // also follows what they say about this graph (SearchConfigsRequest.exclude_runtimes_ns).
   std::vector<int64_t> exclude_runtimes_ns;
+  // Tile collections: rows (count x 24) never to return, the measured ones; a tile search
+  // takes only these and `results` (it scores every legal configuration).
+  std::vector<float> exclude_tiles;
 };
 
 // SearchConfigs' proposals, best first.
 struct Proposals {
   std::vector<int8_t> rows;     // count x nc x 18
+  std::vector<float> tile_rows;          // tile collections: count x 24
+  std::vector<std::string> tile_names;   // and each one's parameters, "128x128x64 w4 s3"
   int64_t count = 0;
   std::vector<float> scores, spread;
   int64_t model_version = 0;

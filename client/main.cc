@@ -31,6 +31,7 @@
 #include "model/core/graph_io.h"
 #include "model/core/npy.h"
 #include "model/core/rank_metrics.h"
+#include "model/core/tile_space.h"
 #include "model/tools/tool.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address HOST:PORT");
@@ -214,9 +215,55 @@ void MeasuredRows(const tgraph::LayoutGraph& g, tgraph::SearchConfigsOptions* o)
 }
 
 // Proposes what to measure next for the --npz graph.
+// A tile kernel's search: its graph (--hlo, registered as a kernel: no configurable
+// nodes; or a tile --npz, whose rows count as measured), every legal configuration of the
+// model's tile space scored, the best named by their parameters.
+int SearchTiles(tgraph::RankerClient& client, const tgraph::Collection& c) {
+  const std::string hlo = absl::GetFlag(FLAGS_hlo), path = hlo.empty() ? absl::GetFlag(FLAGS_npz) : hlo;
+  tgraph::NodeGraph graph;
+  tgraph::SearchConfigsOptions o;
+  if (!hlo.empty()) {
+    absl::StatusOr<tgraph::HloProgram> program = ReadProgram(hlo);
+    if (!program.ok()) return Fail(program.status());
+    graph = std::move(program->graph);
+  } else {
+    absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(path);
+    if (!g.ok()) return Fail(g.status());
+    graph = std::move(g->graph);
+    o.exclude_tiles = std::move(g->config_feat);
+  }
+  o.collection = c.name();
+  o.model_version = absl::GetFlag(FLAGS_model_version);
+  o.results = absl::GetFlag(FLAGS_results);
+  absl::StatusOr<tgraph::Proposals> p = client.Search(graph, {}, o);
+  if (!p.ok()) return Fail(p.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j = {{"graph", path}, {"collection", c.name()}, {"model_version", p->model_version},
+                        {"evaluations", p->evaluations}, {"reference_configs", p->reference_configs},
+                        {"total_ms", p->server_total_ms}, {"configs", p->tile_names}, {"scores", p->scores},
+                        {"spread", p->spread}};
+    return PrintJson(j);
+  }
+  std::printf("%s: %lld of %lld legal configurations proposed by %s version %lld (%zu measured excluded), %.1f ms\n",
+              path.c_str(), static_cast<long long>(p->count), static_cast<long long>(p->evaluations),
+              c.name().c_str(), static_cast<long long>(p->model_version),
+              o.exclude_tiles.size() / tgraph::kTileConfigDim, p->server_total_ms);
+  std::printf("%6s  %-20s %12s %10s\n", "rank", "BLOCK_MxNxK warps stages", "score", "spread");
+  for (int64_t i = 0; i < p->count; ++i)
+    std::printf("%6lld  %-20s %12.4f %10.4f\n", static_cast<long long>(i + 1), p->tile_names[i].c_str(), p->scores[i],
+                p->spread[i]);
+  return tgraph::kExitOk;
+}
+
 int Search(tgraph::RankerClient& client) {
   absl::StatusOr<tgraph::Collection> c = CollectionFlag();
   if (!c.ok()) return Fail(c.status());
+  if (c->kind == tgraph::CollectionKind::kTile) {
+    if (absl::GetFlag(FLAGS_hlo).empty() == absl::GetFlag(FLAGS_npz).empty())
+      return Fail(UsageError("search needs one kernel: --hlo MODULE (one matrix product) or --npz KERNEL.npz (a tile "
+                             "file; its rows count as measured)"));
+    return SearchTiles(client, *c);
+  }
   const std::string hlo = absl::GetFlag(FLAGS_hlo), path = hlo.empty() ? absl::GetFlag(FLAGS_npz) : hlo;
   if (path.empty() || (!hlo.empty() && !absl::GetFlag(FLAGS_npz).empty()))
     return Fail(UsageError("search needs one graph: --npz GRAPH.npz (a layout graph; its rows count as measured) "
@@ -610,7 +657,7 @@ int Models(tgraph::RankerClient& client) {
   if (!m.ok()) return Fail(m.status());
   if (absl::GetFlag(FLAGS_json)) {
     nlohmann::json j = nlohmann::json::array();
-    for (const tgraph::ModelInfo& info : *m)
+    for (const tgraph::ModelInfo& info : *m) {
       j.push_back({{"collection", info.collection}, {"version", info.version},
                    {"loaded_versions", info.loaded_versions}, {"architecture", info.architecture},
                    {"hidden", info.hidden}, {"folds", info.folds}, {"mean_valid_score", info.mean_valid_score},
@@ -621,6 +668,8 @@ int Models(tgraph::RankerClient& client) {
                      {"graphs", info.graphs}, {"configurations", info.configurations}, {"finetunes", info.finetunes},
                      {"finetune_graphs", info.finetune_graphs}, {"finetune_measurements", info.finetune_measurements},
                      {"synthetic_only", info.synthetic_only}, {"summary", info.provenance}}}});
+      if (!info.tile_space.empty()) j.back()["tile_space"] = nlohmann::json::parse(info.tile_space, nullptr, false);
+    }
     return PrintJson(j);
   }
   std::printf("%-20s %8s %10s %-20s %7s %6s %12s  %s\n", "collection", "version", "loaded", "architecture", "hidden",
@@ -636,6 +685,10 @@ int Models(tgraph::RankerClient& client) {
                 info.synthetic_only ? "\n  WARNING: synthetic data only: rankings follow the generator's cost model, "
                                       "not real hardware"
                                     : "");
+    if (!info.tile_space.empty()) {
+      absl::StatusOr<tgraph::TileSpace> space = tgraph::TileSpace::FromJson(info.tile_space, "tile_space");
+      std::printf("  tile space: %s\n", space.ok() ? space->Summary().c_str() : space.status().ToString().c_str());
+    }
   }
   return tgraph::kExitOk;
 }

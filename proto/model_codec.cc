@@ -29,6 +29,7 @@ void EncodeModelInfo(const std::string& collection, int64_t version, const Manif
   }
   p->set_synthetic_only(m.provenance.SyntheticOnly());
   p->set_summary(m.provenance.Summary());
+  if (m.tile_space) info->set_tile_space(m.tile_space->ToJson());
 }
 
 ModelInfo DecodeModelInfo(const v1::ModelInfo& m) {
@@ -54,6 +55,7 @@ ModelInfo DecodeModelInfo(const v1::ModelInfo& m) {
   info.finetune_measurements = p.finetune_measurements();
   info.synthetic_only = p.synthetic_only();
   info.provenance = p.summary();
+  info.tile_space = m.tile_space();
   return info;
 }
 

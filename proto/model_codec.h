@@ -29,6 +29,7 @@ struct ModelInfo {
   int64_t finetunes = 0, finetune_graphs = 0, finetune_measurements = 0;
   bool synthetic_only = false;
   std::string provenance;  // the one-line summary
+  std::string tile_space;  // a tile collection's configuration space (TileSpace JSON), or ""
 };
 
 // A collection's newest loaded version (its manifest) and every loaded version, newest first.

@@ -94,11 +94,24 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
 
 absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, int64_t num_config_nodes,
                                    const RankLimits& limits) {
-  if (kind != CollectionKind::kLayout)
-    return absl::InvalidArgumentError(absl::StrCat("collection ", q.collection,
-                                                   ": SearchConfigs searches layouts; give a layout collection"));
   if (q.num_results < 0 || q.num_results > 1000)
     return absl::InvalidArgumentError(absl::StrCat("num_results must be in 0..1000 (0: 10), got ", q.num_results));
+  if (kind == CollectionKind::kTile) {
+    for (const auto& [field, set] : {std::pair{"max_evaluations", q.max_evaluations != 0},
+                                     {"num_start", q.num_start != 0},
+                                     {"num_candidates", q.num_candidates != 0},
+                                     {"exclude_runtimes_ns", !q.exclude_runtimes_ns.empty()}})
+      if (set)
+        return absl::InvalidArgumentError(absl::StrCat(field, " is for layout searches; a tile search scores every legal "
+                                                              "configuration and takes only num_results and exclude rows"));
+    if (q.num_exclude < 0 || q.num_exclude > limits.max_configs)
+      return absl::InvalidArgumentError(
+          absl::StrCat("num_exclude must be in 0..", limits.max_configs, " (--max_configs), got ", q.num_exclude));
+    return ValidateRows("exclude_", "num_exclude", q.num_exclude, q.exclude_layout_configs, q.exclude_tile_configs,
+                        q.collection, kind, num_config_nodes);
+  }
+  if (!q.exclude_tile_configs.empty())
+    return absl::InvalidArgumentError("exclude_tile_configs is for tile collections; use exclude_layout_configs");
   if (q.max_evaluations < 0 || q.max_evaluations > limits.max_configs)
     return absl::InvalidArgumentError(absl::StrCat("max_evaluations must be in 0..", limits.max_configs,
                                                    " (this server's --max_configs; 0: ", kDefaultSearchEvaluations,

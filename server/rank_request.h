@@ -56,6 +56,7 @@ struct SearchRequest {
   int64_t num_candidates = 0;  // 0: the whole space
   absl::string_view candidate_layout_configs;
   std::vector<int64_t> exclude_runtimes_ns;  // empty, or one per exclude row
+  absl::string_view exclude_tile_configs;    // tile collections: num_exclude x 24 float32
 };
 
 struct RankLimits {
@@ -71,9 +72,10 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
                                  int64_t version, const RankLimits& limits);
 
 // The fields of a search of a layout graph with `num_config_nodes` configurable nodes:
-// the collection's kind, num_results (0..1000), max_evaluations (0..max_configs), the
-// exclude, start and candidate rows' counts, bytes and values, the exclude rows'
-// runtimes (none, or one > 0 per row). INVALID_ARGUMENT naming the field.
+// num_results (0..1000), max_evaluations (0..max_configs), the exclude, start and
+// candidate rows' counts, bytes and values, the exclude rows' runtimes (none, or one > 0
+// per row). Of a tile graph's search: num_results, the exclude rows, and nothing of the
+// layout fields. INVALID_ARGUMENT naming the field.
 absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, int64_t num_config_nodes,
                                    const RankLimits& limits);
 

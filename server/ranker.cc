@@ -15,8 +15,10 @@
 #include "model/nn/model_io.h"
 #include "proto/error_reason.h"
 #include "model/core/preprocess.h"
+#include "model/core/tile_space.h"
 #include "model/search/layout_search.h"
 #include "model/search/search_policy.h"
+#include "model/search/tile_search.h"
 #include "model/nn/scoring.h"
 
 namespace tgraph {
@@ -131,6 +133,24 @@ absl::Status CheckLegal(const LayoutSpace& space, absl::string_view field, absl:
   return absl::OkStatus();
 }
 
+// Tile rows outside a model's tile space (model/core/tile_space.h): a configuration that
+// is not a candidate, one the compiler refused for the graph's dtype, or a row computed
+// for another problem; named by field and row.
+absl::Status CheckTileRows(const TileSpace& space, const StoredGraph& graph, absl::string_view field,
+                           absl::string_view bytes, int64_t count) {
+  if (bytes.empty()) return absl::OkStatus();
+  absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(graph.pruned.graph, "graph_hash");
+  if (!problem.ok())
+    return absl::InvalidArgumentError(absl::StrCat(problem.status().message(),
+                                                   " (this model ranks the configurations of one matrix product)"));
+  std::vector<float> row(kTileConfigDim);
+  for (int64_t r = 0; r < count; ++r) {
+    std::memcpy(row.data(), bytes.data() + r * kTileConfigDim * sizeof(float), kTileConfigDim * sizeof(float));
+    if (absl::Status s = space.CheckRow(*problem, row.data(), absl::StrCat(field, " row ", r)); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Every check of a RankConfigs request, before any compute: the names and budget
@@ -150,6 +170,14 @@ absl::StatusOr<Ranker::Admitted> Ranker::Admit(const RankRequest& q) {
                                   q.num_reference_configs);
       !s.ok())
     return s;
+  if (const std::optional<TileSpace>& tiles = a->model.model->manifest.tile_space) {
+    if (absl::Status s = CheckTileRows(*tiles, *a->graph, "tile_configs", q.tile_configs, q.num_configs); !s.ok())
+      return s;
+    if (absl::Status s = CheckTileRows(*tiles, *a->graph, "reference_tile_configs", q.reference_tile_configs,
+                                       q.num_reference_configs);
+        !s.ok())
+      return s;
+  }
   return a;
 }
 
@@ -162,6 +190,20 @@ absl::StatusOr<Ranker::Admitted> Ranker::AdmitSearch(const SearchRequest& q) {
   if (absl::Status v = ValidateSearchRequest(q, kind, a->graph->num_config_nodes, {options_.max_configs, 0});
       !v.ok())
     return v;
+  if (kind == CollectionKind::kTile) {
+    const std::optional<TileSpace>& tiles = a->model.model->manifest.tile_space;
+    if (!tiles)
+      return absl::FailedPreconditionError(
+          absl::StrCat("collection ", q.collection, ": its model has no tile space (trained on tile data without "
+                       "tile_space.json), so there is no space to search; rank rows with RankConfigs"));
+    if (absl::Status s = CheckTileRows(*tiles, *a->graph, "exclude_tile_configs", q.exclude_tile_configs, q.num_exclude);
+        !s.ok())
+      return s;
+    if (absl::Status s = GemmProblemOfGraph(a->graph->pruned.graph, "graph_hash").status(); !s.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat(s.message(), " (this model searches the configurations of one matrix product)"));
+    return a;
+  }
   if (absl::Status s = CheckLegal(a->graph->space, "start_layout_configs", q.start_layout_configs, q.num_start);
       !s.ok())
     return s;
@@ -358,6 +400,7 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   const LoadedModel& model = *a.model.model;
   const std::shared_ptr<const PreparedGraph> prepared = Prepare(q.graph_hash, a.model, *a.graph, &out.timing);
   const std::vector<FoldModel> folds = FoldsOf(model, prepared->encodings, {});
+  if (model.manifest.tile_space) return SearchTilesOnWorker(q, a, *prepared, folds, cancelled, std::move(out));
   const auto rows = [](absl::string_view bytes) {
     return std::vector<int8_t>(reinterpret_cast<const int8_t*>(bytes.data()),
                                reinterpret_cast<const int8_t*>(bytes.data()) + bytes.size());
@@ -397,6 +440,48 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   out.generations = r.generations;
   out.reference_configs = r.reference;
   out.correction_weight = so.correction ? r.correction_weight : 0.0;
+  out.timing.rescored = static_cast<int64_t>(r.score.size());
+  return out;
+}
+
+// A tile kernel's search: every legal configuration of its problem not yet measured,
+// scored by every fold (model/search/tile_search.h). Admitted by AdmitSearch.
+absl::StatusOr<SearchOutcome> Ranker::SearchTilesOnWorker(const SearchRequest& q, const Admitted& a,
+                                                          const PreparedGraph& prepared,
+                                                          const std::vector<FoldModel>& folds,
+                                                          const std::function<bool()>& cancelled, SearchOutcome out) {
+  const LoadedModel& model = *a.model.model;
+  const TileSpace& space = *model.manifest.tile_space;
+  const absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(a.graph->pruned.graph, "graph_hash");
+  if (!problem.ok()) return absl::InternalError(problem.status().message());  // admitted: a bug
+  std::vector<TritonTile> exclude;
+  for (int64_t r = 0; r < q.num_exclude; ++r) {
+    float row[kTileConfigDim];
+    std::memcpy(row, q.exclude_tile_configs.data() + r * sizeof(row), sizeof(row));
+    exclude.push_back(TritonTileOfRow(row));
+  }
+  TileSearchOptions so;
+  so.num_results = q.num_results > 0 ? q.num_results : kDefaultSearchResults;
+  so.exclude = &exclude;
+  so.scoring.batch_size = a.batch_size;
+  so.scoring.reference_size = model.manifest.reference_configs;
+  so.scoring.max_reference = a.max_reference;
+  so.scoring.reference_groups = model.manifest.reference_groups;
+  so.scoring.cancelled = cancelled;
+  const auto t0 = Clock::now();
+  const TileSearchResult r = SearchTiles(folds, prepared.tensors, space, *problem, so);
+  out.timing.inference_ms = Ms(t0, Clock::now());
+  if (r.cancelled) return absl::CancelledError("the search was cancelled or its deadline passed; it stopped");
+  configs_scored_ += r.evaluations;
+  if (NonFinite(r.score) > 0)
+    return absl::InternalError(absl::StrCat("model ", q.collection, " version ", a.model.version,
+                                            " gave a non-finite score; nothing is proposed"));
+  out.tile_rows = r.rows;
+  for (const TritonTile& t : r.tiles) out.tile_names.push_back(t.Name());
+  out.scores.assign(r.score.begin(), r.score.end());
+  out.spread.assign(r.spread.begin(), r.spread.end());
+  out.evaluations = r.evaluations;
+  out.reference_configs = r.reference;
   out.timing.rescored = static_cast<int64_t>(r.score.size());
   return out;
 }

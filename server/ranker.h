@@ -30,6 +30,8 @@
 
 namespace tgraph {
 
+struct FoldModel;  // model/nn/scoring.h
+
 struct RankerOptions {
   int64_t graph_store_bytes = int64_t{2} << 30;  // registered (pruned) graphs
   int64_t cache_bytes = int64_t{4} << 30;        // per-version prepared tensors
@@ -69,7 +71,9 @@ struct RankResult {
 // SearchConfigs' answer: configurations best first (results x nc x 18), their scores
 // by every fold against the search's reference, and what the search ran.
 struct SearchOutcome {
-  std::vector<int8_t> rows;
+  std::vector<int8_t> rows;          // layout rows, best first
+  std::vector<float> tile_rows;      // or tile rows (num x 24), best first
+  std::vector<std::string> tile_names;
   std::vector<float> scores, spread;
   int64_t model_version = 0;
   int64_t evaluations = 0, generations = 0, reference_configs = 0;
@@ -147,6 +151,10 @@ class Ranker {
                            double* queue_ms);
   absl::StatusOr<SearchOutcome> SearchOnWorker(const SearchRequest& request, const Admitted& admitted,
                                                const std::function<bool()>& cancelled);
+  // SearchOnWorker's tile branch: the model's tile space scored whole.
+  absl::StatusOr<SearchOutcome> SearchTilesOnWorker(const SearchRequest& request, const Admitted& admitted,
+                                                    const PreparedGraph& prepared, const std::vector<FoldModel>& folds,
+                                                    const std::function<bool()>& cancelled, SearchOutcome out);
   std::shared_ptr<const PreparedGraph> Prepare(const std::string& graph_hash, const ModelHandle& model,
                                                const StoredGraph& graph, RankTiming* timing);
   absl::StatusOr<RankResult> RankOnWorker(const RankRequest& request, const Admitted& admitted,

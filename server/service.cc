@@ -357,6 +357,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.num_candidates = request->num_candidates();
   q.candidate_layout_configs = request->candidate_layout_configs();
   q.exclude_runtimes_ns.assign(request->exclude_runtimes_ns().begin(), request->exclude_runtimes_ns().end());
+  q.exclude_tile_configs = request->exclude_tile_configs();
   absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return context->IsCancelled(); });
   if (!r.ok()) {
     if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
@@ -365,6 +366,8 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   }
   response->set_num_configs(static_cast<int64_t>(r->scores.size()));
   response->set_layout_configs(reinterpret_cast<const char*>(r->rows.data()), r->rows.size());
+  response->set_tile_configs(reinterpret_cast<const char*>(r->tile_rows.data()), r->tile_rows.size() * sizeof(float));
+  for (const std::string& name : r->tile_names) response->add_tile_names(name);
   response->mutable_scores()->Assign(r->scores.begin(), r->scores.end());
   response->mutable_spread()->Assign(r->spread.begin(), r->spread.end());
   response->set_model_version(r->model_version);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <functional>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct ModelWorld {
   int tta = 3;
   uint64_t next_seed = 1;
   Provenance provenance;  // what Publish's manifests say they were trained on (default: unknown)
+  std::optional<TileSpace> tile_space;  // what Publish's manifests carry (default: none)
 
   ModelWorld(uint64_t seed, const std::vector<std::string>& collections) {
     data = dir.path() + "/data";
@@ -56,6 +58,7 @@ struct ModelWorld {
     m.batch_size = batch_size;
     m.tta = tta;
     m.provenance = provenance;
+    m.tile_space = tile_space;
     for (int f = 0; f < folds; ++f) {
       torch::manual_seed(seed * 1000 + static_cast<uint64_t>(f));
       auto net = MakeRankingNet(spec);

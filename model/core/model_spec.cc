@@ -43,6 +43,7 @@ std::string ModelSpec::ToJson() const {
   j["cross_attention"] = cross_attention;
   j["edges"] = edges;
   j["cross_attention_form"] = CrossAttentionFormName(cross_attention_form);
+  if (kind == CollectionKind::kTile) j["tile_head_layers"] = tile_head_layers;
   return j.dump();
 }
 
@@ -52,6 +53,8 @@ absl::Status ModelSpec::Validate() const {
   if (blocks < 1 || blocks > 16) return absl::InvalidArgumentError(absl::StrCat("blocks must be 1..16, got ", blocks));
   if (layout_embedding < 1 || opcode_embedding < 1 || se_reduction < 1 || (hidden / 2) / se_reduction < 1)
     return absl::InvalidArgumentError("embedding widths and se_reduction must be positive and fit hidden/2");
+  if (tile_head_layers < 1 || tile_head_layers > 8)
+    return absl::InvalidArgumentError(absl::StrCat("tile_head_layers must be 1..8, got ", tile_head_layers));
   return absl::OkStatus();
 }
 
@@ -99,6 +102,9 @@ absl::StatusOr<ModelSpec> ModelSpec::FromJson(const std::string& text, absl::str
     if (!f.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", f.status().message()));
     s.cross_attention_form = *f;
   }
+  s.tile_head_layers = 1;  // written before the key existed: one layer
+  if (j.contains("tile_head_layers"))
+    if (absl::Status st = get_int("tile_head_layers", &s.tile_head_layers); !st.ok()) return st;
   if (absl::Status st = s.Validate(); !st.ok())
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", st.message()));
   return s;

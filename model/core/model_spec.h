@@ -48,6 +48,11 @@ struct ModelSpec {
   bool edges = true;
   // Manifests without the key were written by the paper's form.
   CrossAttentionForm cross_attention_form = CrossAttentionForm::kStandardized;
+  // Tile: hidden layers of the head that joins the graph embedding with the config
+  // features (1..8; manifests without the key have 1). The configurations of one kernel
+  // differ only in these features, and their runtime is a product of effects (waves x
+  // K steps x per-step cost), which one layer fits poorly.
+  int64_t tile_head_layers = 3;
 
   std::string ToJson() const;  // a JSON object
   static absl::StatusOr<ModelSpec> FromJson(const std::string& json, absl::string_view what);

@@ -155,6 +155,13 @@ absl::Status TileSpace::Validate(absl::string_view what) const {
   return absl::OkStatus();
 }
 
+std::string TileSpace::Summary() const {
+  std::string refusals;
+  for (const auto& [dtype, tiles] : refused) absl::StrAppend(&refusals, refusals.empty() ? "" : ", ", dtype, " ", tiles.size());
+  return absl::StrCat(kernel, " measured on ", gpu, " (", sm_count, " SMs): ", Candidates().size(),
+                      " candidates; refused by the compiler: ", refusals.empty() ? "none" : refusals);
+}
+
 std::string TileSpace::ToJson() const {
   json j = {{"kernel", kernel},         {"gpu", gpu},         {"sm_count", sm_count},
             {"block_m", block_m},       {"block_n", block_n}, {"block_k", block_k},

@@ -79,6 +79,8 @@ struct TileSpace {
   // Every list non-empty, positive and ascending, sm_count positive, refusals candidates.
   absl::Status Validate(absl::string_view what) const;
 
+  // One line: "triton-gemm measured on GPU (132 SMs): 288 candidates; refused: bf16 28, f32 90".
+  std::string Summary() const;
   std::string ToJson() const;
   // Errors name `what` (a file) and the key.
   static absl::StatusOr<TileSpace> FromJson(const std::string& json, absl::string_view what);

@@ -5,8 +5,8 @@
 // (tests/ranker_test.cc runs both on one request), and each default is written here
 // once. Clients send 0 for "the server's default" and read what ran from the answer.
 //
-// Kinds of configuration: layouts are searched by layout_search.h; a tile search would
-// take its options from a policy beside this one and share its budget rules.
+// Kinds of configuration: layouts are searched by layout_search.h; a tile kernel's few
+// hundred configurations are scored whole (tile_search.h), with kDefaultSearchResults.
 // Pure functions; any thread.
 #pragma once
 

@@ -94,6 +94,7 @@ std::string Manifest::ToJson() const {
                                 {"created", f.created}});
     j["provenance"] = p;
   }
+  if (tile_space) j["tile_space"] = json::parse(tile_space->ToJson());
   return j.dump(2);
 }
 
@@ -214,6 +215,11 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
   }
   if (j.contains("provenance"))
     if (absl::Status s = ReadProvenance(j["provenance"], what, &m.provenance); !s.ok()) return s;
+  if (j.contains("tile_space")) {
+    absl::StatusOr<TileSpace> space = TileSpace::FromJson(j["tile_space"].dump(), absl::StrCat(what, ": tile_space"));
+    if (!space.ok()) return space.status();
+    m.tile_space = std::move(*space);
+  }
   const json* inference = j.contains("inference") && j["inference"].is_object() ? &j["inference"] : nullptr;
   if (inference && inference->contains("reference_groups")) {
     m.reference_groups = (*inference)["reference_groups"].get<int64_t>();

@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
+#include "model/core/tile_space.h"
 
 namespace tgraph {
 
@@ -79,6 +81,9 @@ struct Manifest {
   std::string data_fingerprint;               // hash of the training data
   std::map<std::string, std::string> training;  // the trainer's flags
   Provenance provenance;
+  // A tile collection made from real measurements (tgraph-featurize tiles): the kernel's
+  // configurations, legal and refused, that the server checks rows against and searches.
+  std::optional<TileSpace> tile_space;
 
   std::string ToJson() const;
   static absl::StatusOr<Manifest> FromJson(const std::string& json, absl::string_view what);

@@ -37,6 +37,7 @@ std::string RunInfoJson(const RunInfo& r) {
                      {"dataset", r.provenance.dataset},
                      {"graphs", r.provenance.graphs},
                      {"configurations", r.provenance.configurations}};
+  if (r.tile_space) j["tile_space"] = json::parse(r.tile_space->ToJson());
   return j.dump(1);
 }
 
@@ -64,6 +65,11 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& run_dir) {
     r.provenance.dataset = p.value("dataset", "");
     r.provenance.graphs = p.value("graphs", int64_t{0});
     r.provenance.configurations = p.value("configurations", int64_t{0});
+  }
+  if (j.contains("tile_space")) {
+    absl::StatusOr<TileSpace> space = TileSpace::FromJson(j["tile_space"].dump(), path + ": tile_space");
+    if (!space.ok()) return space.status();
+    r.tile_space = std::move(*space);
   }
   absl::StatusOr<ModelSpec> spec = ModelSpec::FromJson(j["spec"].dump(), path + ": spec");
   if (!spec.ok()) return spec.status();

@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
+#include "model/core/tile_space.h"
 #include "model/nn/tgraph_net.h"
 #include "model/store/registry.h"
 
@@ -49,6 +51,7 @@ struct RunInfo {
   int64_t reference_configs = 256;
   int64_t reference_groups = 1;  // ReferenceGroups of the training batch
   Provenance provenance;         // what the run trains on (no fine-tunes)
+  std::optional<TileSpace> tile_space;  // the collection's, when it has one
 };
 absl::StatusOr<RunInfo> ReadRunInfo(const std::string& run_dir);
 absl::Status WriteRunInfo(const std::string& run_dir, const RunInfo& info);

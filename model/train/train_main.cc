@@ -48,6 +48,8 @@ ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this proce
 ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
 ABSL_FLAG(int64_t, hidden, 0, "Hidden width (0 = 256 paper, 64 quick)");
 ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
+ABSL_FLAG(int64_t, tile_head_layers, 3,
+          "Tile collections: hidden layers of the head that joins the graph embedding with the config features (1..8)");
 ABSL_FLAG(bool, self_attention, true, "Channel-wise self-attention (ablation switch)");
 ABSL_FLAG(bool, cross_attention, true, "Cross-configuration attention (ablation switch)");
 ABSL_FLAG(std::string, cross_attention_form, "standardized",
@@ -209,6 +211,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   o.spec.kind = c->kind;
   o.spec.hidden = absl::GetFlag(FLAGS_hidden) > 0 ? absl::GetFlag(FLAGS_hidden) : (quick ? 64 : 256);
   o.spec.blocks = absl::GetFlag(FLAGS_blocks);
+  o.spec.tile_head_layers = absl::GetFlag(FLAGS_tile_head_layers);
   o.spec.self_attention = absl::GetFlag(FLAGS_self_attention);
   o.spec.cross_attention = absl::GetFlag(FLAGS_cross_attention);
   o.spec.edges = absl::GetFlag(FLAGS_edges);

@@ -17,6 +17,7 @@
 #include "model/core/file_util.h"
 #include "model/core/rank_metrics.h"
 #include "model/core/rng.h"
+#include "model/core/tile_space.h"
 #include "model/nn/features.h"
 #include "model/nn/loss.h"
 #include "model/nn/model_io.h"
@@ -92,6 +93,15 @@ absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
   p.info.collection = o.collection.name();
   p.info.fingerprint = DataFingerprint(p.graphs);
   p.info.provenance = DataProvenance(o.data_root, p.graphs);
+  if (o.collection.kind == CollectionKind::kTile) {
+    const std::string dir = std::filesystem::path(SplitDir(o.data_root, o.collection, "train")).parent_path().string();
+    absl::StatusOr<TileSpace> space = LoadTileSpace(dir);
+    if (space.ok()) {
+      p.info.tile_space = std::move(*space);
+    } else if (!absl::IsNotFound(space.status())) {
+      return space.status();
+    }
+  }
   p.info.spec = o.spec;
   p.info.spec.kind = o.collection.kind;
   p.info.stats = FeatureStats::Compute(all);

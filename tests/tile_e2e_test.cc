@@ -1,0 +1,155 @@
+// The server on real GPU tile data (tile@h100-triton, from tests/data/real/gpu-tiles):
+// a model with a tile space searches a matrix product's legal configurations, ranks
+// rows, and refuses configurations outside the space, naming them and why.
+#define CATCH_CONFIG_PREFIX_ALL
+#include <catch2/catch.hpp>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "model/core/graph_io.h"
+#include "model/core/tile_space.h"
+#include "model/hlo/tile_ingest.h"
+#include "tests/model_fixtures.h"
+#include "tests/server_process.h"
+
+using namespace tgraph;
+
+namespace {
+
+const std::string kTiles = std::string(TGRAPH_REAL_DATA) + "/gpu-tiles";
+
+// A registry with tile@h100-triton (random weights, the real tile space) and
+// tile@no-space (a tile model without one), and the ingested real data.
+struct TileWorld {
+  ModelWorld w{7, {"tile:xla"}};
+  std::string root;
+  TileSpace space;
+  TileWorld() {
+    root = w.dir.path() + "/tiles";
+    hlo::TileIngestOptions o;
+    o.csv = kTiles + "/triton_gemm_h100.csv";
+    o.hlo_dir = kTiles + "/hlo";
+    o.out_root = root;
+    if (!hlo::IngestTileMeasurements(o).ok()) std::abort();
+    space = *LoadTileSpace(root + "/npz/tile/@h100-triton");
+    w.tile_space = space;
+    w.Publish("tile@h100-triton", 2);
+    w.tile_space.reset();
+    w.Publish("tile@no-space", 1);
+  }
+};
+
+NodeGraph KernelGraph(const std::string& stem) {
+  absl::StatusOr<HloProgram> p = HloProgram::FromFile(kTiles + "/hlo/" + stem + ".hlo");
+  if (!p.ok()) std::abort();
+  return p->graph;
+}
+
+}  // namespace
+
+CATCH_TEST_CASE("server: a tile model with a real H100 tile space searches a matrix product's legal configurations",
+                "[e2e][tile][real]") {
+  TileWorld t;
+  ServerProcess server(t.w.registry, t.w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  RankerClient client(server.Client());
+  const NodeGraph graph = KernelGraph("gemm_bf16_2048x1024x1024");
+  const GemmProblem problem{"bf16", 2048, 1024, 1024};
+  SearchConfigsOptions o;
+  o.collection = "tile@h100-triton";
+  o.results = 5;
+  absl::StatusOr<Proposals> p = client.Search(graph, {}, o);
+  CATCH_REQUIRE(p.ok());
+  CATCH_CHECK(p->evaluations == 260);  // every legal bf16 configuration: 288 less 28 refused
+  CATCH_REQUIRE(p->count == 5);
+  CATCH_REQUIRE(p->tile_names.size() == 5);
+  CATCH_REQUIRE(p->tile_rows.size() == 5 * kTileConfigDim);
+  for (int i = 0; i < 5; ++i) {
+    const TritonTile tile = TritonTileOfRow(p->tile_rows.data() + i * kTileConfigDim);
+    CATCH_CHECK(tile.Name() == p->tile_names[i]);
+    CATCH_CHECK(t.space.CheckRow(problem, p->tile_rows.data() + i * kTileConfigDim, "proposal").ok());
+    if (i > 0) CATCH_CHECK(p->scores[i - 1] <= p->scores[i]);
+  }
+  // The proposals measured: the next search leaves them out.
+  o.exclude_tiles.assign(p->tile_rows.begin(), p->tile_rows.begin() + 3 * kTileConfigDim);
+  absl::StatusOr<Proposals> next = client.Search(graph, {}, o);
+  CATCH_REQUIRE(next.ok());
+  CATCH_CHECK(next->evaluations == 257);
+  const std::set<std::string> excluded(p->tile_names.begin(), p->tile_names.begin() + 3);
+  for (const std::string& n : next->tile_names) CATCH_CHECK(excluded.count(n) == 0);
+  CATCH_CHECK(next->tile_names[0] == p->tile_names[3]);
+
+  // Ranking the whole legal space gives the search's order: one scoring for both.
+  const std::vector<TritonTile> legal = t.space.Legal("bf16");
+  std::vector<float> rows;
+  for (const TritonTile& tile : legal) {
+    const auto row = TritonTileFeatures(problem, tile, t.space.sm_count);
+    rows.insert(rows.end(), row.begin(), row.end());
+  }
+  RankOptions ro;
+  ro.collection = "tile@h100-triton";
+  absl::StatusOr<Ranking> r = client.RankTile(graph, rows.data(), static_cast<int64_t>(legal.size()), ro);
+  CATCH_REQUIRE(r.ok());
+  for (int i = 0; i < 5; ++i) CATCH_CHECK(legal[static_cast<size_t>(r->order[i])].Name() == p->tile_names[i]);
+  CATCH_CHECK(server.Stop() == 0);
+}
+
+CATCH_TEST_CASE("server: a tile row outside the model's space is refused naming the row and why", "[e2e][tile][real]") {
+  TileWorld t;
+  ServerProcess server(t.w.registry, t.w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  RankerClient client(server.Client());
+  const NodeGraph graph = KernelGraph("gemm_f32_512x256x4096");
+  const GemmProblem problem{"f32", 512, 256, 4096};
+  const auto row = [&](const GemmProblem& p, const TritonTile& tile) {
+    const auto r = TritonTileFeatures(p, tile, t.space.sm_count);
+    return std::vector<float>(r.begin(), r.end());
+  };
+  RankOptions ro;
+  ro.collection = "tile@h100-triton";
+  // Row 1 is 128x128x128 w4 s3: the compiler refused it for f32 (not for bf16).
+  std::vector<float> rows = row(problem, {64, 64, 32, 4, 2});
+  const std::vector<float> refused = row(problem, {128, 128, 128, 4, 3});
+  rows.insert(rows.end(), refused.begin(), refused.end());
+  absl::StatusOr<Ranking> r = client.RankTile(graph, rows.data(), 2, ro);
+  CATCH_REQUIRE_FALSE(r.ok());
+  CATCH_CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(r.status().message()),
+                   Catch::Contains("tile_configs row 1: 128x128x128 w4 s3 is illegal for f32 on NVIDIA H100 80GB HBM3"));
+  // A row computed for another problem: its grid columns are wrong for this kernel.
+  const std::vector<float> other = row({"f32", 2048, 256, 4096}, {64, 64, 32, 4, 2});
+  r = client.RankTile(graph, other.data(), 1, ro);
+  CATCH_REQUIRE_FALSE(r.ok());
+  CATCH_CHECK_THAT(std::string(r.status().message()),
+                   Catch::Contains("tile_configs row 0: column 8 (programs along M) is 32, but 64x64x32 w4 s2 on f32 "
+                                   "512x256x4096 gives 8"));
+  // A configuration that is not a candidate at all.
+  const std::vector<float> odd = row(problem, {48, 64, 32, 4, 2});
+  r = client.RankTile(graph, odd.data(), 1, ro);
+  CATCH_CHECK_THAT(std::string(r.status().message()), Catch::Contains("48x64x32 w4 s2 is not a candidate"));
+  // Searching: layout-only fields are refused; a model without a tile space has nothing to search.
+  SearchConfigsOptions so;
+  so.collection = "tile@h100-triton";
+  so.max_evaluations = 100;
+  absl::StatusOr<Proposals> p = client.Search(graph, {}, so);
+  CATCH_CHECK(p.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(p.status().message()), Catch::Contains("max_evaluations is for layout searches"));
+  so.max_evaluations = 0;
+  so.collection = "tile@no-space";
+  p = client.Search(graph, {}, so);
+  CATCH_CHECK(p.status().code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK_THAT(std::string(p.status().message()), Catch::Contains("its model has no tile space"));
+  // The models list says what the space is.
+  absl::StatusOr<std::vector<ModelInfo>> models = client.ListModels();
+  CATCH_REQUIRE(models.ok());
+  for (const ModelInfo& m : *models) {
+    if (m.collection != "tile@h100-triton") continue;
+    absl::StatusOr<TileSpace> space = TileSpace::FromJson(m.tile_space, "ListModels");
+    CATCH_REQUIRE(space.ok());
+    CATCH_CHECK(space->refused.at("f32").size() == 90);
+  }
+  CATCH_CHECK(server.Stop() == 0);
+}
