@@ -91,6 +91,51 @@ TEST_CASE("model spec JSON: the cross-attention form round trips, and old manife
   CHECK_THAT(std::string(wrong_type.status().message()), Catch::Contains("key 'cross_attention_form' must be a string"));
 }
 
+TEST_CASE("model spec JSON: a tile head's depth round trips, old tile manifests have one layer, and it is bounded", "[registry]") {
+  ModelSpec spec;
+  spec.kind = CollectionKind::kTile;
+  CHECK(spec.tile_head_layers == 3);  // what new tile models train with
+  auto back = ModelSpec::FromJson(spec.ToJson(), "spec");
+  REQUIRE(back.ok());
+  CHECK(back->tile_head_layers == 3);
+  const std::string old = R"({"architecture": "tgraph", "kind": "tile", "hidden": 64, "blocks": 2,
+      "layout_embedding": 4, "opcode_embedding": 16, "se_reduction": 8, "self_attention": true,
+      "cross_attention": true, "edges": true, "cross_attention_form": "standardized"})";
+  auto legacy = ModelSpec::FromJson(old, "m.json");
+  REQUIRE(legacy.ok());
+  CHECK(legacy->tile_head_layers == 1);
+  auto deep = ModelSpec::FromJson(old.substr(0, old.size() - 1) + R"(, "tile_head_layers": 9})", "m.json");
+  CHECK_THAT(std::string(deep.status().message()), Catch::Contains("m.json: tile_head_layers must be 1..8, got 9"));
+}
+
+TEST_CASE("a manifest's tile space round trips, and a corrupt one is refused naming the key", "[registry]") {
+  Manifest m;
+  m.collection = "tile@h100-triton";
+  m.version = 1;
+  m.spec.kind = CollectionKind::kTile;
+  m.folds.push_back({0, 0.9, "fold_0.npz", "ab"});
+  TileSpace space;
+  space.gpu = "GPU";
+  space.sm_count = 132;
+  space.block_m = {32, 64}, space.block_n = {32}, space.block_k = {32}, space.num_warps = {4}, space.num_stages = {2, 3};
+  space.refused["f32"] = {{64, 32, 32, 4, 3}};
+  m.tile_space = space;
+  auto back = Manifest::FromJson(m.ToJson(), "manifest.json");
+  INFO(back.status().message());
+  REQUIRE(back.ok());
+  REQUIRE(back->tile_space.has_value());
+  CHECK(back->tile_space->ToJson() == space.ToJson());
+  m.tile_space.reset();
+  auto none = Manifest::FromJson(m.ToJson(), "manifest.json");
+  REQUIRE(none.ok());
+  CHECK_FALSE(none->tile_space.has_value());
+  std::string text = Manifest{*back}.ToJson();
+  text.replace(text.find("\"sm_count\": 132"), 15, "\"sm_count\": -1 ");
+  auto bad = Manifest::FromJson(text, "manifest.json");
+  REQUIRE_FALSE(bad.ok());
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("manifest.json: tile_space: sm_count must be in 1..100000"));
+}
+
 TEST_CASE("architecture and cross-attention form names parse to their enums and back, and others are refused", "[registry]") {
   for (Architecture a : {Architecture::kTGraph, Architecture::kTpuGraphsBaseline})
     CHECK(*ParseArchitecture(ArchitectureName(a)) == a);
