@@ -1,0 +1,238 @@
+// tgraph-bench-tiles: a replay over real measured pools. Every legal configuration of
+// each problem of a tile collection made from real measurements (tgraph-featurize tiles,
+// e.g. tile@h100-triton) was timed on the GPU, so any strategy that picks what to
+// measure next can be replayed exactly, looking the runtime up instead of running the
+// kernel. The figure of merit is how many measurements each strategy makes until one
+// is within --within (1%) of the fastest, per problem of --split and as the median.
+//
+//   tgraph-bench-tiles --data ROOT --collection tile@h100-triton --registry REG [--split test]
+//
+// Strategies:
+//   model      the frozen model's order of the whole legal space (SearchTiles, as the
+//              server's SearchConfigs proposes it);
+//   model+ft   rounds: the model proposes --per_round unmeasured configurations, they are
+//              measured, and every fold is fine-tuned on the problem's measured rows
+//              before the next round (the learning loop of a farm, in process);
+//   nearest    the nearest measured problem's order (tile_baselines.h, from the train and
+//              valid splits);
+//   random     its expectation ((n + 1) / (g + 1) for g configurations within tolerance);
+//   exhaustive every legal configuration, what Triton's own autotuner measures.
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "model/core/graph_io.h"
+#include "model/core/rank_metrics.h"
+#include "model/core/rng.h"
+#include "model/core/tile_baselines.h"
+#include "model/nn/features.h"
+#include "model/nn/model_io.h"
+#include "model/search/tile_search.h"
+#include "model/tools/cli.h"
+#include "model/tools/tool.h"
+#include "model/train/train_data.h"
+#include "model/train/train_step.h"
+
+ABSL_FLAG(std::string, data, "", "The data root of the tile collection (tgraph-featurize tiles --out_root)");
+ABSL_FLAG(std::string, collection, "tile@h100-triton", "A tile collection with a tile space");
+ABSL_FLAG(std::string, registry, "", "Model registry");
+ABSL_FLAG(int64_t, version, 0, "Model version (0 = latest)");
+ABSL_FLAG(std::string, split, "test", "The split whose problems are replayed (never trained on: test)");
+ABSL_FLAG(double, within, 0.01, "A measurement counts as found when its runtime is within this of the fastest");
+ABSL_FLAG(int64_t, per_round, 1, "model+ft: configurations measured per round");
+ABSL_FLAG(int64_t, finetune_steps, 20, "model+ft: optimisation steps per fold after each round");
+ABSL_FLAG(double, finetune_lr, 1e-4, "model+ft: AdamW learning rate (tgraph-train finetune's default)");
+ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
+
+using tgraph::Fail;
+using tgraph::UsageError;
+
+namespace {
+
+// One measured problem: its graph, its legal configurations and their runtimes (ns).
+struct Pool {
+  std::string name;
+  tgraph::TileGraph graph;
+  tgraph::KnownTileProblem known;
+  std::map<tgraph::TritonTile, double> runtime;
+  double fastest = 0;
+  bool Good(const tgraph::TritonTile& t) const { return runtime.at(t) <= (1.0 + absl::GetFlag(FLAGS_within)) * fastest; }
+};
+
+// A loaded model's folds, their encodings of one graph, and its tensors.
+struct Scorer {
+  tgraph::LoadedModel model;
+  tgraph::GraphTensors tensors;
+  std::vector<tgraph::StaticEncoding> caches;
+  std::vector<tgraph::FoldModel> folds;
+
+  void Encode() {
+    torch::NoGradGuard no_grad;
+    caches.clear();
+    folds.clear();
+    for (const auto& net : model.folds) {
+      net->eval();
+      caches.push_back(net->Precompute(tensors));
+    }
+    for (size_t f = 0; f < model.folds.size(); ++f) folds.push_back({model.folds[f].get(), &caches[f], static_cast<int>(f)});
+  }
+
+  tgraph::TileSearchResult Search(const tgraph::GemmProblem& p, const std::vector<tgraph::TritonTile>& exclude,
+                                  int64_t results) {
+    tgraph::TileSearchOptions o;
+    o.num_results = results;
+    o.exclude = &exclude;
+    o.scoring.batch_size = model.manifest.batch_size;
+    o.scoring.reference_size = model.manifest.reference_configs;
+    o.scoring.reference_groups = model.manifest.reference_groups;
+    return tgraph::SearchTiles(folds, tensors, *model.manifest.tile_space, p, o);
+  }
+
+  // Every fold trained on the measured rows, as a farm's fine-tune would.
+  void Finetune(const Pool& pool, const std::vector<tgraph::TritonTile>& measured, tgraph::Rng& rng) {
+    if (measured.size() < 2) return;
+    tgraph::GraphData gd;
+    gd.name = pool.name;
+    gd.split = "train";
+    gd.graph = pool.graph.graph;
+    gd.tile_feat = tgraph::TileRows(*model.manifest.tile_space, pool.known.problem, measured);
+    for (const tgraph::TritonTile& t : measured) gd.target.push_back(pool.runtime.at(t));
+    for (const auto& net : model.folds) {
+      net->train();
+      auto opt = tgraph::MakeOptimizer(*net, absl::GetFlag(FLAGS_finetune_lr), 1e-5);
+      for (int64_t s = 0; s < absl::GetFlag(FLAGS_finetune_steps); ++s)
+        tgraph::TrainStep(*net, *opt, tensors, gd, tgraph::SampleRows(gd, gd.num_configs(), rng),
+                          absl::GetFlag(FLAGS_finetune_lr), 1.0);
+    }
+    Encode();
+  }
+};
+
+absl::StatusOr<Scorer> LoadScorer(const tgraph::TileGraph& g) {
+  absl::StatusOr<tgraph::LoadedModel> m = tgraph::LoadModelOrLatest(
+      tgraph::Registry(absl::GetFlag(FLAGS_registry)), absl::GetFlag(FLAGS_collection), absl::GetFlag(FLAGS_version));
+  if (!m.ok()) return m.status();
+  if (!m->manifest.tile_space)
+    return absl::FailedPreconditionError(absl::StrCat(absl::GetFlag(FLAGS_collection),
+                                                      ": the model has no tile space (trained on data that "
+                                                      "tgraph-featurize tiles did not make): nothing to replay"));
+  Scorer s;
+  s.model = std::move(*m);
+  s.tensors = tgraph::MakeGraphTensors(g.graph, {}, s.model.manifest.stats);
+  s.Encode();
+  return s;
+}
+
+// Measurements until one is good, in `order` (all of the pool when none is).
+double UntilGood(const Pool& pool, const std::vector<tgraph::TritonTile>& order) {
+  for (size_t i = 0; i < order.size(); ++i)
+    if (pool.Good(order[i])) return static_cast<double>(i + 1);
+  return static_cast<double>(order.size());
+}
+
+// Rounds of proposals, each measured and learned from, until one is good.
+double FinetuneLoop(const Pool& pool, tgraph::Rng& rng) {
+  absl::StatusOr<Scorer> s = LoadScorer(pool.graph);  // a fresh copy of the frozen model
+  if (!s.ok()) return std::nan("");
+  std::vector<tgraph::TritonTile> measured;
+  while (measured.size() < pool.runtime.size()) {
+    const tgraph::TileSearchResult r = s->Search(pool.known.problem, measured, absl::GetFlag(FLAGS_per_round));
+    if (r.tiles.empty()) break;
+    for (const tgraph::TritonTile& t : r.tiles) {
+      measured.push_back(t);
+      if (pool.Good(t)) return static_cast<double>(measured.size());
+    }
+    s->Finetune(pool, measured, rng);
+  }
+  return static_cast<double>(measured.size());
+}
+
+int Replay() {
+  torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
+  if (absl::GetFlag(FLAGS_data).empty() || absl::GetFlag(FLAGS_registry).empty())
+    return Fail(UsageError("give --data ROOT (tgraph-featurize tiles --out_root) and --registry REG"));
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok()) return Fail(UsageError(absl::StrCat("--collection: ", c.status().message())));
+  std::vector<tgraph::KnownTileProblem> known;
+  for (const std::string split : {"train", "valid"}) {
+    absl::StatusOr<std::vector<tgraph::GraphFile>> files = tgraph::ListSplit(absl::GetFlag(FLAGS_data), *c, split);
+    if (!files.ok()) return Fail(files.status());
+    for (const tgraph::GraphFile& f : *files) {
+      absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(f.path);
+      if (!g.ok()) return Fail(g.status());
+      absl::StatusOr<tgraph::KnownTileProblem> k = tgraph::KnownProblemOf(*g, f.path);
+      if (!k.ok()) return Fail(k.status());
+      known.push_back(std::move(*k));
+    }
+  }
+  const tgraph::TileBaselines baselines(std::move(known));
+  absl::StatusOr<std::vector<tgraph::GraphFile>> files =
+      tgraph::ListSplit(absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split));
+  if (!files.ok()) return Fail(files.status());
+  std::printf("replay over %zu measured problems of %s %s: measurements until one within %.3g%% of the fastest\n",
+              files->size(), c->name().c_str(), absl::GetFlag(FLAGS_split).c_str(), 100 * absl::GetFlag(FLAGS_within));
+  std::printf("%-28s %7s %7s %8s %8s %8s %10s\n", "problem", "model", "model+ft", "nearest", "random", "exhaust",
+              "top-1 (x)");
+  std::map<std::string, std::vector<double>> column;
+  tgraph::Rng rng(0);
+  for (const tgraph::GraphFile& f : *files) {
+    Pool pool;
+    pool.name = f.name;
+    absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(f.path);
+    if (!g.ok()) return Fail(g.status());
+    pool.graph = std::move(*g);
+    absl::StatusOr<tgraph::KnownTileProblem> k = tgraph::KnownProblemOf(pool.graph, f.path);
+    if (!k.ok()) return Fail(k.status());
+    pool.known = std::move(*k);
+    std::vector<double> ns(pool.graph.config_runtime.begin(), pool.graph.config_runtime.end());
+    for (size_t i = 0; i < ns.size(); ++i) pool.runtime[pool.known.tiles[i]] = ns[i];
+    pool.fastest = *std::min_element(ns.begin(), ns.end());
+    absl::StatusOr<Scorer> frozen = LoadScorer(pool.graph);
+    if (!frozen.ok()) return Fail(frozen.status());
+    const tgraph::TileSearchResult all =
+        frozen->Search(pool.known.problem, {}, static_cast<int64_t>(pool.runtime.size()));
+    for (const tgraph::TritonTile& t : all.tiles)
+      if (!pool.runtime.count(t))
+        return Fail(absl::FailedPreconditionError(absl::StrCat(f.path, ": the model's space proposes ", t.Name(),
+                                                               ", which this problem did not measure")));
+    const std::vector<double> nearest_scores =
+        baselines.Scores(tgraph::TileBaseline::kNearestProblem, pool.known.problem, pool.known.tiles);
+    std::vector<tgraph::TritonTile> nearest;
+    for (int64_t i : tgraph::RankByScore(nearest_scores)) nearest.push_back(pool.known.tiles[static_cast<size_t>(i)]);
+    const double row[] = {UntilGood(pool, all.tiles), FinetuneLoop(pool, rng), UntilGood(pool, nearest),
+                          tgraph::ExpectedRandomMeasurementsToWithin(ns, absl::GetFlag(FLAGS_within)),
+                          static_cast<double>(ns.size()), pool.runtime.at(all.tiles[0]) / pool.fastest};
+    const char* names[] = {"model", "model+ft", "nearest", "random", "exhaustive", "top-1"};
+    for (int i = 0; i < 6; ++i) column[names[i]].push_back(row[i]);
+    std::printf("%-28s %7.0f %8.0f %8.0f %8.1f %8.0f %10.3f\n", f.name.c_str(), row[0], row[1], row[2], row[3], row[4],
+                row[5]);
+  }
+  const auto median = [&](const char* name) { return tgraph::FiniteMedian(column[name]); };
+  const auto mean = [&](const char* name) { return tgraph::FiniteMean(column[name]); };
+  std::printf("%-28s %7.1f %8.1f %8.1f %8.1f %8.1f %10.3f\n", "median", median("model"), median("model+ft"),
+              median("nearest"), median("random"), median("exhaustive"), median("top-1"));
+  std::printf("%-28s %7.1f %8.1f %8.1f %8.1f %8.1f %10.3f\n", "mean", mean("model"), mean("model+ft"), mean("nearest"),
+              mean("random"), mean("exhaustive"), mean("top-1"));
+  std::printf("model+ft: %lld configuration(s) per round, %lld steps per fold at lr %g after each round\n",
+              static_cast<long long>(absl::GetFlag(FLAGS_per_round)),
+              static_cast<long long>(absl::GetFlag(FLAGS_finetune_steps)), absl::GetFlag(FLAGS_finetune_lr));
+  return tgraph::kExitOk;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  return tgraph::RunTorchTool(argc, argv,
+                              "Replay search strategies over real measured tile pools (measurements until one within "
+                              "1% of the fastest).\n"
+                              "  tgraph-bench-tiles --data ROOT --collection tile@h100-triton --registry REG [--split test]",
+                              Replay);
+}
