@@ -811,7 +811,8 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
   };
   SearchRequest b = q;
   b.collection = "tile:xla";
-  expect(b, absl::StatusCode::kInvalidArgument, "SearchConfigs searches layouts");
+  // A tile search takes none of a layout search's fields.
+  expect(b, absl::StatusCode::kInvalidArgument, "max_evaluations is for layout searches");
   b = q;
   b.num_results = 1001;
   expect(b, absl::StatusCode::kInvalidArgument, "num_results must be in 0..1000");

@@ -48,7 +48,7 @@ ABSL_FLAG(int64_t, version, 0, "Model version (0 = latest)");
 ABSL_FLAG(std::string, split, "test", "The split whose problems are replayed (never trained on: test)");
 ABSL_FLAG(double, within, 0.01, "A measurement counts as found when its runtime is within this of the fastest");
 ABSL_FLAG(int64_t, per_round, 1, "model+ft: configurations measured per round");
-ABSL_FLAG(int64_t, finetune_steps, 20, "model+ft: optimisation steps per fold after each round");
+ABSL_FLAG(int64_t, finetune_steps, 40, "model+ft: optimisation steps per fold after each round (tgraph-bench-search's default)");
 ABSL_FLAG(double, finetune_lr, 1e-4, "model+ft: AdamW learning rate (tgraph-train finetune's default)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
 
