@@ -7,6 +7,10 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
 
 #include "model/core/dataset.h"
 #include "model/core/file_util.h"
@@ -222,6 +226,61 @@ TEST_CASE("The split seed chooses other test shapes, and an existing collection 
   CHECK(seed1 != seed0);
   const absl::StatusOr<hlo::TileIngestSummary> again = hlo::IngestTileMeasurements(o);
   CHECK(again.status().code() == absl::StatusCode::kAlreadyExists);
+}
+
+TEST_CASE("Seed 0 holds out the shapes docs/results.md reports on; a dtype or the largest shapes can be held out instead", "[tile][real]") {
+  const Collection c = *ParseCollection("tile@h100-triton");
+  const auto names = [&](const std::string& root, const std::string& split) {
+    std::set<std::string> out;
+    const absl::StatusOr<std::vector<GraphFile>> files = ListSplit(root, c, split);
+    REQUIRE(files.ok());
+    for (const GraphFile& f : *files) out.insert(f.name);
+    return out;
+  };
+  std::set<std::string> want;
+  for (const char* shape : {"2048x256x1024", "2048x4096x4096", "512x256x4096", "512x4096x256", "8192x256x256", "8192x256x4096"})
+    for (const char* dtype : {"bf16", "f32"}) want.insert(std::string("gemm_") + dtype + "_" + shape);
+  CHECK(names(IngestedRoot(), "test") == want);
+
+  const auto ingest = [&](const TempDir& dir, const std::string& hold_out) {
+    hlo::TileIngestOptions o;
+    o.csv = kTiles + "/triton_gemm_h100.csv";
+    o.hlo_dir = kTiles + "/hlo";
+    o.out_root = dir.path();
+    o.hold_out = hold_out;
+    return hlo::IngestTileMeasurements(o);
+  };
+  TempDir f32;
+  REQUIRE(ingest(f32, "f32").ok());
+  const std::set<std::string> test = names(f32.path(), "test");
+  CHECK(test.size() == 36);
+  for (const std::string& n : test) CHECK(n.rfind("gemm_f32_", 0) == 0);
+  const std::set<std::string> valid = names(f32.path(), "valid"), train = names(f32.path(), "train");
+  CHECK(valid.size() == 6);
+  CHECK(train.size() == 30);
+  for (const std::string& n : valid) CHECK(n.rfind("gemm_bf16_", 0) == 0);
+  for (const std::string& n : train) CHECK(n.rfind("gemm_bf16_", 0) == 0);
+
+  TempDir largest;
+  REQUIRE(ingest(largest, "largest").ok());
+  // The six shapes of the most multiply-adds (8192x4096x4096 first): no train or valid
+  // shape is larger than any of them.
+  const auto macs = [](const std::string& name) {
+    const std::vector<std::string> d = absl::StrSplit(name.substr(name.find('_', 5) + 1), 'x');
+    return std::stod(d[0]) * std::stod(d[1]) * std::stod(d[2]);
+  };
+  double smallest_test = 1e30, largest_other = 0;
+  for (const std::string& n : names(largest.path(), "test")) smallest_test = std::min(smallest_test, macs(n));
+  for (const char* split : {"train", "valid"})
+    for (const std::string& n : names(largest.path(), split)) largest_other = std::max(largest_other, macs(n));
+  CHECK(names(largest.path(), "test").size() == 12);
+  CHECK(smallest_test >= largest_other);
+
+  TempDir bad;
+  const absl::StatusOr<hlo::TileIngestSummary> s = ingest(bad, "f16");
+  CHECK(s.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.status().message()), Catch::Contains("hold_out 'f16': expected shape, largest or a dtype of"));
+  CHECK_THAT(std::string(s.status().message()), Catch::Contains("(bf16, f32)"));
 }
 
 TEST_CASE("Bad tile measurements are refused naming the file, the line and the column", "[tile]") {

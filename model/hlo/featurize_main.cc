@@ -5,6 +5,7 @@
 //   tgraph-featurize tile   --in TUNING_DATA.pb --out_dir DIR
 //   tgraph-featurize apply  --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo
 //   tgraph-featurize tiles  --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]
+//                           [--hold_out shape|DTYPE|largest] [--split_seed S]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -37,6 +38,9 @@ ABSL_FLAG(std::string, out_root, "", "tiles: the data root to write the collecti
 ABSL_FLAG(std::string, name, "h100-triton", "tiles: the collection's name (tile@NAME)");
 ABSL_FLAG(std::string, gpu, "NVIDIA H100 80GB HBM3", "tiles: the GPU the measurements were taken on");
 ABSL_FLAG(int64_t, sm_count, 132, "tiles: the GPU's streaming multiprocessors (132 on an H100 SXM)");
+ABSL_FLAG(std::string, hold_out, "shape",
+          "tiles: what the test split holds: shape (test_shapes shapes, every dtype), a dtype (e.g. f32: trained "
+          "on the others only), or largest (the test_shapes shapes of the most multiply-adds)");
 ABSL_FLAG(uint64_t, split_seed, 0, "tiles: shuffles the shapes (M, N, K) before they are split");
 ABSL_FLAG(int64_t, test_shapes, 6, "tiles: shapes held out as the test split (every dtype of each)");
 ABSL_FLAG(int64_t, valid_shapes, 6, "tiles: shapes in the valid split");
@@ -202,6 +206,7 @@ int Tiles() {
   o.name = absl::GetFlag(FLAGS_name);
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.sm_count = absl::GetFlag(FLAGS_sm_count);
+  o.hold_out = absl::GetFlag(FLAGS_hold_out);
   o.split_seed = absl::GetFlag(FLAGS_split_seed);
   o.test_shapes = absl::GetFlag(FLAGS_test_shapes);
   o.valid_shapes = absl::GetFlag(FLAGS_valid_shapes);
@@ -214,7 +219,10 @@ int Tiles() {
   for (const std::string& split : tgraph::AllSplits())
     std::printf("%s: %lld problems, %lld configurations\n", split.c_str(),
                 static_cast<long long>(s->problems[split]), static_cast<long long>(s->configs[split]));
-  std::printf("-> %s (collection tile@%s, splits by shape, seed %llu)\n", s->collection_dir.c_str(), o.name.c_str(),
+  std::printf("-> %s (collection tile@%s, test split: %s, seed %llu)\n", s->collection_dir.c_str(), o.name.c_str(),
+              o.hold_out == "shape"     ? "held-out shapes"
+              : o.hold_out == "largest" ? "the largest shapes"
+                                        : ("every " + o.hold_out + " problem").c_str(),
               static_cast<unsigned long long>(o.split_seed));
   return 0;
 }

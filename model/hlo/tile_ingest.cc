@@ -159,17 +159,60 @@ absl::StatusOr<TileMeasurements> ParseTileCsv(absl::string_view text, absl::stri
 
 namespace {
 
-// The split of each shape: shuffled by the seed, the first test_shapes test, then valid.
-std::map<Shape, std::string> SplitShapes(const std::vector<MeasuredProblem>& problems, const TileIngestOptions& o) {
-  std::set<Shape> set;
-  for (const MeasuredProblem& p : problems) set.insert({p.problem.m, p.problem.n, p.problem.k});
-  std::vector<Shape> shapes(set.begin(), set.end());
-  Rng rng(o.split_seed);
-  for (size_t i = shapes.size(); i > 1; --i) std::swap(shapes[i - 1], shapes[static_cast<size_t>(rng.Int(0, int64_t(i) - 1))]);
-  std::map<Shape, std::string> split;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const int64_t k = static_cast<int64_t>(i);
-    split[shapes[i]] = k < o.test_shapes ? "test" : k < o.test_shapes + o.valid_shapes ? "valid" : "train";
+void Shuffle(std::vector<Shape>& v, uint64_t seed) {
+  Rng rng(seed);
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[static_cast<size_t>(rng.Int(0, int64_t(i) - 1))]);
+}
+
+using ProblemKey = std::tuple<std::string, int64_t, int64_t, int64_t>;  // dtype, M, N, K
+
+ProblemKey KeyOf(const GemmProblem& p) { return {p.dtype, p.m, p.n, p.k}; }
+
+// The split of each problem (docs in TileIngestOptions::hold_out).
+absl::StatusOr<std::map<ProblemKey, std::string>> SplitProblems(const std::vector<MeasuredProblem>& problems,
+                                                               const TileIngestOptions& o) {
+  std::set<Shape> all_shapes;
+  std::set<std::string> dtypes;
+  for (const MeasuredProblem& p : problems) {
+    all_shapes.insert({p.problem.m, p.problem.n, p.problem.k});
+    dtypes.insert(p.problem.dtype);
+  }
+  const bool by_dtype = o.hold_out != "shape" && o.hold_out != "largest";
+  if (by_dtype && !dtypes.count(o.hold_out))
+    return absl::InvalidArgumentError(absl::StrCat("hold_out '", o.hold_out, "': expected shape, largest or a dtype of ",
+                                                   o.csv, " (", absl::StrJoin(dtypes, ", "), ")"));
+  std::set<Shape> test;
+  std::vector<Shape> rest;  // the shapes left to train on, in the order valid is taken from
+  if (by_dtype) {
+    std::set<Shape> other;  // the other dtypes' shapes
+    for (const MeasuredProblem& p : problems)
+      if (p.problem.dtype != o.hold_out) other.insert({p.problem.m, p.problem.n, p.problem.k});
+    rest.assign(other.begin(), other.end());
+    Shuffle(rest, o.split_seed);
+  } else {
+    std::vector<Shape> shapes(all_shapes.begin(), all_shapes.end());
+    if (o.hold_out == "largest") {
+      std::stable_sort(shapes.begin(), shapes.end(), [](const Shape& a, const Shape& b) {
+        return double(std::get<0>(a)) * double(std::get<1>(a)) * double(std::get<2>(a)) >
+               double(std::get<0>(b)) * double(std::get<1>(b)) * double(std::get<2>(b));
+      });
+    } else {
+      Shuffle(shapes, o.split_seed);
+    }
+    const size_t t = std::min(shapes.size(), static_cast<size_t>(o.test_shapes));
+    test.insert(shapes.begin(), shapes.begin() + static_cast<std::ptrdiff_t>(t));
+    rest.assign(shapes.begin() + static_cast<std::ptrdiff_t>(t), shapes.end());
+    if (o.hold_out == "largest") Shuffle(rest, o.split_seed);
+  }
+  if (static_cast<int64_t>(rest.size()) <= o.valid_shapes)
+    return absl::InvalidArgumentError(absl::StrCat(o.csv, ": ", rest.size(), " shapes outside the test split; valid_shapes (",
+                                                   o.valid_shapes, ") must leave some to train on"));
+  std::set<Shape> valid(rest.begin(), rest.begin() + o.valid_shapes);
+  std::map<ProblemKey, std::string> split;
+  for (const MeasuredProblem& p : problems) {
+    const Shape s{p.problem.m, p.problem.n, p.problem.k};
+    const bool is_test = by_dtype ? p.problem.dtype == o.hold_out : test.count(s) > 0;
+    split[KeyOf(p.problem)] = is_test ? "test" : valid.count(s) ? "valid" : "train";
   }
   return split;
 }
@@ -216,10 +259,8 @@ absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions
   if (!text.ok()) return text.status();
   absl::StatusOr<TileMeasurements> m = ParseTileCsv(*text, o.csv, o.gpu, o.sm_count);
   if (!m.ok()) return m.status();
-  const std::map<Shape, std::string> split = SplitShapes(m->problems, o);
-  if (static_cast<int64_t>(split.size()) <= o.test_shapes + o.valid_shapes)
-    return absl::InvalidArgumentError(absl::StrCat(o.csv, ": ", split.size(), " shapes; test_shapes + valid_shapes (",
-                                                   o.test_shapes + o.valid_shapes, ") must leave some to train on"));
+  const absl::StatusOr<std::map<ProblemKey, std::string>> split = SplitProblems(m->problems, o);
+  if (!split.ok()) return split.status();
   TileIngestSummary out;
   out.collection_dir = fs::path(SplitDir(o.out_root, *c, "train")).parent_path().string();
   std::error_code ec;
@@ -230,7 +271,7 @@ absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions
   for (const MeasuredProblem& p : m->problems) {
     absl::StatusOr<TileGraph> g = ProblemGraph(p, m->space, o.hlo_dir);
     if (!g.ok()) return g.status();
-    const std::string& s = split.at({p.problem.m, p.problem.n, p.problem.k});
+    const std::string& s = split->at(KeyOf(p.problem));
     out.problems[s] += 1;
     out.configs[s] += g->num_configs;
     out.lines.push_back(absl::StrCat(s, ": ", g->name, " (", g->num_configs, " configurations)"));

@@ -47,9 +47,15 @@ struct TileIngestOptions {
   std::string name = "h100-triton";
   std::string gpu = "NVIDIA H100 80GB HBM3";
   int64_t sm_count = 132;  // the H100 SXM's
-  // Splits are by shape (M, N, K): all dtypes of a shape go to one split, so that a test
-  // problem's shape was never trained on in any dtype. The shapes are shuffled by the
-  // seed; the first test_shapes are test, the next valid_shapes valid, the rest train.
+  // What the test split holds:
+  //   "shape":   test_shapes shapes (M, N, K), every dtype of each, so that no test
+  //              problem's shape was trained on in any dtype (the default);
+  //   a dtype:   every problem of that dtype ("f32": trained on bf16 only, tested on f32);
+  //   "largest": the test_shapes shapes of the most multiply-adds (M*N*K), every dtype.
+  // The other problems' shapes are shuffled by the seed (for "shape", all shapes are);
+  // valid_shapes of them are valid, the rest train. Splits are always by shape within a
+  // dtype: one problem is never in two splits.
+  std::string hold_out = "shape";
   uint64_t split_seed = 0;
   int64_t test_shapes = 6;
   int64_t valid_shapes = 6;
