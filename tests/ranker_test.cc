@@ -879,6 +879,22 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
   for (size_t at = 10 * row; at < measured.size(); at += row) candidates.insert(measured.substr(at, row));
   for (size_t at = 0; at < p->rows.size(); at += row)
     CATCH_CHECK(candidates.count(std::string(reinterpret_cast<const char*>(p->rows.data() + at), row)) == 1);
+  // Every candidate excluded: nothing left to propose, an empty answer (not INTERNAL),
+  // with start rows (evaluated, never proposed: not candidates) or without.
+  SearchRequest none = pool;
+  none.num_candidates = 1;
+  none.candidate_layout_configs = absl::string_view(measured).substr(0, row);
+  none.num_exclude = 1;
+  none.exclude_layout_configs = none.candidate_layout_configs;
+  auto empty = ranker.Search(none, nullptr);
+  CATCH_REQUIRE(empty.ok());
+  CATCH_CHECK(empty->scores.empty());
+  CATCH_CHECK(empty->rows.empty());
+  none.num_start = 0;
+  none.start_layout_configs = {};
+  empty = ranker.Search(none, nullptr);
+  CATCH_REQUIRE(empty.ok());
+  CATCH_CHECK(empty->scores.empty());
   b = q;
   b.collection = "layout:nlp:random";
   expect(b, absl::StatusCode::kNotFound, "no model is loaded");

@@ -299,7 +299,10 @@ SearchResult Searcher::Run() {
     }
     return r;
   }
+  // Every candidate excluded: nothing to propose, and no reference to score against.
+  if (o_.candidates && pool_.empty()) return r;
   RecordTheReference();
+  if (reference_rows_.empty()) return r;
   if (blend_rows_ < 0) {
     r.cancelled = true;
     return r;
@@ -360,7 +363,10 @@ std::vector<const Scored*> Searcher::Finalists() {
   std::vector<const Scored*> picked;
   for (const Scored& s : evaluated_) {
     if (static_cast<int64_t>(picked.size()) >= finalists) break;
-    if (!excluded_.count(s.row)) picked.push_back(&s);
+    // Start rows are evaluated as the reference whether or not they are candidates; only
+    // candidates are proposed.
+    const bool allowed = !o_.candidates || std::binary_search(pool_.begin(), pool_.end(), s.row);
+    if (!excluded_.count(s.row) && allowed) picked.push_back(&s);
   }
   return picked;
 }
