@@ -267,7 +267,9 @@ ENTRY %e (a: f32[2]) -> f32[2] {
     empty.erase(empty.find(row), std::string(row).size());
   REQUIRE(ParseHloText(empty, "m.hlo").ok());
   // A computation may bear a table's name.
-  auto named = ParseHloText("HloModule m\n\nFileNames {\n  ROOT a = f32[2] parameter(0)\n}\n", "m.hlo");
+  auto named = ParseHloText(
+      "HloModule m\n\nFileNames {\n  ROOT a = f32[2] parameter(0)\n}\n\nENTRY e {\n  ROOT b = f32[2] parameter(0)\n}\n",
+      "m.hlo");
   REQUIRE(named.ok());
   CHECK(named->computations(0).name() == "FileNames");
   auto both = ParseHloText("HloModule m\nStackFrames\n1 {file_location_id=1}\n\n%StackFrames (x: f32[2]) -> f32[2] {\n"

@@ -240,6 +240,70 @@ TEST_CASE("HLO text: malformed modules are errors naming line, column and what w
   CHECK_THAT(HloTextError(deep), Catch::Contains("tuple shapes nested at most 32 deep"));
 }
 
+TEST_CASE("HLO text: layouts that are not a permutation, shapes past 2^62 elements, no ENTRY or two, and an unclosed "
+          "comment are refused at their line and column",
+          "[hlo][text]") {
+  const auto with_shape = [](const std::string& shape) {
+    return "HloModule m\nENTRY e {\n  a = f32[2,3] parameter(0)\n  ROOT b = " + shape + " negate(a)\n}";
+  };
+  CHECK_THAT(HloTextError(with_shape("f32[2,3]{7,0}")),
+             Catch::Contains("line 4, column 12: instruction 'b': layout {7,0} of f32[2,3]{7,0} is not a permutation of "
+                             "its 2 dimensions (0..1, each once)"));
+  CHECK_THAT(HloTextError(with_shape("f32[2,3]{1,1}")), Catch::Contains("layout {1,1} of f32[2,3]{1,1} is not a permutation"));
+  CHECK_THAT(HloTextError(with_shape("f32[2,3]{0}")), Catch::Contains("layout {0} of f32[2,3]{0} is not a permutation"));
+  CHECK_THAT(HloTextError(with_shape("f32[2,3]{3,2,1,0}")), Catch::Contains("is not a permutation of its 2 dimensions"));
+  CHECK_THAT(HloTextError(with_shape("f32[2,3]{4611686018427387904,0}")),
+             Catch::Contains("layout {4611686018427387904,0} of f32[2,3]"));
+  CHECK_THAT(HloTextError(with_shape("f32[4611686018427387904,16]")),
+             Catch::Contains("line 4, column 12: instruction 'b': f32[4611686018427387904,16] has more than 2^62 elements"));
+  // Six dimensions of 2^62 once summed to -9.2e18 in the features; a zero among them
+  // does not hide the others.
+  CHECK_THAT(HloTextError(with_shape("f32[0,4611686018427387904,4611686018427387904]")),
+             Catch::Contains("has more than 2^62 elements"));
+  CHECK_THAT(HloTextError(with_shape("(f32[2,3]{1,0}, f32[2]{1})")), Catch::Contains("layout {1} of f32[2]{1}"));
+  // What stays accepted: a permutation, no layout, an empty one, 2^62 exactly, dynamic.
+  for (const char* ok : {"f32[2,3]{0,1}", "f32[2,3]", "f32[2,3]{}", "f32[4611686018427387904]", "f32[?,3]{1,0}",
+                         "f32[2,3]{1,0:T(8,128)}"})
+    CHECK(ParseHloText(with_shape(ok), "m.hlo").ok());
+
+  const std::string two = "HloModule m\nENTRY e {\n  ROOT a = f32[2] parameter(0)\n}\nENTRY f {\n  ROOT b = f32[2] parameter(0)\n}";
+  CHECK_THAT(HloTextError(two),
+             Catch::Contains("line 5, column 1: computation 'f' is a second ENTRY (the first: 'e', line 2); a module has "
+                             "exactly one"));
+  CHECK_THAT(HloTextError("HloModule m\ne {\n  ROOT a = f32[2] parameter(0)\n}"),
+             Catch::Contains("line 2, column 1: no computation is marked ENTRY"));
+  // An unclosed comment swallows the rest: refused where it opens, even when what came
+  // before it is a whole module.
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  ROOT a = f32[2] parameter(0)\n}\n/* trailing"),
+             Catch::Contains("line 5, column 1: '/*' opens a comment that the text never closes"));
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  ROOT a = f32[2] /* parameter(0)\n}"),
+             Catch::Contains("line 3, column 19: '/*' opens a comment"));
+  CHECK(ParseHloText("HloModule m\nENTRY e {\n  ROOT a = f32[2] /* closed */ parameter(0)\n}", "m.hlo").ok());
+}
+
+TEST_CASE("HLO proto: an instruction whose layout is not a permutation or whose shape is too large is refused by name",
+          "[hlo]") {
+  absl::StatusOr<xla::HloModuleProto> m =
+      ParseHloText("HloModule m\nENTRY e {\n  a = f32[2,3]{1,0} parameter(0)\n  ROOT b = f32[2,3]{1,0} negate(a)\n}", "m.hlo");
+  REQUIRE(m.ok());
+  xla::HloModuleProto bad = *m;
+  xla::HloInstructionProto* b = bad.mutable_computations(0)->mutable_instructions(1);
+  REQUIRE(b->name() == "b");
+  b->mutable_shape()->mutable_layout()->set_minor_to_major(0, 7);
+  absl::StatusOr<hlo::ModuleGraph> g = FeaturizeModule(bad, "m.pb");
+  CHECK(g.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(g.status().message()),
+             Catch::Contains("m.pb: computation 'e', instruction 'b' (id 2): layout {7,0} of f32[2,3]{7,0} is not a permutation"));
+  bad = *m;
+  bad.mutable_computations(0)->mutable_instructions(1)->mutable_shape()->set_dimensions(0, int64_t{1} << 61);
+  g = FeaturizeModule(bad, "m.pb");
+  CHECK_THAT(std::string(g.status().message()), Catch::Contains("instruction 'b' (id 2): f32[2305843009213693952,3]"));
+  bad.mutable_computations(0)->mutable_instructions(1)->mutable_shape()->set_dimensions(0, -5);
+  g = FeaturizeModule(bad, "m.pb");
+  CHECK_THAT(std::string(g.status().message()), Catch::Contains("dimension 0 of f32[-5,3]{1,0} is -5"));
+  CHECK(FeaturizeModule(*m, "m.pb").ok());
+}
+
 TEST_CASE("fuzz: mutated and truncated HLO text is an error or a module, never a crash or a hang", "[hlo][text][fuzz]") {
   const int parsed = FuzzModuleReader(*ReadFile(kGraphsage), 7, 1500, "%=(){}[],:<>-_ \n\"xfs0123456789ROOTENTRY/*");
   CHECK(parsed > 0);  // some edits land in skipped attributes

@@ -3,6 +3,7 @@
 #include "model/core/opcodes.h"
 #include "model/hlo/canonical_order.h"
 #include "model/hlo/hlo_text.h"
+#include "model/hlo/shape_check.h"
 #include "model/hlo/wire_scan.h"
 
 #include <algorithm>
@@ -341,6 +342,7 @@ absl::Status FeaturizeComputation(const HloModuleProto& module, int ci, int64_t 
       return Invalid(what, comp, &inst,
                      absl::StrCat("its shape has ", inst.shape().dimensions_size(),
                                   " dimensions; the TpuGraphs features describe at most ", kMaxDims));
+    if (std::string problem = ShapeProblem(inst.shape()); !problem.empty()) return Invalid(what, comp, &inst, problem);
     const int opcode = OpcodeId(inst.opcode());
     if (opcode == 0 && b->unknown_opcodes.size() < 20) b->unknown_opcodes.insert(Shown(inst.opcode()));
     if (opcode == op::kFusion) ++b->fusions;

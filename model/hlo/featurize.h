@@ -60,7 +60,7 @@ absl::StatusOr<tgraph::xla::HloModuleProto> ParseModule(absl::string_view bytes,
 // Featurizes a module. Errors name `what`, the computation and the instruction:
 // an operand or called computation that does not exist, or does not come before its
 // user (a cycle, or an order that is not topological), duplicate ids, a missing root,
-// shapes of more than 6 dimensions. Reserves (limits.reserve) an upper bound of what
+// shapes of more than 6 dimensions or that shape_check.h refuses. Reserves (limits.reserve) an upper bound of what
 // it allocates, the result included, before allocating it.
 absl::StatusOr<ModuleGraph> FeaturizeModule(const tgraph::xla::HloModuleProto& module, absl::string_view what,
                                             const Limits& limits = {});

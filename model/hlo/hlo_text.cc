@@ -15,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "model/hlo/canonical_order.h"
+#include "model/hlo/shape_check.h"
 
 namespace tgraph::hlo {
 namespace {
@@ -132,6 +133,12 @@ class Cursor {
     }
     return ErrorAt(line_, col_, absl::StrCat("expected ", expected, ", got ", got));
   }
+  // A comment opened and never closed swallows the rest of the text: whatever the parse
+  // made of what came before, the module is not what its author wrote.
+  absl::Status UnclosedComment() const {
+    if (unclosed_comment_line_ == 0) return absl::OkStatus();
+    return ErrorAt(unclosed_comment_line_, unclosed_comment_col_, "'/*' opens a comment that the text never closes ('*/')");
+  }
   absl::Status ErrorAt(int64_t line, int64_t col, absl::string_view msg) const {
     return absl::InvalidArgumentError(absl::StrCat(what_, ": line ", line, ", column ", col, ": ", msg));
   }
@@ -211,6 +218,10 @@ class Cursor {
         Advance(1);
       } else if (text_.substr(pos_, 2) == "/*") {
         const size_t end = text_.find("*/", pos_ + 2);
+        if (end == absl::string_view::npos && unclosed_comment_line_ == 0) {
+          unclosed_comment_line_ = line_;
+          unclosed_comment_col_ = col_;
+        }
         Advance(end == absl::string_view::npos ? text_.size() - pos_ : end + 2 - pos_);
       } else if (text_.substr(pos_, 2) == "//") {
         while (pos_ < text_.size() && text_[pos_] != '\n') Advance(1);
@@ -221,6 +232,7 @@ class Cursor {
   }
 
   absl::string_view text_, what_;
+  int64_t unclosed_comment_line_ = 0, unclosed_comment_col_ = 0;  // a '/*' the text never closes
   const Limits& limits_;
   WorkingMemory memory_;
   int64_t instructions_ = 0;
@@ -635,7 +647,10 @@ absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* co
   inst->set_name(name);
   inst->set_id(id);
   where.shape_begin = c.Offset();
+  const int64_t shape_line = c.line(), shape_col = c.col();
   if (absl::Status s = ParseShape(c, inst->mutable_shape(), 0); !s.ok()) return s;
+  if (std::string problem = ShapeProblem(inst->shape()); !problem.empty())
+    return c.ErrorAt(shape_line, shape_col, absl::StrCat("instruction '", Cursor::Printable(name), "': ", problem));
   where.array_shape = inst->shape().element_type() != xla::TUPLE;
   if (where.array_shape) where.layout = c.last_layout;
   const std::string opcode = c.Name();
@@ -765,12 +780,21 @@ absl::Status Link(Cursor& c, std::vector<ParsedComputation>* comps, HloModulePro
       }
     }
   }
-  int64_t entry = -1;
-  for (ParsedComputation& comp : *comps) {
-    if (comp.entry) entry = comp.proto.id();
-    *module->add_computations() = std::move(comp.proto);
+  // Exactly one ENTRY: the program XLA runs is never a guess.
+  const ParsedComputation* entry_comp = nullptr;
+  for (const ParsedComputation& comp : *comps) {
+    if (!comp.entry) continue;
+    if (entry_comp)
+      return c.ErrorAt(comp.line, 1, absl::StrCat("computation '", Cursor::Printable(comp.proto.name()),
+                                                  "' is a second ENTRY (the first: '",
+                                                  Cursor::Printable(entry_comp->proto.name()), "', line ",
+                                                  entry_comp->line, "); a module has exactly one"));
+    entry_comp = &comp;
   }
-  if (entry < 0) entry = module->computations(module->computations_size() - 1).id();
+  if (!entry_comp)
+    return c.ErrorAt(comps->back().line, 1, "no computation is marked ENTRY; a module has exactly one");
+  const int64_t entry = entry_comp->proto.id();
+  for (ParsedComputation& comp : *comps) *module->add_computations() = std::move(comp.proto);
   module->set_entry_computation_id(entry);
   for (const HloComputationProto& comp : module->computations())
     if (comp.id() == entry) module->set_entry_computation_name(comp.name());
@@ -981,10 +1005,9 @@ bool LooksLikeHloText(absl::string_view bytes) {
   return c.ConsumeWord("HloModule");
 }
 
-absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what, const Limits& limits,
-                                            TextMap* map) {
-  Cursor c(text, what, limits);
-  c.map = map;
+namespace {
+
+absl::StatusOr<HloModuleProto> ParseModuleText(Cursor& c) {
   if (!c.ConsumeWord("HloModule")) return c.Error("'HloModule' and the module's name");
   HloModuleProto module;
   const std::string name = c.Name();
@@ -1012,6 +1035,17 @@ absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string
   if (absl::Status s = Link(c, &comps, &module); !s.ok()) return s;
   comps = {};
   if (absl::Status s = CanonicalizeOrder(&module, c.memory()); !s.ok()) return s;
+  return module;
+}
+
+}  // namespace
+
+absl::StatusOr<HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what, const Limits& limits,
+                                            TextMap* map) {
+  Cursor c(text, what, limits);
+  c.map = map;
+  absl::StatusOr<HloModuleProto> module = ParseModuleText(c);
+  if (absl::Status s = c.UnclosedComment(); !s.ok()) return s;
   return module;
 }
 

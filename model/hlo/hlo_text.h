@@ -51,7 +51,10 @@ struct InstructionText {
 };
 using TextMap = std::unordered_map<int64_t, InstructionText>;  // by instruction id
 
-// The module `text` describes; errors name `what`, the line and the column. Charges
+// The module `text` describes; errors name `what`, the line and the column. Refused
+// besides syntax: an instruction's shape that shape_check.h refuses (a layout that is not
+// a permutation of its dimensions, more than 2^62 elements), no ENTRY computation or two,
+// a '/*' never closed (at the line it opens, whatever the rest parsed as). Charges
 // what it builds to `limits.reserve` as it goes (working_memory.h) and stops with
 // RESOURCE_EXHAUSTED, naming the line, at instruction max_instructions + 1. With `map`,
 // also where each instruction stands (not charged: for tools, not request paths).
