@@ -94,6 +94,7 @@ ABSL_FLAG(int64_t, start_best, 16,
           "search: start from the file's this many fastest measured configurations (0: none); every configuration of "
           "the file is excluded (it was measured)");
 ABSL_FLAG(std::string, out, "", "search: write the proposed rows, (results, nc, 18) int8, to this .npy file");
+ABSL_FLAG(bool, force, false, "search: replace --out when it exists (never a link or a device)");
 
 namespace {
 
@@ -268,6 +269,8 @@ int Search(tgraph::RankerClient& client) {
   if (path.empty() || (!hlo.empty() && !absl::GetFlag(FLAGS_npz).empty()))
     return Fail(UsageError("search needs one graph: --npz GRAPH.npz (a layout graph; its rows count as measured) "
                            "or --hlo MODULE (text, .hlo.pb; nothing measured yet)"));
+  if (const std::string out = absl::GetFlag(FLAGS_out); !out.empty())
+    if (absl::Status s = tgraph::CheckOutputFile(out, "--out", absl::GetFlag(FLAGS_force)); !s.ok()) return Fail(s);
   absl::StatusOr<tgraph::HloProgram> program;
   absl::StatusOr<tgraph::LayoutGraph> g = absl::UnknownError("");
   if (!hlo.empty()) {

@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -180,4 +181,41 @@ TEST_CASE("npz reader turns truncated and corrupt files into errors", "[npz]") {
   SECTION("an empty archive is an error") {
     CHECK_FALSE(ReadNpzFromBuffer("", "empty.npz").ok());
   }
+}
+
+TEST_CASE("Writers replace only regular files: a link, a FIFO or a device is refused and left as it was", "[npy][files]") {
+  TempDir dir;
+  const std::string target = dir.path() + "/target.txt", link = dir.path() + "/link.txt", fifo = dir.path() + "/fifo";
+  REQUIRE(WriteFileAtomic(target, "kept").ok());
+  REQUIRE(::symlink(target.c_str(), link.c_str()) == 0);
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  NpzArchive arrays;
+  arrays["x"] = NpyArray::From<int8_t>({1}, {1});
+  for (const std::string& path : {link, fifo, std::string("/dev/null"), dir.path()}) {
+    const absl::Status text = WriteFileAtomic(path, "new");
+    CHECK(text.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(text.message()), Catch::Contains("not a regular file: refusing to replace it"));
+    CHECK(WriteNpz(path, arrays).code() == absl::StatusCode::kFailedPrecondition);
+  }
+  CHECK_THAT(std::string(WriteFileAtomic(link, "new").message()), Catch::Contains("link.txt is a symbolic link"));
+  CHECK_THAT(std::string(WriteFileAtomic(fifo, "new").message()), Catch::Contains("fifo is a FIFO"));
+  CHECK_THAT(std::string(WriteFileAtomic("/dev/null", "new").message()), Catch::Contains("/dev/null is a character device"));
+  CHECK(std::filesystem::is_symlink(link));
+  CHECK(std::filesystem::is_fifo(fifo));
+  CHECK(std::filesystem::is_character_file("/dev/null"));
+  CHECK(*ReadFile(target) == "kept");
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) files += e.path().filename().string().find(".tmp.") == std::string::npos;
+  CHECK(files == 3);  // no temporary left behind
+
+  // A tool's --out: refused when it is not a regular file, and an existing one only with force.
+  CHECK(CheckOutputFile(dir.path() + "/new.npz", "--out", false).ok());
+  CHECK(CheckOutputFile(target, "--out", true).ok());
+  const absl::Status exists = CheckOutputFile(target, "--out", false);
+  CHECK(exists.code() == absl::StatusCode::kAlreadyExists);
+  CHECK_THAT(std::string(exists.message()), Catch::Contains("--out " + target + " exists; pass --force to replace it"));
+  const absl::Status device = CheckOutputFile("/dev/full", "--out", true);
+  CHECK(device.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(device.message()), Catch::Contains("--out /dev/full is a character device"));
+  CHECK(CheckOutputFile(link, "--nodes_tsv", true).code() == absl::StatusCode::kInvalidArgument);
 }

@@ -131,14 +131,28 @@ def test_featurize_apply_writes_a_chosen_row_into_the_real_graphsage_text(tmp_pa
     assert 'metadata={op_type="BatchMatMulV2"' in changed[2]  # the rest of the line kept
     r = call(featurize, "module", "--in", out, "--out", tmp_path / "applied.npz")
     assert r.returncode == 0 and "140 nodes" in r.stdout and "27 configurable nodes" in r.stdout, r.stdout + r.stderr
-    # Row 0 is the compiler default everywhere: the module comes back unchanged.
+    # An existing --out is replaced only with --force; a device, a FIFO or a link never
+    # (each left as it was).
+    applied = open(out).read()
     r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "rows.npy", "--out", out)
+    assert r.returncode == 1 and "exists; pass --force to replace it" in r.stderr and "written" not in r.stdout, r.stderr
+    assert open(out).read() == applied
+    os.mkfifo(tmp_path / "fifo")
+    os.symlink(out, tmp_path / "link.hlo")
+    for target, kind in (("/dev/full", "a character device"), (tmp_path / "fifo", "a FIFO"),
+                         (tmp_path / "link.hlo", "a symbolic link")):
+        r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "rows.npy", "--out", target, "--force")
+        assert r.returncode == 1 and f"is {kind}, not a regular file" in r.stderr, r.stderr
+    assert os.path.exists("/dev/full") and not os.path.isfile("/dev/full")
+    assert os.path.islink(tmp_path / "link.hlo") and open(out).read() == applied
+    # Row 0 is the compiler default everywhere: the module comes back unchanged.
+    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "rows.npy", "--out", out, "--force")
     assert r.returncode == 0 and open(out).read() == open(hlo).read()
     rows[1, j, 0:2] = [1, 1]
     np.save(tmp_path / "bad.npy", rows)
-    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "bad.npy", "--row", "1", "--out", out)
+    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "bad.npy", "--row", "1", "--out", out, "--force")
     assert r.returncode == 1 and f"configurable node {j}" in r.stderr and "output group" in r.stderr, r.stderr
-    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "rows.npy", "--row", "2", "--out", out)
+    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "rows.npy", "--row", "2", "--out", out, "--force")
     assert r.returncode == 2 and "--row 2" in r.stderr and "has 2 rows" in r.stderr, r.stderr
 
 

@@ -1,6 +1,7 @@
 #include "model/core/file_util.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -80,7 +81,45 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path, absl::string_vi
       absl::StrCat(what, ": ", path, " holds no PEM block '-----BEGIN ...", label, "-----' (expected a PEM file)"));
 }
 
+namespace {
+
+// What a non-regular file is, in words.
+const char* FileKind(mode_t mode) {
+  if (S_ISLNK(mode)) return "a symbolic link";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  if (S_ISSOCK(mode)) return "a socket";
+  return "not a regular file";
+}
+
+}  // namespace
+
+absl::Status ReplaceableFile(const std::string& path) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return Errno(path, "lstat");
+  }
+  if (S_ISREG(st.st_mode)) return absl::OkStatus();
+  return absl::FailedPreconditionError(
+      absl::StrCat(path, " is ", FileKind(st.st_mode), ", not a regular file: refusing to replace it"));
+}
+
+absl::Status CheckOutputFile(const std::string& path, absl::string_view flag, bool force) {
+  if (absl::Status s = ReplaceableFile(path); !s.ok())
+    return s.code() == absl::StatusCode::kFailedPrecondition
+               ? absl::InvalidArgumentError(absl::StrCat(flag, " ", s.message(), "; give a regular file's path"))
+               : s;
+  struct stat st;
+  if (!force && ::lstat(path.c_str(), &st) == 0)
+    return absl::AlreadyExistsError(absl::StrCat(flag, " ", path, " exists; pass --force to replace it"));
+  return absl::OkStatus();
+}
+
 absl::Status WriteFileAtomic(const std::string& path, absl::string_view content) {
+  if (absl::Status s = ReplaceableFile(path); !s.ok()) return s;
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return Errno(tmp, "open");

@@ -447,6 +447,7 @@ absl::Status WriteNpz(const std::string& path, const NpzArchive& arrays) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": array '", key, "' has ", array.bytes.size(),
                                                      " bytes but shape ", array.ShapeString()));
   }
+  if (absl::Status s = ReplaceableFile(path); !s.ok()) return s;
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   int err = 0;
   zip_t* za = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);

@@ -24,6 +24,7 @@
 
 ABSL_FLAG(std::string, in, "", "Input: an HLO module (module), a ModuleTuningData (layout) or a TuningData (tile)");
 ABSL_FLAG(std::string, out, "", "module, layout: the .npz to write; apply: the HLO text to write");
+ABSL_FLAG(bool, force, false, "module, layout, apply: replace --out and --nodes_tsv when they exist (never a link or a device)");
 ABSL_FLAG(std::string, out_dir, "", "tile: the folder to write one .npz per kernel into");
 ABSL_FLAG(std::string, nodes_tsv, "",
           "module, layout: also write the configurable nodes, in configuration-row order, as a TSV "
@@ -101,9 +102,19 @@ absl::StatusOr<ReadModule> ReadModuleFile(const std::string& in, const tgraph::h
   return r;
 }
 
+// --out and --nodes_tsv checked before any work: a tool never replaces what it was
+// pointed at unless asked (--force), and never a link, a device or a FIFO.
+absl::Status CheckOutputs(const std::string& out) {
+  const bool force = absl::GetFlag(FLAGS_force);
+  if (absl::Status s = tgraph::CheckOutputFile(out, "--out", force); !s.ok()) return s;
+  if (const std::string tsv = absl::GetFlag(FLAGS_nodes_tsv); !tsv.empty()) return tgraph::CheckOutputFile(tsv, "--nodes_tsv", force);
+  return absl::OkStatus();
+}
+
 int Module(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out);
   if (in.empty() || out.empty()) return Fail(UsageError("module needs --in MODULE (HLO text or .hlo.pb) and --out GRAPH.npz"));
+  if (absl::Status s = CheckOutputs(out); !s.ok()) return Fail(s);
   absl::StatusOr<ReadModule> read = ReadModuleFile(in, limits);
   if (!read.ok()) return Fail(read.status());
   const ModuleGraph* m = &read->graph;
@@ -131,6 +142,7 @@ int Module(const tgraph::hlo::Limits& limits) {
 int Layout(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out);
   if (in.empty() || out.empty()) return Fail(UsageError("layout needs --in TUNING.pb and --out GRAPH.npz"));
+  if (absl::Status s = CheckOutputs(out); !s.ok()) return Fail(s);
   absl::StatusOr<tgraph::xla::ModuleTuningData> data = ReadProto<tgraph::xla::ModuleTuningData>(in, "tpu_graphs.ModuleTuningData");
   if (!data.ok()) return Fail(data.status());
   absl::StatusOr<tgraph::hlo::LayoutTuning> t = tgraph::hlo::FeaturizeLayoutTuning(*data, in, limits);
@@ -232,6 +244,7 @@ int Apply(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in), out = absl::GetFlag(FLAGS_out), configs = absl::GetFlag(FLAGS_configs);
   if (in.empty() || out.empty() || configs.empty())
     return Fail(UsageError("apply needs --in MODULE.hlo, --configs ROWS.npy and --out MODULE.applied.hlo"));
+  if (absl::Status s = CheckOutputs(out); !s.ok()) return Fail(s);
   absl::StatusOr<ReadModule> read = ReadModuleFile(in, limits);
   if (!read.ok()) return Fail(read.status());
   const int64_t nc = static_cast<int64_t>(read->graph.default_config_nodes.size());
