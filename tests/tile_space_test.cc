@@ -375,6 +375,13 @@ TEST_CASE("Tile baselines: the nearest problem of the dtype, mean slowdown, the 
   CHECK(mean[0] == Approx(std::log(4.0) / 2));
   CHECK(mean[1] == Approx(std::log(2.0) / 2));
   CHECK(mean[2] == Approx(std::log(8.0) / 2));
+  // A dtype nothing measured: every dtype's problems stand in (the nearest is "f32" at
+  // distance 0; the mean over all three problems).
+  const GemmProblem f16{"f16", 128, 256, 512};
+  REQUIRE(base.Nearest(f16) != nullptr);
+  CHECK(base.Nearest(f16)->name == "f32");
+  CHECK(base.Scores(TileBaseline::kMeanSlowdown, f16, tiles)[0] == Approx((0 + std::log(4.0) + std::log(3.0)) / 3));
+  CHECK(TileBaselines({}).Scores(TileBaseline::kMeanSlowdown, f16, tiles) == std::vector<double>{0, 0, 0});
   const std::vector<double> fixed = base.Scores(TileBaseline::kFixedDefault, p, tiles);
   CHECK(RankByScore(fixed) == std::vector<int64_t>{2, 1, 0});
   // The reports over one evaluated problem whose runtimes are 12, 11, 30.

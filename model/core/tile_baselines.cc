@@ -53,9 +53,11 @@ TileBaselines::TileBaselines(std::vector<KnownTileProblem> known) : known_(std::
     const double fastest = *std::min_element(k.runtime.begin(), k.runtime.end());
     if (!(fastest > 0)) continue;  // hidden runtimes say nothing
     for (size_t i = 0; i < k.tiles.size(); ++i) {
-      auto& [sum, count] = sums[k.problem.dtype][k.tiles[i]];
-      sum += std::log(k.runtime[i] / fastest);
-      count += 1;
+      for (const std::string& key : {k.problem.dtype, std::string(kAnyDtype)}) {
+        auto& [sum, count] = sums[key][k.tiles[i]];
+        sum += std::log(k.runtime[i] / fastest);
+        count += 1;
+      }
     }
   }
   for (const auto& [dtype, tiles] : sums)
@@ -63,10 +65,11 @@ TileBaselines::TileBaselines(std::vector<KnownTileProblem> known) : known_(std::
 }
 
 const KnownTileProblem* TileBaselines::Nearest(const GemmProblem& p) const {
+  const bool dtype_known = mean_log_slowdown_.count(p.dtype) > 0;
   const KnownTileProblem* best = nullptr;
   double best_d = std::numeric_limits<double>::infinity();
   for (const KnownTileProblem& k : known_) {
-    if (k.problem.dtype != p.dtype || k.runtime.empty() || !(k.runtime[0] > 0)) continue;
+    if ((dtype_known && k.problem.dtype != p.dtype) || k.runtime.empty() || !(k.runtime[0] > 0)) continue;
     const double d = Log2Distance(k.problem, p);
     if (d < best_d || (d == best_d && best != nullptr && k.name < best->name)) best = &k, best_d = d;
   }
@@ -77,7 +80,8 @@ std::vector<double> TileBaselines::Scores(TileBaseline b, const GemmProblem& p,
                                           const std::vector<TritonTile>& tiles) const {
   constexpr double kUnknown = std::numeric_limits<double>::max();
   std::vector<double> scores(tiles.size(), 0.0);
-  const auto mean = mean_log_slowdown_.find(p.dtype);
+  auto mean = mean_log_slowdown_.find(p.dtype);
+  if (mean == mean_log_slowdown_.end()) mean = mean_log_slowdown_.find(kAnyDtype);
   if (mean == mean_log_slowdown_.end()) return scores;
   for (size_t i = 0; i < tiles.size(); ++i) {
     const auto it = mean->second.find(tiles[i]);

@@ -6,6 +6,8 @@
 //                    the same dtype nearest in log2 (M, N, K) (summed distance; ties by name);
 //   mean slowdown    by their mean log slowdown (runtime / that problem's fastest) over
 //                    the measured problems of the dtype;
+// A dtype no measured problem has (a model trained on bf16 only, tested on f32) uses the
+// measured problems of every dtype instead: the baselines know what the model knew.
 //   fixed default    128x128x64 w4 s3 (Triton's tutorial choice) first, then mean slowdown;
 //   random order     its expectation over all orders (rank_metrics.h), no sampling.
 //
@@ -46,15 +48,16 @@ class TileBaselines {
  public:
   explicit TileBaselines(std::vector<KnownTileProblem> known);
   // Scores (lower = measure first) of `tiles` on `p`. A configuration no known problem of
-  // p's dtype measured scores last; with no known problem of the dtype every score is 0.
+  // p's dtype (or of any, above) measured scores last; with no known problem every score is 0.
   std::vector<double> Scores(TileBaseline b, const GemmProblem& p, const std::vector<TritonTile>& tiles) const;
-  // The known problem of p's dtype nearest to p, or nullptr.
+  // The known problem of p's dtype (or of any, above) nearest to p, or nullptr.
   const KnownTileProblem* Nearest(const GemmProblem& p) const;
   size_t size() const { return known_.size(); }
 
  private:
   std::vector<KnownTileProblem> known_;
-  std::map<std::string, std::map<TritonTile, double>> mean_log_slowdown_;  // per dtype
+  static constexpr char kAnyDtype[] = "*";
+  std::map<std::string, std::map<TritonTile, double>> mean_log_slowdown_;  // per dtype, and "*" over all
 };
 
 // A method's metrics over the evaluated problems (its EvalReport's graphs and mean/median).
