@@ -37,7 +37,9 @@ RequestFields FieldsOf(const v1::ApplyLayoutsRequest& q, const v1::ApplyLayoutsR
 RequestFields FieldsOf(const v1::SearchConfigsRequest& q, const v1::SearchConfigsResponse& r) {
   RequestFields f;
   f.graph_hash = q.graph_hash();
-  f.evaluations = q.max_evaluations();
+  // What it spent, not what it was allowed (a default request asks for 0: the policy's
+  // budget); a call that failed before answering spent nothing worth a field.
+  if (r.model_version() > 0) f.evaluations = r.evaluations();
   f.model_version = r.model_version();
   return f;
 }

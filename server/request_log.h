@@ -25,7 +25,7 @@ namespace tgraph {
 struct RequestFields {
   std::string graph_hash;     // shown as its first 12 characters
   int64_t configs = -1;       // configurations in the request
-  int64_t evaluations = -1;   // SearchConfigs: the model evaluations it may spend
+  int64_t evaluations = -1;   // SearchConfigs: the model evaluations it spent
   int64_t model_version = -1; // the version that answered
   std::string error;          // a failed call's status message (shown quoted, printable, bounded)
   int64_t unlogged_failures = 0;  // failed calls not logged before this one (the rate limit)

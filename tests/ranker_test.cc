@@ -28,6 +28,7 @@
 #include "server/graph_store.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
+#include "server/request_log.h"
 #include "tests/model_fixtures.h"
 #include "tests/test_util.h"
 
@@ -898,4 +899,18 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
   b = q;
   b.collection = "layout:nlp:random";
   expect(b, absl::StatusCode::kNotFound, "no model is loaded");
+}
+
+CATCH_TEST_CASE("request log: a search's line says the evaluations it spent, not the maximum it was allowed", "[server]") {
+  v1::SearchConfigsRequest q;
+  q.set_graph_hash(std::string(64, 'a'));
+  q.set_max_evaluations(0);  // the policy's default budget
+  v1::SearchConfigsResponse r;
+  r.set_evaluations(2048);
+  r.set_model_version(3);
+  CATCH_CHECK_THAT(RequestLog::Line("SearchConfigs", 0, 12.5, FieldsOf(q, r)),
+                   Catch::EndsWith(" graph=aaaaaaaaaaaa evaluations=2048 model_version=3"));
+  // A call that failed before answering has spent nothing worth a field.
+  CATCH_CHECK(RequestLog::Line("SearchConfigs", 3, 0.1, FieldsOf(q, v1::SearchConfigsResponse())).find("evaluations=") ==
+              std::string::npos);
 }
