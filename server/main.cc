@@ -22,7 +22,7 @@ ABSL_FLAG(int64_t, cache_bytes, int64_t{4} << 30, "Byte budget of the per-(graph
 ABSL_FLAG(int64_t, graph_store_bytes, int64_t{2} << 30, "Byte budget of registered (pruned) graphs");
 ABSL_FLAG(int, workers, 1, "Inference workers (requests scored in parallel)");
 ABSL_FLAG(int, intra_op_threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
-ABSL_FLAG(int, queue_size, 16, "Requests that may wait for a worker before RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, queue_size, 16, "Requests that may wait for a worker before RESOURCE_EXHAUSTED, per lane: ranks and searches each have their own queue, served in turn");
 ABSL_FLAG(int64_t, max_nodes, 200000, "Largest graph accepted (nodes)");
 ABSL_FLAG(int64_t, max_configs, 100000, "Most configurations per RankConfigs request");
 ABSL_FLAG(int64_t, max_message_bytes, int64_t{256} << 20, "Largest gRPC message accepted");

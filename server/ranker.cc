@@ -217,14 +217,14 @@ absl::StatusOr<Ranker::Admitted> Ranker::AdmitSearch(const SearchRequest& q) {
   return a;
 }
 
-absl::Status Ranker::RunOnWorker(const std::function<absl::Status()>& job, const std::function<bool()>& cancelled,
-                                 double* queue_ms) {
+absl::Status Ranker::RunOnWorker(Lane lane, const std::function<absl::Status()>& job,
+                                 const std::function<bool()>& cancelled, double* queue_ms) {
   auto promise = std::make_shared<std::promise<absl::Status>>();
   std::future<absl::Status> done = promise->get_future();
   const auto submitted = Clock::now();
   // The job borrows the caller's locals and the cancellation check: this thread waits for
-  // it, so they outlive it, and (possibly large) request bytes are not copied.
-  const bool accepted = pool_->TrySubmit([promise, &job, &cancelled, submitted, queue_ms] {
+  // it (or withdraws it unrun), so they outlive it, and request bytes are not copied.
+  const uint64_t ticket = pool_->TrySubmit(lane, [promise, &job, &cancelled, submitted, queue_ms] {
     *queue_ms = Ms(submitted, Clock::now());
     absl::Status s = [&]() -> absl::Status {
       if (cancelled && cancelled()) return absl::CancelledError("the request was cancelled while queued");
@@ -238,10 +238,19 @@ absl::Status Ranker::RunOnWorker(const std::function<absl::Status()>& job, const
     }();
     promise->set_value(std::move(s));
   });
-  if (!accepted) {
+  if (ticket == 0) {
     ++rejected_;
-    return absl::ResourceExhaustedError(absl::StrCat("the inference queue is full (", options_.queue_size,
-                                                     " requests waiting): retry with backoff"));
+    return absl::ResourceExhaustedError(absl::StrCat("the inference queue is full (", options_.queue_size, " ",
+                                                     LaneName(lane), " requests waiting): retry with backoff"));
+  }
+  // A request cancelled or past its deadline while it waits leaves the queue now, not
+  // when a worker would have reached it.
+  while (done.wait_for(kQueuePoll) != std::future_status::ready) {
+    if (cancelled && cancelled() && pool_->TryWithdraw(ticket)) {
+      ++cancelled_;
+      *queue_ms = Ms(submitted, Clock::now());
+      return absl::CancelledError("the request was cancelled while queued; it left the queue");
+    }
   }
   absl::Status s = done.get();
   if (s.code() == absl::StatusCode::kCancelled) ++cancelled_;
@@ -279,7 +288,7 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
   return AdmitAndRun<RankResult>([&] { return Admit(q); },
                                  [&](const Admitted& a) { return RankOnWorker(q, a, cancelled); },
                                  [&](const std::function<absl::Status()>& job, double* queue_ms) {
-                                   return RunOnWorker(job, cancelled, queue_ms);
+                                   return RunOnWorker(Lane::kRank, job, cancelled, queue_ms);
                                  });
 }
 
@@ -287,7 +296,7 @@ absl::StatusOr<SearchOutcome> Ranker::Search(const SearchRequest& q, const std::
   return AdmitAndRun<SearchOutcome>([&] { return AdmitSearch(q); },
                                     [&](const Admitted& a) { return SearchOnWorker(q, a, cancelled); },
                                     [&](const std::function<absl::Status()>& job, double* queue_ms) {
-                                      return RunOnWorker(job, cancelled, queue_ms);
+                                      return RunOnWorker(Lane::kSearch, job, cancelled, queue_ms);
                                     });
 }
 
@@ -523,6 +532,10 @@ RankerStats Ranker::Stats() const {
   s.graph_store = graphs_.Stats();
   s.tensor_cache = prepared_.Stats();
   s.queued = pool_->queued();
+  s.queued_ranks = pool_->queued(Lane::kRank);
+  s.queued_searches = pool_->queued(Lane::kSearch);
+  s.withdrawn_ranks = pool_->withdrawn(Lane::kRank);
+  s.withdrawn_searches = pool_->withdrawn(Lane::kSearch);
   s.running = pool_->running();
   s.configs_scored = configs_scored_.load();
   s.batches_run = batches_run_.load();

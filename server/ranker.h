@@ -6,12 +6,14 @@
 //
 // Threads: every public method may be called from any number of threads at once (the
 // gRPC handlers and the registry poller do); Rank blocks its caller until a worker has
-// scored the request, or the queue refuses it. The Ranker owns the graph store, the
+// scored the request, the queue refuses it, or it is cancelled while queued (it leaves
+// the queue at once). Ranks and searches wait in lanes of their own, served in turn. The Ranker owns the graph store, the
 // tensor cache and the worker pool (joined in its destructor, so no job outlives it);
 // it borrows the ModelManager, which must outlive it. Results are the caller's.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -37,7 +39,7 @@ struct RankerOptions {
   int64_t cache_bytes = int64_t{4} << 30;        // per-version prepared tensors
   int64_t max_configs = 100000;
   int workers = 1;
-  int queue_size = 16;                           // waiting requests before RESOURCE_EXHAUSTED
+  int queue_size = 16;                           // waiting requests per lane (ranks, searches) before RESOURCE_EXHAUSTED
   // Activation memory one request may use (ActivationBytesPerConfig x batch): batches
   // are made smaller to fit, and a graph whose single configuration does not fit is
   // refused. 0 = unbounded.
@@ -86,6 +88,8 @@ struct SearchOutcome {
 struct RankerStats {
   CacheStats graph_store, tensor_cache;
   int64_t queued = 0, running = 0;
+  int64_t queued_ranks = 0, queued_searches = 0;        // by lane (worker_pool.h)
+  int64_t withdrawn_ranks = 0, withdrawn_searches = 0;  // left the queue cancelled or expired
   int64_t configs_scored = 0, batches_run = 0, rejected_queue_full = 0, cancelled = 0;
 };
 
@@ -144,10 +148,12 @@ class Ranker {
   // Admit and AdmitSearch; *kind gets the collection's.
   absl::StatusOr<Admitted> AdmitNames(const std::string& collection, int64_t version, const std::string& graph_hash,
                                       CollectionKind* kind);
-  // Runs `job` on the worker pool while this thread waits: RESOURCE_EXHAUSTED when the
-  // queue is full, CANCELLED when cancelled while queued, INTERNAL for an exception.
-  // The job may borrow the caller's locals. *queue_ms: the time it waited for a worker.
-  absl::Status RunOnWorker(const std::function<absl::Status()>& job, const std::function<bool()>& cancelled,
+  // Runs `job` on the worker pool in `lane` while this thread waits: RESOURCE_EXHAUSTED
+  // when the lane's queue is full, CANCELLED when cancelled while queued (polled every
+  // kQueuePoll: the job leaves the queue then), INTERNAL for an exception. The job may
+  // borrow the caller's locals. *queue_ms: the time it waited for a worker.
+  static constexpr std::chrono::milliseconds kQueuePoll{10};
+  absl::Status RunOnWorker(Lane lane, const std::function<absl::Status()>& job, const std::function<bool()>& cancelled,
                            double* queue_ms);
   absl::StatusOr<SearchOutcome> SearchOnWorker(const SearchRequest& request, const Admitted& admitted,
                                                const std::function<bool()>& cancelled);

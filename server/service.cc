@@ -207,6 +207,16 @@ void TrimHeapAfter(int64_t held_bytes) {
 
 }  // namespace
 
+namespace {
+
+// Whether the caller is gone: cancelled, or its deadline passed (checked here as well:
+// a queued request leaves the queue then, whenever gRPC notices).
+bool Gone(grpc::ServerContext* context) {
+  return context->IsCancelled() || context->deadline() < std::chrono::system_clock::now();
+}
+
+}  // namespace
+
 grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
   if (s.ok()) return grpc::Status::OK;
   if (std::optional<std::string> reason = ErrorReason(s); reason && context)
@@ -274,7 +284,7 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   q.reference_tile_configs = request->reference_tile_configs();
   q.folds.assign(request->folds().begin(), request->folds().end());
   q.cascade = request->cascade();
-  absl::StatusOr<RankResult> r = ranker_->Rank(q, [context] { return context->IsCancelled(); });
+  absl::StatusOr<RankResult> r = ranker_->Rank(q, [context] { return Gone(context); });
   if (!r.ok()) {
     // A request the client gave up on reports why, if the deadline passed.
     if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
@@ -358,7 +368,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.candidate_layout_configs = request->candidate_layout_configs();
   q.exclude_runtimes_ns.assign(request->exclude_runtimes_ns().begin(), request->exclude_runtimes_ns().end());
   q.exclude_tile_configs = request->exclude_tile_configs();
-  absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return context->IsCancelled(); });
+  absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return Gone(context); });
   if (!r.ok()) {
     if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
       return grpc::Status(grpc::DEADLINE_EXCEEDED, "deadline exceeded; the search stopped");
@@ -377,6 +387,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_correction_measurements(r->correction_measurements);
   response->set_correction_weight(r->correction_weight);
   SetTiming(r->timing, response->mutable_timing());
+  if (metrics_) metrics_->RecordSearch(r->timing);
   return grpc::Status::OK;
 }
 

@@ -1,21 +1,35 @@
-// A fixed pool of inference workers behind a bounded queue. TrySubmit refuses work
-// when the queue is full, so the server can answer RESOURCE_EXHAUSTED at once instead
-// of slowing every client down.
+// A fixed pool of inference workers behind bounded queues, one per lane (ranks,
+// searches). A free worker takes the lanes in turn when more than one has work, so a
+// rank waits for the jobs already running and at most one search queued before it, never
+// behind a queue of long searches; each lane refuses work when its own queue is full, so
+// searches cannot fill the queue ranks need, and the server answers RESOURCE_EXHAUSTED at
+// once instead of slowing every client down. A job still queued can be withdrawn
+// (TryWithdraw): a request cancelled or past its deadline leaves the queue at once, and
+// its slot is free for the next.
+// Threads: every method may be called from any thread at once; one mutex guards the
+// queues, the tickets and the counters. Jobs run on the pool's threads.
 #pragma once
 
+#include <array>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace tgraph {
 
+enum class Lane : int { kRank = 0, kSearch = 1 };
+inline constexpr int kLanes = 2;
+inline const char* LaneName(Lane l) { return l == Lane::kRank ? "rank" : "search"; }
+
 class WorkerPool {
  public:
   // `on_start` runs once in each worker thread before any job (e.g. thread settings).
+  // `queue_capacity`: jobs that may wait in each lane.
   WorkerPool(int workers, int queue_capacity, std::function<void()> on_start = nullptr)
       : capacity_(queue_capacity) {
     for (int i = 0; i < workers; ++i)
@@ -35,47 +49,98 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // False when `queue_capacity` jobs are already waiting (running ones do not count).
-  bool TrySubmit(std::function<void()> job) {
+  // The job's ticket (> 0), or 0 when `queue_capacity` jobs already wait in its lane
+  // (running ones do not count) or the pool is stopping.
+  uint64_t TrySubmit(Lane lane, std::function<void()> job) {
+    uint64_t ticket = 0;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ || static_cast<int>(queue_.size()) >= capacity_) return false;
-      queue_.push_back(std::move(job));
+      std::deque<Queued>& q = lanes_[static_cast<size_t>(lane)];
+      if (stopping_ || static_cast<int>(q.size()) >= capacity_) return 0;
+      ticket = ++last_ticket_;
+      q.push_back({ticket, std::move(job)});
     }
     cv_.notify_one();
-    return true;
+    return ticket;
+  }
+  // True when the job was still queued: it is removed and will never run (it is
+  // destroyed here, on the caller's thread). False when a worker has taken it.
+  bool TryWithdraw(uint64_t ticket) {
+    std::function<void()> removed;  // destroyed after the lock is released
+    std::lock_guard<std::mutex> lock(mu_);
+    for (size_t l = 0; l < lanes_.size(); ++l)
+      for (auto it = lanes_[l].begin(); it != lanes_[l].end(); ++it)
+        if (it->ticket == ticket) {
+          removed = std::move(it->job);
+          lanes_[l].erase(it);
+          ++withdrawn_[l];
+          return true;
+        }
+    return false;
+  }
+  int64_t queued(Lane lane) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return static_cast<int64_t>(lanes_[static_cast<size_t>(lane)].size());
   }
   int64_t queued() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return static_cast<int64_t>(queue_.size());
+    int64_t n = 0;
+    for (const auto& q : lanes_) n += static_cast<int64_t>(q.size());
+    return n;
   }
   int64_t running() const {
     std::lock_guard<std::mutex> lock(mu_);
     return running_;
   }
+  // Jobs withdrawn from `lane` since the start.
+  int64_t withdrawn(Lane lane) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return withdrawn_[static_cast<size_t>(lane)];
+  }
 
  private:
+  struct Queued {
+    uint64_t ticket;
+    std::function<void()> job;
+  };
+
   void Run() {
     while (true) {
       std::function<void()> job;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
-        if (queue_.empty()) return;  // stopping, and everything queued is done
-        job = std::move(queue_.front());
-        queue_.pop_front();
+        cv_.wait(lock, [this] { return stopping_ || Waiting(); });
+        if (!Waiting()) return;  // stopping, and everything queued is done
+        // The lanes in turn, from the one after the lane served last.
+        for (int k = 0; k < kLanes; ++k) {
+          const size_t l = (next_lane_ + static_cast<size_t>(k)) % kLanes;
+          if (lanes_[l].empty()) continue;
+          job = std::move(lanes_[l].front().job);
+          lanes_[l].pop_front();
+          next_lane_ = (l + 1) % kLanes;
+          break;
+        }
         ++running_;
       }
       job();
+      job = nullptr;  // what it captured is released before the worker counts as free
       std::lock_guard<std::mutex> lock(mu_);
       --running_;
     }
+  }
+  bool Waiting() const {  // mu_ held
+    for (const auto& q : lanes_)
+      if (!q.empty()) return true;
+    return false;
   }
 
   const int capacity_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  std::array<std::deque<Queued>, kLanes> lanes_;
+  std::array<int64_t, kLanes> withdrawn_{};
+  size_t next_lane_ = 0;
+  uint64_t last_ticket_ = 0;
   int64_t running_ = 0;
   bool stopping_ = false;
   std::vector<std::thread> threads_;

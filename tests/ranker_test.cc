@@ -552,6 +552,99 @@ CATCH_TEST_CASE("a full queue answers RESOURCE_EXHAUSTED, and cancelled requests
   CATCH_CHECK(ranker.Stats().cancelled == 1);
 }
 
+CATCH_TEST_CASE("worker pool: lanes are served in turn, each refuses only its own overflow, and a queued job can be "
+                "withdrawn unrun",
+                "[server]") {
+  WorkerPool pool(1, 2);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> holding{false};
+  std::mutex order_mu;
+  std::vector<std::string> order;
+  const auto record = [&](const std::string& name) {
+    return [&, name] {
+      std::lock_guard<std::mutex> lock(order_mu);
+      order.push_back(name);
+    };
+  };
+  CATCH_REQUIRE(pool.TrySubmit(Lane::kSearch, [&] {
+    holding = true;
+    released.wait();
+  }) > 0);
+  while (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Two searches queued before two ranks: the worker alternates, starting after the lane
+  // it served last (search), so the first rank runs second, not fourth.
+  CATCH_REQUIRE(pool.TrySubmit(Lane::kSearch, record("s1")) > 0);
+  CATCH_REQUIRE(pool.TrySubmit(Lane::kSearch, record("s2")) > 0);
+  CATCH_CHECK(pool.TrySubmit(Lane::kSearch, record("s3")) == 0);  // the search lane is full
+  const uint64_t r1 = pool.TrySubmit(Lane::kRank, record("r1"));
+  CATCH_REQUIRE(r1 > 0);  // ranks still have room
+  const uint64_t withdrawn = pool.TrySubmit(Lane::kRank, record("never"));
+  CATCH_REQUIRE(withdrawn > 0);
+  CATCH_CHECK(pool.TrySubmit(Lane::kRank, record("r3")) == 0);
+  CATCH_CHECK(pool.queued() == 4);
+  CATCH_CHECK(pool.TryWithdraw(withdrawn));
+  CATCH_CHECK_FALSE(pool.TryWithdraw(withdrawn));  // once
+  CATCH_CHECK(pool.queued(Lane::kRank) == 1);
+  CATCH_CHECK(pool.withdrawn(Lane::kRank) == 1);
+  CATCH_REQUIRE(pool.TrySubmit(Lane::kRank, record("r2")) > 0);  // its slot is free again
+  release.set_value();
+  while (pool.queued() > 0 || pool.running() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  CATCH_CHECK(order == std::vector<std::string>{"r1", "s1", "r2", "s2"});
+  CATCH_CHECK_FALSE(pool.TryWithdraw(r1));  // it ran
+}
+
+CATCH_TEST_CASE("ranker: requests that expire while queued leave the queue at once, while the worker is still busy",
+                "[server]") {
+  World w;
+  w.Publish("layout:xla:random", 1);
+  ModelManager mm(Registry(w.registry), {2});
+  mm.Poll();
+  RankerOptions ro;
+  ro.workers = 1;
+  ro.queue_size = 4;
+  Ranker ranker(&mm, ro);
+  LayoutGraph g = *LoadLayoutGraph(w.File("layout:xla:random").path);
+  const RankRequest q = LayoutRequest(g, ranker.Register(WireOf(g))->graph_hash);
+  std::promise<void> release;
+  std::shared_future<void> released = release.get_future().share();
+  std::atomic<bool> in_worker{false};
+  // The worker is held by a rank whose cancellation poll blocks (on the worker: the
+  // caller's own polls of it return at once).
+  const std::thread::id caller_of_a_unset{};
+  std::atomic<std::thread::id> caller_of_a{caller_of_a_unset};
+  auto blocking = [&] {
+    if (std::this_thread::get_id() == caller_of_a.load()) return false;
+    in_worker = true;
+    released.wait();
+    return false;
+  };
+  auto a = std::async(std::launch::async, [&] {
+    caller_of_a = std::this_thread::get_id();
+    return ranker.Rank(q, blocking);
+  });
+  while (!in_worker) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  // Three ranks queue; their deadline passes (the flag) while the worker is busy: each
+  // leaves the queue within the poll, not when the worker frees.
+  std::atomic<bool> expired{false};
+  std::vector<std::future<absl::StatusOr<RankResult>>> waiting;
+  for (int i = 0; i < 3; ++i)
+    waiting.push_back(std::async(std::launch::async, [&] { return ranker.Rank(q, [&] { return expired.load(); }); }));
+  while (ranker.Stats().queued_ranks < 3) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  expired = true;
+  for (auto& f : waiting) {
+    const absl::StatusOr<RankResult> r = f.get();  // returns while the worker is still held
+    CATCH_CHECK(r.status().code() == absl::StatusCode::kCancelled);
+    CATCH_CHECK_THAT(std::string(r.status().message()), Catch::Contains("it left the queue"));
+  }
+  CATCH_CHECK(ranker.Stats().queued == 0);
+  CATCH_CHECK(ranker.Stats().withdrawn_ranks == 3);
+  CATCH_CHECK(ranker.Stats().running == 1);
+  release.set_value();
+  CATCH_CHECK(a.get().ok());
+  CATCH_CHECK(ranker.Rank(q, nullptr).ok());  // the queue took the next one
+}
+
 CATCH_TEST_CASE("a request's activations stay under the budget: smaller batches, or RESOURCE_EXHAUSTED", "[server]") {
   World w;
   w.Publish("layout:xla:random", 1);
