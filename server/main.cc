@@ -62,6 +62,15 @@ ABSL_FLAG(int, tls_reload_s, 60,
           "Seconds between re-reads of the TLS files: a rotated certificate is served without a restart");
 ABSL_FLAG(std::string, log_format, "text",
           "Log lines: text (time, level, message) or json (one object per line: time, level, tool, msg)");
+ABSL_FLAG(double, handshake_timeout_s, 10,
+          "A connection that has not finished its TLS and HTTP/2 handshake within this is closed (an idle TCP "
+          "connection that never speaks holds a file descriptor until then)");
+ABSL_FLAG(double, max_connection_idle_s, 300,
+          "A connection with no call in flight for this long is closed (GOAWAY: gRPC clients reconnect when they "
+          "next call)");
+ABSL_FLAG(double, keepalive_s, 60, "Ping each connection this often to find dead peers");
+ABSL_FLAG(double, keepalive_timeout_s, 20, "A peer that does not answer a ping within this is disconnected");
+ABSL_FLAG(int, max_streams, 64, "Calls at once on one connection (HTTP/2 concurrent streams)");
 ABSL_FLAG(double, drain_timeout_s, 20, "On SIGTERM, how long in-flight RPCs may take to finish");
 
 namespace {
@@ -108,6 +117,11 @@ absl::StatusOr<tgraph::ServerOptions> OptionsFromFlags() {
   o.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   o.tls.reload_s = absl::GetFlag(FLAGS_tls_reload_s);
   o.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+  o.connections.handshake_timeout_s = absl::GetFlag(FLAGS_handshake_timeout_s);
+  o.connections.max_connection_idle_s = absl::GetFlag(FLAGS_max_connection_idle_s);
+  o.connections.keepalive_s = absl::GetFlag(FLAGS_keepalive_s);
+  o.connections.keepalive_timeout_s = absl::GetFlag(FLAGS_keepalive_timeout_s);
+  o.connections.max_streams = absl::GetFlag(FLAGS_max_streams);
   return o;
 }
 

@@ -24,6 +24,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "model/tools/build_info.h"
+#include "server/connections.h"
 #include "server/metrics_http.h"
 
 namespace tgraph {
@@ -112,6 +113,9 @@ struct ServerMetrics::Impl {
         cache_entries(BuildGauge().Name("tgraph_cache_entries").Help("Entries in the graph tensor cache").Register(*registry).Add({})),
         graphs(BuildGauge().Name("tgraph_registered_graphs").Help("Registered graphs held").Register(*registry).Add({})),
         graph_bytes(BuildGauge().Name("tgraph_registered_graph_bytes").Help("Bytes of registered graphs held").Register(*registry).Add({})),
+        accept_errors(BuildCounter().Name("tgraph_accept_errors_total").Help("Connections the listener failed to accept (out of file descriptors: see tgraph_open_fds beside tgraph_fd_limit); never fatal").Register(*registry).Add({})),
+        open_fds(BuildGauge().Name("tgraph_open_fds").Help("File descriptors open in the server: connections, files, sockets").Register(*registry).Add({})),
+        fd_limit(BuildGauge().Name("tgraph_fd_limit").Help("The server's file descriptor limit (raised to the hard limit at start)").Register(*registry).Add({})),
         rejected(BuildCounter().Name("tgraph_rejected_queue_full_total").Help("Requests refused because the queue was full").Register(*registry).Add({})),
         version(BuildGauge().Name("tgraph_model_version").Help("Newest loaded model version per collection").Register(*registry)),
         loads(BuildCounter().Name("tgraph_model_loads_total").Help("Model version events by result: loaded, failed, unloaded (retired), vanished (gone without being retired), corrupted (a loaded version's files changed on disk)").Register(*registry)),
@@ -137,6 +141,8 @@ struct ServerMetrics::Impl {
   prometheus::Gauge& running;
   prometheus::Counter &cache_hits, &cache_misses, &cache_evictions;
   prometheus::Gauge &cache_bytes, &cache_entries, &graphs, &graph_bytes;
+  prometheus::Counter& accept_errors;
+  prometheus::Gauge &open_fds, &fd_limit;
   prometheus::Counter& rejected;
   prometheus::Family<prometheus::Gauge>& version;
   prometheus::Family<prometheus::Counter>& loads;
@@ -150,6 +156,7 @@ struct ServerMetrics::Impl {
   const Ranker* ranker = nullptr;
   const ModelManager* models = nullptr;
   RankerStats counted;
+  int64_t counted_accept_errors = 0;
   std::unique_ptr<MetricsHttpServer> http;  // last: stops serving before the metrics go
 };
 
@@ -238,6 +245,9 @@ void ServerMetrics::Refresh(const RankerStats& s, const ModelManager& models) {
   advance(impl_->cache_misses, s.tensor_cache.misses, c.tensor_cache.misses);
   advance(impl_->cache_evictions, s.tensor_cache.evictions, c.tensor_cache.evictions);
   advance(impl_->rejected, s.rejected_queue_full, c.rejected_queue_full);
+  advance(impl_->accept_errors, AcceptErrors(), impl_->counted_accept_errors);
+  impl_->open_fds.Set(static_cast<double>(OpenFds()));
+  if (struct rlimit r; ::getrlimit(RLIMIT_NOFILE, &r) == 0) impl_->fd_limit.Set(static_cast<double>(r.rlim_cur));
   advance(impl_->withdrawn_rank, s.withdrawn_ranks, c.withdrawn_ranks);
   advance(impl_->withdrawn_search, s.withdrawn_searches, c.withdrawn_searches);
   for (const auto& [collection, handles] : models.Loaded())

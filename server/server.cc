@@ -202,6 +202,7 @@ absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredenti
   // silently share its connections with the first (replicas of different versions
   // answering alternate requests). A taken port is an error.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  ApplyConnectionArguments(o_.connections, &builder);
   builder.SetMaxReceiveMessageSize(static_cast<int>(max_message_bytes));
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   builder.RegisterService(service_.get());
@@ -268,6 +269,11 @@ int RunServer(const ServerOptions& options, const std::atomic<int>& stop) {
   if (!credentials.ok()) return Fail(UsageError(credentials.status().message()));
   torch::set_num_threads(ThreadsOrCores(options.intra_op_threads));
   LogOptions(options);
+  CountAcceptErrors();
+  const FdLimit fds = RaiseFdLimit();
+  LogInfo(absl::StrCat(fds.Describe(), "; handshakes time out after ", options.connections.handshake_timeout_s,
+                       " s, idle connections close after ", options.connections.max_connection_idle_s, " s, ",
+                       options.connections.max_streams, " calls at once per connection"));
   (void)torch::mm(torch::ones({2, 2}), torch::ones({2, 2}));  // touch the BLAS once so it is mapped
   LogInfo(absl::StrCat("BLAS: ", BlasInUse()));
 

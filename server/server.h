@@ -21,6 +21,7 @@
 
 #include "model/core/model_spec.h"
 #include "server/ranker.h"
+#include "server/connections.h"
 #include "server/tls.h"
 
 namespace tgraph {
@@ -46,6 +47,7 @@ struct ServerOptions {
   int64_t max_message_bytes = int64_t{256} << 20;
   bool reflection = true;
   ServerTlsOptions tls;
+  ConnectionOptions connections;  // gRPC's transport bounds (server/connections.h)
   double drain_timeout_s = 20;
 };
 

@@ -1722,3 +1722,47 @@ CATCH_TEST_CASE("server: TLS and mutual TLS with generated certificates, rotatio
     CATCH_CHECK_THAT(refused.Log(), Catch::Contains(bad[i].second));
   }
 }
+
+CATCH_TEST_CASE("server: thousands of idle connections are closed after the handshake timeout, and the listener "
+                "answers throughout and after",
+                "[e2e][connections]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path(), {"--handshake_timeout_s", "2"});
+  CATCH_REQUIRE(server.port > 0);
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("file descriptors: "));
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("handshakes time out after 2 s"));
+  // 3,000 TCP connections that never send a byte (no HTTP/2 preface), as a port scan or
+  // a leaking client makes them.
+  constexpr int kIdle = 3000;
+  std::vector<int> idle;
+  for (int i = 0; i < kIdle; ++i) {
+    const int fd = ConnectLoopback(server.port, 1);
+    if (fd >= 0) idle.push_back(fd);
+  }
+  CATCH_CHECK(idle.size() == static_cast<size_t>(kIdle));
+  RankerClient client(server.Client());
+  CATCH_CHECK(client.ListModels().ok());  // the listener still accepts and serves
+  // The server closes each of them once the handshake timeout passes (gRPC's default kept
+  // them 120 s): a read sees the end of the stream.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  size_t closed = 0;
+  std::vector<bool> done(idle.size(), false);
+  while (closed < idle.size() && std::chrono::steady_clock::now() < until) {
+    for (size_t i = 0; i < idle.size(); ++i) {
+      if (done[i]) continue;
+      char c;
+      const ssize_t n = recv(idle[i], &c, 1, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) done[i] = true, ++closed;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  CATCH_CHECK(closed == idle.size());
+  for (int fd : idle) close(fd);
+  CATCH_CHECK(client.ListModels().ok());
+  CATCH_CHECK(client.Health("liveness").ok());
+  const std::string metrics = HttpGet(server.metrics_port, "/metrics");
+  CATCH_CHECK_THAT(metrics, Catch::Contains("\ntgraph_accept_errors_total 0\n"));
+  CATCH_CHECK_THAT(metrics, Catch::Contains("\ntgraph_fd_limit "));
+  CATCH_CHECK(server.Stop() == 0);
+}

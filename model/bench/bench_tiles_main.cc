@@ -214,6 +214,7 @@ int Replay() {
     for (int i = 0; i < 6; ++i) column[names[i]].push_back(row[i]);
     std::printf("%-28s %7.0f %8.0f %8.0f %8.1f %8.0f %10.3f\n", f.name.c_str(), row[0], row[1], row[2], row[3], row[4],
                 row[5]);
+    std::fflush(stdout);  // a line per problem as it is done: the fine-tuning rounds take minutes
   }
   const auto median = [&](const char* name) { return tgraph::FiniteMedian(column[name]); };
   const auto mean = [&](const char* name) { return tgraph::FiniteMean(column[name]); };
