@@ -1,4 +1,5 @@
 #include "client/client.h"
+#include "client/tls_diagnosis.h"
 
 #include <grpcpp/grpcpp.h>
 
@@ -51,6 +52,7 @@ struct RankerClient::Impl {
   Outcome WithRetries(const std::string& graph_hash, Call call) const {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.retry_budget_s);
     double backoff = options.initial_backoff_s;
+    bool probed = false;
     Outcome o;
     while (true) {
       grpc::ClientContext ctx;
@@ -62,6 +64,14 @@ struct RankerClient::Impl {
         o.graph_not_registered = o.status.error_code() == grpc::NOT_FOUND && it != trailers.end() &&
                                  absl::string_view(it->second.data(), it->second.size()) == kGraphNotRegistered;
         return o;
+      }
+      // A TLS mismatch is not a network fault: said as such, never retried (probed once).
+      if (!probed) {
+        probed = true;
+        if (std::optional<absl::Status> tls = DiagnoseTls(o.status, options)) {
+          o.status = grpc::Status(grpc::UNAUTHENTICATED, std::string(tls->message()));
+          return o;
+        }
       }
       if (std::chrono::steady_clock::now() + std::chrono::duration<double>(backoff) > give_up) return o;
       // A restarting server: wait for the connection to come back (at once when it is

@@ -26,8 +26,8 @@ struct ServerTlsOptions {
 };
 
 // INVALID_ARGUMENT naming the flag and file when a file is missing, unreadable or not
-// PEM, or when the options do not make sense together (a key without a certificate,
-// a client CA without either).
+// PEM, when the key is not the certificate's, or when the options do not make sense
+// together (a key without a certificate, a client CA without either).
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(const ServerTlsOptions& options);
 
 }  // namespace tgraph

@@ -1652,19 +1652,27 @@ CATCH_TEST_CASE("server: TLS and mutual TLS with generated certificates, rotatio
   CATCH_REQUIRE(secure.ok());
   CATCH_CHECK(secure->scores == plain->scores);
   // A plaintext client, a client that trusts another CA, and a client expecting
-  // another name all fail the handshake: UNAVAILABLE, nothing served.
+  // another name all fail the handshake: UNAUTHENTICATED, named as TLS's and not retried
+  // (a 30 s retry budget is not waited out), nothing served.
+  const auto refused_at_once = [](const ClientOptions& co, const std::string& says) {
+    ClientOptions patient = co;
+    patient.retry_budget_s = 30;
+    const auto start = std::chrono::steady_clock::now();
+    const absl::StatusOr<std::string> h = RankerClient(patient).Health();
+    CATCH_CHECK(h.status().code() == absl::StatusCode::kUnauthenticated);
+    CATCH_CHECK_THAT(std::string(h.status().message()), Catch::Contains("TLS with " + co.target + " failed: " + says));
+    CATCH_CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  };
   ClientOptions cleartext;
   cleartext.target = "127.0.0.1:" + std::to_string(tls.port);
   cleartext.retry_budget_s = 0;
-  CATCH_CHECK(RankerClient(cleartext).Health().status().code() == absl::StatusCode::kUnavailable);
-  absl::StatusOr<std::string> wrong_ca = RankerClient(TlsClient(tls.port, certs, "other-ca")).Health();
-  CATCH_CHECK(wrong_ca.status().code() == absl::StatusCode::kUnavailable);
-  CATCH_CHECK_THAT(std::string(wrong_ca.status().message()), Catch::Contains("certificate verify failed"));
+  refused_at_once(cleartext, "the server speaks TLS and this client connected in plaintext: give --tls_ca");
+  refused_at_once(TlsClient(tls.port, certs, "other-ca"),
+                  "the server's certificate does not chain to the CAs of --tls_ca (error:0A000086:SSL "
+                  "routines::certificate verify failed)");
   ClientOptions wrong_name = TlsClient(tls.port, certs, "ca");
   wrong_name.tls.server_name = "elsewhere.example";
-  absl::StatusOr<std::string> named = RankerClient(wrong_name).Health();
-  CATCH_CHECK(named.status().code() == absl::StatusCode::kUnavailable);
-  CATCH_CHECK_THAT(std::string(named.status().message()), Catch::Contains("elsewhere.example"));
+  refused_at_once(wrong_name, "Peer name elsewhere.example is not in peer certificate: give --tls_server_name");
   // A certificate the server name carries in its SANs other than the address's host.
   ClientOptions by_name = TlsClient(tls.port, certs, "ca");
   by_name.tls.server_name = "tgraph";
@@ -1683,7 +1691,7 @@ CATCH_TEST_CASE("server: TLS and mutual TLS with generated certificates, rotatio
   }
   CATCH_CHECK(rotated);
   CATCH_CHECK(RankerClient(TlsClient(tls.port, certs, "ca")).Health().status().code() ==
-              absl::StatusCode::kUnavailable);
+              absl::StatusCode::kUnauthenticated);
   CATCH_CHECK(tls.Stop() == 0);
 
   // Mutual TLS: only a client certificate the client CA signed gets in.
@@ -1697,11 +1705,21 @@ CATCH_TEST_CASE("server: TLS and mutual TLS with generated certificates, rotatio
   absl::StatusOr<Ranking> mutual = rank(TlsClient(mtls.port, certs, "ca", "client"));
   CATCH_REQUIRE(mutual.ok());
   CATCH_CHECK(mutual->scores == plain->scores);
-  CATCH_CHECK(RankerClient(TlsClient(mtls.port, certs, "ca")).Health().status().code() ==
-              absl::StatusCode::kUnavailable);  // no certificate
-  CATCH_CHECK(RankerClient(TlsClient(mtls.port, certs, "ca", "other-client")).Health().status().code() ==
-              absl::StatusCode::kUnavailable);  // signed by another CA
+  refused_at_once(TlsClient(mtls.port, certs, "ca"),
+                  "the server closed the connection after the TLS handshake");  // no certificate
+  CATCH_CHECK_THAT(std::string(RankerClient(TlsClient(mtls.port, certs, "ca")).Health().status().message()),
+                   Catch::Contains("it requires a client certificate (mutual TLS); give --tls_cert and --tls_key"));
+  CATCH_CHECK_THAT(
+      std::string(RankerClient(TlsClient(mtls.port, certs, "ca", "other-client")).Health().status().message()),
+      Catch::Contains("it refused this client's certificate (--tls_cert)"));  // signed by another CA
   CATCH_CHECK(mtls.Stop() == 0);
+  // A TLS client against a plaintext server.
+  const std::string pdir = w.dir.path() + "/plain-again";
+  std::filesystem::create_directories(pdir);
+  ServerProcess plaintext(w.registry, pdir);
+  CATCH_REQUIRE(plaintext.port > 0);
+  refused_at_once(TlsClient(plaintext.port, certs, "ca"), "the server does not speak TLS");
+  CATCH_CHECK(plaintext.Stop() == 0);
 
   // Bad TLS settings stop the server at startup with a usage error naming the flag.
   const std::vector<std::pair<std::vector<std::string>, std::string>> bad = {
@@ -1709,6 +1727,8 @@ CATCH_TEST_CASE("server: TLS and mutual TLS with generated certificates, rotatio
       {{"--tls_client_ca", certs + "/ca.pem"}, "needs both --tls_cert and --tls_key"},
       {{"--tls_cert", certs + "/server.pem", "--tls_key", certs + "/absent.key"}, "--tls_key: " + certs + "/absent.key"},
       {{"--tls_cert", certs + "/server.key", "--tls_key", certs + "/server.key"}, "--tls_cert: " + certs + "/server.key holds no PEM block"},
+      {{"--tls_cert", certs + "/server.pem", "--tls_key", certs + "/other-server.key"},
+       "--tls_key " + certs + "/other-server.key is not the private key of --tls_cert " + certs + "/server.pem"},
       {{"--tls_cert", certs + "/server.pem", "--tls_key", certs + "/server.key", "--tls_client_ca",
         certs + "/client.key"}, "--tls_client_ca: "},
   };
