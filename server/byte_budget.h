@@ -1,6 +1,7 @@
-// A budget of bytes shared by concurrent work (RegisterGraph and ReportMeasurements:
-// each holds its request's bytes while it runs, and a module's registration also the
-// working memory its reader reserves as it goes: model/hlo/working_memory.h).
+// A budget of bytes shared by concurrent work (every tgraph.v1.Ranker call: each holds
+// its request's bytes and what they become while it runs, a module's registration also
+// the working memory its reader reserves as it goes: model/hlo/working_memory.h, a search
+// its rows: Ranker::SearchWorkingBytes).
 // TryAcquire and Grow never wait: past the budget the caller answers
 // RESOURCE_EXHAUSTED and the client retries later, so memory stays bounded whatever
 // the number of concurrent requests. One request larger than the whole budget is still

@@ -42,11 +42,13 @@ ABSL_FLAG(bool, fold_inference, true,
 ABSL_FLAG(std::string, measurement_store, "",
           "Directory where ReportMeasurements stores measured runtimes (a TpuGraphs dataset root; "
           "docs/operations.md); empty: ReportMeasurements answers FAILED_PRECONDITION");
-ABSL_FLAG(int64_t, registration_bytes, int64_t{512} << 20,
-          "RegisterGraph and ReportMeasurements calls in progress at once may hold this much memory in all: arrays "
-          "3x their bytes, an HLO module its bytes plus the working memory its reader reserves as it goes (about "
-          "1.3 kB per instruction), a report 5x its bytes; past it they get RESOURCE_EXHAUSTED. One larger request "
-          "alone is admitted, but a module's working memory never passes this");
+ABSL_FLAG(int64_t, request_bytes, int64_t{512} << 20,
+          "Calls in progress at once may hold this much memory in all, admitted before any work: RegisterGraph "
+          "arrays 3x their bytes, an HLO module its bytes plus the working memory its reader reserves as it goes "
+          "(about 1.3 kB per instruction), a report 5x its bytes, a ranking 2x, a search 3x plus its working memory "
+          "(its evaluated and excluded rows, in the graph's row size); past it they get RESOURCE_EXHAUSTED. One "
+          "larger request alone is admitted, but a module's working memory never passes this");
+ABSL_FLAG(int64_t, registration_bytes, 0, "Deprecated: the old name of --request_bytes (which it sets when > 0)");
 ABSL_FLAG(int64_t, request_log_every, 100,
           "Log one line for one successful tgraph.v1.Ranker call in this many (method, code, latency, graph hash "
           "prefix, configurations, model version); 1: every call; 0: none. Failed calls are always logged, with "
@@ -106,7 +108,11 @@ absl::StatusOr<tgraph::ServerOptions> OptionsFromFlags() {
   o.keep_versions = absl::GetFlag(FLAGS_keep_versions);
   o.fold_inference = absl::GetFlag(FLAGS_fold_inference);
   o.measurement_store = absl::GetFlag(FLAGS_measurement_store);
-  o.registration_bytes = absl::GetFlag(FLAGS_registration_bytes);
+  o.request_bytes = absl::GetFlag(FLAGS_request_bytes);
+  if (const int64_t old_name = absl::GetFlag(FLAGS_registration_bytes); old_name > 0) {
+    o.request_bytes = old_name;
+    tgraph::LogWarning("--registration_bytes is deprecated: it is --request_bytes now, and bounds every call");
+  }
   o.request_log_every = absl::GetFlag(FLAGS_request_log_every);
   if (o.request_log_every < 0)
     return tgraph::UsageError(absl::StrCat("--request_log_every must be 0 or more, got ", o.request_log_every));

@@ -72,6 +72,19 @@ absl::StatusOr<RegisterResult> Ranker::Register(WireGraph g) {
   return r;
 }
 
+int64_t Ranker::SearchWorkingBytes(const SearchRequest& q) {
+  if (!IsHexHash(q.graph_hash)) return 0;
+  const std::shared_ptr<const StoredGraph> graph = graphs_.Get(q.graph_hash);
+  if (!graph) return 0;
+  constexpr int64_t kHashedRowOverhead = 64;  // a set node and a string header per row
+  const int64_t row = graph->num_config_nodes > 0 ? graph->num_config_nodes * kConfigFeatDim
+                                                  : kTileConfigDim * static_cast<int64_t>(sizeof(float));
+  const int64_t evaluations = q.max_evaluations > 0 ? q.max_evaluations : kDefaultSearchEvaluations;
+  const int64_t given = std::max<int64_t>(0, q.num_exclude) + std::max<int64_t>(0, q.num_start) +
+                        std::max<int64_t>(0, q.num_candidates);
+  return 4 * evaluations * (row + kHashedRowOverhead) + 2 * given * (row + kHashedRowOverhead);
+}
+
 absl::StatusOr<std::shared_ptr<const StoredGraph>> Ranker::RegisteredGraph(const std::string& graph_hash) {
   if (!IsHexHash(graph_hash))
     return absl::InvalidArgumentError(

@@ -118,6 +118,13 @@ class Ranker {
 
   RankerStats Stats() const;
 
+  // The memory a search of `q` holds beyond its request while it runs: every evaluated
+  // row kept about four times (seen, evaluated, the population, the finalists) and each
+  // excluded, start and candidate row about twice (hashed copies), in the registered
+  // graph's row size (0 for a graph this server does not hold: the search then fails at
+  // once). Its activations are bounded separately (RankerOptions::activation_bytes).
+  int64_t SearchWorkingBytes(const SearchRequest& q);
+
   // A registered graph by hash: INVALID_ARGUMENT for a malformed hash, NOT_FOUND when
   // this server does not hold it (never registered, or evicted).
   absl::StatusOr<std::shared_ptr<const StoredGraph>> RegisteredGraph(const std::string& graph_hash);

@@ -65,7 +65,7 @@ void LogOptions(const ServerOptions& o) {
       " fold_inference=", o.fold_inference ? "true" : "false", " precision=", PrecisionName(o.precision), " (",
       o.precision_flag, CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
       " reflection=", o.reflection ? "true" : "false", " transport=", o.tls.Describe(),
-      " registration_bytes=", o.registration_bytes, " request_log_every=", o.request_log_every, " drain_timeout_s=", o.drain_timeout_s));
+      " request_bytes=", o.request_bytes, " request_log_every=", o.request_log_every, " drain_timeout_s=", o.drain_timeout_s));
 }
 
 // One server process's parts, in the order they are built; destroyed in reverse (the
@@ -184,7 +184,7 @@ absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredenti
   const int64_t max_message_bytes = std::min<int64_t>(o_.max_message_bytes, INT32_MAX);
   RankerService::Options so;
   so.max_nodes = o_.max_nodes;
-  so.registration_bytes = o_.registration_bytes;
+  so.request_bytes = o_.request_bytes;
   so.max_message_bytes = max_message_bytes;
   so.request_log_every = o_.request_log_every;
   service_ = std::make_unique<RankerService>(ranker_.get(), models_.get(), metrics_.get(), measurements_.get(), so);

@@ -42,7 +42,7 @@ struct ServerOptions {
   int keep_versions = 2;
   bool fold_inference = true;
   std::string measurement_store;  // empty: ReportMeasurements answers FAILED_PRECONDITION
-  int64_t registration_bytes = int64_t{512} << 20;
+  int64_t request_bytes = int64_t{512} << 20;
   int64_t request_log_every = 100;  // one log line per this many successful requests (request_log.h); 0: failures only
   int64_t max_message_bytes = int64_t{256} << 20;
   bool reflection = true;

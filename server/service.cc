@@ -177,24 +177,24 @@ absl::Status StoreFailure(const absl::Status& s) {
 }
 
 // RESOURCE_EXHAUSTED for a call whose request bytes would take `budget` past
-// --registration_bytes.
+// --request_bytes.
 grpc::Status OverBudget(const char* method, const ByteBudget& budget, int64_t bytes) {
   return grpc::Status(grpc::RESOURCE_EXHAUSTED,
-                      absl::StrCat(method, ": ", budget.holders(), " registrations and reports (", budget.held() >> 20,
-                                   " MiB) are in progress, over --registration_bytes (", budget.budget() >> 20,
+                      absl::StrCat(method, ": ", budget.holders(), " calls (", budget.held() >> 20,
+                                   " MiB) are in progress, over --request_bytes (", budget.budget() >> 20,
                                    " MiB) with this one (", bytes >> 20, " MiB): retry with backoff"));
 }
 
 // What a registration's reader is told when its working memory would take the
-// in-flight budget past --registration_bytes (hlo/working_memory.h prefixes what).
+// in-flight budget past --request_bytes (hlo/working_memory.h prefixes what).
 absl::Status WorkingMemoryRefused(const ByteBudget& budget, const ByteBudget::Lease& lease) {
   if (budget.holders() <= 1)
-    return absl::ResourceExhaustedError(absl::StrCat("more than --registration_bytes (", budget.budget() >> 20,
+    return absl::ResourceExhaustedError(absl::StrCat("more than --request_bytes (", budget.budget() >> 20,
                                                      " MiB) allows with nothing else in progress: send a smaller "
                                                      "module, or raise the flag"));
   return absl::ResourceExhaustedError(
-      absl::StrCat(budget.holders() - 1, " other registrations and reports hold ", (budget.held() - lease.bytes()) >> 20,
-                   " MiB of --registration_bytes (", budget.budget() >> 20, " MiB): retry with backoff"));
+      absl::StrCat(budget.holders() - 1, " other calls hold ", (budget.held() - lease.bytes()) >> 20,
+                   " MiB of --request_bytes (", budget.budget() >> 20, " MiB): retry with backoff"));
 }
 
 // A call that held more than kTrimAfterBytes (the parse and featurize of a large module:
@@ -284,6 +284,11 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   q.reference_tile_configs = request->reference_tile_configs();
   q.folds.assign(request->folds().begin(), request->folds().end());
   q.cascade = request->cascade();
+  // The request and what its rows become while scored (the reference's rows and the
+  // ranking), held until the answer is sent.
+  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong()) * 2;
+  std::optional<ByteBudget::Lease> lease = in_flight_.TryAcquire(bytes);
+  if (!lease) return OverBudget("RankConfigs", in_flight_, bytes);
   absl::StatusOr<RankResult> r = ranker_->Rank(q, [context] { return Gone(context); });
   if (!r.ok()) {
     // A request the client gave up on reports why, if the deadline passed.
@@ -368,6 +373,16 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.candidate_layout_configs = request->candidate_layout_configs();
   q.exclude_runtimes_ns.assign(request->exclude_runtimes_ns().begin(), request->exclude_runtimes_ns().end());
   q.exclude_tile_configs = request->exclude_tile_configs();
+  // Admitted for the request, the copies its rows become (hashed sets, the measured
+  // correction's rows) and its working memory, before it waits in the queue; the heap it
+  // used is given back when it ends (a search with 100,000 excluded rows holds ~100 MB).
+  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong()) * 3 + ranker_->SearchWorkingBytes(q);
+  std::optional<ByteBudget::Lease> lease = in_flight_.TryAcquire(bytes);
+  if (!lease) return OverBudget("SearchConfigs", in_flight_, bytes);
+  struct TrimWhenDone {
+    int64_t bytes;
+    ~TrimWhenDone() { TrimHeapAfter(bytes); }
+  } trim{bytes};
   absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return Gone(context); });
   if (!r.ok()) {
     if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())

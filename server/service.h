@@ -31,16 +31,16 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
   // `measurements` may be null: ReportMeasurements then answers FAILED_PRECONDITION.
   struct Options {
     int64_t max_nodes = 200000;
-    // The memory RegisterGraph and ReportMeasurements calls in progress may hold at once
-    // (byte_budget.h; modules' working memory included); past it, RESOURCE_EXHAUSTED.
-    int64_t registration_bytes = int64_t{512} << 20;
+    // The memory every call in progress may hold at once (byte_budget.h: requests,
+    // modules' and searches' working memory); past it, RESOURCE_EXHAUSTED.
+    int64_t request_bytes = int64_t{512} << 20;
     int64_t max_message_bytes = int64_t{256} << 20;  // the transport's limit, named in refusals
     int64_t request_log_every = 100;                  // request_log.h; 0: failed calls only
   };
   RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, MeasurementStore* measurements,
                 const Options& o)
       : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(o.max_nodes), measurements_(measurements),
-        in_flight_(o.registration_bytes), max_message_bytes_(o.max_message_bytes),
+        in_flight_(o.request_bytes), max_message_bytes_(o.max_message_bytes),
         request_log_(o.request_log_every) {}
 
   // What gRPC calls: read the request, run the handler below, write its answer.
@@ -71,14 +71,14 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
                                   v1::ReportMeasurementsResponse* response) override;
   grpc::Status SearchConfigs(grpc::ServerContext* context, const v1::SearchConfigsRequest* request,
                              v1::SearchConfigsResponse* response) override;
-  // Stateless (apply_layouts.h): admitted against --registration_bytes as a module's
+  // Stateless (apply_layouts.h): admitted against --request_bytes as a module's
   // registration is, its reader reserving its working memory from the same budget.
   grpc::Status ApplyLayouts(grpc::ServerContext* context, const v1::ApplyLayoutsRequest* request,
                             v1::ApplyLayoutsResponse* response) override;
 
  private:
   // What a module's reader may take (--max_nodes instructions, working memory from
-  // --registration_bytes through `lease`, which must outlive the limits).
+  // --request_bytes through `lease`, which must outlive the limits).
   hlo::Limits ModuleLimits(ByteBudget::Lease* lease);
   // RegisterGraph's work; *held: the in-flight bytes it held at its peak.
   grpc::Status Register(grpc::ServerContext* context, const v1::RegisterGraphRequest* request,
@@ -88,7 +88,7 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
   ServerMetrics* metrics_;
   int64_t max_nodes_;
   MeasurementStore* measurements_;
-  ByteBudget in_flight_;  // request bytes of RegisterGraph and ReportMeasurements calls in progress
+  ByteBudget in_flight_;  // what every call in progress holds (--request_bytes), admitted before its work
   int64_t max_message_bytes_;
   RequestLog request_log_;
 };

@@ -85,7 +85,7 @@ std::string HttpGet(int port, const std::string& path, int timeout_s = 0) {
 }
 
 // What `n` calls sent at once answered: OK, RESOURCE_EXHAUSTED from `method` naming
-// --registration_bytes (the in-flight budget), or anything else.
+// --request_bytes (the in-flight budget), or anything else.
 struct OverBudgetCounts {
   int ok = 0, refused = 0, other = 0;
 };
@@ -102,7 +102,7 @@ OverBudgetCounts SendAtOnce(int n, const std::string& method, Call call) {
       const grpc::Status st = call(&ctx);
       if (st.ok()) ++ok;
       else if (st.error_code() == grpc::RESOURCE_EXHAUSTED && st.error_message().find(method + ": ") == 0 &&
-               st.error_message().find("--registration_bytes") != std::string::npos) ++refused;
+               st.error_message().find("--request_bytes") != std::string::npos) ++refused;
       else ++other;
     });
   go = true;
@@ -681,15 +681,22 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is sea
   CATCH_CHECK(took < 5.0);
   so.max_evaluations = 64;
   so.results = 4;
+  // The stopped search held its working memory (--request_bytes) until it noticed the
+  // deadline, between two batches: a search sent meanwhile is refused, and retried.
   auto small = client.Search(g, ids, so);
+  for (int i = 0; i < 100 && small.status().code() == absl::StatusCode::kResourceExhausted; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    small = client.Search(g, ids, so);
+  }
+  CATCH_INFO(small.status().message());
   CATCH_REQUIRE(small.ok());
   CATCH_CHECK(small->count == 4);
   CATCH_CHECK(FirstIllegalLayoutRow(LayoutSpaceOf(g, ids), small->rows.data(), 4) == "");
   CATCH_CHECK(server.Stop() == 0);
 
-  // Concurrent registrations are bounded by --registration_bytes (here: one at a time):
+  // Concurrent registrations are bounded by --request_bytes (here: one at a time):
   // 8 at once of this 23 MB graph used to decode side by side (8 x 251 MB took 3.98 GB).
-  ServerProcess bounded(w.registry, w.dir.path(), {"--registration_bytes", "1"});
+  ServerProcess bounded(w.registry, w.dir.path(), {"--request_bytes", "1"});
   CATCH_REQUIRE(bounded.port > 0);
   v1::RegisterGraphRequest req;
   EncodeGraph(g, ids, req.mutable_graph());
@@ -703,7 +710,7 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is sea
   // Concurrent reports share that budget (a report holds about 13x its bytes while it is
   // stored): 8 at once of 100 rows of this graph (7 MB each), one at a time here.
   ServerProcess reports(w.registry, w.dir.path(),
-                        {"--registration_bytes", "1", "--measurement_store", w.dir.path() + "/store"});
+                        {"--request_bytes", "1", "--measurement_store", w.dir.path() + "/store"});
   CATCH_REQUIRE(reports.port > 0);
   RankerClient reporter(reports.Client());
   CATCH_REQUIRE(reporter.Register(g, ids).ok());
@@ -719,6 +726,27 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is sea
   });
   CheckSomeAdmittedSomeRefused(reported);
   CATCH_CHECK(reports.Stop() == 0);
+
+  // Concurrent searches and ranks share it too, admitted before they queue: a search for
+  // its request and working memory (64 evaluations of 4,000-node rows, 100 excluded
+  // rows: ~19 MB here), a ranking for twice its bytes. 17 searches of 100,000 excluded
+  // rows each once took 2.2 GB, queued side by side.
+  ServerProcess searches(w.registry, w.dir.path(), {"--request_bytes", "1"});
+  CATCH_REQUIRE(searches.port > 0);
+  CATCH_REQUIRE(RankerClient(searches.Client()).Register(g, ids).ok());
+  v1::SearchConfigsRequest search;
+  search.set_collection("layout:xla:random");
+  search.set_graph_hash(GraphContentHash(g, ids));
+  search.set_num_results(4);
+  search.set_max_evaluations(64);
+  search.set_num_exclude(100);
+  search.set_exclude_layout_configs(report.layout_configs());
+  OverBudgetCounts searched = SendAtOnce(6, "SearchConfigs", [&](grpc::ClientContext* ctx) {
+    v1::SearchConfigsResponse resp;
+    return Stub(searches.port)->SearchConfigs(ctx, search, &resp);
+  });
+  CheckSomeAdmittedSomeRefused(searched);
+  CATCH_CHECK(searches.Stop() == 0);
 }
 
 CATCH_TEST_CASE("tgraph-client eval gives tgraph-eval's numbers for the same version", "[e2e][client]") {
@@ -1165,15 +1193,15 @@ CATCH_TEST_CASE("server: an XLA HLO module registers, names its configurable nod
   CATCH_CHECK(small.Stop() == 0);
 
   // And its working memory is admitted, not its bytes: the real module (0.5 MB) needs
-  // about 6 MB to read, so a 2 MB --registration_bytes refuses it, saying why (it was
+  // about 6 MB to read, so a 2 MB --request_bytes refuses it, saying why (it was
   // admitted on its bytes before, whatever it took to read).
-  ServerProcess tight(w.registry, w.dir.path(), {"--registration_bytes", "2000000"});
+  ServerProcess tight(w.registry, w.dir.path(), {"--request_bytes", "2000000"});
   CATCH_REQUIRE(tight.port > 0);
   stub = Stub(tight.port);
   s = register_hlo(program->serialized, &resp);
   CATCH_CHECK(s.error_code() == grpc::RESOURCE_EXHAUSTED);
   CATCH_CHECK_THAT(s.error_message(), Catch::StartsWith("hlo_module: reading it needs "));
-  CATCH_CHECK_THAT(s.error_message(), Catch::Contains("MiB of working memory or more: more than --registration_bytes (1 MiB) "
+  CATCH_CHECK_THAT(s.error_message(), Catch::Contains("MiB of working memory or more: more than --request_bytes (1 MiB) "
                                                       "allows with nothing else in progress"));
   CATCH_CHECK(tight.Stop() == 0);
 }
