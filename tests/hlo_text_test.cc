@@ -281,6 +281,17 @@ TEST_CASE("HLO text: layouts that are not a permutation, shapes past 2^62 elemen
   CHECK(ParseHloText("HloModule m\nENTRY e {\n  ROOT a = f32[2] /* closed */ parameter(0)\n}", "m.hlo").ok());
 }
 
+TEST_CASE("HLO text with a UTF-8 byte order mark reads as the same module, by content detection too", "[hlo][text]") {
+  const std::string text = *ReadFile(kGraphsage);
+  const std::string bom = "\xEF\xBB\xBF" + text;
+  absl::StatusOr<xla::HloModuleProto> plain = hlo::ParseModule(text, "g.hlo"), marked = hlo::ParseModule(bom, "g.hlo");
+  REQUIRE(plain.ok());
+  REQUIRE(marked.ok());  // it was "not a serialized xla.HloProto"
+  CHECK(plain->SerializeAsString() == marked->SerializeAsString());
+  CHECK_THAT(HloTextError("\xEF\xBB\xBFHloModule m\nENTRY e {\n  ROOT a = f32[2]{7} parameter(0)\n}"),
+             Catch::Contains("line 3, column 12: instruction 'a'"));  // columns as an editor shows them
+}
+
 TEST_CASE("HLO proto: an instruction whose layout is not a permutation or whose shape is too large is refused by name",
           "[hlo]") {
   absl::StatusOr<xla::HloModuleProto> m =

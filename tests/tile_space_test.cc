@@ -228,7 +228,7 @@ TEST_CASE("The split seed chooses other test shapes, and an existing collection 
   CHECK(again.status().code() == absl::StatusCode::kAlreadyExists);
 }
 
-TEST_CASE("Seed 0 holds out the shapes docs/results.md reports on; a dtype or the largest shapes can be held out instead", "[tile][real]") {
+TEST_CASE("Seed 0 holds out the shapes docs/results.md reports on, and a dtype or the largest shapes can be held out instead", "[tile][real]") {
   const Collection c = *ParseCollection("tile@h100-triton");
   const auto names = [&](const std::string& root, const std::string& split) {
     std::set<std::string> out;

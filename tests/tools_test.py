@@ -154,6 +154,15 @@ def test_featurize_apply_writes_a_chosen_row_into_the_real_graphsage_text(tmp_pa
     assert r.returncode == 1 and f"configurable node {j}" in r.stderr and "output group" in r.stderr, r.stderr
     r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "rows.npy", "--row", "2", "--out", out, "--force")
     assert r.returncode == 2 and "--row 2" in r.stderr and "has 2 rows" in r.stderr, r.stderr
+    # Only the row asked for is read and checked: a value out of range in row 1 does not
+    # stop row 0, and is named when row 1 is asked for.
+    rows = -np.ones((2, len(nodes), 18), np.int8)
+    rows[1, 3, 5] = 9
+    np.save(tmp_path / "one_bad.npy", rows)
+    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "one_bad.npy", "--row", "0", "--out", out, "--force")
+    assert r.returncode == 0 and open(out).read() == open(hlo).read(), r.stderr
+    r = call(featurize, "apply", "--in", hlo, "--configs", tmp_path / "one_bad.npy", "--row", "1", "--out", out, "--force")
+    assert r.returncode == 1 and "config 1, configurable node 3, slot 5 is 9, expected an integer in -1..5" in r.stderr, r.stderr
 
 
 def test_retire_and_restore_take_the_model_version_as_version_n(world, tmp_path):

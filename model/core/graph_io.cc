@@ -120,18 +120,20 @@ absl::Status ConvertConfigValues(const T* v, size_t n, absl::string_view what, a
   return absl::OkStatus();
 }
 
+// Values [first, first + n) of the array (all of it by default).
 absl::StatusOr<std::vector<int8_t>> LayoutConfigValues(const NpyArray& a, absl::string_view what,
-                                                       absl::string_view key, int64_t nc) {
-  const size_t n = static_cast<size_t>(a.numel());
+                                                       absl::string_view key, int64_t nc, size_t first = 0,
+                                                       size_t n = SIZE_MAX) {
+  n = std::min(n, static_cast<size_t>(a.numel()) - first);
   std::vector<int8_t> out(n);
   absl::Status s;
   switch (a.dtype) {
-    case DType::kFloat32: s = ConvertConfigValues(a.data<float>(), n, what, key, nc, out.data()); break;
-    case DType::kFloat64: s = ConvertConfigValues(a.data<double>(), n, what, key, nc, out.data()); break;
-    case DType::kInt32: s = ConvertConfigValues(a.data<int32_t>(), n, what, key, nc, out.data()); break;
-    case DType::kInt64: s = ConvertConfigValues(a.data<int64_t>(), n, what, key, nc, out.data()); break;
-    case DType::kInt8: s = ConvertConfigValues(a.data<int8_t>(), n, what, key, nc, out.data()); break;
-    case DType::kUint8: s = ConvertConfigValues(a.data<uint8_t>(), n, what, key, nc, out.data()); break;
+    case DType::kFloat32: s = ConvertConfigValues(a.data<float>() + first, n, what, key, nc, out.data(), first); break;
+    case DType::kFloat64: s = ConvertConfigValues(a.data<double>() + first, n, what, key, nc, out.data(), first); break;
+    case DType::kInt32: s = ConvertConfigValues(a.data<int32_t>() + first, n, what, key, nc, out.data(), first); break;
+    case DType::kInt64: s = ConvertConfigValues(a.data<int64_t>() + first, n, what, key, nc, out.data(), first); break;
+    case DType::kInt8: s = ConvertConfigValues(a.data<int8_t>() + first, n, what, key, nc, out.data(), first); break;
+    case DType::kUint8: s = ConvertConfigValues(a.data<uint8_t>() + first, n, what, key, nc, out.data(), first); break;
   }
   if (!s.ok()) return s;
   return out;
@@ -139,7 +141,7 @@ absl::StatusOr<std::vector<int8_t>> LayoutConfigValues(const NpyArray& a, absl::
 
 }  // namespace
 
-absl::StatusOr<LayoutConfigRows> LoadLayoutConfigRows(const std::string& path, int64_t nc) {
+absl::StatusOr<LayoutConfigRows> LoadLayoutConfigRows(const std::string& path, int64_t nc, int64_t only_row) {
   const bool npy = path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0;
   NpyArray a;
   std::string key = "node_config_feat";
@@ -169,10 +171,14 @@ absl::StatusOr<LayoutConfigRows> LoadLayoutConfigRows(const std::string& path, i
   if (a.dtype != DType::kFloat32 && a.dtype != DType::kFloat64 && a.dtype != DType::kInt8 &&
       a.dtype != DType::kInt32 && a.dtype != DType::kInt64)
     return KeyError(path, key, absl::StrCat("has dtype ", DTypeName(a.dtype), ", expected a signed or float type"));
-  absl::StatusOr<std::vector<int8_t>> values = LayoutConfigValues(a, path, key, nc);
-  if (!values.ok()) return values.status();
   LayoutConfigRows out;
   out.count = one ? 1 : a.shape[0];
+  if (only_row >= out.count) return out;
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  absl::StatusOr<std::vector<int8_t>> values =
+      only_row < 0 ? LayoutConfigValues(a, path, key, nc)
+                   : LayoutConfigValues(a, path, key, nc, static_cast<size_t>(only_row) * row, row);
+  if (!values.ok()) return values.status();
   out.values = std::move(*values);
   return out;
 }

@@ -40,11 +40,14 @@ absl::Status SaveTileGraph(const std::string& path, const TileGraph& g);
 // or an .npz (key node_config_feat, or its only array): shape (c, nc, 18), or (nc, 18)
 // for one row; any float or signed dtype; every value an integer in -1..5. Errors name
 // the file and what was expected.
+// With `only_row` >= 0, only that row is converted and checked (a bad row elsewhere is
+// not its caller's concern): `values` holds it alone (empty when the file has no such
+// row; `count` says how many it has).
 struct LayoutConfigRows {
   int64_t count = 0;
-  std::vector<int8_t> values;  // count x nc x 18
+  std::vector<int8_t> values;  // count x nc x 18, or the one row asked for
 };
-absl::StatusOr<LayoutConfigRows> LoadLayoutConfigRows(const std::string& path, int64_t nc);
+absl::StatusOr<LayoutConfigRows> LoadLayoutConfigRows(const std::string& path, int64_t nc, int64_t only_row = -1);
 
 // Measured runtimes in nanoseconds, one per configuration row, from an .npy of shape (c,)
 // (any integer or float dtype) or a text file of numbers separated by spaces, commas or

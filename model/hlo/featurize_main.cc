@@ -248,13 +248,14 @@ int Apply(const tgraph::hlo::Limits& limits) {
   absl::StatusOr<ReadModule> read = ReadModuleFile(in, limits);
   if (!read.ok()) return Fail(read.status());
   const int64_t nc = static_cast<int64_t>(read->graph.default_config_nodes.size());
-  absl::StatusOr<tgraph::LayoutConfigRows> rows = tgraph::LoadLayoutConfigRows(configs, nc);
-  if (!rows.ok()) return Fail(rows.status());
   const int64_t k = absl::GetFlag(FLAGS_row);
-  if (k < 0 || k >= rows->count)
+  if (k < 0) return Fail(UsageError(absl::StrCat("--row ", k, ": expected a row number >= 0")));
+  // Only row k is read and checked: a bad row elsewhere in the file is not this call's.
+  absl::StatusOr<tgraph::LayoutConfigRows> rows = tgraph::LoadLayoutConfigRows(configs, nc, k);
+  if (!rows.ok()) return Fail(rows.status());
+  if (k >= rows->count)
     return Fail(UsageError(absl::StrCat("--row ", k, ": ", configs, " has ", rows->count, " rows (0..", rows->count - 1, ")")));
-  const auto begin = rows->values.begin() + k * nc * tgraph::kConfigFeatDim;
-  const std::vector<int8_t> row(begin, begin + nc * tgraph::kConfigFeatDim);
+  const std::vector<int8_t>& row = rows->values;
   absl::StatusOr<tgraph::hlo::AppliedLayouts> applied =
       tgraph::hlo::ApplyLayoutRow(read->bytes, row, absl::StrCat(in, " with row ", k, " of ", configs));
   if (!applied.ok()) return Fail(applied.status());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -55,8 +56,10 @@ bool IsNameChar(char c) {
 // A position in the text with line and column (1-based) and the tokens of HLO text.
 class Cursor {
  public:
+  // A UTF-8 byte order mark (an editor's, on Windows) is skipped; offsets stay the text's.
   Cursor(absl::string_view text, absl::string_view what, const Limits& limits)
-      : text_(text), what_(what), limits_(limits), memory_(limits, what) {}
+      : text_(text), what_(what), limits_(limits), memory_(limits, what),
+        pos_(absl::StartsWith(text, "\xEF\xBB\xBF") ? 3 : 0) {}
 
   // Charges `bytes` about to be built (working_memory.h).
   absl::Status Charge(int64_t bytes) { return memory_.Charge(bytes); }
