@@ -230,6 +230,16 @@ ENTRY e {
 }
 )");
   }
+  SECTION("a text with Windows line endings gets them on the lines an edit adds too") {
+    const auto crlf = [](std::string t) {
+      std::string out;
+      for (char c : t) out += c == '\n' ? std::string("\r\n") : std::string(1, c);
+      return out;
+    };
+    auto a = ApplyLayoutRow(crlf(text), row, "m.hlo");
+    REQUIRE(a.ok());
+    CHECK(a->text == crlf(applied->text));
+  }
   SECTION("the compiler default everywhere, or layouts already there, change nothing") {
     auto same = ApplyLayoutRow(text, std::vector<int8_t>(2 * 18, -1), "m.hlo");
     REQUIRE(same.ok());

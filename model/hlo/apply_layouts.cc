@@ -117,6 +117,13 @@ absl::StatusOr<std::string> ApplyEdits(absl::string_view text, std::vector<Edit>
   return out;
 }
 
+// The text's line ending, for the lines an edit adds: "\r\n" when its first line ends so
+// (a file saved on Windows keeps one kind of line ending), else "\n".
+const char* LineEnd(absl::string_view text) {
+  const size_t nl = text.find('\n');
+  return nl != absl::string_view::npos && nl > 0 && text[nl - 1] == '\r' ? "\r\n" : "\n";
+}
+
 // The whitespace that indents the line `at` stands on, when only whitespace precedes it.
 std::string IndentAt(absl::string_view text, size_t at) {
   size_t begin = at;
@@ -270,7 +277,7 @@ absl::Status CheckRow(const ParsedText& p, const std::vector<int8_t>& row, absl:
 class RowWriter {
  public:
   RowWriter(absl::string_view text, const ParsedText& p, const std::vector<int8_t>& row, absl::string_view what)
-      : text_(text), p_(p), row_(row), what_(what), handoff_(text, p, &out_) {
+      : text_(text), eol_(LineEnd(text)), p_(p), row_(row), what_(what), handoff_(text, p, &out_) {
     for (const auto& [id, inst] : p.by_id) names_.insert(inst->name());
   }
 
@@ -303,6 +310,7 @@ class RowWriter {
   const int8_t* Group(size_t j, int g) const { return row_.data() + j * kConfigFeatDim + g * kLayoutSlots; }
 
   absl::string_view text_;
+  const char* eol_;  // the text's line ending
   const ParsedText& p_;
   const std::vector<int8_t>& row_;
   absl::string_view what_;
@@ -338,7 +346,7 @@ void RowWriter::KeepResultLayout(const HloInstructionProto& inst, const Layout& 
   while (t.start + root_word < text_.size() && text_[t.start + root_word] == ' ') ++root_word;
   edits_.push_back({t.start, root_word, ""});
   edits_.push_back({t.end, 0,
-                    absl::StrCat("\n", IndentAt(text_, t.start), "ROOT %", name, " = ", ShapeText(text_, &t, inst),
+                    absl::StrCat(eol_, IndentAt(text_, t.start), "ROOT %", name, " = ", ShapeText(text_, &t, inst),
                                  LayoutText(result), " copy(%", inst.name(), ")")});
   ++out_.copies;
   out_.changes.push_back(absl::StrCat(inst.name(), ": the program's result, kept in layout ", LayoutText(result),
@@ -373,7 +381,7 @@ absl::Status RowWriter::Operands() {
           UniqueName(absl::StrCat(producer.name(), ".", LayoutGroupName(g), ".", user.name()), &names_);
       const std::string shape = absl::StrCat(ShapeText(text_, pt, producer), LayoutText(full));
       const InstructionText& ut = p_.map.at(user.id());
-      edits_.push_back({ut.start, 0, absl::StrCat("%", name, " = ", shape, " copy(%", producer.name(), ")\n",
+      edits_.push_back({ut.start, 0, absl::StrCat("%", name, " = ", shape, " copy(%", producer.name(), ")", eol_,
                                                   IndentAt(text_, ut.start))});
       const TextSpan operand = ut.operands.at(static_cast<size_t>(k));
       const bool shape_written =
