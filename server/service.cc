@@ -36,23 +36,41 @@ const char* CodeName(grpc::StatusCode c) {
   }
 }
 
-// Counts each tgraph.v1.Ranker RPC with the status actually sent: at PRE_SEND_STATUS,
-// which gRPC reaches also for requests refused before any handler runs.
+// Counts each tgraph.v1.Ranker RPC once, with the status it ended with: at
+// PRE_SEND_STATUS, which gRPC reaches also for requests refused before any handler runs;
+// a call gRPC ended itself (its deadline passed, the client cancelled: no status is sent
+// by the server) is counted when its interceptor goes, as DEADLINE_EXCEEDED when its
+// deadline has passed, else CANCELLED. A CANCELLED past the deadline is a deadline too.
 class RequestCounter : public grpc::experimental::Interceptor {
  public:
-  RequestCounter(ServerMetrics* metrics, std::string method)
-      : metrics_(metrics), method_(std::move(method)), start_(Clock::now()) {}
+  RequestCounter(ServerMetrics* metrics, std::string method, grpc::ServerContextBase* context)
+      : metrics_(metrics), method_(std::move(method)), context_(context), start_(Clock::now()) {}
+  ~RequestCounter() override {
+    if (!counted_) Record(grpc::CANCELLED);
+  }
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::POST_RECV_INITIAL_METADATA) &&
+        context_)
+      deadline_ = context_->deadline();
     if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS))
-      metrics_->RecordRequest(method_, CodeName(methods->GetSendStatus().error_code()),
-                              std::chrono::duration<double>(Clock::now() - start_).count());
+      Record(methods->GetSendStatus().error_code());
     methods->Proceed();
   }
 
  private:
+  void Record(grpc::StatusCode code) {
+    if (counted_) return;
+    counted_ = true;
+    if (code == grpc::CANCELLED && deadline_ < std::chrono::system_clock::now()) code = grpc::DEADLINE_EXCEEDED;
+    metrics_->RecordRequest(method_, CodeName(code), std::chrono::duration<double>(Clock::now() - start_).count());
+  }
+
   ServerMetrics* metrics_;
   std::string method_;
+  grpc::ServerContextBase* context_;
   Clock::time_point start_;
+  std::chrono::system_clock::time_point deadline_ = std::chrono::system_clock::time_point::max();
+  bool counted_ = false;
 };
 
 class RequestCounterFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
@@ -62,7 +80,7 @@ class RequestCounterFactory : public grpc::experimental::ServerInterceptorFactor
     constexpr absl::string_view kService = "/tgraph.v1.Ranker/";
     const absl::string_view method = info->method() ? info->method() : "";
     if (!absl::StartsWith(method, kService)) return nullptr;  // health, reflection
-    return new RequestCounter(metrics_, std::string(method.substr(kService.size())));
+    return new RequestCounter(metrics_, std::string(method.substr(kService.size())), info->server_context());
   }
 
  private:

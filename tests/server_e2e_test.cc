@@ -679,6 +679,42 @@ CATCH_TEST_CASE("server: a 40,000-node graph (23 MB) registers, ranks and is sea
   CATCH_REQUIRE_FALSE(too_long.ok());
   CATCH_CHECK(too_long.status().code() == absl::StatusCode::kDeadlineExceeded);
   CATCH_CHECK(took < 5.0);
+  // Rankings whose 1 ms deadline passes about when they arrive, on a connected channel:
+  // those the server sees at all end as deadlines, never as CANCELLED (the search above
+  // was counted as CANCELLED, such rankings not at all).
+  {
+    auto channel = grpc::CreateChannel("127.0.0.1:" + std::to_string(server.port), grpc::InsecureChannelCredentials());
+    CATCH_REQUIRE(channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(10)));
+    auto stub = v1::Ranker::NewStub(channel);
+    v1::RankConfigsRequest rank;
+    rank.set_collection("layout:xla:random");
+    rank.set_graph_hash(hash->graph_hash);
+    rank.set_num_configs(8);
+    rank.set_layout_configs(reinterpret_cast<const char*>(configs.data()), configs.size());
+    for (int i = 0; i < 20; ++i) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(1));
+      v1::RankConfigsResponse resp;
+      stub->RankConfigs(&ctx, rank, &resp);
+    }
+  }
+  const auto count = [](const std::string& metrics, const std::string& series) {
+    const size_t at = metrics.find(series + " ");
+    return at == std::string::npos ? 0.0 : std::stod(metrics.substr(at + series.size() + 1));
+  };
+  const std::string search_deadlines = "tgraph_requests_total{code=\"DEADLINE_EXCEEDED\",method=\"SearchConfigs\"}";
+  const auto rank_series = [](const std::string& code) {
+    return "tgraph_requests_total{code=\"" + code + "\",method=\"RankConfigs\"}";
+  };
+  std::string counted;
+  for (int i = 0; i < 50; ++i) {  // the server counts the search once it notices, between two batches
+    counted = HttpGet(server.metrics_port, "/metrics");
+    if (count(counted, search_deadlines) == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  CATCH_CHECK(count(counted, search_deadlines) == 1);
+  CATCH_CHECK(count(counted, rank_series("OK")) == 1);  // the ranking before
+  CATCH_CHECK(counted.find("code=\"CANCELLED\"") == std::string::npos);
   so.max_evaluations = 64;
   so.results = 4;
   // The stopped search held its working memory (--request_bytes) until it noticed the

@@ -443,13 +443,22 @@ def test_tls_and_mutual_tls_rank_like_plaintext(tmp_path, world, server):
                            tls_key=open(pem("client.key"), "rb").read()) as client:
             ranking = client.rank("layout:xla:random", UNET)
         assert np.array_equal(ranking.scores, plain.scores)
-        # Refused handshakes: no client certificate, another CA's, plaintext.
-        for kwargs in [dict(tls_ca=pem("ca.pem")),
-                       dict(tls_ca=pem("ca.pem"), tls_cert=pem("other-client.pem"), tls_key=pem("other-client.key")),
-                       dict()]:
+        # Refused handshakes are named as TLS's (UNAUTHENTICATED) and not retried for the
+        # 30 s budget: no client certificate, another CA's, plaintext, a server certificate
+        # of another CA, a TLS client at a plaintext server.
+        for address, kwargs, says in [
+                (mtls.address, dict(tls_ca=pem("ca.pem")), "it requires a client certificate (mutual TLS)"),
+                (mtls.address, dict(tls_ca=pem("ca.pem"), tls_cert=pem("other-client.pem"),
+                                    tls_key=pem("other-client.key")), "it refused this client's certificate"),
+                (mtls.address, dict(), "the server speaks TLS and this client connected in plaintext"),
+                (mtls.address, dict(tls_ca=pem("other-ca.pem")), "does not chain to the CAs of tls_ca"),
+                (server.address, dict(tls_ca=pem("ca.pem")), "the server does not speak TLS")]:
+            started = time.monotonic()
             with pytest.raises(tgraph.TgraphError) as e:
-                tgraph.Client(mtls.address, retry_budget=0, **kwargs).health()
-            assert e.value.code == grpc.StatusCode.UNAVAILABLE, kwargs
+                tgraph.Client(address, retry_budget=30, **kwargs).health()
+            assert e.value.code == grpc.StatusCode.UNAUTHENTICATED, (kwargs, e.value)
+            assert f"TLS with {address} failed: " in e.value.message and says in e.value.message, e.value.message
+            assert time.monotonic() - started < 10, kwargs
     finally:
         mtls.stop()
     # Bad arguments are refused before any call, naming the argument.

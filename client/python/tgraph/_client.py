@@ -17,6 +17,7 @@ import grpc
 import numpy as np
 
 from ._errors import TgraphError, invalid
+from ._tls import tls_error
 from ._graph import LAYOUT_CONFIG_DIM, TILE_CONFIG_DIM, Graph, load_graph
 from .v1 import ranker_pb2, ranker_pb2_grpc
 
@@ -298,6 +299,9 @@ class Client:
                    ("grpc.max_reconnect_backoff_ms", 1000)]
         self.timeout = timeout
         self.retry_budget = retry_budget
+        self._address, self._server_name = address, tls_server_name
+        self._secure = bool(tls or tls_ca is not None or tls_cert is not None or tls_key is not None or tls_server_name)
+        self._has_cert = tls_cert is not None
         if tls or tls_ca is not None or tls_cert is not None or tls_key is not None or tls_server_name:
             if (tls_cert is None) != (tls_key is None):
                 raise invalid("a client certificate needs both tls_cert and tls_key, or neither (no mutual TLS)")
@@ -535,10 +539,17 @@ class Client:
         metadata = ((ROUTING_HEADER, graph_hash),) if graph_hash else ()
         give_up = time.monotonic() + self.retry_budget
         backoff = 0.1
+        probed = False
         while True:
             try:
                 return method(request, timeout=self.timeout, metadata=metadata)
             except grpc.RpcError as e:
+                if e.code() == grpc.StatusCode.UNAVAILABLE and not probed:
+                    # A TLS mismatch is not a network fault: said as such, never retried.
+                    probed = True
+                    tls = tls_error(e, self._address, self._secure, self._has_cert, self._server_name)
+                    if tls is not None:
+                        raise tls from None
                 if e.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() + backoff > give_up:
                     raise
                 # A restarting server: wait for the connection to come back (at once when
