@@ -601,3 +601,24 @@ def test_todays_jax_dumps_register_as_one_graph_and_the_optimized_one_says_which
                         JAX + "sm_9.0a_gpu_after_optimizations.txt"], capture_output=True, text=True)
     assert r.returncode == 0 and "tgraph-client: warning: module jit_step was dumped after XLA's optimization" in r.stderr
 
+
+
+def test_the_clients_caches_are_bounded_and_what_falls_out_registers_again(server):
+    """A farm's client registers module after module: the caches keep the most recently
+    used (64 modules' configurable nodes), and a module that fell out is registered again
+    when its rows are next checked, transparently."""
+    client = tgraph.Client(server.address)
+    modules = [tgraph.HloModule(
+        f"HloModule cache_{i}\nENTRY e {{\n  a = f32[4,{i + 2}]{{1,0}} parameter(0)\n"
+        f"  ROOT d = f32[4,4]{{1,0}} dot(a, a), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}\n}}\n".encode())
+        for i in range(70)]
+    for m in modules:
+        client.register(m)
+    assert len(client._nodes) == 64 and len(client._hlo) == 70
+    first = modules[0]
+    assert client._hlo[first.digest] not in client._nodes  # fell out
+    calls = client._register_calls
+    rows = -np.ones((1, 1, 18), np.int8)
+    ranking = client.rank("layout:xla:random", first, rows)
+    assert ranking.scores.shape == (1,)
+    assert client._register_calls == calls + 1 and client._hlo[first.digest] in client._nodes

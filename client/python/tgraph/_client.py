@@ -6,6 +6,7 @@ GRAPH_NOT_REGISTERED, docs/api.md), UNAVAILABLE is retried with backoff within a
 retry budget long enough to ride over a server restart, every call carries the
 x-graph-hash routing header, and every failure is one exception type, TgraphError,
 carrying the gRPC status code."""
+import collections
 import hashlib
 import os
 import re
@@ -318,10 +319,14 @@ class Client:
         self._health = self._channel.unary_unary("/grpc.health.v1.Health/Check",
                                                  request_serializer=_encode_health_request,
                                                  response_deserializer=_decode_health_response)
-        self._hlo = {}     # HloModule digest -> graph hash, learnt from RegisterGraph
-        self._nodes = {}   # graph hash -> its configurable nodes (a module's row size and names)
+        # Bounded, least recently used first out: a farm's client registers module after
+        # module for days (unbounded, these held millions of objects, and Python's full
+        # garbage collections stalled every thread for seconds). What falls out is
+        # registered again when next used.
+        self._hlo = _Lru(4096)   # HloModule digest -> graph hash, learnt from RegisterGraph
+        self._nodes = _Lru(64)   # graph hash -> its configurable nodes (a module's row size and names)
         self._register_calls = 0  # RegisterGraph calls made, for each call's `registrations`
-        self._files = {}   # (path, mtime, size) -> Graph
+        self._files = _Lru(16)   # (path, mtime, size) -> Graph
 
     def close(self):
         self._channel.close()
@@ -360,7 +365,7 @@ class Client:
                                                           np.frombuffer(lg.candidates, dtype=np.int8).reshape(-1, 6))
                                               for g, lg in enumerate(c.groups)])
                             for c in r.configurable_nodes], list(r.warnings))
-        self._nodes[r.graph_hash] = reg.configurable_nodes
+        self._nodes[r.graph_hash] = _NodeNames(reg.configurable_nodes)
         return reg
 
     def rank(self, collection: str, graph: GraphLike, configs: Optional[np.ndarray] = None, *, top_k: int = 0,
@@ -600,6 +605,45 @@ def _node_label(j: int, nodes, graph) -> str:
     if isinstance(graph, Graph) and j < graph.num_config_nodes:
         return f"configurable node {j} (node {int(graph.node_config_ids[j])})"
     return f"configurable node {j}"
+
+
+class _NodeNames:
+    """What row checks need of a module's configurable nodes (how many, and how to name
+    each) in a few objects: tuples of strings and ints, which Python's garbage collector
+    does not walk (a list of ConfigurableNode per module held millions of objects)."""
+
+    def __init__(self, nodes):
+        self.opcodes = tuple(n.opcode for n in nodes)
+        self.instructions = tuple(n.instruction for n in nodes)
+        self.nodes = tuple(n.node for n in nodes)
+
+    def __len__(self):
+        return len(self.nodes)
+
+    def __getitem__(self, j):
+        return ConfigurableNode(self.nodes[j], self.opcodes[j], self.instructions[j], "", [])
+
+
+class _Lru(collections.OrderedDict):
+    """A dict of at most `max_entries`, the least recently used dropped first."""
+
+    def __init__(self, max_entries: int):
+        super().__init__()
+        self.max_entries = max_entries
+
+    def __getitem__(self, key):
+        value = super().__getitem__(key)
+        self.move_to_end(key)
+        return value
+
+    def get(self, key, default=None):
+        return self[key] if key in self else default
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.max_entries:
+            self.popitem(last=False)
 
 
 def _configs(graph, configs, kind: str, what: str = "configs", nodes=None) -> np.ndarray:
