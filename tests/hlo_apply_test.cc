@@ -230,6 +230,17 @@ ENTRY e {
 }
 )");
   }
+  SECTION("comments inside a layout or an operand that an edit replaces are kept beside what replaces them") {
+    std::string commented = text;
+    const std::string dot_layout = "f32[8,32]{1,0:T(8,128)} dot(";
+    commented.replace(commented.find(dot_layout), dot_layout.size(), "f32[8,32]{1,0:T(8,128) /* tiled */} dot(");
+    const std::string kernel = "f32[16,32]{1,0} %b)";
+    commented.replace(commented.find(kernel), kernel.size(), "f32[16,32]{1,0} /* weights */ %b)");
+    auto a = ApplyLayoutRow(commented, row, "m.hlo");
+    REQUIRE(a.ok());
+    CHECK_THAT(a->text, Catch::Contains("%dot.1 = f32[8,32]{0,1} /* tiled */ dot(%neg, f32[16,32]{0,1} "
+                                        "%b.kernel.dot.1 /* weights */)"));
+  }
   SECTION("a text with Windows line endings gets them on the lines an edit adds too") {
     const auto crlf = [](std::string t) {
       std::string out;

@@ -124,6 +124,20 @@ const char* LineEnd(absl::string_view text) {
   return nl != absl::string_view::npos && nl > 0 && text[nl - 1] == '\r' ? "\r\n" : "\n";
 }
 
+// The /* ... */ comments inside a span an edit replaces, each after a space, to be
+// written after what replaces it: an edit changes layouts and operands, never what the
+// author wrote beside them.
+std::string CommentsIn(absl::string_view span) {
+  std::string out;
+  for (size_t at = span.find("/*"); at != absl::string_view::npos; at = span.find("/*", at)) {
+    const size_t end = span.find("*/", at + 2);
+    if (end == absl::string_view::npos) break;  // the reader refuses an unclosed comment
+    absl::StrAppend(&out, " ", span.substr(at, end + 2 - at));
+    at = end + 2;
+  }
+  return out;
+}
+
 // The whitespace that indents the line `at` stands on, when only whitespace precedes it.
 std::string IndentAt(absl::string_view text, size_t at) {
   size_t begin = at;
@@ -297,7 +311,8 @@ class RowWriter {
   }
   void WriteLayout(const HloInstructionProto& inst, const Layout& l, absl::string_view why) {
     const InstructionText& t = p_.map.at(inst.id());
-    edits_.push_back({t.layout.begin, t.layout.end - t.layout.begin, LayoutText(l)});
+    const absl::string_view old = text_.substr(t.layout.begin, t.layout.end - t.layout.begin);
+    edits_.push_back({t.layout.begin, old.size(), absl::StrCat(LayoutText(l), CommentsIn(old))});
     set_[inst.id()] = l;
     ++out_.layouts_written;
     out_.changes.push_back(absl::StrCat(inst.name(), ": ", why, " layout ", LayoutText(l)));
@@ -386,8 +401,9 @@ absl::Status RowWriter::Operands() {
       const TextSpan operand = ut.operands.at(static_cast<size_t>(k));
       const bool shape_written =
           text_.substr(operand.begin, operand.end - operand.begin).find('[') != absl::string_view::npos;
-      edits_.push_back(
-          {operand.begin, operand.end - operand.begin, absl::StrCat(shape_written ? shape + " " : "", "%", name)});
+      edits_.push_back({operand.begin, operand.end - operand.begin,
+                        absl::StrCat(shape_written ? shape + " " : "", "%", name,
+                                     CommentsIn(text_.substr(operand.begin, operand.end - operand.begin)))});
       ++out_.copies;
       out_.changes.push_back(absl::StrCat(user.name(), ": ", LayoutGroupName(g), " (operand ", k, ", ",
                                           producer.name(), ") through a copy ", name, " with layout ",
