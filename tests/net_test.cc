@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <cmath>
 #include <numeric>
 
 #include "model/nn/features.h"
@@ -191,6 +192,51 @@ CATCH_TEST_CASE("pairwise hinge loss on hand-made inputs", "[loss]") {
   PairwiseHingeLoss(s, torch::tensor({2.0f, 1.0f})).backward();
   CATCH_CHECK(s.grad()[0].item<float>() < 0);
   CATCH_CHECK(s.grad()[1].item<float>() > 0);
+}
+
+CATCH_TEST_CASE("the top-weighted hinge weighs each pair by its faster member's place", "[loss]") {
+  auto top = [](std::vector<float> s, std::vector<float> r) {
+    return TopWeightedHingeLoss(torch::tensor(s), torch::tensor(r)).item<double>();
+  };
+  auto hinge = [](std::vector<float> s, std::vector<float> r) {
+    return PairwiseHingeLoss(torch::tensor(s), torch::tensor(r)).item<double>();
+  };
+  // runtimes 1 < 2 < 3: places 0, 1, 2, weights 1, 1/log2(3), 1/2. Pairs (slower, faster):
+  // (1,0) and (2,0) weigh 1, (2,1) weighs 1/log2(3).
+  const double w1 = 1.0 / std::log2(3.0), total = 2.0 + w1;
+  // Every pair's hinge alike: the weights cancel and it is the plain hinge (3 pairs / 9).
+  CATCH_CHECK(top({5, 5, 5}, {1, 2, 3}) == Approx(3.0 / 9.0));
+  CATCH_CHECK(top({5, 5, 5}, {1, 2, 3}) == Approx(hinge({5, 5, 5}, {1, 2, 3})));
+  // Reversed by 1: hinges 2, 3, 2.
+  CATCH_CHECK(top({2, 1, 0}, {1, 2, 3}) == Approx((2.0 + 3.0 + 2.0 * w1) / total * 3.0 / 9.0));
+  // Only the fastest and the second misordered (hinge 0.5 on (1,0)) costs more than the
+  // plain hinge says; only the two slowest (hinge 1.5 on (2,1)) costs less.
+  CATCH_CHECK(top({0, 0.5f, 5}, {1, 2, 3}) == Approx(0.5 / total * 3.0 / 9.0));
+  CATCH_CHECK(top({0, 3, 2.5f}, {1, 2, 3}) == Approx(1.5 * w1 / total * 3.0 / 9.0));
+  CATCH_CHECK(top({0, 0.5f, 5}, {1, 2, 3}) > hinge({0, 0.5f, 5}, {1, 2, 3}));
+  CATCH_CHECK(top({0, 3, 2.5f}, {1, 2, 3}) < hinge({0, 3, 2.5f}, {1, 2, 3}));
+  // Tied fastest share place 0: both pairs with the slowest weigh 1, as the plain hinge.
+  CATCH_CHECK(top({0, 0, 0}, {1, 1, 2}) == Approx(hinge({0, 0, 0}, {1, 1, 2})));
+  // The order of the configurations does not matter.
+  CATCH_CHECK(top({0.5f, 5, 0}, {2, 3, 1}) == Approx(top({0, 0.5f, 5}, {1, 2, 3})));
+  // No ordered pair: no loss, and a gradient (of zeros) to step with.
+  torch::Tensor s = torch::zeros({2}, torch::requires_grad());
+  torch::Tensor none = TopWeightedHingeLoss(s, torch::tensor({4.0f, 4.0f}));
+  CATCH_CHECK(none.item<double>() == 0.0);
+  none.backward();
+  CATCH_CHECK(s.grad().abs().sum().item<double>() == 0.0);
+  // The slower configuration's score is pushed up, as the plain hinge does.
+  torch::Tensor t = torch::zeros({2}, torch::requires_grad());
+  RankingLossValue(RankingLoss::kTopWeighted, t, torch::tensor({2.0f, 1.0f})).backward();
+  CATCH_CHECK(t.grad()[0].item<float>() < 0);
+  CATCH_CHECK(t.grad()[1].item<float>() > 0);
+}
+
+CATCH_TEST_CASE("ranking loss names parse back to their loss and nothing else parses", "[loss]") {
+  for (RankingLoss l : {RankingLoss::kPairwiseHinge, RankingLoss::kTopWeighted})
+    CATCH_CHECK(ParseRankingLoss(RankingLossName(l)) == l);
+  CATCH_CHECK(!ParseRankingLoss("listwise").has_value());
+  CATCH_CHECK(!ParseRankingLoss("").has_value());
 }
 
 namespace {

@@ -70,6 +70,9 @@ def test_version_names_the_commit_built():
     ["tgraph-server", "--registry", "r", "--precision", "fp8"],
     ["tgraph-train", "--run_dir", "r"],                           # --data missing
     ["tgraph-train", "deploy", "--run_dir", "r"],
+    ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--loss", "listwise"],
+    ["tgraph-train", "finetune", "--registry", "r", "--collection", "c", "--measurements", "m", "--loss", "top10"],
+    ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetune_loss", "listwise"],
     ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
     ["tgraph-synth", "--out", "x", "--preset", "huge"],
     ["tgraph-featurize", "module"],                               # --in and --out missing

@@ -50,6 +50,7 @@ ABSL_FLAG(double, within, 0.01, "A measurement counts as found when its runtime 
 ABSL_FLAG(int64_t, per_round, 1, "model+ft: configurations measured per round");
 ABSL_FLAG(int64_t, finetune_steps, 40, "model+ft: optimisation steps per fold after each round (tgraph-bench-search's default)");
 ABSL_FLAG(double, finetune_lr, 1e-4, "model+ft: AdamW learning rate (tgraph-train finetune's default)");
+ABSL_FLAG(std::string, finetune_loss, "hinge", "model+ft: the ranking loss of its steps (tgraph-train --loss: hinge or top)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
 
 using tgraph::Fail;
@@ -97,6 +98,8 @@ struct Scorer {
   }
 
   // Every fold trained on the measured rows, as a farm's fine-tune would.
+  tgraph::RankingLoss loss = tgraph::RankingLoss::kPairwiseHinge;
+
   void Finetune(const Pool& pool, const std::vector<tgraph::TritonTile>& measured, tgraph::Rng& rng) {
     if (measured.size() < 2) return;
     tgraph::GraphData gd;
@@ -110,7 +113,7 @@ struct Scorer {
       auto opt = tgraph::MakeOptimizer(*net, absl::GetFlag(FLAGS_finetune_lr), 1e-5);
       for (int64_t s = 0; s < absl::GetFlag(FLAGS_finetune_steps); ++s)
         tgraph::TrainStep(*net, *opt, tensors, gd, tgraph::SampleRows(gd, gd.num_configs(), rng),
-                          absl::GetFlag(FLAGS_finetune_lr), 1.0);
+                          absl::GetFlag(FLAGS_finetune_lr), 1.0, tgraph::kDefaultQueryShare, loss);
     }
     Encode();
   }
@@ -125,6 +128,7 @@ absl::StatusOr<Scorer> LoadScorer(const tgraph::TileGraph& g) {
                                                       ": the model has no tile space (trained on data that "
                                                       "tgraph-featurize tiles did not make): nothing to replay"));
   Scorer s;
+  s.loss = tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)).value_or(tgraph::RankingLoss::kPairwiseHinge);
   s.model = std::move(*m);
   s.tensors = tgraph::MakeGraphTensors(g.graph, {}, s.model.manifest.stats);
   s.Encode();
@@ -159,6 +163,8 @@ int Replay() {
   torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
   if (absl::GetFlag(FLAGS_data).empty() || absl::GetFlag(FLAGS_registry).empty())
     return Fail(UsageError("give --data ROOT (tgraph-featurize tiles --out_root) and --registry REG"));
+  if (!tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)))
+    return Fail(UsageError(absl::StrCat("--finetune_loss must be hinge or top, not '", absl::GetFlag(FLAGS_finetune_loss), "'")));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
   if (!c.ok()) return Fail(UsageError(absl::StrCat("--collection: ", c.status().message())));
   std::vector<tgraph::KnownTileProblem> known;
@@ -222,9 +228,10 @@ int Replay() {
               median("nearest"), median("random"), median("exhaustive"), median("top-1"));
   std::printf("%-28s %7.1f %8.1f %8.1f %8.1f %8.1f %10.3f\n", "mean", mean("model"), mean("model+ft"), mean("nearest"),
               mean("random"), mean("exhaustive"), mean("top-1"));
-  std::printf("model+ft: %lld configuration(s) per round, %lld steps per fold at lr %g after each round\n",
+  std::printf("model+ft: %lld configuration(s) per round, %lld steps per fold at lr %g (%s loss) after each round\n",
               static_cast<long long>(absl::GetFlag(FLAGS_per_round)),
-              static_cast<long long>(absl::GetFlag(FLAGS_finetune_steps)), absl::GetFlag(FLAGS_finetune_lr));
+              static_cast<long long>(absl::GetFlag(FLAGS_finetune_steps)), absl::GetFlag(FLAGS_finetune_lr),
+              absl::GetFlag(FLAGS_finetune_loss).c_str());
   return tgraph::kExitOk;
 }
 

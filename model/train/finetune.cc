@@ -102,7 +102,7 @@ double FinetuneFold(RankingNet& net, size_t f, const FinetuneOptions& o, const S
     const std::vector<GraphTensors>& tensors = from_base ? base.tensors : s.train_tensors;
     const size_t gi = static_cast<size_t>(rng.Int(0, static_cast<int64_t>(pool.size()) - 1));
     const std::vector<int64_t> rows = SampleRows(pool[gi], o.batch_configs, rng);
-    loss_sum += TrainStep(net, *opt, tensors[gi], pool[gi], rows, o.lr, o.clip_norm);
+    loss_sum += TrainStep(net, *opt, tensors[gi], pool[gi], rows, o.lr, o.clip_norm, kDefaultQueryShare, o.loss);
   }
   net.eval();
   return loss_sum / static_cast<double>(o.steps);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "model/core/ranking_loss.h"
 
 namespace tgraph {
 
@@ -36,6 +37,7 @@ struct FinetuneOptions {
   double lr = 1e-4;            // constant; the parent's weights are a good start
   double weight_decay = 1e-5;
   double clip_norm = 1.0;
+  RankingLoss loss = RankingLoss::kPairwiseHinge;  // model/core/ranking_loss.h
   int64_t batch_configs = 64;
   double holdout = 0.2;        // share of each graph's measured configurations held out
   // The evidence the publish gate needs: fewer held-out configurations (over all

@@ -62,6 +62,9 @@ ABSL_FLAG(int64_t, reference_configs, 256,
 ABSL_FLAG(double, query_share, 0.0,
           "Share of each step's sampled configurations scored as inference scores those outside the reference: "
           "against the others' softmax, one at a time (0: all in one softmax)");
+ABSL_FLAG(std::string, loss, "hinge",
+          "The ranking loss (training and finetune): hinge (every ordered pair alike, the paper's) or top (pairs weighted by how near the "
+          "fastest their faster member is, 1 / log2(2 + its rank))");
 ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
 ABSL_FLAG(int64_t, valid_configs, 4096,
           "Configurations per validation graph: a fixed sample of each graph's (all when it has no more; 0 = all)");
@@ -106,6 +109,12 @@ namespace {
 bool Quick() { return absl::GetFlag(FLAGS_profile) == "quick"; }
 int KeepFolds() { return absl::GetFlag(FLAGS_keep_folds) > 0 ? absl::GetFlag(FLAGS_keep_folds) : (Quick() ? 2 : 4); }
 
+absl::StatusOr<tgraph::RankingLoss> LossFlag() {
+  const std::optional<tgraph::RankingLoss> loss = tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_loss));
+  if (!loss) return UsageError(absl::StrCat("--loss must be hinge or top, not '", absl::GetFlag(FLAGS_loss), "'"));
+  return *loss;
+}
+
 int Finetune() {
   tgraph::FinetuneOptions f;
   f.registry = absl::GetFlag(FLAGS_registry);
@@ -119,6 +128,9 @@ int Finetune() {
   f.steps = absl::GetFlag(FLAGS_steps);
   f.lr = absl::GetFlag(FLAGS_finetune_lr);
   f.weight_decay = absl::GetFlag(FLAGS_weight_decay);
+  absl::StatusOr<tgraph::RankingLoss> loss = LossFlag();
+  if (!loss.ok()) return Fail(loss.status());
+  f.loss = *loss;
   if (absl::GetFlag(FLAGS_batch_configs) > 0) f.batch_configs = absl::GetFlag(FLAGS_batch_configs);
   f.holdout = absl::GetFlag(FLAGS_holdout);
   f.min_heldout_configs = absl::GetFlag(FLAGS_min_heldout_configs);
@@ -229,6 +241,9 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
     return UsageError(absl::StrCat("--reference_configs must be in 1..", tgraph::kMaxBatchSize));
   o.query_share = absl::GetFlag(FLAGS_query_share);
   if (!(o.query_share >= 0 && o.query_share <= 0.9)) return UsageError("--query_share must be in 0..0.9");
+  absl::StatusOr<tgraph::RankingLoss> loss = LossFlag();
+  if (!loss.ok()) return loss.status();
+  o.loss = *loss;
   o.valid_every = absl::GetFlag(FLAGS_valid_every);
   o.valid_configs = absl::GetFlag(FLAGS_valid_configs);
   if (o.valid_configs < 0) return UsageError("--valid_configs must be >= 0");
@@ -242,7 +257,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
              {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
              {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
              {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
-             {"query_share", absl::StrCat(o.query_share)}};
+             {"query_share", absl::StrCat(o.query_share)}, {"loss", tgraph::RankingLossName(o.loss)}};
   if (!o.also.empty()) o.flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
   return o;
 }

@@ -61,7 +61,7 @@ int64_t ReferenceMembers(int64_t count, double query_share) {
 }
 
 double AccumulateGradients(RankingNet& net, const GraphTensors& tensors, const GraphData& g,
-                           const std::vector<int64_t>& rows, double weight, double query_share) {
+                           const std::vector<int64_t>& rows, double weight, double query_share, RankingLoss loss_kind) {
   torch::Tensor target = torch::empty({static_cast<int64_t>(rows.size())}, torch::kFloat32);
   for (size_t i = 0; i < rows.size(); ++i) target[static_cast<int64_t>(i)] = static_cast<float>(g.target[rows[i]]);
   RowStorage storage;
@@ -71,7 +71,7 @@ double AccumulateGradients(RankingNet& net, const GraphTensors& tensors, const G
   const ConfigBatch b = GatherConfigs(selected, in_order, 0, in_order.size());
   ScoreMode mode;
   mode.members = ReferenceMembers(static_cast<int64_t>(rows.size()), query_share);
-  torch::Tensor loss = PairwiseHingeLoss(net.Score(tensors, b, nullptr, mode), target);
+  torch::Tensor loss = RankingLossValue(loss_kind, net.Score(tensors, b, nullptr, mode), target);
   (weight == 1.0 ? loss : loss * weight).backward();
   return loss.item<double>();
 }
@@ -116,9 +116,10 @@ double SumGradients(RankingNet& net, Collective& collective, double loss) {
 }
 
 double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& tensors, const GraphData& g,
-                 const std::vector<int64_t>& rows, double lr, double clip_norm, double query_share) {
+                 const std::vector<int64_t>& rows, double lr, double clip_norm, double query_share,
+                 RankingLoss loss_kind) {
   opt.zero_grad();
-  const double loss = AccumulateGradients(net, tensors, g, rows, 1.0, query_share);
+  const double loss = AccumulateGradients(net, tensors, g, rows, 1.0, query_share, loss_kind);
   ApplyGradients(net, opt, lr, clip_norm);
   return loss;
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/nn/features.h"
+#include "model/nn/loss.h"
 #include "model/core/rng.h"
 #include "model/nn/scoring.h"
 #include "model/nn/tgraph_net.h"
@@ -48,13 +49,14 @@ int64_t ReferenceMembers(int64_t count, double query_share);
 // One step in parts, for steps over several graphs and ranks (model/train/trainer.h):
 // AccumulateGradients runs forward and backward of one graph's sample (the first
 // ReferenceMembers(rows, query_share) rows as the cross-attention's reference) and adds
-// the gradients of `weight` x its pairwise hinge loss to the parameters' .grad (the
+// the gradients of `weight` x its ranking loss (model/nn/loss.h) to the parameters' .grad (the
 // caller zeroes them once per step); it returns the loss, unweighted. SumGradients
 // replaces every rank's gradients by their sum over the ranks (a parameter no rank's
 // graphs reached keeps no gradient, as on one rank) and returns the sum of `loss`.
 // ApplyGradients sets the learning rate, clips the gradients' norm and steps.
 double AccumulateGradients(RankingNet& net, const GraphTensors& tensors, const GraphData& g,
-                           const std::vector<int64_t>& rows, double weight, double query_share);
+                           const std::vector<int64_t>& rows, double weight, double query_share,
+                           RankingLoss loss = RankingLoss::kPairwiseHinge);
 double SumGradients(RankingNet& net, Collective& collective, double loss);
 void ApplyGradients(RankingNet& net, torch::optim::AdamW& opt, double lr, double clip_norm);
 
@@ -62,6 +64,6 @@ void ApplyGradients(RankingNet& net, torch::optim::AdamW& opt, double lr, double
 // weight 1, ApplyGradients. Returns the loss.
 double TrainStep(RankingNet& net, torch::optim::AdamW& opt, const GraphTensors& tensors, const GraphData& g,
                  const std::vector<int64_t>& rows, double lr, double clip_norm,
-                 double query_share = kDefaultQueryShare);
+                 double query_share = kDefaultQueryShare, RankingLoss loss = RankingLoss::kPairwiseHinge);
 
 }  // namespace tgraph

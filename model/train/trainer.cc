@@ -408,7 +408,7 @@ void TrainStep(const TrainOptions& o, const FoldData& d, const StepDraw& draw, d
   opt.zero_grad();
   double loss = 0;
   for (const auto& [gi, rows] : draw.mine)
-    loss += AccumulateGradients(net, d.tensors[gi], d.p->graphs[gi], rows, weight, o.query_share);
+    loss += AccumulateGradients(net, d.tensors[gi], d.p->graphs[gi], rows, weight, o.query_share, o.loss);
   if (o.collective) {
     const auto t = StepClock::now();
     loss = SumGradients(net, *o.collective, loss);

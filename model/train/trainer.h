@@ -15,6 +15,7 @@
 #include "model/core/dataset.h"
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
+#include "model/core/ranking_loss.h"
 #include "model/store/registry.h"
 #include "model/train/distributed.h"
 #include "model/train/run_dir.h"
@@ -50,6 +51,9 @@ struct TrainOptions {
   // Share of each step's sampled configurations that join the others' softmax one at a
   // time (ScoreMode::members), as inference scores configurations outside its reference.
   double query_share = 0.0;
+  // What each step minimises (model/core/ranking_loss.h): the paper's hinge over all pairs, or
+  // the same weighted to the fast end.
+  RankingLoss loss = RankingLoss::kPairwiseHinge;
   // Memory for the graphs' configurations (base-7 compressed, 12 bytes per
   // configuration and configurable node): graphs past it keep theirs in a spill file in
   // spill_dir (empty: run_dir), read row by row as steps sample them
