@@ -18,6 +18,7 @@ namespace tgraph {
 namespace {
 
 std::atomic<int64_t> accept_errors{0};
+std::atomic<int64_t> connections_open{-1}, connections_cap{0}, connections_refused{0}, connections_unspoken{0};
 
 int64_t KernelMaxFds() {
   std::ifstream f("/proc/sys/fs/nr_open");
@@ -25,20 +26,11 @@ int64_t KernelMaxFds() {
   return (f >> n) ? n : 0;
 }
 
-// gRPC's log lines, in the server's log format. A failed accept() is counted; repeats of
-// it are logged at most once a second (a flood of them is one line a second, not one
-// per connection).
+// gRPC's log lines, in the server's log format; a failed accept() is counted.
 void GrpcLog(gpr_log_func_args* args) {
   const char* message = args->message ? args->message : "";
   if (std::strstr(message, "Failed accept") != nullptr) {
-    ++accept_errors;
-    static std::atomic<int64_t> last_second{-1};
-    const int64_t now = static_cast<int64_t>(std::chrono::duration_cast<std::chrono::seconds>(
-                                                 std::chrono::steady_clock::now().time_since_epoch())
-                                                 .count());
-    if (last_second.exchange(now) == now) return;
-    LogWarning(absl::StrCat("gRPC: ", message, " (", accept_errors.load(),
-                            " failed accepts so far: tgraph_accept_errors_total)"));
+    NoteAcceptError(absl::StrCat("gRPC: ", message));
     return;
   }
   const std::string line = absl::StrCat("gRPC ", args->file ? args->file : "", ":", args->line, ": ", message);
@@ -82,6 +74,13 @@ FdLimit RaiseFdLimit() {
   return out;
 }
 
+int64_t EffectiveMaxConnections(int64_t max_connections) {
+  struct rlimit r;
+  if (::getrlimit(RLIMIT_NOFILE, &r) != 0 || r.rlim_cur == RLIM_INFINITY) return max_connections;
+  const int64_t limit = static_cast<int64_t>(r.rlim_cur);
+  return std::max<int64_t>(1, std::min(max_connections, limit - std::min(kReservedFds, limit / 2)));
+}
+
 void ApplyConnectionArguments(const ConnectionOptions& o, grpc::ServerBuilder* builder) {
   builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, Ms(o.handshake_timeout_s));
   builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, Ms(o.max_connection_idle_s));
@@ -92,7 +91,32 @@ void ApplyConnectionArguments(const ConnectionOptions& o, grpc::ServerBuilder* b
 
 void CountAcceptErrors() { gpr_set_log_function(GrpcLog); }
 
+void NoteAcceptError(const std::string& message) {
+  ++accept_errors;
+  static std::atomic<int64_t> last_second{-1};
+  const int64_t now = static_cast<int64_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+  if (last_second.exchange(now) == now) return;
+  LogWarning(absl::StrCat(message, " (", accept_errors.load(), " failed accepts so far: tgraph_accept_errors_total)"));
+}
+
 int64_t AcceptErrors() { return accept_errors.load(); }
+
+void PublishConnectionCounts(const ConnectionCounts& c) {
+  connections_open = c.open;
+  connections_cap = c.cap;
+  connections_refused = c.refused;
+  connections_unspoken = c.unspoken;
+}
+
+ConnectionCounts CurrentConnectionCounts() {
+  ConnectionCounts c;
+  c.open = connections_open.load();
+  c.cap = connections_cap.load();
+  c.refused = connections_refused.load();
+  c.unspoken = connections_unspoken.load();
+  return c;
+}
 
 int64_t OpenFds() {
   std::error_code ec;

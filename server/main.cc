@@ -72,6 +72,9 @@ ABSL_FLAG(double, max_connection_idle_s, 300,
           "next call)");
 ABSL_FLAG(double, keepalive_s, 60, "Ping each connection this often to find dead peers");
 ABSL_FLAG(double, keepalive_timeout_s, 20, "A peer that does not answer a ping within this is disconnected");
+ABSL_FLAG(int64_t, max_connections, 10000,
+          "Plaintext: connections open at once (idle or not) past which new ones are closed unserved, within the "
+          "file descriptor limit less 512; 0 = gRPC's own listener, uncapped (TLS always uses it)");
 ABSL_FLAG(int, max_streams, 64, "Calls at once on one connection (HTTP/2 concurrent streams)");
 ABSL_FLAG(double, drain_timeout_s, 20, "On SIGTERM, how long in-flight RPCs may take to finish");
 
@@ -128,6 +131,9 @@ absl::StatusOr<tgraph::ServerOptions> OptionsFromFlags() {
   o.connections.keepalive_s = absl::GetFlag(FLAGS_keepalive_s);
   o.connections.keepalive_timeout_s = absl::GetFlag(FLAGS_keepalive_timeout_s);
   o.connections.max_streams = absl::GetFlag(FLAGS_max_streams);
+  o.connections.max_connections = absl::GetFlag(FLAGS_max_connections);
+  if (o.connections.max_connections < 0)
+    return tgraph::UsageError(absl::StrCat("--max_connections must be 0 or more, got ", o.connections.max_connections));
   return o;
 }
 

@@ -114,6 +114,10 @@ struct ServerMetrics::Impl {
         graphs(BuildGauge().Name("tgraph_registered_graphs").Help("Registered graphs held").Register(*registry).Add({})),
         graph_bytes(BuildGauge().Name("tgraph_registered_graph_bytes").Help("Bytes of registered graphs held").Register(*registry).Add({})),
         accept_errors(BuildCounter().Name("tgraph_accept_errors_total").Help("Connections the listener failed to accept (out of file descriptors: see tgraph_open_fds beside tgraph_fd_limit); never fatal").Register(*registry).Add({})),
+        connections(BuildGauge().Name("tgraph_connections").Help("Client connections open (plaintext accept loop: waiting for their first bytes or served); -1 with TLS").Register(*registry).Add({})),
+        max_connections(BuildGauge().Name("tgraph_max_connections").Help("Connections open at once past which new ones are closed unserved (--max_connections, within the descriptor limit)").Register(*registry).Add({})),
+        connections_refused(BuildCounter().Name("tgraph_connections_refused_total").Help("Connections closed unserved because --max_connections were open").Register(*registry).Add({})),
+        connections_unspoken(BuildCounter().Name("tgraph_connections_unspoken_total").Help("Connections closed after sending nothing within --handshake_timeout_s (port scans, leaking clients)").Register(*registry).Add({})),
         open_fds(BuildGauge().Name("tgraph_open_fds").Help("File descriptors open in the server: connections, files, sockets").Register(*registry).Add({})),
         fd_limit(BuildGauge().Name("tgraph_fd_limit").Help("The server's file descriptor limit (raised to the hard limit at start)").Register(*registry).Add({})),
         rejected(BuildCounter().Name("tgraph_rejected_queue_full_total").Help("Requests refused because the queue was full").Register(*registry).Add({})),
@@ -142,6 +146,8 @@ struct ServerMetrics::Impl {
   prometheus::Counter &cache_hits, &cache_misses, &cache_evictions;
   prometheus::Gauge &cache_bytes, &cache_entries, &graphs, &graph_bytes;
   prometheus::Counter& accept_errors;
+  prometheus::Gauge &connections, &max_connections;
+  prometheus::Counter &connections_refused, &connections_unspoken;
   prometheus::Gauge &open_fds, &fd_limit;
   prometheus::Counter& rejected;
   prometheus::Family<prometheus::Gauge>& version;
@@ -156,7 +162,7 @@ struct ServerMetrics::Impl {
   const Ranker* ranker = nullptr;
   const ModelManager* models = nullptr;
   RankerStats counted;
-  int64_t counted_accept_errors = 0;
+  int64_t counted_accept_errors = 0, counted_refused = 0, counted_unspoken = 0;
   std::unique_ptr<MetricsHttpServer> http;  // last: stops serving before the metrics go
 };
 
@@ -246,6 +252,11 @@ void ServerMetrics::Refresh(const RankerStats& s, const ModelManager& models) {
   advance(impl_->cache_evictions, s.tensor_cache.evictions, c.tensor_cache.evictions);
   advance(impl_->rejected, s.rejected_queue_full, c.rejected_queue_full);
   advance(impl_->accept_errors, AcceptErrors(), impl_->counted_accept_errors);
+  const ConnectionCounts conns = CurrentConnectionCounts();
+  impl_->connections.Set(static_cast<double>(conns.open));
+  impl_->max_connections.Set(static_cast<double>(conns.cap));
+  advance(impl_->connections_refused, conns.refused, impl_->counted_refused);
+  advance(impl_->connections_unspoken, conns.unspoken, impl_->counted_unspoken);
   impl_->open_fds.Set(static_cast<double>(OpenFds()));
   if (struct rlimit r; ::getrlimit(RLIMIT_NOFILE, &r) == 0) impl_->fd_limit.Set(static_cast<double>(r.rlim_cur));
   advance(impl_->withdrawn_rank, s.withdrawn_ranks, c.withdrawn_ranks);

@@ -12,8 +12,8 @@
 #include <cstring>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "server/tcp_listen.h"
 
 namespace tgraph {
 namespace {
@@ -63,27 +63,9 @@ bool WriteAnswer(Connection& c) {
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(const std::string& address,
                                                                              std::function<std::string()> body) {
-  const size_t colon = address.rfind(':');
-  int port = -1;
-  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port < 0 || port > 65535)
-    return absl::InvalidArgumentError(absl::StrCat("metrics address must be HOST:PORT, got '", address, "'"));
-  const std::string host = address.substr(0, colon);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (inet_pton(AF_INET, host.empty() ? "0.0.0.0" : host.c_str(), &addr.sin_addr) != 1)
-    return absl::InvalidArgumentError(absl::StrCat("metrics address: '", host, "' is not an IPv4 address"));
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  const int one = 1;
-  if (fd >= 0) ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  socklen_t len = sizeof addr;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 64) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const std::string err = std::strerror(errno);
-    if (fd >= 0) ::close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot listen on ", address, " for metrics: ", err));
-  }
-  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(fd, ntohs(addr.sin_port), std::move(body)));
+  absl::StatusOr<ListeningSocket> l = ListenTcp(address, 64, "metrics");
+  if (!l.ok()) return l.status();
+  return std::unique_ptr<MetricsHttpServer>(new MetricsHttpServer(l->fd, l->port, std::move(body)));
 }
 
 MetricsHttpServer::MetricsHttpServer(int fd, int port, std::function<std::string()> body)

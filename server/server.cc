@@ -21,6 +21,7 @@
 #include "model/store/measurement_store.h"
 #include "model/tools/cli.h"
 #include "model/tools/tool.h"
+#include "server/listener.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
 #include "server/service.h"
@@ -79,6 +80,8 @@ class ServerProcess {
   void LoadModels();     // the first registry scan, logged
   absl::Status OpenMeasurementStore();  // a --measurement_store that is not a directory: a usage error
   absl::Status StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials);
+  absl::Status ListenOrAddPort(const std::shared_ptr<grpc::ServerCredentials>& credentials,
+                               grpc::ServerBuilder* builder);
   void StartPolling();  // health, hot swaps and purges from now on
   void WritePortFile() const;
   void Drain(int signal);
@@ -97,6 +100,7 @@ class ServerProcess {
   std::unique_ptr<MeasurementStore> measurements_;
   std::unique_ptr<RankerService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<Listener> listener_;  // plaintext: the capped accept loop; null: gRPC's own
   int port_ = 0;
 };
 
@@ -173,6 +177,30 @@ absl::Status ServerProcess::OpenMeasurementStore() {
   return absl::OkStatus();
 }
 
+// Plaintext TCP: the server's own accept loop (server/listener.h) with the connection
+// cap; TLS, unix sockets or max_connections 0: gRPC's listener.
+absl::Status ServerProcess::ListenOrAddPort(const std::shared_ptr<grpc::ServerCredentials>& credentials,
+                                            grpc::ServerBuilder* builder) {
+  if (o_.connections.max_connections <= 0 || o_.tls.enabled() || o_.address.rfind("unix:", 0) == 0) {
+    builder->AddListeningPort(o_.address, credentials, &port_);
+    return absl::OkStatus();
+  }
+  ListenerOptions lo;
+  lo.address = o_.address;
+  lo.handshake_timeout_s = o_.connections.handshake_timeout_s;
+  lo.max_connections = EffectiveMaxConnections(o_.connections.max_connections);
+  absl::StatusOr<std::unique_ptr<Listener>> l = Listener::Bind(lo);
+  if (!l.ok()) return l.status();
+  listener_ = std::move(*l);
+  LogInfo(absl::StrCat("at most ", lo.max_connections, " connections at once",
+                       lo.max_connections < o_.connections.max_connections
+                           ? absl::StrCat(" (--max_connections ", o_.connections.max_connections,
+                                          ", within the descriptor limit)")
+                           : "",
+                       "; more are closed unserved"));
+  return absl::OkStatus();
+}
+
 absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredentials>& credentials) {
   RankerOptions ro = o_.ranker;
   if (ro.activation_bytes <= 0)
@@ -197,7 +225,7 @@ absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredenti
     interceptors.push_back(MakeRequestCounter(metrics_.get()));
     builder.experimental().SetInterceptorCreators(std::move(interceptors));
   }
-  builder.AddListeningPort(o_.address, credentials, &port_);
+  if (absl::Status s = ListenOrAddPort(credentials, &builder); !s.ok()) return s;
   // gRPC sets SO_REUSEPORT by default, so a second server on a taken port would start and
   // silently share its connections with the first (replicas of different versions
   // answering alternate requests). A taken port is an error.
@@ -207,6 +235,10 @@ absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredenti
   builder.SetMaxSendMessageSize(static_cast<int>(max_message_bytes));
   builder.RegisterService(service_.get());
   server_ = builder.BuildAndStart();
+  if (server_ && listener_) {
+    port_ = listener_->port();
+    listener_->Start(server_.get());
+  }
   if (!server_ || port_ == 0)
     return absl::UnavailableError(absl::StrCat(
         "cannot listen on ", o_.address, " (is another process listening there?)",
@@ -249,6 +281,7 @@ void ServerProcess::WritePortFile() const {
 void ServerProcess::Drain(int signal) {
   LogInfo(absl::StrCat("signal ", signal, ": draining in-flight RPCs (up to ", o_.drain_timeout_s, " s)"));
   server_->GetHealthCheckService()->Shutdown();  // health reports NOT_SERVING from now on
+  if (listener_) listener_->Stop();  // no new connections while in-flight calls drain
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::milliseconds(static_cast<int64_t>(o_.drain_timeout_s * 1000)));
   Stop();
@@ -257,6 +290,7 @@ void ServerProcess::Drain(int signal) {
 
 // The poller stops, and the metrics forget the ranker and models, before either goes.
 void ServerProcess::Stop() {
+  if (listener_) listener_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
   if (models_) models_->Stop();
   if (metrics_) metrics_->Watch(nullptr, nullptr);

@@ -424,7 +424,7 @@ def test_prometheus(root, bin_dir):
             time.sleep(0.5)
         rules = [r for g in groups for r in g["rules"]]
         bad = [r["name"] for r in rules if r.get("health") != "ok"]
-        check(len(rules) == 8 and not bad, f"Prometheus evaluates the {len(rules)} alerting rules, all healthy {bad}")
+        check(len(rules) == 9 and not bad, f"Prometheus evaluates the {len(rules)} alerting rules, all healthy {bad}")
         active = sorted((r["name"], a["labels"].get("instance")) for r in rules for a in r.get("alerts", []))
         check(active == [("TgraphNoModelLoaded", f"127.0.0.1:{idle.metrics_port}")],
               "only TgraphNoModelLoaded is active, and only for the server without a model", str(active))

@@ -54,22 +54,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// A TCP connection to the loopback port with a receive timeout (0: none; -1 when it fails).
-int ConnectLoopback(int port, int timeout_s) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{timeout_s, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // An HTTP GET on the loopback port; with `timeout_s`, it gives up after that many
 // seconds without data ("" when nothing came).
 std::string HttpGet(int port, const std::string& path, int timeout_s = 0) {
@@ -1854,5 +1838,51 @@ CATCH_TEST_CASE("server: thousands of idle connections are closed after the hand
   const std::string metrics = HttpGet(server.metrics_port, "/metrics");
   CATCH_CHECK_THAT(metrics, Catch::Contains("\ntgraph_accept_errors_total 0\n"));
   CATCH_CHECK_THAT(metrics, Catch::Contains("\ntgraph_fd_limit "));
+  CATCH_CHECK_THAT(metrics, Catch::Contains("\ntgraph_connections_unspoken_total 3000\n"));
+  CATCH_CHECK(server.Stop() == 0);
+}
+
+CATCH_TEST_CASE("server: past --max_connections a new client is refused while the served ones are served, and is "
+                "served once idle connections close",
+                "[e2e][connections]") {
+  World w;
+  w.Publish(1);
+  ServerProcess server(w.registry, w.dir.path(), {"--max_connections", "20", "--handshake_timeout_s", "60"});
+  CATCH_REQUIRE(server.port > 0);
+  CATCH_CHECK_THAT(server.Log(), Catch::Contains("at most 20 connections at once"));
+  RankerClient served(server.Client());
+  CATCH_REQUIRE(served.ListModels().ok());  // one connection, handed to gRPC
+  std::vector<int> idle;
+  for (int i = 0; i < 19; ++i) idle.push_back(ConnectLoopback(server.port, 1));
+  const auto gauge = [&](const std::string& name) {
+    const std::string m = HttpGet(server.metrics_port, "/metrics");
+    const size_t at = m.find("\n" + name + " ");
+    return at == std::string::npos ? -2.0 : std::stod(m.substr(at + name.size() + 2));
+  };
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (gauge("tgraph_connections") < 20 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(50ms);
+  CATCH_CHECK(gauge("tgraph_connections") == 20);
+  CATCH_CHECK(gauge("tgraph_max_connections") == 20);
+  // A new client's connection (its own subchannel: channels in one process otherwise
+  // share one) is closed unserved: UNAVAILABLE, not a hang.
+  const auto new_connection_lists = [&](grpc::StatusCode* code) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    auto stub = v1::Ranker::NewStub(grpc::CreateCustomChannel("127.0.0.1:" + std::to_string(server.port),
+                                                               grpc::InsecureChannelCredentials(), args));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + 5s);
+    v1::ListModelsResponse models;
+    *code = stub->ListModels(&ctx, v1::ListModelsRequest(), &models).error_code();
+    return *code == grpc::StatusCode::OK;
+  };
+  grpc::StatusCode code;
+  CATCH_CHECK(!new_connection_lists(&code));
+  CATCH_CHECK(code == grpc::StatusCode::UNAVAILABLE);
+  CATCH_CHECK(gauge("tgraph_connections_refused_total") >= 1);
+  CATCH_CHECK(served.ListModels().ok());  // the served connection is unaffected
+  for (int fd : idle) close(fd);
+  // Their places free at once (the loop sees each close): a new client is served.
+  CATCH_CHECK(new_connection_lists(&code));
   CATCH_CHECK(server.Stop() == 0);
 }

@@ -1,7 +1,12 @@
-// Helpers shared by the tests: a self-deleting temporary directory, running a command.
+// Helpers shared by the tests: a self-deleting temporary directory, running a command, a
+// loopback TCP connection.
 #pragma once
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -39,6 +44,23 @@ inline std::pair<int, std::string> RunCommand(const std::string& cmd) {
   for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
   const int status = pclose(p);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// A blocking TCP connection to 127.0.0.1:port whose reads give up after timeout_s
+// (0: never); -1 when it cannot connect.
+inline int ConnectLoopback(int port, int timeout_s) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{timeout_s, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 }  // namespace tgraph
