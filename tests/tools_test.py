@@ -79,6 +79,7 @@ def test_version_names_the_commit_built():
     ["tgraph-featurize", "apply", "--in", "m.hlo", "--out", "o.hlo"],   # --configs missing
     ["tgraph-bench-model", "--precision", "fp8"],
     ["tgraph-bench-search", "--strategies", "tgraph,bogus"],      # before any model is read
+    ["tgraph-bench-search", "--finetune_loss", "listwise"],
     ["tgraph-synth", "--bogus"],                                  # a flag no tool has
     ["tgraph-server", "--registry"],                              # a flag without its value
 ], ids=lambda a: " ".join(a[:3]))
