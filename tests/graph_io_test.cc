@@ -327,6 +327,13 @@ TEST_CASE("collections parse and splits are listed sorted and lazily", "[dataset
   REQUIRE_FALSE(bad.ok());
   CHECK_THAT(std::string(bad.status().message()), Catch::Contains("layout:xla:random"));
   for (const Collection& c : AllCollections()) CHECK(ParseCollection(c.name())->name() == c.name());
+  for (const Collection& c : NeighbourhoodCollections()) {
+    CHECK(ParseCollection(c.name())->name() == c.name());
+    CHECK(IsNeighbourhood(c));
+  }
+  CHECK(SplitDir("/d", *ParseCollection("layout:nlp:near-best"), "test") == "/d/npz/layout/nlp/near-best/test");
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("layout:xla:near-default"));
+  CHECK_FALSE(IsNeighbourhood(*ParseCollection("layout:xla:default")));
 
   TempDir dir;
   const Collection c = *ParseCollection("layout:xla:random");

@@ -119,3 +119,43 @@ TEST_CASE("layout space: rows no compiler could apply are refused, naming the ro
   // A partial group (the real files have them) is legal.
   CHECK(refused(dot, 0, {1, -1, -1, -1, -1, -1}).empty());
 }
+
+TEST_CASE("layout space: the one-group neighbours of a real row change exactly one group to another candidate",
+          "[layout_space]") {
+  auto g = LoadLayoutGraph(kReal + "/npz/layout/xla/default/valid/unet_3d.4x4.bf16.npz");
+  REQUIRE(g.ok());
+  const LayoutSpace space = LayoutSpaceOf(g->graph, g->node_config_ids);
+  const int64_t nc = g->num_config_nodes();
+  const size_t row = static_cast<size_t>(nc * kConfigFeatDim);
+  // The best measured row: where the real search ended.
+  const int64_t best = std::min_element(g->config_runtime.begin(), g->config_runtime.end()) - g->config_runtime.begin();
+  const int8_t* base = g->config(best);
+  size_t expected = 0;
+  for (int64_t j = 0; j < nc; ++j)
+    for (int group = 0; group < kConfigGroups; ++group) {
+      const auto& cands = space.nodes[j].groups[group].candidates;
+      const GroupLayout own = GroupOf(*g, best, j, group);
+      expected += cands.size() - static_cast<size_t>(std::count(cands.begin(), cands.end(), own));
+    }
+  const std::vector<int8_t> near = OneGroupNeighbours(space, base);
+  REQUIRE(near.size() == expected * row);
+  REQUIRE(expected > static_cast<size_t>(nc));
+  std::set<std::vector<int8_t>> distinct;
+  for (size_t k = 0; k < expected; ++k) {
+    const int8_t* r = near.data() + k * row;
+    distinct.emplace(r, r + row);
+    int changed = 0;
+    for (int64_t j = 0; j < nc; ++j)
+      for (int group = 0; group < kConfigGroups; ++group) {
+        const size_t at = static_cast<size_t>(j * kConfigFeatDim + group * kLayoutSlots);
+        if (std::equal(r + at, r + at + kLayoutSlots, base + at)) continue;
+        ++changed;
+        const auto& cands = space.nodes[j].groups[group].candidates;
+        CHECK(std::any_of(cands.begin(), cands.end(),
+                          [&](const GroupLayout& l) { return std::equal(l.begin(), l.end(), r + at); }));
+      }
+    CHECK(changed == 1);
+  }
+  CHECK(distinct.size() == expected);
+  CHECK(FirstIllegalLayoutRow(space, near.data(), static_cast<int64_t>(expected)).empty());
+}

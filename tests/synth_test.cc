@@ -451,6 +451,101 @@ TEST_CASE("the generator is deterministic: same seed, byte-identical files, any 
   CHECK(FindCollections(c.path()).size() == 1);
 }
 
+namespace {
+
+// How many layout groups (6-value slots) two rows differ in.
+int GroupsApart(const int8_t* a, const int8_t* b, size_t row) {
+  int n = 0;
+  for (size_t at = 0; at < row; at += kLayoutSlots) n += !std::equal(a + at, a + at + kLayoutSlots, b + at);
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("the neighbourhood collections hold the default's and the genetic search's best row's one-group neighbours",
+          "[synth]") {
+  TempDir dir;
+  GenerateOptions o;
+  o.preset = "tiny";
+  o.seed = 3;
+  o.out = dir.path();
+  o.collections = {*ParseCollection("layout:xla:default"), *ParseCollection("layout:xla:near-default"),
+                   *ParseCollection("layout:xla:near-best")};
+  REQUIRE(Generate(o).ok());
+  const int64_t cap = GetPreset("tiny")->xla.configs_default.hi;
+  for (const std::string& split : AllSplits()) {
+    auto dflt = ListSplit(dir.path(), o.collections[0], split);
+    auto near_default = ListSplit(dir.path(), o.collections[1], split);
+    auto near_best = ListSplit(dir.path(), o.collections[2], split);
+    REQUIRE(dflt.ok());
+    REQUIRE(near_default.ok());
+    REQUIRE(near_best.ok());
+    REQUIRE(near_default->size() == dflt->size());
+    REQUIRE(near_best->size() == dflt->size());
+    for (size_t i = 0; i < dflt->size(); ++i) {
+      auto searched = LoadLayoutGraph((*dflt)[i].path);
+      REQUIRE(searched.ok());
+      const size_t row = static_cast<size_t>(searched->num_config_nodes() * kConfigFeatDim);
+      // The default collection is the genetic search's trajectory: its first row is the
+      // compiler default, then every row in the order measured.
+      CHECK(std::all_of(searched->config(0), searched->config(0) + row, [](int8_t v) { return v == -1; }));
+      const int64_t best = std::min_element(searched->config_runtime.begin(), searched->config_runtime.end()) -
+                           searched->config_runtime.begin();
+      const LayoutSpace space = LayoutSpaceOf(searched->graph, searched->node_config_ids);
+      for (const std::vector<GraphFile>* files : {&*near_default, &*near_best}) {
+        const GraphFile& f = (*files)[i];
+        REQUIRE(f.name == (*dflt)[i].name);  // same graphs, so the same folds
+        auto g = LoadLayoutGraph(f.path);
+        REQUIRE(g.ok());
+        REQUIRE(g->node_config_ids == searched->node_config_ids);
+        const int8_t* centre = files == &*near_default ? searched->config(0) : searched->config(best);
+        REQUIRE(std::equal(centre, centre + row, g->config(0)));
+        const std::vector<int8_t> all = OneGroupNeighbours(space, centre);
+        const int64_t available = static_cast<int64_t>(all.size() / row);
+        REQUIRE(g->num_configs == std::min(available + 1, cap));
+        std::set<std::vector<int8_t>> rows, neighbours;
+        for (int64_t k = 0; k < available; ++k) neighbours.emplace(all.data() + k * row, all.data() + (k + 1) * row);
+        for (int64_t c = 0; c < g->num_configs; ++c) {
+          rows.emplace(g->config(c), g->config(c) + row);
+          CHECK(g->config_runtime[c] > 0);
+          if (c == 0) continue;
+          CHECK(GroupsApart(g->config(c), centre, row) == 1);
+          CHECK(neighbours.count(std::vector<int8_t>(g->config(c), g->config(c) + row)) == 1);
+        }
+        CHECK(static_cast<int64_t>(rows.size()) == g->num_configs);  // no row twice
+      }
+    }
+  }
+}
+
+TEST_CASE("a neighbourhood larger than its cap is sampled: distinct neighbours, the centre first", "[search]") {
+  Rng graph_rng(7);
+  BuiltGraph b = MakeXlaGraph(graph_rng, 200);
+  const std::vector<int64_t> ids = ConfigurableNodes(b.nodes);
+  const LayoutCostModel m(b.nodes, ids);
+  const LayoutSpace space = LayoutSpaceOf(ToNodeGraph(b.nodes), ids);
+  const size_t row = ids.size() * kConfigFeatDim;
+  const std::vector<int8_t> centre(row, -1);
+  const size_t available = OneGroupNeighbours(space, centre.data()).size() / row;
+  REQUIRE(available > 20);
+  Rng rng(1);
+  const SearchResult few = NeighbourhoodSearch(m, space, centre.data(), 11, rng);
+  REQUIRE(few.num_configs == 11);
+  CHECK(std::equal(centre.begin(), centre.end(), few.configs.begin()));
+  std::set<std::vector<int8_t>> distinct;
+  for (int64_t c = 1; c < few.num_configs; ++c) {
+    const int8_t* r = few.configs.data() + c * row;
+    distinct.emplace(r, r + row);
+    CHECK(GroupsApart(r, centre.data(), row) == 1);
+  }
+  CHECK(distinct.size() == 10);
+  // Uncapped, every neighbour once, in OneGroupNeighbours' order.
+  const SearchResult all = NeighbourhoodSearch(m, space, centre.data(), 1 << 20, rng);
+  CHECK(all.num_configs == static_cast<int64_t>(available) + 1);
+  CHECK(std::equal(all.configs.begin() + static_cast<std::ptrdiff_t>(row), all.configs.end(),
+                   OneGroupNeighbours(space, centre.data()).begin()));
+}
+
 TEST_CASE("hidden test runtimes are zeros, as in the public dataset", "[synth]") {
   TempDir dir;
   GenerateOptions o;

@@ -72,6 +72,7 @@ def test_version_names_the_commit_built():
     ["tgraph-train", "deploy", "--run_dir", "r"],
     ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--loss", "listwise"],
     ["tgraph-train", "finetune", "--registry", "r", "--collection", "c", "--measurements", "m", "--loss", "top10"],
+    ["tgraph-train", "--data", "d", "--collection", "layout:xla:random", "--run_dir", "r", "--select_by", "best"],
     ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetune_loss", "listwise"],
     ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
     ["tgraph-synth", "--out", "x", "--preset", "huge"],

@@ -11,6 +11,8 @@
 #include <random>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_split.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
@@ -40,7 +42,8 @@ const std::string& NlpData() {
     o.out = d->path();
     o.preset = "ci";
     o.seed = 4;
-    o.collections = {*ParseCollection("layout:nlp:random"), *ParseCollection("layout:nlp:default")};
+    o.collections = {*ParseCollection("layout:nlp:random"), *ParseCollection("layout:nlp:default"),
+                     *ParseCollection("layout:nlp:near-default"), *ParseCollection("layout:nlp:near-best")};
     if (!synth::Generate(o).ok()) std::abort();
     return d;
   }();
@@ -368,6 +371,41 @@ CATCH_TEST_CASE("a run trains on another search's files of its graphs, each in t
                    Catch::Contains("is not another search of layout:nlp:random's graphs"));
   CATCH_CHECK_THAT(std::string(refused("layout:nlp:random").message()), Catch::Contains("is --collection itself"));
   CATCH_CHECK(refused("tile:xla").code() == absl::StatusCode::kInvalidArgument);
+}
+
+CATCH_TEST_CASE("selecting by the neighbour tau validates on the neighbourhoods alone and trains the same weights",
+                "[train]") {
+  TempDir dir;
+  auto run = [&](const std::string& name, bool by_neighbours) {
+    TrainOptions o = SmallRun(dir.path() + "/" + name);
+    o.also = {*ParseCollection("layout:nlp:near-default"), *ParseCollection("layout:nlp:near-best")};
+    o.epochs = 2;
+    o.select_by_neighbour_tau = by_neighbours;
+    if (!PrepareRun(o).ok()) return absl::StatusOr<FoldResult>(absl::InternalError("prepare"));
+    return TrainFold(o, 0);
+  };
+  auto all = run("all", false);
+  auto near = run("near", true);
+  CATCH_REQUIRE(all.ok());
+  CATCH_REQUIRE(near.ok());
+  CATCH_CHECK(std::isfinite(near->valid_score));
+  CATCH_CHECK(near->valid_score != all->valid_score);
+  // Selection changes what is scored, never what is trained: the same losses, step by step.
+  auto losses = [&](const std::string& name) {
+    std::vector<std::string> out;
+    std::ifstream log(dir.path() + "/" + name + "/fold_0/log.jsonl");
+    for (std::string line; std::getline(log, line);) out.push_back(nlohmann::json::parse(line)["loss"].dump());
+    return out;
+  };
+  CATCH_CHECK(losses("all").size() == 2u);
+  CATCH_CHECK(losses("all") == losses("near"));
+
+  TrainOptions without = SmallRun(dir.path() + "/without");
+  without.also = {*ParseCollection("layout:nlp:default")};
+  without.select_by_neighbour_tau = true;
+  const absl::Status refused = PrepareRun(without).status();
+  CATCH_CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(refused.message()), Catch::Contains("--also_collections layout:nlp:near-default"));
 }
 
 CATCH_TEST_CASE("the evaluator reports no metric for hidden (all-zero) runtimes", "[train]") {

@@ -220,20 +220,6 @@ Trace GeneticTrace(const FarmGraph& g, tgraph::Rng& rng) {
   return t;
 }
 
-// The rows one layout group away from `base` (every other candidate of every group).
-std::vector<int8_t> Neighbours(const tgraph::LayoutSpace& space, const int8_t* base, size_t row) {
-  std::vector<int8_t> out;
-  for (size_t j = 0; j < space.nodes.size(); ++j)
-    for (int gr = 0; gr < tgraph::kConfigGroups; ++gr)
-      for (const tgraph::GroupLayout& l : space.nodes[j].groups[gr].candidates) {
-        const size_t at = j * tgraph::kConfigFeatDim + static_cast<size_t>(gr * tgraph::kLayoutSlots);
-        if (std::equal(l.begin(), l.end(), base + at)) continue;
-        out.insert(out.end(), base, base + row);
-        std::copy(l.begin(), l.end(), out.end() - static_cast<std::ptrdiff_t>(row - at));
-      }
-  return out;
-}
-
 // What a guided search's fitness is.
 enum class Fitness {
   kModel,   // the model's folds (tgraph, tgraph+ft)
@@ -296,7 +282,7 @@ double ModelTau(FarmGraph& g, const std::vector<int8_t>& rows, size_t row) {
 void ReportFinalTau(FarmGraph& g, const std::vector<int8_t>& measured, const std::vector<int64_t>& runtimes,
                     size_t best, double correction_weight) {
   const size_t row = g.inst.config_ids.size() * tgraph::kConfigFeatDim;
-  const std::vector<int8_t> near = Neighbours(g.space, measured.data() + best * row, row);
+  const std::vector<int8_t> near = tgraph::OneGroupNeighbours(g.space, measured.data() + best * row);
   const std::vector<double> truth = TrueRuntimes(g, near, row);
   const std::vector<double> model = ModelScores(g, near, row);
   std::vector<double> fitness = model, correction(model.size(), 0.0);
@@ -353,7 +339,7 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, Fit
         tgraph::ModelSearchBudget(g.model.manifest));
     std::vector<int8_t> near;
     for (size_t i = 0; i < by_runtime.size() && static_cast<int64_t>(i) < absl::GetFlag(FLAGS_neighbourhood); ++i) {
-      const std::vector<int8_t> n = Neighbours(g.space, measured.data() + by_runtime[i].second * row, row);
+      const std::vector<int8_t> n = tgraph::OneGroupNeighbours(g.space, measured.data() + by_runtime[i].second * row);
       near.insert(near.end(), n.begin(), n.end());
     }
     if (!near.empty()) o.candidates = &near;
@@ -535,8 +521,8 @@ int RunNeighbourTau(const tgraph::Registry& registry, int64_t version, const tgr
     for (int64_t k = 1; k < known.num_configs; ++k)
       if (TrueRuntime(fg, known.configs.data() + k * row) < TrueRuntime(fg, known.configs.data() + best * row)) best = k;
     const std::vector<int8_t> dflt(row, -1);
-    const std::vector<int8_t> near_default = Neighbours(fg.space, dflt.data(), row);
-    const std::vector<int8_t> near_best = Neighbours(fg.space, known.configs.data() + best * row, row);
+    const std::vector<int8_t> near_default = tgraph::OneGroupNeighbours(fg.space, dflt.data());
+    const std::vector<int8_t> near_best = tgraph::OneGroupNeighbours(fg.space, known.configs.data() + best * row);
     tgraph::Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(i));
     std::vector<int8_t> random;
     for (size_t k = 0; k < near_default.size() / row; ++k) {

@@ -28,7 +28,29 @@ const std::vector<Collection>& AllCollections() {
   return kAll;
 }
 
+const std::vector<Collection>& NeighbourhoodCollections() {
+  static const std::vector<Collection> kNear = {
+      {CollectionKind::kLayout, "xla", "near-default", ""},
+      {CollectionKind::kLayout, "xla", "near-best", ""},
+      {CollectionKind::kLayout, "nlp", "near-default", ""},
+      {CollectionKind::kLayout, "nlp", "near-best", ""},
+  };
+  return kNear;
+}
+
+bool IsNeighbourhood(const Collection& c) {
+  return !c.named() && c.kind == CollectionKind::kLayout && (c.search == "near-default" || c.search == "near-best");
+}
+
 namespace {
+
+// The dataset's collections, then the neighbourhood ones.
+std::vector<Collection> KnownCollections() {
+  std::vector<Collection> all = AllCollections();
+  const std::vector<Collection>& near = NeighbourhoodCollections();
+  all.insert(all.end(), near.begin(), near.end());
+  return all;
+}
 
 bool IsModelName(absl::string_view n) {
   if (n.empty() || n.size() > 64) return false;
@@ -41,7 +63,7 @@ bool IsModelName(absl::string_view n) {
 
 absl::StatusOr<Collection> ParseCollection(absl::string_view name) {
   std::vector<std::string> names;
-  for (const Collection& c : AllCollections()) {
+  for (const Collection& c : KnownCollections()) {
     if (c.name() == name) return c;
     names.push_back(c.name());
   }
@@ -87,7 +109,7 @@ absl::StatusOr<std::vector<GraphFile>> ListSplit(const std::string& root, const 
 
 std::vector<Collection> FindCollections(const std::string& root) {
   std::vector<Collection> found;
-  for (const Collection& c : AllCollections()) {
+  for (const Collection& c : KnownCollections()) {
     for (const std::string& split : AllSplits()) {
       std::error_code ec;
       if (fs::is_directory(SplitDir(root, c, split), ec)) {

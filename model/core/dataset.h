@@ -22,7 +22,7 @@ enum class CollectionKind { kLayout, kTile };
 struct Collection {
   CollectionKind kind = CollectionKind::kLayout;
   std::string source;  // "xla" or "nlp"; empty when named
-  std::string search;  // "random" or "default"; empty for tile and when named
+  std::string search;  // "random", "default", "near-default" or "near-best"; empty for tile and when named
   std::string model;   // the free name of a named collection ("tpu-v5e"), else empty
   bool named() const { return !model.empty(); }
   std::string name() const;  // "layout:xla:random", "tile:xla", "layout@tpu-v5e"
@@ -34,7 +34,14 @@ inline int64_t DefaultTrainingBatch(const Collection& c) { return c.search == "d
 
 // The five collections of the dataset, in the order of docs/format.md.
 const std::vector<Collection>& AllCollections();
-// Parses "layout:xla:random" etc. and "layout@NAME" / "tile@NAME" (NAME: 1-64 of
+// Collections only tgraph-synth writes, beside the dataset's, same graphs as a source's
+// random and default ones (docs/synthetic-data.md): "layout:<source>:near-default" (the
+// compiler default's one-group neighbourhood) and "layout:<source>:near-best" (that of
+// the genetic search's best row), where a search spends its measurements.
+const std::vector<Collection>& NeighbourhoodCollections();
+// Whether `c` is one of NeighbourhoodCollections(): every file one row's neighbourhood.
+bool IsNeighbourhood(const Collection& c);
+// Parses "layout:xla:random" etc. (the neighbourhood collections too) and "layout@NAME" / "tile@NAME" (NAME: 1-64 of
 // a-z, 0-9, '.', '_' and '-', starting with a letter or digit); the error lists the
 // valid names.
 absl::StatusOr<Collection> ParseCollection(absl::string_view name);

@@ -95,6 +95,20 @@ std::string GroupProblem(const int8_t* g, int rank) {
 
 }  // namespace
 
+std::vector<int8_t> OneGroupNeighbours(const LayoutSpace& space, const int8_t* base) {
+  const size_t row = space.nodes.size() * kConfigFeatDim;
+  std::vector<int8_t> out;
+  for (size_t j = 0; j < space.nodes.size(); ++j)
+    for (int g = 0; g < kConfigGroups; ++g)
+      for (const GroupLayout& l : space.nodes[j].groups[g].candidates) {
+        const size_t at = j * kConfigFeatDim + static_cast<size_t>(g * kLayoutSlots);
+        if (std::equal(l.begin(), l.end(), base + at)) continue;
+        out.insert(out.end(), base, base + row);
+        std::copy(l.begin(), l.end(), out.end() - static_cast<std::ptrdiff_t>(row - at));
+      }
+  return out;
+}
+
 int64_t LayoutSpaceBytes(const LayoutSpace& space) {
   int64_t bytes = static_cast<int64_t>(space.nodes.capacity() * sizeof(NodeSpace));
   for (const NodeSpace& n : space.nodes) {

@@ -61,6 +61,13 @@ LayoutSpace LayoutSpaceOf(const NodeGraph& graph, const std::vector<int64_t>& co
                           const FirstOperands* first_operands = nullptr,
                           const std::vector<std::string>* instructions = nullptr);
 
+// The rows one layout group away from `base` (a row of space.nodes.size() x 18 values):
+// for each configurable node, each group and each of the group's candidates other than
+// the base's own value, the base with that one group changed; appended in node, group,
+// candidate order. Where a search lives: the neighbourhood of the compiler default and
+// of the best row found. Pure; any thread.
+std::vector<int8_t> OneGroupNeighbours(const LayoutSpace& space, const int8_t* base);
+
 // Memory a space holds, for byte budgets.
 int64_t LayoutSpaceBytes(const LayoutSpace& space);
 

@@ -94,18 +94,43 @@ LayoutInstance MakeLayoutInstance(const PresetSpec& p, uint64_t seed, const Coll
 
 namespace {
 
+// The rows of graph `index` of a layout collection. Each search has its own random
+// stream per graph; the neighbourhood of the best row re-runs the `default`
+// collection's genetic search on that collection's stream, so its centre is the best
+// row of the `default` file of the same graph (and seed).
+SearchResult LayoutSearch(const PresetSpec& p, uint64_t seed, const Collection& c, int index,
+                          const LayoutCostModel& model, const NodeGraph& graph, const std::vector<int64_t>& ids) {
+  const FamilySpec& fam = Family(p, c);
+  auto stream = [&](const Collection& of) { return Rng(seed ^ Salt(of.name())).Fork(static_cast<uint64_t>(index) + 1); };
+  auto genetic = [&](Rng& rng) {
+    return GeneticSearch(model, Draw(rng, fam.configs_default, p.log_uniform), rng);
+  };
+  Rng rng = stream(c);
+  if (c.search == "random") return RandomSearch(model, Draw(rng, fam.configs_random, p.log_uniform), rng);
+  if (c.search == "default") return genetic(rng);
+  // A neighbourhood holds at most as many rows as the largest genetic search of the preset.
+  const LayoutSpace space = LayoutSpaceOf(graph, ids);
+  const size_t row = ids.size() * kConfigFeatDim;
+  if (c.search == "near-default") {
+    const std::vector<int8_t> all_default(row, -1);
+    return NeighbourhoodSearch(model, space, all_default.data(), fam.configs_default.hi, rng);
+  }
+  Collection dflt = c;
+  dflt.search = "default";
+  Rng genetic_rng = stream(dflt);
+  const SearchResult searched = genetic(genetic_rng);
+  const int8_t* best = searched.configs.data() + static_cast<size_t>(BestRow(searched)) * row;
+  return NeighbourhoodSearch(model, space, best, fam.configs_default.hi, rng);
+}
+
 absl::StatusOr<TaskResult> RunLayoutTask(const PresetSpec& p, const GenerateOptions& o, const Task& t,
                                          const std::string& dir) {
-  const FamilySpec& fam = Family(p, t.collection);
   LayoutInstance inst = MakeLayoutInstance(p, o.seed, t.collection, t.index);
   const BuiltGraph& built = inst.built;
   const std::vector<int64_t>& ids = inst.config_ids;
 
-  Rng search_rng = Rng(o.seed ^ Salt(t.collection.name())).Fork(static_cast<uint64_t>(t.index) + 1);
-  const bool random = t.collection.search == "random";
-  const int64_t count = Draw(search_rng, random ? fam.configs_random : fam.configs_default, p.log_uniform);
   LayoutCostModel model(built.nodes, ids);
-  SearchResult s = random ? RandomSearch(model, count, search_rng) : GeneticSearch(model, count, search_rng);
+  SearchResult s = LayoutSearch(p, o.seed, t.collection, t.index, model, ToNodeGraph(built.nodes), ids);
 
   LayoutGraph g;
   g.name = inst.name;
@@ -229,11 +254,11 @@ absl::StatusOr<PresetSpec> GetPreset(const std::string& name) {
 }
 
 std::string GenerateSummary::Table() const {
-  std::string out = absl::StrFormat("%-20s %-6s %6s %17s %9s %8s %6s %10s %7s\n", "collection", "split", "graphs",
+  std::string out = absl::StrFormat("%-23s %-6s %6s %17s %9s %8s %6s %10s %7s\n", "collection", "split", "graphs",
                                     "nodes min/avg/max", "cfg nodes", "configs", "dups", "median/best", "MiB");
   for (const SplitSummary& s : splits) {
     if (s.graphs == 0) continue;
-    out += absl::StrFormat("%-20s %-6s %6d %5d/%5d/%5d %9.1f %8.1f %5.1f%% %11.3f %7.1f\n", s.collection, s.split,
+    out += absl::StrFormat("%-23s %-6s %6d %5d/%5d/%5d %9.1f %8.1f %5.1f%% %11.3f %7.1f\n", s.collection, s.split,
                            s.graphs, s.nodes_min, s.nodes_total / s.graphs, s.nodes_max,
                            static_cast<double>(s.config_nodes_total) / s.graphs,
                            static_cast<double>(s.configs_total) / s.graphs,
@@ -295,7 +320,7 @@ absl::StatusOr<GenerateSummary> Generate(const GenerateOptions& o) {
     if (c.named())
       return absl::InvalidArgumentError(absl::StrCat(
           "--collections: ", c.name(), " is a model of your own; tgraph-synth generates the dataset's five "
-          "collections (a named model trains on its farm's own files, or is fine-tuned from another's model)"));
+          "collections and the neighbourhood ones (a named model trains on its farm's own files, or is fine-tuned from another's model)"));
   const auto start = std::chrono::steady_clock::now();
 
   GenerateSummary summary;

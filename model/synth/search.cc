@@ -128,4 +128,29 @@ SearchResult GeneticSearch(const LayoutCostModel& model, int64_t count, Rng& rng
   return rec.Take();
 }
 
+SearchResult NeighbourhoodSearch(const LayoutCostModel& model, const LayoutSpace& space, const int8_t* centre,
+                                 int64_t max_rows, Rng& rng) {
+  const size_t row = model.config_ids().size() * kConfigFeatDim;
+  const std::vector<int8_t> near = OneGroupNeighbours(space, centre);
+  const int64_t available = static_cast<int64_t>(near.size() / std::max<size_t>(row, 1));
+  std::vector<int64_t> keep(static_cast<size_t>(available));
+  std::iota(keep.begin(), keep.end(), 0);
+  if (available > max_rows - 1) {
+    rng.Shuffle(keep);
+    keep.resize(static_cast<size_t>(std::max<int64_t>(0, max_rows - 1)));
+    std::sort(keep.begin(), keep.end());
+  }
+  Recorder rec(model, static_cast<int64_t>(keep.size()) + 1);
+  rec.Record(centre, Measure(model.Evaluate(centre).total_ns, rng));
+  for (int64_t k : keep) {
+    const int8_t* r = near.data() + static_cast<size_t>(k) * row;
+    rec.Record(r, Measure(model.Evaluate(r).total_ns, rng));
+  }
+  return rec.Take();
+}
+
+int64_t BestRow(const SearchResult& s) {
+  return s.runtimes.empty() ? -1 : std::min_element(s.runtimes.begin(), s.runtimes.end()) - s.runtimes.begin();
+}
+
 }  // namespace tgraph::synth

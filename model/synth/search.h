@@ -7,8 +7,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/synth/cost_model.h"
+#include "model/core/layout_space.h"
 #include "model/core/rng.h"
+#include "model/synth/cost_model.h"
 
 namespace tgraph::synth {
 
@@ -23,5 +24,15 @@ int64_t Measure(double runtime_ns, Rng& rng);
 
 SearchResult RandomSearch(const LayoutCostModel& model, int64_t count, Rng& rng);
 SearchResult GeneticSearch(const LayoutCostModel& model, int64_t count, Rng& rng);
+
+// Where a search lives: `centre` (a row), measured, then its one-group neighbours in
+// `space` (OneGroupNeighbours), each measured once. A neighbourhood larger than
+// max_rows - 1 is sampled uniformly without replacement (kept in neighbour order), so a
+// file stays within the preset's size; the centre is always row 0.
+SearchResult NeighbourhoodSearch(const LayoutCostModel& model, const LayoutSpace& space, const int8_t* centre,
+                                 int64_t max_rows, Rng& rng);
+
+// The row of `s` with the lowest measured runtime (the first of equals).
+int64_t BestRow(const SearchResult& s);
 
 }  // namespace tgraph::synth

@@ -13,7 +13,9 @@ ABSL_FLAG(std::string, preset, "ci", "Size preset: tiny (unit tests), ci (integr
           "sizes, a quarter of the configurations: about 16 GB), full (TpuGraphs-sized)");
 ABSL_FLAG(uint64_t, seed, 0, "Random seed; the same seed gives byte-identical files");
 ABSL_FLAG(std::vector<std::string>, collections, {},
-          "Comma-separated collections to write (default: all five), e.g. layout:xla:random,tile:xla");
+          "Comma-separated collections to write (default: the dataset's five), e.g. layout:xla:random,tile:xla; "
+          "also layout:SOURCE:near-default and layout:SOURCE:near-best, the one-group neighbourhoods of the "
+          "compiler default and of the genetic search's best row");
 ABSL_FLAG(int, threads, 0, "Worker threads (0 = every core this process may use); the output does not depend on it");
 ABSL_FLAG(bool, hide_test_runtimes, false, "Write zero runtimes in the test split, as the public dataset does");
 ABSL_FLAG(bool, progress, false, "Print a line per graph (always on for --preset nlp-scale and full)");

@@ -65,6 +65,10 @@ ABSL_FLAG(double, query_share, 0.0,
 ABSL_FLAG(std::string, loss, "hinge",
           "The ranking loss (training and finetune): hinge (every ordered pair alike, the paper's) or top (pairs weighted by how near the "
           "fastest their faster member is, 1 / log2(2 + its rank))");
+ABSL_FLAG(std::string, select_by, "tau",
+          "Which validation graphs choose each fold's best weights: tau (all of them, their mean Kendall tau) or "
+          "neighbour_tau (only the neighbourhood collections' graphs, the one-group neighbours of the compiler default "
+          "and of the best row: needs --also_collections layout:SOURCE:near-default,layout:SOURCE:near-best)");
 ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
 ABSL_FLAG(int64_t, valid_configs, 4096,
           "Configurations per validation graph: a fixed sample of each graph's (all when it has no more; 0 = all)");
@@ -244,6 +248,10 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   absl::StatusOr<tgraph::RankingLoss> loss = LossFlag();
   if (!loss.ok()) return loss.status();
   o.loss = *loss;
+  const std::string select_by = absl::GetFlag(FLAGS_select_by);
+  if (select_by != "tau" && select_by != "neighbour_tau")
+    return UsageError(absl::StrCat("--select_by must be tau or neighbour_tau, not '", select_by, "'"));
+  o.select_by_neighbour_tau = select_by == "neighbour_tau";
   o.valid_every = absl::GetFlag(FLAGS_valid_every);
   o.valid_configs = absl::GetFlag(FLAGS_valid_configs);
   if (o.valid_configs < 0) return UsageError("--valid_configs must be >= 0");
@@ -257,7 +265,8 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
              {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
              {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
              {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
-             {"query_share", absl::StrCat(o.query_share)}, {"loss", tgraph::RankingLossName(o.loss)}};
+             {"query_share", absl::StrCat(o.query_share)}, {"loss", tgraph::RankingLossName(o.loss)},
+             {"select_by", select_by}};
   if (!o.also.empty()) o.flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
   return o;
 }

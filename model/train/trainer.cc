@@ -188,6 +188,12 @@ absl::StatusOr<std::shared_ptr<const RunData>> PrepareRun(const TrainOptions& o)
       if (o.also[k].search == a.search)
         return absl::InvalidArgumentError(absl::StrCat("--also_collections: ", a.name(), " is named twice"));
   }
+  if (o.select_by_neighbour_tau && !IsNeighbourhood(o.collection) &&
+      std::none_of(o.also.begin(), o.also.end(), [](const Collection& a) { return IsNeighbourhood(a); }))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--select_by neighbour_tau: no neighbourhood collection to validate on; add --also_collections layout:",
+        o.collection.source.empty() ? "xla" : o.collection.source, ":near-default,layout:",
+        o.collection.source.empty() ? "xla" : o.collection.source, ":near-best (tgraph-synth writes them)"));
   std::error_code ec;
   fs::create_directories(o.run_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(o.run_dir, ": cannot create: ", ec.message()));
@@ -220,6 +226,16 @@ struct FoldData {
   std::vector<std::vector<int64_t>> valid_rows;  // per valid graph: its rows validated
 };
 
+// Whether a graph of the run comes from a neighbourhood collection: `collection` itself,
+// or one of `also` (its graphs are named NAME@SEARCH).
+bool IsNeighbourhoodGraph(const TrainOptions& o, const std::string& name) {
+  const size_t at = name.rfind('@');
+  if (at == std::string::npos) return IsNeighbourhood(o.collection);
+  const std::string search = name.substr(at + 1);
+  return std::any_of(o.also.begin(), o.also.end(),
+                     [&](const Collection& a) { return a.search == search && IsNeighbourhood(a); });
+}
+
 absl::StatusOr<FoldData> LoadFoldData(const TrainOptions& o, int fold, std::shared_ptr<const RunData> loaded) {
   if (fold < 0 || fold >= o.num_folds)
     return absl::InvalidArgumentError(absl::StrCat("fold ", fold, " is outside 0..", o.num_folds - 1));
@@ -238,9 +254,15 @@ absl::StatusOr<FoldData> LoadFoldData(const TrainOptions& o, int fold, std::shar
   for (const GraphData& g : d.p->graphs) d.tensors.push_back(MakeGraphTensors(g.graph, g.config_nodes, d.info.stats));
   for (size_t i = 0; i < d.p->graphs.size(); ++i)
     (d.info.fold_of.at(d.p->graphs[i].name) == fold ? d.valid : d.train).push_back(i);
+  if (o.select_by_neighbour_tau)  // the neighbourhoods alone choose the best weights
+    d.valid.erase(std::remove_if(d.valid.begin(), d.valid.end(),
+                                 [&](size_t i) { return !IsNeighbourhoodGraph(o, d.p->graphs[i].name); }),
+                  d.valid.end());
   if (d.train.empty() || d.valid.empty())
     return absl::FailedPreconditionError(absl::StrCat("fold ", fold, " has ", d.train.size(), " training and ",
-                                                      d.valid.size(), " validation graphs; use fewer --folds"));
+                                                      d.valid.size(), " validation graphs",
+                                                      o.select_by_neighbour_tau ? " of a neighbourhood collection" : "",
+                                                      "; use fewer --folds"));
   for (size_t i : d.valid) d.valid_rows.push_back(ValidationRows(d.p->graphs[i], o.valid_configs));
   return d;
 }

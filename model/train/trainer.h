@@ -54,6 +54,12 @@ struct TrainOptions {
   // What each step minimises (model/core/ranking_loss.h): the paper's hinge over all pairs, or
   // the same weighted to the fast end.
   RankingLoss loss = RankingLoss::kPairwiseHinge;
+  // Which validation graphs choose a fold's best weights (each validation's score is
+  // their mean Kendall tau): every validation graph, or only the neighbourhood
+  // collections' (NeighbourhoodCollections(): the one-group neighbours of the compiler
+  // default and of the best row), the order a search depends on near its optimum. The
+  // latter needs a neighbourhood collection among `collection` and `also`.
+  bool select_by_neighbour_tau = false;
   // Memory for the graphs' configurations (base-7 compressed, 12 bytes per
   // configuration and configurable node): graphs past it keep theirs in a spill file in
   // spill_dir (empty: run_dir), read row by row as steps sample them
