@@ -396,6 +396,11 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Admi
   so.reference_groups = model.manifest.reference_groups;
   if (q.num_reference_configs > 0) so.reference = &reference;
   so.cancelled = cancelled;
+  if (rows.tile && model.manifest.tile_prior) {
+    const absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(a.graph->pruned.graph, "graph_hash");
+    if (!problem.ok()) return absl::InternalError(problem.status().message());  // admitted: a bug
+    UseTilePrior(model.manifest, *problem, &so);
+  }
   const auto t0 = Clock::now();
   const ScoreResult s = q.cascade ? ScoreCascade(folds, prepared->tensors, rows, so, q.top_k, options_.cascade_fraction)
                                   : ScoreConfigs(folds, prepared->tensors, rows, so);
@@ -490,6 +495,7 @@ absl::StatusOr<SearchOutcome> Ranker::SearchTilesOnWorker(const SearchRequest& q
   so.scoring.max_reference = a.max_reference;
   so.scoring.reference_groups = model.manifest.reference_groups;
   so.scoring.cancelled = cancelled;
+  UseTilePrior(model.manifest, *problem, &so.scoring);
   const auto t0 = Clock::now();
   const TileSearchResult r = SearchTiles(folds, prepared.tensors, space, *problem, so);
   out.timing.inference_ms = Ms(t0, Clock::now());

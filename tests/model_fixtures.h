@@ -28,6 +28,7 @@ struct ModelWorld {
   uint64_t next_seed = 1;
   Provenance provenance;  // what Publish's manifests say they were trained on (default: unknown)
   std::optional<TileSpace> tile_space;  // what Publish's manifests carry (default: none)
+  std::optional<TilePrior> tile_prior;  // likewise
 
   ModelWorld(uint64_t seed, const std::vector<std::string>& collections) {
     data = dir.path() + "/data";
@@ -59,6 +60,7 @@ struct ModelWorld {
     m.tta = tta;
     m.provenance = provenance;
     m.tile_space = tile_space;
+    m.tile_prior = tile_prior;
     for (int f = 0; f < folds; ++f) {
       torch::manual_seed(seed * 1000 + static_cast<uint64_t>(f));
       auto net = MakeRankingNet(spec);

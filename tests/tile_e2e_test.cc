@@ -21,8 +21,9 @@ namespace {
 
 const std::string kTiles = std::string(TGRAPH_REAL_DATA) + "/gpu-tiles";
 
-// A registry with tile@h100-triton (random weights, the real tile space) and
-// tile@no-space (a tile model without one), and the ingested real data.
+// A registry with tile@h100-triton (random weights, the real tile space),
+// tile@prior (the same with a heavy prior: its order is the prior's) and tile@no-space
+// (a tile model without a space), and the ingested real data.
 struct TileWorld {
   ModelWorld w{7, {"tile:xla"}};
   std::string root;
@@ -37,6 +38,15 @@ struct TileWorld {
     space = *LoadTileSpace(root + "/npz/tile/@h100-triton");
     w.tile_space = space;
     w.Publish("tile@h100-triton", 2);
+    // The prior ranks bf16 configurations by BLOCK_K, then BLOCK_M, descending: at weight
+    // 1,000 the network's scores (unit scale) cannot reorder them.
+    TilePrior prior;
+    prior.weight = 1000;
+    for (const TritonTile& tile : space.Legal("bf16"))
+      prior.values["bf16"][tile] = -static_cast<double>(tile.block_k * 1000 + tile.block_m) / 1e5;
+    w.tile_prior = prior;
+    w.Publish("tile@prior", 2);
+    w.tile_prior.reset();
     w.tile_space.reset();
     w.Publish("tile@no-space", 1);
   }
@@ -94,6 +104,20 @@ CATCH_TEST_CASE("server: a tile model with a real H100 tile space searches a mat
   absl::StatusOr<Ranking> r = client.RankTile(graph, rows.data(), static_cast<int64_t>(legal.size()), ro);
   CATCH_REQUIRE(r.ok());
   for (int i = 0; i < 5; ++i) CATCH_CHECK(legal[static_cast<size_t>(r->order[i])].Name() == p->tile_names[i]);
+
+  // A model published with a prior ranks and searches with it: here the prior's order.
+  ro.collection = o.collection = "tile@prior";
+  o.exclude_tiles.clear();
+  absl::StatusOr<Ranking> by_prior = client.RankTile(graph, rows.data(), static_cast<int64_t>(legal.size()), ro);
+  absl::StatusOr<Proposals> searched = client.Search(graph, {}, o);
+  CATCH_REQUIRE(by_prior.ok());
+  CATCH_REQUIRE(searched.ok());
+  for (int i = 0; i < 5; ++i) {
+    const TritonTile& tile = legal[static_cast<size_t>(by_prior->order[i])];
+    CATCH_CHECK(tile.block_k == t.space.block_k.back());
+    CATCH_CHECK(tile.block_m == t.space.block_m.back());
+    CATCH_CHECK(searched->tile_names[i] == tile.Name());
+  }
   CATCH_CHECK(server.Stop() == 0);
 }
 

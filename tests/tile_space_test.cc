@@ -17,6 +17,7 @@
 #include "model/core/graph_io.h"
 #include "model/core/rank_metrics.h"
 #include "model/core/tile_baselines.h"
+#include "model/core/tile_prior.h"
 #include "model/core/tile_space.h"
 #include "model/hlo/featurize.h"
 #include "model/hlo/tile_ingest.h"
@@ -395,4 +396,51 @@ TEST_CASE("Tile baselines: the nearest problem of the dtype, mean slowdown, the 
   CHECK(reports[3].method == "random order (expected)");
   CHECK(reports[3].report.median.to_within == Approx(4.0 / 2.0));
   CHECK_THAT(TileComparisonTable(reports), Catch::Contains("nearest problem") && Catch::Contains("random order"));
+}
+
+TEST_CASE("Tile prior: each configuration's mean log slowdown over the dtype's problems, standardised, and its JSON",
+          "[tile]") {
+  const TritonTile a{32, 32, 32, 4, 2}, b{64, 64, 32, 4, 2}, d = kFixedDefaultTile, unmeasured{128, 32, 32, 4, 2};
+  const auto problem = [&](const char* name, GemmProblem p, std::vector<double> runtime) {
+    KnownTileProblem k;
+    k.name = name;
+    k.problem = std::move(p);
+    k.tiles = {a, b, d};
+    k.runtime = std::move(runtime);
+    return k;
+  };
+  const TilePrior prior = BuildTilePrior(TileBaselines({problem("near", {"bf16", 128, 256, 256}, {10, 20, 40}),
+                                                        problem("far", {"bf16", 8192, 4096, 4096}, {40, 10, 20}),
+                                                        problem("f32", {"f32", 128, 256, 512}, {30, 20, 10})}),
+                                         0.75);
+  CHECK(prior.weight == 0.75);
+  CHECK(prior.problems == 3);
+  // bf16 mean log slowdowns: a ln4/2, b ln2/2, d ln8/2; their mean ln2, std (ln2/2) sqrt(2/3):
+  // standardised 0, -sqrt(3/2), +sqrt(3/2).
+  CHECK(prior.Of("bf16", a) == Approx(0.0).margin(1e-12));
+  CHECK(prior.Of("bf16", b) == Approx(-std::sqrt(1.5)));
+  CHECK(prior.Of("bf16", d) == Approx(std::sqrt(1.5)));
+  CHECK(prior.Of("bf16", unmeasured) == Approx(std::sqrt(1.5)));  // measured nowhere: last
+  // f32 alone: a ln3, b ln2, d 0; a dtype never measured takes the table over all three.
+  CHECK(prior.Of("f32", d) < prior.Of("f32", b));
+  CHECK(prior.Of("f32", b) < prior.Of("f32", a));
+  REQUIRE(prior.values.count("*") == 1);
+  CHECK(prior.Of("f16", a) == prior.values.at("*").at(a));
+  CHECK(TilePrior{}.Of("bf16", a) == 0.0);
+
+  absl::StatusOr<TilePrior> back = TilePrior::FromJson(prior.ToJson(), "manifest.json: tile_prior");
+  REQUIRE(back.ok());
+  CHECK(back->ToJson() == prior.ToJson());
+  CHECK(back->values == prior.values);  // doubles survive exactly
+  for (const auto& [json, key] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"weight": -1, "problems": 3, "values": {}})", "weight"},
+           {R"({"weight": 1, "problems": 3})", "values"},
+           {R"({"weight": 1, "problems": 3, "values": {"bf16": {"128x128": 0.5}}})", "values.bf16.128x128"},
+           {R"({"weight": 1, "problems": 3, "values": {"bf16": {"32x32x32 w4 s2": "fast"}}})", "values.bf16.32x32x32 w4 s2"},
+           {R"([1, 2])", "JSON object"}}) {
+    const absl::StatusOr<TilePrior> bad = TilePrior::FromJson(json, "manifest.json: tile_prior");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(bad.status().message()), Catch::Contains("manifest.json: tile_prior") && Catch::Contains(key));
+  }
 }

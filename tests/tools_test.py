@@ -73,6 +73,7 @@ def test_version_names_the_commit_built():
     ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--loss", "listwise"],
     ["tgraph-train", "finetune", "--registry", "r", "--collection", "c", "--measurements", "m", "--loss", "top10"],
     ["tgraph-train", "--data", "d", "--collection", "layout:xla:random", "--run_dir", "r", "--select_by", "best"],
+    ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_weight", "-1"],
     ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetune_loss", "listwise"],
     ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
     ["tgraph-synth", "--out", "x", "--preset", "huge"],
@@ -296,6 +297,13 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
         for method in ("model (", "nearest problem", "mean slowdown", "fixed 128x128x64 w4 s3, then mean slowdown",
                        "random order (expected)"):
             assert re.search(re.escape(method) + r".* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out), method
+        # The published model adds its 60 training problems' prior; the network alone is shown too.
+        assert re.search(r"model \(.*, prior of 60 problems x 1\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out)
+        assert re.search(r"^model \([^)]*1 folds\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out, re.M)
+        import json
+        manifest = json.loads((work / "registry" / "tile@h100-triton" / "1" / "manifest.json").read_text())
+        assert manifest["tile_prior"]["problems"] == 60
+        assert len(manifest["tile_prior"]["values"]["bf16"]) == 260 and len(manifest["tile_prior"]["values"]["f32"]) == 198
         assert "tile space: triton-gemm measured on NVIDIA H100 80GB HBM3 (132 SMs): 288 candidates" in out
         assert re.search(r"5 of (260|198) legal configurations proposed by tile@h100-triton version 1", out)
         assert re.search(r"^median +\d+\.\d +\d+\.\d +\d+\.\d +\d+\.\d +(229|2\d\d)\.\d", out, re.M)

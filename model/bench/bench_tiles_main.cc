@@ -52,6 +52,9 @@ ABSL_FLAG(int64_t, finetune_steps, 40, "model+ft: optimisation steps per fold af
 ABSL_FLAG(double, finetune_lr, 1e-4, "model+ft: AdamW learning rate (tgraph-train finetune's default)");
 ABSL_FLAG(std::string, finetune_loss, "hinge", "model+ft: the ranking loss of its steps (tgraph-train --loss: hinge or top)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
+ABSL_FLAG(bool, tile_prior, true,
+          "model and model+ft: the published model's prior of measured problems in its scores, as the server serves "
+          "them (--notile_prior: the network alone)");
 
 using tgraph::Fail;
 using tgraph::UsageError;
@@ -94,6 +97,7 @@ struct Scorer {
     o.scoring.batch_size = model.manifest.batch_size;
     o.scoring.reference_size = model.manifest.reference_configs;
     o.scoring.reference_groups = model.manifest.reference_groups;
+    if (absl::GetFlag(FLAGS_tile_prior)) tgraph::UseTilePrior(model.manifest, p, &o.scoring);
     return tgraph::SearchTiles(folds, tensors, *model.manifest.tile_space, p, o);
   }
 

@@ -53,10 +53,13 @@ class TileBaselines {
   // The known problem of p's dtype (or of any, above) nearest to p, or nullptr.
   const KnownTileProblem* Nearest(const GemmProblem& p) const;
   size_t size() const { return known_.size(); }
+  // Per dtype, and "*" over every dtype: each configuration's mean log slowdown over the
+  // measured problems that measured it (the mean-slowdown baseline's order).
+  const std::map<std::string, std::map<TritonTile, double>>& mean_log_slowdown() const { return mean_log_slowdown_; }
+  static constexpr char kAnyDtype[] = "*";
 
  private:
   std::vector<KnownTileProblem> known_;
-  static constexpr char kAnyDtype[] = "*";
   std::map<std::string, std::map<TritonTile, double>> mean_log_slowdown_;  // per dtype, and "*" over all
 };
 

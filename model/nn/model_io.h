@@ -9,8 +9,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/store/registry.h"
+#include "model/core/tile_space.h"
+#include "model/nn/scoring.h"
 #include "model/nn/tgraph_net.h"
+#include "model/store/registry.h"
 
 namespace tgraph {
 
@@ -34,6 +36,15 @@ absl::StatusOr<LoadedModel> LoadFolds(const Manifest& manifest, const std::strin
 // applies (*already_published).
 absl::StatusOr<int64_t> PublishLoadable(const Registry& registry, const Manifest& manifest,
                                         bool* already_published = nullptr);
+
+// Scoring a tile problem with a published model: its prior for the problem's dtype in
+// `so` (ScoringOptions::tile_prior, borrowed from `m`, which must outlive the scoring).
+// Nothing when the model has no prior.
+inline void UseTilePrior(const Manifest& m, const GemmProblem& problem, ScoringOptions* so) {
+  if (!m.tile_prior) return;
+  so->tile_prior = &*m.tile_prior;
+  so->tile_dtype = problem.dtype;
+}
 
 // Reads and verifies a registry version (checksums), then LoadFolds.
 absl::StatusOr<LoadedModel> LoadModel(const Registry& registry, const std::string& collection, int64_t version);

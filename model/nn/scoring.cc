@@ -398,8 +398,12 @@ std::vector<double> ScoreAgainstRecorded(const FoldModel& f, const GraphTensors&
 
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& o) {
-  if (o.batch_softmax.on) return ScoreBatchSoftmax(folds, graph, rows, o);
-  return ScoreAgainstReference(folds, graph, rows, o);
+  ScoreResult r = o.batch_softmax.on ? ScoreBatchSoftmax(folds, graph, rows, o) : ScoreAgainstReference(folds, graph, rows, o);
+  // The spread is the folds' disagreement, which a prior common to all of them leaves as it is.
+  if (o.tile_prior && rows.tile && o.tile_prior->weight > 0 && !r.cancelled)
+    for (int64_t i = 0; i < rows.count && i < static_cast<int64_t>(r.score.size()); ++i)
+      r.score[i] += o.tile_prior->weight * o.tile_prior->Of(o.tile_dtype, TritonTileOfRow(rows.tile + i * kTileConfigDim));
+  return r;
 }
 
 ScoreResult ScoreCascade(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "model/core/rank_metrics.h"  // RankByScore
+#include "model/core/tile_prior.h"
 #include "model/nn/tgraph_net.h"
 
 namespace tgraph {
@@ -104,6 +105,12 @@ struct ScoringOptions {
   // Polled before every batch; when it returns true the scoring stops early (a
   // cancelled or expired RPC stops consuming compute).
   std::function<bool()> cancelled;
+  // Tile rows: a published model's prior (model/core/tile_prior.h), added to each row's
+  // score after the folds' mean as weight x its value for the problem's dtype. Only a
+  // function of the row, so scores stay independent of what shares the request. Null:
+  // the network alone (training, validation, layout rows). Borrowed for the call.
+  const TilePrior* tile_prior = nullptr;
+  std::string tile_dtype;
 };
 
 // One fold's network and, optionally, its cached StaticEncoding of this graph.
@@ -117,7 +124,7 @@ struct FoldModel {
 };
 
 struct ScoreResult {
-  std::vector<double> score;   // mean of the folds' standardised scores; lower = predicted faster
+  std::vector<double> score;   // mean of the folds' standardised scores (plus a tile prior); lower = predicted faster
   std::vector<double> spread;  // population std of the standardised fold scores (0 with one fold)
   int64_t batches = 0;         // forward passes run, over all folds
   int64_t evaluated = 0;       // configurations those forward passes ran, over all folds

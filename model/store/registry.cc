@@ -95,6 +95,7 @@ std::string Manifest::ToJson() const {
     j["provenance"] = p;
   }
   if (tile_space) j["tile_space"] = json::parse(tile_space->ToJson());
+  if (tile_prior) j["tile_prior"] = json::parse(tile_prior->ToJson());
   return j.dump(2);
 }
 
@@ -219,6 +220,11 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
     absl::StatusOr<TileSpace> space = TileSpace::FromJson(j["tile_space"].dump(), absl::StrCat(what, ": tile_space"));
     if (!space.ok()) return space.status();
     m.tile_space = std::move(*space);
+  }
+  if (j.contains("tile_prior")) {
+    absl::StatusOr<TilePrior> prior = TilePrior::FromJson(j["tile_prior"].dump(), absl::StrCat(what, ": tile_prior"));
+    if (!prior.ok()) return prior.status();
+    m.tile_prior = std::move(*prior);
   }
   const json* inference = j.contains("inference") && j["inference"].is_object() ? &j["inference"] : nullptr;
   if (inference && inference->contains("reference_groups")) {

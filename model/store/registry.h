@@ -17,6 +17,7 @@
 #include "absl/status/statusor.h"
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
+#include "model/core/tile_prior.h"
 #include "model/core/tile_space.h"
 
 namespace tgraph {
@@ -84,6 +85,9 @@ struct Manifest {
   // A tile collection made from real measurements (tgraph-featurize tiles): the kernel's
   // configurations, legal and refused, that the server checks rows against and searches.
   std::optional<TileSpace> tile_space;
+  // Its measured problems' prior, added to the network's scores (model/core/tile_prior.h);
+  // none: the network alone.
+  std::optional<TilePrior> tile_prior;
 
   std::string ToJson() const;
   static absl::StatusOr<Manifest> FromJson(const std::string& json, absl::string_view what);

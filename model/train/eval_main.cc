@@ -29,6 +29,9 @@ ABSL_FLAG(std::string, registry, "", "Model registry (with --version, default la
 ABSL_FLAG(int64_t, version, 0, "Model version (0 = latest)");
 ABSL_FLAG(std::string, run_dir, "", "Score with a training run's best folds instead of a published version");
 ABSL_FLAG(int, keep_folds, 4, "With --run_dir: how many of the best folds to use");
+ABSL_FLAG(bool, tile_prior, true,
+          "Tile models: score with the published model's prior of measured problems, as the server does "
+          "(--notile_prior: the network alone, the ablation)");
 ABSL_FLAG(bool, official_subset, false, "Layout: evaluate on the 1,000-config subset of the TpuGraphs evaluation");
 ABSL_FLAG(std::string, scoring, "reference",
           "reference: every configuration against one reference set (model/nn/scoring.h); batch: the earlier scoring, "
@@ -85,6 +88,7 @@ absl::StatusOr<tgraph::LoadedModel> LoadEvalModel(const tgraph::Collection& c, s
 absl::StatusOr<tgraph::EvalOptions> EvalOptionsFromFlags(const tgraph::Manifest& m) {
   tgraph::EvalOptions o;
   o.official_subset = absl::GetFlag(FLAGS_official_subset);
+  o.tile_prior = absl::GetFlag(FLAGS_tile_prior);
   o.scoring.batch_size = absl::GetFlag(FLAGS_batch) > 0 ? absl::GetFlag(FLAGS_batch) : m.batch_size;
   const std::string scoring = absl::GetFlag(FLAGS_scoring);
   if (scoring != "reference" && scoring != "batch")
@@ -193,7 +197,12 @@ int Evaluate() {
   std::vector<tgraph::MethodReport> methods;
   if (absl::GetFlag(FLAGS_baselines)) {
     absl::StatusOr<std::vector<tgraph::MethodReport>> m =
-        CompareWithBaselines(*c, *r, absl::StrCat("model (", source, ", ", model->folds.size(), " folds)"));
+        CompareWithBaselines(*c, *r, absl::StrCat("model (", source, ", ", model->folds.size(), " folds",
+                                                  o->tile_prior && model->manifest.tile_prior
+                                                      ? absl::StrCat(", prior of ", model->manifest.tile_prior->problems,
+                                                                     " problems x ", model->manifest.tile_prior->weight)
+                                                      : std::string(),
+                                                  ")"));
     if (!m.ok()) return Fail(m.status());
     methods = std::move(*m);
   }

@@ -42,11 +42,16 @@ absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::st
     for (const auto& net : model.folds) folds.push_back({net.get(), nullptr});
     RowStorage storage;
     const ConfigRows cr = SelectRows(*g, rows, &storage);
+    ScoringOptions so = o.scoring;
+    if (report.tile && o.tile_prior && model.manifest.tile_prior) {
+      absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(g->graph, f.path);
+      if (!problem.ok()) return problem.status();
+      UseTilePrior(model.manifest, *problem, &so);
+    }
     using Clock = std::chrono::steady_clock;
     auto t0 = Clock::now();
-    const ScoreResult s = o.cascade_top_k > 0
-                              ? ScoreCascade(folds, tensors, cr, o.scoring, o.cascade_top_k, o.cascade_fraction)
-                              : ScoreConfigs(folds, tensors, cr, o.scoring);
+    const ScoreResult s = o.cascade_top_k > 0 ? ScoreCascade(folds, tensors, cr, so, o.cascade_top_k, o.cascade_fraction)
+                                              : ScoreConfigs(folds, tensors, cr, so);
     const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
     GraphEval e =
         EvaluateScores(g->name, g->original_nodes, g->graph.num_nodes, s.score, target, report.tile, rows, s.spread);
@@ -54,7 +59,7 @@ absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::st
     if (o.cascade_top_k > 0) {
       report.cascade_seconds += seconds;
       t0 = Clock::now();
-      const ScoreResult full = ScoreConfigs(folds, tensors, cr, o.scoring);
+      const ScoreResult full = ScoreConfigs(folds, tensors, cr, so);
       report.full_seconds += std::chrono::duration<double>(Clock::now() - t0).count();
       const int64_t k = std::min<int64_t>(o.cascade_top_k, cr.count);
       std::vector<int64_t> want = RankByScore(full.score, k), got = RankByScore(s.score, k);

@@ -22,6 +22,9 @@ struct EvalOptions {
   // both times. The metrics are the cascade's.
   int64_t cascade_top_k = 0;
   double cascade_fraction = 0.25;
+  // Tile problems: the model's prior in its scores, as the server serves them
+  // (model/core/tile_prior.h); false: the network alone (the ablation).
+  bool tile_prior = true;
 };
 
 absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::string& data_root, const Collection& c,

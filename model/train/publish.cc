@@ -27,6 +27,7 @@ absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep) {
   m.reference_groups = info->reference_groups;
   m.provenance = info->provenance;
   m.tile_space = info->tile_space;
+  m.tile_prior = info->tile_prior;
   for (const FoldResult& r : *results) {
     if (static_cast<int>(m.folds.size()) >= keep) break;
     m.folds.push_back({r.fold, r.valid_score, absl::StrCat("fold_", r.fold, "/best.npz"), ""});

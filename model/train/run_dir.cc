@@ -38,6 +38,7 @@ std::string RunInfoJson(const RunInfo& r) {
                      {"graphs", r.provenance.graphs},
                      {"configurations", r.provenance.configurations}};
   if (r.tile_space) j["tile_space"] = json::parse(r.tile_space->ToJson());
+  if (r.tile_prior) j["tile_prior"] = json::parse(r.tile_prior->ToJson());
   return j.dump(1);
 }
 
@@ -70,6 +71,11 @@ absl::StatusOr<RunInfo> ReadRunInfo(const std::string& run_dir) {
     absl::StatusOr<TileSpace> space = TileSpace::FromJson(j["tile_space"].dump(), path + ": tile_space");
     if (!space.ok()) return space.status();
     r.tile_space = std::move(*space);
+  }
+  if (j.contains("tile_prior")) {
+    absl::StatusOr<TilePrior> prior = TilePrior::FromJson(j["tile_prior"].dump(), path + ": tile_prior");
+    if (!prior.ok()) return prior.status();
+    r.tile_prior = std::move(*prior);
   }
   absl::StatusOr<ModelSpec> spec = ModelSpec::FromJson(j["spec"].dump(), path + ": spec");
   if (!spec.ok()) return spec.status();

@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
+#include "model/core/tile_prior.h"
 #include "model/core/tile_space.h"
 #include "model/nn/tgraph_net.h"
 #include "model/store/registry.h"
@@ -52,6 +53,7 @@ struct RunInfo {
   int64_t reference_groups = 1;  // ReferenceGroups of the training batch
   Provenance provenance;         // what the run trains on (no fine-tunes)
   std::optional<TileSpace> tile_space;  // the collection's, when it has one
+  std::optional<TilePrior> tile_prior;  // the run's problems' prior, published with the model
 };
 absl::StatusOr<RunInfo> ReadRunInfo(const std::string& run_dir);
 absl::Status WriteRunInfo(const std::string& run_dir, const RunInfo& info);

@@ -65,6 +65,9 @@ ABSL_FLAG(double, query_share, 0.0,
 ABSL_FLAG(std::string, loss, "hinge",
           "The ranking loss (training and finetune): hinge (every ordered pair alike, the paper's) or top (pairs weighted by how near the "
           "fastest their faster member is, 1 / log2(2 + its rank))");
+ABSL_FLAG(double, tile_prior_weight, 1.0,
+          "Collections with a tile space: the weight of the training problems' prior (each configuration's mean log "
+          "slowdown over them, standardised) added to the published model's scores; 0 = the network alone");
 ABSL_FLAG(std::string, select_by, "tau",
           "Which validation graphs choose each fold's best weights: tau (all of them, their mean Kendall tau) or "
           "neighbour_tau (only the neighbourhood collections' graphs, the one-group neighbours of the compiler default "
@@ -252,6 +255,9 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   if (select_by != "tau" && select_by != "neighbour_tau")
     return UsageError(absl::StrCat("--select_by must be tau or neighbour_tau, not '", select_by, "'"));
   o.select_by_neighbour_tau = select_by == "neighbour_tau";
+  o.tile_prior_weight = absl::GetFlag(FLAGS_tile_prior_weight);
+  if (!(o.tile_prior_weight >= 0 && o.tile_prior_weight <= 100))
+    return UsageError("--tile_prior_weight must be in 0..100");
   o.valid_every = absl::GetFlag(FLAGS_valid_every);
   o.valid_configs = absl::GetFlag(FLAGS_valid_configs);
   if (o.valid_configs < 0) return UsageError("--valid_configs must be >= 0");
@@ -267,6 +273,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
              {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
              {"query_share", absl::StrCat(o.query_share)}, {"loss", tgraph::RankingLossName(o.loss)},
              {"select_by", select_by}};
+  if (o.collection.kind == tgraph::CollectionKind::kTile) o.flags["tile_prior_weight"] = absl::StrCat(o.tile_prior_weight);
   if (!o.also.empty()) o.flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
   return o;
 }

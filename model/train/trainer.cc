@@ -51,6 +51,23 @@ struct RunData {
 
 namespace {
 
+// The run's tile problems as measured problems: each graph's problem, its rows'
+// configurations and their targets (only ratios matter to a prior).
+absl::StatusOr<std::vector<KnownTileProblem>> KnownProblemsOf(const std::vector<GraphData>& graphs) {
+  std::vector<KnownTileProblem> known;
+  for (const GraphData& g : graphs) {
+    absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(g.graph, g.name);
+    if (!problem.ok()) return problem.status();
+    KnownTileProblem k;
+    k.name = g.name;
+    k.problem = *problem;
+    for (int64_t c = 0; c < g.num_configs(); ++c) k.tiles.push_back(TritonTileOfRow(g.tile_feat.data() + c * kTileConfigDim));
+    k.runtime = g.target;
+    known.push_back(std::move(k));
+  }
+  return known;
+}
+
 absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
   auto data = std::make_shared<RunData>();
   RunData& p = *data;
@@ -100,6 +117,11 @@ absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
       p.info.tile_space = std::move(*space);
     } else if (!absl::IsNotFound(space.status())) {
       return space.status();
+    }
+    if (p.info.tile_space && o.tile_prior_weight > 0) {
+      absl::StatusOr<std::vector<KnownTileProblem>> known = KnownProblemsOf(p.graphs);
+      if (!known.ok()) return known.status();
+      p.info.tile_prior = BuildTilePrior(TileBaselines(std::move(*known)), o.tile_prior_weight);
     }
   }
   p.info.spec = o.spec;

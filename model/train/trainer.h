@@ -60,6 +60,10 @@ struct TrainOptions {
   // default and of the best row), the order a search depends on near its optimum. The
   // latter needs a neighbourhood collection among `collection` and `also`.
   bool select_by_neighbour_tau = false;
+  // A collection with a tile space: the weight of its problems' prior in the published
+  // model's scores (model/core/tile_prior.h; built from the run's train and valid
+  // problems). 0: the network alone. Training and validation never use it.
+  double tile_prior_weight = 1.0;
   // Memory for the graphs' configurations (base-7 compressed, 12 bytes per
   // configuration and configurable node): graphs past it keep theirs in a spill file in
   // spill_dir (empty: run_dir), read row by row as steps sample them
