@@ -62,6 +62,16 @@ ModelSpec SmallSpec() {
   return s;
 }
 
+// A tile network's spec and a kernel graph to score tile rows on: the fixture's graph
+// without configurable nodes.
+std::pair<ModelSpec, GraphTensors> TileSetup() {
+  ModelSpec s = SmallSpec();
+  s.kind = CollectionKind::kTile;
+  GraphTensors g = MakeFixture(5, 2).graph;
+  g.config_nodes = torch::empty({0}, torch::kInt64);
+  return {s, g};
+}
+
 }  // namespace
 
 CATCH_TEST_CASE("graph tensors: standardised features, re-padded layout indices, undirected edges", "[features]") {
@@ -157,11 +167,7 @@ CATCH_TEST_CASE("the separated f_in equals f_in on the full concatenation", "[ne
 
 CATCH_TEST_CASE("tile networks fuse the config features late", "[net]") {
   torch::manual_seed(4);
-  Fixture f = MakeFixture(5, 2);
-  ModelSpec s = SmallSpec();
-  s.kind = CollectionKind::kTile;
-  GraphTensors g = f.graph;
-  g.config_nodes = torch::empty({0}, torch::kInt64);
+  auto [s, g] = TileSetup();
   torch::Tensor tile = torch::rand({6, 24}) * 100;
   for (Architecture arch : {Architecture::kTGraph, Architecture::kTpuGraphsBaseline}) {
     s.architecture = arch;
@@ -823,11 +829,7 @@ CATCH_TEST_CASE("scoring: the reference is a request's distinct rows with the sm
 CATCH_TEST_CASE("scoring: a tile prior adds weight x its value to each row's ensemble score, in the cascade too, and leaves the spread",
                 "[scoring][tile]") {
   torch::manual_seed(21);
-  Fixture f = MakeFixture(5, 2);
-  ModelSpec s = SmallSpec();
-  s.kind = CollectionKind::kTile;
-  GraphTensors g = f.graph;
-  g.config_nodes = torch::empty({0}, torch::kInt64);
+  const auto [s, g] = TileSetup();
   auto a = MakeRankingNet(s), b = MakeRankingNet(s);
   const GemmProblem problem{"bf16", 512, 1024, 2048};
   std::vector<TritonTile> tiles;
