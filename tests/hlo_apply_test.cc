@@ -49,13 +49,6 @@ hlo::ModuleGraph Featurize(const std::string& text) {
   return *g;
 }
 
-int64_t NodeNamed(const hlo::ModuleGraph& g, const std::string& name) {
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (g.nodes[i].instruction == name) return static_cast<int64_t>(i);
-  FAIL("no instruction " << name);
-  return -1;
-}
-
 // A node's layout features (node_feat 134..139: its minor-to-major, zero-padded).
 std::vector<int> LayoutFeatures(const hlo::ModuleGraph& g, int64_t node) {
   std::vector<int> v;
