@@ -65,8 +65,9 @@ absl::StatusOr<Collection> ParseCollection(absl::string_view name) {
   std::vector<std::string> names;
   for (const Collection& c : KnownCollections()) {
     if (c.name() == name) return c;
-    names.push_back(c.name());
+    if (!IsNeighbourhood(c)) names.push_back(c.name());
   }
+  names.push_back("layout:xla|nlp:near-default|near-best");
   const size_t at = name.find('@');
   if (at != absl::string_view::npos) {
     const absl::string_view kind = name.substr(0, at), model = name.substr(at + 1);
