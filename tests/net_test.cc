@@ -845,17 +845,16 @@ CATCH_TEST_CASE("scoring: a tile prior adds weight x its value to each row's ens
   ConfigRows cr;
   cr.tile = rows.data();
   cr.count = n;
-  TilePrior prior;
-  prior.weight = 0.5;
-  for (int64_t i = 0; i < n; ++i) prior.values["bf16"][tiles[i]] = static_cast<double>((i * 7) % 5) - 2.0;
-  prior.values["bf16"].erase(tiles[3]);  // measured nowhere: the table's largest value, 2
+  auto prior = std::make_shared<TilePriorValues>();
+  prior->weight = 0.5;
+  for (int64_t i = 0; i < n; ++i) prior->values[tiles[i]] = static_cast<double>((i * 7) % 5) - 2.0;
+  prior->values.erase(tiles[3]);  // measured nowhere: the table's largest value, 2
   ScoringOptions o;
   o.batch_size = 8;
   o.reference_size = 8;
   const std::vector<FoldModel> both = {{a.get(), nullptr}, {b.get(), nullptr}};
   ScoringOptions with = o;
-  with.tile_prior = &prior;
-  with.tile_dtype = "bf16";
+  with.tile_prior = prior;
   const ScoreResult alone = ScoreConfigs(both, g, cr, o), pooled = ScoreConfigs(both, g, cr, with);
   for (int64_t i = 0; i < n; ++i) {
     const double value = i == 3 ? 2.0 : static_cast<double>((i * 7) % 5) - 2.0;
@@ -869,7 +868,7 @@ CATCH_TEST_CASE("scoring: a tile prior adds weight x its value to each row's ens
   first_only.choose_from = &cr;
   const std::vector<int64_t> kept = RankByScore(ScoreConfigs({{a.get(), nullptr, 0}}, g, cr, first_only).score, 5);
   for (int64_t k : kept) CATCH_CHECK(cascade.score[k] == Approx(pooled.score[k]).margin(1e-5));
-  // A dtype without a table and no "*" table: nothing is added.
-  with.tile_dtype = "f32";
+  // An empty table (a dtype the prior knows nothing of): nothing is added.
+  with.tile_prior = std::make_shared<TilePriorValues>(TilePrior{}.For({"f32", 128, 256, 256}));
   CATCH_CHECK(ScoreConfigs(both, g, cr, with).score == alone.score);
 }

@@ -351,7 +351,7 @@ TEST_CASE("Measurements to within 1% and random order's expectations, hand-compu
   CHECK(FiniteMedian({3, std::nan(""), 1, 2, 10}) == 2.5);
 }
 
-TEST_CASE("Tile baselines: the nearest problem of the dtype, mean slowdown, the fixed default first", "[tile]") {
+TEST_CASE("Tile baselines: the nearest problem of the dtype, mean slowdown, nearby problems, the fixed default first", "[tile]") {
   const TritonTile a{32, 32, 32, 4, 2}, b{64, 64, 32, 4, 2}, d = kFixedDefaultTile;
   const std::vector<TritonTile> tiles = {a, b, d};
   const auto problem = [&](const char* name, GemmProblem p, std::vector<double> runtime) {
@@ -376,6 +376,11 @@ TEST_CASE("Tile baselines: the nearest problem of the dtype, mean slowdown, the 
   CHECK(mean[0] == Approx(std::log(4.0) / 2));
   CHECK(mean[1] == Approx(std::log(2.0) / 2));
   CHECK(mean[2] == Approx(std::log(8.0) / 2));
+  // Nearby problems: "far" is at squared log2 distance 6^2 + 4^2 + 3^2 = 61 against 1, a
+  // relative weight of exp(-30): the order is "near"'s.
+  const std::vector<double> nearby = base.Scores(TileBaseline::kNearbySlowdown, p, tiles);
+  CHECK(RankByScore(nearby) == std::vector<int64_t>{0, 1, 2});
+  CHECK(nearby[1] == Approx(std::log(2.0)).epsilon(1e-9));
   // A dtype nothing measured: every dtype's problems stand in (the nearest is "f32" at
   // distance 0; the mean over all three problems).
   const GemmProblem f16{"f16", 128, 256, 512};
@@ -387,18 +392,49 @@ TEST_CASE("Tile baselines: the nearest problem of the dtype, mean slowdown, the 
   CHECK(RankByScore(fixed) == std::vector<int64_t>{2, 1, 0});
   // The reports over one evaluated problem whose runtimes are 12, 11, 30.
   const std::vector<MethodReport> reports = TileBaselineReports(base, {problem("p", p, {12, 11, 30})}, "tile@x", "test");
-  REQUIRE(reports.size() == 4);
+  REQUIRE(reports.size() == 5);
   CHECK(reports[0].method == "nearest problem");
   CHECK(reports[0].report.median.top_error[0] == Approx(12.0 / 11 - 1));  // a first
   CHECK(reports[1].report.median.top_error[0] == Approx(0.0));            // b first
-  CHECK(reports[2].report.median.top_error[0] == Approx(30.0 / 11 - 1));  // the default first
-  CHECK(reports[2].report.median.to_within == 2);
-  CHECK(reports[3].method == "random order (expected)");
-  CHECK(reports[3].report.median.to_within == Approx(4.0 / 2.0));
+  CHECK(reports[2].method == "nearby problems' slowdown");
+  CHECK(reports[2].report.median.top_error[0] == Approx(12.0 / 11 - 1));  // a first, as "near"
+  CHECK(reports[3].report.median.top_error[0] == Approx(30.0 / 11 - 1));  // the default first
+  CHECK(reports[3].report.median.to_within == 2);
+  CHECK(reports[4].method == "random order (expected)");
+  CHECK(reports[4].report.median.to_within == Approx(4.0 / 2.0));
   CHECK_THAT(TileComparisonTable(reports), Catch::Contains("nearest problem") && Catch::Contains("random order"));
 }
 
-TEST_CASE("Tile prior: each configuration's mean log slowdown over the dtype's problems, standardised, and its JSON",
+TEST_CASE("Measured slowdowns near a problem weigh each measured problem by its shape's distance", "[tile]") {
+  const TritonTile a{32, 32, 32, 4, 2}, b{64, 64, 32, 4, 2}, c{128, 64, 32, 4, 2};
+  KnownTileProblem p1{"p1", {"bf16", 128, 128, 128}, {a, b}, {10, 20}};
+  KnownTileProblem p2{"p2", {"bf16", 256, 128, 128}, {a, b, c}, {20, 10, 40}};
+  KnownTileProblem hidden{"hidden", {"bf16", 128, 128, 128}, {a, b}, {0, 0}};  // a test file: left out
+  const MeasuredSlowdowns m({p1, p2, hidden});
+  CHECK(m.tiles() == std::vector<TritonTile>{a, b, c});
+  REQUIRE(m.problems().size() == 2);
+  // At p1's shape p2 (one doubling away) weighs exp(-1/2); c only p2 measured.
+  const double w = std::exp(-0.5), ln2 = std::log(2.0);
+  const std::vector<double> near = m.Near({"bf16", 128, 128, 128}, 1.0);
+  CHECK(near[0] == Approx(w * ln2 / (1 + w)));
+  CHECK(near[1] == Approx(ln2 / (1 + w)));
+  CHECK(near[2] == Approx(2 * ln2));
+  // Bandwidth 0: a plain mean. Bandwidth 2: a doubling weighs exp(-1/8).
+  CHECK(m.Near({"bf16", 128, 128, 128}, 0.0)[0] == Approx(ln2 / 2));
+  CHECK(m.Near({"bf16", 128, 128, 128}, 2.0)[0] == Approx(std::exp(-0.125) * ln2 / (1 + std::exp(-0.125))));
+  // Far from both (2^39 and 2^40 larger in M): weights relative to the nearest (p2), no
+  // underflow to 0/0.
+  const std::vector<double> far = m.Near({"bf16", int64_t{1} << 47, 128, 128}, 0.25);
+  CHECK(far[0] == Approx(ln2));
+  CHECK(far[1] == Approx(0.0).margin(1e-12));
+  // A dtype nothing measured: every dtype's problems.
+  CHECK(m.Near({"f32", 256, 128, 128}, 1.0)[1] == Approx(w * ln2 / (1 + w)));
+  // A configuration only another dtype's problem measured: NaN for this one.
+  const KnownTileProblem f32{"f32", {"f32", 128, 128, 128}, {c}, {5}};
+  CHECK(std::isnan(MeasuredSlowdowns({p1, f32}).Near({"bf16", 128, 128, 128}, 1.0)[2]));
+}
+
+TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem asked about, standardised, and its JSON",
           "[tile]") {
   const TritonTile a{32, 32, 32, 4, 2}, b{64, 64, 32, 4, 2}, d = kFixedDefaultTile, unmeasured{128, 32, 32, 4, 2};
   const auto problem = [&](const char* name, GemmProblem p, std::vector<double> runtime) {
@@ -409,34 +445,78 @@ TEST_CASE("Tile prior: each configuration's mean log slowdown over the dtype's p
     k.runtime = std::move(runtime);
     return k;
   };
-  const TilePrior prior = BuildTilePrior(TileBaselines({problem("near", {"bf16", 128, 256, 256}, {10, 20, 40}),
-                                                        problem("far", {"bf16", 8192, 4096, 4096}, {40, 10, 20}),
-                                                        problem("f32", {"f32", 128, 256, 512}, {30, 20, 10})}),
-                                         0.75);
+  const std::vector<KnownTileProblem> known = {problem("near", {"bf16", 128, 256, 256}, {10, 20, 40}),
+                                               problem("far", {"bf16", 8192, 4096, 4096}, {40, 10, 20}),
+                                               problem("f32", {"f32", 128, 256, 512}, {30, 20, 10})};
+  absl::StatusOr<TilePrior> built = BuildTilePrior(known, 0.75, 1.0);
+  REQUIRE(built.ok());
+  const TilePrior& prior = *built;
   CHECK(prior.weight == 0.75);
+  CHECK(prior.bandwidth == 1.0);
   CHECK(prior.problems == 3);
-  // bf16 mean log slowdowns: a ln4/2, b ln2/2, d ln8/2; their mean ln2, std (ln2/2) sqrt(2/3):
-  // standardised 0, -sqrt(3/2), +sqrt(3/2).
-  CHECK(prior.Of("bf16", a) == Approx(0.0).margin(1e-12));
-  CHECK(prior.Of("bf16", b) == Approx(-std::sqrt(1.5)));
-  CHECK(prior.Of("bf16", d) == Approx(std::sqrt(1.5)));
-  CHECK(prior.Of("bf16", unmeasured) == Approx(std::sqrt(1.5)));  // measured nowhere: last
-  // f32 alone: a ln3, b ln2, d 0; a dtype never measured takes the table over all three.
-  CHECK(prior.Of("f32", d) < prior.Of("f32", b));
-  CHECK(prior.Of("f32", b) < prior.Of("f32", a));
-  REQUIRE(prior.values.count("*") == 1);
-  CHECK(prior.Of("f16", a) == prior.values.at("*").at(a));
-  CHECK(TilePrior{}.Of("bf16", a) == 0.0);
+  const double s = std::sqrt(1.5);
+  const auto rounded = [](double v) { return Approx(v).margin(2e-4); };  // the tables keep 1e-4
+  // At "near"'s shape "far" (squared distance 68) counts e^-34: "near"'s log slowdowns 0,
+  // ln2, ln4; mean ln2, std ln2 sqrt(2/3): standardised -sqrt(3/2), 0, +sqrt(3/2).
+  const TilePriorValues at_near = prior.For({"bf16", 128, 256, 256});
+  CHECK(at_near.weight == 0.75);
+  CHECK(at_near.Of(a) == rounded(-s));
+  CHECK(at_near.Of(b) == rounded(0.0));
+  CHECK(at_near.Of(d) == rounded(s));
+  CHECK(at_near.Of(unmeasured) == rounded(s));  // measured nowhere: last
+  // At "far"'s shape, "far"'s order: b, d, a.
+  const TilePriorValues at_far = prior.For({"bf16", 8192, 4096, 4096});
+  CHECK(at_far.Of(b) == rounded(-s));
+  CHECK(at_far.Of(a) == rounded(s));
+  // Halfway (squared distance 17 from each): the plain mean, a ln2, b ln2 / 2, d 3 ln2 / 2,
+  // standardised 0, -sqrt(3/2), +sqrt(3/2): what bandwidth 0 gives anywhere.
+  const TilePriorValues half = prior.For({"bf16", 1024, 1024, 1024});
+  CHECK(half.Of(a) == rounded(0.0));
+  CHECK(half.Of(b) == rounded(-s));
+  absl::StatusOr<TilePrior> flat = BuildTilePrior(known, 1.0, 0.0);
+  REQUIRE(flat.ok());
+  CHECK(flat->For({"bf16", 128, 256, 256}).Of(b) == rounded(-s));
+  // f32 alone: a ln3, b ln2, d 0.
+  const TilePriorValues f32 = prior.For({"f32", 8192, 4096, 4096});
+  CHECK(f32.Of(d) < f32.Of(b));
+  CHECK(f32.Of(b) < f32.Of(a));
+  CHECK(TilePrior{}.For({"bf16", 1, 1, 1}).Of(a) == 0.0);
+  // Too many problems for a manifest: refused, naming how many.
+  std::vector<KnownTileProblem> many(kMaxTilePriorProblems + 1, known[0]);
+  const absl::StatusOr<TilePrior> big = BuildTilePrior(many, 1.0, 1.0);
+  REQUIRE_FALSE(big.ok());
+  CHECK_THAT(std::string(big.status().message()), Catch::Contains("201") && Catch::Contains("--tile_prior_weight 0"));
 
+  // One string per problem: a manifest is written indented.
+  CHECK_THAT(prior.ToJson(), Catch::Contains(R"("k":256,"log_slowdown":"0 0.6931 1.3863")"));
   absl::StatusOr<TilePrior> back = TilePrior::FromJson(prior.ToJson(), "manifest.json: tile_prior");
   REQUIRE(back.ok());
   CHECK(back->ToJson() == prior.ToJson());
-  CHECK(back->values == prior.values);  // doubles survive exactly
+  CHECK(back->For({"bf16", 512, 512, 512}).values == prior.For({"bf16", 512, 512, 512}).values);  // exactly
+  // A fixed table per dtype (manifests from before the measured problems were kept) still reads.
+  absl::StatusOr<TilePrior> fixed =
+      TilePrior::FromJson(R"({"weight": 1, "problems": 3, "values": {"bf16": {"32x32x32 w4 s2": -1, "64x64x32 w4 s2": 1}, "*": {"64x64x32 w4 s2": 2}}})",
+                          "manifest.json: tile_prior");
+  REQUIRE(fixed.ok());
+  CHECK(fixed->For({"bf16", 1, 1, 1}).Of(a) == -1.0);
+  CHECK(fixed->For({"f16", 1, 1, 1}).Of(b) == 2.0);
+  CHECK(TilePrior::FromJson(fixed->ToJson(), "m")->ToJson() == fixed->ToJson());
+  const std::string measured = R"(, "bandwidth": 1, "tiles": ["32x32x32 w4 s2", "64x64x32 w4 s2"], "measured": )";
   for (const auto& [json, key] : std::vector<std::pair<std::string, std::string>>{
            {R"({"weight": -1, "problems": 3, "values": {}})", "weight"},
            {R"({"weight": 1, "problems": 3})", "values"},
            {R"({"weight": 1, "problems": 3, "values": {"bf16": {"128x128": 0.5}}})", "values.bf16.128x128"},
            {R"({"weight": 1, "problems": 3, "values": {"bf16": {"32x32x32 w4 s2": "fast"}}})", "values.bf16.32x32x32 w4 s2"},
+           {R"({"weight": 1, "problems": 3, "bandwidth": -2, "values": {}})", "bandwidth"},
+           {R"({"weight": 1, "problems": 1, "tiles": ["64x64x32 w4 s2", "32x32x32 w4 s2"], "measured": []})", "tiles[1]"},
+           {R"({"weight": 1, "problems": 1)" + measured + R"([{"dtype": "bf16", "m": 0, "n": 1, "k": 1, "log_slowdown": "0 0"}]})",
+            "measured[0].m"},
+           {R"({"weight": 1, "problems": 1)" + measured + R"([{"dtype": "bf16", "m": 1, "n": 1, "k": 1, "log_slowdown": "0"}]})",
+            "measured[0].log_slowdown"},
+           {R"({"weight": 1, "problems": 1)" + measured + R"([{"dtype": "bf16", "m": 1, "n": 1, "k": 1, "log_slowdown": "0 -1"}]})",
+            "measured[0].log_slowdown, value 2"},
+           {R"({"weight": 1, "problems": 1)" + measured + R"([{"m": 1, "n": 1, "k": 1, "log_slowdown": "0 -"}]})",
+            "measured[0].dtype"},
            {R"([1, 2])", "JSON object"}}) {
     const absl::StatusOr<TilePrior> bad = TilePrior::FromJson(json, "manifest.json: tile_prior");
     REQUIRE_FALSE(bad.ok());

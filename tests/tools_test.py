@@ -74,6 +74,7 @@ def test_version_names_the_commit_built():
     ["tgraph-train", "finetune", "--registry", "r", "--collection", "c", "--measurements", "m", "--loss", "top10"],
     ["tgraph-train", "--data", "d", "--collection", "layout:xla:random", "--run_dir", "r", "--select_by", "best"],
     ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_weight", "-1"],
+    ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_bandwidth", "17"],
     ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetune_loss", "listwise"],
     ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
     ["tgraph-synth", "--out", "x", "--preset", "huge"],
@@ -294,16 +295,22 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         out = r.stdout
         assert "test: 12 problems, 2748 configurations" in out
-        for method in ("model (", "nearest problem", "mean slowdown", "fixed 128x128x64 w4 s3, then mean slowdown",
+        for method in ("model (", "nearest problem", "mean slowdown", "nearby problems' slowdown",
+                       "fixed 128x128x64 w4 s3, then mean slowdown",
                        "random order (expected)"):
             assert re.search(re.escape(method) + r".* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out), method
         # The published model adds its 60 training problems' prior; the network alone is shown too.
-        assert re.search(r"model \(.*, prior of 60 problems x 1\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out)
+        assert re.search(r"model \(.*, prior of 60 problems \(bandwidth 1\) x 1\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out)
         assert re.search(r"^model \([^)]*1 folds\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out, re.M)
         import json
         manifest = json.loads((work / "registry" / "tile@h100-triton" / "1" / "manifest.json").read_text())
-        assert manifest["tile_prior"]["problems"] == 60
-        assert len(manifest["tile_prior"]["values"]["bf16"]) == 260 and len(manifest["tile_prior"]["values"]["f32"]) == 198
+        prior = manifest["tile_prior"]
+        assert prior["problems"] == 60 and prior["bandwidth"] == 1 and len(prior["measured"]) == 60
+        assert len(prior["tiles"]) == 260  # f32's 198 legal configurations are among bf16's 260
+        for p in prior["measured"]:
+            values = p["log_slowdown"].split()
+            assert len(values) == 260 and sum(v != "-" for v in values) == (260 if p["dtype"] == "bf16" else 198)
+            assert min(float(v) for v in values if v != "-") == 0  # each problem's fastest
         assert "tile space: triton-gemm measured on NVIDIA H100 80GB HBM3 (132 SMs): 288 candidates" in out
         assert re.search(r"5 of (260|198) legal configurations proposed by tile@h100-triton version 1", out)
         assert re.search(r"^median +\d+\.\d +\d+\.\d +\d+\.\d +\d+\.\d +(229|2\d\d)\.\d", out, re.M)

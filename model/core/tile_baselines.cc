@@ -19,6 +19,11 @@ double Log2Distance(const GemmProblem& a, const GemmProblem& b) {
   return d(a.m, b.m) + d(a.n, b.n) + d(a.k, b.k);
 }
 
+double Log2DistanceSquared(const GemmProblem& a, const GemmProblem& b) {
+  const auto d = [](int64_t x, int64_t y) { return std::log2(double(x) / double(y)); };
+  return d(a.m, b.m) * d(a.m, b.m) + d(a.n, b.n) * d(a.n, b.n) + d(a.k, b.k) * d(a.k, b.k);
+}
+
 std::string Ratio(double error) { return std::isfinite(error) ? absl::StrFormat("%.3f", 1.0 + error) : "-"; }
 std::string Num(double v, const char* fmt) { return std::isfinite(v) ? absl::StrFormat(fmt, v) : "-"; }
 
@@ -42,30 +47,67 @@ std::string TileBaselineName(TileBaseline b) {
   switch (b) {
     case TileBaseline::kNearestProblem: return "nearest problem";
     case TileBaseline::kMeanSlowdown: return "mean slowdown";
+    case TileBaseline::kNearbySlowdown: return "nearby problems' slowdown";
     case TileBaseline::kFixedDefault: return absl::StrCat("fixed ", kFixedDefaultTile.Name(), ", then mean slowdown");
   }
   return "";
 }
 
-TileBaselines::TileBaselines(std::vector<KnownTileProblem> known) : known_(std::move(known)) {
-  std::map<std::string, std::map<TritonTile, std::pair<double, int>>> sums;
-  for (const KnownTileProblem& k : known_) {
+MeasuredSlowdowns::MeasuredSlowdowns(const std::vector<KnownTileProblem>& known) {
+  for (const KnownTileProblem& k : known) tiles_.insert(tiles_.end(), k.tiles.begin(), k.tiles.end());
+  std::sort(tiles_.begin(), tiles_.end());
+  tiles_.erase(std::unique(tiles_.begin(), tiles_.end()), tiles_.end());
+  for (const KnownTileProblem& k : known) {
+    if (k.runtime.empty()) continue;
     const double fastest = *std::min_element(k.runtime.begin(), k.runtime.end());
     if (!(fastest > 0)) continue;  // hidden runtimes say nothing
+    Problem p{k.problem, std::vector<double>(tiles_.size(), std::nan(""))};
     for (size_t i = 0; i < k.tiles.size(); ++i) {
-      for (const std::string& key : {k.problem.dtype, std::string(kAnyDtype)}) {
-        auto& [sum, count] = sums[key][k.tiles[i]];
-        sum += std::log(k.runtime[i] / fastest);
-        count += 1;
-      }
+      const size_t at = static_cast<size_t>(std::lower_bound(tiles_.begin(), tiles_.end(), k.tiles[i]) - tiles_.begin());
+      p.log_slowdown[at] = std::log(k.runtime[i] / fastest);
     }
+    problems_.push_back(std::move(p));
   }
-  for (const auto& [dtype, tiles] : sums)
-    for (const auto& [tile, sc] : tiles) mean_log_slowdown_[dtype][tile] = sc.first / sc.second;
 }
 
+bool MeasuredSlowdowns::HasDtype(const std::string& dtype) const {
+  for (const Problem& q : problems_)
+    if (q.problem.dtype == dtype) return true;
+  return false;
+}
+
+std::vector<double> MeasuredSlowdowns::Near(const GemmProblem& p, double bandwidth) const {
+  const bool dtype_known = HasDtype(p.dtype);
+  std::vector<const Problem*> use;
+  std::vector<double> d2;
+  for (const Problem& q : problems_) {
+    if (dtype_known && q.problem.dtype != p.dtype) continue;
+    use.push_back(&q);
+    d2.push_back(Log2DistanceSquared(p, q.problem));
+  }
+  // Weights relative to the nearest problem's, so that a narrow bandwidth far from every
+  // measured shape still weighs the nearest ones instead of underflowing to nothing.
+  const double nearest = d2.empty() ? 0.0 : *std::min_element(d2.begin(), d2.end());
+  std::vector<double> sum(tiles_.size(), 0.0), weight(tiles_.size(), 0.0);
+  for (size_t j = 0; j < use.size(); ++j) {
+    const double w = bandwidth > 0 ? std::exp(-(d2[j] - nearest) / (2 * bandwidth * bandwidth)) : 1.0;
+    for (size_t t = 0; t < tiles_.size(); ++t) {
+      const double v = use[j]->log_slowdown[t];
+      if (std::isnan(v)) continue;
+      sum[t] += w * v;
+      weight[t] += w;
+    }
+  }
+  std::vector<double> out(tiles_.size(), std::nan(""));
+  for (size_t t = 0; t < tiles_.size(); ++t)
+    if (weight[t] > 0) out[t] = sum[t] / weight[t];
+  return out;
+}
+
+TileBaselines::TileBaselines(std::vector<KnownTileProblem> known) : known_(std::move(known)), slowdowns_(known_) {}
+
 const KnownTileProblem* TileBaselines::Nearest(const GemmProblem& p) const {
-  const bool dtype_known = mean_log_slowdown_.count(p.dtype) > 0;
+  const bool dtype_known = slowdowns_.HasDtype(p.dtype);
   const KnownTileProblem* best = nullptr;
   double best_d = std::numeric_limits<double>::infinity();
   for (const KnownTileProblem& k : known_) {
@@ -80,12 +122,14 @@ std::vector<double> TileBaselines::Scores(TileBaseline b, const GemmProblem& p,
                                           const std::vector<TritonTile>& tiles) const {
   constexpr double kUnknown = std::numeric_limits<double>::max();
   std::vector<double> scores(tiles.size(), 0.0);
-  auto mean = mean_log_slowdown_.find(p.dtype);
-  if (mean == mean_log_slowdown_.end()) mean = mean_log_slowdown_.find(kAnyDtype);
-  if (mean == mean_log_slowdown_.end()) return scores;
+  if (slowdowns_.problems().empty()) return scores;
+  const std::vector<double> mean =
+      slowdowns_.Near(p, b == TileBaseline::kNearbySlowdown ? kNearbyBandwidth : 0.0);
+  const std::vector<TritonTile>& known = slowdowns_.tiles();
   for (size_t i = 0; i < tiles.size(); ++i) {
-    const auto it = mean->second.find(tiles[i]);
-    scores[i] = it == mean->second.end() ? kUnknown : it->second;
+    const auto it = std::lower_bound(known.begin(), known.end(), tiles[i]);
+    const double v = it != known.end() && *it == tiles[i] ? mean[static_cast<size_t>(it - known.begin())] : std::nan("");
+    scores[i] = std::isnan(v) ? kUnknown : v;
   }
   if (b == TileBaseline::kFixedDefault) {
     for (size_t i = 0; i < tiles.size(); ++i)

@@ -6,6 +6,9 @@
 //                    the same dtype nearest in log2 (M, N, K) (summed distance; ties by name);
 //   mean slowdown    by their mean log slowdown (runtime / that problem's fastest) over
 //                    the measured problems of the dtype;
+//   nearby problems  the same mean weighted by the problems' closeness in log2 (M, N, K)
+//                    (MeasuredSlowdowns::Near with kNearbyBandwidth): a kernel's best tiles
+//                    change with its shape, so the problems of a similar shape say more;
 // A dtype no measured problem has (a model trained on bf16 only, tested on f32) uses the
 // measured problems of every dtype instead: the baselines know what the model knew.
 //   fixed default    128x128x64 w4 s3 (Triton's tutorial choice) first, then mean slowdown;
@@ -37,9 +40,49 @@ struct KnownTileProblem {
 // (TritonTileOfRow) with their targets. Errors name `what`.
 absl::StatusOr<KnownTileProblem> KnownProblemOf(const TileGraph& g, absl::string_view what);
 
-enum class TileBaseline { kNearestProblem, kMeanSlowdown, kFixedDefault };
+// The measured problems' log slowdowns (runtime / the problem's fastest), one table per
+// problem over the configurations any of them measured, and their weighted mean near a
+// problem: what the mean-slowdown and nearby-problems baselines and a published model's
+// prior (tile_prior.h) read. Values only, any thread.
+class MeasuredSlowdowns {
+ public:
+  struct Problem {
+    GemmProblem problem;
+    std::vector<double> log_slowdown;  // aligned with tiles(); NaN: this problem did not measure it
+  };
+
+  MeasuredSlowdowns() = default;
+  // Problems with hidden runtimes (a test file's zeros) are left out.
+  explicit MeasuredSlowdowns(const std::vector<KnownTileProblem>& known);
+  // From stored tables (a manifest): `tiles` sorted and distinct, each problem's table
+  // aligned with them (checked by the caller).
+  MeasuredSlowdowns(std::vector<TritonTile> tiles, std::vector<Problem> problems)
+      : tiles_(std::move(tiles)), problems_(std::move(problems)) {}
+
+  const std::vector<TritonTile>& tiles() const { return tiles_; }  // sorted
+  const std::vector<Problem>& problems() const { return problems_; }
+  bool HasDtype(const std::string& dtype) const;
+
+  // Each configuration of tiles()'s mean log slowdown over the problems of p's dtype (of
+  // every dtype when none has p's), problem q weighted by exp(-d^2 / (2 bandwidth^2)), d
+  // the Euclidean distance of log2 (M, N, K) between p and q; bandwidth 0: all alike.
+  // NaN where no such problem measured the configuration.
+  std::vector<double> Near(const GemmProblem& p, double bandwidth) const;
+
+ private:
+  std::vector<TritonTile> tiles_;
+  std::vector<Problem> problems_;
+};
+
+// The bandwidth of the nearby-problems baseline and of a prior's default, in log2 units:
+// a problem 2x larger in one dimension weighs 0.61 of an equal one, 4x larger 0.14. Over
+// the 36 shapes measured, bandwidths from 0.75 to 2 rank alike (within the shapes'
+// spread); a plain mean (0) ranks worse (docs/notebook/2026-11-27-tile-neighbourhood-prior.md).
+inline constexpr double kNearbyBandwidth = 1.0;
+
+enum class TileBaseline { kNearestProblem, kMeanSlowdown, kNearbySlowdown, kFixedDefault };
 inline constexpr TileBaseline kAllTileBaselines[] = {TileBaseline::kNearestProblem, TileBaseline::kMeanSlowdown,
-                                                     TileBaseline::kFixedDefault};
+                                                     TileBaseline::kNearbySlowdown, TileBaseline::kFixedDefault};
 std::string TileBaselineName(TileBaseline b);  // "nearest problem", ...
 
 inline const TritonTile kFixedDefaultTile{128, 128, 64, 4, 3};
@@ -53,14 +96,11 @@ class TileBaselines {
   // The known problem of p's dtype (or of any, above) nearest to p, or nullptr.
   const KnownTileProblem* Nearest(const GemmProblem& p) const;
   size_t size() const { return known_.size(); }
-  // Per dtype, and "*" over every dtype: each configuration's mean log slowdown over the
-  // measured problems that measured it (the mean-slowdown baseline's order).
-  const std::map<std::string, std::map<TritonTile, double>>& mean_log_slowdown() const { return mean_log_slowdown_; }
-  static constexpr char kAnyDtype[] = "*";
+  const MeasuredSlowdowns& slowdowns() const { return slowdowns_; }
 
  private:
   std::vector<KnownTileProblem> known_;
-  std::map<std::string, std::map<TritonTile, double>> mean_log_slowdown_;  // per dtype, and "*" over all
+  MeasuredSlowdowns slowdowns_;
 };
 
 // A method's metrics over the evaluated problems (its EvalReport's graphs and mean/median).

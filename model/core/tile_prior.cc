@@ -5,43 +5,111 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 
 namespace tgraph {
 
 using json = nlohmann::json;
 
-double TilePrior::Of(absl::string_view dtype, const TritonTile& tile) const {
-  auto table = values.find(std::string(dtype));
-  if (table == values.end()) table = values.find(TileBaselines::kAnyDtype);
-  if (table == values.end() || table->second.empty()) return 0.0;
-  const auto it = table->second.find(tile);
-  if (it != table->second.end()) return it->second;
-  double worst = table->second.begin()->second;
-  for (const auto& [t, v] : table->second) worst = std::max(worst, v);
+namespace {
+
+// Mean 0, standard deviation 1 over the table (a constant table: all 0).
+void Standardise(std::map<TritonTile, double>* table) {
+  if (table->empty()) return;
+  double mean = 0, sq = 0;
+  for (const auto& [t, v] : *table) mean += v;
+  mean /= static_cast<double>(table->size());
+  for (const auto& [t, v] : *table) sq += (v - mean) * (v - mean);
+  const double sd = std::sqrt(sq / static_cast<double>(table->size()));
+  for (auto& [t, v] : *table) v = sd > 0 ? (v - mean) / sd : 0.0;
+}
+
+double Round4(double v) { return std::round(v * 1e4) / 1e4; }
+
+// A problem's table as one string, "0 0.6931 - 1.3863" ('-': not measured): a manifest is
+// written indented, where an array would take a line per value. Values hold 1e-4 steps,
+// so "%.4f" and parsing it back give the same double.
+std::string EncodeValues(const std::vector<double>& values) {
+  std::string out;
+  for (double v : values) {
+    if (!out.empty()) out += ' ';
+    if (std::isnan(v)) {
+      out += '-';
+      continue;
+    }
+    std::string x = absl::StrFormat("%.4f", v);
+    while (x.back() == '0') x.pop_back();
+    if (x.back() == '.') x.pop_back();
+    out += x;
+  }
+  return out;
+}
+
+}  // namespace
+
+double TilePriorValues::Of(const TritonTile& tile) const {
+  if (values.empty()) return 0.0;
+  const auto it = values.find(tile);
+  if (it != values.end()) return it->second;
+  double worst = values.begin()->second;
+  for (const auto& [t, v] : values) worst = std::max(worst, v);
   return worst;
 }
 
-TilePrior BuildTilePrior(const TileBaselines& known, double weight) {
+TilePriorValues TilePrior::For(const GemmProblem& problem) const {
+  TilePriorValues out;
+  out.weight = weight;
+  if (!measured.problems().empty()) {
+    const std::vector<double> near = measured.Near(problem, bandwidth);
+    for (size_t t = 0; t < near.size(); ++t)
+      if (!std::isnan(near[t])) out.values[measured.tiles()[t]] = near[t];
+    Standardise(&out.values);
+    return out;
+  }
+  auto table = values.find(problem.dtype);
+  if (table == values.end()) table = values.find(kAnyDtype);
+  if (table != values.end()) out.values = table->second;
+  return out;
+}
+
+absl::StatusOr<TilePrior> BuildTilePrior(const std::vector<KnownTileProblem>& known, double weight, double bandwidth) {
+  const MeasuredSlowdowns all(known);
+  if (static_cast<int64_t>(all.problems().size()) > kMaxTilePriorProblems)
+    return absl::InvalidArgumentError(absl::StrCat("a tile prior keeps at most ", kMaxTilePriorProblems,
+                                                   " measured problems (a manifest's size); this run has ",
+                                                   all.problems().size(), ": train without it (--tile_prior_weight 0)"));
+  std::vector<MeasuredSlowdowns::Problem> rounded = all.problems();
+  for (MeasuredSlowdowns::Problem& p : rounded)
+    for (double& v : p.log_slowdown)
+      if (!std::isnan(v)) v = Round4(v);
   TilePrior p;
   p.weight = weight;
-  p.problems = static_cast<int64_t>(known.size());
-  for (const auto& [dtype, tiles] : known.mean_log_slowdown()) {
-    double mean = 0, sq = 0;
-    for (const auto& [t, v] : tiles) mean += v;
-    mean /= static_cast<double>(tiles.size());
-    for (const auto& [t, v] : tiles) sq += (v - mean) * (v - mean);
-    const double sd = std::sqrt(sq / static_cast<double>(tiles.size()));
-    std::map<TritonTile, double>& out = p.values[dtype];
-    for (const auto& [t, v] : tiles) out[t] = sd > 0 ? (v - mean) / sd : 0.0;
-  }
+  p.bandwidth = bandwidth;
+  p.problems = static_cast<int64_t>(rounded.size());
+  p.measured = MeasuredSlowdowns(all.tiles(), std::move(rounded));
   return p;
 }
 
 std::string TilePrior::ToJson() const {
   json j;
   j["weight"] = weight;
+  j["bandwidth"] = bandwidth;
   j["problems"] = problems;
+  if (!measured.problems().empty()) {
+    json tiles = json::array();
+    for (const TritonTile& t : measured.tiles()) tiles.push_back(t.Name());
+    j["tiles"] = std::move(tiles);
+    json rows = json::array();
+    for (const MeasuredSlowdowns::Problem& p : measured.problems()) {
+      rows.push_back({{"dtype", p.problem.dtype}, {"m", p.problem.m}, {"n", p.problem.n}, {"k", p.problem.k},
+                      {"log_slowdown", EncodeValues(p.log_slowdown)}});
+    }
+    j["measured"] = std::move(rows);
+    return j.dump();
+  }
   json v = json::object();
   for (const auto& [dtype, tiles] : values) {
     json t = json::object();
@@ -57,23 +125,76 @@ absl::StatusOr<TilePrior> TilePrior::FromJson(const std::string& text, absl::str
   auto bad = [&](absl::string_view key, absl::string_view expected) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "': expected ", expected));
   };
+  const auto finite = [](const json& v) { return v.is_number() && std::isfinite(v.get<double>()); };
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(what, ": expected a JSON object"));
   TilePrior p;
-  if (!j.contains("weight") || !j["weight"].is_number() || !std::isfinite(j["weight"].get<double>()) ||
-      j["weight"].get<double>() < 0)
+  if (!j.contains("weight") || !finite(j["weight"]) || j["weight"].get<double>() < 0)
     return bad("weight", "a finite number >= 0");
   p.weight = j["weight"].get<double>();
   if (!j.contains("problems") || !j["problems"].is_number_integer() || j["problems"].get<int64_t>() < 0)
     return bad("problems", "an integer >= 0");
   p.problems = j["problems"].get<int64_t>();
-  if (!j.contains("values") || !j["values"].is_object()) return bad("values", "an object of dtypes");
+  if (j.contains("bandwidth")) {
+    if (!finite(j["bandwidth"]) || j["bandwidth"].get<double>() < 0) return bad("bandwidth", "a finite number >= 0");
+    p.bandwidth = j["bandwidth"].get<double>();
+  }
+  if (j.contains("measured")) {
+    if (!j.contains("tiles") || !j["tiles"].is_array()) return bad("tiles", "an array of configurations");
+    std::vector<TritonTile> tiles;
+    for (size_t i = 0; i < j["tiles"].size(); ++i) {
+      const json& name = j["tiles"][i];
+      const std::string key = absl::StrCat("tiles[", i, "]");
+      if (!name.is_string()) return bad(key, "a configuration's name");
+      absl::StatusOr<TritonTile> tile = ParseTritonTile(name.get<std::string>());
+      if (!tile.ok()) return bad(key, tile.status().message());
+      if (!tiles.empty() && !(tiles.back() < *tile)) return bad(key, "configurations in sorted order, each once");
+      tiles.push_back(*tile);
+    }
+    if (!j["measured"].is_array()) return bad("measured", "an array of problems");
+    std::vector<MeasuredSlowdowns::Problem> problems;
+    for (size_t i = 0; i < j["measured"].size(); ++i) {
+      const json& q = j["measured"][i];
+      const std::string at = absl::StrCat("measured[", i, "]");
+      if (!q.is_object()) return bad(at, "an object");
+      MeasuredSlowdowns::Problem m;
+      if (!q.contains("dtype") || !q["dtype"].is_string() || q["dtype"].get<std::string>().empty())
+        return bad(at + ".dtype", "a dtype name");
+      m.problem.dtype = q["dtype"].get<std::string>();
+      const std::pair<const char*, int64_t*> dims[] = {{"m", &m.problem.m}, {"n", &m.problem.n}, {"k", &m.problem.k}};
+      for (const auto& [key, dim] : dims) {
+        if (!q.contains(key) || !q[key].is_number_integer() || q[key].get<int64_t>() < 1)
+          return bad(absl::StrCat(at, ".", key), "an integer >= 1");
+        *dim = q[key].get<int64_t>();
+      }
+      if (!q.contains("log_slowdown") || !q["log_slowdown"].is_string())
+        return bad(at + ".log_slowdown", "a string of values, one per tile");
+      const std::vector<absl::string_view> values =
+          absl::StrSplit(q["log_slowdown"].get_ref<const std::string&>(), ' ', absl::SkipEmpty());
+      if (values.size() != tiles.size())
+        return bad(at + ".log_slowdown", absl::StrCat(tiles.size(), " values (one per tile), not ", values.size()));
+      for (size_t t = 0; t < values.size(); ++t) {
+        double v = 0;
+        if (values[t] == "-") {
+          m.log_slowdown.push_back(std::nan(""));
+        } else if (absl::SimpleAtod(values[t], &v) && std::isfinite(v) && v >= 0) {
+          m.log_slowdown.push_back(v);
+        } else {
+          return bad(absl::StrCat(at, ".log_slowdown, value ", t + 1),
+                     absl::StrCat("a finite number >= 0 or '-', not '", values[t].substr(0, 32), "'"));
+        }
+      }
+      problems.push_back(std::move(m));
+    }
+    p.measured = MeasuredSlowdowns(std::move(tiles), std::move(problems));
+    return p;
+  }
+  if (!j.contains("values") || !j["values"].is_object()) return bad("values", "an object of dtypes (or 'measured')");
   for (const auto& [dtype, tiles] : j["values"].items()) {
     if (!tiles.is_object()) return bad(absl::StrCat("values.", dtype), "an object of configurations");
     for (const auto& [name, value] : tiles.items()) {
       absl::StatusOr<TritonTile> tile = ParseTritonTile(name);
       if (!tile.ok()) return bad(absl::StrCat("values.", dtype, ".", name), tile.status().message());
-      if (!value.is_number() || !std::isfinite(value.get<double>()))
-        return bad(absl::StrCat("values.", dtype, ".", name), "a finite number");
+      if (!finite(value)) return bad(absl::StrCat("values.", dtype, ".", name), "a finite number");
       p.values[dtype][*tile] = value.get<double>();
     }
   }

@@ -1,10 +1,11 @@
 // What the measured problems say of a tile configuration before a model does: its mean
-// log slowdown over the training problems of the same dtype (the mean-slowdown baseline,
-// tile_baselines.h), standardised over the dtype's configurations. A tile model's
-// published scores add weight x this value to the folds' standardised mean
+// log slowdown over the training problems of the same dtype, weighted by how near each
+// problem's shape is to the one asked about (the nearby-problems baseline,
+// tile_baselines.h), standardised over the configurations. A tile model's published
+// scores add weight x this value to the folds' standardised mean
 // (ScoringOptions::tile_prior, model/nn/scoring.h): with 36 problem shapes to learn from,
-// the network's order and the measured average each get the top configurations wrong
-// in different places, and their sum ranks better than either (docs/results.md, "Real
+// the network's order and the measured averages each get the top configurations wrong in
+// different places, and their sum ranks better than either (docs/results.md, "Real
 // hardware"). Training and its validation score the network alone.
 //
 // Torch-free. Built once (the trainer, from its run's graphs; a manifest's JSON) and then
@@ -22,24 +23,42 @@
 
 namespace tgraph {
 
-struct TilePrior {
-  double weight = 1.0;    // what a unit of the prior counts against a unit of the model's scores
-  int64_t problems = 0;   // measured problems it was built from
-  // Per dtype, and "*" over every dtype: configuration -> standardised mean log slowdown
-  // (mean 0, std 1 over the table; lower = faster).
-  std::map<std::string, std::map<TritonTile, double>> values;
+// A prior's values for one problem: what scoring adds to each row, weight x Of(tile).
+struct TilePriorValues {
+  double weight = 0;
+  std::map<TritonTile, double> values;  // mean 0, std 1 over the table; lower = faster
+  // A configuration the table lacks (no measured problem ran it) gets the largest value;
+  // 0 with no table at all.
+  double Of(const TritonTile& tile) const;
+};
 
-  // The value of `tile` for a problem of `dtype`: that dtype's table, or "*"'s for a dtype
-  // no measured problem had; a configuration the table lacks (measured nowhere) gets the
-  // table's largest value. 0 with no table at all.
-  double Of(absl::string_view dtype, const TritonTile& tile) const;
+struct TilePrior {
+  double weight = 1.0;  // what a unit of the prior counts against a unit of the model's scores
+  // log2 units (MeasuredSlowdowns::Near); 0: every measured problem of the dtype alike.
+  double bandwidth = kNearbyBandwidth;
+  int64_t problems = 0;  // measured problems it was built from
+  // The measured problems' tables, rounded to 1e-4 (so that the published JSON holds
+  // exactly what the trainer evaluated with).
+  MeasuredSlowdowns measured;
+  // Without measured problems: a fixed table per dtype, and "*" for a dtype without one
+  // (manifests written before the tables were kept, and hand-made priors in tests).
+  std::map<std::string, std::map<TritonTile, double>> values;
+  static constexpr char kAnyDtype[] = "*";
+
+  // The values for `problem`: from `measured` when it has problems, else from `values`.
+  TilePriorValues For(const GemmProblem& problem) const;
 
   std::string ToJson() const;
   // Errors (INVALID_ARGUMENT) name `what` and the key.
   static absl::StatusOr<TilePrior> FromJson(const std::string& json, absl::string_view what);
 };
 
-// The prior of the measured problems `known` summarises, with `weight`.
-TilePrior BuildTilePrior(const TileBaselines& known, double weight);
+// At most this many measured problems are kept in a prior, so that a manifest stays well
+// under its 1 MiB bound (about 2 KiB a problem: 288 values of at most 7 characters).
+inline constexpr int64_t kMaxTilePriorProblems = 200;
+
+// The prior of the measured problems `known` summarises, with `weight` and `bandwidth`.
+// More than kMaxTilePriorProblems with measured runtimes: INVALID_ARGUMENT naming how many.
+absl::StatusOr<TilePrior> BuildTilePrior(const std::vector<KnownTileProblem>& known, double weight, double bandwidth);
 
 }  // namespace tgraph

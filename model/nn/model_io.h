@@ -37,13 +37,11 @@ absl::StatusOr<LoadedModel> LoadFolds(const Manifest& manifest, const std::strin
 absl::StatusOr<int64_t> PublishLoadable(const Registry& registry, const Manifest& manifest,
                                         bool* already_published = nullptr);
 
-// Scoring a tile problem with a published model: its prior for the problem's dtype in
-// `so` (ScoringOptions::tile_prior, borrowed from `m`, which must outlive the scoring).
-// Nothing when the model has no prior.
+// Scoring a tile problem with a published model: its prior's values for `problem` in
+// `so` (ScoringOptions::tile_prior). Nothing when the model has no prior.
 inline void UseTilePrior(const Manifest& m, const GemmProblem& problem, ScoringOptions* so) {
   if (!m.tile_prior) return;
-  so->tile_prior = &*m.tile_prior;
-  so->tile_dtype = problem.dtype;
+  so->tile_prior = std::make_shared<const TilePriorValues>(m.tile_prior->For(problem));
 }
 
 // Reads and verifies a registry version (checksums), then LoadFolds.

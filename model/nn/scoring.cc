@@ -402,7 +402,7 @@ ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors
   // The spread is the folds' disagreement, which a prior common to all of them leaves as it is.
   if (o.tile_prior && rows.tile && o.tile_prior->weight > 0 && !r.cancelled)
     for (int64_t i = 0; i < rows.count && i < static_cast<int64_t>(r.score.size()); ++i)
-      r.score[i] += o.tile_prior->weight * o.tile_prior->Of(o.tile_dtype, TritonTileOfRow(rows.tile + i * kTileConfigDim));
+      r.score[i] += o.tile_prior->weight * o.tile_prior->Of(TritonTileOfRow(rows.tile + i * kTileConfigDim));
   return r;
 }
 

@@ -47,6 +47,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "model/core/rank_metrics.h"  // RankByScore
@@ -105,12 +106,12 @@ struct ScoringOptions {
   // Polled before every batch; when it returns true the scoring stops early (a
   // cancelled or expired RPC stops consuming compute).
   std::function<bool()> cancelled;
-  // Tile rows: a published model's prior (model/core/tile_prior.h), added to each row's
-  // score after the folds' mean as weight x its value for the problem's dtype. Only a
-  // function of the row, so scores stay independent of what shares the request. Null:
-  // the network alone (training, validation, layout rows). Borrowed for the call.
-  const TilePrior* tile_prior = nullptr;
-  std::string tile_dtype;
+  // Tile rows: a published model's prior for the request's problem (TilePrior::For,
+  // model/core/tile_prior.h), added to each row's score after the folds' mean as weight x
+  // its value. Only a function of the row, so scores stay independent of what shares the
+  // request. Null: the network alone (training, validation, layout rows). Shared, so
+  // that copies of the options stay cheap.
+  std::shared_ptr<const TilePriorValues> tile_prior;
 };
 
 // One fold's network and, optionally, its cached StaticEncoding of this graph.

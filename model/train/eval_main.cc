@@ -51,7 +51,7 @@ ABSL_FLAG(int64_t, cascade, 0,
 ABSL_FLAG(double, cascade_fraction, 0.25, "With --cascade: the fraction kept for every fold (at least 2 x K)");
 ABSL_FLAG(bool, baselines, false,
           "Tile collections with a tile space (tgraph-featurize tiles): also rank each problem without a model (the "
-          "nearest measured problem's order, mean slowdown, a fixed default, random order), from the train and valid "
+          "nearest measured problem's order, mean slowdown, nearby problems' slowdown, a fixed default, random order), from the train and valid "
           "splits the model learned from, and print the methods side by side");
 ABSL_FLAG(bool, json, false, "Print JSON instead of a table");
 ABSL_FLAG(std::string, rankings, "",
@@ -200,7 +200,9 @@ int Evaluate() {
         CompareWithBaselines(*c, *r, absl::StrCat("model (", source, ", ", model->folds.size(), " folds",
                                                   o->tile_prior && model->manifest.tile_prior
                                                       ? absl::StrCat(", prior of ", model->manifest.tile_prior->problems,
-                                                                     " problems x ", model->manifest.tile_prior->weight)
+                                                                     " problems (bandwidth ",
+                                                                     model->manifest.tile_prior->bandwidth, ") x ",
+                                                                     model->manifest.tile_prior->weight)
                                                       : std::string(),
                                                   ")"));
     if (!m.ok()) return Fail(m.status());

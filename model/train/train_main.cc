@@ -67,7 +67,11 @@ ABSL_FLAG(std::string, loss, "hinge",
           "fastest their faster member is, 1 / log2(2 + its rank))");
 ABSL_FLAG(double, tile_prior_weight, 1.0,
           "Collections with a tile space: the weight of the training problems' prior (each configuration's mean log "
-          "slowdown over them, standardised) added to the published model's scores; 0 = the network alone");
+          "slowdown over them, weighted by how near each problem's shape is, standardised) added to the published "
+          "model's scores; 0 = the network alone");
+ABSL_FLAG(double, tile_prior_bandwidth, tgraph::kNearbyBandwidth,
+          "The tile prior's bandwidth in log2 units of (M, N, K): a problem at distance d weighs exp(-d^2 / 2 b^2); "
+          "0 = every measured problem of the dtype alike");
 ABSL_FLAG(std::string, select_by, "tau",
           "Which validation graphs choose each fold's best weights: tau (all of them, their mean Kendall tau) or "
           "neighbour_tau (only the neighbourhood collections' graphs, the one-group neighbours of the compiler default "
@@ -258,6 +262,9 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   o.tile_prior_weight = absl::GetFlag(FLAGS_tile_prior_weight);
   if (!(o.tile_prior_weight >= 0 && o.tile_prior_weight <= 100))
     return UsageError("--tile_prior_weight must be in 0..100");
+  o.tile_prior_bandwidth = absl::GetFlag(FLAGS_tile_prior_bandwidth);
+  if (!(o.tile_prior_bandwidth >= 0 && o.tile_prior_bandwidth <= 16))
+    return UsageError("--tile_prior_bandwidth must be in 0..16");
   o.valid_every = absl::GetFlag(FLAGS_valid_every);
   o.valid_configs = absl::GetFlag(FLAGS_valid_configs);
   if (o.valid_configs < 0) return UsageError("--valid_configs must be >= 0");
@@ -273,7 +280,10 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
              {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
              {"query_share", absl::StrCat(o.query_share)}, {"loss", tgraph::RankingLossName(o.loss)},
              {"select_by", select_by}};
-  if (o.collection.kind == tgraph::CollectionKind::kTile) o.flags["tile_prior_weight"] = absl::StrCat(o.tile_prior_weight);
+  if (o.collection.kind == tgraph::CollectionKind::kTile) {
+    o.flags["tile_prior_weight"] = absl::StrCat(o.tile_prior_weight);
+    o.flags["tile_prior_bandwidth"] = absl::StrCat(o.tile_prior_bandwidth);
+  }
   if (!o.also.empty()) o.flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
   return o;
 }

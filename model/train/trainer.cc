@@ -121,7 +121,9 @@ absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
     if (p.info.tile_space && o.tile_prior_weight > 0) {
       absl::StatusOr<std::vector<KnownTileProblem>> known = KnownProblemsOf(p.graphs);
       if (!known.ok()) return known.status();
-      p.info.tile_prior = BuildTilePrior(TileBaselines(std::move(*known)), o.tile_prior_weight);
+      absl::StatusOr<TilePrior> prior = BuildTilePrior(*known, o.tile_prior_weight, o.tile_prior_bandwidth);
+      if (!prior.ok()) return prior.status();
+      p.info.tile_prior = std::move(*prior);
     }
   }
   p.info.spec = o.spec;

@@ -16,6 +16,7 @@
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
 #include "model/core/ranking_loss.h"
+#include "model/core/tile_baselines.h"
 #include "model/store/registry.h"
 #include "model/train/distributed.h"
 #include "model/train/run_dir.h"
@@ -64,6 +65,9 @@ struct TrainOptions {
   // model's scores (model/core/tile_prior.h; built from the run's train and valid
   // problems). 0: the network alone. Training and validation never use it.
   double tile_prior_weight = 1.0;
+  // How near a measured problem's shape must be to count in the prior for a problem
+  // (TilePrior::bandwidth, log2 units); 0: every problem of the dtype alike.
+  double tile_prior_bandwidth = kNearbyBandwidth;
   // Memory for the graphs' configurations (base-7 compressed, 12 bytes per
   // configuration and configurable node): graphs past it keep theirs in a spill file in
   // spill_dir (empty: run_dir), read row by row as steps sample them
