@@ -15,6 +15,7 @@
 #include "tests/test_util.h"
 #include "model/nn/tgraph_net.h"
 #include "model/train/train_data.h"
+#include "model/train/train_step.h"
 #include "model/synth/families.h"
 #include "model/synth/search.h"
 
@@ -871,4 +872,77 @@ CATCH_TEST_CASE("scoring: a tile prior adds weight x its value to each row's ens
   // An empty table (a dtype the prior knows nothing of): nothing is added.
   with.tile_prior = std::make_shared<TilePriorValues>(TilePrior{}.For({"f32", 128, 256, 256}));
   CATCH_CHECK(ScoreConfigs(both, g, cr, with).score == alone.score);
+}
+
+CATCH_TEST_CASE("a tile step trained on the prior's errors sees the network's standardised scores plus the prior",
+                "[train]") {
+  auto [s, g] = TileSetup();
+  torch::manual_seed(3);
+  auto net = MakeRankingNet(s);
+  net->eval();  // no dropout: the step and the hand computation see the same scores
+  const GemmProblem problem{"bf16", 2048, 1024, 1024};
+  const std::vector<TritonTile> tiles = {{32, 32, 32, 4, 2},   {64, 64, 32, 4, 2},  {128, 128, 64, 4, 3},
+                                         {64, 128, 64, 8, 3},  {128, 64, 32, 4, 4}, {256, 128, 64, 8, 3}};
+  GraphData d;
+  for (const TritonTile& t : tiles) {
+    const auto r = TritonTileFeatures(problem, t, 132);
+    d.tile_feat.insert(d.tile_feat.end(), r.begin(), r.end());
+  }
+  d.target = {6, 5, 4, 3, 2, 1};
+  const std::vector<int64_t> rows = {0, 1, 2, 3, 4, 5};
+  RowStorage storage;
+  std::vector<int64_t> order(rows.size());
+  std::iota(order.begin(), order.end(), 0);
+  ScoreMode mode;
+  mode.members = 6;
+  const torch::Tensor raw =
+      net->Score(g, GatherConfigs(SelectRows(d, rows, &storage), order, 0, order.size()), nullptr, mode).detach();
+  const torch::Tensor target = torch::tensor(std::vector<float>{6, 5, 4, 3, 2, 1});
+  // Without an offset: the raw scores, as before.
+  net->zero_grad();
+  CATCH_CHECK(AccumulateGradients(*net, g, d, rows, 1.0, 0.0) ==
+              Approx(PairwiseHingeLoss(raw, target).item<double>()).margin(1e-6));
+  // With one: (s - mean) / (std + 1e-3) + offset.
+  d.prior_offset = {0.5, -0.25, 1.0, 0.0, -1.0, 0.25};
+  const torch::Tensor z = (raw - raw.mean()) / (raw.std(/*unbiased=*/false) + 1e-3) +
+                          torch::tensor(std::vector<float>{0.5, -0.25, 1.0, 0.0, -1.0, 0.25});
+  net->zero_grad();
+  CATCH_CHECK(AccumulateGradients(*net, g, d, rows, 1.0, 0.0) ==
+              Approx(PairwiseHingeLoss(z, target).item<double>()).margin(1e-5));
+  // A prior that orders every pair by far more than the margin leaves nothing to learn
+  // (standardised scores of 6 rows span at most 2 sqrt(5)).
+  d.prior_offset = {600, 500, 400, 300, 200, 100};
+  net->zero_grad();
+  CATCH_CHECK(AccumulateGradients(*net, g, d, rows, 1.0, 0.0) == 0.0);
+  for (const torch::Tensor& p : net->parameters())
+    if (p.grad().defined()) CATCH_CHECK(p.grad().abs().max().item<double>() == 0.0);
+}
+
+CATCH_TEST_CASE("a run's tile graph gets its prior without the problems of its own shape, of any dtype", "[train]") {
+  const TritonTile a{32, 32, 32, 4, 2}, b{64, 64, 32, 4, 2}, c = kFixedDefaultTile;
+  const std::vector<KnownTileProblem> known = {
+      {"self", {"bf16", 128, 256, 256}, {a, b, c}, {10, 20, 40}},
+      {"self_f32", {"f32", 128, 256, 256}, {a, b, c}, {10, 20, 40}},
+      {"other", {"bf16", 512, 256, 256}, {a, b, c}, {40, 10, 20}}};
+  absl::StatusOr<TilePrior> prior = BuildTilePrior(known, 2.0, 1.0);
+  CATCH_REQUIRE(prior.ok());
+  GraphData d;
+  const GemmProblem self{"bf16", 128, 256, 256};
+  for (const TritonTile& t : {c, a, b}) {
+    const auto r = TritonTileFeatures(self, t, 132);
+    d.tile_feat.insert(d.tile_feat.end(), r.begin(), r.end());
+  }
+  d.target = {3, 1, 2};
+  // Left out: "other" alone, log slowdowns a ln4, b 0, c ln2: standardised +sqrt(3/2),
+  // -sqrt(3/2), 0; times the weight 2, in the rows' order c, a, b.
+  AttachTilePrior(*prior, self, /*leave_shape_out=*/true, &d);
+  const double w = 2 * std::sqrt(1.5);
+  CATCH_REQUIRE(d.prior_offset.size() == 3);
+  CATCH_CHECK(d.prior_offset[0] == Approx(0.0).margin(5e-4));
+  CATCH_CHECK(d.prior_offset[1] == Approx(w).margin(5e-4));
+  CATCH_CHECK(d.prior_offset[2] == Approx(-w).margin(5e-4));
+  // Kept (what the published model adds for this shape): "self" weighs most, a first.
+  AttachTilePrior(*prior, self, /*leave_shape_out=*/false, &d);
+  CATCH_CHECK(d.prior_offset[1] < d.prior_offset[2]);
+  CATCH_CHECK(d.prior_offset[2] < d.prior_offset[0]);
 }

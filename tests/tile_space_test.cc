@@ -429,6 +429,9 @@ TEST_CASE("Measured slowdowns near a problem weigh each measured problem by its 
   CHECK(far[1] == Approx(0.0).margin(1e-12));
   // A dtype nothing measured: every dtype's problems.
   CHECK(m.Near({"f32", 256, 128, 128}, 1.0)[1] == Approx(w * ln2 / (1 + w)));
+  // Leaving p1's shape out: p2 alone (and a dtype nothing else has falls back to all).
+  CHECK(m.Near({"bf16", 128, 128, 128}, 1.0, /*leave_shape_out=*/true)[0] == Approx(ln2));
+  CHECK(m.Near({"bf16", 256, 128, 128}, 1.0, /*leave_shape_out=*/true)[1] == Approx(ln2));
   // A configuration only another dtype's problem measured: NaN for this one.
   const KnownTileProblem f32{"f32", {"f32", 128, 128, 128}, {c}, {5}};
   CHECK(std::isnan(MeasuredSlowdowns({p1, f32}).Near({"bf16", 128, 128, 128}, 1.0)[2]));
@@ -493,6 +496,12 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
   REQUIRE(back.ok());
   CHECK(back->ToJson() == prior.ToJson());
   CHECK(back->For({"bf16", 512, 512, 512}).values == prior.For({"bf16", 512, 512, 512}).values);  // exactly
+  // A network trained on the prior's errors says so.
+  TilePrior residual = prior;
+  residual.residual = true;
+  CHECK_THAT(residual.ToJson(), Catch::Contains(R"("residual":true)"));
+  CHECK(TilePrior::FromJson(residual.ToJson(), "m")->residual);
+  CHECK_FALSE(back->residual);
   // A fixed table per dtype (manifests from before the measured problems were kept) still reads.
   absl::StatusOr<TilePrior> fixed =
       TilePrior::FromJson(R"({"weight": 1, "problems": 3, "values": {"bf16": {"32x32x32 w4 s2": -1, "64x64x32 w4 s2": 1}, "*": {"64x64x32 w4 s2": 2}}})",
@@ -508,6 +517,7 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
            {R"({"weight": 1, "problems": 3, "values": {"bf16": {"128x128": 0.5}}})", "values.bf16.128x128"},
            {R"({"weight": 1, "problems": 3, "values": {"bf16": {"32x32x32 w4 s2": "fast"}}})", "values.bf16.32x32x32 w4 s2"},
            {R"({"weight": 1, "problems": 3, "bandwidth": -2, "values": {}})", "bandwidth"},
+           {R"({"weight": 1, "problems": 3, "residual": "yes", "values": {}})", "residual"},
            {R"({"weight": 1, "problems": 1, "tiles": ["64x64x32 w4 s2", "32x32x32 w4 s2"], "measured": []})", "tiles[1]"},
            {R"({"weight": 1, "problems": 1)" + measured + R"([{"dtype": "bf16", "m": 0, "n": 1, "k": 1, "log_slowdown": "0 0"}]})",
             "measured[0].m"},

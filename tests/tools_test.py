@@ -306,6 +306,7 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
         manifest = json.loads((work / "registry" / "tile@h100-triton" / "1" / "manifest.json").read_text())
         prior = manifest["tile_prior"]
         assert prior["problems"] == 60 and prior["bandwidth"] == 1 and len(prior["measured"]) == 60
+        assert prior["residual"] is True  # the network was trained on what the prior leaves
         assert len(prior["tiles"]) == 260  # f32's 198 legal configurations are among bf16's 260
         for p in prior["measured"]:
             values = p["log_slowdown"].split()

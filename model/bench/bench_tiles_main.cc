@@ -112,6 +112,9 @@ struct Scorer {
     gd.graph = pool.graph.graph;
     gd.tile_feat = tgraph::TileRows(*model.manifest.tile_space, pool.known.problem, measured);
     for (const tgraph::TritonTile& t : measured) gd.target.push_back(pool.runtime.at(t));
+    // A network trained on the prior's errors is fine-tuned the same way.
+    if (model.manifest.tile_prior && model.manifest.tile_prior->residual && absl::GetFlag(FLAGS_tile_prior))
+      tgraph::AttachTilePrior(*model.manifest.tile_prior, pool.known.problem, /*leave_shape_out=*/false, &gd);
     for (const auto& net : model.folds) {
       net->train();
       auto opt = tgraph::MakeOptimizer(*net, absl::GetFlag(FLAGS_finetune_lr), 1e-5);

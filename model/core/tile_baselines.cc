@@ -76,12 +76,15 @@ bool MeasuredSlowdowns::HasDtype(const std::string& dtype) const {
   return false;
 }
 
-std::vector<double> MeasuredSlowdowns::Near(const GemmProblem& p, double bandwidth) const {
-  const bool dtype_known = HasDtype(p.dtype);
+std::vector<double> MeasuredSlowdowns::Near(const GemmProblem& p, double bandwidth, bool leave_shape_out) const {
+  const auto same_shape = [&](const GemmProblem& q) { return q.m == p.m && q.n == p.n && q.k == p.k; };
+  bool dtype_known = false;
+  for (const Problem& q : problems_)
+    dtype_known |= q.problem.dtype == p.dtype && !(leave_shape_out && same_shape(q.problem));
   std::vector<const Problem*> use;
   std::vector<double> d2;
   for (const Problem& q : problems_) {
-    if (dtype_known && q.problem.dtype != p.dtype) continue;
+    if ((dtype_known && q.problem.dtype != p.dtype) || (leave_shape_out && same_shape(q.problem))) continue;
     use.push_back(&q);
     d2.push_back(Log2DistanceSquared(p, q.problem));
   }

@@ -66,8 +66,10 @@ class MeasuredSlowdowns {
   // Each configuration of tiles()'s mean log slowdown over the problems of p's dtype (of
   // every dtype when none has p's), problem q weighted by exp(-d^2 / (2 bandwidth^2)), d
   // the Euclidean distance of log2 (M, N, K) between p and q; bandwidth 0: all alike.
-  // NaN where no such problem measured the configuration.
-  std::vector<double> Near(const GemmProblem& p, double bandwidth) const;
+  // NaN where no such problem measured the configuration. leave_shape_out: problems of
+  // p's (M, N, K), of any dtype, do not count (what p's prior would be had its shape never
+  // been measured: training on the prior's errors, tile_prior.h).
+  std::vector<double> Near(const GemmProblem& p, double bandwidth, bool leave_shape_out = false) const;
 
  private:
   std::vector<TritonTile> tiles_;

@@ -59,11 +59,11 @@ double TilePriorValues::Of(const TritonTile& tile) const {
   return worst;
 }
 
-TilePriorValues TilePrior::For(const GemmProblem& problem) const {
+TilePriorValues TilePrior::For(const GemmProblem& problem, bool leave_shape_out) const {
   TilePriorValues out;
   out.weight = weight;
   if (!measured.problems().empty()) {
-    const std::vector<double> near = measured.Near(problem, bandwidth);
+    const std::vector<double> near = measured.Near(problem, bandwidth, leave_shape_out);
     for (size_t t = 0; t < near.size(); ++t)
       if (!std::isnan(near[t])) out.values[measured.tiles()[t]] = near[t];
     Standardise(&out.values);
@@ -98,6 +98,7 @@ std::string TilePrior::ToJson() const {
   j["weight"] = weight;
   j["bandwidth"] = bandwidth;
   j["problems"] = problems;
+  if (residual) j["residual"] = true;
   if (!measured.problems().empty()) {
     json tiles = json::array();
     for (const TritonTile& t : measured.tiles()) tiles.push_back(t.Name());
@@ -137,6 +138,10 @@ absl::StatusOr<TilePrior> TilePrior::FromJson(const std::string& text, absl::str
   if (j.contains("bandwidth")) {
     if (!finite(j["bandwidth"]) || j["bandwidth"].get<double>() < 0) return bad("bandwidth", "a finite number >= 0");
     p.bandwidth = j["bandwidth"].get<double>();
+  }
+  if (j.contains("residual")) {
+    if (!j["residual"].is_boolean()) return bad("residual", "true or false");
+    p.residual = j["residual"].get<bool>();
   }
   if (j.contains("measured")) {
     if (!j.contains("tiles") || !j["tiles"].is_array()) return bad("tiles", "an array of configurations");

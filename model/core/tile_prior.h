@@ -45,8 +45,14 @@ struct TilePrior {
   std::map<std::string, std::map<TritonTile, double>> values;
   static constexpr char kAnyDtype[] = "*";
 
+  // The network was trained on what the prior leaves (TrainOptions::tile_prior_training):
+  // its standardised scores plus the prior ranked the training rows, so fine-tuning adds
+  // the prior too. False: the network learned the order alone.
+  bool residual = false;
+
   // The values for `problem`: from `measured` when it has problems, else from `values`.
-  TilePriorValues For(const GemmProblem& problem) const;
+  // leave_shape_out: without the measured problems of its shape (MeasuredSlowdowns::Near).
+  TilePriorValues For(const GemmProblem& problem, bool leave_shape_out = false) const;
 
   std::string ToJson() const;
   // Errors (INVALID_ARGUMENT) name `what` and the key.

@@ -170,4 +170,11 @@ std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds
   return fold;
 }
 
+void AttachTilePrior(const TilePrior& prior, const GemmProblem& problem, bool leave_shape_out, GraphData* g) {
+  const TilePriorValues values = prior.For(problem, leave_shape_out);
+  g->prior_offset.resize(static_cast<size_t>(g->num_configs()));
+  for (int64_t i = 0; i < g->num_configs(); ++i)
+    g->prior_offset[i] = values.weight * values.Of(TritonTileOfRow(g->tile_feat.data() + i * kTileConfigDim));
+}
+
 }  // namespace tgraph

@@ -31,6 +31,11 @@ struct GraphData {
   std::string configs_digest;          // SHA-256 of the codes (DataFingerprint)
   // Tile:
   std::vector<float> tile_feat;        // c x 24
+  // Tile graphs of a run trained on the prior's errors (TilePrior::residual): weight x
+  // the prior's value of each row, what the published model adds to the network's
+  // standardised scores; the training loss and validation see that sum
+  // (AccumulateGradients, train_step.h). Empty: the network alone.
+  std::vector<double> prior_offset;
   // Both: what the ranking should follow (runtime, or the tile ratio), one per config.
   std::vector<double> target;
   int64_t num_configs() const { return static_cast<int64_t>(target.size()); }
@@ -65,6 +70,12 @@ absl::StatusOr<GraphData> LoadGraphData(const GraphFile& file, const std::string
 absl::StatusOr<std::vector<GraphData>> LoadCollectionData(const std::string& root, const Collection& c,
                                                           const std::vector<std::string>& splits,
                                                           const LoadOptions& options = {});
+
+// Sets a tile graph's prior_offset from `prior` for its problem (GemmProblemOfGraph);
+// leave_shape_out: without the measured problems of its shape (a run's own graphs, whose
+// runtimes built the prior, so that the network learns the errors the prior makes on
+// shapes it has not seen).
+void AttachTilePrior(const TilePrior& prior, const GemmProblem& problem, bool leave_shape_out, GraphData* g);
 
 // SHA-256 over the graphs' names, content hashes, configs and targets, in name order.
 std::string DataFingerprint(const std::vector<GraphData>& graphs);

@@ -69,6 +69,10 @@ ABSL_FLAG(double, tile_prior_weight, 1.0,
           "Collections with a tile space: the weight of the training problems' prior (each configuration's mean log "
           "slowdown over them, weighted by how near each problem's shape is, standardised) added to the published "
           "model's scores; 0 = the network alone");
+ABSL_FLAG(bool, tile_prior_training, true,
+          "Collections with a tile space: train the network on what the prior leaves (each step's loss sees the "
+          "network's standardised scores plus the prior, built without the step's own shape), as the published "
+          "model scores; --notile_prior_training: the network learns alone and the prior is added when published");
 ABSL_FLAG(double, tile_prior_bandwidth, tgraph::kNearbyBandwidth,
           "The tile prior's bandwidth in log2 units of (M, N, K): a problem at distance d weighs exp(-d^2 / 2 b^2); "
           "0 = every measured problem of the dtype alike");
@@ -262,6 +266,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   o.tile_prior_weight = absl::GetFlag(FLAGS_tile_prior_weight);
   if (!(o.tile_prior_weight >= 0 && o.tile_prior_weight <= 100))
     return UsageError("--tile_prior_weight must be in 0..100");
+  o.tile_prior_training = absl::GetFlag(FLAGS_tile_prior_training);
   o.tile_prior_bandwidth = absl::GetFlag(FLAGS_tile_prior_bandwidth);
   if (!(o.tile_prior_bandwidth >= 0 && o.tile_prior_bandwidth <= 16))
     return UsageError("--tile_prior_bandwidth must be in 0..16");
@@ -283,6 +288,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   if (o.collection.kind == tgraph::CollectionKind::kTile) {
     o.flags["tile_prior_weight"] = absl::StrCat(o.tile_prior_weight);
     o.flags["tile_prior_bandwidth"] = absl::StrCat(o.tile_prior_bandwidth);
+    o.flags["tile_prior_training"] = o.tile_prior_training ? "true" : "false";
   }
   if (!o.also.empty()) o.flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
   return o;

@@ -71,7 +71,14 @@ double AccumulateGradients(RankingNet& net, const GraphTensors& tensors, const G
   const ConfigBatch b = GatherConfigs(selected, in_order, 0, in_order.size());
   ScoreMode mode;
   mode.members = ReferenceMembers(static_cast<int64_t>(rows.size()), query_share);
-  torch::Tensor loss = RankingLossValue(loss_kind, net.Score(tensors, b, nullptr, mode), target);
+  torch::Tensor scores = net.Score(tensors, b, nullptr, mode);
+  if (!g.prior_offset.empty()) {
+    // As the published model scores: the network standardised, plus the prior.
+    torch::Tensor offset = torch::empty({static_cast<int64_t>(rows.size())}, torch::kFloat32);
+    for (size_t i = 0; i < rows.size(); ++i) offset[static_cast<int64_t>(i)] = static_cast<float>(g.prior_offset[rows[i]]);
+    scores = (scores - scores.mean()) / (scores.std(/*unbiased=*/false) + 1e-3) + offset;
+  }
+  torch::Tensor loss = RankingLossValue(loss_kind, scores, target);
   (weight == 1.0 ? loss : loss * weight).backward();
   return loss.item<double>();
 }

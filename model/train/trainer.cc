@@ -123,6 +123,13 @@ absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
       if (!known.ok()) return known.status();
       absl::StatusOr<TilePrior> prior = BuildTilePrior(*known, o.tile_prior_weight, o.tile_prior_bandwidth);
       if (!prior.ok()) return prior.status();
+      prior->residual = o.tile_prior_training;
+      if (prior->residual)
+        for (GraphData& g : p.graphs) {
+          absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(g.graph, g.name);
+          if (!problem.ok()) return problem.status();
+          AttachTilePrior(*prior, *problem, /*leave_shape_out=*/true, &g);
+        }
       p.info.tile_prior = std::move(*prior);
     }
   }
@@ -177,7 +184,9 @@ double Validate(RankingNet& net, const std::vector<GraphData>& all, const std::v
   for (size_t k = rank; k < graphs.size(); k += ranks) {
     const GraphData& g = all[graphs[k]];
     RowStorage storage;
-    const ScoreResult r = ScoreConfigs({{&net, nullptr}}, tensors[graphs[k]], SelectRows(g, rows[k], &storage), so);
+    ScoreResult r = ScoreConfigs({{&net, nullptr}}, tensors[graphs[k]], SelectRows(g, rows[k], &storage), so);
+    if (!g.prior_offset.empty())
+      for (size_t i = 0; i < rows[k].size(); ++i) r.score[i] += g.prior_offset[rows[k][i]];
     std::vector<double> target;
     for (int64_t row : rows[k]) target.push_back(g.target[row]);
     scores[k] = g.tile_feat.empty() ? KendallTau(r.score, target) : TileScore(r.score, target);

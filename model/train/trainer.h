@@ -68,6 +68,14 @@ struct TrainOptions {
   // How near a measured problem's shape must be to count in the prior for a problem
   // (TilePrior::bandwidth, log2 units); 0: every problem of the dtype alike.
   double tile_prior_bandwidth = kNearbyBandwidth;
+  // Train the network on what the prior leaves: each training row's loss sees the
+  // network's standardised score plus the prior's weighted value for its problem, the
+  // prior built without the problems of that shape (AttachTilePrior, train_data.h), as
+  // validation does; the published model scores the same sum. False: the network learns
+  // the order alone and the prior is only added when published, which let the network
+  // overrule the prior with a first pick 23x the fastest on one held-out problem
+  // (docs/results.md, "Real hardware").
+  bool tile_prior_training = true;
   // Memory for the graphs' configurations (base-7 compressed, 12 bytes per
   // configuration and configurable node): graphs past it keep theirs in a spill file in
   // spill_dir (empty: run_dir), read row by row as steps sample them
