@@ -5,8 +5,9 @@
 // scores add weight x this value to the folds' standardised mean
 // (ScoringOptions::tile_prior, model/nn/scoring.h): with 36 problem shapes to learn from,
 // the network's order and the measured averages each get the top configurations wrong in
-// different places, and their sum ranks better than either (docs/results.md, "Real
-// hardware"). Training and its validation score the network alone.
+// different places, and their sum ranks better than either. The network is trained on
+// what the prior leaves (TilePrior::residual, AttachTilePrior in model/train/train_data.h),
+// so that it learns where the prior is wrong rather than an order of its own.
 //
 // Torch-free. Built once (the trainer, from its run's graphs; a manifest's JSON) and then
 // only read, from any thread.
