@@ -132,6 +132,7 @@ struct RankerClient::Impl {
     q.set_num_candidates(row ? static_cast<int64_t>(o.candidates.size() / row) : 0);
     q.set_candidate_layout_configs(reinterpret_cast<const char*>(o.candidates.data()), o.candidates.size());
     q.set_seed(o.seed);
+    q.set_max_changed_groups(o.max_changed_groups);
     q.mutable_exclude_runtimes_ns()->Assign(o.exclude_runtimes_ns.begin(), o.exclude_runtimes_ns.end());
     v1::SearchConfigsResponse resp;
     Proposals p;
@@ -153,6 +154,7 @@ struct RankerClient::Impl {
     p.reference_configs = resp.reference_configs();
     p.correction_measurements = resp.correction_measurements();
     p.correction_weight = resp.correction_weight();
+    p.max_changed_groups = resp.max_changed_groups();
     p.server_total_ms = resp.timing().total_ms();
     p.inference_ms = resp.timing().inference_ms();
     return p;

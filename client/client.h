@@ -96,6 +96,9 @@ struct SearchConfigsOptions {
   // Tile collections: rows (count x 24) never to return, the measured ones; a tile search
   // takes only these and `results` (it scores every legal configuration).
   std::vector<float> exclude_tiles;
+  // The trust region: the most layout groups a proposal may change from the nearest of
+  // the default and the start rows (0: the server's default; -1: the whole space).
+  int64_t max_changed_groups = 0;
 };
 
 // SearchConfigs' proposals, best first.
@@ -109,6 +112,7 @@ struct Proposals {
   int64_t evaluations = 0, generations = 0, reference_configs = 0;
   int64_t correction_measurements = 0;  // runtimes the scores were corrected with
   double correction_weight = 0;         // the correction's weight beside the model's (3 at most; docs/api.md)
+  int64_t max_changed_groups = 0;       // the trust region the search ran with (0: none)
   double server_total_ms = 0, inference_ms = 0;
   int registrations = 0;
 };

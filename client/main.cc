@@ -90,6 +90,9 @@ ABSL_FLAG(int64_t, results, 0, "search: configurations to propose (0: the server
 ABSL_FLAG(int64_t, max_evaluations, 0,
           "search: configurations the search's fitness model may score (0: the server's default; the answer says "
           "how many it scored)");
+ABSL_FLAG(int64_t, max_changed_groups, 0,
+          "search, replay --search_evaluations: the most layout groups a proposal may change from the default and the "
+          "measured rows it starts from (0: the server's default; -1: the whole space)");
 ABSL_FLAG(int64_t, start_best, 16,
           "search: start from the file's this many fastest measured configurations (0: none); every configuration of "
           "the file is excluded (it was measured)");
@@ -288,6 +291,7 @@ int Search(tgraph::RankerClient& client) {
   o.model_version = absl::GetFlag(FLAGS_model_version);
   o.results = absl::GetFlag(FLAGS_results);
   o.max_evaluations = absl::GetFlag(FLAGS_max_evaluations);
+  o.max_changed_groups = absl::GetFlag(FLAGS_max_changed_groups);
   o.seed = absl::GetFlag(FLAGS_seed);
   MeasuredRows(*g, &o);
   absl::StatusOr<tgraph::Proposals> p =
@@ -305,6 +309,7 @@ int Search(tgraph::RankerClient& client) {
                         {"reference_configs", p->reference_configs}, {"total_ms", p->server_total_ms},
                         {"correction_measurements", p->correction_measurements},
                         {"correction_weight", p->correction_weight},
+                        {"max_changed_groups", p->max_changed_groups},
                         {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
     const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
     for (int64_t i = 0; i < p->count; ++i)
@@ -313,13 +318,17 @@ int Search(tgraph::RankerClient& client) {
   }
   std::printf("%s: %lld configurations proposed by %s version %lld: %lld evaluated in %lld generations against a "
               "reference of %lld, %.0f ms; %zu measured rows excluded, %zu started from, %lld runtimes correcting "
-              "the scores (weight %.2f)\n",
+              "the scores (weight %.2f); %s\n",
               path.c_str(), static_cast<long long>(p->count), c->name().c_str(),
               static_cast<long long>(p->model_version), static_cast<long long>(p->evaluations),
               static_cast<long long>(p->generations), static_cast<long long>(p->reference_configs),
               p->server_total_ms, o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
               o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
-              static_cast<long long>(p->correction_measurements), p->correction_weight);
+              static_cast<long long>(p->correction_measurements), p->correction_weight,
+              p->max_changed_groups > 0
+                  ? absl::StrCat("at most ", p->max_changed_groups, " groups changed from the default or a start row")
+                        .c_str()
+                  : "anywhere in the space");
   std::printf("%6s %12s %10s\n", "rank", "score", "spread");
   for (int64_t i = 0; i < p->count; ++i)
     std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);
@@ -607,6 +616,7 @@ int Replay(const tgraph::ClientOptions& co) {
   ro.seed = absl::GetFlag(FLAGS_seed);
   ro.finetune_command = absl::GetFlag(FLAGS_finetune_command);
   ro.search_evaluations = absl::GetFlag(FLAGS_search_evaluations);
+  ro.max_changed_groups = absl::GetFlag(FLAGS_max_changed_groups);
   absl::StatusOr<tgraph::ReplayReport> r = tgraph::RunReplay(ro);
   if (!r.ok()) return Fail(r.status());
   std::printf("%s", r->Table().c_str());
@@ -744,8 +754,9 @@ int main(int argc, char** argv) {
       "  tgraph-client report --server H:P --collection C --hlo MODULE --configs ROWS.npy --runtimes FILE [--source TEXT]\n"
       "  tgraph-client replay --server H:P --collection C --npz MEASURED.npz [--rounds R] [--per_round K] [--csv OUT]\n"
       "                       [--finetune_command 'tgraph-train finetune ...'] [--search_evaluations N]\n"
+      "                       [--max_changed_groups G]\n"
       "  tgraph-client search --server H:P --collection C (--npz MEASURED.npz | --hlo MODULE) [--results 10]\n"
-      "                       [--max_evaluations N]\n"
+      "                       [--max_evaluations N] [--max_changed_groups G]\n"
       "                       [--seed S] [--out PROPOSED.npy]\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P\n"

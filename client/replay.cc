@@ -158,6 +158,7 @@ absl::Status ReplaySearch(const ReplayOptions& o, const LayoutGraph& g, RankerCl
   so.collection = o.collection;
   so.results = o.per_round;
   so.max_evaluations = o.search_evaluations;
+  so.max_changed_groups = o.max_changed_groups;
   so.candidates.assign(g.config_feat.begin(), g.config_feat.end());
   for (int k = 0; k < o.rounds; ++k) {
     so.seed = o.seed + static_cast<uint64_t>(k);

@@ -39,6 +39,7 @@ struct ReplayOptions {
   // runtimes, so that the search follows them: exclude_runtimes_ns) and their 16
   // fastest the start; its per_round proposals are measured.
   int64_t search_evaluations = 0;
+  int64_t max_changed_groups = 0;  // the search's trust region (SearchConfigsOptions')
 };
 
 struct ReplayReport {

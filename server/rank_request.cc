@@ -100,6 +100,7 @@ absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, 
     for (const auto& [field, set] : {std::pair{"max_evaluations", q.max_evaluations != 0},
                                      {"num_start", q.num_start != 0},
                                      {"num_candidates", q.num_candidates != 0},
+                                     {"max_changed_groups", q.max_changed_groups != 0},
                                      {"exclude_runtimes_ns", !q.exclude_runtimes_ns.empty()}})
       if (set)
         return absl::InvalidArgumentError(absl::StrCat(field, " is for layout searches; a tile search scores every legal "
@@ -116,6 +117,10 @@ absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, 
     return absl::InvalidArgumentError(absl::StrCat("max_evaluations must be in 0..", limits.max_configs,
                                                    " (this server's --max_configs; 0: ", kDefaultSearchEvaluations,
                                                    "), got ", q.max_evaluations));
+  if (q.max_changed_groups < -1)
+    return absl::InvalidArgumentError(absl::StrCat("max_changed_groups must be -1 (the whole space), 0 (the server's "
+                                                   "default, ", kDefaultSearchRadius, ") or a count of groups, got ",
+                                                   q.max_changed_groups));
   for (const auto& [prefix, field, count, bytes] :
        {std::tuple{"exclude_", "num_exclude", q.num_exclude, q.exclude_layout_configs},
         std::tuple{"start_", "num_start", q.num_start, q.start_layout_configs},

@@ -57,6 +57,7 @@ struct SearchRequest {
   absl::string_view candidate_layout_configs;
   std::vector<int64_t> exclude_runtimes_ns;  // empty, or one per exclude row
   absl::string_view exclude_tile_configs;    // tile collections: num_exclude x 24 float32
+  int64_t max_changed_groups = 0;            // 0: kDefaultSearchRadius; -1: the whole space
 };
 
 struct RankLimits {
@@ -72,7 +73,8 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
                                  int64_t version, const RankLimits& limits);
 
 // The fields of a search of a layout graph with `num_config_nodes` configurable nodes:
-// num_results (0..1000), max_evaluations (0..max_configs), the exclude, start and
+// num_results (0..1000), max_evaluations (0..max_configs), max_changed_groups (-1 or
+// more), the exclude, start and
 // candidate rows' counts, bytes and values, the exclude rows' runtimes (none, or one > 0
 // per row). Of a tile graph's search: num_results, the exclude rows, and nothing of the
 // layout fields. INVALID_ARGUMENT naming the field.

@@ -438,7 +438,8 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   SearchBudget budget = ModelSearchBudget(model.manifest);
   budget.batch_size = a.batch_size;
   budget.max_reference = a.max_reference;
-  SearchOptions so = SearchPolicy(q.num_results, q.max_evaluations, q.seed, budget);
+  SearchOptions so = SearchPolicy(q.num_results, q.max_evaluations, q.seed, budget, q.max_changed_groups);
+  out.max_changed_groups = so.radius;
   so.start = &start;
   so.exclude = &exclude;
   if (q.num_candidates > 0) so.candidates = &candidates;

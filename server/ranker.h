@@ -81,6 +81,7 @@ struct SearchOutcome {
   int64_t evaluations = 0, generations = 0, reference_configs = 0;
   int64_t correction_measurements = 0;  // the measurements the scores were corrected with
   double correction_weight = 0;         // the correction's weight beside the model's scores (SearchResult's)
+  int64_t max_changed_groups = 0;       // the search's trust region (SearchOptions::radius; 0: none)
   RankTiming timing;
 };
 

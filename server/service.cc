@@ -391,6 +391,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.candidate_layout_configs = request->candidate_layout_configs();
   q.exclude_runtimes_ns.assign(request->exclude_runtimes_ns().begin(), request->exclude_runtimes_ns().end());
   q.exclude_tile_configs = request->exclude_tile_configs();
+  q.max_changed_groups = request->max_changed_groups();
   // Admitted for the request, the copies its rows become (hashed sets, the measured
   // correction's rows) and its working memory, before it waits in the queue; the heap it
   // used is given back when it ends (a search with 100,000 excluded rows holds ~100 MB).
@@ -419,6 +420,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_reference_configs(r->reference_configs);
   response->set_correction_measurements(r->correction_measurements);
   response->set_correction_weight(r->correction_weight);
+  response->set_max_changed_groups(r->max_changed_groups);
   SetTiming(r->timing, response->mutable_timing());
   if (metrics_) metrics_->RecordSearch(r->timing);
   return grpc::Status::OK;

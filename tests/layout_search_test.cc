@@ -80,6 +80,14 @@ ScoreResult ModelScores(const SearchWorld& w, const SearchResult& r, const Scori
   return ScoreConfigs(w.folds, w.tensors, got, so);
 }
 
+// Layout groups in which row a differs from row b.
+int64_t GroupsChanged(const int8_t* a, const int8_t* b, int64_t nc) {
+  int64_t d = 0;
+  for (int64_t k = 0; k < nc * kConfigGroups; ++k)
+    d += !std::equal(a + k * kLayoutSlots, a + (k + 1) * kLayoutSlots, b + k * kLayoutSlots);
+  return d;
+}
+
 // The real file's first `count` configurations and runtimes, as if the farm had measured them.
 struct Measured {
   std::vector<int8_t> rows;
@@ -200,12 +208,7 @@ CATCH_TEST_CASE("search: with a fitness function in place of the model, scores a
       const GroupLayout& l = c[static_cast<size_t>(rng.Int(0, static_cast<int64_t>(c.size()) - 1))];
       target.insert(target.end(), l.begin(), l.end());
     }
-  const auto differing = [&](const int8_t* row) {
-    double d = 0;
-    for (int64_t k = 0; k < nc * kConfigGroups; ++k)
-      d += !std::equal(row + k * kLayoutSlots, row + (k + 1) * kLayoutSlots, target.begin() + k * kLayoutSlots);
-    return d;
-  };
+  const auto differing = [&](const int8_t* row) { return static_cast<double>(GroupsChanged(row, target.data(), nc)); };
   SearchOptions o = Options(5, 1500, 64, 32, 4);
   SearchHooks hooks;
   hooks.fitness = differing;
@@ -448,4 +451,69 @@ CATCH_TEST_CASE("search: the correction and its exploration are scaled down by h
   const SearchResult fixed = search([&](const int8_t* x) { return knowing->Predict(x); });
   CATCH_CHECK(fixed.correction_weight == 3.0);
   CATCH_CHECK(fixed.blend.rows == 0);
+}
+
+CATCH_TEST_CASE("search: with a radius, every row it returns changes at most that many groups of the default or a "
+                "start row, even where the fitness prefers rows far from both",
+                "[search]") {
+  SearchWorld w(1);
+  const int64_t nc = w.g.num_config_nodes();
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  const std::vector<int8_t> dflt(row, -1);
+  // The fitness rewards every group changed from the default: the farther the better.
+  SearchHooks hooks;
+  hooks.fitness = [&](const int8_t* x) { return -static_cast<double>(GroupsChanged(x, dflt.data(), nc)); };
+  SearchOptions o = Options(5, 800, 64, 32, 3);
+  const SearchResult free = SearchLayouts(w.folds, w.tensors, w.space, o, hooks);
+  CATCH_REQUIRE(free.score.size() == 5u);
+  CATCH_CHECK(free.score[0] < -20);  // unbounded, it goes far
+  o.radius = 3;
+  const SearchResult near = SearchLayouts(w.folds, w.tensors, w.space, o, hooks);
+  CATCH_REQUIRE(near.score.size() == 5u);
+  CATCH_CHECK(FirstIllegalLayoutRow(w.space, near.rows.data(), 5) == "");
+  CATCH_CHECK(RowsOf(near.rows, nc).size() == 5u);
+  // The best the region allows: exactly 3 groups changed.
+  for (size_t i = 0; i < 5; ++i) {
+    CATCH_CHECK(GroupsChanged(near.rows.data() + i * row, dflt.data(), nc) == 3);
+    CATCH_CHECK(near.score[i] == -3.0);
+  }
+  // With start rows the region is around each of them too: a row 3 groups from the
+  // nearest one, the default or a start row.
+  std::vector<int8_t> start = near.rows;
+  start.resize(2 * row);
+  o.start = &start;
+  o.exclude = &start;
+  const SearchResult around = SearchLayouts(w.folds, w.tensors, w.space, o, hooks);
+  CATCH_REQUIRE(around.score.size() == 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    const int8_t* x = around.rows.data() + i * row;
+    const int64_t nearest = std::min({GroupsChanged(x, dflt.data(), nc), GroupsChanged(x, start.data(), nc),
+                                      GroupsChanged(x, start.data() + row, nc)});
+    CATCH_CHECK(nearest <= 3);
+    // Three groups from a start row three from the default: six at most, and the fitness
+    // takes all it can.
+    CATCH_CHECK(around.score[i] == -static_cast<double>(GroupsChanged(x, dflt.data(), nc)));
+    CATCH_CHECK(around.score[i] == -6.0);
+  }
+}
+
+CATCH_TEST_CASE("search: with a radius no candidate lies within, it still returns the rows asked for, the best outside",
+                "[search]") {
+  SearchWorld w(1);
+  const int64_t nc = w.g.num_config_nodes();
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  const std::vector<int8_t> pool(w.g.config_feat.begin(), w.g.config_feat.end());
+  const std::vector<int8_t> dflt(row, -1);
+  int64_t nearest = 1 << 30;
+  for (int64_t c = 0; c < w.g.num_configs; ++c)
+    nearest = std::min(nearest, GroupsChanged(pool.data() + c * row, dflt.data(), nc));
+  CATCH_REQUIRE(nearest > 2);  // the random file's rows: none within 2 groups of the default
+  SearchOptions o = Options(4, 200, 32, 32, 6);
+  o.candidates = &pool;
+  o.radius = 2;
+  const SearchResult s = SearchLayouts(w.folds, w.tensors, w.space, o);
+  CATCH_REQUIRE(s.score.size() == 4u);
+  CATCH_CHECK(std::is_sorted(s.score.begin(), s.score.end()));
+  const std::set<std::string> pool_rows = RowsOf(pool, nc);
+  for (const std::string& r : RowsOf(s.rows, nc)) CATCH_CHECK(pool_rows.count(r) == 1);
 }

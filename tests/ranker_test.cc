@@ -7,6 +7,7 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
@@ -884,6 +885,27 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
     rows.insert(x);
   }
   CATCH_CHECK(rows.size() == 6u);
+  // The trust region: by default every proposal changes at most 8 groups of the default
+  // or of a start row; the answer says so. -1 lifts it.
+  CATCH_CHECK(r->max_changed_groups == kDefaultSearchRadius);
+  const std::vector<int8_t> dflt(row, -1);
+  const auto changed = [&](const int8_t* a, const char* b) {
+    int64_t d = 0;
+    for (size_t k = 0; k < row; k += kLayoutSlots) d += std::memcmp(a + k, b + k, kLayoutSlots) != 0;
+    return d;
+  };
+  for (size_t at = 0; at < r->rows.size(); at += row) {
+    int64_t nearest = changed(r->rows.data() + at, reinterpret_cast<const char*>(dflt.data()));
+    for (int64_t s = 0; s < q.num_start; ++s)
+      nearest = std::min(nearest, changed(r->rows.data() + at, q.start_layout_configs.data() + s * row));
+    CATCH_CHECK(nearest <= kDefaultSearchRadius);
+  }
+  SearchRequest anywhere = q;
+  anywhere.max_changed_groups = -1;
+  auto free = ranker.Search(anywhere, nullptr);
+  CATCH_REQUIRE(free.ok());
+  CATCH_CHECK(free->max_changed_groups == 0);
+  CATCH_CHECK(free->rows != r->rows);
   auto again = ranker.Search(q, nullptr);
   CATCH_REQUIRE(again.ok());
   CATCH_CHECK(again->rows == r->rows);
@@ -907,6 +929,15 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
   b.collection = "tile:xla";
   // A tile search takes none of a layout search's fields.
   expect(b, absl::StatusCode::kInvalidArgument, "max_evaluations is for layout searches");
+  b = q;
+  b.collection = "tile:xla";
+  b.max_evaluations = 0;
+  b.num_start = 0;
+  b.max_changed_groups = 4;
+  expect(b, absl::StatusCode::kInvalidArgument, "max_changed_groups is for layout searches");
+  b = q;
+  b.max_changed_groups = -2;
+  expect(b, absl::StatusCode::kInvalidArgument, "max_changed_groups must be -1 (the whole space), 0 (the server's default, 8)");
   b = q;
   b.num_results = 1001;
   expect(b, absl::StatusCode::kInvalidArgument, "num_results must be in 0..1000");

@@ -105,6 +105,9 @@ ABSL_FLAG(bool, spread_proposals, tgraph::SearchOptions{}.spread_proposals,
 ABSL_FLAG(bool, adapt_correction, tgraph::SearchOptions{}.adapt_correction,
           "--online_correction: scale its weight and exploration down by how well the model already predicts the "
           "measurements (SearchOptions::adapt_correction; --noadapt_correction for the fixed weights)");
+ABSL_FLAG(int64_t, max_changed_groups, 0,
+          "tgraph-guided: the search's trust region, layout groups changed from the default and the measured rows it "
+          "starts from (0: the server's default; -1: the whole space)");
 ABSL_FLAG(int64_t, finalists, 0,
           "tgraph-guided: rows re-scored by every fold, among which the proposals are chosen (SearchOptions::finalists; 0 "
           "= its default, max(2 x per_round, 32))");
@@ -336,7 +339,7 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, Fit
     tgraph::SearchOptions o = tgraph::SearchPolicy(
         std::min<int64_t>(absl::GetFlag(FLAGS_per_round), Budget() - static_cast<int64_t>(t.size())),
         absl::GetFlag(FLAGS_evaluations), seed * 1000 + static_cast<uint64_t>(round),
-        tgraph::ModelSearchBudget(g.model.manifest));
+        tgraph::ModelSearchBudget(g.model.manifest), absl::GetFlag(FLAGS_max_changed_groups));
     std::vector<int8_t> near;
     for (size_t i = 0; i < by_runtime.size() && static_cast<int64_t>(i) < absl::GetFlag(FLAGS_neighbourhood); ++i) {
       const std::vector<int8_t> n = tgraph::OneGroupNeighbours(g.space, measured.data() + by_runtime[i].second * row);

@@ -136,9 +136,38 @@ class Searcher {
     }
     return pool_[best];
   }
+  // Layout groups in which a and b differ.
+  static int64_t GroupDistance(const Row& a, const Row& b) {
+    int64_t d = 0;
+    for (size_t q = 0; q < a.size(); q += kLayoutSlots) d += std::memcmp(&a[q], &b[q], kLayoutSlots) != 0;
+    return d;
+  }
+  // The anchor nearest to r and the distance to it.
+  std::pair<const Row*, int64_t> NearestAnchor(const Row& r) const {
+    std::pair<const Row*, int64_t> best{nullptr, -1};
+    for (const Row& a : anchors_) {
+      const int64_t d = GroupDistance(r, a);
+      if (best.second < 0 || d < best.second) best = {&a, d};
+    }
+    return best;
+  }
+  bool InRegion(const Row& r) const { return o_.radius <= 0 || NearestAnchor(r).second <= o_.radius; }
+  // With a radius: r with groups put back to its nearest anchor's until it is within.
+  void IntoRegion(Row& r) {
+    if (o_.radius <= 0 || anchors_.empty()) return;
+    const auto [anchor, distance] = NearestAnchor(r);
+    if (distance <= o_.radius) return;
+    std::vector<size_t> differ;
+    for (size_t q = 0; q < r.size(); q += kLayoutSlots)
+      if (std::memcmp(&r[q], &(*anchor)[q], kLayoutSlots) != 0) differ.push_back(q);
+    rng_.Shuffle(differ);
+    for (size_t i = static_cast<size_t>(o_.radius); i < differ.size(); ++i)
+      std::memcpy(&r[differ[i]], &(*anchor)[differ[i]], kLayoutSlots);
+  }
   // A row never evaluated nor excluded (with candidates: the nearest open one): marks it
   // seen and keeps it in *out.
   bool Keep(Row r, std::vector<Row>* out) {
+    IntoRegion(r);
     if (o_.candidates && (seen_.count(r) || !std::binary_search(pool_.begin(), pool_.end(), r))) r = Nearest(r);
     if (r.empty() || excluded_.count(r) || !MarkSeen(r)) return false;
     out->push_back(std::move(r));
@@ -181,6 +210,7 @@ class Searcher {
   std::vector<std::pair<int64_t, int>> mutable_;  // (node, group) with more than one candidate
   std::unordered_set<Row> excluded_, seen_;
   std::vector<Row> reference_rows_;
+  std::vector<Row> anchors_;  // with a radius: the default and the start rows
   std::vector<Row> pool_;  // options.candidates, distinct and sorted, none excluded
   std::vector<size_t> open_, open_at_;  // pool_ indices not evaluated yet; each one's place in open_
   RecordedReference reference_;
@@ -301,6 +331,15 @@ SearchResult Searcher::Run() {
   }
   // Every candidate excluded: nothing to propose, and no reference to score against.
   if (o_.candidates && pool_.empty()) return r;
+  if (o_.radius > 0) {
+    anchors_.emplace_back(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
+    if (o_.start) {
+      std::unordered_set<Row> start;
+      AddRows(*o_.start, &start);
+      anchors_.insert(anchors_.end(), start.begin(), start.end());
+      std::sort(anchors_.begin() + 1, anchors_.end());
+    }
+  }
   RecordTheReference();
   if (reference_rows_.empty()) return r;
   if (blend_rows_ < 0) {
@@ -313,7 +352,9 @@ SearchResult Searcher::Run() {
   r.reference = static_cast<int64_t>(reference_rows_.size());
   for (const Row& x : reference_rows_) r.reference_rows.insert(r.reference_rows.end(), x.begin(), x.end());
   int64_t spent = r.reference + blend_rows_;
-  population_ = evaluated_;
+  population_.clear();
+  for (const Scored& s : evaluated_)
+    if (InRegion(s.row)) population_.push_back(s);
   // The first generation: the compiler's default and mutants of it and of the start rows
   // (an autotuner's strongest prior: XLA's own choice), beside the random reference.
   {
@@ -360,14 +401,21 @@ SearchResult Searcher::Run() {
 std::vector<const Scored*> Searcher::Finalists() {
   std::sort(evaluated_.begin(), evaluated_.end(), Better);
   const int64_t finalists = o_.finalists > 0 ? o_.finalists : std::max<int64_t>(2 * o_.results, 32);
-  std::vector<const Scored*> picked;
+  std::vector<const Scored*> picked, outside;
   for (const Scored& s : evaluated_) {
     if (static_cast<int64_t>(picked.size()) >= finalists) break;
     // Start rows are evaluated as the reference whether or not they are candidates; only
     // candidates are proposed.
     const bool allowed = !o_.candidates || std::binary_search(pool_.begin(), pool_.end(), s.row);
-    if (!excluded_.count(s.row) && allowed) picked.push_back(&s);
+    if (excluded_.count(s.row) || !allowed) continue;
+    if (InRegion(s.row)) picked.push_back(&s);
+    else if (static_cast<int64_t>(outside.size()) < finalists) outside.push_back(&s);
   }
+  // Rows beyond the radius only when those within are fewer than the results asked for
+  // (candidates far from every measured row, a space nearly exhausted).
+  if (static_cast<int64_t>(picked.size()) < o_.results)
+    for (size_t i = 0; i < outside.size() && static_cast<int64_t>(picked.size()) < finalists; ++i)
+      picked.push_back(outside[i]);
   return picked;
 }
 

@@ -84,6 +84,15 @@ struct SearchOptions {
   // measurements well is followed, since a correction fitted to few rows would only add
   // noise to it; one that does not gets the full correction.
   bool adapt_correction = true;
+  // When positive, a trust region: every row the search breeds, and every row it
+  // returns, differs from the nearest anchor (the compiler's default and the start rows)
+  // in at most this many layout groups; a child farther away has groups put back to that
+  // anchor's, chosen at random, until it is within. The model is trusted only where it
+  // has seen rows like these: the measured rows' neighbourhood, as the autotuner's own
+  // mutations of 1-3 groups explore it. The random reference is scored, never bred from
+  // nor returned; rows beyond the radius are returned only when fewer than `results`
+  // lie within. 0: the whole space.
+  int64_t radius = 0;
 };
 
 // What benchmarks replace in a search, never set by a request: a fitness of their own.

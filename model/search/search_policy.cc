@@ -13,8 +13,10 @@ SearchBudget ModelSearchBudget(const Manifest& manifest) {
   return b;
 }
 
-SearchOptions SearchPolicy(int64_t results, int64_t evaluations, uint64_t seed, const SearchBudget& budget) {
+SearchOptions SearchPolicy(int64_t results, int64_t evaluations, uint64_t seed, const SearchBudget& budget,
+                           int64_t max_changed_groups) {
   SearchOptions o;
+  o.radius = max_changed_groups == 0 ? kDefaultSearchRadius : std::max<int64_t>(0, max_changed_groups);
   o.results = results > 0 ? results : kDefaultSearchResults;
   o.evaluations = evaluations > 0 ? evaluations : kDefaultSearchEvaluations;
   // An eighth of the budget per generation: about eight generations whatever the budget.

@@ -210,6 +210,18 @@ def test_search_proposes_legal_new_rows_best_first_the_same_for_a_seed(server):
     again = client.search("layout:xla:random", g, results=5, max_evaluations=300, exclude=g.configs, start=best, seed=3)
     np.testing.assert_array_equal(again.configs, p.configs)
     assert client.rank("layout:xla:random", g, p.configs).scores.shape == (5,)
+    # The trust region: by default at most 8 groups changed from the default or a start row;
+    # a radius of 2 holds every proposal within 2 of the nearest; -1 lifts it.
+    def nearest(row):
+        anchors = np.concatenate([np.full((1, 62, 18), -1, np.int8), best])
+        groups = (anchors.reshape(len(anchors), -1, 6) != row.reshape(1, -1, 6)).any(axis=2)
+        return groups.sum(axis=1).min()
+    assert p.max_changed_groups == 8 and all(nearest(r) <= 8 for r in p.configs)
+    tight = client.search("layout:xla:random", g, results=5, max_evaluations=300, exclude=g.configs, start=best, seed=3,
+                          max_changed_groups=2)
+    assert tight.max_changed_groups == 2 and all(nearest(r) <= 2 for r in tight.configs)
+    assert client.search("layout:xla:random", g, results=5, max_evaluations=300, exclude=g.configs, start=best,
+                         seed=3, max_changed_groups=-1).max_changed_groups == 0
     with pytest.raises(tgraph.TgraphError) as e:
         client.search("tile:xla", g)
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT

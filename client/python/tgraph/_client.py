@@ -155,6 +155,7 @@ class Proposals:
     registrations: int = 0
     correction_measurements: int = 0  # measured runtimes the scores were corrected with
     correction_weight: float = 0.0  # their weight beside the model's scores: 3, less where the model predicts them
+    max_changed_groups: int = 0  # the trust region the search ran with (0: the whole space)
 
 
 @dataclass
@@ -425,20 +426,23 @@ class Client:
     def search(self, collection: str, graph: GraphLike, *, results: int = 0, max_evaluations: int = 0,
                exclude: Optional[np.ndarray] = None, start: Optional[np.ndarray] = None, seed: int = 0,
                model_version: int = 0, candidates: Optional[np.ndarray] = None,
-               exclude_runtimes_ns: Optional[np.ndarray] = None) -> Proposals:
+               exclude_runtimes_ns: Optional[np.ndarray] = None, max_changed_groups: int = 0) -> Proposals:
         """Proposes layout configurations to measure next: a model-guided search of the
         graph's layout space on the server (docs/api.md, "Searching"). exclude: (c, nc,
         18) rows never to return (what was measured); start: rows to start from (measured
         good ones); candidates: when given, the only rows it may score and return (e.g. a
         file's measured pool); exclude_runtimes_ns: the exclude rows' measured runtimes, in
-        order (with 4 or more, the search also follows what they say about this graph).
-        Distinct legal rows, best first, deterministic for a seed."""
+        order (with 4 or more, the search also follows what they say about this graph);
+        max_changed_groups: the most layout groups a proposal may change from the nearest
+        of the default and the start rows (0: the server's default, 8; -1: the whole
+        space). Distinct legal rows, best first, deterministic for a seed."""
         graph = self._graph(graph)
         mark = self._register_calls
         if _kind(collection) != "layout":
             raise invalid(f"collection: SearchConfigs searches layouts; give a layout collection, got '{collection}'")
         request = ranker_pb2.SearchConfigsRequest(collection=collection, model_version=model_version,
-                                                  num_results=results, max_evaluations=max_evaluations, seed=seed)
+                                                  num_results=results, max_evaluations=max_evaluations, seed=seed,
+                                                  max_changed_groups=max_changed_groups)
         for count, field, rows in (("num_exclude", "exclude_layout_configs", exclude),
                                    ("num_start", "start_layout_configs", start),
                                    ("num_candidates", "candidate_layout_configs", candidates)):
@@ -456,7 +460,7 @@ class Client:
         return Proposals(configs.copy(), np.array(r.scores, dtype=np.float32), np.array(r.spread, dtype=np.float32),
                          r.model_version, r.evaluations, r.generations, r.reference_configs,
                          {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms}, registrations,
-                         r.correction_measurements, r.correction_weight)
+                         r.correction_measurements, r.correction_weight, r.max_changed_groups)
 
     def apply(self, module, row) -> AppliedLayouts:
         """Writes one layout row, (nc, 18) in registration order (or (1, nc, 18)), into an
