@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <string>
 #include <unordered_set>
@@ -136,22 +137,28 @@ class Searcher {
     }
     return pool_[best];
   }
-  // Layout groups in which a and b differ.
-  static int64_t GroupDistance(const Row& a, const Row& b) {
+  // Layout groups in which a and b differ, counted up to `stop` (a large graph has
+  // thousands of groups; most rows are far from most anchors).
+  static int64_t GroupDistance(const Row& a, const Row& b, int64_t stop) {
     int64_t d = 0;
-    for (size_t q = 0; q < a.size(); q += kLayoutSlots) d += std::memcmp(&a[q], &b[q], kLayoutSlots) != 0;
+    for (size_t q = 0; q < a.size() && d < stop; q += kLayoutSlots) d += std::memcmp(&a[q], &b[q], kLayoutSlots) != 0;
     return d;
   }
   // The anchor nearest to r and the distance to it.
   std::pair<const Row*, int64_t> NearestAnchor(const Row& r) const {
-    std::pair<const Row*, int64_t> best{nullptr, -1};
+    std::pair<const Row*, int64_t> best{nullptr, std::numeric_limits<int64_t>::max()};
     for (const Row& a : anchors_) {
-      const int64_t d = GroupDistance(r, a);
-      if (best.second < 0 || d < best.second) best = {&a, d};
+      const int64_t d = GroupDistance(r, a, best.second);
+      if (d < best.second) best = {&a, d};
     }
     return best;
   }
-  bool InRegion(const Row& r) const { return o_.radius <= 0 || NearestAnchor(r).second <= o_.radius; }
+  bool InRegion(const Row& r) const {
+    if (o_.radius <= 0) return true;
+    for (const Row& a : anchors_)
+      if (GroupDistance(r, a, o_.radius + 1) <= o_.radius) return true;
+    return false;
+  }
   // With a radius: r with groups put back to its nearest anchor's until it is within.
   void IntoRegion(Row& r) {
     if (o_.radius <= 0 || anchors_.empty()) return;
