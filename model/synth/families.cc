@@ -9,7 +9,7 @@ namespace {
 
 // x + broadcast(param[c]) along `dim`.
 int BiasAdd(GraphBuilder& b, int x, int dim) {
-  const Shape& s = b.node(x).shape;
+  const Shape s = b.node(x).shape;  // a copy: adding nodes moves the builder's nodes
   const int p = b.Parameter({s[dim]}, b.node(x).elem);
   return b.Binary(op::kAdd, x, b.Broadcast(p, s, {dim}));
 }
@@ -21,7 +21,7 @@ int Relu(GraphBuilder& b, int x) {
 
 // x[..., K] . W[K, out] + bias.
 int Projection(GraphBuilder& b, int x, int64_t out) {
-  const Shape& s = b.node(x).shape;
+  const Shape s = b.node(x).shape;
   const int w = b.Parameter({s.back(), out}, b.node(x).elem);
   const int y = b.Dot(x, w);
   return BiasAdd(b, y, b.node(y).rank() - 1);
@@ -92,7 +92,10 @@ struct ConvBlock {
 void ConvStackBackward(GraphBuilder& b, const std::vector<ConvBlock>& stack, int out) {
   const ElemType t = b.node(out).elem;
   int g = b.Parameter(b.node(out).shape, t);
-  auto zeros = [&](int like) { return b.Broadcast(b.Constant({}, t), b.node(like).shape, {}); };
+  auto zeros = [&](int like) {
+    const int zero = b.Constant({}, t);  // before the shape is read: adding a node moves them
+    return b.Broadcast(zero, b.node(like).shape, {});
+  };
   const int lr = b.Constant({}, t);
   for (int i = static_cast<int>(stack.size()) - 1; i >= 0; --i) {
     const ConvBlock& cb = stack[i];

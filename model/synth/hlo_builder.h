@@ -85,6 +85,7 @@ class GraphBuilder {
   void MarkRoot(int x) { nodes_[x].is_root = true; }
 
   const std::vector<SynthNode>& nodes() const { return nodes_; }
+  // Valid until the next node is added (the nodes may move): copy what must outlive that.
   const SynthNode& node(int i) const { return nodes_[i]; }
   int size() const { return static_cast<int>(nodes_.size()); }
 
