@@ -366,6 +366,31 @@ TEST_CASE("graph families use real opcodes and fill node features", "[synth]") {
   for (int64_t e = 0; e < g.num_edges(); ++e) CHECK(g.edge_index[2 * e] > g.edge_index[2 * e + 1]);
 }
 
+TEST_CASE("every broadcast of every family keeps its operand's dims at the places it names", "[synth]") {
+  // A bias's broadcast once took its shape from a node reference that adding the bias's
+  // parameter had moved: an empty shape, a scalar where a tensor belongs.
+  int64_t checked = 0;
+  auto check = [&](const std::vector<SynthNode>& nodes) {
+    for (const SynthNode& n : nodes) {
+      if (n.opcode != op::kBroadcast) continue;
+      const SynthNode& x = nodes[static_cast<size_t>(n.operands.at(0))];
+      REQUIRE(n.dims.size() == x.shape.size());
+      for (size_t d = 0; d < n.dims.size(); ++d) {
+        REQUIRE(n.dims[d] < n.rank());
+        CHECK(n.shape[static_cast<size_t>(n.dims[d])] == x.shape[d]);
+      }
+      ++checked;
+    }
+  };
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    Rng rng(seed);
+    check(MakeXlaGraph(rng, 300).nodes);
+    check(MakeNlpGraph(rng, 300).nodes);
+    check(MakeTileKernel(rng, 40).graph.nodes);
+  }
+  CHECK(checked > 100);
+}
+
 TEST_CASE("tiny preset: every file loads and validates, layouts only on conv/dot/reshape, every row legal", "[synth]") {
   TempDir dir;
   GenerateOptions o;
