@@ -958,7 +958,7 @@ CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, 
   expect(b, absl::StatusCode::kNotFound, "call RegisterGraph");
   b = q;
   b.num_candidates = 1;
-  b.candidate_layout_configs = twice.substr(0, row);
+  b.candidate_layout_configs = absl::string_view(twice).substr(0, row);  // a view of twice, not of a temporary
   expect(b, absl::StatusCode::kInvalidArgument, "candidate_layout_configs: config 0, configurable node 0");
   b.num_candidates = 2;
   expect(b, absl::StatusCode::kInvalidArgument, "candidate_layout_configs has");
