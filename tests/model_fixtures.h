@@ -36,7 +36,7 @@ struct ModelWorld {
     synth::GenerateOptions o;
     o.out = data;
     o.preset = "tiny";
-    o.seed = seed;
+    o.seeds = {seed};
     for (const std::string& c : collections) o.collections.push_back(*ParseCollection(c));
     if (!synth::Generate(o).ok()) std::abort();
   }

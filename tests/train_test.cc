@@ -41,7 +41,7 @@ const std::string& NlpData() {
     synth::GenerateOptions o;
     o.out = d->path();
     o.preset = "ci";
-    o.seed = 4;
+    o.seeds = {4};
     o.collections = {*ParseCollection("layout:nlp:random"), *ParseCollection("layout:nlp:default"),
                      *ParseCollection("layout:nlp:near-default"), *ParseCollection("layout:nlp:near-best")};
     if (!synth::Generate(o).ok()) std::abort();

@@ -35,7 +35,9 @@ absl::StatusOr<PresetSpec> GetPreset(const std::string& name);
 struct GenerateOptions {
   std::string out;
   std::string preset = "ci";
-  uint64_t seed = 0;
+  // One seed, or several written side by side as one dataset (more graphs for the
+  // same preset): each graph as its seed's own run writes it, the file named s<SEED>_<name>.
+  std::vector<uint64_t> seeds = {0};
   std::vector<Collection> collections;  // empty: all five
   int threads = 0;                      // 0: all cores
   bool hide_test_runtimes = false;      // zero test runtimes, as the public dataset does

@@ -4,14 +4,18 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "model/synth/generator.h"
 #include "model/tools/tool.h"
 
 ABSL_FLAG(std::string, out, "", "Output root; files go to <out>/npz/layout/... and <out>/npz/tile/...");
 ABSL_FLAG(std::string, preset, "ci", "Size preset: tiny (unit tests), ci (integration), nlp-scale (the nlp collections at TpuGraphs' graph counts and "
           "sizes, a quarter of the configurations: about 16 GB), full (TpuGraphs-sized)");
-ABSL_FLAG(uint64_t, seed, 0, "Random seed; the same seed gives byte-identical files");
+ABSL_FLAG(std::vector<std::string>, seed, {"0"},
+          "Random seed; the same seed gives byte-identical files. Several (e.g. 0,5,6,8): each seed's graphs side "
+          "by side in one dataset, as that seed alone writes them, files named s<SEED>_<graph>");
 ABSL_FLAG(std::vector<std::string>, collections, {},
           "Comma-separated collections to write (default: the dataset's five), e.g. layout:xla:random,tile:xla; "
           "also layout:SOURCE:near-default and layout:SOURCE:near-best, the one-group neighbourhoods of the "
@@ -25,11 +29,18 @@ int main(int argc, char** argv) {
   tgraph::ParseToolFlags(
       argc, argv,
       "Generate synthetic TpuGraphs-format data.\n"
-      "  tgraph-synth --out DIR --preset tiny|ci|nlp-scale|full --seed N [--collections layout:xla:random,...]");
+      "  tgraph-synth --out DIR --preset tiny|ci|nlp-scale|full --seed N[,N...] [--collections layout:xla:random,...]");
   tgraph::synth::GenerateOptions o;
   o.out = absl::GetFlag(FLAGS_out);
   o.preset = absl::GetFlag(FLAGS_preset);
-  o.seed = absl::GetFlag(FLAGS_seed);
+  o.seeds.clear();
+  for (const std::string& seed : absl::GetFlag(FLAGS_seed)) {
+    uint64_t value = 0;
+    if (!absl::SimpleAtoi(seed, &value))
+      return tgraph::Fail(tgraph::UsageError(
+          absl::StrCat("--seed: '", seed, "' is not a seed (a non-negative integer, or several joined by commas)")));
+    o.seeds.push_back(value);
+  }
   o.threads = absl::GetFlag(FLAGS_threads);
   o.hide_test_runtimes = absl::GetFlag(FLAGS_hide_test_runtimes);
   o.progress = absl::GetFlag(FLAGS_progress) || o.preset == "full" || o.preset == "nlp-scale";
@@ -47,7 +58,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<tgraph::synth::GenerateSummary> s = tgraph::synth::Generate(o);
   if (!s.ok()) return tgraph::Fail(s.status());
   std::printf("%s", s->Table().c_str());
-  std::printf("wrote %s (preset %s, seed %llu) in %.1f s\n", o.out.c_str(), o.preset.c_str(),
-              static_cast<unsigned long long>(o.seed), s->seconds);
+  std::printf("wrote %s (preset %s, seed %s) in %.1f s\n", o.out.c_str(), o.preset.c_str(),
+              absl::StrJoin(o.seeds, ",").c_str(), s->seconds);
   return tgraph::kExitOk;
 }
