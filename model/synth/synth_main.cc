@@ -1,4 +1,5 @@
 // tgraph-synth: writes synthetic TpuGraphs-format collections (docs/synthetic-data.md).
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -39,6 +40,8 @@ int main(int argc, char** argv) {
     if (!absl::SimpleAtoi(seed, &value))
       return tgraph::Fail(tgraph::UsageError(
           absl::StrCat("--seed: '", seed, "' is not a seed (a non-negative integer, or several joined by commas)")));
+    if (std::find(o.seeds.begin(), o.seeds.end(), value) != o.seeds.end())
+      return tgraph::Fail(tgraph::UsageError(absl::StrCat("--seed: seed ", value, " is named twice")));
     o.seeds.push_back(value);
   }
   o.threads = absl::GetFlag(FLAGS_threads);
