@@ -332,8 +332,16 @@ TEST_CASE("collections parse and splits are listed sorted and lazily", "[dataset
     CHECK(IsNeighbourhood(c));
   }
   CHECK(SplitDir("/d", *ParseCollection("layout:nlp:near-best"), "test") == "/d/npz/layout/nlp/near-best/test");
-  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("layout:xla|nlp:near-default|near-best"));
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("layout:xla|nlp:near-default|near-best|picks"));
   CHECK_FALSE(IsNeighbourhood(*ParseCollection("layout:xla:default")));
+  for (const Collection& c : PicksCollections()) {
+    CHECK(ParseCollection(c.name())->name() == c.name());
+    CHECK(IsPicks(c));
+    CHECK_FALSE(IsNeighbourhood(c));
+  }
+  CHECK(SplitDir("/d", *ParseCollection("layout:xla:picks"), "train") == "/d/npz/layout/xla/picks/train");
+  CHECK_FALSE(IsPicks(*ParseCollection("layout:xla:near-best")));
+  CHECK_FALSE(IsPicks(*ParseCollection("layout@picks")));
 
   TempDir dir;
   const Collection c = *ParseCollection("layout:xla:random");

@@ -637,3 +637,18 @@ TEST_CASE("unknown presets are refused with the valid names", "[synth]") {
   REQUIRE_FALSE(p.ok());
   CHECK_THAT(std::string(p.status().message()), Catch::Contains("tiny, ci, nlp-scale or full"));
 }
+
+TEST_CASE("the picks and named collections are refused: the generator has no model to pick with", "[synth]") {
+  TempDir dir;
+  GenerateOptions o;
+  o.preset = "tiny";
+  o.out = dir.path();
+  o.collections = {*ParseCollection("layout:xla:random"), *ParseCollection("layout:xla:picks")};
+  const absl::StatusOr<GenerateSummary> picks = Generate(o);
+  CHECK(picks.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(picks.status().message()), Catch::Contains("layout:xla:picks"));
+  CHECK_THAT(std::string(picks.status().message()), Catch::Contains("--write_picks"));
+  o.collections = {*ParseCollection("layout@tpu-v5e")};
+  CHECK(Generate(o).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_FALSE(std::filesystem::exists(dir.path() + "/npz"));  // refused before anything is written
+}

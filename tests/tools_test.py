@@ -403,3 +403,42 @@ def test_spread_report_on_hand_computed_scores(tmp_path):
     bad.write_text("graph,score\ng,1\n")
     r = call(tool, bad)
     assert r.returncode != 0 and "bad.csv: expected the columns of tgraph-eval --scores" in r.stderr
+
+
+def test_bench_search_writes_the_picks_collection_a_trainer_can_learn_from(world, tmp_path):
+    """tgraph-bench-search --write_picks adds layout:xla:picks to the dataset the model
+    trained on: per graph, the rows its loop measured from the compiler default, of the
+    same graph under the same name; tgraph-train takes it beside random rows."""
+    import shutil
+    import numpy as np
+    data = tmp_path / "data"
+    shutil.copytree(world["data"], data)
+    bench = binary("model", "bench", "tgraph-bench-search")
+    common = ["--registry", world["registry"], "--collection", "layout:xla:random", "--preset", "tiny",
+              "--budget", "12", "--per_round", "4", "--evaluations", "256", "--threads", "1"]
+    r = call(bench, *common, "--seed", "3", "--write_picks", data)
+    assert r.returncode == 0, r.stderr
+    for split in ("train", "valid", "test"):
+        random_dir = data / "npz" / "layout" / "xla" / "random" / split
+        picks_dir = data / "npz" / "layout" / "xla" / "picks" / split
+        names = sorted(os.listdir(random_dir))
+        assert names and sorted(os.listdir(picks_dir)) == names
+        for name in names:
+            a, p = np.load(random_dir / name), np.load(picks_dir / name)
+            for key in ("node_feat", "node_opcode", "edge_index", "node_config_ids"):
+                assert np.array_equal(a[key], p[key]), (name, key)
+            rows = p["node_config_feat"]
+            assert rows.shape[0] == 12 and p["config_runtime"].shape == (12,)
+            assert (rows[0] == -1).all()  # the compiler default is measured first
+            assert len({r.tobytes() for r in rows}) == 12  # nothing measured twice
+            assert (p["config_runtime"] > 0).all()
+    r = call(binary("model", "train", "tgraph-train"), "--data", data, "--collection", "layout:xla:random",
+             "--also_collections", "layout:xla:picks", "--run_dir", tmp_path / "run", "--profile", "quick",
+             "--folds", "2", "--train_folds", "1", "--epochs", "1", "--hidden", "16", "--threads", "1",
+             "--progress=false")
+    assert r.returncode == 0, r.stderr
+    # Another seed's graphs are not this dataset's: refused, nothing half-written matters.
+    r = call(bench, *common, "--seed", "4", "--write_picks", data)
+    assert r.returncode == 2 and "not graphs of preset tiny seed 4" in r.stderr
+    r = call(bench, *common, "--seed", "3", "--write_picks", tmp_path / "nowhere")
+    assert r.returncode == 2 and "random/train" in r.stderr

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <map>
@@ -41,6 +42,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "model/core/dataset.h"
+#include "model/core/graph_io.h"
 #include "model/core/layout_space.h"
 #include "model/search/measured_correction.h"
 #include "model/core/rank_metrics.h"
@@ -121,6 +124,11 @@ ABSL_FLAG(bool, final_tau, false,
           "After each tgraph-guided run, print (stderr) how well its fitness orders the one-group neighbours of the "
           "fastest measured row (Kendall tau: the model, the correction, their sum as the search adds them, and noisy "
           "oracles of 0.25-4%)");
+ABSL_FLAG(std::string, write_picks, "",
+          "Instead of the farm: write the layout:SOURCE:picks collection into this dataset (tgraph-synth's output for "
+          "--preset and --seed, one of several seeds included): per graph of every split, the rows the frozen model's "
+          "loop (the tgraph strategy, --budget measurements in rounds of --per_round) measured, with the runtimes as "
+          "the farm measured them");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -317,10 +325,19 @@ void ReportFinalTau(FarmGraph& g, const std::vector<int8_t>& measured, const std
 // (noise-free) and nothing is learned: how far the search goes with a perfect model;
 // with kNoisy, that runtime misjudged by --oracle_noise, and the correction learns from
 // the measurements as it does beside the model: how far it goes with an imperfect one.
-Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, Fitness fitness = Fitness::kModel) {
-  Trace t;
+// What a guided run measured: the true runtimes in order, and the rows with the
+// runtimes the farm measured (what it would report).
+struct GuidedRun {
+  Trace trace;
   std::vector<int8_t> measured;
   std::vector<int64_t> runtimes;
+};
+
+GuidedRun GuidedLoop(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, Fitness fitness = Fitness::kModel) {
+  GuidedRun run;
+  Trace& t = run.trace;
+  std::vector<int8_t>& measured = run.measured;
+  std::vector<int64_t>& runtimes = run.runtimes;
   std::vector<std::pair<int64_t, size_t>> by_runtime;  // measured runtime, row index
   const size_t row = g.inst.config_ids.size() * tgraph::kConfigFeatDim;
   // The compiler's default is measured first, as XLA's autotuner and the genetic search
@@ -386,7 +403,11 @@ Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, Fit
     std::sort(by_runtime.begin(), by_runtime.end());
     ReportFinalTau(g, measured, runtimes, by_runtime.front().second, absl::GetFlag(FLAGS_online_correction));
   }
-  return t;
+  return run;
+}
+
+Trace GuidedTrace(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, Fitness fitness = Fitness::kModel) {
+  return GuidedLoop(g, seed, rng, learn, fitness).trace;
 }
 
 // Graph `index` of the farm, with a fresh copy of the model (version `version`).
@@ -569,6 +590,93 @@ int RunNeighbourTau(const tgraph::Registry& registry, int64_t version, const tgr
   return tgraph::kExitOk;
 }
 
+// The dataset's file name of generator graph `name`: the name itself, or s<SEED>_<name>
+// in a dataset of several seeds; empty when neither is among `files`.
+std::string DatasetName(const std::vector<tgraph::GraphFile>& files, const std::string& name, std::string* path) {
+  const std::string prefixed = absl::StrCat("s", absl::GetFlag(FLAGS_seed), "_", name);
+  for (const tgraph::GraphFile& f : files)
+    if (f.name == name || f.name == prefixed) {
+      *path = f.path;
+      return f.name;
+    }
+  return "";
+}
+
+// --write_picks: the picks collection of the dataset at `root`. Every graph of the
+// source's random collection must be one of --preset/--seed's (checked by name, node
+// opcodes, edges and configurable nodes before anything is written), so that the picks
+// are of the same graphs under the same names and the trainer deals the same folds.
+int RunWritePicks(const tgraph::Registry& registry, int64_t version, const tgraph::Collection& c,
+                  const synth::PresetSpec& preset, const synth::FamilySpec& fam) {
+  const std::string root = absl::GetFlag(FLAGS_write_picks);
+  tgraph::Collection picks = c, random = c;
+  picks.search = "picks";
+  random.search = "random";
+  struct Task {
+    std::string split, name;
+    int index;
+  };
+  std::vector<Task> tasks;
+  int index = 0;
+  for (const std::string& split : tgraph::AllSplits()) {
+    const int n = split == "train" ? fam.train : split == "valid" ? fam.valid : fam.test;
+    absl::StatusOr<std::vector<tgraph::GraphFile>> files = tgraph::ListSplit(root, random, split);
+    if (!files.ok())
+      return Fail(UsageError(absl::StrCat("--write_picks: ", files.status().message(),
+                                          " (expected the dataset tgraph-synth wrote for --preset and --seed)")));
+    size_t matched = 0;
+    for (int i = 0; i < n; ++i, ++index) {
+      const synth::LayoutInstance inst = synth::MakeLayoutInstance(preset, absl::GetFlag(FLAGS_seed), c, index);
+      std::string path;
+      const std::string name = DatasetName(*files, inst.name, &path);
+      if (name.empty()) continue;  // a dataset written with --max_graphs_per_split
+      absl::StatusOr<tgraph::LayoutGraph> file = tgraph::LoadLayoutGraph(path);
+      if (!file.ok()) return Fail(file.status());
+      const tgraph::NodeGraph graph = synth::ToNodeGraph(inst.built.nodes);
+      if (file->graph.node_opcode != graph.node_opcode || file->graph.edge_index != graph.edge_index ||
+          file->node_config_ids != inst.config_ids)
+        return Fail(UsageError(absl::StrCat("--write_picks: ", path, " is not graph ", index, " of preset ",
+                                            preset.name, " seed ", absl::GetFlag(FLAGS_seed),
+                                            " (its opcodes, edges or configurable nodes differ; --preset, --seed)")));
+      ++matched;
+      tasks.push_back({split, name, index});
+    }
+    if (matched != files->size())
+      return Fail(UsageError(absl::StrCat("--write_picks: ", files->size() - matched, " of the ", files->size(),
+                                          " graphs in ", tgraph::SplitDir(root, random, split),
+                                          " are not graphs of preset ", preset.name, " seed ",
+                                          absl::GetFlag(FLAGS_seed), " (--preset, --seed)")));
+  }
+  for (const std::string& split : tgraph::AllSplits()) {
+    const std::string dir = tgraph::SplitDir(root, picks, split);
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return Fail(absl::InternalError(absl::StrCat(dir, ": cannot create: ", ec.message())));
+  }
+  for (const Task& t : tasks) {
+    absl::StatusOr<std::unique_ptr<FarmGraph>> g = LoadFarmGraph(registry, version, c, preset, t.index);
+    if (!g.ok()) return Fail(g.status());
+    tgraph::Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(t.index) * 131 + 3);
+    GuidedRun run = GuidedLoop(**g, 0, rng, /*learn=*/false);
+    tgraph::LayoutGraph lg;
+    lg.name = t.name;
+    lg.graph = (*g)->graph;
+    lg.node_config_ids = (*g)->inst.config_ids;
+    lg.num_configs = static_cast<int64_t>(run.runtimes.size());
+    lg.config_feat = std::move(run.measured);
+    lg.config_runtime = std::move(run.runtimes);
+    lg.node_splits = {0, lg.graph.num_nodes};
+    const std::string path = absl::StrCat(tgraph::SplitDir(root, picks, t.split), "/", t.name, ".npz");
+    if (absl::Status st = tgraph::SaveLayoutGraph(path, lg); !st.ok()) return Fail(st);
+    std::fprintf(stderr, "picks %s/%s: %lld rows, the fastest %.4f of the default's runtime\n", t.split.c_str(),
+                 t.name.c_str(), static_cast<long long>(lg.num_configs),
+                 *std::min_element(run.trace.begin(), run.trace.end()) / run.trace.front());
+  }
+  std::printf("wrote %s: %zu graphs' picks (%lld measurements each)\n", tgraph::SplitDir(root, picks, "*").c_str(),
+              tasks.size(), static_cast<long long>(Budget()));
+  return tgraph::kExitOk;
+}
+
 int RunFarm() {
   torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
@@ -595,6 +703,7 @@ int RunFarm() {
   const int first = fam.train + (split == "test" ? fam.valid : 0);
   const int count = std::min(absl::GetFlag(FLAGS_graphs), split == "test" ? fam.test : fam.valid);
   if (absl::GetFlag(FLAGS_neighbour_tau)) return RunNeighbourTau(registry, version, *c, *preset, first, count);
+  if (!absl::GetFlag(FLAGS_write_picks).empty()) return RunWritePicks(registry, version, *c, *preset, fam);
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv(nullptr, &std::fclose);
   if (const std::string path = absl::GetFlag(FLAGS_csv); !path.empty()) {
     csv.reset(std::fopen(path.c_str(), "w"));

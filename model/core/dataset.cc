@@ -42,13 +42,25 @@ bool IsNeighbourhood(const Collection& c) {
   return !c.named() && c.kind == CollectionKind::kLayout && (c.search == "near-default" || c.search == "near-best");
 }
 
+const std::vector<Collection>& PicksCollections() {
+  static const std::vector<Collection> kPicks = {
+      {CollectionKind::kLayout, "xla", "picks", ""},
+      {CollectionKind::kLayout, "nlp", "picks", ""},
+  };
+  return kPicks;
+}
+
+bool IsPicks(const Collection& c) { return !c.named() && c.kind == CollectionKind::kLayout && c.search == "picks"; }
+
 namespace {
 
-// The dataset's collections, then the neighbourhood ones.
+// The dataset's collections, then the neighbourhood and picks ones.
 std::vector<Collection> KnownCollections() {
   std::vector<Collection> all = AllCollections();
   const std::vector<Collection>& near = NeighbourhoodCollections();
   all.insert(all.end(), near.begin(), near.end());
+  const std::vector<Collection>& picks = PicksCollections();
+  all.insert(all.end(), picks.begin(), picks.end());
   return all;
 }
 
@@ -65,9 +77,9 @@ absl::StatusOr<Collection> ParseCollection(absl::string_view name) {
   std::vector<std::string> names;
   for (const Collection& c : KnownCollections()) {
     if (c.name() == name) return c;
-    if (!IsNeighbourhood(c)) names.push_back(c.name());
+    if (!IsNeighbourhood(c) && !IsPicks(c)) names.push_back(c.name());
   }
-  names.push_back("layout:xla|nlp:near-default|near-best");
+  names.push_back("layout:xla|nlp:near-default|near-best|picks");
   const size_t at = name.find('@');
   if (at != absl::string_view::npos) {
     const absl::string_view kind = name.substr(0, at), model = name.substr(at + 1);

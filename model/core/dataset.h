@@ -22,7 +22,7 @@ enum class CollectionKind { kLayout, kTile };
 struct Collection {
   CollectionKind kind = CollectionKind::kLayout;
   std::string source;  // "xla" or "nlp"; empty when named
-  std::string search;  // "random", "default", "near-default" or "near-best"; empty for tile and when named
+  std::string search;  // "random", "default", "near-default", "near-best" or "picks"; empty for tile and when named
   std::string model;   // the free name of a named collection ("tpu-v5e"), else empty
   bool named() const { return !model.empty(); }
   std::string name() const;  // "layout:xla:random", "tile:xla", "layout@tpu-v5e"
@@ -41,7 +41,15 @@ const std::vector<Collection>& AllCollections();
 const std::vector<Collection>& NeighbourhoodCollections();
 // Whether `c` is one of NeighbourhoodCollections(): every file one row's neighbourhood.
 bool IsNeighbourhood(const Collection& c);
-// Parses "layout:xla:random" etc. (the neighbourhood collections too) and "layout@NAME" / "tile@NAME" (NAME: 1-64 of
+// "layout:<source>:picks": per graph, the rows a trained model's search chose and a
+// (simulated) farm measured, round after round from the compiler default, with the
+// runtimes as measured; same graphs and names as the source's other collections.
+// tgraph-bench-search --write_picks writes them (docs/synthetic-data.md), never
+// tgraph-synth: they need a model. Where a search that optimises a model goes is where
+// the model is wrong, so a model trained on them learns the rows its search would pick.
+const std::vector<Collection>& PicksCollections();
+bool IsPicks(const Collection& c);
+// Parses "layout:xla:random" etc. (the neighbourhood and picks collections too) and "layout@NAME" / "tile@NAME" (NAME: 1-64 of
 // a-z, 0-9, '.', '_' and '-', starting with a letter or digit); the error lists the
 // valid names.
 absl::StatusOr<Collection> ParseCollection(absl::string_view name);

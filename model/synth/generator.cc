@@ -329,11 +329,16 @@ absl::StatusOr<GenerateSummary> Generate(const GenerateOptions& o) {
   if (!preset.ok()) return preset.status();
   if (o.out.empty()) return absl::InvalidArgumentError("--out is required");
   const std::vector<Collection> collections = o.collections.empty() ? AllCollections() : o.collections;
-  for (const Collection& c : collections)
+  for (const Collection& c : collections) {
+    if (IsPicks(c))
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--collections: ", c.name(), " holds the rows a trained model's search picked; tgraph-bench-search "
+          "--write_picks writes it into a dataset tgraph-synth wrote"));
     if (c.named())
       return absl::InvalidArgumentError(absl::StrCat(
           "--collections: ", c.name(), " is a model of your own; tgraph-synth generates the dataset's five "
           "collections and the neighbourhood ones (a named model trains on its farm's own files, or is fine-tuned from another's model)"));
+  }
   const auto start = std::chrono::steady_clock::now();
 
   GenerateSummary summary;
