@@ -432,6 +432,22 @@ def test_bench_search_writes_the_picks_collection_a_trainer_can_learn_from(world
             assert (rows[0] == -1).all()  # the compiler default is measured first
             assert len({r.tobytes() for r in rows}) == 12  # nothing measured twice
             assert (p["config_runtime"] > 0).all()
+    # A second model's picks join the first's (DAgger's aggregate): the rows already
+    # there stay first and unchanged, the new ones follow, none twice.
+    first = {n: np.load(data / "npz" / "layout" / "xla" / "picks" / "train" / n)
+             for n in os.listdir(data / "npz" / "layout" / "xla" / "picks" / "train")}
+    r = call(bench, *common[:6], "--budget", "20", "--per_round", "6", "--evaluations", "300", "--threads", "1",
+             "--seed", "3", "--write_picks", data)
+    assert r.returncode == 0, r.stderr
+    grew = 0
+    for name, before in first.items():
+        after = np.load(data / "npz" / "layout" / "xla" / "picks" / "train" / name)
+        rows = after["node_config_feat"]
+        assert np.array_equal(rows[:12], before["node_config_feat"]), name
+        assert np.array_equal(after["config_runtime"][:12], before["config_runtime"]), name
+        assert len({r.tobytes() for r in rows}) == rows.shape[0] <= 12 + 20
+        grew += rows.shape[0] > 12
+    assert grew > 0
     r = call(binary("model", "train", "tgraph-train"), "--data", data, "--collection", "layout:xla:random",
              "--also_collections", "layout:xla:picks", "--run_dir", tmp_path / "run", "--profile", "quick",
              "--folds", "2", "--train_folds", "1", "--epochs", "1", "--hidden", "16", "--threads", "1",

@@ -34,8 +34,10 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -128,7 +130,7 @@ ABSL_FLAG(std::string, write_picks, "",
           "Instead of the farm: write the layout:SOURCE:picks collection into this dataset (tgraph-synth's output for "
           "--preset and --seed, one of several seeds included): per graph of every split, the rows the frozen model's "
           "loop (the tgraph strategy, --budget measurements in rounds of --per_round) measured, with the runtimes as "
-          "the farm measured them");
+          "the farm measured them; a graph's picks already there are kept and the new rows added after them");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -615,6 +617,7 @@ int RunWritePicks(const tgraph::Registry& registry, int64_t version, const tgrap
   struct Task {
     std::string split, name;
     int index;
+    std::optional<tgraph::LayoutGraph> before;  // the graph's picks file as it was, when there is one
   };
   std::vector<Task> tasks;
   int index = 0;
@@ -639,7 +642,18 @@ int RunWritePicks(const tgraph::Registry& registry, int64_t version, const tgrap
                                             preset.name, " seed ", absl::GetFlag(FLAGS_seed),
                                             " (its opcodes, edges or configurable nodes differ; --preset, --seed)")));
       ++matched;
-      tasks.push_back({split, name, index});
+      tasks.push_back({split, name, index, std::nullopt});
+      // Picks already there (another model's) are kept: the new rows join them.
+      const std::string before = absl::StrCat(tgraph::SplitDir(root, picks, split), "/", name, ".npz");
+      if (std::error_code ec; std::filesystem::exists(before, ec)) {
+        absl::StatusOr<tgraph::LayoutGraph> old = tgraph::LoadLayoutGraph(before);
+        if (!old.ok()) return Fail(old.status());
+        if (old->graph.node_opcode != graph.node_opcode || old->graph.edge_index != graph.edge_index ||
+            old->node_config_ids != inst.config_ids)
+          return Fail(UsageError(absl::StrCat("--write_picks: ", before, " is not the picks of ", path,
+                                              " (its opcodes, edges or configurable nodes differ)")));
+        tasks.back().before = std::move(*old);
+      }
     }
     if (matched != files->size())
       return Fail(UsageError(absl::StrCat("--write_picks: ", files->size() - matched, " of the ", files->size(),
@@ -659,17 +673,32 @@ int RunWritePicks(const tgraph::Registry& registry, int64_t version, const tgrap
     tgraph::Rng rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(t.index) * 131 + 3);
     GuidedRun run = GuidedLoop(**g, 0, rng, /*learn=*/false);
     tgraph::LayoutGraph lg;
-    lg.name = t.name;
-    lg.graph = (*g)->graph;
-    lg.node_config_ids = (*g)->inst.config_ids;
-    lg.num_configs = static_cast<int64_t>(run.runtimes.size());
-    lg.config_feat = std::move(run.measured);
-    lg.config_runtime = std::move(run.runtimes);
-    lg.node_splits = {0, lg.graph.num_nodes};
+    if (t.before) {
+      lg = std::move(*t.before);
+    } else {
+      lg.name = t.name;
+      lg.graph = (*g)->graph;
+      lg.node_config_ids = (*g)->inst.config_ids;
+      lg.node_splits = {0, lg.graph.num_nodes};
+    }
+    // The loop's rows the file does not hold yet, in the order measured.
+    const size_t row = lg.node_config_ids.size() * tgraph::kConfigFeatDim;
+    std::unordered_set<std::string> held;
+    for (int64_t k = 0; k < lg.num_configs; ++k)
+      held.emplace(reinterpret_cast<const char*>(lg.config(k)), row);
+    int64_t added = 0;
+    for (size_t k = 0; k < run.runtimes.size(); ++k) {
+      const int8_t* x = run.measured.data() + k * row;
+      if (!held.emplace(reinterpret_cast<const char*>(x), row).second) continue;
+      lg.config_feat.insert(lg.config_feat.end(), x, x + row);
+      lg.config_runtime.push_back(run.runtimes[k]);
+      ++added;
+    }
+    lg.num_configs += added;
     const std::string path = absl::StrCat(tgraph::SplitDir(root, picks, t.split), "/", t.name, ".npz");
     if (absl::Status st = tgraph::SaveLayoutGraph(path, lg); !st.ok()) return Fail(st);
-    std::fprintf(stderr, "picks %s/%s: %lld rows, the fastest %.4f of the default's runtime\n", t.split.c_str(),
-                 t.name.c_str(), static_cast<long long>(lg.num_configs),
+    std::fprintf(stderr, "picks %s/%s: %lld new rows (%lld in all), the fastest %.4f of the default's runtime\n",
+                 t.split.c_str(), t.name.c_str(), static_cast<long long>(added), static_cast<long long>(lg.num_configs),
                  *std::min_element(run.trace.begin(), run.trace.end()) / run.trace.front());
   }
   std::printf("wrote %s: %zu graphs' picks (%lld measurements each)\n", tgraph::SplitDir(root, picks, "*").c_str(),
