@@ -455,6 +455,12 @@ def test_bench_search_writes_the_picks_collection_a_trainer_can_learn_from(world
     assert r.returncode == 0, r.stderr
     # Another seed's graphs are not this dataset's: refused, nothing half-written matters.
     r = call(bench, *common, "--seed", "4", "--write_picks", data)
-    assert r.returncode == 2 and "not graphs of preset tiny seed 4" in r.stderr
+    assert r.returncode == 2 and "of preset tiny seed 4" in r.stderr
     r = call(bench, *common, "--seed", "3", "--write_picks", tmp_path / "nowhere")
     assert r.returncode == 2 and "random/train" in r.stderr
+    # A picks file of another graph under this graph's name is refused, not appended to.
+    picks_train = data / "npz" / "layout" / "xla" / "picks" / "train"
+    a, b = sorted(os.listdir(picks_train))[:2]
+    shutil.copyfile(picks_train / a, picks_train / b)
+    r = call(bench, *common, "--seed", "3", "--write_picks", data)
+    assert r.returncode == 2 and f"{b} is not the picks of" in r.stderr

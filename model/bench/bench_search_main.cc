@@ -636,8 +636,11 @@ int RunWritePicks(const tgraph::Registry& registry, int64_t version, const tgrap
       absl::StatusOr<tgraph::LayoutGraph> file = tgraph::LoadLayoutGraph(path);
       if (!file.ok()) return Fail(file.status());
       const tgraph::NodeGraph graph = synth::ToNodeGraph(inst.built.nodes);
-      if (file->graph.node_opcode != graph.node_opcode || file->graph.edge_index != graph.edge_index ||
-          file->node_config_ids != inst.config_ids)
+      const auto same_graph = [&](const tgraph::LayoutGraph& g) {
+        return g.graph.node_opcode == graph.node_opcode && g.graph.edge_index == graph.edge_index &&
+               g.node_config_ids == inst.config_ids;
+      };
+      if (!same_graph(*file))
         return Fail(UsageError(absl::StrCat("--write_picks: ", path, " is not graph ", index, " of preset ",
                                             preset.name, " seed ", absl::GetFlag(FLAGS_seed),
                                             " (its opcodes, edges or configurable nodes differ; --preset, --seed)")));
@@ -648,8 +651,7 @@ int RunWritePicks(const tgraph::Registry& registry, int64_t version, const tgrap
       if (std::error_code ec; std::filesystem::exists(before, ec)) {
         absl::StatusOr<tgraph::LayoutGraph> old = tgraph::LoadLayoutGraph(before);
         if (!old.ok()) return Fail(old.status());
-        if (old->graph.node_opcode != graph.node_opcode || old->graph.edge_index != graph.edge_index ||
-            old->node_config_ids != inst.config_ids)
+        if (!same_graph(*old))
           return Fail(UsageError(absl::StrCat("--write_picks: ", before, " is not the picks of ", path,
                                               " (its opcodes, edges or configurable nodes differ)")));
         tasks.back().before = std::move(*old);
