@@ -332,7 +332,7 @@ TEST_CASE("collections parse and splits are listed sorted and lazily", "[dataset
     CHECK(IsNeighbourhood(c));
   }
   CHECK(SplitDir("/d", *ParseCollection("layout:nlp:near-best"), "test") == "/d/npz/layout/nlp/near-best/test");
-  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("layout:xla|nlp:near-default|near-best|picks"));
+  CHECK_THAT(std::string(bad.status().message()), Catch::Contains("layout:xla|nlp:near-default|near-best|region|picks"));
   CHECK_FALSE(IsNeighbourhood(*ParseCollection("layout:xla:default")));
   for (const Collection& c : PicksCollections()) {
     CHECK(ParseCollection(c.name())->name() == c.name());

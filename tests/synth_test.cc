@@ -588,6 +588,79 @@ TEST_CASE("the neighbourhood collections hold the default's and the genetic sear
   }
 }
 
+TEST_CASE("the region collection holds distinct rows 2 to 8 groups from the default or the best row, each a candidate",
+          "[search]") {
+  Rng graph_rng(7);
+  BuiltGraph b = MakeXlaGraph(graph_rng, 200);
+  const std::vector<int64_t> ids = ConfigurableNodes(b.nodes);
+  const LayoutCostModel m(b.nodes, ids);
+  const LayoutSpace space = LayoutSpaceOf(ToNodeGraph(b.nodes), ids);
+  const size_t row = ids.size() * kConfigFeatDim;
+  const std::vector<int8_t> dflt(row, -1);
+  // The second centre: a row of random candidates (the generator's is the genetic
+  // search's best row), far enough from the default that no row is near both.
+  Rng centre_rng(3);
+  std::vector<int8_t> far(row);
+  for (size_t j = 0; j < ids.size(); ++j)
+    for (int g = 0; g < kConfigGroups; ++g) {
+      const auto& cands = space.nodes[j].groups[g].candidates;
+      const auto& l = cands[static_cast<size_t>(centre_rng.Int(0, static_cast<int64_t>(cands.size()) - 1))];
+      std::copy(l.begin(), l.end(), far.begin() + j * kConfigFeatDim + static_cast<size_t>(g) * kLayoutSlots);
+    }
+  const int8_t* best = far.data();
+  REQUIRE(GroupsApart(best, dflt.data(), row) > 2 * kDefaultSearchRadius);
+  Rng rng(5);
+  const SearchResult r = RegionSearch(m, space, {dflt.data(), best}, static_cast<int>(kDefaultSearchRadius), 300, rng);
+  REQUIRE(r.num_configs == 300);
+  std::set<std::vector<int8_t>> rows;
+  int near_default = 0, near_best = 0;
+  std::set<int> distances;
+  for (int64_t c = 0; c < r.num_configs; ++c) {
+    const int8_t* x = r.configs.data() + c * row;
+    rows.emplace(x, x + row);
+    const int from_default = GroupsApart(x, dflt.data(), row), from_best = GroupsApart(x, best, row);
+    const bool by_default = from_default >= 2 && from_default <= kDefaultSearchRadius;
+    const bool by_best = from_best >= 2 && from_best <= kDefaultSearchRadius;
+    REQUIRE(by_default != by_best);  // the centres are too far apart for both
+    near_default += by_default;
+    near_best += by_best;
+    distances.insert(by_default ? from_default : from_best);
+    // Every group is its centre's or one of the space's candidates.
+    const int8_t* centre = by_default ? dflt.data() : best;
+    for (size_t j = 0; j < ids.size(); ++j)
+      for (int g = 0; g < kConfigGroups; ++g) {
+        const int8_t* at = x + j * kConfigFeatDim + static_cast<size_t>(g) * kLayoutSlots;
+        if (std::equal(at, at + kLayoutSlots, centre + (at - x))) continue;
+        const auto& cands = space.nodes[j].groups[g].candidates;
+        CHECK(std::any_of(cands.begin(), cands.end(),
+                          [&](const GroupLayout& l) { return std::equal(l.begin(), l.end(), at); }));
+      }
+    // Measured once, with the cost model's small noise.
+    CHECK(std::abs(static_cast<double>(r.runtimes[c]) / m.Evaluate(x).total_ns - 1) < 0.05);
+  }
+  CHECK(rows.size() == 300);  // no row twice
+  CHECK(near_default == 150);  // the centres in turn
+  CHECK(near_best == 150);
+  CHECK(distances == std::set<int>{2, 3, 4, 5, 6, 7, 8});
+
+  // tgraph-synth writes it beside the others, the same graphs under the same names.
+  TempDir dir;
+  GenerateOptions o;
+  o.preset = "tiny";
+  o.seeds = {3};
+  o.out = dir.path();
+  o.collections = {*ParseCollection("layout:xla:default"), *ParseCollection("layout:xla:region")};
+  REQUIRE(Generate(o).ok());
+  for (const std::string& split : AllSplits()) {
+    auto d = ListSplit(dir.path(), o.collections[0], split);
+    auto g = ListSplit(dir.path(), o.collections[1], split);
+    REQUIRE(d.ok());
+    REQUIRE(g.ok());
+    REQUIRE(g->size() == d->size());
+    for (size_t i = 0; i < d->size(); ++i) CHECK((*g)[i].name == (*d)[i].name);
+  }
+}
+
 TEST_CASE("a neighbourhood larger than its cap is sampled: distinct neighbours, the centre first", "[search]") {
   Rng graph_rng(7);
   BuiltGraph b = MakeXlaGraph(graph_rng, 200);

@@ -50,15 +50,25 @@ const std::vector<Collection>& PicksCollections() {
   return kPicks;
 }
 
+const std::vector<Collection>& RegionCollections() {
+  static const std::vector<Collection> kRegion = {
+      {CollectionKind::kLayout, "xla", "region", ""},
+      {CollectionKind::kLayout, "nlp", "region", ""},
+  };
+  return kRegion;
+}
+
 bool IsPicks(const Collection& c) { return !c.named() && c.kind == CollectionKind::kLayout && c.search == "picks"; }
 
 namespace {
 
-// The dataset's collections, then the neighbourhood and picks ones.
+// The dataset's collections, then the neighbourhood, region and picks ones.
 std::vector<Collection> KnownCollections() {
   std::vector<Collection> all = AllCollections();
   const std::vector<Collection>& near = NeighbourhoodCollections();
   all.insert(all.end(), near.begin(), near.end());
+  const std::vector<Collection>& region = RegionCollections();
+  all.insert(all.end(), region.begin(), region.end());
   const std::vector<Collection>& picks = PicksCollections();
   all.insert(all.end(), picks.begin(), picks.end());
   return all;
@@ -77,9 +87,9 @@ absl::StatusOr<Collection> ParseCollection(absl::string_view name) {
   std::vector<std::string> names;
   for (const Collection& c : KnownCollections()) {
     if (c.name() == name) return c;
-    if (!IsNeighbourhood(c) && !IsPicks(c)) names.push_back(c.name());
+    if (c.kind == CollectionKind::kTile || c.search == "random" || c.search == "default") names.push_back(c.name());
   }
-  names.push_back("layout:xla|nlp:near-default|near-best|picks");
+  names.push_back("layout:xla|nlp:near-default|near-best|region|picks");
   const size_t at = name.find('@');
   if (at != absl::string_view::npos) {
     const absl::string_view kind = name.substr(0, at), model = name.substr(at + 1);

@@ -22,7 +22,7 @@ enum class CollectionKind { kLayout, kTile };
 struct Collection {
   CollectionKind kind = CollectionKind::kLayout;
   std::string source;  // "xla" or "nlp"; empty when named
-  std::string search;  // "random", "default", "near-default", "near-best" or "picks"; empty for tile and when named
+  std::string search;  // "random", "default", "near-default", "near-best", "region" or "picks"; empty for tile and when named
   std::string model;   // the free name of a named collection ("tpu-v5e"), else empty
   bool named() const { return !model.empty(); }
   std::string name() const;  // "layout:xla:random", "tile:xla", "layout@tpu-v5e"
@@ -49,6 +49,10 @@ bool IsNeighbourhood(const Collection& c);
 // the model is wrong, so a model trained on them learns the rows its search would pick.
 const std::vector<Collection>& PicksCollections();
 bool IsPicks(const Collection& c);
+// "layout:<source>:region": per graph, rows 2 to kDefaultSearchRadius layout groups away
+// from the compiler default and from the genetic search's best row (in turn), where the
+// server's search proposes within its trust region; tgraph-synth writes them.
+const std::vector<Collection>& RegionCollections();
 // Parses "layout:xla:random" etc. (the neighbourhood and picks collections too) and "layout@NAME" / "tile@NAME" (NAME: 1-64 of
 // a-z, 0-9, '.', '_' and '-', starting with a letter or digit); the error lists the
 // valid names.

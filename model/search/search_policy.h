@@ -27,12 +27,6 @@ inline constexpr int64_t kDefaultSearchEvaluations = 2048;
 // search, so each fold pays for its size; 128 random rows rank as well as the model's
 // own reference size on the real files.
 inline constexpr int64_t kMaxSearchReference = 128;
-// The trust region's radius in layout groups (SearchOptions::radius) when a request
-// leaves it to the server. The models rank rows near the measured ones far better than
-// the far rows a free search favours: on the simulated farm, the first round's
-// proposals of a free search changed 80-150 groups of the default and were all 1.2-2x
-// slower than it, where proposals within 8 groups were within a few percent of it.
-inline constexpr int64_t kDefaultSearchRadius = 8;
 
 // What the model allows a search: its batch, the largest reference a fold may record
 // (the activation budget's batch on the server), and its reference's size and groups.

@@ -104,9 +104,9 @@ LayoutInstance MakeLayoutInstance(const PresetSpec& p, uint64_t seed, const Coll
 namespace {
 
 // The rows of graph `index` of a layout collection. Each search has its own random
-// stream per graph; the neighbourhood of the best row re-runs the `default`
-// collection's genetic search on that collection's stream, so its centre is the best
-// row of the `default` file of the same graph (and seed).
+// stream per graph; the neighbourhood of the best row and the region re-run the
+// `default` collection's genetic search on that collection's stream, so their centre is
+// the best row of the `default` file of the same graph (and seed).
 SearchResult LayoutSearch(const PresetSpec& p, uint64_t seed, const Collection& c, int index,
                           const LayoutCostModel& model, const NodeGraph& graph, const std::vector<int64_t>& ids) {
   const FamilySpec& fam = Family(p, c);
@@ -120,15 +120,16 @@ SearchResult LayoutSearch(const PresetSpec& p, uint64_t seed, const Collection& 
   // A neighbourhood holds at most as many rows as the largest genetic search of the preset.
   const LayoutSpace space = LayoutSpaceOf(graph, ids);
   const size_t row = ids.size() * kConfigFeatDim;
-  if (c.search == "near-default") {
-    const std::vector<int8_t> all_default(row, -1);
-    return NeighbourhoodSearch(model, space, all_default.data(), fam.configs_default.hi, rng);
-  }
+  const std::vector<int8_t> all_default(row, -1);
+  if (c.search == "near-default") return NeighbourhoodSearch(model, space, all_default.data(), fam.configs_default.hi, rng);
   Collection dflt = c;
   dflt.search = "default";
   Rng genetic_rng = stream(dflt);
   const SearchResult searched = genetic(genetic_rng);
   const int8_t* best = searched.configs.data() + static_cast<size_t>(BestRow(searched)) * row;
+  if (c.search == "region")  // as many rows as the genetic search's file
+    return RegionSearch(model, space, {all_default.data(), best}, static_cast<int>(kDefaultSearchRadius),
+                        Draw(rng, fam.configs_default, p.log_uniform), rng);
   return NeighbourhoodSearch(model, space, best, fam.configs_default.hi, rng);
 }
 

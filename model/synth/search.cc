@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <string>
+#include <unordered_set>
 
 #include "model/core/graph.h"
 
@@ -145,6 +147,42 @@ SearchResult NeighbourhoodSearch(const LayoutCostModel& model, const LayoutSpace
   for (int64_t k : keep) {
     const int8_t* r = near.data() + static_cast<size_t>(k) * row;
     rec.Record(r, Measure(model.Evaluate(r).total_ns, rng));
+  }
+  return rec.Take();
+}
+
+SearchResult RegionSearch(const LayoutCostModel& model, const LayoutSpace& space,
+                          const std::vector<const int8_t*>& centres, int max_changed, int64_t count, Rng& rng) {
+  const size_t row = model.config_ids().size() * kConfigFeatDim;
+  // The groups with a choice: (node, group) pairs whose candidates are more than one.
+  std::vector<std::pair<size_t, int>> free;
+  for (size_t j = 0; j < space.nodes.size(); ++j)
+    for (int g = 0; g < kConfigGroups; ++g)
+      if (space.nodes[j].groups[g].candidates.size() > 1) free.emplace_back(j, g);
+  Recorder rec(model, count);
+  if (free.size() < 2 || centres.empty() || max_changed < 2) return rec.Take();
+  std::unordered_set<std::string> seen;
+  std::vector<int8_t> x(row);
+  for (int64_t tries = 0; rec.size() < count && tries < 20 * count; ++tries) {
+    const int8_t* centre = centres[static_cast<size_t>(tries) % centres.size()];
+    std::copy(centre, centre + row, x.begin());
+    const int64_t k = rng.Int(2, std::min<int64_t>(max_changed, static_cast<int64_t>(free.size())));
+    std::vector<std::pair<size_t, int>> pick = free;
+    rng.Shuffle(pick);
+    for (int64_t m = 0; m < k; ++m) {
+      const auto [j, g] = pick[static_cast<size_t>(m)];
+      const auto& cands = space.nodes[j].groups[g].candidates;
+      int8_t* at = x.data() + j * kConfigFeatDim + static_cast<size_t>(g) * kLayoutSlots;
+      // Another candidate than the centre's own value (a centre may hold a layout that is
+      // none of them: then any).
+      std::vector<size_t> others;
+      for (size_t c = 0; c < cands.size(); ++c)
+        if (!std::equal(cands[c].begin(), cands[c].end(), at)) others.push_back(c);
+      const auto& l = cands[others[static_cast<size_t>(rng.Int(0, static_cast<int64_t>(others.size()) - 1))]];
+      std::copy(l.begin(), l.end(), at);
+    }
+    if (!seen.emplace(reinterpret_cast<const char*>(x.data()), row).second) continue;
+    rec.Record(x.data(), Measure(model.Evaluate(x.data()).total_ns, rng));
   }
   return rec.Take();
 }

@@ -32,6 +32,15 @@ SearchResult GeneticSearch(const LayoutCostModel& model, int64_t count, Rng& rng
 SearchResult NeighbourhoodSearch(const LayoutCostModel& model, const LayoutSpace& space, const int8_t* centre,
                                  int64_t max_rows, Rng& rng);
 
+// Where a search within a region lives: `count` distinct rows, each one of `centres`
+// (rows, taken in turn) with k groups changed to another of their candidates, k drawn
+// uniformly from 2..max_changed (distinct groups), each measured once. The server's
+// search proposes rows this far from its anchors (the default and the measured rows:
+// SearchOptions::radius); one-group neighbourhoods and random rows leave that range
+// unseen. Fewer rows when the space has fewer such rows to give.
+SearchResult RegionSearch(const LayoutCostModel& model, const LayoutSpace& space,
+                          const std::vector<const int8_t*>& centres, int max_changed, int64_t count, Rng& rng);
+
 // The row of `s` with the lowest measured runtime (the first of equals).
 int64_t BestRow(const SearchResult& s);
 
