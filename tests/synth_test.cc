@@ -588,14 +588,30 @@ TEST_CASE("the neighbourhood collections hold the default's and the genetic sear
   }
 }
 
+namespace {
+
+// A 200-node xla graph of the generator, its cost model and layout space: the searches'
+// test graph.
+struct SearchGraph {
+  BuiltGraph built = [] {
+    Rng rng(7);
+    return MakeXlaGraph(rng, 200);
+  }();
+  std::vector<int64_t> ids = ConfigurableNodes(built.nodes);
+  LayoutCostModel model{built.nodes, ids};
+  LayoutSpace space = LayoutSpaceOf(ToNodeGraph(built.nodes), ids);
+  size_t row = ids.size() * kConfigFeatDim;
+};
+
+}  // namespace
+
 TEST_CASE("the region collection holds distinct rows 2 to 8 groups from the default or the best row, each a candidate",
           "[search]") {
-  Rng graph_rng(7);
-  BuiltGraph b = MakeXlaGraph(graph_rng, 200);
-  const std::vector<int64_t> ids = ConfigurableNodes(b.nodes);
-  const LayoutCostModel m(b.nodes, ids);
-  const LayoutSpace space = LayoutSpaceOf(ToNodeGraph(b.nodes), ids);
-  const size_t row = ids.size() * kConfigFeatDim;
+  const SearchGraph sg;
+  const std::vector<int64_t>& ids = sg.ids;
+  const LayoutCostModel& m = sg.model;
+  const LayoutSpace& space = sg.space;
+  const size_t row = sg.row;
   const std::vector<int8_t> dflt(row, -1);
   // The second centre: a row of random candidates (the generator's is the genetic
   // search's best row), far enough from the default that no row is near both.
@@ -662,12 +678,11 @@ TEST_CASE("the region collection holds distinct rows 2 to 8 groups from the defa
 }
 
 TEST_CASE("a neighbourhood larger than its cap is sampled: distinct neighbours, the centre first", "[search]") {
-  Rng graph_rng(7);
-  BuiltGraph b = MakeXlaGraph(graph_rng, 200);
-  const std::vector<int64_t> ids = ConfigurableNodes(b.nodes);
-  const LayoutCostModel m(b.nodes, ids);
-  const LayoutSpace space = LayoutSpaceOf(ToNodeGraph(b.nodes), ids);
-  const size_t row = ids.size() * kConfigFeatDim;
+  const SearchGraph sg;
+  const std::vector<int64_t>& ids = sg.ids;
+  const LayoutCostModel& m = sg.model;
+  const LayoutSpace& space = sg.space;
+  const size_t row = sg.row;
   const std::vector<int8_t> centre(row, -1);
   const size_t available = OneGroupNeighbours(space, centre.data()).size() / row;
   REQUIRE(available > 20);
