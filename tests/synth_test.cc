@@ -678,16 +678,13 @@ TEST_CASE("the region collection holds distinct rows 2 to 8 groups from the defa
 }
 
 TEST_CASE("a neighbourhood larger than its cap is sampled: distinct neighbours, the centre first", "[search]") {
-  const SearchGraph sg;
-  const std::vector<int64_t>& ids = sg.ids;
-  const LayoutCostModel& m = sg.model;
-  const LayoutSpace& space = sg.space;
-  const size_t row = sg.row;
+  const SearchGraph g;
+  const size_t row = g.row;
   const std::vector<int8_t> centre(row, -1);
-  const size_t available = OneGroupNeighbours(space, centre.data()).size() / row;
+  const size_t available = OneGroupNeighbours(g.space, centre.data()).size() / row;
   REQUIRE(available > 20);
   Rng rng(1);
-  const SearchResult few = NeighbourhoodSearch(m, space, centre.data(), 11, rng);
+  const SearchResult few = NeighbourhoodSearch(g.model, g.space, centre.data(), 11, rng);
   REQUIRE(few.num_configs == 11);
   CHECK(std::equal(centre.begin(), centre.end(), few.configs.begin()));
   std::set<std::vector<int8_t>> distinct;
@@ -698,10 +695,10 @@ TEST_CASE("a neighbourhood larger than its cap is sampled: distinct neighbours, 
   }
   CHECK(distinct.size() == 10);
   // Uncapped, every neighbour once, in OneGroupNeighbours' order.
-  const SearchResult all = NeighbourhoodSearch(m, space, centre.data(), 1 << 20, rng);
+  const SearchResult all = NeighbourhoodSearch(g.model, g.space, centre.data(), 1 << 20, rng);
   CHECK(all.num_configs == static_cast<int64_t>(available) + 1);
   CHECK(std::equal(all.configs.begin() + static_cast<std::ptrdiff_t>(row), all.configs.end(),
-                   OneGroupNeighbours(space, centre.data()).begin()));
+                   OneGroupNeighbours(g.space, centre.data()).begin()));
 }
 
 TEST_CASE("hidden test runtimes are zeros, as in the public dataset", "[synth]") {
