@@ -98,8 +98,9 @@ ABSL_FLAG(int64_t, neighbourhood, 0,
           "measured (a trust region around the incumbents); 0 = the whole space");
 ABSL_FLAG(bool, neighbour_tau, false,
           "Instead of the farm: per graph, how well the model ranks the one-group neighbours of the compiler default "
-          "and of the best known row, as many random rows, and the 64 rows its first search from the default "
-          "proposes (Kendall tau of its scores and the true runtimes), beside a fitness --oracle_noise off");
+          "and of the best known row, as many random rows, 64 rows 2-8 groups from the default (the search's region), "
+          "and the 64 rows its first search from the default proposes (Kendall tau of its scores and the true "
+          "runtimes), beside a fitness --oracle_noise off");
 ABSL_FLAG(double, online_correction, tgraph::SearchOptions{}.correction_weight,
           "tgraph-guided: each round's search adds this weight times what the graph's measurements so far predict "
           "(SearchOptions::correction, model/search/measured_correction.h) to the model's scores, as the server's "
@@ -537,9 +538,9 @@ void PrintGaps(const Gaps& gaps) {
 // --neighbour_tau: where the model ranks well and where it does not.
 int RunNeighbourTau(const tgraph::Registry& registry, int64_t version, const tgraph::Collection& c,
                     const synth::PresetSpec& preset, int first, int count) {
-  std::printf("%-36s %6s %12s %12s %12s %12s %12s %12s\n", "graph", "rows", "near default", "near best", "random",
-              absl::StrFormat("noisy %g%%", 100 * absl::GetFlag(FLAGS_oracle_noise)).c_str(), "its picks",
-              "noisy there");
+  std::printf("%-36s %6s %12s %12s %12s %12s %12s %12s %12s %12s\n", "graph", "rows", "near default", "near best",
+              "random", absl::StrFormat("noisy %g%%", 100 * absl::GetFlag(FLAGS_oracle_noise)).c_str(), "2-8 groups",
+              "noisy there", "its picks", "noisy there");
   for (int i = 0; i < count; ++i) {
     absl::StatusOr<std::unique_ptr<FarmGraph>> g = LoadFarmGraph(registry, version, c, preset, first + i);
     if (!g.ok()) return Fail(g.status());
@@ -584,9 +585,19 @@ int RunNeighbourTau(const tgraph::Registry& registry, int64_t version, const tgr
     std::vector<double> noisy_picks;
     for (size_t k = 0; k < picked.rows.size() / row; ++k)
       noisy_picks.push_back(NoisyLogRuntime(fg, picked.rows.data() + k * row, absl::GetFlag(FLAGS_oracle_noise), 1.0, 1));
-    std::printf("%-36s %6zu %12.3f %12.3f %12.3f %12.3f %12.3f %12.3f\n", fg.inst.name.c_str(), near_default.size() / row,
-                ModelTau(fg, near_default, row), ModelTau(fg, near_best, row), ModelTau(fg, random, row),
-                tgraph::KendallTau(noisy, truth), ModelTau(fg, picked.rows, row),
+    // Where the search's region is: rows 2 to kDefaultSearchRadius groups from the
+    // default (the generator's region rows, around the default only).
+    tgraph::Rng region_rng(absl::GetFlag(FLAGS_seed) * 7919 + static_cast<uint64_t>(i) + 17);
+    const std::vector<int8_t> region =
+        synth::RegionSearch(*fg.hardware, fg.space, {dflt.data()}, static_cast<int>(tgraph::kDefaultSearchRadius), kPicks,
+                            region_rng).configs;
+    std::vector<double> noisy_region;
+    for (size_t k = 0; k < region.size() / row; ++k)
+      noisy_region.push_back(NoisyLogRuntime(fg, region.data() + k * row, absl::GetFlag(FLAGS_oracle_noise), 1.0, 1));
+    std::printf("%-36s %6zu %12.3f %12.3f %12.3f %12.3f %12.3f %12.3f %12.3f %12.3f\n", fg.inst.name.c_str(),
+                near_default.size() / row, ModelTau(fg, near_default, row), ModelTau(fg, near_best, row),
+                ModelTau(fg, random, row), tgraph::KendallTau(noisy, truth), ModelTau(fg, region, row),
+                tgraph::KendallTau(noisy_region, TrueRuntimes(fg, region, row)), ModelTau(fg, picked.rows, row),
                 tgraph::KendallTau(noisy_picks, TrueRuntimes(fg, picked.rows, row)));
   }
   return tgraph::kExitOk;
