@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -29,6 +30,7 @@ struct ModelWorld {
   Provenance provenance;  // what Publish's manifests say they were trained on (default: unknown)
   std::optional<TileSpace> tile_space;  // what Publish's manifests carry (default: none)
   std::optional<TilePrior> tile_prior;  // likewise
+  std::map<std::string, std::string> training;  // the trainer's flags Publish's manifests record
 
   ModelWorld(uint64_t seed, const std::vector<std::string>& collections) {
     data = dir.path() + "/data";
@@ -61,6 +63,7 @@ struct ModelWorld {
     m.provenance = provenance;
     m.tile_space = tile_space;
     m.tile_prior = tile_prior;
+    m.training = training;
     for (int f = 0; f < folds; ++f) {
       torch::manual_seed(seed * 1000 + static_cast<uint64_t>(f));
       auto net = MakeRankingNet(spec);

@@ -239,10 +239,44 @@ CATCH_TEST_CASE("the top-weighted hinge weighs each pair by its faster member's 
   CATCH_CHECK(t.grad()[1].item<float>() > 0);
 }
 
+CATCH_TEST_CASE("the listwise loss is the cross-entropy of the scores' softmax against the runtimes' at 5 percent per e", "[loss]") {
+  auto listwise = [](std::vector<float> s, std::vector<float> r) {
+    return ListwiseLoss(torch::tensor(s), torch::tensor(r)).item<double>();
+  };
+  // Runtimes 1 and 1.05: the target is 1 : 1.05^-20 = 1 : 0.37689 (exp(-ln 1.05 / 0.05)).
+  const double e = std::pow(1.05, -20.0), t0 = 1.0 / (1.0 + e), t1 = e / (1.0 + e);
+  CATCH_CHECK(t0 == Approx(0.72627).epsilon(1e-4));
+  // Equal scores: p = 1/2 each, whatever the target: ln 2.
+  CATCH_CHECK(listwise({0, 0}, {1, 1.05f}) == Approx(std::log(2.0)));
+  CATCH_CHECK(listwise({3, 3, 3}, {1, 2, 4}) == Approx(std::log(3.0)));
+  // Scores 0 and 1: p = softmax(0, -2) (the sharpness 2).
+  const double p0 = 1.0 / (1.0 + std::exp(-2.0)), p1 = 1.0 - p0;
+  CATCH_CHECK(listwise({0, 1}, {1, 1.05f}) == Approx(-(t0 * std::log(p0) + t1 * std::log(p1))).epsilon(1e-5));
+  // Runtimes count only by their ratios, and the order of the configurations not at all.
+  CATCH_CHECK(listwise({0, 1}, {1000, 1050}) == Approx(listwise({0, 1}, {1, 1.05f})).epsilon(1e-5));
+  CATCH_CHECK(listwise({1, 0}, {1.05f, 1}) == Approx(listwise({0, 1}, {1, 1.05f})).epsilon(1e-5));
+  // A configuration twice as slow weighs 2^-20 of the target: ordering the pair right
+  // costs almost nothing more than ordering it by a wide margin; the reverse costs.
+  CATCH_CHECK(listwise({0, 5}, {1, 2}) < 1e-4);
+  CATCH_CHECK(listwise({5, 0}, {1, 2}) == Approx(10.0).epsilon(1e-3));
+  // The gradient is sharpness x (target - p): the faster configuration's score is pushed
+  // down (lower is faster), the slower's up, by equal amounts.
+  torch::Tensor s = torch::zeros({2}, torch::requires_grad());
+  RankingLossValue(RankingLoss::kListwise, s, torch::tensor({1.0f, 1.05f})).backward();
+  CATCH_CHECK(s.grad()[0].item<double>() == Approx(2.0 * (t0 - 0.5)).epsilon(1e-5));
+  CATCH_CHECK(s.grad()[1].item<double>() == Approx(2.0 * (t1 - 0.5)).epsilon(1e-5));
+}
+
 CATCH_TEST_CASE("ranking loss names parse back to their loss and nothing else parses", "[loss]") {
-  for (RankingLoss l : {RankingLoss::kPairwiseHinge, RankingLoss::kTopWeighted})
+  for (RankingLoss l : {RankingLoss::kPairwiseHinge, RankingLoss::kTopWeighted, RankingLoss::kListwise})
     CATCH_CHECK(ParseRankingLoss(RankingLossName(l)) == l);
-  CATCH_CHECK(!ParseRankingLoss("listwise").has_value());
+  CATCH_CHECK(!ParseRankingLoss("listnet").has_value());
+  // A manifest's training flags name the loss fine-tuning continues with; the hinge when
+  // they do not say or name no loss this build knows.
+  CATCH_CHECK(TrainedLoss({{"loss", "listwise"}, {"epochs", "300"}}) == RankingLoss::kListwise);
+  CATCH_CHECK(TrainedLoss({{"loss", "top"}}) == RankingLoss::kTopWeighted);
+  CATCH_CHECK(TrainedLoss({}) == RankingLoss::kPairwiseHinge);
+  CATCH_CHECK(TrainedLoss({{"loss", "focal"}}) == RankingLoss::kPairwiseHinge);
   CATCH_CHECK(!ParseRankingLoss("").has_value());
 }
 

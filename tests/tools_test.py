@@ -70,19 +70,19 @@ def test_version_names_the_commit_built():
     ["tgraph-server", "--registry", "r", "--precision", "fp8"],
     ["tgraph-train", "--run_dir", "r"],                           # --data missing
     ["tgraph-train", "deploy", "--run_dir", "r"],
-    ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--loss", "listwise"],
+    ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--loss", "listnet"],
     ["tgraph-train", "finetune", "--registry", "r", "--collection", "c", "--measurements", "m", "--loss", "top10"],
     ["tgraph-train", "--data", "d", "--collection", "layout:xla:random", "--run_dir", "r", "--select_by", "best"],
     ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_weight", "-1"],
     ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_bandwidth", "17"],
-    ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetune_loss", "listwise"],
+    ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetune_loss", "listnet"],
     ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
     ["tgraph-synth", "--out", "x", "--preset", "huge"],
     ["tgraph-featurize", "module"],                               # --in and --out missing
     ["tgraph-featurize", "apply", "--in", "m.hlo", "--out", "o.hlo"],   # --configs missing
     ["tgraph-bench-model", "--precision", "fp8"],
     ["tgraph-bench-search", "--strategies", "tgraph,bogus"],      # before any model is read
-    ["tgraph-bench-search", "--finetune_loss", "listwise"],
+    ["tgraph-bench-search", "--finetune_loss", "listnet"],
     ["tgraph-synth", "--bogus"],                                  # a flag no tool has
     ["tgraph-server", "--registry"],                              # a flag without its value
 ], ids=lambda a: " ".join(a[:3]))

@@ -591,6 +591,7 @@ CATCH_TEST_CASE("a model of one's own starts from another collection's model and
                 "[finetune][train]") {
   torch::set_num_threads(1);
   ModelWorld w(5, {"layout:xla:random"});
+  w.training = {{"loss", "top"}};  // trained with the top-weighted hinge: fine-tuned with it too
   const int64_t base = w.Publish("layout:xla:random", 2, 16, nullptr, /*seed=*/2);
   const std::string store = w.dir.path() + "/measurements";
   // The farm's measurements, reported for its own model's name.
@@ -627,6 +628,8 @@ CATCH_TEST_CASE("a model of one's own starts from another collection's model and
   CATCH_REQUIRE(m.ok());
   CATCH_CHECK(m->collection == "layout@tpu-v5e");
   CATCH_CHECK(m->training.at("finetune_parent_collection") == "layout:xla:random");
+  CATCH_CHECK(m->training.at("loss") == "top");
+  CATCH_CHECK(m->training.at("finetune_loss") == "top");
   CATCH_REQUIRE(m->provenance.finetunes.size() == 1u);
   CATCH_CHECK(m->provenance.finetunes[0].parent_collection == "layout:xla:random");
   CATCH_CHECK_THAT(m->provenance.Summary(), Catch::EndsWith("(last from layout:xla:random v1)"));
@@ -698,6 +701,7 @@ CATCH_TEST_CASE("finetune learns from measurements, publishes only when not wors
   CATCH_REQUIRE(m.ok());
   CATCH_CHECK(m->training.at("finetune_parent_version") == std::to_string(v1));
   CATCH_CHECK(m->training.at("finetune_measurements") == store);
+  CATCH_CHECK(m->training.at("finetune_loss") == "hinge");  // a parent that does not say: the hinge
   CATCH_CHECK(m->folds.size() == 2);
   // Its provenance: the parent's (unknown here: a hand-made manifest) and this fine-tune.
   CATCH_REQUIRE(m->provenance.finetunes.size() == 1u);

@@ -85,8 +85,9 @@ ABSL_FLAG(std::string, csv, "",
           "Also write every run's curve here: strategy,graph,repeat,measured,gap (the best true runtime after that many "
           "measurements over the best known, minus 1), for scripts/plot-search");
 ABSL_FLAG(double, finetune_lr, 1e-4, "tgraph+finetune: AdamW learning rate (tgraph-train finetune's default)");
-ABSL_FLAG(std::string, finetune_loss, "hinge",
-          "tgraph+finetune: the ranking loss of its steps (tgraph-train --loss: hinge or top; the model's own is best)");
+ABSL_FLAG(std::string, finetune_loss, "",
+          "tgraph+finetune: the ranking loss of its steps (tgraph-train --loss: hinge, top or listwise; unset: the "
+          "model's own)");
 ABSL_FLAG(int64_t, budget, 200, "Measurements each strategy may spend (the table's columns: 10, 20, 50, 100, 200, 500, ...)");
 ABSL_FLAG(int64_t, genetic_budget, 0,
           "Measurements the genetic search may spend (0 = --budget): how many it needs to come within 1%");
@@ -203,7 +204,7 @@ void Finetune(FarmGraph& g, const std::vector<int8_t>& measured, const std::vect
       tgraph::TrainStep(*net, *opt, t, gd, tgraph::SampleRows(gd, 64, rng), absl::GetFlag(FLAGS_finetune_lr), 1.0,
                         tgraph::kDefaultQueryShare,
                         tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss))
-                            .value_or(tgraph::RankingLoss::kPairwiseHinge));
+                            .value_or(tgraph::TrainedLoss(g.model.manifest.training)));
   }
   g.Encode();
 }
@@ -733,8 +734,8 @@ int RunFarm() {
     if (std::find(std::begin(kStrategies), std::end(kStrategies), w) == std::end(kStrategies))
       return Fail(UsageError(absl::StrCat("--strategies: unknown strategy '", w,
                                           "' (expected default, random, genetic, tgraph, tgraph+ft, oracle, noisy)")));
-  if (!tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)))
-    return Fail(UsageError(absl::StrCat("--finetune_loss must be hinge or top, not '", absl::GetFlag(FLAGS_finetune_loss), "'")));
+  if (!absl::GetFlag(FLAGS_finetune_loss).empty() && !tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)))
+    return Fail(UsageError(absl::StrCat("--finetune_loss must be ", tgraph::kRankingLossNames, ", not '", absl::GetFlag(FLAGS_finetune_loss), "'")));
   if (absl::GetFlag(FLAGS_registry).empty()) return Fail(UsageError("--registry is required"));
   const tgraph::Registry registry(absl::GetFlag(FLAGS_registry));
   int64_t version = 0;

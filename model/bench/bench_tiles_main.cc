@@ -50,7 +50,8 @@ ABSL_FLAG(double, within, 0.01, "A measurement counts as found when its runtime 
 ABSL_FLAG(int64_t, per_round, 1, "model+ft: configurations measured per round");
 ABSL_FLAG(int64_t, finetune_steps, 40, "model+ft: optimisation steps per fold after each round (tgraph-bench-search's default)");
 ABSL_FLAG(double, finetune_lr, 1e-4, "model+ft: AdamW learning rate (tgraph-train finetune's default)");
-ABSL_FLAG(std::string, finetune_loss, "hinge", "model+ft: the ranking loss of its steps (tgraph-train --loss: hinge or top)");
+ABSL_FLAG(std::string, finetune_loss, "",
+          "model+ft: the ranking loss of its steps (tgraph-train --loss: hinge, top or listwise; unset: the model's own)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use)");
 ABSL_FLAG(bool, tile_prior, true,
           "model and model+ft: the published model's prior of measured problems in its scores, as the server serves "
@@ -135,8 +136,8 @@ absl::StatusOr<Scorer> LoadScorer(const tgraph::TileGraph& g) {
                                                       ": the model has no tile space (trained on data that "
                                                       "tgraph-featurize tiles did not make): nothing to replay"));
   Scorer s;
-  s.loss = tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)).value_or(tgraph::RankingLoss::kPairwiseHinge);
   s.model = std::move(*m);
+  s.loss = tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)).value_or(tgraph::TrainedLoss(s.model.manifest.training));
   s.tensors = tgraph::MakeGraphTensors(g.graph, {}, s.model.manifest.stats);
   s.Encode();
   return s;
@@ -170,8 +171,8 @@ int Replay() {
   torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
   if (absl::GetFlag(FLAGS_data).empty() || absl::GetFlag(FLAGS_registry).empty())
     return Fail(UsageError("give --data ROOT (tgraph-featurize tiles --out_root) and --registry REG"));
-  if (!tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)))
-    return Fail(UsageError(absl::StrCat("--finetune_loss must be hinge or top, not '", absl::GetFlag(FLAGS_finetune_loss), "'")));
+  if (!absl::GetFlag(FLAGS_finetune_loss).empty() && !tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)))
+    return Fail(UsageError(absl::StrCat("--finetune_loss must be ", tgraph::kRankingLossNames, ", not '", absl::GetFlag(FLAGS_finetune_loss), "'")));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
   if (!c.ok()) return Fail(UsageError(absl::StrCat("--collection: ", c.status().message())));
   std::vector<tgraph::KnownTileProblem> known;
@@ -195,6 +196,7 @@ int Replay() {
   std::printf("%-28s %7s %7s %8s %8s %8s %10s\n", "problem", "model", "model+ft", "nearest", "random", "exhaust",
               "top-1 (x)");
   std::map<std::string, std::vector<double>> column;
+  std::string finetune_loss = absl::GetFlag(FLAGS_finetune_loss);
   tgraph::Rng rng(0);
   for (const tgraph::GraphFile& f : *files) {
     Pool pool;
@@ -210,6 +212,7 @@ int Replay() {
     pool.fastest = *std::min_element(ns.begin(), ns.end());
     absl::StatusOr<Scorer> frozen = LoadScorer(pool.graph);
     if (!frozen.ok()) return Fail(frozen.status());
+    finetune_loss = tgraph::RankingLossName(frozen->loss);
     const tgraph::TileSearchResult all =
         frozen->Search(pool.known.problem, {}, static_cast<int64_t>(pool.runtime.size()));
     for (const tgraph::TritonTile& t : all.tiles)
@@ -238,7 +241,7 @@ int Replay() {
   std::printf("model+ft: %lld configuration(s) per round, %lld steps per fold at lr %g (%s loss) after each round\n",
               static_cast<long long>(absl::GetFlag(FLAGS_per_round)),
               static_cast<long long>(absl::GetFlag(FLAGS_finetune_steps)), absl::GetFlag(FLAGS_finetune_lr),
-              absl::GetFlag(FLAGS_finetune_loss).c_str());
+              finetune_loss.c_str());
   return tgraph::kExitOk;
 }
 

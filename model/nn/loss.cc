@@ -34,9 +34,21 @@ torch::Tensor TopWeightedHingeLoss(const torch::Tensor& scores, const torch::Ten
   return (pair_w * PairHinge(scores)).sum() / total_w * (pairs / static_cast<double>(c * c));
 }
 
+torch::Tensor ListwiseLoss(const torch::Tensor& scores, const torch::Tensor& runtimes) {
+  const torch::Tensor target = torch::softmax(-torch::log(runtimes.to(scores.dtype())) / kListwiseTemperature, 0);
+  return -(target * torch::log_softmax(-kListwiseSharpness * scores, 0)).sum();
+}
+
 torch::Tensor RankingLossValue(RankingLoss loss, const torch::Tensor& scores, const torch::Tensor& runtimes) {
-  return loss == RankingLoss::kTopWeighted ? TopWeightedHingeLoss(scores, runtimes)
-                                           : PairwiseHingeLoss(scores, runtimes);
+  switch (loss) {
+    case RankingLoss::kTopWeighted:
+      return TopWeightedHingeLoss(scores, runtimes);
+    case RankingLoss::kListwise:
+      return ListwiseLoss(scores, runtimes);
+    case RankingLoss::kPairwiseHinge:
+      break;
+  }
+  return PairwiseHingeLoss(scores, runtimes);
 }
 
 }  // namespace tgraph

@@ -19,6 +19,17 @@ torch::Tensor PairwiseHingeLoss(const torch::Tensor& scores, const torch::Tensor
 // sum(w hinge) / sum(w) x pairs / C^2, whatever the batch size.
 torch::Tensor TopWeightedHingeLoss(const torch::Tensor& scores, const torch::Tensor& runtimes);
 
+// ListNet's cross-entropy -sum_i t_i log p_i, p = softmax(-kListwiseSharpness x scores)
+// (lower scores faster) and t = softmax(-log(runtimes) / kListwiseTemperature): a
+// configuration 5% slower than another weighs e^-1 of it in the target, so t sits on the
+// sample's few nearly fastest. The sharpness lets a score distribution of unit spread
+// (the standardised scores a tile model with a prior trains on) put most of p on one
+// configuration of 128; a network trained alone learns any scale it needs.
+// [C] scores, [C] runtimes (> 0).
+inline constexpr double kListwiseTemperature = 0.05;
+inline constexpr double kListwiseSharpness = 2.0;
+torch::Tensor ListwiseLoss(const torch::Tensor& scores, const torch::Tensor& runtimes);
+
 torch::Tensor RankingLossValue(RankingLoss loss, const torch::Tensor& scores, const torch::Tensor& runtimes);
 
 }  // namespace tgraph

@@ -102,7 +102,8 @@ double FinetuneFold(RankingNet& net, size_t f, const FinetuneOptions& o, const S
     const std::vector<GraphTensors>& tensors = from_base ? base.tensors : s.train_tensors;
     const size_t gi = static_cast<size_t>(rng.Int(0, static_cast<int64_t>(pool.size()) - 1));
     const std::vector<int64_t> rows = SampleRows(pool[gi], o.batch_configs, rng);
-    loss_sum += TrainStep(net, *opt, tensors[gi], pool[gi], rows, o.lr, o.clip_norm, kDefaultQueryShare, o.loss);
+    loss_sum += TrainStep(net, *opt, tensors[gi], pool[gi], rows, o.lr, o.clip_norm, kDefaultQueryShare,
+                          o.loss.value_or(RankingLoss::kPairwiseHinge));
   }
   net.eval();
   return loss_sum / static_cast<double>(o.steps);
@@ -120,6 +121,7 @@ void RecordLineage(const FinetuneOptions& o, const Split& s, const BaseData& bas
   child->training["finetune_base_data"] = o.base_data;
   child->training["finetune_steps"] = absl::StrCat(o.steps);
   child->training["finetune_lr"] = absl::StrCat(o.lr);
+  child->training["finetune_loss"] = RankingLossName(o.loss.value_or(RankingLoss::kPairwiseHinge));
   child->training["finetune_heldout_configs"] = absl::StrCat(s.heldout_configs);
   child->training["finetune_heldout_tau_parent"] = absl::StrCat(r.parent_score);
   child->training["finetune_heldout_tau"] = absl::StrCat(r.child_score);
@@ -204,14 +206,16 @@ absl::StatusOr<BaseData> LoadBaseData(const FinetuneOptions& o, const Collection
 
 }  // namespace
 
-absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& o) {
-  absl::StatusOr<Collection> c = CheckOptions(o);
+absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& options) {
+  absl::StatusOr<Collection> c = CheckOptions(options);
   if (!c.ok()) return c.status();
-  const Registry registry(o.registry);
+  const Registry registry(options.registry);
   FinetuneResult result;
-  absl::StatusOr<LoadedModel> model = ParentModel(registry, *c, o, &result);
+  absl::StatusOr<LoadedModel> model = ParentModel(registry, *c, options, &result);
   if (!model.ok()) return model.status();
   const Manifest& pm = model->manifest;
+  FinetuneOptions o = options;
+  if (!o.loss) o.loss = TrainedLoss(pm.training);
 
   absl::StatusOr<LoadedMeasurements> loaded = LoadMeasurements(o.measurements, *c);
   if (!loaded.ok()) return loaded.status();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,8 @@ struct FinetuneOptions {
   double lr = 1e-4;            // constant; the parent's weights are a good start
   double weight_decay = 1e-5;
   double clip_norm = 1.0;
-  RankingLoss loss = RankingLoss::kPairwiseHinge;  // model/core/ranking_loss.h
+  // model/core/ranking_loss.h; unset: the parent's own (TrainedLoss of its manifest).
+  std::optional<RankingLoss> loss;
   int64_t batch_configs = 64;
   double holdout = 0.2;        // share of each graph's measured configurations held out
   // The evidence the publish gate needs: fewer held-out configurations (over all

@@ -62,9 +62,11 @@ ABSL_FLAG(int64_t, reference_configs, 256,
 ABSL_FLAG(double, query_share, 0.0,
           "Share of each step's sampled configurations scored as inference scores those outside the reference: "
           "against the others' softmax, one at a time (0: all in one softmax)");
-ABSL_FLAG(std::string, loss, "hinge",
-          "The ranking loss (training and finetune): hinge (every ordered pair alike, the paper's) or top (pairs weighted by how near the "
-          "fastest their faster member is, 1 / log2(2 + its rank))");
+ABSL_FLAG(std::string, loss, "",
+          "The ranking loss: hinge (every ordered pair alike, the paper's), top (pairs weighted by how near the fastest "
+          "their faster member is, 1 / log2(2 + its rank)) or listwise (ListNet: the softmax of the scores against a "
+          "softmax of the runtimes at 5% per e, so only the nearly fastest configurations count). Unset: training uses "
+          "the hinge, finetune the parent model's own loss");
 ABSL_FLAG(double, tile_prior_weight, 1.0,
           "Collections with a tile space: the weight of the training problems' prior (each configuration's mean log "
           "slowdown over them, weighted by how near each problem's shape is, standardised) added to the published "
@@ -124,10 +126,12 @@ namespace {
 bool Quick() { return absl::GetFlag(FLAGS_profile) == "quick"; }
 int KeepFolds() { return absl::GetFlag(FLAGS_keep_folds) > 0 ? absl::GetFlag(FLAGS_keep_folds) : (Quick() ? 2 : 4); }
 
-absl::StatusOr<tgraph::RankingLoss> LossFlag() {
+// --loss; nullopt when it is not set (each command's default applies).
+absl::StatusOr<std::optional<tgraph::RankingLoss>> LossFlag() {
+  if (absl::GetFlag(FLAGS_loss).empty()) return std::optional<tgraph::RankingLoss>();
   const std::optional<tgraph::RankingLoss> loss = tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_loss));
-  if (!loss) return UsageError(absl::StrCat("--loss must be hinge or top, not '", absl::GetFlag(FLAGS_loss), "'"));
-  return *loss;
+  if (!loss) return UsageError(absl::StrCat("--loss must be ", tgraph::kRankingLossNames, ", not '", absl::GetFlag(FLAGS_loss), "'"));
+  return loss;
 }
 
 int Finetune() {
@@ -143,7 +147,7 @@ int Finetune() {
   f.steps = absl::GetFlag(FLAGS_steps);
   f.lr = absl::GetFlag(FLAGS_finetune_lr);
   f.weight_decay = absl::GetFlag(FLAGS_weight_decay);
-  absl::StatusOr<tgraph::RankingLoss> loss = LossFlag();
+  absl::StatusOr<std::optional<tgraph::RankingLoss>> loss = LossFlag();
   if (!loss.ok()) return Fail(loss.status());
   f.loss = *loss;
   if (absl::GetFlag(FLAGS_batch_configs) > 0) f.batch_configs = absl::GetFlag(FLAGS_batch_configs);
@@ -256,9 +260,9 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
     return UsageError(absl::StrCat("--reference_configs must be in 1..", tgraph::kMaxBatchSize));
   o.query_share = absl::GetFlag(FLAGS_query_share);
   if (!(o.query_share >= 0 && o.query_share <= 0.9)) return UsageError("--query_share must be in 0..0.9");
-  absl::StatusOr<tgraph::RankingLoss> loss = LossFlag();
+  absl::StatusOr<std::optional<tgraph::RankingLoss>> loss = LossFlag();
   if (!loss.ok()) return loss.status();
-  o.loss = *loss;
+  o.loss = loss->value_or(tgraph::RankingLoss::kPairwiseHinge);
   const std::string select_by = absl::GetFlag(FLAGS_select_by);
   if (select_by != "tau" && select_by != "neighbour_tau")
     return UsageError(absl::StrCat("--select_by must be tau or neighbour_tau, not '", select_by, "'"));
