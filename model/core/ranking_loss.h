@@ -19,8 +19,8 @@ enum class RankingLoss {
   // Listwise (ListNet): the cross-entropy between a softmax of the runtimes, sharp enough
   // that only configurations within a few percent of the sample's fastest carry weight,
   // and a softmax of the scores. Pairs far from the top cost nothing, so the network
-  // spends itself on which configurations are nearly fastest: what a search measures
-  // first, and what the tile targets (the first pick, the best of five) ask.
+  // spends itself on which configurations are nearly fastest, what a search measures
+  // first.
   kListwise,
 };
 
@@ -49,8 +49,8 @@ inline const char* RankingLossName(RankingLoss loss) {
 
 // The loss a model was trained with, as its manifest's training flags record it ("loss"):
 // fine-tuning continues with it unless told otherwise, since a network's scores have the
-// scale and the emphasis its own loss gave them (a listwise model's only its top is
-// ordered; a hinge step on it reorders the tail first). The hinge for a manifest that
+// scale and the emphasis its own loss gave them (a listwise model orders only its top,
+// and hinge steps on it start by reordering the tail). The hinge for a manifest that
 // does not say or names no loss this build knows (written before the flag existed).
 inline RankingLoss TrainedLoss(const std::map<std::string, std::string>& training) {
   const auto it = training.find("loss");
