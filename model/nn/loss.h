@@ -21,8 +21,8 @@ torch::Tensor TopWeightedHingeLoss(const torch::Tensor& scores, const torch::Ten
 
 // ListNet's cross-entropy -sum_i t_i log p_i, p = softmax(-kListwiseSharpness x scores)
 // (lower scores faster) and t = softmax(-log(runtimes) / kListwiseTemperature): a
-// configuration 5% slower than another weighs e^-1 of it in the target, so t sits on the
-// sample's few nearly fastest. The sharpness lets a score distribution of unit spread
+// configuration 5% slower than another weighs 1.05^-20, about e^-1, of it in the target,
+// so t sits on the sample's few nearly fastest. The sharpness lets a score distribution of unit spread
 // (the standardised scores a tile model with a prior trains on) put most of p on one
 // configuration of 128; a network trained alone learns any scale it needs.
 // [C] scores, [C] runtimes (> 0).
