@@ -492,7 +492,8 @@ std::string Measurements(double n) { return std::isinf(n) ? "never" : absl::StrC
 
 // The farm's figure of merit: each other strategy's measurements to within --within on
 // the median graph over the genetic search's (a model-guided loop earns its keep below a
-// tenth). A strategy that never came within is bounded by its budget ("<" is then ">").
+// tenth). A strategy that never came within on the median graph is bounded by its budget
+// (">"), and the line says which budget would settle whether it reaches a third.
 void PrintRatiosToGenetic(const Gaps& gaps) {
   const auto genetic = gaps.to_within.find("genetic");
   if (genetic == gaps.to_within.end()) return;
@@ -507,8 +508,14 @@ void PrintRatiosToGenetic(const Gaps& gaps) {
     if (it == gaps.to_within.end() || it == genetic || std::string(name) == "default") continue;
     const double n = Quantile(it->second, 0.5);
     const double bounded = std::isinf(n) ? static_cast<double>(Budget()) : n;
-    std::printf("ratio to the genetic search, median graph: %-9s %s%s / %s = %s%.3f\n", name, std::isinf(n) ? ">" : "",
-                Measurements(bounded).c_str(), Measurements(g).c_str(), std::isinf(n) ? ">" : "", bounded / g);
+    const std::string hint =
+        std::isinf(n) ? absl::StrFormat(" (never within %g%% in --budget %d; a third of the genetic search's is %d)",
+                                         100 * absl::GetFlag(FLAGS_within), Budget(),
+                                         static_cast<int64_t>(std::ceil(g / 3)))
+                      : "";
+    std::printf("ratio to the genetic search, median graph: %-9s %s%s / %s = %s%.3f%s\n", name, std::isinf(n) ? ">" : "",
+                Measurements(bounded).c_str(), Measurements(g).c_str(), std::isinf(n) ? ">" : "", bounded / g,
+                hint.c_str());
   }
 }
 
