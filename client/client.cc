@@ -155,6 +155,7 @@ struct RankerClient::Impl {
     p.correction_measurements = resp.correction_measurements();
     p.correction_weight = resp.correction_weight();
     p.max_changed_groups = resp.max_changed_groups();
+    p.variation = resp.num_variation();
     p.server_total_ms = resp.timing().total_ms();
     p.inference_ms = resp.timing().inference_ms();
     return p;

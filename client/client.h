@@ -84,7 +84,9 @@ struct SearchConfigsOptions {
   // the server's defaults (Proposals says how many it evaluated).
   int64_t results = 0;
   int64_t max_evaluations = 0;
-  std::vector<int8_t> exclude;  // rows (count x nc x 18) never to return: what was measured
+  // Rows (count x nc x 18) never to return: what was measured, in the order measured (with
+  // exclude_runtimes_ns the server tells from that order whether the loop has stalled).
+  std::vector<int8_t> exclude;
   std::vector<int8_t> start;    // rows to start from: measured good ones
   uint64_t seed = 0;
   // When not empty, the only rows the search may score and return (e.g. a file's
@@ -101,7 +103,7 @@ struct SearchConfigsOptions {
   int64_t max_changed_groups = 0;
 };
 
-// SearchConfigs' proposals, best first.
+// SearchConfigs' proposals: the model's picks best first, then any variation.
 struct Proposals {
   std::vector<int8_t> rows;     // count x nc x 18
   std::vector<float> tile_rows;          // tile collections: count x 24
@@ -113,6 +115,7 @@ struct Proposals {
   int64_t correction_measurements = 0;  // runtimes the scores were corrected with
   double correction_weight = 0;         // the correction's weight beside the model's (3 at most; docs/api.md)
   int64_t max_changed_groups = 0;       // the trust region the search ran with (0: none)
+  int64_t variation = 0;                // the last rows are random variation of the fastest measured (stalled)
   double server_total_ms = 0, inference_ms = 0;
   int registrations = 0;
 };

@@ -309,7 +309,7 @@ int Search(tgraph::RankerClient& client) {
                         {"reference_configs", p->reference_configs}, {"total_ms", p->server_total_ms},
                         {"correction_measurements", p->correction_measurements},
                         {"correction_weight", p->correction_weight},
-                        {"max_changed_groups", p->max_changed_groups},
+                        {"max_changed_groups", p->max_changed_groups}, {"num_variation", p->variation},
                         {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
     const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
     for (int64_t i = 0; i < p->count; ++i)
@@ -332,6 +332,10 @@ int Search(tgraph::RankerClient& client) {
   std::printf("%6s %12s %10s\n", "rank", "score", "spread");
   for (int64_t i = 0; i < p->count; ++i)
     std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);
+  if (p->variation > 0)
+    std::printf("the last %lld are random variation of the fastest measured rows, not the model's picks: the last 30 "
+                "measurements did not improve on the best\n",
+                static_cast<long long>(p->variation));
   if (!absl::GetFlag(FLAGS_out).empty()) std::printf("rows written to %s\n", absl::GetFlag(FLAGS_out).c_str());
   return tgraph::kExitOk;
 }

@@ -172,6 +172,7 @@ absl::Status ReplaySearch(const ReplayOptions& o, const LayoutGraph& g, RankerCl
     if (!p.ok()) return p.status();
     if (p->count == 0) break;  // every configuration of the file measured
     r->search_correction.push_back(p->correction_measurements);
+    r->search_variation.push_back(p->variation);
     for (int64_t i = 0; i < p->count; ++i) {
       const auto it = index.find(std::string(reinterpret_cast<const char*>(p->rows.data()) + i * row, row));
       if (it == index.end())
@@ -262,6 +263,12 @@ std::string ReplayReport::Table() const {
   }
   out += "(best/file: best runtime found so far over the file's best; faster ones: the file's configurations\n"
          " faster than the best found, 0 when the best was found; random search: mean over random orders)\n";
+  std::string varied;
+  for (size_t k = 0; k < search_variation.size(); ++k)
+    if (search_variation[k] > 0) absl::StrAppendFormat(&varied, "%s%d (%d)", varied.empty() ? "" : ", ", k + 1, search_variation[k]);
+  if (!varied.empty())
+    out += "search: rounds with random variation of the fastest measured, the measurements having stopped improving "
+           "(proposals): " + varied + "\n";
   for (const std::string& f : finetune_outcomes) out += "fine-tuning after " + f + "\n";
   for (const std::string& w : warnings) out += "warning: " + w + "\n";
   return out;

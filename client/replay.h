@@ -63,6 +63,9 @@ struct ReplayReport {
   // Per round of the search: how many of the measured runtimes the server's correction
   // followed (Proposals::correction_measurements; 0 before there were 4).
   std::vector<int64_t> search_correction;
+  // Per round of the search: how many of its proposals were random variation of the
+  // fastest measured (Proposals::variation: the measurements had stopped improving).
+  std::vector<int64_t> search_variation;
   std::vector<std::string> warnings;  // e.g. a round whose fine-tuning failed (the model was kept)
   // Per round whose fine-tuning ran: the command's last output line (what it decided)
   // and the version it published (0 = none).

@@ -454,6 +454,11 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
     so.correction = &**correction;
     out.correction_measurements = (*correction)->measurements();
   }
+  // A loop that stopped improving gets variation (model/search/search_policy.h).
+  const Variation variation =
+      VariationFor(so.results, exclude, q.exclude_runtimes_ns, static_cast<int64_t>(a.graph->space.nodes.size()));
+  so.variation = variation.rows;
+  so.variation_parents = &variation.parents;
   const SearchResult r = SearchLayouts(folds, prepared->tensors, a.graph->space, so);
   out.timing.inference_ms = Ms(t0, Clock::now());
   if (r.cancelled) return absl::CancelledError("the search was cancelled or its deadline passed; it stopped");
@@ -468,6 +473,7 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
   out.generations = r.generations;
   out.reference_configs = r.reference;
   out.correction_weight = so.correction ? r.correction_weight : 0.0;
+  out.variation = r.variation;
   out.timing.rescored = static_cast<int64_t>(r.score.size());
   return out;
 }

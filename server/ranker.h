@@ -82,6 +82,7 @@ struct SearchOutcome {
   int64_t correction_measurements = 0;  // the measurements the scores were corrected with
   double correction_weight = 0;         // the correction's weight beside the model's scores (SearchResult's)
   int64_t max_changed_groups = 0;       // the search's trust region (SearchOptions::radius; 0: none)
+  int64_t variation = 0;                // the last rows are random variation, not the model's (SearchResult's)
   RankTiming timing;
 };
 

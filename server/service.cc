@@ -421,6 +421,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_correction_measurements(r->correction_measurements);
   response->set_correction_weight(r->correction_weight);
   response->set_max_changed_groups(r->max_changed_groups);
+  response->set_num_variation(r->variation);
   SetTiming(r->timing, response->mutable_timing());
   if (metrics_) metrics_->RecordSearch(r->timing);
   return grpc::Status::OK;

@@ -18,6 +18,7 @@
 #include "model/core/rng.h"
 #include "model/nn/features.h"
 #include "model/search/layout_search.h"
+#include "model/search/search_policy.h"
 #include "model/nn/tgraph_net.h"
 
 using namespace tgraph;
@@ -87,6 +88,19 @@ int64_t GroupsChanged(const int8_t* a, const int8_t* b, int64_t nc) {
     d += !std::equal(a + k * kLayoutSlots, a + (k + 1) * kLayoutSlots, b + k * kLayoutSlots);
   return d;
 }
+
+// The compiler's default row and a fitness that rewards every group changed from it: the
+// farther the better, where a search with the model would never go. Not copyable: the
+// fitness reads dflt.
+struct FartherIsBetter {
+  std::vector<int8_t> dflt;
+  SearchHooks hooks;
+  explicit FartherIsBetter(int64_t nc) : dflt(static_cast<size_t>(nc) * kConfigFeatDim, -1) {
+    hooks.fitness = [this, nc](const int8_t* x) { return -static_cast<double>(GroupsChanged(x, dflt.data(), nc)); };
+  }
+  FartherIsBetter(const FartherIsBetter&) = delete;
+  FartherIsBetter& operator=(const FartherIsBetter&) = delete;
+};
 
 // The real file's first `count` configurations and runtimes, as if the farm had measured them.
 struct Measured {
@@ -459,10 +473,9 @@ CATCH_TEST_CASE("search: with a radius, every row it returns changes at most tha
   SearchWorld w(1);
   const int64_t nc = w.g.num_config_nodes();
   const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
-  const std::vector<int8_t> dflt(row, -1);
-  // The fitness rewards every group changed from the default: the farther the better.
-  SearchHooks hooks;
-  hooks.fitness = [&](const int8_t* x) { return -static_cast<double>(GroupsChanged(x, dflt.data(), nc)); };
+  const FartherIsBetter far(nc);
+  const std::vector<int8_t>& dflt = far.dflt;
+  const SearchHooks& hooks = far.hooks;
   SearchOptions o = Options(5, 800, 64, 32, 3);
   const SearchResult free = SearchLayouts(w.folds, w.tensors, w.space, o, hooks);
   CATCH_REQUIRE(free.score.size() == 5u);
@@ -516,4 +529,86 @@ CATCH_TEST_CASE("search: with a radius no candidate lies within, it still return
   CATCH_CHECK(std::is_sorted(s.score.begin(), s.score.end()));
   const std::set<std::string> pool_rows = RowsOf(pool, nc);
   for (const std::string& r : RowsOf(s.rows, nc)) CATCH_CHECK(pool_rows.count(r) == 1);
+}
+
+CATCH_TEST_CASE("search: with variation, the last rows are random changes of one to three groups of a parent, after "
+                "the model's picks, where the fitness would never choose them",
+                "[search]") {
+  SearchWorld w(2);
+  const int64_t nc = w.g.num_config_nodes();
+  const FartherIsBetter far(nc);
+  SearchOptions o = Options(6, 400, 48, 32, 5);
+  o.exclude = &far.dflt;  // the parent was measured
+  o.variation = 2;
+  o.variation_parents = &far.dflt;
+  const SearchResult r = SearchLayouts(w.folds, w.tensors, w.space, o, far.hooks);
+  CATCH_REQUIRE(r.score.size() == 6u);
+  CATCH_CHECK(r.variation == 2);
+  CATCH_CHECK(r.evaluations <= 400);
+  CATCH_CHECK(FirstIllegalLayoutRow(w.space, r.rows.data(), 6) == "");
+  CATCH_CHECK(RowsOf(r.rows, nc).size() == 6u);
+  CATCH_CHECK(std::is_sorted(r.score.begin(), r.score.begin() + 4));
+  for (size_t i = 0; i < 6; ++i) {
+    const int64_t changed = GroupsChanged(r.rows.data() + i * far.dflt.size(), far.dflt.data(), nc);
+    CATCH_CHECK(r.score[i] == -static_cast<double>(changed));  // scored as the others are
+    if (i < 4) CATCH_CHECK(changed > 20);                        // the fitness's picks
+    else CATCH_CHECK((changed >= 1 && changed <= 3));            // the parent's variation
+  }
+  // At most results - 1 rows of variation; none without parents.
+  o.variation = 10;
+  const SearchResult most = SearchLayouts(w.folds, w.tensors, w.space, o, far.hooks);
+  CATCH_REQUIRE(most.score.size() == 6u);
+  CATCH_CHECK(most.variation == 5);
+  CATCH_CHECK(GroupsChanged(most.rows.data(), far.dflt.data(), nc) > 20);
+  const std::vector<int8_t> none;
+  o.variation_parents = &none;
+  const SearchResult without = SearchLayouts(w.folds, w.tensors, w.space, o, far.hooks);
+  CATCH_CHECK(without.variation == 0);
+  CATCH_CHECK(without.score.size() == 6u);
+}
+
+CATCH_TEST_CASE("search policy: a loop has stalled when its last 30 measurements beat the best before them by less "
+                "than 0.2% (or a twentieth of the measurements' spread where less) and then half the results are "
+                "variation of the 4 fastest measured rows",
+                "[search]") {
+  const int64_t nc = 2;
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  // 31 measurements, row i all i's values (distinguishable), runtime 1000 first, then slower.
+  std::vector<int8_t> measured;
+  std::vector<int64_t> runtimes;
+  for (int i = 0; i < 31; ++i) {
+    measured.insert(measured.end(), row, static_cast<int8_t>(i));
+    runtimes.push_back(i == 0 ? 1000 : 1100 + i);
+  }
+  runtimes[7] = 1001;  // second fastest
+  runtimes[20] = 1002;
+  runtimes[3] = 1002;  // ties to the earlier: row 3 before row 20
+  Variation v = VariationFor(10, measured, runtimes, nc);
+  CATCH_CHECK(v.rows == 5);
+  CATCH_REQUIRE(v.parents.size() == 4 * row);
+  const int8_t expected[] = {0, 7, 3, 20};
+  for (size_t p = 0; p < 4; ++p) CATCH_CHECK(v.parents[p * row] == expected[p]);
+  // Rounded up, at most results - 1: 3 of 5, 1 of 2, none of 1.
+  CATCH_CHECK(VariationFor(5, measured, runtimes, nc).rows == 3);
+  CATCH_CHECK(VariationFor(2, measured, runtimes, nc).rows == 1);
+  CATCH_CHECK(VariationFor(1, measured, runtimes, nc).rows == 0);
+  // 0.1% better than the best before: still stalled; 0.3% better: improving.
+  runtimes[30] = 999;
+  CATCH_CHECK(VariationFor(10, measured, runtimes, nc).rows == 5);
+  runtimes[30] = 997;
+  CATCH_CHECK(VariationFor(10, measured, runtimes, nc).rows == 0);
+  // Runtimes all within 0.004% (1,000,000 ns, then 1,000,011-1,000,039 and the last; the
+  // median 1,000,024): 0.2% would be 2,000 ns, a twentieth of the spread is 1.2 ns. The
+  // last 1 ns better than the first: stalled; 2 ns better: improving.
+  std::vector<int64_t> close(31);
+  for (int i = 0; i < 31; ++i) close[i] = i == 0 ? 1000000 : 1000010 + i;
+  close[30] = 999999;
+  CATCH_CHECK(VariationFor(10, measured, close, nc).rows == 5);
+  close[30] = 999998;
+  CATCH_CHECK(VariationFor(10, measured, close, nc).rows == 0);
+  // 30 measurements are too few to tell.
+  runtimes.pop_back();
+  measured.resize(30 * row);
+  CATCH_CHECK(VariationFor(10, measured, runtimes, nc).rows == 0);
+  CATCH_CHECK(VariationFor(10, measured, runtimes, nc).parents.empty());
 }

@@ -790,27 +790,14 @@ CATCH_TEST_CASE("ranker: reversed rows, or a part of them against the same refer
 }
 
 CATCH_TEST_CASE("ranker: SearchConfigs runs the search policy's options, as tgraph-bench-search's farm does: the same "
-                "proposals and scores",
+                "proposals and scores, with and without the variation of a stalled loop",
                 "[server][search]") {
   ServedWorld sw(2);
   const LayoutGraph& g = sw.g;
   const std::vector<int8_t> measured(g.config_feat.begin(), g.config_feat.end());
   const size_t row = static_cast<size_t>(g.num_config_nodes()) * kConfigFeatDim;
   const std::vector<int8_t> start(measured.begin(), measured.begin() + 3 * row);
-  SearchRequest q;
-  q.collection = "layout:xla:random";
-  q.graph_hash = sw.hash;
-  q.num_results = 5;
-  q.max_evaluations = 300;
-  q.num_exclude = g.num_configs;
-  q.exclude_layout_configs = absl::string_view(reinterpret_cast<const char*>(measured.data()), measured.size());
-  q.exclude_runtimes_ns = g.config_runtime;  // the correction too
-  q.num_start = 3;
-  q.start_layout_configs = absl::string_view(reinterpret_cast<const char*>(start.data()), start.size());
-  q.seed = 7;
-  auto served = sw.ranker->Search(q, nullptr);
-  CATCH_REQUIRE(served.ok());
-  CATCH_CHECK(served->correction_measurements == g.num_configs);
+  CATCH_REQUIRE(g.num_configs > kStallMeasurements);
 
   // The farm's path (model/bench/bench_search_main.cc): the model loaded, the graph pruned
   // and encoded, the options from the same policy with the model's own budget.
@@ -828,20 +815,52 @@ CATCH_TEST_CASE("ranker: SearchConfigs runs the search policy's options, as tgra
     }
   }
   for (size_t f = 0; f < model->folds.size(); ++f) folds.push_back({model->folds[f].get(), &caches[f], static_cast<int>(f)});
-  SearchOptions o = SearchPolicy(q.num_results, q.max_evaluations, q.seed, ModelSearchBudget(model->manifest));
-  o.start = &start;
-  o.exclude = &measured;
-  auto correction = CorrectionFor(measured, g.config_runtime, g.num_config_nodes());
-  CATCH_REQUIRE(correction.ok());
-  CATCH_REQUIRE(correction->has_value());
-  o.correction = &**correction;
-  const SearchResult farm = SearchLayouts(folds, tensors, LayoutSpaceOf(g.graph, g.node_config_ids), o);
-  CATCH_CHECK(farm.rows == served->rows);
-  CATCH_REQUIRE(farm.score.size() == served->scores.size());
-  for (size_t i = 0; i < farm.score.size(); ++i) CATCH_CHECK(served->scores[i] == Approx(farm.score[i]).margin(1e-5));
-  CATCH_CHECK(farm.evaluations == served->evaluations);
-  CATCH_CHECK(farm.reference == served->reference_configs);
-  CATCH_CHECK(farm.correction_weight == Approx(served->correction_weight));
+
+  // Measured in the file's order: the runtimes still improving (the last row the fastest
+  // by far), or stalled (the first row the fastest by far).
+  const int64_t fastest = *std::min_element(g.config_runtime.begin(), g.config_runtime.end());
+  std::vector<int64_t> improving = g.config_runtime, stalled = g.config_runtime;
+  improving.back() = fastest / 2;
+  stalled.front() = fastest / 2;
+  for (const auto& [runtimes, variation_rows] : {std::pair{improving, int64_t{0}}, std::pair{stalled, int64_t{3}}}) {
+    CATCH_INFO("expected variation " << variation_rows);
+    SearchRequest q;
+    q.collection = "layout:xla:random";
+    q.graph_hash = sw.hash;
+    q.num_results = 5;
+    q.max_evaluations = 300;
+    q.num_exclude = g.num_configs;
+    q.exclude_layout_configs = absl::string_view(reinterpret_cast<const char*>(measured.data()), measured.size());
+    q.exclude_runtimes_ns = runtimes;  // the correction too
+    q.num_start = 3;
+    q.start_layout_configs = absl::string_view(reinterpret_cast<const char*>(start.data()), start.size());
+    q.seed = 7;
+    auto served = sw.ranker->Search(q, nullptr);
+    CATCH_REQUIRE(served.ok());
+    CATCH_CHECK(served->correction_measurements == g.num_configs);
+    // Half of 5, rounded up, when stalled.
+    CATCH_CHECK(served->variation == variation_rows);
+
+    SearchOptions o = SearchPolicy(q.num_results, q.max_evaluations, q.seed, ModelSearchBudget(model->manifest));
+    o.start = &start;
+    o.exclude = &measured;
+    auto correction = CorrectionFor(measured, runtimes, g.num_config_nodes());
+    CATCH_REQUIRE(correction.ok());
+    CATCH_REQUIRE(correction->has_value());
+    o.correction = &**correction;
+    const Variation variation = VariationFor(o.results, measured, runtimes, g.num_config_nodes());
+    o.variation = variation.rows;
+    o.variation_parents = &variation.parents;
+    const SearchResult farm = SearchLayouts(folds, tensors, LayoutSpaceOf(g.graph, g.node_config_ids), o);
+    CATCH_CHECK(farm.rows == served->rows);
+    CATCH_CHECK(farm.variation == served->variation);
+    CATCH_REQUIRE(farm.score.size() == served->scores.size());
+    CATCH_CHECK(farm.score.size() == 5u);
+    for (size_t i = 0; i < farm.score.size(); ++i) CATCH_CHECK(served->scores[i] == Approx(farm.score[i]).margin(1e-5));
+    CATCH_CHECK(farm.evaluations == served->evaluations);
+    CATCH_CHECK(farm.reference == served->reference_configs);
+    CATCH_CHECK(farm.correction_weight == Approx(served->correction_weight));
+  }
   // The defaults are the policy's: 0 asks for them.
   const SearchOptions defaults = SearchPolicy(0, 0, 0, ModelSearchBudget(model->manifest));
   CATCH_CHECK(defaults.results == kDefaultSearchResults);

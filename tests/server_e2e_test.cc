@@ -1556,6 +1556,10 @@ CATCH_TEST_CASE("replay: random search and the frozen model on a graph with runt
   // Every round sent the runtimes measured before it, and the server followed them from
   // the fourth on (rounds of 3: none, then 3, then 6, ...).
   CATCH_REQUIRE(s->search_correction.size() >= 3);
+  CATCH_CHECK(s->search_variation.size() == s->search_correction.size());
+  // Variation only once more than 30 were measured, and at most 2 of a round's 3.
+  for (size_t k = 0; k < s->search_variation.size(); ++k)
+    CATCH_CHECK(s->search_variation[k] <= (3 * k > 30 ? 2 : 0));
   CATCH_CHECK(s->search_correction[0] == 0);
   CATCH_CHECK(s->search_correction[1] == 0);
   for (size_t k = 2; k < s->search_correction.size(); ++k)

@@ -133,6 +133,10 @@ ABSL_FLAG(std::string, write_picks, "",
           "--preset and --seed, one of several seeds included): per graph of every split, the rows the frozen model's "
           "loop (the tgraph strategy, --budget measurements in rounds of --per_round) measured, with the runtimes as "
           "the farm measured them; a graph's picks already there are kept and the new rows added after them");
+ABSL_FLAG(bool, stall_variation, true,
+          "tgraph-guided: when the measurements stop improving, part of each round is random variation of the fastest "
+          "measured rows, as the server's search does (model/search/search_policy.h, VariationFor); "
+          "--nostall_variation for the model's proposals only");
 ABSL_FLAG(double, within, 0.01, "The 'measurements to come within' table's gap to the best known (0.01 = 1%)");
 
 namespace {
@@ -370,6 +374,12 @@ GuidedRun GuidedLoop(FarmGraph& g, uint64_t seed, tgraph::Rng& rng, bool learn, 
       near.insert(near.end(), n.begin(), n.end());
     }
     if (!near.empty()) o.candidates = &near;
+    tgraph::Variation variation;
+    if (absl::GetFlag(FLAGS_stall_variation)) {
+      variation = tgraph::VariationFor(o.results, measured, runtimes, static_cast<int64_t>(g.inst.config_ids.size()));
+      o.variation = variation.rows;
+      o.variation_parents = &variation.parents;
+    }
     o.finalists = absl::GetFlag(FLAGS_finalists);
     o.start = &start;
     o.exclude = &measured;

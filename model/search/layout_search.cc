@@ -172,9 +172,9 @@ class Searcher {
       std::memcpy(&r[differ[i]], &(*anchor)[differ[i]], kLayoutSlots);
   }
   // A row never evaluated nor excluded (with candidates: the nearest open one): marks it
-  // seen and keeps it in *out.
-  bool Keep(Row r, std::vector<Row>* out) {
-    IntoRegion(r);
+  // seen and keeps it in *out. `region`: first put within the trust region.
+  bool Keep(Row r, std::vector<Row>* out, bool region = true) {
+    if (region) IntoRegion(r);
     if (o_.candidates && (seen_.count(r) || !std::binary_search(pool_.begin(), pool_.end(), r))) r = Nearest(r);
     if (r.empty() || excluded_.count(r) || !MarkSeen(r)) return false;
     out->push_back(std::move(r));
@@ -192,6 +192,8 @@ class Searcher {
   // it scored (they count as evaluations), -1 when cancelled.
   int64_t AdaptCorrection(CorrectionBlend* blend);
   std::vector<Row> Breed(int64_t n);
+  // options.variation's rows, drawn and evaluated into variation_; false when cancelled.
+  bool DrawVariation();
   bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
   void RecordTheReference();
   // The best rows by fitness, scored by every fold and ordered: Finish's steps.
@@ -222,6 +224,7 @@ class Searcher {
   std::vector<size_t> open_, open_at_;  // pool_ indices not evaluated yet; each one's place in open_
   RecordedReference reference_;
   std::vector<Scored> evaluated_, population_;
+  std::vector<Scored> variation_;  // returned after the model's picks, never among them
   double weight_ = 0, exploration_ = 0;  // the correction's, as used (AdaptCorrection)
   CorrectionBlend blend_;
   int64_t blend_rows_ = 0;  // rows AdaptCorrection scored; -1: cancelled
@@ -324,6 +327,28 @@ std::vector<Row> Searcher::Breed(int64_t n) {
   return out;
 }
 
+bool Searcher::DrawVariation() {
+  const int64_t want = std::min(o_.variation, o_.results - 1);
+  if (want <= 0 || !o_.variation_parents) return true;
+  const size_t bytes = static_cast<size_t>(nc_) * kConfigFeatDim;
+  std::vector<Row> parents;
+  for (size_t at = 0; at + bytes <= o_.variation_parents->size(); at += bytes)
+    parents.emplace_back(reinterpret_cast<const char*>(o_.variation_parents->data() + at), bytes);
+  if (parents.empty()) return true;
+  std::vector<Row> rows;
+  // Not pulled into the trust region: the variation is what the region does not reach.
+  for (int64_t tries = 0; static_cast<int64_t>(rows.size()) < want && tries < 50 * want; ++tries) {
+    const Row& parent = parents[static_cast<size_t>(rng_.Int(0, static_cast<int64_t>(parents.size()) - 1))];
+    Row child = Mutate(parent);  // may draw each group's own value again: then no change
+    if (child != parent) Keep(std::move(child), &rows, /*region=*/false);
+  }
+  if (rows.empty()) return true;
+  const std::vector<double> s = Fitness(rows);
+  if (s.size() != rows.size()) return false;
+  for (size_t i = 0; i < rows.size(); ++i) variation_.push_back({s[i] + Correction(rows[i]), rows[i], s[i]});
+  return true;
+}
+
 SearchResult Searcher::Run() {
   SearchResult r;
   if (mutable_.empty()) {  // one point, the compiler's default everywhere: nothing to compare
@@ -359,6 +384,12 @@ SearchResult Searcher::Run() {
   r.reference = static_cast<int64_t>(reference_rows_.size());
   for (const Row& x : reference_rows_) r.reference_rows.insert(r.reference_rows.end(), x.begin(), x.end());
   int64_t spent = r.reference + blend_rows_;
+  // Drawn before the search breeds, so that it never evaluates them again.
+  if (!DrawVariation()) {
+    r.cancelled = true;
+    return r;
+  }
+  spent += static_cast<int64_t>(variation_.size());
   population_.clear();
   for (const Scored& s : evaluated_)
     if (InRegion(s.row)) population_.push_back(s);
@@ -517,7 +548,8 @@ SearchResult Searcher::Finish(SearchResult r) {
   const size_t n = picked.size();
   std::vector<size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  const size_t wanted = std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results)));
+  const size_t wanted =
+      std::min<size_t>(n, static_cast<size_t>(std::max<int64_t>(0, o_.results - static_cast<int64_t>(variation_.size()))));
   if (o_.correction && exploration_ > 0 && o_.spread_proposals) {
     if (!SpreadPicks(picked, wanted, &score, &order)) {
       r.cancelled = true;
@@ -534,6 +566,19 @@ SearchResult Searcher::Finish(SearchResult r) {
     r.score.push_back(score[i]);
     r.spread.push_back(spread[i]);
   }
+  if (variation_.empty()) return r;
+  std::vector<const Scored*> varied;
+  for (const Scored& v : variation_) varied.push_back(&v);
+  if (!ScoreByEveryFold(varied, &score, &spread)) {
+    r.cancelled = true;
+    return r;
+  }
+  for (size_t i = 0; i < varied.size(); ++i) {
+    r.rows.insert(r.rows.end(), varied[i]->row.begin(), varied[i]->row.end());
+    r.score.push_back(score[i]);
+    r.spread.push_back(spread[i]);
+  }
+  r.variation = static_cast<int64_t>(varied.size());
   return r;
 }
 

@@ -16,7 +16,8 @@
 //   next population. A row already evaluated or excluded is never evaluated again.
 // - The best rows by fitness are scored by every fold against the same reference (the
 //   first fold's fitness reused; the scores ScoreConfigs, and RankConfigs, give them with
-//   that reference, tested) and returned best first, none excluded, none repeated.
+//   that reference, tested) and returned best first, none excluded, none repeated;
+//   options.variation's random mutations of measured rows follow them.
 // - With options.correction, fitness and final scores add what the graph's measured
 //   runtimes predict for the row, so that the search follows the graph's own
 //   measurements where the model has not learned them yet, and subtract a bonus for
@@ -93,6 +94,16 @@ struct SearchOptions {
   // nor returned; rows beyond the radius are returned only when fewer than `results`
   // lie within. 0: the whole space.
   int64_t radius = 0;
+  // The last `variation` of the results are not the model's choice but the genetic
+  // search's variation: each a random change of one to three groups of one of
+  // variation_parents (rows, count x nc x 18; borrowed), never evaluated, excluded or
+  // returned before (with candidates: the nearest open one), scored by every fold as the
+  // others are and returned after them in the order drawn. A loop whose measurements have
+  // stopped improving is stuck where the model is sure and wrong; the model cannot
+  // propose its way out, random variation can (search_policy.h says when). At most
+  // results - 1; their fitness evaluations are taken from `evaluations`. No parents: none.
+  int64_t variation = 0;
+  const std::vector<int8_t>* variation_parents = nullptr;
 };
 
 // What benchmarks replace in a search, never set by a request: a fitness of their own.
@@ -125,6 +136,7 @@ struct SearchResult {
   // adapt_correction scaled them), and the blend behind them.
   double correction_weight = 0, exploration = 0;
   CorrectionBlend blend;
+  int64_t variation = 0;         // the last rows that are variation (options.variation, or fewer when none was left)
 };
 
 SearchResult SearchLayouts(const std::vector<FoldModel>& folds, const GraphTensors& graph, const LayoutSpace& space,

@@ -1,6 +1,8 @@
 #include "model/search/search_policy.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 namespace tgraph {
 
@@ -39,6 +41,30 @@ absl::StatusOr<std::optional<MeasuredCorrection>> CorrectionFor(const std::vecto
   absl::StatusOr<MeasuredCorrection> c = MeasuredCorrection::Fit(measured, runtimes_ns, num_config_nodes);
   if (!c.ok()) return c.status();
   return std::optional<MeasuredCorrection>(std::move(*c));
+}
+
+Variation VariationFor(int64_t results, const std::vector<int8_t>& measured, const std::vector<int64_t>& runtimes_ns,
+                       int64_t num_config_nodes) {
+  Variation v;
+  const int64_t n = static_cast<int64_t>(runtimes_ns.size());
+  const size_t row = static_cast<size_t>(num_config_nodes) * kConfigFeatDim;
+  if (n <= kStallMeasurements || results < 2 || measured.size() != static_cast<size_t>(n) * row) return v;
+  const auto recent = runtimes_ns.end() - kStallMeasurements;
+  const int64_t before = *std::min_element(runtimes_ns.begin(), recent);
+  const int64_t since = *std::min_element(recent, runtimes_ns.end());
+  std::vector<int64_t> sorted = runtimes_ns;
+  std::nth_element(sorted.begin(), sorted.begin() + n / 2, sorted.end());
+  const double spread = static_cast<double>(sorted[static_cast<size_t>(n / 2)] - before);
+  const double needed = std::min(kStallImprovement * static_cast<double>(before), kStallSpreadShare * spread);
+  if (static_cast<double>(since) < static_cast<double>(before) - needed) return v;
+  v.rows = std::min<int64_t>(results - 1, static_cast<int64_t>(std::ceil(kStallVariationShare * static_cast<double>(results))));
+  std::vector<size_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return runtimes_ns[a] < runtimes_ns[b]; });
+  for (size_t i = 0; i < order.size() && static_cast<int64_t>(i) < kVariationParents; ++i)
+    v.parents.insert(v.parents.end(), measured.begin() + static_cast<std::ptrdiff_t>(order[i] * row),
+                     measured.begin() + static_cast<std::ptrdiff_t>((order[i] + 1) * row));
+  return v;
 }
 
 }  // namespace tgraph

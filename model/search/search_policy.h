@@ -56,4 +56,34 @@ absl::StatusOr<std::optional<MeasuredCorrection>> CorrectionFor(const std::vecto
                                                                 const std::vector<int64_t>& runtimes_ns,
                                                                 int64_t num_config_nodes);
 
+// When a loop has stalled, part of each search's results are random variation
+// (SearchOptions::variation): a loop stalls when none of its last kStallMeasurements
+// measurements beat the best of those before them by kStallImprovement of it, or by
+// kStallSpreadShare of the measurements' spread (their median over that best) where that
+// is less: on a program whose configurations all run within 0.01% of each other (the
+// real unet_3d files) 0.2% would call every loop stalled and give half of its rounds
+// to variation where the model's picks were still finding faster ones. On the simulated
+// farm, runs that sat in the compiler default's basin (35-81% off the best known) for
+// all of 800 measurements, proposing what the model was sure of and fine-tuning on rows
+// alike, escaped within a hundred measurements of variation and came within 1%; runs
+// that were improving never stall, and one at the best known loses only measurements it
+// no longer needs.
+inline constexpr int64_t kStallMeasurements = 30;
+inline constexpr double kStallImprovement = 0.002;
+inline constexpr double kStallSpreadShare = 0.05;
+// The variation's share of a stalled search's results (rounded up, at most results - 1),
+// and its parents: the fastest measured rows, as many as this.
+inline constexpr double kStallVariationShare = 0.5;
+inline constexpr int64_t kVariationParents = 4;
+
+// The variation a search of `results` rows (resolved, > 0) gets from the measured rows
+// (count x nc x 18) and their runtimes in the order measured: its count and its parents
+// (kVariationParents rows, the fastest; ties to the earlier). None unless stalled.
+struct Variation {
+  int64_t rows = 0;
+  std::vector<int8_t> parents;
+};
+Variation VariationFor(int64_t results, const std::vector<int8_t>& measured, const std::vector<int64_t>& runtimes_ns,
+                       int64_t num_config_nodes);
+
 }  // namespace tgraph

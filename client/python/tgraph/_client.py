@@ -156,6 +156,9 @@ class Proposals:
     correction_measurements: int = 0  # measured runtimes the scores were corrected with
     correction_weight: float = 0.0  # their weight beside the model's scores: 3, less where the model predicts them
     max_changed_groups: int = 0  # the trust region the search ran with (0: the whole space)
+    # the last num_variation configs are random variation of the fastest measured rows, not
+    # the model's picks: the measured runtimes had stopped improving (exclude_runtimes_ns)
+    num_variation: int = 0
 
 
 @dataclass
@@ -432,10 +435,13 @@ class Client:
         18) rows never to return (what was measured); start: rows to start from (measured
         good ones); candidates: when given, the only rows it may score and return (e.g. a
         file's measured pool); exclude_runtimes_ns: the exclude rows' measured runtimes, in
-        order (with 4 or more, the search also follows what they say about this graph);
+        order (with 4 or more, the search also follows what they say about this graph;
+        give the rows in the order measured: when the last 30 stopped improving, the last
+        num_variation proposals are random variation of the fastest measured);
         max_changed_groups: the most layout groups a proposal may change from the nearest
         of the default and the start rows (0: the server's default, 8; -1: the whole
-        space). Distinct legal rows, best first, deterministic for a seed."""
+        space). Distinct legal rows, the model's picks best first, deterministic for a
+        seed."""
         graph = self._graph(graph)
         mark = self._register_calls
         if _kind(collection) != "layout":
@@ -460,7 +466,7 @@ class Client:
         return Proposals(configs.copy(), np.array(r.scores, dtype=np.float32), np.array(r.spread, dtype=np.float32),
                          r.model_version, r.evaluations, r.generations, r.reference_configs,
                          {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms}, registrations,
-                         r.correction_measurements, r.correction_weight, r.max_changed_groups)
+                         r.correction_measurements, r.correction_weight, r.max_changed_groups, r.num_variation)
 
     def apply(self, module, row) -> AppliedLayouts:
         """Writes one layout row, (nc, 18) in registration order (or (1, nc, 18)), into an
