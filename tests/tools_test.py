@@ -459,6 +459,44 @@ def test_bench_search_ratio_to_the_genetic_search_is_the_medians_of_its_own_curv
     assert forms == {"bounded", "reached"}, r.stdout
 
 
+def test_farm_ratios_runs_every_split_on_both_hardwares_and_tables_each_runs_own_ratio(world, tmp_path):
+    """scripts/farm-ratios: one tgraph-bench-search per seed and hardware, each split's
+    curves and log kept, and the table's rows the ratio lines of the split's own run (the
+    other hardware's runs on the other hardware); a bad seed list and a failing run are
+    named."""
+    import re
+    from conftest import SRC
+    bench = binary("model", "bench", "tgraph-bench-search")
+    env = dict(os.environ, TGRAPH_BIN_DIR=os.path.dirname(os.path.dirname(os.path.dirname(bench))))
+    tool = os.path.join(SRC, "scripts", "farm-ratios")
+    out = tmp_path / "farm"
+    small = ["--", "--split", "valid", "--strategies", "genetic,random,oracle", "--budget", "40", "--per_round", "5",
+             "--evaluations", "128", "--genetic_budget", "400", "--graphs", "1"]
+    r = subprocess.run([tool, "--registry", world["registry"], "--preset", "tiny", "--seeds", "5", "--out", str(out)]
+                       + small, capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode == 0, r.stderr
+    table = r.stdout[r.stdout.index("median run / the genetic search's"):].splitlines()[2:]
+    rows = [re.match(r"(\S+)\s+(\S+)\s+(.*)$", line).groups() for line in table if line.strip()]
+    assert [(split, strategy) for split, strategy, _ in rows] == [
+        ("seed5", "random"), ("seed5", "oracle"), ("seed5-other", "random"), ("seed5-other", "oracle")]
+    for split, strategy, ratio in rows:
+        log = (out / f"{split}.log").read_text()
+        assert f"ratio to the genetic search, median graph: {strategy}" in log
+        assert re.search(r"ratio to the genetic search, median graph: " + strategy + r"\s+" + re.escape(ratio) + "$",
+                         log, re.M), (split, strategy, ratio)
+        assert (out / f"{split}.csv").read_text().startswith("strategy,graph,repeat,measured,gap")
+        assert ("farm (other hardware" in log) == split.endswith("-other")
+    assert "--budget 40" in r.stdout and "--budget 800" not in r.stdout  # a flag after -- replaces its default
+
+    r = subprocess.run([tool, "--registry", world["registry"], "--seeds", "0,x"], capture_output=True, text=True,
+                       env=env)
+    assert r.returncode == 2 and "--seeds: expected generator seeds separated by commas" in r.stderr
+    r = subprocess.run([tool, "--registry", world["registry"], "--preset", "tiny", "--seeds", "5", "--hardware",
+                        "other", "--out", str(out), "--", "--strategies", "genetic,bogus"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 1 and "seed5-other: tgraph-bench-search failed" in r.stderr, r.stderr
+
+
 def test_bench_search_writes_the_picks_collection_a_trainer_can_learn_from(world, tmp_path):
     """tgraph-bench-search --write_picks adds layout:xla:picks to the dataset the model
     trained on: per graph, the rows its loop measured from the compiler default, of the
