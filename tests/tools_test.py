@@ -475,8 +475,8 @@ def test_farm_ratios_runs_every_split_on_both_hardwares_and_tables_each_runs_own
     r = subprocess.run([tool, "--registry", world["registry"], "--preset", "tiny", "--seeds", "5", "--out", str(out)]
                        + small, capture_output=True, text=True, timeout=600, env=env)
     assert r.returncode == 0, r.stderr
-    table = r.stdout[r.stdout.index("median run / the genetic search's"):].splitlines()[2:]
-    rows = [re.match(r"(\S+)\s+(\S+)\s+(.*)$", line).groups() for line in table if line.strip()]
+    table = r.stdout[r.stdout.index("median run / the genetic search's"):].split("\n\n")[0].splitlines()[2:]
+    rows = [re.match(r"(\S+)\s+(\S+)\s+(.*)$", line).groups() for line in table]
     assert [(split, strategy) for split, strategy, _ in rows] == [
         ("seed5", "random"), ("seed5", "oracle"), ("seed5-other", "random"), ("seed5-other", "oracle")]
     for split, strategy, ratio in rows:
@@ -487,6 +487,23 @@ def test_farm_ratios_runs_every_split_on_both_hardwares_and_tables_each_runs_own
         assert (out / f"{split}.csv").read_text().startswith("strategy,graph,repeat,measured,gap")
         assert ("farm (other hardware" in log) == split.endswith("-other")
     assert "--budget 40" in r.stdout and "--budget 800" not in r.stdout  # a flag after -- replaces its default
+    # The pooled counts use the budget given (40: checkpoints 10 / 20 / 40) and the runs of
+    # both hardwares' curve files, each on its own line: one graph, two runs per hardware.
+    assert "within 1% of the best known by 10 / 20 / 40 measurements" in r.stdout
+    for hardware, split in (("training", "seed5"), ("other", "seed5-other")):
+        for strategy in ("genetic", "random", "oracle"):
+            line = re.search(rf"^{hardware} hardware\s+{re.escape(strategy)}\s+(\d+) / (\d+) / (\d+) of (\d+) runs$",
+                             r.stdout, re.M)
+            assert line, (hardware, strategy, r.stdout)
+            counts = [int(x) for x in line.groups()]
+            assert counts[3] == 2 and counts[0] <= counts[1] <= counts[2] <= 2
+            firsts = {}
+            for row in (out / f"{split}.csv").read_text().splitlines()[1:]:
+                s_, g_, rep, n, gap = row.split(",")
+                if s_ == strategy and float(gap) <= 0.01:
+                    firsts.setdefault((g_, rep), int(n))
+            want = [sum(n <= c for n in firsts.values()) for c in (10, 20, 40)]
+            assert counts[:3] == want, (hardware, strategy, counts, want)
 
     r = subprocess.run([tool, "--registry", world["registry"], "--seeds", "0,x"], capture_output=True, text=True,
                        env=env)
@@ -495,6 +512,32 @@ def test_farm_ratios_runs_every_split_on_both_hardwares_and_tables_each_runs_own
                         "other", "--out", str(out), "--", "--strategies", "genetic,bogus"],
                        capture_output=True, text=True, timeout=120, env=env)
     assert r.returncode == 1 and "seed5-other: tgraph-bench-search failed" in r.stderr, r.stderr
+
+
+def test_farm_ratios_counts_a_run_within_the_gap_from_the_measurement_its_best_first_gets_there(tmp_path):
+    """scripts/farm-ratios' pooled counts, on curves written by hand: a run counts at a
+    checkpoint once its best found is within the gap at or before it; a run that never
+    gets there counts nowhere, and each strategy counts its own runs."""
+    import importlib.machinery
+    import importlib.util
+    from conftest import SRC
+    loader = importlib.machinery.SourceFileLoader("farm_ratios", os.path.join(SRC, "scripts", "farm-ratios"))
+    tool = importlib.util.module_from_spec(importlib.util.spec_from_loader("farm_ratios", loader))
+    loader.exec_module(tool)
+    curves = tmp_path / "seed0.csv"
+    rows = ["strategy,graph,repeat,measured,gap"]
+    gaps = {("genetic", "g1", 0): [0.5, 0.2, 0.05, 0.01],  # within 1% at the 4th
+            ("genetic", "g1", 1): [0.3, 0.3, 0.3, 0.3],  # never
+            ("tgraph+ft", "g1", 0): [0.02, 0.009, 0.009, 0.0],  # at the 2nd
+            ("tgraph+ft", "g2", 0): [0.1, 0.1, 0.012, 0.011]}  # never: 1.1% is not 1%
+    for (strategy, graph, repeat), curve in gaps.items():
+        rows += [f"{strategy},{graph},{repeat},{i + 1},{g}" for i, g in enumerate(curve)]
+    curves.write_text("\n".join(rows) + "\n")
+    assert tool.runs_within(str(curves), 0.01, [1, 2, 4]) == {"genetic": [2, 0, 0, 1], "tgraph+ft": [2, 0, 1, 1]}
+    assert tool.runs_within(str(curves), 0.02, [1, 2, 4]) == {"genetic": [2, 0, 0, 1], "tgraph+ft": [2, 1, 1, 2]}
+    assert tool.flag_value(["--budget", "40", "--graphs", "1"], "--budget", "800") == "40"
+    assert tool.flag_value(["--budget=120"], "--budget", "800") == "120"
+    assert tool.flag_value(["--graphs", "1"], "--budget", "800") == "800"
 
 
 def test_bench_search_writes_the_picks_collection_a_trainer_can_learn_from(world, tmp_path):
