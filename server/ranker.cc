@@ -146,8 +146,9 @@ absl::Status CheckLegal(const LayoutSpace& space, absl::string_view field, absl:
   return absl::OkStatus();
 }
 
-// Tile rows outside a model's tile space (model/core/tile_space.h): a configuration that
-// is not a candidate, one the compiler refused for the graph's dtype, or a row computed
+// Tile rows outside a model's tile space (model/core/tile_space.h): a graph of a dtype the
+// space never measured (FAILED_PRECONDITION), a configuration that is not a candidate, one
+// the compiler refused for the graph's dtype, or a row computed
 // for another problem; named by field and row.
 absl::Status CheckTileRows(const TileSpace& space, const StoredGraph& graph, absl::string_view field,
                            absl::string_view bytes, int64_t count) {
@@ -156,6 +157,7 @@ absl::Status CheckTileRows(const TileSpace& space, const StoredGraph& graph, abs
   if (!problem.ok())
     return absl::InvalidArgumentError(absl::StrCat(problem.status().message(),
                                                    " (this model ranks the configurations of one matrix product)"));
+  if (absl::Status s = space.CheckDtype(*problem); !s.ok()) return s;
   std::vector<float> row(kTileConfigDim);
   for (int64_t r = 0; r < count; ++r) {
     std::memcpy(row.data(), bytes.data() + r * kTileConfigDim * sizeof(float), kTileConfigDim * sizeof(float));
@@ -209,12 +211,14 @@ absl::StatusOr<Ranker::Admitted> Ranker::AdmitSearch(const SearchRequest& q) {
       return absl::FailedPreconditionError(
           absl::StrCat("collection ", q.collection, ": its model has no tile space (trained on tile data without "
                        "tile_space.json), so there is no space to search; rank rows with RankConfigs"));
+    absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(a->graph->pruned.graph, "graph_hash");
+    if (!problem.ok())
+      return absl::InvalidArgumentError(
+          absl::StrCat(problem.status().message(), " (this model searches the configurations of one matrix product)"));
+    if (absl::Status s = tiles->CheckDtype(*problem); !s.ok()) return s;
     if (absl::Status s = CheckTileRows(*tiles, *a->graph, "exclude_tile_configs", q.exclude_tile_configs, q.num_exclude);
         !s.ok())
       return s;
-    if (absl::Status s = GemmProblemOfGraph(a->graph->pruned.graph, "graph_hash").status(); !s.ok())
-      return absl::InvalidArgumentError(
-          absl::StrCat(s.message(), " (this model searches the configurations of one matrix product)"));
     return a;
   }
   if (absl::Status s = CheckLegal(a->graph->space, "start_layout_configs", q.start_layout_configs, q.num_start);

@@ -166,6 +166,24 @@ CATCH_TEST_CASE("server: a tile row outside the model's space is refused naming 
   p = client.Search(graph, {}, so);
   CATCH_CHECK(p.status().code() == absl::StatusCode::kFailedPrecondition);
   CATCH_CHECK_THAT(std::string(p.status().message()), Catch::Contains("its model has no tile space"));
+  // A dtype the space never measured (f16: no refusals recorded, no runtimes learned
+  // from) is not ranked or searched with a guess, whatever the rows.
+  const std::string f16_text =
+      "HloModule jit_dot\n\nENTRY main.1 {\n  a.1 = f16[512,4096]{1,0} parameter(0)\n"
+      "  b.1 = f16[4096,256]{1,0} parameter(1)\n"
+      "  ROOT dot_general.1 = f16[512,256]{1,0} dot(a.1, b.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  absl::StatusOr<HloProgram> f16 = HloProgram::FromSerialized(f16_text, "f16.hlo");
+  CATCH_REQUIRE(f16.ok());
+  so.collection = ro.collection = "tile@h100-triton";
+  p = client.Search(f16->graph, {}, so);
+  CATCH_CHECK(p.status().code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK_THAT(std::string(p.status().message()),
+                   Catch::Contains("the problem is f16 512x256x4096, but this triton-gemm space was measured on NVIDIA "
+                                   "H100 80GB HBM3 for bf16 and f32 problems only"));
+  const std::vector<float> f16_row = row({"f16", 512, 256, 4096}, {64, 64, 32, 4, 2});
+  r = client.RankTile(f16->graph, f16_row.data(), 1, ro);
+  CATCH_CHECK(r.status().code() == absl::StatusCode::kFailedPrecondition);
+  CATCH_CHECK_THAT(std::string(r.status().message()), Catch::Contains("for bf16 and f32 problems only"));
   // The models list says what the space is.
   absl::StatusOr<std::vector<ModelInfo>> models = client.ListModels();
   CATCH_REQUIRE(models.ok());
@@ -174,6 +192,7 @@ CATCH_TEST_CASE("server: a tile row outside the model's space is refused naming 
     absl::StatusOr<TileSpace> space = TileSpace::FromJson(m.tile_space, "ListModels");
     CATCH_REQUIRE(space.ok());
     CATCH_CHECK(space->refused.at("f32").size() == 90);
+    CATCH_CHECK(space->dtypes == std::set<std::string>{"bf16", "f32"});
   }
   CATCH_CHECK(server.Stop() == 0);
 }

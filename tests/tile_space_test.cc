@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "absl/strings/str_split.h"
 
 #include "model/core/dataset.h"
@@ -37,6 +39,7 @@ TileSpace SmallSpace() {
   s.block_m = {32, 64, 128}, s.block_n = {32, 128}, s.block_k = {32, 64};
   s.num_warps = {4, 8}, s.num_stages = {2, 3};
   s.refused["bf16"] = {{128, 128, 64, 8, 3}};
+  s.dtypes = {"bf16", "f32"};
   return s;
 }
 
@@ -111,6 +114,39 @@ TEST_CASE("A tile row is refused naming the configuration and why: not a candida
   CHECK(s.Candidates().size() == 3 * 2 * 2 * 2 * 2);
 }
 
+TEST_CASE("A problem of a dtype the space never measured is refused, and an older space reads its dtypes from its refusals",
+          "[tile]") {
+  const TileSpace s = SmallSpace();
+  CHECK(s.CheckDtype({"bf16", 128, 256, 512}).ok());
+  CHECK(s.CheckDtype({"f32", 128, 256, 512}).ok());  // measured, with no configuration refused
+  const absl::Status f16 = s.CheckDtype({"f16", 128, 256, 512});
+  CHECK(f16.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(f16.message()),
+             Catch::Contains("the problem is f16 128x256x512, but this triton-gemm space was measured on test GPU for "
+                             "bf16 and f32 problems only: which f16 configurations the compiler accepts"));
+  CHECK_THAT(s.Summary(), Catch::StartsWith("triton-gemm measured on test GPU (132 SMs) for bf16, f32: 48 candidates"));
+  // Written before the list was kept: the dtypes with refusals were the measured ones.
+  nlohmann::json old = nlohmann::json::parse(s.ToJson());
+  old.erase("dtypes");
+  absl::StatusOr<TileSpace> back = TileSpace::FromJson(old.dump(), "old.json");
+  REQUIRE(back.ok());
+  CHECK(back->dtypes == std::set<std::string>{"bf16"});
+  // Refusals of a dtype that was not measured, or no dtype at all, are not a space.
+  nlohmann::json stray = nlohmann::json::parse(s.ToJson());
+  stray["dtypes"] = {"f32"};
+  CHECK_THAT(std::string(TileSpace::FromJson(stray.dump(), "x.json").status().message()),
+             Catch::Contains("x.json: refused: 'bf16' is not one of the measured dtypes (f32)"));
+  stray["dtypes"] = nlohmann::json::array();
+  CHECK_THAT(std::string(TileSpace::FromJson(stray.dump(), "x.json").status().message()),
+             Catch::Contains("x.json: dtypes: no measured dtype"));
+  stray["dtypes"] = {"bf16", "int8"};
+  CHECK_THAT(std::string(TileSpace::FromJson(stray.dump(), "x.json").status().message()),
+             Catch::Contains("x.json: dtypes: 'int8' is not bf16, f16 or f32"));
+  stray["dtypes"] = "bf16";
+  CHECK_THAT(std::string(TileSpace::FromJson(stray.dump(), "x.json").status().message()),
+             Catch::Contains("key 'dtypes' missing or not a list of dtype names"));
+}
+
 TEST_CASE("A tile space round-trips through JSON, and a bad one is refused naming the key", "[tile]") {
   const TileSpace s = SmallSpace();
   absl::StatusOr<TileSpace> back = TileSpace::FromJson(s.ToJson(), "space.json");
@@ -160,6 +196,7 @@ TEST_CASE("The real H100 measurements become tile@h100-triton: every timed row, 
   REQUIRE(space.ok());
   CHECK(space->refused.at("bf16").size() == 28);
   CHECK(space->refused.at("f32").size() == 90);
+  CHECK(space->dtypes == std::set<std::string>{"bf16", "f32"});
   CHECK(space->Candidates().size() == 288);
   CHECK(space->sm_count == 132);
   std::map<std::string, std::set<std::string>> shapes;  // split -> M_N_K

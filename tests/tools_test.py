@@ -315,7 +315,7 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
             values = p["log_slowdown"].split()
             assert len(values) == 260 and sum(v != "-" for v in values) == (260 if p["dtype"] == "bf16" else 198)
             assert min(float(v) for v in values if v != "-") == 0  # each problem's fastest
-        assert "tile space: triton-gemm measured on NVIDIA H100 80GB HBM3 (132 SMs): 288 candidates" in out
+        assert "tile space: triton-gemm measured on NVIDIA H100 80GB HBM3 (132 SMs) for bf16, f32: 288 candidates" in out
         assert re.search(r"5 of (260|198) legal configurations proposed by tile@h100-triton version 1", out)
         assert re.search(r"^median +\d+\.\d +\d+\.\d +\d+\.\d +\d+\.\d +(229|2\d\d)\.\d", out, re.M)
     finally:

@@ -8,6 +8,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "model/core/file_util.h"
 
@@ -111,6 +112,15 @@ std::vector<TritonTile> TileSpace::Legal(absl::string_view dtype) const {
   return out;
 }
 
+absl::Status TileSpace::CheckDtype(const GemmProblem& p) const {
+  if (dtypes.count(p.dtype)) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat(
+      "the problem is ", p.Name(), ", but this ", kernel, " space was measured on ", gpu, " for ",
+      absl::StrJoin(dtypes, " and "), " problems only: which ", p.dtype,
+      " configurations the compiler accepts, and how fast they run, are unknown to it (measure them and "
+      "publish a model of your own: tgraph-featurize tiles, tgraph-train)"));
+}
+
 absl::Status TileSpace::CheckRow(const GemmProblem& p, const float* row, absl::string_view what) const {
   const TritonTile t = TritonTileOfRow(row);
   if (!Contains(block_m, t.block_m) || !Contains(block_n, t.block_n) || !Contains(block_k, t.block_k) ||
@@ -143,9 +153,14 @@ absl::Status TileSpace::Validate(absl::string_view what) const {
                                   {"num_warps", &num_warps},
                                   {"num_stages", &num_stages}})
     if (absl::Status s = CheckList(*list, key, what); !s.ok()) return s;
-  for (const auto& [dtype, tiles] : refused) {
+  if (dtypes.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": dtypes: no measured dtype"));
+  for (const std::string& dtype : dtypes)
     if (dtype != "bf16" && dtype != "f16" && dtype != "f32")
-      return absl::InvalidArgumentError(absl::StrCat(what, ": refused: '", dtype, "' is not bf16, f16 or f32"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": dtypes: '", dtype, "' is not bf16, f16 or f32"));
+  for (const auto& [dtype, tiles] : refused) {
+    if (!dtypes.count(dtype))
+      return absl::InvalidArgumentError(absl::StrCat(what, ": refused: '", dtype, "' is not one of the measured dtypes (",
+                                                     absl::StrJoin(dtypes, ", "), ")"));
     for (const TritonTile& t : tiles)
       if (!Contains(block_m, t.block_m) || !Contains(block_n, t.block_n) || !Contains(block_k, t.block_k) ||
           !Contains(num_warps, t.num_warps) || !Contains(num_stages, t.num_stages))
@@ -158,7 +173,8 @@ absl::Status TileSpace::Validate(absl::string_view what) const {
 std::string TileSpace::Summary() const {
   std::string refusals;
   for (const auto& [dtype, tiles] : refused) absl::StrAppend(&refusals, refusals.empty() ? "" : ", ", dtype, " ", tiles.size());
-  return absl::StrCat(kernel, " measured on ", gpu, " (", sm_count, " SMs): ", Candidates().size(),
+  return absl::StrCat(kernel, " measured on ", gpu, " (", sm_count, " SMs) for ", absl::StrJoin(dtypes, ", "), ": ",
+                      Candidates().size(),
                       " candidates; refused by the compiler: ", refusals.empty() ? "none" : refusals);
 }
 
@@ -173,6 +189,7 @@ std::string TileSpace::ToJson() const {
     r[dtype] = names;
   }
   j["refused"] = r;
+  j["dtypes"] = std::vector<std::string>(dtypes.begin(), dtypes.end());
   return j.dump(1);
 }
 
@@ -212,6 +229,16 @@ absl::StatusOr<TileSpace> TileSpace::FromJson(const std::string& text, absl::str
         tiles.insert(*t);
       }
     }
+  }
+  if (j.contains("dtypes")) {
+    if (!j["dtypes"].is_array()) return missing("dtypes", "a list of dtype names");
+    for (const json& d : j["dtypes"]) {
+      if (!d.is_string()) return missing("dtypes", "a list of dtype names");
+      s.dtypes.insert(d.get<std::string>());
+    }
+  } else {
+    // Written before the measured dtypes were kept: every measured dtype then had refusals.
+    for (const auto& [dtype, tiles] : s.refused) s.dtypes.insert(dtype);
   }
   if (absl::Status v = s.Validate(what); !v.ok()) return v;
   return s;

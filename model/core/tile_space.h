@@ -66,20 +66,32 @@ struct TileSpace {
   int64_t sm_count = 0;                // the GPU's streaming multiprocessors (waves)
   std::vector<int64_t> block_m, block_n, block_k, num_warps, num_stages;  // candidates, ascending
   std::map<std::string, std::set<TritonTile>> refused;                  // per dtype
+  // The dtypes whose problems were measured. Only for these does the space know which
+  // candidates the compiler accepts (a dtype never compiled has no refusals recorded, not
+  // none), and only these have runtimes a model learned from: across dtypes the order
+  // does not transfer (docs/results.md), so a problem of another dtype is refused
+  // (CheckDtype) rather than ranked with a guess. Spaces written before this list was
+  // kept read it from `refused`'s keys.
+  std::set<std::string> dtypes;
 
   // Every candidate (the product of the five lists), in lexicographic order.
   std::vector<TritonTile> Candidates() const;
   // The candidates the compiler accepts for this dtype, in Candidates() order.
   std::vector<TritonTile> Legal(absl::string_view dtype) const;
+  // OK when `p`'s dtype was measured; else FAILED_PRECONDITION naming the dtype, the
+  // measured ones and the GPU (the request is well formed; this space cannot answer it).
+  absl::Status CheckDtype(const GemmProblem& p) const;
   // Whether `row` is TritonTileFeatures of a legal configuration for `p`; the error
   // (INVALID_ARGUMENT) says which configuration and why: a value outside the candidates,
   // refused by the compiler for this dtype, or a column that does not match the problem.
-  // `what` names the row ("tile_configs row 3").
+  // `what` names the row ("tile_configs row 3"). The dtype is CheckDtype's to check.
   absl::Status CheckRow(const GemmProblem& p, const float* row, absl::string_view what) const;
-  // Every list non-empty, positive and ascending, sm_count positive, refusals candidates.
+  // Every list non-empty, positive and ascending, sm_count positive, refusals candidates
+  // of measured dtypes.
   absl::Status Validate(absl::string_view what) const;
 
-  // One line: "triton-gemm measured on GPU (132 SMs): 288 candidates; refused: bf16 28, f32 90".
+  // One line: "triton-gemm measured on GPU (132 SMs) for bf16, f32: 288 candidates; refused by
+  // the compiler: bf16 28, f32 90".
   std::string Summary() const;
   std::string ToJson() const;
   // Errors name `what` (a file) and the key.

@@ -140,6 +140,7 @@ absl::StatusOr<TileMeasurements> ParseTileCsv(absl::string_view text, absl::stri
   s.num_warps = Sorted(r.warps), s.num_stages = Sorted(r.stages);
   for (const auto& [dtype, tiles] : r.refused_at)
     for (const auto& [tile, line_no] : tiles) s.refused[dtype].insert(tile);
+  for (const MeasuredProblem& p : r.problems) s.dtypes.insert(p.problem.dtype);
   const size_t candidates = s.Candidates().size();
   for (size_t i = 0; i < r.problems.size(); ++i) {
     const MeasuredProblem& p = r.problems[i];
