@@ -180,6 +180,28 @@ TEST_CASE("The problem of a real matrix-product HLO module is read from its grap
   absl::StatusOr<GemmProblem> p = GemmProblemOfGraph(m->graph, "gemm");
   REQUIRE(p.ok());
   CHECK(p->Name() == "f32 512x4096x256");
+  // bf16 inputs accumulated into an f32 result (JAX's preferred_element_type) are a bf16
+  // problem: the inputs decide the kernel. An A stored transposed is not this kernel.
+  const auto problem_of = [](const std::string& a, const std::string& b, const std::string& c,
+                             const std::string& contracting) {
+    const std::string text = "HloModule m\n\nENTRY main {\n  a = " + a + " parameter(0)\n  b = " + b +
+                             " parameter(1)\n  ROOT d = " + c + " dot(a, b), lhs_contracting_dims={" + contracting +
+                             "}, rhs_contracting_dims={0}\n}\n";
+    absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(text, "dot.hlo");
+    REQUIRE(module.ok());
+    absl::StatusOr<hlo::ModuleGraph> graph = hlo::FeaturizeModule(*module, "dot.hlo");
+    REQUIRE(graph.ok());
+    return GemmProblemOfGraph(graph->graph, "dot.hlo");
+  };
+  absl::StatusOr<GemmProblem> mixed = problem_of("bf16[512,256]{1,0}", "bf16[256,1024]{1,0}", "f32[512,1024]{1,0}", "1");
+  REQUIRE(mixed.ok());
+  CHECK(mixed->Name() == "bf16 512x1024x256");
+  CHECK(problem_of("f16[512,256]{1,0}", "f16[256,1024]{1,0}", "f16[512,1024]{1,0}", "1")->Name() ==
+        "f16 512x1024x256");
+  CHECK_THAT(std::string(problem_of("bf16[256,512]{1,0}", "bf16[256,1024]{1,0}", "bf16[512,1024]{1,0}", "0")
+                             .status()
+                             .message()),
+             Catch::Contains("dot.hlo: the dot's operand A[M, K] (parameter 0, 512 rows) was not found"));
   // A module that is not one matrix product says so.
   absl::StatusOr<std::string> mlp = ReadFile(std::string(TGRAPH_REAL_DATA) + "/hlo/pytorch_xla_mlp_train_step.hlo");
   REQUIRE(mlp.ok());

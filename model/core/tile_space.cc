@@ -262,23 +262,28 @@ absl::StatusOr<GemmProblem> GemmProblemOfGraph(const NodeGraph& g, absl::string_
   if (out.size() != 2)
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": the dot (node ", dot, ") has ", out.size(), " dimensions; expected C[M, N]"));
-  // Element type one-hot (node_feat 2-20): f16 is index 10, f32 11, bf16 13.
-  const float* f = g.feat(dot);
   GemmProblem p;
-  p.dtype = f[2 + 13] > 0 ? "bf16" : f[2 + 11] > 0 ? "f32" : f[2 + 10] > 0 ? "f16" : "";
-  if (p.dtype.empty())
-    return absl::InvalidArgumentError(absl::StrCat(what, ": the dot (node ", dot, ") is not bf16, f16 or f32"));
   p.m = out[0];
   p.n = out[1];
+  int64_t a_node = -1;
   for (int64_t e = 0; e < g.num_edges(); ++e) {
     const int64_t u = g.edge_index[static_cast<size_t>(2 * e)], v = g.edge_index[static_cast<size_t>(2 * e + 1)];
     if (u != dot || g.node_opcode[static_cast<size_t>(v)] != op::kParameter || g.feat(v)[30] != 0) continue;
     const std::vector<int64_t> a = dims(v);
-    if (a.size() == 2 && a[0] == p.m) p.k = a[1];
+    if (a.size() == 2 && a[0] == p.m) p.k = a[1], a_node = v;
   }
   if (p.k == 0)
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": the dot's operand A[M, K] (parameter 0, ", p.m, " rows) was not found"));
+  // The inputs' element type decides the kernel (its tiles' shared memory, the tensor
+  // cores' rate), not the dot's result: bf16 inputs accumulated into an f32 result
+  // (JAX's preferred_element_type) are a bf16 problem. Element type one-hot (node_feat
+  // 2-20): f16 is index 10, f32 11, bf16 13.
+  const float* f = g.feat(a_node);
+  p.dtype = f[2 + 13] > 0 ? "bf16" : f[2 + 11] > 0 ? "f32" : f[2 + 10] > 0 ? "f16" : "";
+  if (p.dtype.empty())
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": the dot's operand A (node ", a_node, ") is not bf16, f16 or f32"));
   return p;
 }
 
