@@ -201,7 +201,17 @@ TEST_CASE("The problem of a real matrix-product HLO module is read from its grap
   CHECK_THAT(std::string(problem_of("bf16[256,512]{1,0}", "bf16[256,1024]{1,0}", "bf16[512,1024]{1,0}", "0")
                              .status()
                              .message()),
-             Catch::Contains("dot.hlo: the dot's operand A[M, K] (parameter 0, 512 rows) was not found"));
+             Catch::Contains("dot.hlo: the dot's operand A (parameter 0) is 256 x 512; this kernel reads A as M x K "
+                             "with M = 512 (A stored transposed is another kernel)"));
+  // B as N x K: x @ W.T with W stored as it is.
+  const std::string b_text =
+      "HloModule m\n\nENTRY main {\n  a = bf16[512,256]{1,0} parameter(0)\n  b = bf16[1024,256]{1,0} parameter(1)\n"
+      "  ROOT d = bf16[512,1024]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={1}\n}\n";
+  absl::StatusOr<hlo::ModuleGraph> bt = hlo::FeaturizeModule(*hlo::ParseModule(b_text, "bt.hlo"), "bt.hlo");
+  REQUIRE(bt.ok());
+  CHECK_THAT(std::string(GemmProblemOfGraph(bt->graph, "bt.hlo").status().message()),
+             Catch::Contains("bt.hlo: the dot's operand B (parameter 1) is 1024 x 256; this kernel reads B as K x N = "
+                             "256 x 1024 (B stored transposed is another kernel)"));
   // A module that is not one matrix product says so.
   absl::StatusOr<std::string> mlp = ReadFile(std::string(TGRAPH_REAL_DATA) + "/hlo/pytorch_xla_mlp_train_step.hlo");
   REQUIRE(mlp.ok());

@@ -265,16 +265,29 @@ absl::StatusOr<GemmProblem> GemmProblemOfGraph(const NodeGraph& g, absl::string_
   GemmProblem p;
   p.m = out[0];
   p.n = out[1];
+  // The measured kernel reads A as M x K and B as K x N; an operand stored the other way
+  // round is another kernel (where M = K or K = N the graph cannot tell, and is taken as
+  // this one).
   int64_t a_node = -1;
+  std::vector<int64_t> a, b;
   for (int64_t e = 0; e < g.num_edges(); ++e) {
     const int64_t u = g.edge_index[static_cast<size_t>(2 * e)], v = g.edge_index[static_cast<size_t>(2 * e + 1)];
-    if (u != dot || g.node_opcode[static_cast<size_t>(v)] != op::kParameter || g.feat(v)[30] != 0) continue;
-    const std::vector<int64_t> a = dims(v);
-    if (a.size() == 2 && a[0] == p.m) p.k = a[1], a_node = v;
+    if (u != dot || g.node_opcode[static_cast<size_t>(v)] != op::kParameter) continue;
+    if (g.feat(v)[30] == 0) a = dims(v), a_node = v;
+    if (g.feat(v)[30] == 1) b = dims(v);
   }
-  if (p.k == 0)
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, ": the dot's operand A[M, K] (parameter 0, ", p.m, " rows) was not found"));
+  if (a_node < 0 || a.size() != 2 || b.size() != 2)
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": the dot's operands are not two matrices, parameters 0 and 1 (a Triton matrix-product kernel graph)"));
+  if (a[0] != p.m)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the dot's operand A (parameter 0) is ", a[0], " x ", a[1],
+                                                   "; this kernel reads A as M x K with M = ", p.m,
+                                                   " (A stored transposed is another kernel)"));
+  p.k = a[1];
+  if (b[0] != p.k || b[1] != p.n)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": the dot's operand B (parameter 1) is ", b[0], " x ", b[1],
+                                                   "; this kernel reads B as K x N = ", p.k, " x ", p.n,
+                                                   " (B stored transposed is another kernel)"));
   // The inputs' element type decides the kernel (its tiles' shared memory, the tensor
   // cores' rate), not the dot's result: bf16 inputs accumulated into an f32 result
   // (JAX's preferred_element_type) are a bf16 problem. Element type one-hot (node_feat

@@ -98,10 +98,11 @@ struct TileSpace {
   static absl::StatusOr<TileSpace> FromJson(const std::string& json, absl::string_view what);
 };
 
-// The problem a kernel graph computes: its one dot, C[M, N], whose parameter 0 is A[M, K]
-// of element type bf16, f16 or f32 (the problem's dtype, whatever the result's: bf16
-// inputs with an f32 result are a bf16 problem). INVALID_ARGUMENT (naming `what`) for any
-// other graph, an A stored transposed included.
+// The problem a kernel graph computes: its one dot, C[M, N] = A[M, K] B[K, N] with A and
+// B parameters 0 and 1, A of element type bf16, f16 or f32 (the problem's dtype, whatever
+// the result's: bf16 inputs with an f32 result are a bf16 problem). INVALID_ARGUMENT
+// (naming `what` and the operand) for any other graph, an operand stored transposed
+// included (K x M, or N x K: another kernel).
 absl::StatusOr<GemmProblem> GemmProblemOfGraph(const NodeGraph& g, absl::string_view what);
 
 // Reads <dir>/tile_space.json; NOT_FOUND when there is none.
