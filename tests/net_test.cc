@@ -958,7 +958,7 @@ CATCH_TEST_CASE("a run's tile graph gets its prior without the problems of its o
       {"self", {"bf16", 128, 256, 256}, {a, b, c}, {10, 20, 40}},
       {"self_f32", {"f32", 128, 256, 256}, {a, b, c}, {10, 20, 40}},
       {"other", {"bf16", 512, 256, 256}, {a, b, c}, {40, 10, 20}}};
-  absl::StatusOr<TilePrior> prior = BuildTilePrior(known, 2.0, 1.0);
+  absl::StatusOr<TilePrior> prior = BuildTilePrior(known, 2.0, ShapeBandwidth{});
   CATCH_REQUIRE(prior.ok());
   GraphData d;
   const GemmProblem self{"bf16", 128, 256, 256};

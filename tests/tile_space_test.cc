@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
 #include "model/core/dataset.h"
@@ -353,6 +355,106 @@ TEST_CASE("Seed 0 holds out the shapes docs/results.md reports on, and a dtype o
   CHECK_THAT(std::string(s.status().message()), Catch::Contains("(bf16, f32)"));
 }
 
+TEST_CASE("Problems measured apart become the test split, every problem of the main file training", "[tile][real]") {
+  // The real CSV cut in two: three shapes (both dtypes) as if measured later.
+  TempDir dir;
+  const std::set<std::string> later = {"512,4096,256", "2048,256,1024", "8192,256,4096"};
+  std::ifstream in(kTiles + "/triton_gemm_h100.csv");
+  std::ofstream main_csv(dir.path() + "/main.csv"), new_csv(dir.path() + "/new.csv");
+  std::string line;
+  std::getline(in, line);
+  main_csv << line << "\n";
+  new_csv << line << "\n";
+  int64_t new_lines = 0;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> f = absl::StrSplit(line, ',');
+    const bool is_new = later.count(absl::StrCat(f[1], ",", f[2], ",", f[3])) > 0;
+    (is_new ? new_csv : main_csv) << line << "\n";
+    new_lines += is_new;
+  }
+  main_csv.close();
+  new_csv.close();
+  CHECK(new_lines == 6 * 289);  // 288 candidates and cuBLAS, per problem
+  hlo::TileIngestOptions o;
+  o.csv = dir.path() + "/main.csv";
+  o.hlo_dir = kTiles + "/hlo";
+  o.test_csv = dir.path() + "/new.csv";
+  o.test_hlo_dir = kTiles + "/hlo";
+  o.out_root = dir.path() + "/root";
+  const absl::StatusOr<hlo::TileIngestSummary> s = hlo::IngestTileMeasurements(o);
+  REQUIRE(s.ok());
+  CHECK(s->problems.at("test") == 6);
+  CHECK(s->problems.at("valid") == 12);  // 6 shapes, both dtypes
+  CHECK(s->problems.at("train") == 54);
+  CHECK(s->configs.at("test") == 3 * (260 + 198));
+  const Collection c = *ParseCollection("tile@h100-triton");
+  std::set<std::string> test;
+  const absl::StatusOr<std::vector<GraphFile>> files = ListSplit(o.out_root, c, "test");
+  REQUIRE(files.ok());
+  for (const GraphFile& f : *files) test.insert(f.name);
+  CHECK(test == std::set<std::string>{"gemm_bf16_512x4096x256", "gemm_f32_512x4096x256", "gemm_bf16_2048x256x1024",
+                                      "gemm_f32_2048x256x1024", "gemm_bf16_8192x256x4096", "gemm_f32_8192x256x4096"});
+  absl::StatusOr<TileSpace> space = LoadTileSpace(o.out_root + "/npz/tile/@h100-triton");
+  REQUIRE(space.ok());
+  CHECK(space->refused.at("f32").size() == 90);
+
+  // A problem in both files, another split asked for, or no such file: refused, nothing written.
+  hlo::TileIngestOptions both = o;
+  both.test_csv = kTiles + "/triton_gemm_h100.csv";
+  both.out_root = dir.path() + "/both";
+  CHECK_THAT(std::string(hlo::IngestTileMeasurements(both).status().message()),
+             Catch::Contains("triton_gemm_h100.csv: bf16 128x256x256 is measured in " + o.csv +
+                             " too: a problem is never in two splits"));
+  hlo::TileIngestOptions dtype = both;
+  dtype.test_csv = o.test_csv;
+  dtype.hold_out = "f32";
+  CHECK_THAT(std::string(hlo::IngestTileMeasurements(dtype).status().message()),
+             Catch::Contains("hold_out 'f32' and test_csv"));
+  dtype.hold_out = "shape";
+  dtype.test_csv = dir.path() + "/missing.csv";
+  CHECK_THAT(std::string(hlo::IngestTileMeasurements(dtype).status().message()), Catch::Contains("missing.csv"));
+  CHECK_FALSE(fs::exists(dir.path() + "/both"));
+}
+
+TEST_CASE("A test file of another kernel, GPU or dtype than the main file's is refused naming what differs", "[tile]") {
+  TempDir dir;
+  const std::string header = "dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms\n";
+  const auto write = [&](const std::string& name, const std::string& body) {
+    std::ofstream(dir.path() + "/" + name) << header << body;
+    return dir.path() + "/" + name;
+  };
+  // bf16 only; candidates block_m 32, 64 and block_k 32, 64; 64x32x32 w4 s2 refused.
+  const auto problem = [](const std::string& mnk, const std::string& refused_64x32x32) {
+    return "bf16," + mnk + ",32,32,32,4,2,0.01\nbf16," + mnk + ",32,32,64,4,2,0.02\nbf16," + mnk + ",64,32,32,4,2," +
+           refused_64x32x32 + "\nbf16," + mnk + ",64,32,64,4,2,0.03\n";
+  };
+  const std::string main_csv =
+      write("main.csv", problem("128,128,128", "refused") + problem("256,128,128", "refused") + problem("512,128,128", "refused"));
+  hlo::TileIngestOptions o;
+  o.csv = main_csv;
+  o.hlo_dir = dir.path();
+  o.out_root = dir.path() + "/root";
+  o.valid_shapes = 1;
+  const auto error = [&](const std::string& test_body) {
+    o.test_csv = write("new.csv", test_body);
+    return std::string(hlo::IngestTileMeasurements(o).status().message());
+  };
+  // A file that agrees gets as far as the modules (none here).
+  CHECK_THAT(error(problem("1024,128,128", "refused")), Catch::Contains("gemm_bf16_128x128x128.hlo"));
+  CHECK_THAT(error(problem("1024,128,128", "0.05")),
+             Catch::Contains("new.csv: 64x32x32 w4 s2 of bf16 is timed here but refused in " + main_csv));
+  CHECK_THAT(error(problem("1024,128,128", "refused") + "bf16,1024,128,128,128,32,32,4,2,refused\n" +
+                   "bf16,1024,128,128,128,32,64,4,2,refused\n"),
+             Catch::Contains("new.csv: block_m takes 32, 64, 128, where " + main_csv + " has 32, 64"));
+  std::string f32 = problem("1024,128,128", "refused");
+  absl::StrReplaceAll({{"bf16", "f32"}}, &f32);
+  CHECK_THAT(error(f32),
+             Catch::Contains("new.csv: dtype f32 has no problem in " + main_csv + " (bf16)"));
+  CHECK_THAT(error(problem("256,128,128", "refused")),
+             Catch::Contains("new.csv: bf16 256x128x128 is measured in " + main_csv + " too"));
+  CHECK_FALSE(fs::exists(dir.path() + "/root"));
+}
+
 TEST_CASE("Bad tile measurements are refused naming the file, the line and the column", "[tile]") {
   const auto parse = [](const std::string& body) {
     return hlo::ParseTileCsv("dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms\n" + body, "m.csv", "g", 132);
@@ -484,26 +586,72 @@ TEST_CASE("Measured slowdowns near a problem weigh each measured problem by its 
   REQUIRE(m.problems().size() == 2);
   // At p1's shape p2 (one doubling away) weighs exp(-1/2); c only p2 measured.
   const double w = std::exp(-0.5), ln2 = std::log(2.0);
-  const std::vector<double> near = m.Near({"bf16", 128, 128, 128}, 1.0);
+  // One bandwidth of 1 along log2 (M, N, K): at p1's shape p2 (one doubling away) weighs
+  // exp(-1/2); c only p2 measured.
+  const ShapeBandwidth one = ShapeBandwidth::Isotropic(1.0);
+  const std::vector<double> near = m.Near({"bf16", 128, 128, 128}, one);
   CHECK(near[0] == Approx(w * ln2 / (1 + w)));
   CHECK(near[1] == Approx(ln2 / (1 + w)));
   CHECK(near[2] == Approx(2 * ln2));
   // Bandwidth 0: a plain mean. Bandwidth 2: a doubling weighs exp(-1/8).
-  CHECK(m.Near({"bf16", 128, 128, 128}, 0.0)[0] == Approx(ln2 / 2));
-  CHECK(m.Near({"bf16", 128, 128, 128}, 2.0)[0] == Approx(std::exp(-0.125) * ln2 / (1 + std::exp(-0.125))));
+  CHECK(m.Near({"bf16", 128, 128, 128}, ShapeBandwidth{0, 0, 0})[0] == Approx(ln2 / 2));
+  CHECK(m.Near({"bf16", 128, 128, 128}, ShapeBandwidth::Isotropic(2.0))[0] == Approx(std::exp(-0.125) * ln2 / (1 + std::exp(-0.125))));
   // Far from both (2^39 and 2^40 larger in M): weights relative to the nearest (p2), no
   // underflow to 0/0.
-  const std::vector<double> far = m.Near({"bf16", int64_t{1} << 47, 128, 128}, 0.25);
+  const std::vector<double> far = m.Near({"bf16", int64_t{1} << 47, 128, 128}, ShapeBandwidth::Isotropic(0.25));
   CHECK(far[0] == Approx(ln2));
   CHECK(far[1] == Approx(0.0).margin(1e-12));
   // A dtype nothing measured: every dtype's problems.
-  CHECK(m.Near({"f32", 256, 128, 128}, 1.0)[1] == Approx(w * ln2 / (1 + w)));
+  CHECK(m.Near({"f32", 256, 128, 128}, one)[1] == Approx(w * ln2 / (1 + w)));
   // Leaving p1's shape out: p2 alone (and a dtype nothing else has falls back to all).
-  CHECK(m.Near({"bf16", 128, 128, 128}, 1.0, /*leave_shape_out=*/true)[0] == Approx(ln2));
-  CHECK(m.Near({"bf16", 256, 128, 128}, 1.0, /*leave_shape_out=*/true)[1] == Approx(ln2));
+  CHECK(m.Near({"bf16", 128, 128, 128}, one, /*leave_shape_out=*/true)[0] == Approx(ln2));
+  CHECK(m.Near({"bf16", 256, 128, 128}, one, /*leave_shape_out=*/true)[1] == Approx(ln2));
   // A configuration only another dtype's problem measured: NaN for this one.
   const KnownTileProblem f32{"f32", {"f32", 128, 128, 128}, {c}, {5}};
-  CHECK(std::isnan(MeasuredSlowdowns({p1, f32}).Near({"bf16", 128, 128, 128}, 1.0)[2]));
+  // The default axes: M doubled moves log2 (M N) by 1 (bandwidth 0.75) and log2 (M / N)
+  // by 1 (bandwidth 2): d^2 = 16/9 + 1/4.
+  const double wd = std::exp(-(16.0 / 9 + 0.25) / 2);
+  CHECK(m.Near({"bf16", 128, 128, 128}, ShapeBandwidth{})[0] == Approx(wd * ln2 / (1 + wd)));
+  // The output transposed (256 x 128 asked, 128 x 256 measured): the same size, the aspect
+  // 2 apart: d^2 = (2 / 2)^2, where along log2 (M, N, K) it is 2.
+  KnownTileProblem wide{"wide", {"bf16", 128, 256, 128}, {a, b}, {10, 30}};
+  const MeasuredSlowdowns m2({p2, wide});
+  const double wt = std::exp(-0.5), ln3 = std::log(3.0);
+  CHECK(m2.Near({"bf16", 256, 128, 128}, ShapeBandwidth{})[1] == Approx(wt * ln3 / (1 + wt)));
+  CHECK(m2.Near({"bf16", 256, 128, 128}, one)[1] == Approx(std::exp(-1.0) * ln3 / (1 + std::exp(-1.0))));
+  // K doubled: d^2 = (1 / 0.5)^2 = 4.
+  KnownTileProblem deep{"deep", {"bf16", 256, 128, 256}, {a, b}, {10, 30}};
+  CHECK(MeasuredSlowdowns({p2, deep}).Near({"bf16", 256, 128, 128}, ShapeBandwidth{})[1] ==
+        Approx(std::exp(-2.0) * ln3 / (1 + std::exp(-2.0))));
+  CHECK(std::isnan(MeasuredSlowdowns({p1, f32}).Near({"bf16", 128, 128, 128}, one)[2]));
+}
+
+TEST_CASE("Shape bandwidths parse from three numbers or one, and refuse the rest naming the flag", "[tile]") {
+  absl::StatusOr<ShapeBandwidth> three = ParseShapeBandwidth("0.75,0.5,2", "--tile_prior_bandwidth");
+  REQUIRE(three.ok());
+  CHECK(three->output == 0.75);
+  CHECK(three->k == 0.5);
+  CHECK(three->aspect == 2);
+  CHECK(three->ToString() == ShapeBandwidth{}.ToString());
+  CHECK(ParseShapeBandwidth(three->ToString(), "x")->ToString() == "0.75,0.5,2");
+  absl::StatusOr<ShapeBandwidth> iso = ParseShapeBandwidth("1", "x");
+  REQUIRE(iso.ok());
+  CHECK(iso->output == Approx(std::sqrt(2.0)));
+  CHECK(iso->k == 1);
+  CHECK(iso->aspect == Approx(std::sqrt(2.0)));
+  // Along log2 (M, N, K) with bandwidth 1, (2M, N/2, 2K) is at d^2 = 3.
+  CHECK(iso->DistanceSquared({"bf16", 256, 64, 256}, {"bf16", 128, 128, 128}) == Approx(3.0));
+  CHECK(ParseShapeBandwidth("0", "x")->AllAlike());
+  CHECK(ParseShapeBandwidth("0, 0, 0", "x")->AllAlike());
+  CHECK(ShapeBandwidth{0, 0, 0}.DistanceSquared({"bf16", 128, 128, 128}, {"bf16", 8192, 128, 128}) == 0);
+  for (const char* bad : {"", "1,2", "1,2,3,4", "0,1,1", "-1", "17", "nan", "inf", "fast", "1,,2"}) {
+    INFO(bad);
+    const absl::StatusOr<ShapeBandwidth> b = ParseShapeBandwidth(bad, "--tile_prior_bandwidth");
+    REQUIRE_FALSE(b.ok());
+    CHECK(b.status().code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(b.status().message()), Catch::StartsWith("--tile_prior_bandwidth: '") &&
+                                                      Catch::Contains("OUTPUT,K,ASPECT"));
+  }
 }
 
 TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem asked about, standardised, and its JSON",
@@ -520,11 +668,11 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
   const std::vector<KnownTileProblem> known = {problem("near", {"bf16", 128, 256, 256}, {10, 20, 40}),
                                                problem("far", {"bf16", 8192, 4096, 4096}, {40, 10, 20}),
                                                problem("f32", {"f32", 128, 256, 512}, {30, 20, 10})};
-  absl::StatusOr<TilePrior> built = BuildTilePrior(known, 0.75, 1.0);
+  absl::StatusOr<TilePrior> built = BuildTilePrior(known, 0.75, ShapeBandwidth::Isotropic(1.0));
   REQUIRE(built.ok());
   const TilePrior& prior = *built;
   CHECK(prior.weight == 0.75);
-  CHECK(prior.bandwidth == 1.0);
+  CHECK(prior.bandwidth.k == 1.0);
   CHECK(prior.problems == 3);
   const double s = std::sqrt(1.5);
   const auto rounded = [](double v) { return Approx(v).margin(2e-4); };  // the tables keep 1e-4
@@ -545,7 +693,7 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
   const TilePriorValues half = prior.For({"bf16", 1024, 1024, 1024});
   CHECK(half.Of(a) == rounded(0.0));
   CHECK(half.Of(b) == rounded(-s));
-  absl::StatusOr<TilePrior> flat = BuildTilePrior(known, 1.0, 0.0);
+  absl::StatusOr<TilePrior> flat = BuildTilePrior(known, 1.0, ShapeBandwidth{0, 0, 0});
   REQUIRE(flat.ok());
   CHECK(flat->For({"bf16", 128, 256, 256}).Of(b) == rounded(-s));
   // f32 alone: a ln3, b ln2, d 0.
@@ -555,7 +703,7 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
   CHECK(TilePrior{}.For({"bf16", 1, 1, 1}).Of(a) == 0.0);
   // Too many problems for a manifest: refused, naming how many.
   std::vector<KnownTileProblem> many(kMaxTilePriorProblems + 1, known[0]);
-  const absl::StatusOr<TilePrior> big = BuildTilePrior(many, 1.0, 1.0);
+  const absl::StatusOr<TilePrior> big = BuildTilePrior(many, 1.0, ShapeBandwidth{});
   REQUIRE_FALSE(big.ok());
   CHECK_THAT(std::string(big.status().message()), Catch::Contains("201") && Catch::Contains("--tile_prior_weight 0"));
 
@@ -565,6 +713,17 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
   REQUIRE(back.ok());
   CHECK(back->ToJson() == prior.ToJson());
   CHECK(back->For({"bf16", 512, 512, 512}).values == prior.For({"bf16", 512, 512, 512}).values);  // exactly
+  CHECK_THAT(BuildTilePrior(known, 1.0, ShapeBandwidth{})->ToJson(),
+             Catch::Contains(R"("bandwidth":{"aspect":2.0,"k":0.5,"output":0.75})"));
+  // One number (what manifests held before the axes had their own): along log2 (M, N, K).
+  std::string older = prior.ToJson();
+  const size_t from = older.find(R"("bandwidth":{)");
+  REQUIRE(from != std::string::npos);
+  older.replace(from, older.find('}', from) + 1 - from, R"("bandwidth":1)");
+  absl::StatusOr<TilePrior> old = TilePrior::FromJson(older, "manifest.json: tile_prior");
+  REQUIRE(old.ok());
+  CHECK(old->bandwidth.output == Approx(std::sqrt(2.0)));
+  CHECK(old->For({"bf16", 512, 512, 512}).values == prior.For({"bf16", 512, 512, 512}).values);
   // A network trained on the prior's errors says so.
   TilePrior residual = prior;
   residual.residual = true;
@@ -586,6 +745,8 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
            {R"({"weight": 1, "problems": 3, "values": {"bf16": {"128x128": 0.5}}})", "values.bf16.128x128"},
            {R"({"weight": 1, "problems": 3, "values": {"bf16": {"32x32x32 w4 s2": "fast"}}})", "values.bf16.32x32x32 w4 s2"},
            {R"({"weight": 1, "problems": 3, "bandwidth": -2, "values": {}})", "bandwidth"},
+           {R"({"weight": 1, "problems": 3, "bandwidth": {"output": 1, "k": 1}, "values": {}})", "bandwidth"},
+           {R"({"weight": 1, "problems": 3, "bandwidth": {"output": 0, "k": 1, "aspect": 1}, "values": {}})", "bandwidth"},
            {R"({"weight": 1, "problems": 3, "residual": "yes", "values": {}})", "residual"},
            {R"({"weight": 1, "problems": 1, "tiles": ["64x64x32 w4 s2", "32x32x32 w4 s2"], "measured": []})", "tiles[1]"},
            {R"({"weight": 1, "problems": 1)" + measured + R"([{"dtype": "bf16", "m": 0, "n": 1, "k": 1, "log_slowdown": "0 0"}]})",

@@ -75,11 +75,13 @@ def test_version_names_the_commit_built():
     ["tgraph-train", "--data", "d", "--collection", "layout:xla:random", "--run_dir", "r", "--select_by", "best"],
     ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_weight", "-1"],
     ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_bandwidth", "17"],
+    ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_bandwidth", "0.75,0,2"],
     ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetune_loss", "listnet"],
     ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
     ["tgraph-synth", "--out", "x", "--preset", "huge"],
     ["tgraph-featurize", "module"],                               # --in and --out missing
     ["tgraph-featurize", "apply", "--in", "m.hlo", "--out", "o.hlo"],   # --configs missing
+    ["tgraph-featurize", "tiles", "--csv", "c", "--hlo_dir", "h", "--out_root", "o", "--test_hlo_dir", "t"],
     ["tgraph-bench-model", "--precision", "fp8"],
     ["tgraph-bench-search", "--strategies", "tgraph,bogus"],      # before any model is read
     ["tgraph-bench-search", "--finetune_loss", "listnet"],
@@ -303,12 +305,14 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
                        "random order (expected)"):
             assert re.search(re.escape(method) + r".* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out), method
         # The published model adds its 60 training problems' prior; the network alone is shown too.
-        assert re.search(r"model \(.*, prior of 60 problems \(bandwidth 1\) x 1\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out)
+        assert re.search(r"model \(.*, prior of 60 problems \(bandwidth 0\.75,0\.5,2\) x 1\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}",
+                         out)
         assert re.search(r"^model \([^)]*1 folds\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out, re.M)
         import json
         manifest = json.loads((work / "registry" / "tile@h100-triton" / "1" / "manifest.json").read_text())
         prior = manifest["tile_prior"]
-        assert prior["problems"] == 60 and prior["bandwidth"] == 1 and len(prior["measured"]) == 60
+        assert prior["problems"] == 60 and len(prior["measured"]) == 60
+        assert prior["bandwidth"] == {"output": 0.75, "k": 0.5, "aspect": 2}
         assert prior["residual"] is True  # the network was trained on what the prior leaves
         assert len(prior["tiles"]) == 260  # f32's 198 legal configurations are among bf16's 260
         for p in prior["measured"]:
@@ -318,6 +322,48 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
         assert "tile space: triton-gemm measured on NVIDIA H100 80GB HBM3 (132 SMs) for bf16, f32: 288 candidates" in out
         assert re.search(r"5 of (260|198) legal configurations proposed by tile@h100-triton version 1", out)
         assert re.search(r"^median +\d+\.\d +\d+\.\d +\d+\.\d +\d+\.\d +(229|2\d\d)\.\d", out, re.M)
+    finally:
+        pid = work / "server.pid"
+        if pid.exists():
+            subprocess.run(["kill", pid.read_text().strip()])
+
+
+def test_gpu_tiles_tests_on_problems_measured_apart(tmp_path):
+    """scripts/gpu-tiles with TEST_CSV: trained on every problem of the main file, tested on the other file's."""
+    from conftest import SRC, free_port
+    tiles = os.path.join(SRC, "tests", "data", "real", "gpu-tiles")
+    later = {("512", "4096", "256"), ("8192", "256", "4096")}
+    lines = open(os.path.join(tiles, "triton_gemm_h100.csv")).read().splitlines()
+    main = [lines[0]] + [l for l in lines[1:] if tuple(l.split(",")[1:4]) not in later]
+    new = [lines[0]] + [l for l in lines[1:] if tuple(l.split(",")[1:4]) in later]
+    data = tmp_path / "tiles"
+    (data / "hlo").mkdir(parents=True)
+    (data / "triton_gemm_h100.csv").write_text("\n".join(main) + "\n")
+    for name in os.listdir(os.path.join(tiles, "hlo")):
+        os.symlink(os.path.join(tiles, "hlo", name), data / "hlo" / name)
+    (tmp_path / "new" / "hlo").mkdir(parents=True)
+    (tmp_path / "new" / "measured.csv").write_text("\n".join(new) + "\n")
+    for dtype in ("bf16", "f32"):
+        for m, n, k in later:
+            name = f"gemm_{dtype}_{m}x{n}x{k}.hlo"
+            os.symlink(os.path.join(tiles, "hlo", name), tmp_path / "new" / "hlo" / name)
+    env = dict(os.environ, BUILD_DIR=os.environ.get("TGRAPH_BIN_DIR", "build"), SKIP_BUILD="1", EPOCHS="2",
+               FOLDS_TRAINED="1", PORT=str(free_port()), METRICS_PORT=str(free_port()), TILES=str(data),
+               TEST_CSV=str(tmp_path / "new" / "measured.csv"))
+    work = tmp_path / "gpu-tiles"
+    r = subprocess.run([os.path.join(SRC, "scripts", "gpu-tiles"), str(work)], capture_output=True, text=True,
+                       env=env, timeout=900)
+    try:
+        assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+        out = r.stdout
+        assert "test: the problems of " + str(tmp_path / "new" / "measured.csv") in out
+        assert "test: 4 problems, 916 configurations" in out  # 2 x 260 bf16 + 2 x 198 f32
+        assert "valid: 12 problems" in out and "train: 56 problems" in out  # 34 shapes, 6 of them valid
+        # Every figure on the new problems, the prior from all 68 of the main file.
+        assert re.search(r"model \(.*, prior of 68 problems .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out)
+        assert re.search(r"nearest problem .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out)
+        assert re.search(r"5 of (260|198) legal configurations proposed by tile@h100-triton version 1", out)
+        assert re.search(r"^replay over 4 measured problems of tile@h100-triton test", out, re.M)
     finally:
         pid = work / "server.pid"
         if pid.exists():

@@ -6,8 +6,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "model/core/rank_metrics.h"
 
 namespace tgraph {
@@ -19,15 +22,56 @@ double Log2Distance(const GemmProblem& a, const GemmProblem& b) {
   return d(a.m, b.m) + d(a.n, b.n) + d(a.k, b.k);
 }
 
-double Log2DistanceSquared(const GemmProblem& a, const GemmProblem& b) {
-  const auto d = [](int64_t x, int64_t y) { return std::log2(double(x) / double(y)); };
-  return d(a.m, b.m) * d(a.m, b.m) + d(a.n, b.n) * d(a.n, b.n) + d(a.k, b.k) * d(a.k, b.k);
-}
-
 std::string Ratio(double error) { return std::isfinite(error) ? absl::StrFormat("%.3f", 1.0 + error) : "-"; }
 std::string Num(double v, const char* fmt) { return std::isfinite(v) ? absl::StrFormat(fmt, v) : "-"; }
 
 }  // namespace
+
+ShapeBandwidth ShapeBandwidth::Isotropic(double b) {
+  // (dM + dN)^2 / 2 + (dM - dN)^2 / 2 = dM^2 + dN^2.
+  return {b * std::sqrt(2.0), b, b * std::sqrt(2.0)};
+}
+
+double ShapeBandwidth::DistanceSquared(const GemmProblem& a, const GemmProblem& b) const {
+  if (AllAlike()) return 0;
+  const auto d = [](int64_t x, int64_t y) { return std::log2(double(x) / double(y)); };
+  const double dm = d(a.m, b.m), dn = d(a.n, b.n);
+  const double o = (dm + dn) / output, kk = d(a.k, b.k) / k, r = (dm - dn) / aspect;
+  return o * o + kk * kk + r * r;
+}
+
+bool ShapeBandwidth::Valid() const {
+  for (double b : {output, k, aspect})
+    if (!(std::isfinite(b) && b >= 0 && b <= 16)) return false;
+  return AllAlike() || (output > 0 && k > 0 && aspect > 0);
+}
+
+std::string ShapeBandwidth::ToString() const { return absl::StrCat(output, ",", k, ",", aspect); }
+
+absl::StatusOr<ShapeBandwidth> ParseShapeBandwidth(absl::string_view text, absl::string_view what) {
+  const auto bad = [&] {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": '", text,
+                                                   "': expected OUTPUT,K,ASPECT (log2 bandwidths of M N, K and M / N) or "
+                                                   "one bandwidth along log2 M, N, K; each finite and at most 16, either "
+                                                   "all 0 or all > 0"));
+  };
+  std::vector<double> v;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    double x = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(part), &x)) return bad();
+    v.push_back(x);
+  }
+  ShapeBandwidth b;
+  if (v.size() == 1) {
+    b = ShapeBandwidth::Isotropic(v[0]);
+  } else if (v.size() == 3) {
+    b = {v[0], v[1], v[2]};
+  } else {
+    return bad();
+  }
+  if (!b.Valid()) return bad();
+  return b;
+}
 
 absl::StatusOr<KnownTileProblem> KnownProblemOf(const TileGraph& g, absl::string_view what) {
   absl::StatusOr<GemmProblem> p = GemmProblemOfGraph(g.graph, what);
@@ -76,7 +120,8 @@ bool MeasuredSlowdowns::HasDtype(const std::string& dtype) const {
   return false;
 }
 
-std::vector<double> MeasuredSlowdowns::Near(const GemmProblem& p, double bandwidth, bool leave_shape_out) const {
+std::vector<double> MeasuredSlowdowns::Near(const GemmProblem& p, const ShapeBandwidth& bandwidth,
+                                             bool leave_shape_out) const {
   const auto same_shape = [&](const GemmProblem& q) { return q.m == p.m && q.n == p.n && q.k == p.k; };
   bool dtype_known = false;
   for (const Problem& q : problems_)
@@ -86,14 +131,14 @@ std::vector<double> MeasuredSlowdowns::Near(const GemmProblem& p, double bandwid
   for (const Problem& q : problems_) {
     if ((dtype_known && q.problem.dtype != p.dtype) || (leave_shape_out && same_shape(q.problem))) continue;
     use.push_back(&q);
-    d2.push_back(Log2DistanceSquared(p, q.problem));
+    d2.push_back(bandwidth.DistanceSquared(p, q.problem));
   }
   // Weights relative to the nearest problem's, so that a narrow bandwidth far from every
   // measured shape still weighs the nearest ones instead of underflowing to nothing.
   const double nearest = d2.empty() ? 0.0 : *std::min_element(d2.begin(), d2.end());
   std::vector<double> sum(tiles_.size(), 0.0), weight(tiles_.size(), 0.0);
   for (size_t j = 0; j < use.size(); ++j) {
-    const double w = bandwidth > 0 ? std::exp(-(d2[j] - nearest) / (2 * bandwidth * bandwidth)) : 1.0;
+    const double w = std::exp(-(d2[j] - nearest) / 2);
     for (size_t t = 0; t < tiles_.size(); ++t) {
       const double v = use[j]->log_slowdown[t];
       if (std::isnan(v)) continue;
@@ -127,7 +172,7 @@ std::vector<double> TileBaselines::Scores(TileBaseline b, const GemmProblem& p,
   std::vector<double> scores(tiles.size(), 0.0);
   if (slowdowns_.problems().empty()) return scores;
   const std::vector<double> mean =
-      slowdowns_.Near(p, b == TileBaseline::kNearbySlowdown ? kNearbyBandwidth : 0.0);
+      slowdowns_.Near(p, b == TileBaseline::kNearbySlowdown ? ShapeBandwidth{} : ShapeBandwidth{0, 0, 0});
   const std::vector<TritonTile>& known = slowdowns_.tiles();
   for (size_t i = 0; i < tiles.size(); ++i) {
     const auto it = std::lower_bound(known.begin(), known.end(), tiles[i]);

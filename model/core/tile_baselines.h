@@ -6,9 +6,10 @@
 //                    the same dtype nearest in log2 (M, N, K) (summed distance; ties by name);
 //   mean slowdown    by their mean log slowdown (runtime / that problem's fastest) over
 //                    the measured problems of the dtype;
-//   nearby problems  the same mean weighted by the problems' closeness in log2 (M, N, K)
-//                    (MeasuredSlowdowns::Near with kNearbyBandwidth): a kernel's best tiles
-//                    change with its shape, so the problems of a similar shape say more;
+//   nearby problems  the same mean weighted by the problems' closeness of shape
+//                    (MeasuredSlowdowns::Near with ShapeBandwidth's defaults): a kernel's
+//                    best tiles change with its shape, so the problems of a similar shape
+//                    say more;
 // A dtype no measured problem has (a model trained on bf16 only, tested on f32) uses the
 // measured problems of every dtype instead: the baselines know what the model knew.
 //   fixed default    128x128x64 w4 s3 (Triton's tutorial choice) first, then mean slowdown;
@@ -22,10 +23,42 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "model/core/eval_report.h"
 #include "model/core/tile_space.h"
 
 namespace tgraph {
+
+// How alike two problems' shapes are, for the weighted means over measured problems: a
+// Gaussian in log2 units along three axes, each with its own bandwidth: the output's size
+// M x N (how many output tiles, so how many waves of programs over the SMs), the
+// contracted K (how many steps each program loops), and the output's aspect M / N. A
+// configuration's slowdown follows the first two closely and the aspect little: over the
+// 36 H100 shapes, ranked from the others (leave one shape out, the training problems of
+// each split), every split preferred narrow output and K bandwidths and a wide aspect
+// one, and the defaults below need about half the measurements to come within 1% of the
+// fastest that one bandwidth of 1 along log2 (M, N, K) did (docs/notebook).
+// All three 0: every problem alike (the plain mean); otherwise each is > 0.
+struct ShapeBandwidth {
+  double output = 0.75;  // log2 (M N)
+  double k = 0.5;        // log2 K
+  double aspect = 2.0;   // log2 (M / N)
+
+  // One bandwidth b along each of log2 M, N and K: the same weights as b along K and
+  // b sqrt(2) along the output's size and aspect (the form older manifests hold).
+  static ShapeBandwidth Isotropic(double b);
+  bool AllAlike() const { return output == 0 && k == 0 && aspect == 0; }
+  // Each finite and at most 16, and either all 0 or all > 0.
+  bool Valid() const;
+  // The sum over the axes of (difference / bandwidth)^2: a problem weighs exp(-d^2 / 2)
+  // (relative to the nearest one's). 0 when AllAlike.
+  double DistanceSquared(const GemmProblem& a, const GemmProblem& b) const;
+  std::string ToString() const;  // "0.75,0.5,2"
+};
+
+// "OUTPUT,K,ASPECT" (three numbers), or one number B (ShapeBandwidth::Isotropic(B)). Each
+// finite, at most 16, and either all 0 or all > 0. Errors (INVALID_ARGUMENT) name `what`.
+absl::StatusOr<ShapeBandwidth> ParseShapeBandwidth(absl::string_view text, absl::string_view what);
 
 // One measured problem: the runtime (or tile target: only ratios matter) of each of its
 // configurations.
@@ -64,23 +97,17 @@ class MeasuredSlowdowns {
   bool HasDtype(const std::string& dtype) const;
 
   // Each configuration of tiles()'s mean log slowdown over the problems of p's dtype (of
-  // every dtype when none has p's), problem q weighted by exp(-d^2 / (2 bandwidth^2)), d
-  // the Euclidean distance of log2 (M, N, K) between p and q; bandwidth 0: all alike.
-  // NaN where no such problem measured the configuration. leave_shape_out: problems of
-  // p's (M, N, K), of any dtype, do not count (what p's prior would be had its shape never
-  // been measured: training on the prior's errors, tile_prior.h).
-  std::vector<double> Near(const GemmProblem& p, double bandwidth, bool leave_shape_out = false) const;
+  // every dtype when none has p's), problem q weighted by exp(-d^2 / 2), d^2 its
+  // bandwidth.DistanceSquared to p. NaN where no such problem measured the
+  // configuration. leave_shape_out: problems of p's (M, N, K), of any dtype, do not count
+  // (what p's prior would be had its shape never been measured: training on the prior's
+  // errors, tile_prior.h).
+  std::vector<double> Near(const GemmProblem& p, const ShapeBandwidth& bandwidth, bool leave_shape_out = false) const;
 
  private:
   std::vector<TritonTile> tiles_;
   std::vector<Problem> problems_;
 };
-
-// The bandwidth of the nearby-problems baseline and of a prior's default, in log2 units:
-// a problem 2x larger in one dimension weighs 0.61 of an equal one, 4x larger 0.14. Over
-// the 36 H100 shapes, each ranked from the other 35, bandwidths from 0.75 to 2 rank alike
-// (within the shapes' spread) and a plain mean (0) ranks clearly worse.
-inline constexpr double kNearbyBandwidth = 1.0;
 
 enum class TileBaseline { kNearestProblem, kMeanSlowdown, kNearbySlowdown, kFixedDefault };
 inline constexpr TileBaseline kAllTileBaselines[] = {TileBaseline::kNearestProblem, TileBaseline::kMeanSlowdown,

@@ -75,7 +75,8 @@ TilePriorValues TilePrior::For(const GemmProblem& problem, bool leave_shape_out)
   return out;
 }
 
-absl::StatusOr<TilePrior> BuildTilePrior(const std::vector<KnownTileProblem>& known, double weight, double bandwidth) {
+absl::StatusOr<TilePrior> BuildTilePrior(const std::vector<KnownTileProblem>& known, double weight,
+                                         const ShapeBandwidth& bandwidth) {
   const MeasuredSlowdowns all(known);
   if (static_cast<int64_t>(all.problems().size()) > kMaxTilePriorProblems)
     return absl::InvalidArgumentError(absl::StrCat("a tile prior keeps at most ", kMaxTilePriorProblems,
@@ -96,7 +97,7 @@ absl::StatusOr<TilePrior> BuildTilePrior(const std::vector<KnownTileProblem>& kn
 std::string TilePrior::ToJson() const {
   json j;
   j["weight"] = weight;
-  j["bandwidth"] = bandwidth;
+  j["bandwidth"] = {{"output", bandwidth.output}, {"k", bandwidth.k}, {"aspect", bandwidth.aspect}};
   j["problems"] = problems;
   if (residual) j["residual"] = true;
   if (!measured.problems().empty()) {
@@ -136,8 +137,19 @@ absl::StatusOr<TilePrior> TilePrior::FromJson(const std::string& text, absl::str
     return bad("problems", "an integer >= 0");
   p.problems = j["problems"].get<int64_t>();
   if (j.contains("bandwidth")) {
-    if (!finite(j["bandwidth"]) || j["bandwidth"].get<double>() < 0) return bad("bandwidth", "a finite number >= 0");
-    p.bandwidth = j["bandwidth"].get<double>();
+    // A number: one bandwidth along log2 (M, N, K), what manifests held before the axes
+    // had their own.
+    const json& b = j["bandwidth"];
+    if (finite(b)) {
+      p.bandwidth = ShapeBandwidth::Isotropic(b.get<double>());
+    } else if (b.is_object() && b.size() == 3 && b.contains("output") && b.contains("k") && b.contains("aspect") &&
+               finite(b["output"]) && finite(b["k"]) && finite(b["aspect"])) {
+      p.bandwidth = {b["output"].get<double>(), b["k"].get<double>(), b["aspect"].get<double>()};
+    } else {
+      p.bandwidth.output = -1;  // refused below
+    }
+    if (!p.bandwidth.Valid())
+      return bad("bandwidth", "{\"output\": B, \"k\": B, \"aspect\": B} or one number B, each in 0..16, all 0 or all > 0");
   }
   if (j.contains("residual")) {
     if (!j["residual"].is_boolean()) return bad("residual", "true or false");

@@ -35,8 +35,8 @@ struct TilePriorValues {
 
 struct TilePrior {
   double weight = 1.0;  // what a unit of the prior counts against a unit of the model's scores
-  // log2 units (MeasuredSlowdowns::Near); 0: every measured problem of the dtype alike.
-  double bandwidth = kNearbyBandwidth;
+  // How the measured problems are weighed by shape (MeasuredSlowdowns::Near).
+  ShapeBandwidth bandwidth;
   int64_t problems = 0;  // measured problems it was built from
   // The measured problems' tables, rounded to 1e-4 (so that the published JSON holds
   // exactly what the trainer evaluated with).
@@ -66,6 +66,7 @@ inline constexpr int64_t kMaxTilePriorProblems = 200;
 
 // The prior of the measured problems `known` summarises, with `weight` and `bandwidth`.
 // More than kMaxTilePriorProblems with measured runtimes: INVALID_ARGUMENT naming how many.
-absl::StatusOr<TilePrior> BuildTilePrior(const std::vector<KnownTileProblem>& known, double weight, double bandwidth);
+absl::StatusOr<TilePrior> BuildTilePrior(const std::vector<KnownTileProblem>& known, double weight,
+                                         const ShapeBandwidth& bandwidth);
 
 }  // namespace tgraph

@@ -5,7 +5,8 @@
 //   tgraph-featurize tile   --in TUNING_DATA.pb --out_dir DIR
 //   tgraph-featurize apply  --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo
 //   tgraph-featurize tiles  --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]
-//                           [--hold_out shape|DTYPE|largest] [--split_seed S]
+//                           [--hold_out shape|DTYPE|largest | --test_csv NEW.csv [--test_hlo_dir DIR]]
+//                           [--split_seed S]
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -44,6 +45,10 @@ ABSL_FLAG(std::string, hold_out, "shape",
           "on the others only), or largest (the test_shapes shapes of the most multiply-adds)");
 ABSL_FLAG(uint64_t, split_seed, 0, "tiles: shuffles the shapes (M, N, K) before they are split");
 ABSL_FLAG(int64_t, test_shapes, 6, "tiles: shapes held out as the test split (every dtype of each)");
+ABSL_FLAG(std::string, test_csv, "",
+          "tiles: problems measured apart (the same kernel's candidates on the same GPU, other shapes) as the test "
+          "split, every problem of --csv training; instead of --hold_out");
+ABSL_FLAG(std::string, test_hlo_dir, "", "tiles: the HLO of --test_csv's problems (default: --hlo_dir)");
 ABSL_FLAG(int64_t, valid_shapes, 6, "tiles: shapes in the valid split");
 ABSL_FLAG(int64_t, row, 0, "apply: which row of --configs to write into the module (0 = the first)");
 
@@ -222,6 +227,9 @@ int Tiles() {
   o.split_seed = absl::GetFlag(FLAGS_split_seed);
   o.test_shapes = absl::GetFlag(FLAGS_test_shapes);
   o.valid_shapes = absl::GetFlag(FLAGS_valid_shapes);
+  o.test_csv = absl::GetFlag(FLAGS_test_csv);
+  o.test_hlo_dir = absl::GetFlag(FLAGS_test_hlo_dir);
+  if (o.test_csv.empty() && !o.test_hlo_dir.empty()) return Fail(UsageError("--test_hlo_dir needs --test_csv"));
   absl::StatusOr<tgraph::hlo::TileIngestSummary> s = tgraph::hlo::IngestTileMeasurements(o);
   if (!s.ok()) return Fail(s.status());
   for (const std::string& line : s->lines) std::printf("  %s\n", line.c_str());
@@ -232,7 +240,8 @@ int Tiles() {
     std::printf("%s: %lld problems, %lld configurations\n", split.c_str(),
                 static_cast<long long>(s->problems[split]), static_cast<long long>(s->configs[split]));
   std::printf("-> %s (collection tile@%s, test split: %s, seed %llu)\n", s->collection_dir.c_str(), o.name.c_str(),
-              o.hold_out == "shape"     ? "held-out shapes"
+              !o.test_csv.empty()       ? ("the problems of " + o.test_csv).c_str()
+              : o.hold_out == "shape"   ? "held-out shapes"
               : o.hold_out == "largest" ? "the largest shapes"
                                         : ("every " + o.hold_out + " problem").c_str(),
               static_cast<unsigned long long>(o.split_seed));
@@ -286,7 +295,8 @@ int main(int argc, char** argv) {
       "      layout must change), every other byte kept\n"
       "  tgraph-featurize tiles --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]\n"
       "      real tile measurements (every candidate of a Triton matrix product timed on a GPU) and each problem's\n"
-      "      HLO -> the collection tile@NAME: one tile file per problem, split by shape, and its tile_space.json");
+      "      HLO -> the collection tile@NAME: one tile file per problem, split by shape, and its tile_space.json;\n"
+      "      with --test_csv NEW.csv [--test_hlo_dir DIR], the test split is the problems measured there");
   if (args.size() != 2) return Fail(UsageError("give one command: module, layout, tile, tiles or apply"));
   tgraph::hlo::Limits limits;
   limits.max_instructions = absl::GetFlag(FLAGS_max_instructions);

@@ -218,6 +218,46 @@ absl::StatusOr<std::map<ProblemKey, std::string>> SplitProblems(const std::vecto
   return split;
 }
 
+// What a test file (TileIngestOptions::test_csv) must share with the training file.
+absl::Status CheckTestFile(const TileMeasurements& train, const TileMeasurements& test, const TileIngestOptions& o) {
+  const TileSpace& a = train.space;
+  const TileSpace& b = test.space;
+  const auto list = [](const std::vector<int64_t>& v) { return absl::StrJoin(v, ", "); };
+  for (const auto& [name, x, y] : std::vector<std::tuple<const char*, const std::vector<int64_t>*, const std::vector<int64_t>*>>{
+           {"block_m", &a.block_m, &b.block_m},
+           {"block_n", &a.block_n, &b.block_n},
+           {"block_k", &a.block_k, &b.block_k},
+           {"num_warps", &a.num_warps, &b.num_warps},
+           {"num_stages", &a.num_stages, &b.num_stages}})
+    if (*x != *y)
+      return absl::InvalidArgumentError(absl::StrCat(o.test_csv, ": ", name, " takes ", list(*y), ", where ", o.csv, " has ",
+                                                     list(*x), ": a test file measures the same kernel's candidates"));
+  for (const std::string& dtype : b.dtypes) {
+    if (!a.dtypes.count(dtype))
+      return absl::InvalidArgumentError(absl::StrCat(o.test_csv, ": dtype ", dtype, " has no problem in ", o.csv, " (",
+                                                     absl::StrJoin(a.dtypes, ", "),
+                                                     "): a model learns no dtype from another's problems"));
+    const auto refused = [](const TileSpace& s, const std::string& d) {
+      const auto it = s.refused.find(d);
+      return it == s.refused.end() ? std::set<TritonTile>{} : it->second;
+    };
+    const std::set<TritonTile> ra = refused(a, dtype), rb = refused(b, dtype);
+    for (const TritonTile& t : a.Candidates())
+      if (ra.count(t) != rb.count(t))
+        return absl::InvalidArgumentError(absl::StrCat(o.test_csv, ": ", t.Name(), " of ", dtype, " is ",
+                                                       rb.count(t) ? "refused" : "timed", " here but ",
+                                                       ra.count(t) ? "refused" : "timed", " in ", o.csv,
+                                                       ": a test file measures the same kernel on the same GPU"));
+  }
+  std::set<ProblemKey> trained;
+  for (const MeasuredProblem& p : train.problems) trained.insert(KeyOf(p.problem));
+  for (const MeasuredProblem& p : test.problems)
+    if (trained.count(KeyOf(p.problem)))
+      return absl::InvalidArgumentError(absl::StrCat(o.test_csv, ": ", p.problem.Name(), " is measured in ", o.csv,
+                                                     " too: a problem is never in two splits"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<TileGraph> ProblemGraph(const MeasuredProblem& p, const TileSpace& space, const std::string& hlo_dir) {
   const std::string stem = ProblemStem(p.problem);
   const std::string path = (fs::path(hlo_dir) / (stem + ".hlo")).string();
@@ -260,7 +300,32 @@ absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions
   if (!text.ok()) return text.status();
   absl::StatusOr<TileMeasurements> m = ParseTileCsv(*text, o.csv, o.gpu, o.sm_count);
   if (!m.ok()) return m.status();
-  const absl::StatusOr<std::map<ProblemKey, std::string>> split = SplitProblems(m->problems, o);
+  // Each problem with the folder its HLO is in.
+  std::vector<std::pair<const MeasuredProblem*, std::string>> problems;
+  for (const MeasuredProblem& p : m->problems) problems.emplace_back(&p, o.hlo_dir);
+  absl::StatusOr<std::map<ProblemKey, std::string>> split;
+  TileMeasurements test;
+  if (o.test_csv.empty()) {
+    split = SplitProblems(m->problems, o);
+  } else {
+    if (o.hold_out != "shape")
+      return absl::InvalidArgumentError(absl::StrCat("hold_out '", o.hold_out, "' and test_csv ", o.test_csv,
+                                                     ": the test split is the test file's problems; hold out nothing else"));
+    absl::StatusOr<std::string> test_text = ReadFile(o.test_csv);
+    if (!test_text.ok()) return test_text.status();
+    absl::StatusOr<TileMeasurements> t = ParseTileCsv(*test_text, o.test_csv, o.gpu, o.sm_count);
+    if (!t.ok()) return t.status();
+    test = std::move(*t);
+    if (absl::Status st = CheckTestFile(*m, test, o); !st.ok()) return st;
+    TileIngestOptions none = o;
+    none.test_shapes = 0;
+    split = SplitProblems(m->problems, none);
+    if (split.ok())
+      for (const MeasuredProblem& p : test.problems) {
+        (*split)[KeyOf(p.problem)] = "test";
+        problems.emplace_back(&p, o.test_hlo_dir.empty() ? o.hlo_dir : o.test_hlo_dir);
+      }
+  }
   if (!split.ok()) return split.status();
   TileIngestSummary out;
   out.collection_dir = fs::path(SplitDir(o.out_root, *c, "train")).parent_path().string();
@@ -269,10 +334,10 @@ absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions
     return absl::AlreadyExistsError(absl::StrCat(out.collection_dir, " exists; ingest into a new data root, or remove it"));
   // Everything is built before anything is written: a bad module leaves no partial collection.
   std::vector<std::pair<std::string, TileGraph>> graphs;
-  for (const MeasuredProblem& p : m->problems) {
-    absl::StatusOr<TileGraph> g = ProblemGraph(p, m->space, o.hlo_dir);
+  for (const auto& [p, hlo_dir] : problems) {
+    absl::StatusOr<TileGraph> g = ProblemGraph(*p, m->space, hlo_dir);
     if (!g.ok()) return g.status();
-    const std::string& s = split->at(KeyOf(p.problem));
+    const std::string& s = split->at(KeyOf(p->problem));
     out.problems[s] += 1;
     out.configs[s] += g->num_configs;
     out.lines.push_back(absl::StrCat(s, ": ", g->name, " (", g->num_configs, " configurations)"));

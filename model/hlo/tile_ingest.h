@@ -56,6 +56,14 @@ struct TileIngestOptions {
   // valid_shapes of them are valid, the rest train. Splits are always by shape within a
   // dtype: one problem is never in two splits.
   std::string hold_out = "shape";
+  // Problems measured apart (new shapes, the same kernel on the same GPU) as the test
+  // split: when set, the test split is every problem of this CSV, with its HLO in
+  // test_hlo_dir (hlo_dir when empty), and every problem of `csv` trains (valid_shapes of
+  // its shapes validate); hold_out must stay "shape" and test_shapes is not used. The
+  // file must name the same candidates, measure only dtypes `csv` measured, refuse what
+  // `csv` refuses for each, and share no problem (dtype, M, N, K) with it.
+  std::string test_csv;
+  std::string test_hlo_dir;
   uint64_t split_seed = 0;
   int64_t test_shapes = 6;
   int64_t valid_shapes = 6;

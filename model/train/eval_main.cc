@@ -201,7 +201,7 @@ int Evaluate() {
                                                   o->tile_prior && model->manifest.tile_prior
                                                       ? absl::StrCat(", prior of ", model->manifest.tile_prior->problems,
                                                                      " problems (bandwidth ",
-                                                                     model->manifest.tile_prior->bandwidth, ") x ",
+                                                                     model->manifest.tile_prior->bandwidth.ToString(), ") x ",
                                                                      model->manifest.tile_prior->weight)
                                                       : std::string(),
                                                   ")"));

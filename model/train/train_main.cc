@@ -75,9 +75,10 @@ ABSL_FLAG(bool, tile_prior_training, true,
           "Collections with a tile space: train the network on what the prior leaves (each step's loss sees the "
           "network's standardised scores plus the prior, built without the step's own shape), as the published "
           "model scores; --notile_prior_training: the network learns alone and the prior is added when published");
-ABSL_FLAG(double, tile_prior_bandwidth, tgraph::kNearbyBandwidth,
-          "The tile prior's bandwidth in log2 units of (M, N, K): a problem at distance d weighs exp(-d^2 / 2 b^2); "
-          "0 = every measured problem of the dtype alike");
+ABSL_FLAG(std::string, tile_prior_bandwidth, tgraph::ShapeBandwidth{}.ToString(),
+          "How the tile prior weighs a measured problem by its shape: OUTPUT,K,ASPECT, Gaussian bandwidths in log2 "
+          "units of the output's size M N, of K and of the aspect M / N (a problem d bandwidths away weighs "
+          "exp(-d^2 / 2)); or one number B along each of log2 M, N, K; 0 = every measured problem of the dtype alike");
 ABSL_FLAG(std::string, select_by, "tau",
           "Which validation graphs choose each fold's best weights: tau (all of them, their mean Kendall tau) or "
           "neighbour_tau (only the neighbourhood collections' graphs, the one-group neighbours of the compiler default "
@@ -271,9 +272,10 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   if (!(o.tile_prior_weight >= 0 && o.tile_prior_weight <= 100))
     return UsageError("--tile_prior_weight must be in 0..100");
   o.tile_prior_training = absl::GetFlag(FLAGS_tile_prior_training);
-  o.tile_prior_bandwidth = absl::GetFlag(FLAGS_tile_prior_bandwidth);
-  if (!(o.tile_prior_bandwidth >= 0 && o.tile_prior_bandwidth <= 16))
-    return UsageError("--tile_prior_bandwidth must be in 0..16");
+  absl::StatusOr<tgraph::ShapeBandwidth> bandwidth =
+      tgraph::ParseShapeBandwidth(absl::GetFlag(FLAGS_tile_prior_bandwidth), "--tile_prior_bandwidth");
+  if (!bandwidth.ok()) return UsageError(std::string(bandwidth.status().message()));
+  o.tile_prior_bandwidth = *bandwidth;
   o.valid_every = absl::GetFlag(FLAGS_valid_every);
   o.valid_configs = absl::GetFlag(FLAGS_valid_configs);
   if (o.valid_configs < 0) return UsageError("--valid_configs must be >= 0");
@@ -291,7 +293,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
              {"select_by", select_by}};
   if (o.collection.kind == tgraph::CollectionKind::kTile) {
     o.flags["tile_prior_weight"] = absl::StrCat(o.tile_prior_weight);
-    o.flags["tile_prior_bandwidth"] = absl::StrCat(o.tile_prior_bandwidth);
+    o.flags["tile_prior_bandwidth"] = o.tile_prior_bandwidth.ToString();
     o.flags["tile_prior_training"] = o.tile_prior_training ? "true" : "false";
   }
   if (!o.also.empty()) o.flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");

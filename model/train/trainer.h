@@ -66,8 +66,8 @@ struct TrainOptions {
   // problems). 0: the network alone. Training and validation never use it.
   double tile_prior_weight = 1.0;
   // How near a measured problem's shape must be to count in the prior for a problem
-  // (TilePrior::bandwidth, log2 units); 0: every problem of the dtype alike.
-  double tile_prior_bandwidth = kNearbyBandwidth;
+  // (TilePrior::bandwidth).
+  ShapeBandwidth tile_prior_bandwidth;
   // Train the network on what the prior leaves: each training row's loss sees the
   // network's standardised score plus the prior's weighted value for its problem, the
   // prior built without the problems of that shape (AttachTilePrior, train_data.h), as
