@@ -686,6 +686,10 @@ int Models(tgraph::RankerClient& client) {
                      {"finetune_graphs", info.finetune_graphs}, {"finetune_measurements", info.finetune_measurements},
                      {"synthetic_only", info.synthetic_only}, {"summary", info.provenance}}}});
       if (!info.tile_space.empty()) j.back()["tile_space"] = nlohmann::json::parse(info.tile_space, nullptr, false);
+      if (info.tile_prior)
+        j.back()["tile_prior"] = {{"weight", info.tile_prior->weight},
+                                  {"network_share", info.tile_prior->network_share},
+                                  {"problems", info.tile_prior->problems}};
     }
     return PrintJson(j);
   }
@@ -706,6 +710,7 @@ int Models(tgraph::RankerClient& client) {
       absl::StatusOr<tgraph::TileSpace> space = tgraph::TileSpace::FromJson(info.tile_space, "tile_space");
       std::printf("  tile space: %s\n", space.ok() ? space->Summary().c_str() : space.status().ToString().c_str());
     }
+    if (info.tile_prior) std::printf("  scores: %s\n", info.tile_prior->Summary().c_str());
   }
   return tgraph::kExitOk;
 }

@@ -30,6 +30,12 @@ void EncodeModelInfo(const std::string& collection, int64_t version, const Manif
   p->set_synthetic_only(m.provenance.SyntheticOnly());
   p->set_summary(m.provenance.Summary());
   if (m.tile_space) info->set_tile_space(m.tile_space->ToJson());
+  if (m.tile_prior) {
+    v1::TilePriorInfo* t = info->mutable_tile_prior();
+    t->set_weight(m.tile_prior->weight);
+    t->set_network_share(m.tile_prior->network_share);
+    t->set_problems(m.tile_prior->problems);
+  }
 }
 
 ModelInfo DecodeModelInfo(const v1::ModelInfo& m) {
@@ -56,6 +62,12 @@ ModelInfo DecodeModelInfo(const v1::ModelInfo& m) {
   info.synthetic_only = p.synthetic_only();
   info.provenance = p.summary();
   info.tile_space = m.tile_space();
+  if (m.has_tile_prior()) {
+    info.tile_prior.emplace();
+    info.tile_prior->weight = m.tile_prior().weight();
+    info.tile_prior->network_share = m.tile_prior().network_share();
+    info.tile_prior->problems = m.tile_prior().problems();
+  }
   return info;
 }
 

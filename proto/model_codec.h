@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "model/core/tile_prior.h"
 #include "model/store/registry.h"
 #include "tgraph/v1/ranker.pb.h"
 
@@ -30,6 +32,9 @@ struct ModelInfo {
   bool synthetic_only = false;
   std::string provenance;  // the one-line summary
   std::string tile_space;  // a tile collection's configuration space (TileSpace JSON), or ""
+  // A tile model's prior (tgraph.v1.TilePriorInfo): weight, network share and measured
+  // problems, without the tables; none for the network alone.
+  std::optional<TilePrior> tile_prior;
 };
 
 // A collection's newest loaded version (its manifest) and every loaded version, newest first.

@@ -861,7 +861,7 @@ CATCH_TEST_CASE("scoring: the reference is a request's distinct rows with the sm
   CATCH_CHECK(ChooseReference(cr, 0).empty());
 }
 
-CATCH_TEST_CASE("scoring: a tile prior adds weight x its value to each row's ensemble score, in the cascade too, and leaves the spread",
+CATCH_TEST_CASE("scoring: a tile prior adds weight x its value to the network's share of each row's ensemble score, in the cascade too",
                 "[scoring][tile]") {
   torch::manual_seed(21);
   const auto [s, g] = TileSetup();
@@ -903,6 +903,24 @@ CATCH_TEST_CASE("scoring: a tile prior adds weight x its value to each row's ens
   first_only.choose_from = &cr;
   const std::vector<int64_t> kept = RankByScore(ScoreConfigs({{a.get(), nullptr, 0}}, g, cr, first_only).score, 5);
   for (int64_t k : kept) CATCH_CHECK(cascade.score[k] == Approx(pooled.score[k]).margin(1e-5));
+  // The network's share scales the folds' mean and their spread, not the prior.
+  auto quarter = std::make_shared<TilePriorValues>(*prior);
+  quarter->network_share = 0.25;
+  ScoringOptions shared = with;
+  shared.tile_prior = quarter;
+  const ScoreResult scaled = ScoreConfigs(both, g, cr, shared);
+  for (int64_t i = 0; i < n; ++i) {
+    CATCH_CHECK(scaled.score[i] == Approx(0.25 * alone.score[i] + (pooled.score[i] - alone.score[i])).margin(1e-9));
+    CATCH_CHECK(scaled.spread[i] == Approx(0.25 * alone.spread[i]).margin(1e-12));
+  }
+  const ScoreResult scaled_cascade = ScoreCascade(both, g, cr, shared, /*top_k=*/2, /*fraction=*/0.25);
+  for (int64_t i = 0; i < n; ++i)
+    if (scaled_cascade.spread[i] > 0) CATCH_CHECK(scaled_cascade.score[i] == Approx(scaled.score[i]).margin(1e-5));
+  // Share 0: the prior alone.
+  quarter->network_share = 0;
+  const ScoreResult prior_alone = ScoreConfigs(both, g, cr, shared);
+  for (int64_t i = 0; i < n; ++i)
+    CATCH_CHECK(prior_alone.score[i] == Approx(pooled.score[i] - alone.score[i]).margin(1e-9));
   // An empty table (a dtype the prior knows nothing of): nothing is added.
   with.tile_prior = std::make_shared<TilePriorValues>(TilePrior{}.For({"f32", 128, 256, 256}));
   CATCH_CHECK(ScoreConfigs(both, g, cr, with).score == alone.score);

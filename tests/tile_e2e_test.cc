@@ -4,6 +4,7 @@
 #define CATCH_CONFIG_PREFIX_ALL
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -46,6 +47,12 @@ struct TileWorld {
       prior.values["bf16"][tile] = -static_cast<double>(tile.block_k * 1000 + tile.block_m) / 1e5;
     w.tile_prior = prior;
     w.Publish("tile@prior", 2);
+    // The prior alone (a network that did not add to it on its validation problems).
+    prior.weight = 1;
+    prior.network_share = 0;
+    prior.problems = 36;
+    w.tile_prior = prior;
+    w.Publish("tile@prior-alone", 2);
     w.tile_prior.reset();
     w.tile_space.reset();
     w.Publish("tile@no-space", 1);
@@ -118,6 +125,30 @@ CATCH_TEST_CASE("server: a tile model with a real H100 tile space searches a mat
     CATCH_CHECK(tile.block_m == t.space.block_m.back());
     CATCH_CHECK(searched->tile_names[i] == tile.Name());
   }
+
+  // A network at share 0: each score is the prior's value, with no spread.
+  ro.collection = "tile@prior-alone";
+  absl::StatusOr<Ranking> alone = client.RankTile(graph, rows.data(), static_cast<int64_t>(legal.size()), ro);
+  CATCH_REQUIRE(alone.ok());
+  for (size_t i = 0; i < legal.size(); ++i) {
+    CATCH_CHECK(alone->scores[i] == Approx(-static_cast<double>(legal[i].block_k * 1000 + legal[i].block_m) / 1e5));
+    CATCH_CHECK(alone->spread[i] == 0.0f);
+  }
+  // ListModels says how each model scores.
+  absl::StatusOr<std::vector<ModelInfo>> models = client.ListModels();
+  CATCH_REQUIRE(models.ok());
+  std::map<std::string, ModelInfo> by_name;
+  for (const ModelInfo& m : *models) by_name[m.collection] = m;
+  CATCH_REQUIRE(by_name.count("tile@prior-alone"));
+  CATCH_REQUIRE(by_name["tile@prior-alone"].tile_prior.has_value());
+  CATCH_CHECK(by_name["tile@prior-alone"].tile_prior->network_share == 0);
+  CATCH_CHECK(by_name["tile@prior-alone"].tile_prior->weight == 1);
+  CATCH_CHECK(by_name["tile@prior-alone"].tile_prior->problems == 36);
+  CATCH_CHECK_THAT(by_name["tile@prior-alone"].tile_prior->Summary(),
+                   Catch::StartsWith("0 x the network's standardised scores + 1 x the prior of 36 measured problems "
+                                     "(the prior alone ranks"));
+  CATCH_CHECK(by_name["tile@prior"].tile_prior->network_share == 1);
+  CATCH_CHECK_FALSE(by_name["tile@h100-triton"].tile_prior.has_value());
   CATCH_CHECK(server.Stop() == 0);
 }
 

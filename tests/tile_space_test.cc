@@ -730,6 +730,14 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
   CHECK_THAT(residual.ToJson(), Catch::Contains(R"("residual":true)"));
   CHECK(TilePrior::FromJson(residual.ToJson(), "m")->residual);
   CHECK_FALSE(back->residual);
+  // What the network counts beside it: 1 unless said (manifests from before it was chosen).
+  CHECK(back->network_share == 1.0);
+  CHECK_THAT(prior.ToJson(), !Catch::Contains("network_share"));
+  TilePrior shared = residual;
+  shared.network_share = 0.25;
+  CHECK_THAT(shared.ToJson(), Catch::Contains(R"("network_share":0.25)"));
+  CHECK(TilePrior::FromJson(shared.ToJson(), "m")->network_share == 0.25);
+  CHECK(shared.For({"bf16", 512, 512, 512}).network_share == 0.25);
   // A fixed table per dtype (manifests from before the measured problems were kept) still reads.
   absl::StatusOr<TilePrior> fixed =
       TilePrior::FromJson(R"({"weight": 1, "problems": 3, "values": {"bf16": {"32x32x32 w4 s2": -1, "64x64x32 w4 s2": 1}, "*": {"64x64x32 w4 s2": 2}}})",
@@ -748,6 +756,8 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
            {R"({"weight": 1, "problems": 3, "bandwidth": {"output": 1, "k": 1}, "values": {}})", "bandwidth"},
            {R"({"weight": 1, "problems": 3, "bandwidth": {"output": 0, "k": 1, "aspect": 1}, "values": {}})", "bandwidth"},
            {R"({"weight": 1, "problems": 3, "residual": "yes", "values": {}})", "residual"},
+           {R"({"weight": 1, "problems": 3, "network_share": 1.5, "values": {}})", "network_share"},
+           {R"({"weight": 1, "problems": 3, "network_share": "all", "values": {}})", "network_share"},
            {R"({"weight": 1, "problems": 1, "tiles": ["64x64x32 w4 s2", "32x32x32 w4 s2"], "measured": []})", "tiles[1]"},
            {R"({"weight": 1, "problems": 1)" + measured + R"([{"dtype": "bf16", "m": 0, "n": 1, "k": 1, "log_slowdown": "0 0"}]})",
             "measured[0].m"},
@@ -763,4 +773,21 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
     CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
     CHECK_THAT(std::string(bad.status().message()), Catch::Contains("manifest.json: tile_prior") && Catch::Contains(key));
   }
+}
+
+TEST_CASE("Tile prior: the network's share is the one whose mean validation score over the folds is highest",
+          "[tile]") {
+  // Means over the two folds: 0 -> 0.80, 0.25 -> 0.86, 0.5 -> 0.85, 0.75 -> 0.83, 1 -> 0.82.
+  const std::vector<std::map<double, double>> folds = {{{0, 0.9}, {0.25, 0.92}, {0.5, 0.95}, {0.75, 0.96}, {1, 0.94}},
+                                                       {{0, 0.7}, {0.25, 0.8}, {0.5, 0.75}, {0.75, 0.7}, {1, 0.7}}};
+  CHECK(ChooseNetworkShare(folds) == 0.25);
+  CHECK(ChooseNetworkShare({folds[0]}) == 0.75);
+  // Ties: the larger share, as the network was trained.
+  CHECK(ChooseNetworkShare({{{0, 0.9}, {0.25, 0.9}, {0.5, 0.9}, {0.75, 0.5}, {1, 0.5}}}) == 0.5);
+  // Nothing validated (a run from before, or a fold that lacks a share or scored NaN): 1.
+  CHECK(ChooseNetworkShare({}) == 1.0);
+  CHECK(ChooseNetworkShare({folds[0], {{0, 1.0}}}) == 1.0);
+  std::map<double, double> broken = folds[1];
+  broken[0.25] = std::nan("");
+  CHECK(ChooseNetworkShare({folds[0], broken}) == 1.0);
 }

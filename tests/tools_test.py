@@ -77,7 +77,10 @@ def test_version_names_the_commit_built():
     ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_bandwidth", "17"],
     ["tgraph-train", "--data", "d", "--collection", "tile@h100-triton", "--run_dir", "r", "--tile_prior_bandwidth", "0.75,0,2"],
     ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetune_loss", "listnet"],
+    ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--tile_network_share", "1.5"],
+    ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetuned_network_share", "-0.5"],
     ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
+    ["tgraph-eval", "--collection", "tile@h100-triton", "--data", "d", "--tile_network_share", "2"],
     ["tgraph-synth", "--out", "x", "--preset", "huge"],
     ["tgraph-featurize", "module"],                               # --in and --out missing
     ["tgraph-featurize", "apply", "--in", "m.hlo", "--out", "o.hlo"],   # --configs missing
@@ -315,8 +318,8 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
                        "random order (expected)"):
             assert re.search(re.escape(method) + r".* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out), method
         # The published model adds its 60 training problems' prior; the network alone is shown too.
-        assert re.search(r"model \(.*, prior of 60 problems \(bandwidth 0\.75,0\.5,2\) x 1\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}",
-                         out)
+        assert re.search(r"model \(.*, prior of 60 problems \(bandwidth 0\.75,0\.5,2\) x 1, network x [\d.]+\) .* "
+                         r"\d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out)
         assert re.search(r"^model \([^)]*1 folds\) .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out, re.M)
         import json
         manifest = json.loads((work / "registry" / "tile@h100-triton" / "1" / "manifest.json").read_text())
@@ -324,6 +327,22 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
         assert prior["problems"] == 60 and len(prior["measured"]) == 60
         assert prior["bandwidth"] == {"output": 0.75, "k": 0.5, "aspect": 2}
         assert prior["residual"] is True  # the network was trained on what the prior leaves
+        # The network counts at the share the fold validated best over the second half of
+        # its training (ties: the larger), each validation's scores in its log.
+        fold = json.loads((work / "run" / "fold_0" / "result.json").read_text())
+        by_share = {s["network_share"]: s["valid_score"] for s in fold["network_shares"]}
+        assert sorted(by_share) == [0, 0.25, 0.5, 0.75, 1]
+        best = max(sorted(by_share, reverse=True), key=lambda s: by_share[s])
+        assert prior.get("network_share", 1) == best
+        assert f"its scores: {best:g} x the network's standardised scores + 1 x the prior of 60 measured problems" in out
+        # The server says so.
+        assert f"  scores: {best:g} x the network's standardised scores + 1 x the prior of 60 measured problems" in out
+        log = [json.loads(l) for l in (work / "run" / "fold_0" / "log.jsonl").read_text().splitlines()]
+        steps = log[-1]["step"]
+        late = [l for l in log if l["step"] > steps // 2]
+        for share, score in by_share.items():
+            scores = [s["valid_score"] for l in late for s in l["network_shares"] if s["network_share"] == share]
+            assert score == pytest.approx(sum(scores) / len(scores))
         assert len(prior["tiles"]) == 260  # f32's 198 legal configurations are among bf16's 260
         for p in prior["measured"]:
             values = p["log_slowdown"].split()

@@ -760,3 +760,69 @@ CATCH_TEST_CASE("a training step scores a quarter of its configurations against 
   CATCH_CHECK(ReferenceMembers(1, 0.25) == 1);    // a reference needs one configuration
   CATCH_CHECK(ReferenceMembers(2, 0.9) == 1);
 }
+
+CATCH_TEST_CASE("a tile run's manifest counts the network at the share its kept folds validate best", "[train]") {
+  TempDir dir;
+  const std::string run = dir.path() + "/run";
+  RunInfo info;
+  info.collection = "tile@h100-triton";
+  info.fingerprint = "f";
+  info.spec.kind = CollectionKind::kTile;
+  info.num_folds = 2;
+  TilePrior prior;
+  prior.residual = true;
+  prior.values["*"][kFixedDefaultTile] = 0;
+  info.tile_prior = prior;
+  for (int fold : {0, 1}) std::filesystem::create_directories(FoldDir(run, fold));
+  CATCH_REQUIRE(WriteRunInfo(run, info).ok());
+  // Fold 1 validates best (0.95), so it comes first; kept alone it prefers share 0.5,
+  // with fold 0 the means are 0 -> 0.84, 0.25 -> 0.86, 0.5 -> 0.85, 0.75 -> 0.8, 1 -> 0.75.
+  FoldResult a, b;
+  a.fold = 0;
+  a.valid_score = 0.8;
+  a.share_scores = {{0, 0.8}, {0.25, 0.82}, {0.5, 0.75}, {0.75, 0.7}, {1, 0.8}};
+  b.fold = 1;
+  b.valid_score = 0.95;
+  b.share_scores = {{0, 0.88}, {0.25, 0.9}, {0.5, 0.95}, {0.75, 0.9}, {1, 0.7}};
+  CATCH_REQUIRE(WriteFoldResult(FoldDir(run, 0), a, 10).ok());
+  CATCH_REQUIRE(WriteFoldResult(FoldDir(run, 1), b, 10).ok());
+  absl::StatusOr<std::vector<FoldResult>> back = ReadFoldResults(run);
+  CATCH_REQUIRE(back.ok());
+  CATCH_REQUIRE(back->size() == 2u);
+  CATCH_CHECK((*back)[0].share_scores == b.share_scores);
+  CATCH_CHECK((*back)[1].share_scores == a.share_scores);
+  CATCH_CHECK(RunManifest(run, 1)->tile_prior->network_share == 0.5);
+  CATCH_CHECK(RunManifest(run, 2)->tile_prior->network_share == 0.25);
+  // A prior added only when published (the network learned alone) keeps its full share.
+  info.tile_prior->residual = false;
+  CATCH_REQUIRE(WriteRunInfo(run, info).ok());
+  CATCH_CHECK(RunManifest(run, 2)->tile_prior->network_share == 1.0);
+}
+
+CATCH_TEST_CASE("a fold's score per network share is its mean over the validations after a step, each step once",
+                "[train]") {
+  TempDir dir;
+  const std::string log = dir.path() + "/log.jsonl";
+  const auto line = [](int64_t step, double at0, double at1) {
+    return nlohmann::json({{"step", step},
+                           {"valid_score", at1},
+                           {"network_shares", NetworkSharesJson({{0.0, at0}, {1.0, at1}})}})
+               .dump() +
+           "\n";
+  };
+  // Step 10 is before the second half; step 20 was validated twice (a resumed fold), the
+  // last line counts; a line without shares (a layout run's) is skipped.
+  CATCH_REQUIRE(WriteFileAtomic(log, line(10, 0.1, 0.1) + line(20, 0.5, 0.2) + line(20, 0.6, 0.3) +
+                                         R"({"step": 25, "valid_score": 0.9})" "\n" + line(30, 0.8, 0.9))
+                    .ok());
+  absl::StatusOr<std::map<double, double>> mean = MeanShareScores(log, 10);
+  CATCH_REQUIRE(mean.ok());
+  CATCH_CHECK(mean->at(0.0) == Approx(0.7));  // (0.6 + 0.8) / 2
+  CATCH_CHECK(mean->at(1.0) == Approx(0.6));  // (0.3 + 0.9) / 2
+  CATCH_CHECK(MeanShareScores(log, 30)->empty());
+  CATCH_REQUIRE(WriteFileAtomic(log, line(10, 0.1, 0.1) + "{\"step\": 2\n").ok());
+  absl::StatusOr<std::map<double, double>> broken = MeanShareScores(log, 0);
+  CATCH_CHECK(broken.status().code() == absl::StatusCode::kDataLoss);
+  CATCH_CHECK_THAT(std::string(broken.status().message()), Catch::Contains("log.jsonl: line 2"));
+  CATCH_CHECK(MeanShareScores(dir.path() + "/none.jsonl", 0).status().code() == absl::StatusCode::kNotFound);
+}

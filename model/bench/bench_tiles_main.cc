@@ -56,6 +56,13 @@ ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this proce
 ABSL_FLAG(bool, tile_prior, true,
           "model and model+ft: the published model's prior of measured problems in its scores, as the server serves "
           "them (--notile_prior: the network alone)");
+ABSL_FLAG(double, tile_network_share, -1,
+          "model and model+ft: what the network's standardised scores count beside the prior, in 0..1, instead of the "
+          "manifest's (-1), for ablations");
+ABSL_FLAG(double, finetuned_network_share, 1,
+          "model+ft: the network's share beside the prior once fine-tuned on the problem's own measurements, in 0..1 "
+          "(default 1: the manifest's share was chosen for problems the network never saw, and it has now seen this "
+          "one; -1: the frozen share throughout)");
 
 using tgraph::Fail;
 using tgraph::UsageError;
@@ -75,6 +82,7 @@ struct Pool {
 // A loaded model's folds, their encodings of one graph, and its tensors.
 struct Scorer {
   tgraph::LoadedModel model;
+  double network_share = -1;  // >= 0: instead of the manifest's
   tgraph::GraphTensors tensors;
   std::vector<tgraph::StaticEncoding> caches;
   std::vector<tgraph::FoldModel> folds;
@@ -99,6 +107,11 @@ struct Scorer {
     o.scoring.reference_size = model.manifest.reference_configs;
     o.scoring.reference_groups = model.manifest.reference_groups;
     if (absl::GetFlag(FLAGS_tile_prior)) tgraph::UseTilePrior(model.manifest, p, &o.scoring);
+    if (o.scoring.tile_prior && network_share >= 0) {
+      auto values = std::make_shared<tgraph::TilePriorValues>(*o.scoring.tile_prior);
+      values->network_share = network_share;
+      o.scoring.tile_prior = std::move(values);
+    }
     return tgraph::SearchTiles(folds, tensors, *model.manifest.tile_space, p, o);
   }
 
@@ -123,6 +136,7 @@ struct Scorer {
         tgraph::TrainStep(*net, *opt, tensors, gd, tgraph::SampleRows(gd, gd.num_configs(), rng),
                           absl::GetFlag(FLAGS_finetune_lr), 1.0, tgraph::kDefaultQueryShare, loss);
     }
+    if (absl::GetFlag(FLAGS_finetuned_network_share) >= 0) network_share = absl::GetFlag(FLAGS_finetuned_network_share);
     Encode();
   }
 };
@@ -137,6 +151,7 @@ absl::StatusOr<Scorer> LoadScorer(const tgraph::TileGraph& g) {
                                                       "tgraph-featurize tiles did not make): nothing to replay"));
   Scorer s;
   s.model = std::move(*m);
+  s.network_share = absl::GetFlag(FLAGS_tile_network_share);
   s.loss = tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)).value_or(tgraph::TrainedLoss(s.model.manifest.training));
   s.tensors = tgraph::MakeGraphTensors(g.graph, {}, s.model.manifest.stats);
   s.Encode();
@@ -171,6 +186,12 @@ int Replay() {
   torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
   if (absl::GetFlag(FLAGS_data).empty() || absl::GetFlag(FLAGS_registry).empty())
     return Fail(UsageError("give --data ROOT (tgraph-featurize tiles --out_root) and --registry REG"));
+  for (const auto& [flag, value] : {std::pair{"--tile_network_share", absl::GetFlag(FLAGS_tile_network_share)},
+                                    std::pair{"--finetuned_network_share", absl::GetFlag(FLAGS_finetuned_network_share)}})
+    if (value != -1 && !(value >= 0 && value <= 1))
+      return Fail(UsageError(absl::StrCat(flag, " must be in 0..1 (or -1: ",
+                                          flag == std::string("--tile_network_share") ? "the manifest's" : "as frozen",
+                                          ")")));
   if (!absl::GetFlag(FLAGS_finetune_loss).empty() && !tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)))
     return Fail(UsageError(absl::StrCat("--finetune_loss must be ", tgraph::kRankingLossNames, ", not '", absl::GetFlag(FLAGS_finetune_loss), "'")));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
@@ -238,10 +259,13 @@ int Replay() {
               median("nearest"), median("random"), median("exhaustive"), median("top-1"));
   std::printf("%-28s %7.1f %8.1f %8.1f %8.1f %8.1f %10.3f\n", "mean", mean("model"), mean("model+ft"), mean("nearest"),
               mean("random"), mean("exhaustive"), mean("top-1"));
-  std::printf("model+ft: %lld configuration(s) per round, %lld steps per fold at lr %g (%s loss) after each round\n",
+  std::printf("model+ft: %lld configuration(s) per round, %lld steps per fold at lr %g (%s loss) after each round",
               static_cast<long long>(absl::GetFlag(FLAGS_per_round)),
               static_cast<long long>(absl::GetFlag(FLAGS_finetune_steps)), absl::GetFlag(FLAGS_finetune_lr),
               finetune_loss.c_str());
+  if (absl::GetFlag(FLAGS_finetuned_network_share) >= 0 && absl::GetFlag(FLAGS_tile_prior))
+    std::printf(", then the network at share %g beside the prior", absl::GetFlag(FLAGS_finetuned_network_share));
+  std::printf("\n");
   return tgraph::kExitOk;
 }
 

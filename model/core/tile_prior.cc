@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -62,6 +64,7 @@ double TilePriorValues::Of(const TritonTile& tile) const {
 TilePriorValues TilePrior::For(const GemmProblem& problem, bool leave_shape_out) const {
   TilePriorValues out;
   out.weight = weight;
+  out.network_share = network_share;
   if (!measured.problems().empty()) {
     const std::vector<double> near = measured.Near(problem, bandwidth, leave_shape_out);
     for (size_t t = 0; t < near.size(); ++t)
@@ -94,12 +97,40 @@ absl::StatusOr<TilePrior> BuildTilePrior(const std::vector<KnownTileProblem>& kn
   return p;
 }
 
+double ChooseNetworkShare(const std::vector<std::map<double, double>>& per_fold) {
+  if (per_fold.empty()) return 1.0;
+  double best_share = 1.0, best = -std::numeric_limits<double>::infinity();
+  for (auto share = std::rbegin(kNetworkShares); share != std::rend(kNetworkShares); ++share) {
+    double sum = 0;
+    for (const std::map<double, double>& fold : per_fold) {
+      const auto it = fold.find(*share);
+      if (it == fold.end() || !std::isfinite(it->second)) return 1.0;
+      sum += it->second;
+    }
+    if (sum > best) {
+      best = sum;
+      best_share = *share;
+    }
+  }
+  return best_share;
+}
+
+std::string TilePrior::Summary() const {
+  return absl::StrCat(absl::StrFormat("%g", network_share), " x the network's standardised scores + ",
+                      absl::StrFormat("%g", weight), " x the prior of ", problems, " measured problems",
+                      network_share == 0 && weight > 0
+                          ? " (the prior alone ranks: the network did not add to it on the training run's "
+                            "validation problems)"
+                          : "");
+}
+
 std::string TilePrior::ToJson() const {
   json j;
   j["weight"] = weight;
   j["bandwidth"] = {{"output", bandwidth.output}, {"k", bandwidth.k}, {"aspect", bandwidth.aspect}};
   j["problems"] = problems;
   if (residual) j["residual"] = true;
+  if (network_share != 1.0) j["network_share"] = network_share;
   if (!measured.problems().empty()) {
     json tiles = json::array();
     for (const TritonTile& t : measured.tiles()) tiles.push_back(t.Name());
@@ -154,6 +185,11 @@ absl::StatusOr<TilePrior> TilePrior::FromJson(const std::string& text, absl::str
   if (j.contains("residual")) {
     if (!j["residual"].is_boolean()) return bad("residual", "true or false");
     p.residual = j["residual"].get<bool>();
+  }
+  if (j.contains("network_share")) {
+    const json& s = j["network_share"];
+    if (!finite(s) || s.get<double>() < 0 || s.get<double>() > 1) return bad("network_share", "a number in 0..1");
+    p.network_share = s.get<double>();
   }
   if (j.contains("measured")) {
     if (!j.contains("tiles") || !j["tiles"].is_array()) return bad("tiles", "an array of configurations");

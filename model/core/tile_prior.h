@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -27,6 +28,7 @@ namespace tgraph {
 // A prior's values for one problem: what scoring adds to each row, weight x Of(tile).
 struct TilePriorValues {
   double weight = 0;
+  double network_share = 1;  // what the folds' standardised mean counts (TilePrior::network_share)
   std::map<TritonTile, double> values;  // mean 0, std 1 over the table; lower = faster
   // A configuration the table lacks (no measured problem ran it) gets the largest value;
   // 0 with no table at all.
@@ -51,6 +53,17 @@ struct TilePrior {
   // the prior too. False: the network learned the order alone.
   bool residual = false;
 
+  // What the network's standardised scores count beside the prior, in [0, 1]: the
+  // published score is network_share x the folds' mean + weight x the prior. Trained
+  // against the prior at 1, the network's share is then chosen on the folds' validation
+  // problems (each with the prior built without its shape), as the network helps the
+  // prior on problems it never saw; manifests without the key: 1.
+  double network_share = 1.0;
+
+  // How it scores, in one line: "0.25 x the network's standardised scores + 1 x the
+  // prior of 60 measured problems", and when the share is 0, that the prior ranks alone.
+  std::string Summary() const;
+
   // The values for `problem`: from `measured` when it has problems, else from `values`.
   // leave_shape_out: without the measured problems of its shape (MeasuredSlowdowns::Near).
   TilePriorValues For(const GemmProblem& problem, bool leave_shape_out = false) const;
@@ -59,6 +72,14 @@ struct TilePrior {
   // Errors (INVALID_ARGUMENT) name `what` and the key.
   static absl::StatusOr<TilePrior> FromJson(const std::string& json, absl::string_view what);
 };
+
+// The network shares a training run validates (TilePrior::network_share).
+inline constexpr double kNetworkShares[] = {0, 0.25, 0.5, 0.75, 1};
+
+// The share whose mean validation score over the folds is highest (ties: the larger
+// share, as trained), from each fold's score per share; 1 when `per_fold` is empty or a
+// fold lacks a share.
+double ChooseNetworkShare(const std::vector<std::map<double, double>>& per_fold);
 
 // At most this many measured problems are kept in a prior, so that a manifest stays well
 // under its 1 MiB bound (about 2 KiB a problem: 288 values of at most 7 characters).

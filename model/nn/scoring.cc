@@ -399,10 +399,16 @@ std::vector<double> ScoreAgainstRecorded(const FoldModel& f, const GraphTensors&
 ScoreResult ScoreConfigs(const std::vector<FoldModel>& folds, const GraphTensors& graph, const ConfigRows& rows,
                          const ScoringOptions& o) {
   ScoreResult r = o.batch_softmax.on ? ScoreBatchSoftmax(folds, graph, rows, o) : ScoreAgainstReference(folds, graph, rows, o);
-  // The spread is the folds' disagreement, which a prior common to all of them leaves as it is.
-  if (o.tile_prior && rows.tile && o.tile_prior->weight > 0 && !r.cancelled)
-    for (int64_t i = 0; i < rows.count && i < static_cast<int64_t>(r.score.size()); ++i)
-      r.score[i] += o.tile_prior->weight * o.tile_prior->Of(TritonTileOfRow(rows.tile + i * kTileConfigDim));
+  // The spread is the folds' disagreement: scaled with their share, and left as it is by a
+  // prior common to all of them.
+  if (o.tile_prior && rows.tile && !r.cancelled) {
+    const TilePriorValues& p = *o.tile_prior;
+    for (int64_t i = 0; i < rows.count && i < static_cast<int64_t>(r.score.size()); ++i) {
+      r.score[i] *= p.network_share;
+      if (i < static_cast<int64_t>(r.spread.size())) r.spread[i] *= p.network_share;
+      if (p.weight > 0) r.score[i] += p.weight * p.Of(TritonTileOfRow(rows.tile + i * kTileConfigDim));
+    }
+  }
   return r;
 }
 

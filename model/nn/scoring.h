@@ -107,8 +107,8 @@ struct ScoringOptions {
   // cancelled or expired RPC stops consuming compute).
   std::function<bool()> cancelled;
   // Tile rows: a published model's prior for the request's problem (TilePrior::For,
-  // model/core/tile_prior.h), added to each row's score after the folds' mean as weight x
-  // its value. Only a function of the row, so scores stay independent of what shares the
+  // model/core/tile_prior.h): each row's score is network_share x the folds' mean plus
+  // weight x its value. Only a function of the row, so scores stay independent of what shares the
   // request. Null: the network alone (training, validation, layout rows). Shared, so
   // that copies of the options stay cheap.
   std::shared_ptr<const TilePriorValues> tile_prior;

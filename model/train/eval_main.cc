@@ -32,6 +32,9 @@ ABSL_FLAG(int, keep_folds, 4, "With --run_dir: how many of the best folds to use
 ABSL_FLAG(bool, tile_prior, true,
           "Tile models: score with the published model's prior of measured problems, as the server does "
           "(--notile_prior: the network alone, the ablation)");
+ABSL_FLAG(double, tile_network_share, -1,
+          "Tile models with a prior: what the network's standardised scores count beside it, in 0..1, instead of "
+          "the manifest's (-1), for ablations (0: the prior alone)");
 ABSL_FLAG(bool, official_subset, false, "Layout: evaluate on the 1,000-config subset of the TpuGraphs evaluation");
 ABSL_FLAG(std::string, scoring, "reference",
           "reference: every configuration against one reference set (model/nn/scoring.h); batch: the earlier scoring, "
@@ -89,6 +92,7 @@ absl::StatusOr<tgraph::EvalOptions> EvalOptionsFromFlags(const tgraph::Manifest&
   tgraph::EvalOptions o;
   o.official_subset = absl::GetFlag(FLAGS_official_subset);
   o.tile_prior = absl::GetFlag(FLAGS_tile_prior);
+  o.tile_network_share = absl::GetFlag(FLAGS_tile_network_share);
   o.scoring.batch_size = absl::GetFlag(FLAGS_batch) > 0 ? absl::GetFlag(FLAGS_batch) : m.batch_size;
   const std::string scoring = absl::GetFlag(FLAGS_scoring);
   if (scoring != "reference" && scoring != "batch")
@@ -181,6 +185,8 @@ int Evaluate() {
   if (absl::GetFlag(FLAGS_data).empty()) return Fail(UsageError("--data is required"));
   absl::StatusOr<tgraph::Precision> precision = tgraph::ResolvePrecision(absl::GetFlag(FLAGS_precision));
   if (!precision.ok()) return Fail(UsageError(absl::StrCat("--precision: ", precision.status().message())));
+  if (const double share = absl::GetFlag(FLAGS_tile_network_share); share != -1 && !(share >= 0 && share <= 1))
+    return Fail(UsageError("--tile_network_share must be in 0..1 (or -1: the manifest's)"));
   std::string source;
   absl::StatusOr<tgraph::LoadedModel> model = LoadEvalModel(*c, &source);
   if (!model.ok()) return Fail(model.status());
@@ -202,7 +208,10 @@ int Evaluate() {
                                                       ? absl::StrCat(", prior of ", model->manifest.tile_prior->problems,
                                                                      " problems (bandwidth ",
                                                                      model->manifest.tile_prior->bandwidth.ToString(), ") x ",
-                                                                     model->manifest.tile_prior->weight)
+                                                                     model->manifest.tile_prior->weight, ", network x ",
+                                                                     o->tile_network_share >= 0
+                                                                         ? o->tile_network_share
+                                                                         : model->manifest.tile_prior->network_share)
                                                       : std::string(),
                                                   ")"));
     if (!m.ok()) return Fail(m.status());

@@ -47,6 +47,11 @@ absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::st
       absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(g->graph, f.path);
       if (!problem.ok()) return problem.status();
       UseTilePrior(model.manifest, *problem, &so);
+      if (o.tile_network_share >= 0) {
+        auto values = std::make_shared<TilePriorValues>(*so.tile_prior);
+        values->network_share = o.tile_network_share;
+        so.tile_prior = std::move(values);
+      }
     }
     using Clock = std::chrono::steady_clock;
     auto t0 = Clock::now();

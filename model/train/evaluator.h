@@ -25,6 +25,9 @@ struct EvalOptions {
   // Tile problems: the model's prior in its scores, as the server serves them
   // (model/core/tile_prior.h); false: the network alone (the ablation).
   bool tile_prior = true;
+  // >= 0: the network's share beside the prior instead of the manifest's
+  // (TilePrior::network_share), for ablations.
+  double tile_network_share = -1;
 };
 
 absl::StatusOr<EvalReport> EvaluateSplit(const LoadedModel& model, const std::string& data_root, const Collection& c,

@@ -1,6 +1,7 @@
 #include "model/train/publish.h"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,10 +29,15 @@ absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep) {
   m.provenance = info->provenance;
   m.tile_space = info->tile_space;
   m.tile_prior = info->tile_prior;
+  std::vector<std::map<double, double>> share_scores;
   for (const FoldResult& r : *results) {
     if (static_cast<int>(m.folds.size()) >= keep) break;
     m.folds.push_back({r.fold, r.valid_score, absl::StrCat("fold_", r.fold, "/best.npz"), ""});
+    share_scores.push_back(r.share_scores);
   }
+  // The kept folds' validation problems choose what the network counts beside the prior;
+  // a run whose folds did not validate the shares keeps 1, as it trained.
+  if (m.tile_prior && m.tile_prior->residual) m.tile_prior->network_share = ChooseNetworkShare(share_scores);
   return m;
 }
 

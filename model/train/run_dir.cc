@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "model/core/file_util.h"
 #include "model/nn/model_io.h"
 
@@ -140,14 +141,57 @@ absl::Status SaveCheckpoint(const std::string& dir, RankingNet& net, torch::opti
 }
 
 absl::Status WriteFoldResult(const std::string& dir, const FoldResult& r, int64_t total_steps) {
-  const json summary = {{"fold", r.fold},
-                        {"valid_score", std::isfinite(r.valid_score) ? json(r.valid_score) : json()},
-                        {"best_step", r.best_step},
-                        {"steps", total_steps},
-                        {"seconds", r.seconds},
-                        {"peak_rss_bytes", r.peak_rss_bytes},
-                        {"weights", "best.npz"}};
+  json summary = {{"fold", r.fold},
+                  {"valid_score", std::isfinite(r.valid_score) ? json(r.valid_score) : json()},
+                  {"best_step", r.best_step},
+                  {"steps", total_steps},
+                  {"seconds", r.seconds},
+                  {"peak_rss_bytes", r.peak_rss_bytes},
+                  {"weights", "best.npz"}};
+  if (!r.share_scores.empty()) summary["network_shares"] = NetworkSharesJson(r.share_scores);
   return WriteFileAtomic(dir + "/result.json", summary.dump(1));
+}
+
+json NetworkSharesJson(const std::map<double, double>& share_scores) {
+  json shares = json::array();
+  for (const auto& [share, score] : share_scores)
+    shares.push_back({{"network_share", share}, {"valid_score", std::isfinite(score) ? json(score) : json()}});
+  return shares;
+}
+
+std::map<double, double> NetworkSharesFromJson(const json& j) {
+  std::map<double, double> out;
+  if (!j.is_array()) return out;
+  for (const json& s : j)
+    if (s.is_object() && s.contains("network_share") && s["network_share"].is_number())
+      out[s["network_share"].get<double>()] =
+          s.contains("valid_score") && s["valid_score"].is_number() ? s["valid_score"].get<double>() : std::nan("");
+  return out;
+}
+
+absl::StatusOr<std::map<double, double>> MeanShareScores(const std::string& log_path, int64_t after) {
+  absl::StatusOr<std::string> text = ReadFile(log_path);
+  if (!text.ok()) return text.status();
+  std::map<int64_t, std::map<double, double>> by_step;
+  int64_t line_no = 0;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    ++line_no;
+    const json j = json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object())
+      return absl::DataLossError(absl::StrCat(log_path, ": line ", line_no, ": not a JSON object"));
+    if (!j.contains("step") || !j["step"].is_number_integer() || !j.contains("network_shares")) continue;
+    const int64_t step = j["step"].get<int64_t>();
+    if (step > after) by_step[step] = NetworkSharesFromJson(j["network_shares"]);
+  }
+  std::map<double, double> sum, count;
+  for (const auto& [step, shares] : by_step)
+    for (const auto& [share, score] : shares)
+      if (std::isfinite(score)) {
+        sum[share] += score;
+        count[share] += 1;
+      }
+  for (auto& [share, s] : sum) s /= count[share];
+  return sum;
 }
 
 absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_dir) {
@@ -166,6 +210,7 @@ absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_d
     r.best_step = j.value("best_step", int64_t{-1});
     r.seconds = j.value("seconds", 0.0);
     r.peak_rss_bytes = j.value("peak_rss_bytes", int64_t{0});
+    if (j.contains("network_shares")) r.share_scores = NetworkSharesFromJson(j["network_shares"]);
     out.push_back(r);
   }
   if (ec) return absl::NotFoundError(absl::StrCat(run_dir, ": cannot list: ", ec.message()));

@@ -83,8 +83,21 @@ struct FoldResult {
   double seconds = 0;       // training time of this fold (this process, resumed parts included)
   int64_t peak_rss_bytes = 0;
   bool completed = false;   // false when stopped by stop_after_steps
+  // Tile runs trained against a prior: the best weights' validation score with the
+  // network's scores at each share beside the prior (kNetworkShares,
+  // model/core/tile_prior.h); empty otherwise.
+  std::map<double, double> share_scores;
 };
 absl::Status WriteFoldResult(const std::string& dir, const FoldResult& r, int64_t total_steps);
+// Scores per network share as result.json and log.jsonl keep them:
+// [{"network_share": S, "valid_score": V}, ...] (V null when not finite), and back
+// (entries that are not of that form are skipped; a null score reads as NaN).
+nlohmann::json NetworkSharesJson(const std::map<double, double>& share_scores);
+std::map<double, double> NetworkSharesFromJson(const nlohmann::json& j);
+// Each share's mean score over the validations of a fold's log.jsonl after step
+// `after` (each step once: the last line for it). NOT_FOUND without the file, DATA_LOSS
+// naming the line for one that does not parse.
+absl::StatusOr<std::map<double, double>> MeanShareScores(const std::string& log_path, int64_t after);
 // Completed folds of a run, best validation score first.
 absl::StatusOr<std::vector<FoldResult>> ReadFoldResults(const std::string& run_dir);
 

@@ -14,6 +14,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "model/tools/cli.h"
 #include "model/nn/model_io.h"
@@ -216,6 +217,9 @@ int Publish(const std::string& what) {
   if (!v.ok()) return Fail(v.status());
   std::printf("%s %s as version %lld in %s\n", existed ? "already published" : "published", what.c_str(),
               static_cast<long long>(*v), absl::GetFlag(FLAGS_registry).c_str());
+  absl::StatusOr<tgraph::Manifest> m = tgraph::RunManifest(absl::GetFlag(FLAGS_run_dir), KeepFolds());
+  if (m.ok() && m->tile_prior)
+    std::printf("its scores: %s\n", m->tile_prior->Summary().c_str());
   return tgraph::kExitOk;
 }
 
@@ -358,6 +362,11 @@ int Train() {
     std::printf("fold %d: best validation %s %.4f at step %lld, %.1f s, peak RSS %.0f MiB\n", r->fold,
                 o->collection.kind == tgraph::CollectionKind::kTile ? "M_tile" : "tau", r->valid_score,
                 static_cast<long long>(r->best_step), r->seconds, static_cast<double>(r->peak_rss_bytes) / (1 << 20));
+    if (!r->share_scores.empty()) {
+      std::string shares;
+      for (const auto& [share, score] : r->share_scores) absl::StrAppend(&shares, shares.empty() ? "" : ", ", share, ": ", absl::StrFormat("%.4f", score));
+      std::printf("fold %d: validation with the network's scores at each share beside the prior: %s\n", r->fold, shares.c_str());
+    }
   }
   if (absl::GetFlag(FLAGS_registry).empty() || absl::GetFlag(FLAGS_fold) >= 0 || dist->rank > 0)
     return tgraph::kExitOk;

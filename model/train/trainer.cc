@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <utility>
@@ -170,26 +172,32 @@ std::vector<int64_t> ValidationRows(const GraphData& g, int64_t limit) {
   return rows;
 }
 
-// Mean validation score of one network over the given graphs, each on its rows. With a
-// collective, rank r scores the graphs k = r (mod ranks) and the scores are gathered (by
-// a sum over ranks of vectors that are zero elsewhere: exact), so every rank returns
-// what one rank would.
-double Validate(RankingNet& net, const std::vector<GraphData>& all, const std::vector<GraphTensors>& tensors,
-                const std::vector<size_t>& graphs, const std::vector<std::vector<int64_t>>& rows,
-                const ScoringOptions& so, Collective* collective) {
+// Mean validation score of one network over the given graphs, each on its rows, once for
+// each of `shares`: a tile graph trained against a prior is scored as share x the
+// network's standardised scores plus the prior (TilePrior::network_share), any other
+// graph by the network alone whatever the share. With a collective, rank r scores the
+// graphs k = r (mod ranks) and the scores are gathered (by a sum over ranks of vectors
+// that are zero elsewhere: exact), so every rank returns what one rank would.
+std::vector<double> Validate(RankingNet& net, const std::vector<GraphData>& all, const std::vector<GraphTensors>& tensors,
+                             const std::vector<size_t>& graphs, const std::vector<std::vector<int64_t>>& rows,
+                             const ScoringOptions& so, Collective* collective, const std::vector<double>& shares) {
   const size_t rank = collective ? static_cast<size_t>(collective->rank()) : 0;
   const size_t ranks = collective ? static_cast<size_t>(collective->world_size()) : 1;
+  const size_t n = graphs.size();
   net.eval();
-  std::vector<double> scores(graphs.size(), 0.0);
-  for (size_t k = rank; k < graphs.size(); k += ranks) {
+  std::vector<double> scores(n * shares.size(), 0.0);  // [share][graph]
+  for (size_t k = rank; k < n; k += ranks) {
     const GraphData& g = all[graphs[k]];
     RowStorage storage;
-    ScoreResult r = ScoreConfigs({{&net, nullptr}}, tensors[graphs[k]], SelectRows(g, rows[k], &storage), so);
-    if (!g.prior_offset.empty())
-      for (size_t i = 0; i < rows[k].size(); ++i) r.score[i] += g.prior_offset[rows[k][i]];
+    const ScoreResult r = ScoreConfigs({{&net, nullptr}}, tensors[graphs[k]], SelectRows(g, rows[k], &storage), so);
     std::vector<double> target;
     for (int64_t row : rows[k]) target.push_back(g.target[row]);
-    scores[k] = g.tile_feat.empty() ? KendallTau(r.score, target) : TileScore(r.score, target);
+    for (size_t s = 0; s < shares.size(); ++s) {
+      std::vector<double> score = r.score;
+      if (!g.prior_offset.empty())
+        for (size_t i = 0; i < rows[k].size(); ++i) score[i] = shares[s] * score[i] + g.prior_offset[rows[k][i]];
+      scores[s * n + k] = g.tile_feat.empty() ? KendallTau(score, target) : TileScore(score, target);
+    }
   }
   net.train();
   if (collective) {
@@ -197,7 +205,10 @@ double Validate(RankingNet& net, const std::vector<GraphData>& all, const std::v
     collective->AllReduceSum(t);
     std::copy_n(t.data_ptr<double>(), scores.size(), scores.begin());
   }
-  return FiniteMean(scores);
+  std::vector<double> means;
+  for (size_t s = 0; s < shares.size(); ++s)
+    means.push_back(FiniteMean(std::vector<double>(scores.begin() + s * n, scores.begin() + (s + 1) * n)));
+  return means;
 }
 
 }  // namespace
@@ -398,12 +409,31 @@ ScoringOptions ValidationScoring(const TrainOptions& o) {
   return so;
 }
 
+// The network shares a fold validates: every one of kNetworkShares when the run trains
+// against a tile prior, else the network alone. Validation's score is share 1's.
+std::vector<double> ValidatedShares(const FoldData& d) {
+  if (d.info.tile_prior && d.info.tile_prior->residual)
+    return std::vector<double>(std::begin(kNetworkShares), std::end(kNetworkShares));
+  return {1.0};
+}
+
 // The end of a fold: best.npz (the last weights when no validation score was ever
-// finite) and result.json.
-absl::StatusOr<FoldResult> FinishFold(const std::string& dir, RankingNet& net, FoldResult r, int64_t total_steps) {
+// finite), the mean validation score of each network share over the second half of the
+// training (from log.jsonl) and result.json. The mean, not the best weights' score: those
+// were chosen as the maximum of share 1's noisy scores over every validation, which the
+// prior alone (share 0, the same at every step) never is, so comparing them would favour
+// the network by the noise of a fold's few validation problems; the mean over the weights the
+// choice draws from is what a chosen checkpoint adds on problems it was not chosen on.
+absl::StatusOr<FoldResult> FinishFold(const std::string& dir, RankingNet& net, const FoldData& d, FoldResult r,
+                                      int64_t total_steps) {
   if (!fs::exists(dir + "/best.npz"))
     if (absl::Status s = SaveWeights(net, dir + "/best.npz"); !s.ok()) return s;
   if (absl::Status s = LoadWeights(net, dir + "/best.npz"); !s.ok()) return s;
+  if (ValidatedShares(d).size() > 1) {
+    absl::StatusOr<std::map<double, double>> shares = MeanShareScores(dir + "/log.jsonl", total_steps / 2);
+    if (!shares.ok()) return shares.status();
+    r.share_scores = std::move(*shares);
+  }
   if (absl::Status s = WriteFoldResult(dir, r, total_steps); !s.ok()) return s;
   return r;
 }
@@ -477,24 +507,27 @@ void TrainStep(const TrainOptions& o, const FoldData& d, const StepDraw& draw, d
 
 // After a validation, on rank 0: the best weights, a checkpoint and the log's line.
 absl::Status RecordValidation(const std::string& dir, int fold, const FoldSchedule& schedule, FoldStart& f,
-                              bool better, double score, double lr, const Interval& done, double valid_seconds,
-                              double elapsed, int world) {
+                              bool better, const std::map<double, double>& share_scores, double lr,
+                              const Interval& done, double valid_seconds, double elapsed, int world) {
+  const double score = share_scores.rbegin()->second;  // share 1: the network as trained
   if (better)
     if (absl::Status s = SaveWeights(*f.net, dir + "/best.npz"); !s.ok()) return s;
   if (absl::Status s = SaveCheckpoint(dir, *f.net, *f.opt, f.st, elapsed); !s.ok()) return s;
   const double per_step = 1.0 / static_cast<double>(std::max<int64_t>(1, done.steps));
-  f.log->Write({{"fold", fold},
-                {"epoch", static_cast<double>(f.st.step) / static_cast<double>(schedule.steps_per_epoch)},
-                {"step", f.st.step},
-                {"loss", done.loss_sum * per_step},
-                {"valid_score", std::isfinite(score) ? json(score) : json()},
-                {"best", std::isfinite(f.st.best) ? json(f.st.best) : json()},
-                {"lr", lr},
-                {"elapsed_s", elapsed},
-                {"step_s", done.step_seconds * per_step},
-                {"allreduce_s", done.allreduce_seconds * per_step},
-                {"valid_s", valid_seconds},
-                {"ranks", world}});
+  json line = {{"fold", fold},
+               {"epoch", static_cast<double>(f.st.step) / static_cast<double>(schedule.steps_per_epoch)},
+               {"step", f.st.step},
+               {"loss", done.loss_sum * per_step},
+               {"valid_score", std::isfinite(score) ? json(score) : json()},
+               {"best", std::isfinite(f.st.best) ? json(f.st.best) : json()},
+               {"lr", lr},
+               {"elapsed_s", elapsed},
+               {"step_s", done.step_seconds * per_step},
+               {"allreduce_s", done.allreduce_seconds * per_step},
+               {"valid_s", valid_seconds},
+               {"ranks", world}};
+  if (share_scores.size() > 1) line["network_shares"] = NetworkSharesJson(share_scores);
+  f.log->Write(line);
   return absl::OkStatus();
 }
 
@@ -515,6 +548,7 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold, std::
   FoldState& st = f.st;
 
   const ScoringOptions so = ValidationScoring(o);
+  const std::vector<double> shares = ValidatedShares(d);
   BatchSampler sampler(o, fold, d.train, schedule);
   FoldProgress progress(fold, schedule.total, schedule.steps_per_epoch, schedule.epochs, st.step);
   const auto start = StepClock::now();
@@ -539,7 +573,9 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold, std::
 
     // Validation, then the best weights, a checkpoint, the log and the progress line.
     const auto valid_start = StepClock::now();
-    const double score = Validate(*f.net, d.p->graphs, d.tensors, d.valid, d.valid_rows, so, o.collective);
+    const std::vector<double> share_scores =
+        Validate(*f.net, d.p->graphs, d.tensors, d.valid, d.valid_rows, so, o.collective, shares);
+    const double score = share_scores.back();  // share 1: the network as trained
     const double valid_seconds = SecondsSince(valid_start);
     const bool better = std::isfinite(score) && score > st.best;
     if (better) {
@@ -549,7 +585,10 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold, std::
     const Interval done = std::exchange(since, Interval{});
     if (!writer) continue;
     const double elapsed = st.seconds_before + SecondsSince(start);
-    if (absl::Status s = RecordValidation(dir, fold, schedule, f, better, score, lr, done, valid_seconds, elapsed, world);
+    std::map<double, double> by_share;
+    for (size_t k = 0; k < shares.size(); ++k) by_share[shares[k]] = share_scores[k];
+    if (absl::Status s =
+            RecordValidation(dir, fold, schedule, f, better, by_share, lr, done, valid_seconds, elapsed, world);
         !s.ok())
       return s;
     if (o.progress)
@@ -557,7 +596,7 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold, std::
                       score, st.best);
   }
   if (!writer) return result(true);
-  return FinishFold(dir, *f.net, result(true), schedule.total);
+  return FinishFold(dir, *f.net, d, result(true), schedule.total);
 }
 
 }  // namespace
