@@ -730,6 +730,28 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
   CHECK_THAT(residual.ToJson(), Catch::Contains(R"("residual":true)"));
   CHECK(TilePrior::FromJson(residual.ToJson(), "m")->residual);
   CHECK_FALSE(back->residual);
+  // The near end: at "near"'s shape ("far" weighs e^-34, under a tenth of the nearest, so
+  // its worst does not count and its mean next to nothing), log(s - 1 + 0.1) + 0.25 log s
+  // for s = 1, 2, 4, standardised.
+  TilePrior top = prior;
+  top.near_end = TilePrior::kNearEndDefault;
+  std::vector<double> raw;
+  for (double slowdown : {1.0, 2.0, 4.0}) raw.push_back(std::log(slowdown - 1 + 0.1) + 0.25 * std::log(slowdown));
+  const double raw_mean = (raw[0] + raw[1] + raw[2]) / 3;
+  double raw_sq = 0;
+  for (double r : raw) raw_sq += (r - raw_mean) * (r - raw_mean);
+  const double raw_sd = std::sqrt(raw_sq / 3);
+  const TilePriorValues at_top = top.For({"bf16", 128, 256, 256});
+  CHECK(at_top.Of(a) == Approx((raw[0] - raw_mean) / raw_sd).margin(1e-3));  // -1.343
+  CHECK(at_top.Of(b) == Approx((raw[1] - raw_mean) / raw_sd).margin(1e-3));  // 0.288
+  CHECK(at_top.Of(d) == Approx((raw[2] - raw_mean) / raw_sd).margin(1e-3));  // 1.055
+  CHECK_THAT(top.ToJson(), Catch::Contains(R"("near_end":{"excess":0.1,"guard":0.25})"));
+  absl::StatusOr<TilePrior> top_back = TilePrior::FromJson(top.ToJson(), "m");
+  REQUIRE(top_back.ok());
+  CHECK(top_back->near_end.excess == 0.1);
+  CHECK(top_back->near_end.guard == 0.25);
+  CHECK(top_back->For({"bf16", 128, 256, 256}).values == at_top.values);
+  CHECK_FALSE(back->near_end.on());  // a manifest without the key: the mean log slowdown
   // What the network counts beside it: 1 unless said (manifests from before it was chosen).
   CHECK(back->network_share == 1.0);
   CHECK_THAT(prior.ToJson(), !Catch::Contains("network_share"));
@@ -757,6 +779,8 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
            {R"({"weight": 1, "problems": 3, "bandwidth": {"output": 0, "k": 1, "aspect": 1}, "values": {}})", "bandwidth"},
            {R"({"weight": 1, "problems": 3, "residual": "yes", "values": {}})", "residual"},
            {R"({"weight": 1, "problems": 3, "network_share": 1.5, "values": {}})", "network_share"},
+           {R"({"weight": 1, "problems": 3, "near_end": {"excess": 0, "guard": 1}, "values": {}})", "near_end"},
+           {R"({"weight": 1, "problems": 3, "near_end": 0.1, "values": {}})", "near_end"},
            {R"({"weight": 1, "problems": 3, "network_share": "all", "values": {}})", "network_share"},
            {R"({"weight": 1, "problems": 1, "tiles": ["64x64x32 w4 s2", "32x32x32 w4 s2"], "measured": []})", "tiles[1]"},
            {R"({"weight": 1, "problems": 1)" + measured + R"([{"dtype": "bf16", "m": 0, "n": 1, "k": 1, "log_slowdown": "0 0"}]})",

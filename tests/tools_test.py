@@ -327,6 +327,7 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
         assert prior["problems"] == 60 and len(prior["measured"]) == 60
         assert prior["bandwidth"] == {"output": 0.75, "k": 0.5, "aspect": 2}
         assert prior["residual"] is True  # the network was trained on what the prior leaves
+        assert prior["near_end"] == {"excess": 0.1, "guard": 0.25}
         # The network counts at the share the fold validated best over the second half of
         # its training (ties: the larger), each validation's scores in its log.
         fold = json.loads((work / "run" / "fold_0" / "result.json").read_text())

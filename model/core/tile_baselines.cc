@@ -120,35 +120,58 @@ bool MeasuredSlowdowns::HasDtype(const std::string& dtype) const {
   return false;
 }
 
-std::vector<double> MeasuredSlowdowns::Near(const GemmProblem& p, const ShapeBandwidth& bandwidth,
-                                             bool leave_shape_out) const {
+std::vector<std::pair<const MeasuredSlowdowns::Problem*, double>> MeasuredSlowdowns::Weighted(
+    const GemmProblem& p, const ShapeBandwidth& bandwidth, bool leave_shape_out) const {
   const auto same_shape = [&](const GemmProblem& q) { return q.m == p.m && q.n == p.n && q.k == p.k; };
   bool dtype_known = false;
   for (const Problem& q : problems_)
     dtype_known |= q.problem.dtype == p.dtype && !(leave_shape_out && same_shape(q.problem));
-  std::vector<const Problem*> use;
-  std::vector<double> d2;
+  std::vector<std::pair<const Problem*, double>> use;
   for (const Problem& q : problems_) {
     if ((dtype_known && q.problem.dtype != p.dtype) || (leave_shape_out && same_shape(q.problem))) continue;
-    use.push_back(&q);
-    d2.push_back(bandwidth.DistanceSquared(p, q.problem));
+    use.emplace_back(&q, bandwidth.DistanceSquared(p, q.problem));
   }
   // Weights relative to the nearest problem's, so that a narrow bandwidth far from every
   // measured shape still weighs the nearest ones instead of underflowing to nothing.
-  const double nearest = d2.empty() ? 0.0 : *std::min_element(d2.begin(), d2.end());
+  double nearest = std::numeric_limits<double>::infinity();
+  for (const auto& [q, d2] : use) nearest = std::min(nearest, d2);
+  for (auto& [q, w] : use) w = std::exp(-(w - nearest) / 2);
+  return use;
+}
+
+std::vector<double> MeasuredSlowdowns::Near(const GemmProblem& p, const ShapeBandwidth& bandwidth,
+                                             bool leave_shape_out) const {
   std::vector<double> sum(tiles_.size(), 0.0), weight(tiles_.size(), 0.0);
-  for (size_t j = 0; j < use.size(); ++j) {
-    const double w = std::exp(-(d2[j] - nearest) / 2);
+  for (const auto& [q, w] : Weighted(p, bandwidth, leave_shape_out))
     for (size_t t = 0; t < tiles_.size(); ++t) {
-      const double v = use[j]->log_slowdown[t];
+      const double v = q->log_slowdown[t];
       if (std::isnan(v)) continue;
       sum[t] += w * v;
       weight[t] += w;
     }
-  }
   std::vector<double> out(tiles_.size(), std::nan(""));
   for (size_t t = 0; t < tiles_.size(); ++t)
     if (weight[t] > 0) out[t] = sum[t] / weight[t];
+  return out;
+}
+
+std::vector<double> MeasuredSlowdowns::NearEnd(const GemmProblem& p, const ShapeBandwidth& bandwidth, double excess,
+                                                double guard, bool leave_shape_out) const {
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<double> sum(tiles_.size(), 0.0), weight(tiles_.size(), 0.0);
+  std::vector<double> worst_near(tiles_.size(), -inf), worst_any(tiles_.size(), -inf);
+  for (const auto& [q, w] : Weighted(p, bandwidth, leave_shape_out))
+    for (size_t t = 0; t < tiles_.size(); ++t) {
+      const double v = q->log_slowdown[t];
+      if (std::isnan(v)) continue;
+      sum[t] += w * std::log(std::expm1(v) + excess);  // log(s - 1 + excess), s = e^v
+      weight[t] += w;
+      worst_any[t] = std::max(worst_any[t], v);
+      if (w >= 0.1) worst_near[t] = std::max(worst_near[t], v);
+    }
+  std::vector<double> out(tiles_.size(), std::nan(""));
+  for (size_t t = 0; t < tiles_.size(); ++t)
+    if (weight[t] > 0) out[t] = sum[t] / weight[t] + guard * (worst_near[t] > -inf ? worst_near[t] : worst_any[t]);
   return out;
 }
 

@@ -20,6 +20,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -104,7 +105,18 @@ class MeasuredSlowdowns {
   // errors, tile_prior.h).
   std::vector<double> Near(const GemmProblem& p, const ShapeBandwidth& bandwidth, bool leave_shape_out = false) const;
 
+  // The near end of the same problems' slowdowns s: each configuration's weighted mean of
+  // log(s - 1 + excess), plus guard x its largest log s over the problems weighing at
+  // least a tenth of the nearest one (over all of them where none of those measured it).
+  // NaN where no problem measured it. See TilePrior::NearEnd (tile_prior.h) for why.
+  std::vector<double> NearEnd(const GemmProblem& p, const ShapeBandwidth& bandwidth, double excess, double guard,
+                              bool leave_shape_out = false) const;
+
  private:
+  // The problems Near counts for p, each with its weight (the nearest one's is 1).
+  std::vector<std::pair<const Problem*, double>> Weighted(const GemmProblem& p, const ShapeBandwidth& bandwidth,
+                                                          bool leave_shape_out) const;
+
   std::vector<TritonTile> tiles_;
   std::vector<Problem> problems_;
 };

@@ -66,7 +66,9 @@ TilePriorValues TilePrior::For(const GemmProblem& problem, bool leave_shape_out)
   out.weight = weight;
   out.network_share = network_share;
   if (!measured.problems().empty()) {
-    const std::vector<double> near = measured.Near(problem, bandwidth, leave_shape_out);
+    const std::vector<double> near =
+        near_end.on() ? measured.NearEnd(problem, bandwidth, near_end.excess, near_end.guard, leave_shape_out)
+                      : measured.Near(problem, bandwidth, leave_shape_out);
     for (size_t t = 0; t < near.size(); ++t)
       if (!std::isnan(near[t])) out.values[measured.tiles()[t]] = near[t];
     Standardise(&out.values);
@@ -130,6 +132,7 @@ std::string TilePrior::ToJson() const {
   j["bandwidth"] = {{"output", bandwidth.output}, {"k", bandwidth.k}, {"aspect", bandwidth.aspect}};
   j["problems"] = problems;
   if (residual) j["residual"] = true;
+  if (near_end.on()) j["near_end"] = {{"excess", near_end.excess}, {"guard", near_end.guard}};
   if (network_share != 1.0) j["network_share"] = network_share;
   if (!measured.problems().empty()) {
     json tiles = json::array();
@@ -185,6 +188,13 @@ absl::StatusOr<TilePrior> TilePrior::FromJson(const std::string& text, absl::str
   if (j.contains("residual")) {
     if (!j["residual"].is_boolean()) return bad("residual", "true or false");
     p.residual = j["residual"].get<bool>();
+  }
+  if (j.contains("near_end")) {
+    const json& n = j["near_end"];
+    if (!n.is_object() || n.size() != 2 || !n.contains("excess") || !n.contains("guard") || !finite(n["excess"]) ||
+        !finite(n["guard"]) || !(n["excess"].get<double>() > 0) || n["guard"].get<double>() < 0)
+      return bad("near_end", "{\"excess\": E, \"guard\": G} with E > 0 and G >= 0");
+    p.near_end = {n["excess"].get<double>(), n["guard"].get<double>()};
   }
   if (j.contains("network_share")) {
     const json& s = j["network_share"];

@@ -72,6 +72,10 @@ ABSL_FLAG(double, tile_prior_weight, 1.0,
           "Collections with a tile space: the weight of the training problems' prior (each configuration's mean log "
           "slowdown over them, weighted by how near each problem's shape is, standardised) added to the published "
           "model's scores; 0 = the network alone");
+ABSL_FLAG(bool, tile_prior_near_end, true,
+          "Collections with a tile space: the prior averages each measured problem's log(s - 1 + 0.1) of a "
+          "configuration's slowdown s, plus 0.25 x its worst log s over the nearest problems (the near end, where an "
+          "autotuner measures); --notile_prior_near_end: the mean log slowdown");
 ABSL_FLAG(bool, tile_prior_training, true,
           "Collections with a tile space: train the network on what the prior leaves (each step's loss sees the "
           "network's standardised scores plus the prior, built without the step's own shape), as the published "
@@ -276,6 +280,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   if (!(o.tile_prior_weight >= 0 && o.tile_prior_weight <= 100))
     return UsageError("--tile_prior_weight must be in 0..100");
   o.tile_prior_training = absl::GetFlag(FLAGS_tile_prior_training);
+  o.tile_prior_near_end = absl::GetFlag(FLAGS_tile_prior_near_end);
   absl::StatusOr<tgraph::ShapeBandwidth> bandwidth =
       tgraph::ParseShapeBandwidth(absl::GetFlag(FLAGS_tile_prior_bandwidth), "--tile_prior_bandwidth");
   if (!bandwidth.ok()) return UsageError(std::string(bandwidth.status().message()));
@@ -299,6 +304,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
     o.flags["tile_prior_weight"] = absl::StrCat(o.tile_prior_weight);
     o.flags["tile_prior_bandwidth"] = o.tile_prior_bandwidth.ToString();
     o.flags["tile_prior_training"] = o.tile_prior_training ? "true" : "false";
+    o.flags["tile_prior_near_end"] = o.tile_prior_near_end ? "true" : "false";
   }
   if (!o.also.empty()) o.flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
   return o;

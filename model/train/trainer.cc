@@ -126,6 +126,7 @@ absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
       absl::StatusOr<TilePrior> prior = BuildTilePrior(*known, o.tile_prior_weight, o.tile_prior_bandwidth);
       if (!prior.ok()) return prior.status();
       prior->residual = o.tile_prior_training;
+      if (o.tile_prior_near_end) prior->near_end = TilePrior::kNearEndDefault;
       if (prior->residual)
         for (GraphData& g : p.graphs) {
           absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(g.graph, g.name);

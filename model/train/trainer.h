@@ -76,6 +76,9 @@ struct TrainOptions {
   // saw the prior can overrule it where both are sure, and did once on the H100 data
   // with a first pick 23x the fastest.
   bool tile_prior_training = true;
+  // The prior reads each measured problem's near end (TilePrior::NearEnd at its
+  // defaults); false: its mean log slowdown.
+  bool tile_prior_near_end = true;
   // Memory for the graphs' configurations (base-7 compressed, 12 bytes per
   // configuration and configurable node): graphs past it keep theirs in a spill file in
   // spill_dir (empty: run_dir), read row by row as steps sample them
