@@ -93,10 +93,11 @@ struct SearchConfigsOptions {
   // measured pool, so real runtimes judge it; SearchConfigsRequest.candidate_layout_configs).
   std::vector<int8_t> candidates;
   // The exclude rows' measured runtimes (ns), in order, or none: with 4 or more the search
-  // also follows what they say about this graph (SearchConfigsRequest.exclude_runtimes_ns).
+  // also follows what they say about this graph; a tile search's prior with 2 or more
+  // (SearchConfigsRequest.exclude_runtimes_ns).
   std::vector<int64_t> exclude_runtimes_ns;
   // Tile collections: rows (count x 24) never to return, the measured ones; a tile search
-  // takes only these and `results` (it scores every legal configuration).
+  // takes only these, their runtimes and `results` (it scores every legal configuration).
   std::vector<float> exclude_tiles;
   // The trust region: the most layout groups a proposal may change from the nearest of
   // the default and the start rows (0: the server's default; -1: the whole space).

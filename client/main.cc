@@ -235,6 +235,10 @@ int SearchTiles(tgraph::RankerClient& client, const tgraph::Collection& c) {
     if (!g.ok()) return Fail(g.status());
     graph = std::move(g->graph);
     o.exclude_tiles = std::move(g->config_feat);
+    // Their runtimes when the file has every one (a test split's are hidden: zeros).
+    if (!g->config_runtime.empty() &&
+        std::all_of(g->config_runtime.begin(), g->config_runtime.end(), [](auto t) { return t > 0; }))
+      o.exclude_runtimes_ns.assign(g->config_runtime.begin(), g->config_runtime.end());
   }
   o.collection = c.name();
   o.model_version = absl::GetFlag(FLAGS_model_version);
@@ -245,13 +249,18 @@ int SearchTiles(tgraph::RankerClient& client, const tgraph::Collection& c) {
     nlohmann::json j = {{"graph", path}, {"collection", c.name()}, {"model_version", p->model_version},
                         {"evaluations", p->evaluations}, {"reference_configs", p->reference_configs},
                         {"total_ms", p->server_total_ms}, {"configs", p->tile_names}, {"scores", p->scores},
+                        {"correction_measurements", p->correction_measurements},
                         {"spread", p->spread}};
     return PrintJson(j);
   }
-  std::printf("%s: %lld of %lld legal configurations proposed by %s version %lld (%zu measured excluded), %.1f ms\n",
+  std::printf("%s: %lld of %lld legal configurations proposed by %s version %lld (%zu measured excluded%s), %.1f ms\n",
               path.c_str(), static_cast<long long>(p->count), static_cast<long long>(p->evaluations),
               c.name().c_str(), static_cast<long long>(p->model_version),
-              o.exclude_tiles.size() / tgraph::kTileConfigDim, p->server_total_ms);
+              o.exclude_tiles.size() / tgraph::kTileConfigDim,
+              p->correction_measurements > 0
+                  ? absl::StrCat("; the prior follows ", p->correction_measurements, " measured runtimes").c_str()
+                  : "",
+              p->server_total_ms);
   std::printf("%6s  %-20s %12s %10s\n", "rank", "BLOCK_MxNxK warps stages", "score", "spread");
   for (int64_t i = 0; i < p->count; ++i)
     std::printf("%6lld  %-20s %12.4f %10.4f\n", static_cast<long long>(i + 1), p->tile_names[i].c_str(), p->scores[i],

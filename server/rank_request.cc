@@ -92,6 +92,23 @@ absl::Status ValidateRankRequest(const RankRequest& q, CollectionKind kind, int6
   return absl::OkStatus();
 }
 
+namespace {
+
+// One runtime (ns, > 0) per excluded row, or none.
+absl::Status ValidateExcludeRuntimes(const SearchRequest& q) {
+  const int64_t runtimes = static_cast<int64_t>(q.exclude_runtimes_ns.size());
+  if (runtimes > 0 && runtimes != q.num_exclude)
+    return absl::InvalidArgumentError(absl::StrCat("exclude_runtimes_ns has ", runtimes, " values for num_exclude ",
+                                                   q.num_exclude, " (one per excluded row, or none)"));
+  for (int64_t i = 0; i < runtimes; ++i)
+    if (q.exclude_runtimes_ns[static_cast<size_t>(i)] <= 0)
+      return absl::InvalidArgumentError(absl::StrCat("exclude_runtimes_ns[", i, "] is ",
+                                                     q.exclude_runtimes_ns[static_cast<size_t>(i)], ", expected > 0"));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, int64_t num_config_nodes,
                                    const RankLimits& limits) {
   if (q.num_results < 0 || q.num_results > 1000)
@@ -100,16 +117,19 @@ absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, 
     for (const auto& [field, set] : {std::pair{"max_evaluations", q.max_evaluations != 0},
                                      {"num_start", q.num_start != 0},
                                      {"num_candidates", q.num_candidates != 0},
-                                     {"max_changed_groups", q.max_changed_groups != 0},
-                                     {"exclude_runtimes_ns", !q.exclude_runtimes_ns.empty()}})
+                                     {"max_changed_groups", q.max_changed_groups != 0}})
       if (set)
         return absl::InvalidArgumentError(absl::StrCat(field, " is for layout searches; a tile search scores every legal "
-                                                              "configuration and takes only num_results and exclude rows"));
+                                                              "configuration and takes only num_results, exclude rows "
+                                                              "and their runtimes"));
     if (q.num_exclude < 0 || q.num_exclude > limits.max_configs)
       return absl::InvalidArgumentError(
           absl::StrCat("num_exclude must be in 0..", limits.max_configs, " (--max_configs), got ", q.num_exclude));
-    return ValidateRows("exclude_", "num_exclude", q.num_exclude, q.exclude_layout_configs, q.exclude_tile_configs,
-                        q.collection, kind, num_config_nodes);
+    if (absl::Status s = ValidateRows("exclude_", "num_exclude", q.num_exclude, q.exclude_layout_configs,
+                                      q.exclude_tile_configs, q.collection, kind, num_config_nodes);
+        !s.ok())
+      return s;
+    return ValidateExcludeRuntimes(q);
   }
   if (!q.exclude_tile_configs.empty())
     return absl::InvalidArgumentError("exclude_tile_configs is for tile collections; use exclude_layout_configs");
@@ -131,15 +151,7 @@ absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, 
     if (absl::Status s = ValidateRows(prefix, field, count, bytes, "", q.collection, kind, num_config_nodes); !s.ok())
       return s;
   }
-  const int64_t runtimes = static_cast<int64_t>(q.exclude_runtimes_ns.size());
-  if (runtimes > 0 && runtimes != q.num_exclude)
-    return absl::InvalidArgumentError(absl::StrCat("exclude_runtimes_ns has ", runtimes, " values for num_exclude ",
-                                                   q.num_exclude, " (one per excluded row, or none)"));
-  for (int64_t i = 0; i < runtimes; ++i)
-    if (q.exclude_runtimes_ns[static_cast<size_t>(i)] <= 0)
-      return absl::InvalidArgumentError(absl::StrCat("exclude_runtimes_ns[", i, "] is ",
-                                                     q.exclude_runtimes_ns[static_cast<size_t>(i)], ", expected > 0"));
-  return absl::OkStatus();
+  return ValidateExcludeRuntimes(q);
 }
 
 }  // namespace tgraph

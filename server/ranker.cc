@@ -493,10 +493,13 @@ absl::StatusOr<SearchOutcome> Ranker::SearchTilesOnWorker(const SearchRequest& q
   const absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(a.graph->pruned.graph, "graph_hash");
   if (!problem.ok()) return absl::InternalError(problem.status().message());  // admitted: a bug
   std::vector<TritonTile> exclude;
+  std::vector<MeasuredTile> measured;  // what the prior follows: the exclude rows' runtimes, when given
   for (int64_t r = 0; r < q.num_exclude; ++r) {
     float row[kTileConfigDim];
     std::memcpy(row, q.exclude_tile_configs.data() + r * sizeof(row), sizeof(row));
     exclude.push_back(TritonTileOfRow(row));
+    if (!q.exclude_runtimes_ns.empty())
+      measured.push_back({exclude.back(), static_cast<double>(q.exclude_runtimes_ns[static_cast<size_t>(r)])});
   }
   TileSearchOptions so;
   so.num_results = q.num_results > 0 ? q.num_results : kDefaultSearchResults;
@@ -506,7 +509,8 @@ absl::StatusOr<SearchOutcome> Ranker::SearchTilesOnWorker(const SearchRequest& q
   so.scoring.max_reference = a.max_reference;
   so.scoring.reference_groups = model.manifest.reference_groups;
   so.scoring.cancelled = cancelled;
-  UseTilePrior(model.manifest, *problem, &so.scoring);
+  UseTilePrior(model.manifest, *problem, &so.scoring, measured);
+  out.correction_measurements = so.scoring.tile_prior ? so.scoring.tile_prior->measurements : 0;
   const auto t0 = Clock::now();
   const TileSearchResult r = SearchTiles(folds, prepared.tensors, space, *problem, so);
   out.timing.inference_ms = Ms(t0, Clock::now());

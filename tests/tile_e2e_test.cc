@@ -4,13 +4,17 @@
 #define CATCH_CONFIG_PREFIX_ALL
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "client/client.h"
+#include "model/core/dataset.h"
 #include "model/core/graph_io.h"
+#include "model/core/tile_prior.h"
 #include "model/core/tile_space.h"
 #include "model/hlo/tile_ingest.h"
 #include "tests/model_fixtures.h"
@@ -22,6 +26,11 @@ namespace {
 
 const std::string kTiles = std::string(TGRAPH_REAL_DATA) + "/gpu-tiles";
 
+[[noreturn]] void Die(const absl::Status& s) {
+  std::fprintf(stderr, "tile world: %s\n", std::string(s.message()).c_str());
+  std::abort();
+}
+
 // A registry with tile@h100-triton (random weights, the real tile space),
 // tile@prior (the same with a heavy prior: its order is the prior's) and tile@no-space
 // (a tile model without a space), and the ingested real data.
@@ -29,6 +38,7 @@ struct TileWorld {
   ModelWorld w{7, {"tile:xla"}};
   std::string root;
   TileSpace space;
+  TilePrior measured_prior;
   TileWorld() {
     root = w.dir.path() + "/tiles";
     hlo::TileIngestOptions o;
@@ -53,6 +63,26 @@ struct TileWorld {
     prior.problems = 36;
     w.tile_prior = prior;
     w.Publish("tile@prior-alone", 2);
+    // The prior of the training split's measured problems, alone (what tgraph-train
+    // publishes when the network does not add to it), so that it can follow measurements.
+    std::vector<KnownTileProblem> known;
+    const Collection c = *ParseCollection("tile@h100-triton");
+    const absl::StatusOr<std::vector<GraphFile>> train = ListSplit(root, c, "train");
+    if (!train.ok()) Die(train.status());
+    for (const GraphFile& f : *train) {
+      absl::StatusOr<TileGraph> g = LoadTileGraph(f.path);
+      if (!g.ok()) Die(g.status());
+      absl::StatusOr<KnownTileProblem> k = KnownProblemOf(*g, f.path);
+      if (!k.ok()) Die(k.status());
+      known.push_back(std::move(*k));
+    }
+    absl::StatusOr<TilePrior> built = BuildTilePrior(known, 1.0, ShapeBandwidth{});
+    if (!built.ok()) Die(built.status());
+    measured_prior = std::move(*built);
+    measured_prior.near_end = TilePrior::kNearEndDefault;
+    measured_prior.network_share = 0;
+    w.tile_prior = measured_prior;
+    w.Publish("tile@measured-prior", 2);
     w.tile_prior.reset();
     w.tile_space.reset();
     w.Publish("tile@no-space", 1);
@@ -149,6 +179,67 @@ CATCH_TEST_CASE("server: a tile model with a real H100 tile space searches a mat
                                      "(the prior alone ranks"));
   CATCH_CHECK(by_name["tile@prior"].tile_prior->network_share == 1);
   CATCH_CHECK_FALSE(by_name["tile@h100-triton"].tile_prior.has_value());
+  CATCH_CHECK(server.Stop() == 0);
+}
+
+CATCH_TEST_CASE("server: a tile search's prior follows the runtimes of the configurations measured so far",
+                "[e2e][tile][real]") {
+  TileWorld t;
+  ServerProcess server(t.w.registry, t.w.dir.path());
+  CATCH_REQUIRE(server.port > 0);
+  RankerClient client(server.Client());
+  // A test-split problem (the prior never saw it) and its real runtimes.
+  const std::string stem = "gemm_bf16_2048x256x1024";
+  absl::StatusOr<TileGraph> file = LoadTileGraph(t.root + "/npz/tile/@h100-triton/test/" + stem + ".npz");
+  CATCH_REQUIRE(file.ok());
+  const KnownTileProblem truth = *KnownProblemOf(*file, stem);
+  std::map<std::string, int64_t> runtime_ns;
+  for (size_t i = 0; i < truth.tiles.size(); ++i) runtime_ns[truth.tiles[i].Name()] = file->config_runtime[i];
+  const NodeGraph graph = KernelGraph(stem);
+  SearchConfigsOptions o;
+  o.collection = "tile@measured-prior";
+  o.results = 5;
+  absl::StatusOr<Proposals> first = client.Search(graph, {}, o);
+  CATCH_REQUIRE(first.ok());
+  CATCH_CHECK(first->correction_measurements == 0);
+  // The first three proposals measured, their runtimes sent: the prior follows them, and
+  // the proposals are its order of the rest, as TilePrior::For computes it here.
+  std::vector<MeasuredTile> own;
+  for (int i = 0; i < 3; ++i) {
+    o.exclude_tiles.insert(o.exclude_tiles.end(), first->tile_rows.begin() + i * kTileConfigDim,
+                           first->tile_rows.begin() + (i + 1) * kTileConfigDim);
+    o.exclude_runtimes_ns.push_back(runtime_ns.at(first->tile_names[static_cast<size_t>(i)]));
+    own.push_back({*ParseTritonTile(first->tile_names[static_cast<size_t>(i)]),
+                   static_cast<double>(o.exclude_runtimes_ns.back())});
+  }
+  absl::StatusOr<Proposals> next = client.Search(graph, {}, o);
+  CATCH_REQUIRE(next.ok());
+  CATCH_CHECK(next->correction_measurements == 3);
+  const TilePriorValues expected = t.measured_prior.For(truth.problem, own);
+  std::vector<TritonTile> rest;
+  for (const TritonTile& tile : t.space.Legal("bf16"))
+    if (std::none_of(own.begin(), own.end(), [&](const MeasuredTile& m) { return m.tile == tile; })) rest.push_back(tile);
+  std::stable_sort(rest.begin(), rest.end(),
+                   [&](const TritonTile& a, const TritonTile& b) { return expected.Of(a) < expected.Of(b); });
+  CATCH_REQUIRE(next->tile_names.size() == 5);
+  for (size_t i = 0; i < 5; ++i) {
+    CATCH_CHECK(next->tile_names[i] == rest[i].Name());
+    CATCH_CHECK(next->scores[i] == Approx(expected.Of(rest[i])).epsilon(1e-5).margin(1e-5));
+  }
+  // Without the runtimes the same exclusions give the prior of other problems alone.
+  const TilePriorValues frozen = t.measured_prior.For(truth.problem);
+  bool reordered = false;
+  for (size_t i = 0; i < 5; ++i) reordered |= frozen.Of(rest[i]) != Approx(expected.Of(rest[i])).epsilon(1e-6);
+  CATCH_CHECK(reordered);
+  // Runtimes that do not match the rows are refused naming the field.
+  o.exclude_runtimes_ns.pop_back();
+  absl::StatusOr<Proposals> bad = client.Search(graph, {}, o);
+  CATCH_CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(bad.status().message()), Catch::Contains("exclude_runtimes_ns has 2 values for num_exclude 3"));
+  o.exclude_runtimes_ns = {100, 0, 100};
+  bad = client.Search(graph, {}, o);
+  CATCH_CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(bad.status().message()), Catch::Contains("exclude_runtimes_ns[1] is 0, expected > 0"));
   CATCH_CHECK(server.Stop() == 0);
 }
 

@@ -799,6 +799,78 @@ TEST_CASE("Tile prior: the nearby problems' mean log slowdown for the problem as
   }
 }
 
+TEST_CASE("A problem's measured configurations shift its other configurations' expectations by a Gaussian process, hand-computed",
+          "[tile]") {
+  const TritonTile a{64, 64, 32, 4, 3}, b{128, 64, 32, 4, 3}, c{64, 64, 32, 4, 4}, elsewhere{16, 16, 16, 1, 1};
+  // a and b one doubling of BLOCK_M apart, c one stage from a, b and c both apart.
+  CHECK(TileKernel(a, a) == Approx(1.0));
+  CHECK(TileKernel(a, b) == Approx(std::exp(-0.5)));
+  CHECK(TileKernel(c, b) == Approx(std::exp(-1.0)));
+  CHECK(TileKernel(a, {128, 128, 32, 8, 3}) == Approx(std::exp(-1.5)));
+  const std::vector<TritonTile> tiles = {a, b, c};
+  const std::vector<double> expected = {0, 0, 0};
+  // b ran e^0.2 slower than a where both were expected alike. K = [[2, k], [k, 2]] (noise
+  // 1), k = e^-1/2; the constant is 0.1 and the dual weights -+0.1 / (2 - k); a gets
+  // (1 - k) of its own, c e^-1/2 of a's and e^-1 of b's.
+  const std::vector<double> f = TileCorrection(tiles, expected, {{a, 1.0}, {b, std::exp(0.2)}});
+  CHECK(f[0] == Approx(-0.02823667).epsilon(1e-6));
+  CHECK(f[1] == Approx(0.02823667).epsilon(1e-6));
+  CHECK(f[2] == Approx(-0.01712641).epsilon(1e-6));
+  // The same from runs of a twice (geometric mean), a configuration the table lacks, a
+  // runtime that is not > 0, and in any unit.
+  const std::vector<double> g =
+      TileCorrection(tiles, expected, {{b, 7 * std::exp(0.2)}, {a, 7 * std::exp(-0.1)}, {elsewhere, 5}, {c, 0},
+                                       {a, 7 * std::exp(0.1)}});
+  for (size_t t = 0; t < 3; ++t) CHECK(g[t] == Approx(f[t]).epsilon(1e-9));
+  CHECK(TileCorrectionMeasurements(tiles, expected, {{a, 1}, {a, 2}, {elsewhere, 5}, {c, -1}}) == 1);
+  // One measurement says nothing of the others; nor does one with no expectation.
+  for (double v : TileCorrection(tiles, expected, {{a, 1.0}})) CHECK(v == 0.0);
+  for (double v : TileCorrection(tiles, {0, std::nan(""), 0}, {{a, 1.0}, {b, 2.0}})) CHECK(v == 0.0);
+  // Shifted: each problem's table plus the shift, measured again from its fastest.
+  const MeasuredSlowdowns m(tiles, {{{"bf16", 128, 128, 128}, {0, 0.1, std::nan("")}},
+                                    {{"bf16", 256, 128, 128}, {0.3, 0, 0.2}}});
+  const MeasuredSlowdowns s = m.Shifted({0.2, 0, -0.5});
+  CHECK(s.problems()[0].log_slowdown[0] == Approx(0.1));
+  CHECK(s.problems()[0].log_slowdown[1] == Approx(0.0).margin(1e-12));
+  CHECK(std::isnan(s.problems()[0].log_slowdown[2]));
+  CHECK(s.problems()[1].log_slowdown[0] == Approx(0.8));
+  CHECK(s.problems()[1].log_slowdown[1] == Approx(0.3));
+  CHECK(s.problems()[1].log_slowdown[2] == Approx(0.0).margin(1e-12));
+}
+
+TEST_CASE("Tile prior: a problem's measured configurations reorder what its prior expects of the others", "[tile]") {
+  // One measured problem expects x (32x32x32) first, then y, then y's neighbour z (one
+  // doubling of the warps): log slowdowns 0, 0.05, 0.1. On the problem asked about, y ran
+  // 10% faster than x: the prior now expects y first, and z (like y) ahead of x's
+  // expectation by less. Hand values: residuals log 100 - 0 and log 90 - 0.05, kernel
+  // e^-4.5 between x and y, e^-1/2 between y and z, e^-5 between x and z; the shifted
+  // table 0.0272, 0, 0.0652, standardised.
+  const TritonTile x{32, 32, 32, 4, 3}, y{128, 128, 64, 4, 3}, z{128, 128, 64, 8, 3}, other{16, 16, 16, 1, 1};
+  KnownTileProblem known{"known", {"bf16", 512, 512, 512}, {x, y, z}, {1.0, std::exp(0.05), std::exp(0.1)}};
+  absl::StatusOr<TilePrior> prior = BuildTilePrior({known}, 1.0, ShapeBandwidth{});
+  REQUIRE(prior.ok());
+  const GemmProblem asked{"bf16", 1024, 512, 512};
+  const TilePriorValues before = prior->For(asked);
+  CHECK(before.measurements == 0);
+  CHECK(before.Of(x) < before.Of(y));
+  CHECK(before.Of(y) < before.Of(z));
+  const TilePriorValues after = prior->For(asked, {{x, 100}, {y, 90}});
+  CHECK(after.measurements == 2);
+  CHECK(after.Of(x) == Approx(-0.13345722).epsilon(1e-5));
+  CHECK(after.Of(y) == Approx(-1.15255064).epsilon(1e-5));
+  CHECK(after.Of(z) == Approx(1.28600785).epsilon(1e-5));
+  // One usable measurement (the other is a configuration no problem measured): as before.
+  const TilePriorValues one = prior->For(asked, {{y, 90}, {other, 50}});
+  CHECK(one.measurements == 0);
+  for (const TritonTile& t : {x, y, z}) CHECK(one.Of(t) == before.Of(t));
+  // A fixed table cannot follow measurements.
+  TilePrior fixed;
+  fixed.values[TilePrior::kAnyDtype] = {{x, -1}, {y, 1}};
+  const TilePriorValues f = fixed.For(asked, {{x, 100}, {y, 90}});
+  CHECK(f.measurements == 0);
+  CHECK(f.Of(x) == -1);
+}
+
 TEST_CASE("Tile prior: the network's share is the one whose mean validation score over the folds is highest",
           "[tile]") {
   // Means over the two folds: 0 -> 0.80, 0.25 -> 0.86, 0.5 -> 0.85, 0.75 -> 0.83, 1 -> 0.82.

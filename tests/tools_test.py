@@ -351,7 +351,11 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
             assert min(float(v) for v in values if v != "-") == 0  # each problem's fastest
         assert "tile space: triton-gemm measured on NVIDIA H100 80GB HBM3 (132 SMs) for bf16, f32: 288 candidates" in out
         assert re.search(r"5 of (260|198) legal configurations proposed by tile@h100-triton version 1", out)
-        assert re.search(r"^median +\d+\.\d +\d+\.\d +\d+\.\d +\d+\.\d +(229|2\d\d)\.\d", out, re.M)
+        # The replay: frozen, the prior following the measurements, fine-tuned too, nearest,
+        # random, exhaustive (229 legal configurations on the median problem), first pick.
+        assert re.search(r"^median( +\d+\.\d){5} +(229|2\d\d)\.\d +\d\.\d{3}$", out, re.M)
+        assert "model+m: rounds of 1 configuration(s), the prior following the measured runtimes (SearchConfigs " \
+               "with exclude_runtimes_ns)" in out
     finally:
         stop_server(work)
 

@@ -10,9 +10,13 @@
 // Strategies:
 //   model      the frozen model's order of the whole legal space (SearchTiles, as the
 //              server's SearchConfigs proposes it);
-//   model+ft   rounds: the model proposes --per_round unmeasured configurations, they are
-//              measured, and every fold is fine-tuned on the problem's measured rows
-//              before the next round (the learning loop of a farm, in process);
+//   model+m    rounds: the model proposes --per_round unmeasured configurations, they are
+//              measured, and the prior follows their runtimes before the next round
+//              (TilePrior::For with measurements: the server's SearchConfigs with
+//              exclude_runtimes_ns);
+//   model+ft   the same rounds, every fold also fine-tuned on the problem's measured rows
+//              between them (a farm's learning loop, in process; --finetune_steps 0
+//              skips it: it takes minutes);
 //   nearest    the nearest measured problem's order (tile_baselines.h, from the train and
 //              valid splits);
 //   random     its expectation ((n + 1) / (g + 1) for g configurations within tolerance);
@@ -48,7 +52,8 @@ ABSL_FLAG(int64_t, version, 0, "Model version (0 = latest)");
 ABSL_FLAG(std::string, split, "test", "The split whose problems are replayed (never trained on: test)");
 ABSL_FLAG(double, within, 0.01, "A measurement counts as found when its runtime is within this of the fastest");
 ABSL_FLAG(int64_t, per_round, 1, "model+ft: configurations measured per round");
-ABSL_FLAG(int64_t, finetune_steps, 40, "model+ft: optimisation steps per fold after each round (tgraph-bench-search's default)");
+ABSL_FLAG(int64_t, finetune_steps, 40, "model+ft: optimisation steps per fold after each round (tgraph-bench-search's default; 0: no model+ft "
+          "column)");
 ABSL_FLAG(double, finetune_lr, 1e-4, "model+ft: AdamW learning rate (tgraph-train finetune's default)");
 ABSL_FLAG(std::string, finetune_loss, "",
           "model+ft: the ranking loss of its steps (tgraph-train --loss: hinge, top or listwise; unset: the model's own)");
@@ -59,6 +64,9 @@ ABSL_FLAG(bool, tile_prior, true,
 ABSL_FLAG(double, tile_network_share, -1,
           "model and model+ft: what the network's standardised scores count beside the prior, in 0..1, instead of the "
           "manifest's (-1), for ablations");
+ABSL_FLAG(bool, tile_correction, true,
+          "model+m and model+ft: the prior follows the problem's measured runtimes between rounds "
+          "(model/core/tile_correction.h; --notile_correction: the prior of other problems alone, for ablations)");
 ABSL_FLAG(double, finetuned_network_share, 1,
           "model+ft: the network's share beside the prior once fine-tuned on the problem's own measurements, in 0..1 "
           "(default 1: the manifest's share was chosen for problems the network never saw, and it has now seen this "
@@ -98,15 +106,16 @@ struct Scorer {
     for (size_t f = 0; f < model.folds.size(); ++f) folds.push_back({model.folds[f].get(), &caches[f], static_cast<int>(f)});
   }
 
+  // own: the problem's measured configurations and runtimes, which the prior follows.
   tgraph::TileSearchResult Search(const tgraph::GemmProblem& p, const std::vector<tgraph::TritonTile>& exclude,
-                                  int64_t results) {
+                                  int64_t results, const std::vector<tgraph::MeasuredTile>& own = {}) {
     tgraph::TileSearchOptions o;
     o.num_results = results;
     o.exclude = &exclude;
     o.scoring.batch_size = model.manifest.batch_size;
     o.scoring.reference_size = model.manifest.reference_configs;
     o.scoring.reference_groups = model.manifest.reference_groups;
-    if (absl::GetFlag(FLAGS_tile_prior)) tgraph::UseTilePrior(model.manifest, p, &o.scoring);
+    if (absl::GetFlag(FLAGS_tile_prior)) tgraph::UseTilePrior(model.manifest, p, &o.scoring, own);
     if (o.scoring.tile_prior && network_share >= 0) {
       auto values = std::make_shared<tgraph::TilePriorValues>(*o.scoring.tile_prior);
       values->network_share = network_share;
@@ -165,19 +174,23 @@ double UntilGood(const Pool& pool, const std::vector<tgraph::TritonTile>& order)
   return static_cast<double>(order.size());
 }
 
-// Rounds of proposals, each measured and learned from, until one is good.
-double FinetuneLoop(const Pool& pool, tgraph::Rng& rng) {
+// Rounds of proposals, each measured and learned from, until one is good: the prior
+// follows the measured runtimes (unless --notile_correction), and with `finetune` every
+// fold is also fine-tuned on the measured rows between rounds.
+double Loop(const Pool& pool, bool finetune, tgraph::Rng& rng) {
   absl::StatusOr<Scorer> s = LoadScorer(pool.graph);  // a fresh copy of the frozen model
   if (!s.ok()) return std::nan("");
   std::vector<tgraph::TritonTile> measured;
+  std::vector<tgraph::MeasuredTile> own;
   while (measured.size() < pool.runtime.size()) {
-    const tgraph::TileSearchResult r = s->Search(pool.known.problem, measured, absl::GetFlag(FLAGS_per_round));
+    const tgraph::TileSearchResult r = s->Search(pool.known.problem, measured, absl::GetFlag(FLAGS_per_round), own);
     if (r.tiles.empty()) break;
     for (const tgraph::TritonTile& t : r.tiles) {
       measured.push_back(t);
       if (pool.Good(t)) return static_cast<double>(measured.size());
+      if (absl::GetFlag(FLAGS_tile_correction)) own.push_back({t, pool.runtime.at(t)});
     }
-    s->Finetune(pool, measured, rng);
+    if (finetune) s->Finetune(pool, measured, rng);
   }
   return static_cast<double>(measured.size());
 }
@@ -192,6 +205,8 @@ int Replay() {
       return Fail(UsageError(absl::StrCat(flag, " must be in 0..1 (or -1: ",
                                           flag == std::string("--tile_network_share") ? "the manifest's" : "as frozen",
                                           ")")));
+  if (absl::GetFlag(FLAGS_finetune_steps) < 0 || absl::GetFlag(FLAGS_per_round) < 1)
+    return Fail(UsageError("--finetune_steps must be >= 0 and --per_round >= 1"));
   if (!absl::GetFlag(FLAGS_finetune_loss).empty() && !tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)))
     return Fail(UsageError(absl::StrCat("--finetune_loss must be ", tgraph::kRankingLossNames, ", not '", absl::GetFlag(FLAGS_finetune_loss), "'")));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
@@ -214,8 +229,26 @@ int Replay() {
   if (!files.ok()) return Fail(files.status());
   std::printf("replay over %zu measured problems of %s %s: measurements until one within %.3g%% of the fastest\n",
               files->size(), c->name().c_str(), absl::GetFlag(FLAGS_split).c_str(), 100 * absl::GetFlag(FLAGS_within));
-  std::printf("%-28s %7s %7s %8s %8s %8s %10s\n", "problem", "model", "model+ft", "nearest", "random", "exhaust",
-              "top-1 (x)");
+  const char* names[] = {"model", "model+m", "model+ft", "nearest", "random", "exhaust", "top-1 (x)"};
+  constexpr int kColumns = 7;
+  std::printf("%-28s", "problem");
+  for (const char* n : names) std::printf(" %9s", n);
+  std::printf("\n");
+  // A row of the table: measurements as whole numbers (means and random's expectation
+  // with a decimal), the first pick's slowdown with three; "-" for a column not run.
+  const auto print_row = [&](const std::string& label, const double* v, bool whole) {
+    std::printf("%-28s", label.c_str());
+    for (int i = 0; i < kColumns; ++i) {
+      if (std::isnan(v[i]))
+        std::printf(" %9s", "-");
+      else if (i == kColumns - 1)
+        std::printf(" %9.3f", v[i]);
+      else
+        std::printf(whole && i != 4 ? " %9.0f" : " %9.1f", v[i]);
+    }
+    std::printf("\n");
+  };
+  const bool finetune = absl::GetFlag(FLAGS_finetune_steps) > 0;
   std::map<std::string, std::vector<double>> column;
   std::string finetune_loss = absl::GetFlag(FLAGS_finetune_loss);
   tgraph::Rng rng(0);
@@ -244,28 +277,37 @@ int Replay() {
         baselines.Scores(tgraph::TileBaseline::kNearestProblem, pool.known.problem, pool.known.tiles);
     std::vector<tgraph::TritonTile> nearest;
     for (int64_t i : tgraph::RankByScore(nearest_scores)) nearest.push_back(pool.known.tiles[static_cast<size_t>(i)]);
-    const double row[] = {UntilGood(pool, all.tiles), FinetuneLoop(pool, rng), UntilGood(pool, nearest),
-                          tgraph::ExpectedRandomMeasurementsToWithin(ns, absl::GetFlag(FLAGS_within)),
-                          static_cast<double>(ns.size()), pool.runtime.at(all.tiles[0]) / pool.fastest};
-    const char* names[] = {"model", "model+ft", "nearest", "random", "exhaustive", "top-1"};
-    for (int i = 0; i < 6; ++i) column[names[i]].push_back(row[i]);
-    std::printf("%-28s %7.0f %8.0f %8.0f %8.1f %8.0f %10.3f\n", f.name.c_str(), row[0], row[1], row[2], row[3], row[4],
-                row[5]);
+    const double row[kColumns] = {UntilGood(pool, all.tiles),
+                                  Loop(pool, /*finetune=*/false, rng),
+                                  finetune ? Loop(pool, /*finetune=*/true, rng) : std::nan(""),
+                                  UntilGood(pool, nearest),
+                                  tgraph::ExpectedRandomMeasurementsToWithin(ns, absl::GetFlag(FLAGS_within)),
+                                  static_cast<double>(ns.size()),
+                                  pool.runtime.at(all.tiles[0]) / pool.fastest};
+    for (int i = 0; i < kColumns; ++i) column[names[i]].push_back(row[i]);
+    print_row(f.name, row, /*whole=*/true);
     std::fflush(stdout);  // a line per problem as it is done: the fine-tuning rounds take minutes
   }
-  const auto median = [&](const char* name) { return tgraph::FiniteMedian(column[name]); };
-  const auto mean = [&](const char* name) { return tgraph::FiniteMean(column[name]); };
-  std::printf("%-28s %7.1f %8.1f %8.1f %8.1f %8.1f %10.3f\n", "median", median("model"), median("model+ft"),
-              median("nearest"), median("random"), median("exhaustive"), median("top-1"));
-  std::printf("%-28s %7.1f %8.1f %8.1f %8.1f %8.1f %10.3f\n", "mean", mean("model"), mean("model+ft"), mean("nearest"),
-              mean("random"), mean("exhaustive"), mean("top-1"));
-  std::printf("model+ft: %lld configuration(s) per round, %lld steps per fold at lr %g (%s loss) after each round",
+  double median[kColumns], mean[kColumns];
+  for (int i = 0; i < kColumns; ++i) {
+    median[i] = tgraph::FiniteMedian(column[names[i]]);
+    mean[i] = tgraph::FiniteMean(column[names[i]]);
+  }
+  print_row("median", median, /*whole=*/false);
+  print_row("mean", mean, /*whole=*/false);
+  std::printf("model+m: rounds of %lld configuration(s), the prior following the measured runtimes (%s)\n",
               static_cast<long long>(absl::GetFlag(FLAGS_per_round)),
-              static_cast<long long>(absl::GetFlag(FLAGS_finetune_steps)), absl::GetFlag(FLAGS_finetune_lr),
-              finetune_loss.c_str());
-  if (absl::GetFlag(FLAGS_finetuned_network_share) >= 0 && absl::GetFlag(FLAGS_tile_prior))
-    std::printf(", then the network at share %g beside the prior", absl::GetFlag(FLAGS_finetuned_network_share));
-  std::printf("\n");
+              !absl::GetFlag(FLAGS_tile_prior)        ? "no prior: --notile_prior"
+              : absl::GetFlag(FLAGS_tile_correction) ? "SearchConfigs with exclude_runtimes_ns"
+                                                     : "off: --notile_correction");
+  if (finetune) {
+    std::printf("model+ft: the same, every fold fine-tuned between rounds: %lld steps per fold at lr %g (%s loss)",
+                static_cast<long long>(absl::GetFlag(FLAGS_finetune_steps)), absl::GetFlag(FLAGS_finetune_lr),
+                finetune_loss.c_str());
+    if (absl::GetFlag(FLAGS_finetuned_network_share) >= 0 && absl::GetFlag(FLAGS_tile_prior))
+      std::printf(", then the network at share %g beside the prior", absl::GetFlag(FLAGS_finetuned_network_share));
+    std::printf("\n");
+  }
   return tgraph::kExitOk;
 }
 

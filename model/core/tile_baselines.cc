@@ -175,6 +175,21 @@ std::vector<double> MeasuredSlowdowns::NearEnd(const GemmProblem& p, const Shape
   return out;
 }
 
+MeasuredSlowdowns MeasuredSlowdowns::Shifted(const std::vector<double>& shift) const {
+  MeasuredSlowdowns out = *this;
+  for (Problem& q : out.problems_) {
+    double fastest = std::numeric_limits<double>::infinity();
+    for (size_t t = 0; t < tiles_.size(); ++t)
+      if (!std::isnan(q.log_slowdown[t])) {
+        q.log_slowdown[t] += shift[t];
+        fastest = std::min(fastest, q.log_slowdown[t]);
+      }
+    for (double& v : q.log_slowdown)
+      if (!std::isnan(v)) v -= fastest;
+  }
+  return out;
+}
+
 TileBaselines::TileBaselines(std::vector<KnownTileProblem> known) : known_(std::move(known)), slowdowns_(known_) {}
 
 const KnownTileProblem* TileBaselines::Nearest(const GemmProblem& p) const {

@@ -112,6 +112,12 @@ class MeasuredSlowdowns {
   std::vector<double> NearEnd(const GemmProblem& p, const ShapeBandwidth& bandwidth, double excess, double guard,
                               bool leave_shape_out = false) const;
 
+  // The same problems with each configuration t's log slowdown plus shift[t] (aligned with
+  // tiles()), each problem's table then measured from its new fastest again (so that its
+  // smallest log slowdown is 0): what they would say had they deviated from their
+  // averages as a problem's own measurements do (TileCorrection, tile_correction.h).
+  MeasuredSlowdowns Shifted(const std::vector<double>& shift) const;
+
  private:
   // The problems Near counts for p, each with its weight (the nearest one's is 1).
   std::vector<std::pair<const Problem*, double>> Weighted(const GemmProblem& p, const ShapeBandwidth& bandwidth,

@@ -62,13 +62,29 @@ double TilePriorValues::Of(const TritonTile& tile) const {
 }
 
 TilePriorValues TilePrior::For(const GemmProblem& problem, bool leave_shape_out) const {
+  return For(problem, {}, leave_shape_out);
+}
+
+TilePriorValues TilePrior::For(const GemmProblem& problem, const std::vector<MeasuredTile>& own,
+                               bool leave_shape_out) const {
   TilePriorValues out;
   out.weight = weight;
   out.network_share = network_share;
   if (!measured.problems().empty()) {
+    const MeasuredSlowdowns* table = &measured;
+    MeasuredSlowdowns shifted;
+    if (!own.empty()) {
+      const std::vector<double> expected = measured.Near(problem, bandwidth, leave_shape_out);
+      // One measurement says nothing of the others (TileCorrection): counted from two.
+      if (TileCorrectionMeasurements(measured.tiles(), expected, own) >= 2) {
+        out.measurements = static_cast<int64_t>(TileCorrectionMeasurements(measured.tiles(), expected, own));
+        shifted = measured.Shifted(TileCorrection(measured.tiles(), expected, own));
+        table = &shifted;
+      }
+    }
     const std::vector<double> near =
-        near_end.on() ? measured.NearEnd(problem, bandwidth, near_end.excess, near_end.guard, leave_shape_out)
-                      : measured.Near(problem, bandwidth, leave_shape_out);
+        near_end.on() ? table->NearEnd(problem, bandwidth, near_end.excess, near_end.guard, leave_shape_out)
+                      : table->Near(problem, bandwidth, leave_shape_out);
     for (size_t t = 0; t < near.size(); ++t)
       if (!std::isnan(near[t])) out.values[measured.tiles()[t]] = near[t];
     Standardise(&out.values);

@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/core/tile_baselines.h"
+#include "model/core/tile_correction.h"
 #include "model/core/tile_space.h"
 
 namespace tgraph {
@@ -30,6 +31,7 @@ struct TilePriorValues {
   double weight = 0;
   double network_share = 1;  // what the folds' standardised mean counts (TilePrior::network_share)
   std::map<TritonTile, double> values;  // mean 0, std 1 over the table; lower = faster
+  int64_t measurements = 0;  // the problem's own measured configurations they follow (TilePrior::For; 0 or >= 2)
   // A configuration the table lacks (no measured problem ran it) gets the largest value;
   // 0 with no table at all.
   double Of(const TritonTile& tile) const;
@@ -84,6 +86,13 @@ struct TilePrior {
   // The values for `problem`: from `measured` when it has problems, else from `values`.
   // leave_shape_out: without the measured problems of its shape (MeasuredSlowdowns::Near).
   TilePriorValues For(const GemmProblem& problem, bool leave_shape_out = false) const;
+  // The same after some of the problem's configurations were measured (`own`: a search's
+  // earlier rounds): every measured problem's table shifted by what `own` says of this
+  // one (TileCorrection over their expected log slowdowns, MeasuredSlowdowns::Shifted)
+  // before they are averaged. A fixed table (no measured problems) cannot follow them:
+  // For(problem) then, and measurements 0.
+  TilePriorValues For(const GemmProblem& problem, const std::vector<MeasuredTile>& own,
+                      bool leave_shape_out = false) const;
 
   std::string ToJson() const;
   // Errors (INVALID_ARGUMENT) name `what` and the key.

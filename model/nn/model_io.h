@@ -38,10 +38,12 @@ absl::StatusOr<int64_t> PublishLoadable(const Registry& registry, const Manifest
                                         bool* already_published = nullptr);
 
 // Scoring a tile problem with a published model: its prior's values for `problem` in
-// `so` (ScoringOptions::tile_prior). Nothing when the model has no prior.
-inline void UseTilePrior(const Manifest& m, const GemmProblem& problem, ScoringOptions* so) {
+// `so` (ScoringOptions::tile_prior), following the problem's measured configurations
+// `own` when given (TilePrior::For). Nothing when the model has no prior.
+inline void UseTilePrior(const Manifest& m, const GemmProblem& problem, ScoringOptions* so,
+                         const std::vector<MeasuredTile>& own = {}) {
   if (!m.tile_prior) return;
-  so->tile_prior = std::make_shared<const TilePriorValues>(m.tile_prior->For(problem));
+  so->tile_prior = std::make_shared<const TilePriorValues>(m.tile_prior->For(problem, own));
 }
 
 // Reads and verifies a registry version (checksums), then LoadFolds.

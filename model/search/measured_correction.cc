@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "model/core/cholesky.h"
 #include "model/core/graph.h"
 
 namespace tgraph {
@@ -114,25 +115,9 @@ void MeasuredCorrection::Solve(std::vector<double> y) {
   std::vector<double> a(n * n);
   for (size_t i = 0; i < n; ++i)
     for (size_t j = 0; j <= i; ++j) a[i * n + j] = shared[i * n + j] + (i == j ? ridge_ : 0.0);
-  for (size_t j = 0; j < n; ++j) {
-    double d = a[j * n + j];
-    for (size_t k = 0; k < j; ++k) d -= a[j * n + k] * a[j * n + k];
-    a[j * n + j] = std::sqrt(std::max(d, ridge_));  // >= ridge in exact arithmetic
-    for (size_t i = j + 1; i < n; ++i) {
-      double s = a[i * n + j];
-      for (size_t k = 0; k < j; ++k) s -= a[i * n + k] * a[j * n + k];
-      a[i * n + j] = s / a[j * n + j];
-    }
-  }
+  CholeskyFactor(&a, n, ridge_);  // >= ridge in exact arithmetic
   std::vector<double> w = y;
-  for (size_t i = 0; i < n; ++i) {  // L z = y
-    for (size_t k = 0; k < i; ++k) w[i] -= a[i * n + k] * w[k];
-    w[i] /= a[i * n + i];
-  }
-  for (size_t i = n; i-- > 0;) {  // L^T w = z
-    for (size_t k = i + 1; k < n; ++k) w[i] -= a[k * n + i] * w[k];
-    w[i] /= a[i * n + i];
-  }
+  CholeskySolve(a, n, &w);
   chol_ = std::move(a);
   targets_ = std::move(y);
   dual_ = w;

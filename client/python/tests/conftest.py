@@ -101,5 +101,23 @@ def server(world):
     s.stop()
 
 
+@pytest.fixture(scope="session")
+def tile_server(tmp_path_factory):
+    """The real H100 tile measurements ingested (tile@h100-triton, split seed 0) and a
+    small tile model trained on them (one epoch: its prior is what the tests read), served."""
+    tmp = str(tmp_path_factory.mktemp("tiles"))
+    tiles = os.path.join(REAL, "gpu-tiles")
+    data, registry = os.path.join(tmp, "data"), os.path.join(tmp, "registry")
+    run([binary("model", "hlo", "tgraph-featurize"), "tiles", "--csv", os.path.join(tiles, "triton_gemm_h100.csv"),
+         "--hlo_dir", os.path.join(tiles, "hlo"), "--out_root", data])
+    run([binary("model", "train", "tgraph-train"), "--data", data, "--collection", "tile@h100-triton", "--run_dir",
+         os.path.join(tmp, "run"), "--registry", registry, "--profile", "quick", "--folds", "2", "--train_folds", "1",
+         "--keep_folds", "1", "--epochs", "1", "--hidden", "16", "--threads", "1", "--progress=false"])
+    s = Server(registry, tmp)
+    s.data = data
+    yield s
+    s.stop()
+
+
 def real_files():
     return sorted(glob.glob(os.path.join(REAL, "npz", "**", "*.npz"), recursive=True))

@@ -1,6 +1,7 @@
 """The Python client against a real tgraph-server on loopback (and, for the wire
 contract alone, against a recording stand-in server)."""
 import glob
+import json
 import os
 import re
 import shutil
@@ -249,6 +250,35 @@ def test_search_proposes_legal_new_rows_best_first_the_same_for_a_seed(server):
     with pytest.raises(tgraph.TgraphError) as e:
         client.search("layout:xla:random", g, exclude=g.configs, exclude_runtimes_ns=g.runtimes[:3])
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "exclude_runtimes_ns" in str(e.value)
+
+
+def test_a_tile_kernels_search_scores_its_legal_space_and_follows_the_runtimes_measured_so_far(tile_server):
+    client = tgraph.Client(tile_server.address)
+    info = {m.collection: m for m in client.models()}["tile@h100-triton"]
+    assert json.loads(info.tile_space)["dtypes"] == ["bf16", "f32"]
+    # The prior of the 60 problems it trained on (the 12 of the test split held out).
+    assert info.tile_prior is not None and info.tile_prior.problems == 60 and info.tile_prior.weight == 1.0
+    path = os.path.join(tile_server.data, "npz", "tile", "@h100-triton", "test", "gemm_bf16_2048x256x1024.npz")
+    pool = tgraph.load_graph(path)
+    first = client.search_tiles("tile@h100-triton", path, results=5)
+    assert len(first.tiles) == 5 and first.configs.shape == (5, 24) and first.scores.shape == (5,)
+    assert first.evaluations == 260 and first.correction_measurements == 0  # every legal bf16 configuration
+    assert list(first.scores) == sorted(first.scores)
+    # The first three measured (their runtimes from the file's pool): the next search
+    # leaves them out and its prior follows them.
+    at = [int(np.flatnonzero((pool.configs == row).all(axis=1))[0]) for row in first.configs[:3]]
+    nxt = client.search_tiles("tile@h100-triton", path, results=5, exclude=first.configs[:3],
+                              exclude_runtimes_ns=pool.runtimes[at])
+    assert nxt.correction_measurements == 3 and nxt.evaluations == 257
+    assert not set(nxt.tiles) & set(first.tiles[:3])
+    without = client.search_tiles("tile@h100-triton", path, results=5, exclude=first.configs[:3])
+    assert without.correction_measurements == 0 and without.evaluations == 257
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.search_tiles("tile@h100-triton", path, exclude=first.configs[:3], exclude_runtimes_ns=[100, 200])
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "2 runtimes for 3 excluded rows" in str(e.value)
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.search_tiles("layout:xla:random", path)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "give a tile collection" in str(e.value)
 
 
 def test_report_measurements_stores_a_shard(server, world):

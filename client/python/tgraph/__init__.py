@@ -7,11 +7,12 @@
 
 docs/python.md has the whole API and an autotuner loop."""
 from ._client import (AppliedLayouts, Client, ConfigurableNode, EntryLayout, HloModule, LayoutGroup,
-                      MeasurementReceipt, ModelInfo, Proposals, Provenance, Ranking, Registration)
+                      MeasurementReceipt, ModelInfo, Proposals, Provenance, Ranking, Registration, TilePriorInfo,
+                      TileProposals)
 from ._errors import TgraphError
 from ._graph import Graph, load_graph
 
 __version__ = "0.1.0"
 __all__ = ["AppliedLayouts", "Client", "ConfigurableNode", "EntryLayout", "Graph", "HloModule", "LayoutGroup",
            "MeasurementReceipt", "ModelInfo", "Proposals", "Provenance", "Ranking", "Registration", "TgraphError",
-           "load_graph"]
+           "TilePriorInfo", "TileProposals", "load_graph"]

@@ -162,6 +162,26 @@ class Proposals:
 
 
 @dataclass
+class TileProposals:
+    """SearchConfigs' answer for a tile kernel: every legal configuration of its problem
+    not excluded was scored; tiles names the best (e.g. "128x128x64 w4 s3": BLOCK_M x
+    BLOCK_N x BLOCK_K, warps, stages), best first, configs their rows (k, 24) float32 as
+    rank() takes them, with their scores (lower = predicted faster) and the folds'
+    spread; evaluations: the configurations scored; correction_measurements: the
+    distinct measured configurations the prior followed (0 without runtimes, or with
+    fewer than two)."""
+    tiles: List[str]
+    configs: np.ndarray
+    scores: np.ndarray
+    spread: np.ndarray
+    model_version: int
+    evaluations: int
+    timing: dict
+    registrations: int = 0
+    correction_measurements: int = 0
+
+
+@dataclass
 class Ranking:
     """scores: per configuration, lower = predicted faster; a configuration's score does
     not depend on the other rows, their order or batching, only on the graph, model
@@ -200,6 +220,15 @@ class Provenance:
 
 
 @dataclass
+class TilePriorInfo:
+    """How a tile model's scores are made (tgraph.v1.TilePriorInfo): network_share x the
+    folds' standardised scores + weight x the prior of `problems` measured problems."""
+    weight: float
+    network_share: float
+    problems: int
+
+
+@dataclass
 class ModelInfo:
     collection: str
     version: int
@@ -212,6 +241,11 @@ class ModelInfo:
     batch_size: int
     reference_configs: int  # the reference's size when a request gives none
     provenance: Provenance
+    # Tile models made from real measurements: the kernel's configuration space (JSON,
+    # docs/format.md "Triton tile values"; "" for other models) and the prior
+    # (None: the network alone).
+    tile_space: str = ""
+    tile_prior: Optional[TilePriorInfo] = None
 
 
 class HloModule:
@@ -442,13 +476,10 @@ class Client:
         of the default and the start rows (0: the server's default, 8; -1: the whole
         space). Distinct legal rows, the model's picks best first, deterministic for a
         seed."""
-        graph = self._graph(graph)
-        mark = self._register_calls
-        if _kind(collection) != "layout":
-            raise invalid(f"collection: SearchConfigs searches layouts; give a layout collection, got '{collection}'")
-        request = ranker_pb2.SearchConfigsRequest(collection=collection, model_version=model_version,
-                                                  num_results=results, max_evaluations=max_evaluations, seed=seed,
-                                                  max_changed_groups=max_changed_groups)
+        graph, mark, request = self._search_request(
+            graph, collection, "layout", "search() searches layouts; give a layout collection, or call search_tiles() "
+            "for a tile collection", model_version=model_version, num_results=results,
+            max_evaluations=max_evaluations, seed=seed, max_changed_groups=max_changed_groups)
         for count, field, rows in (("num_exclude", "exclude_layout_configs", exclude),
                                    ("num_start", "start_layout_configs", start),
                                    ("num_candidates", "candidate_layout_configs", candidates)):
@@ -467,6 +498,33 @@ class Client:
                          r.model_version, r.evaluations, r.generations, r.reference_configs,
                          {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms}, registrations,
                          r.correction_measurements, r.correction_weight, r.max_changed_groups, r.num_variation)
+
+    def search_tiles(self, collection: str, graph: GraphLike, *, results: int = 0,
+                     exclude: Optional[np.ndarray] = None, exclude_runtimes_ns: Optional[np.ndarray] = None,
+                     model_version: int = 0) -> TileProposals:
+        """Proposes a GPU kernel's tile configurations to measure next (docs/api.md, "A GPU
+        kernel's tile configurations"): the model scores every legal configuration of the
+        graph's problem (one matrix product: an HloModule, its HLO's path, or a tile npz)
+        that is not in exclude ((c, 24) rows, what was measured) and returns the best
+        `results` (0: 10). exclude_runtimes_ns: the exclude rows' measured runtimes; with
+        two or more the model's prior follows them, so a farm's loop sends every
+        measured row and its runtime each round."""
+        graph, mark, request = self._search_request(
+            graph, collection, "tile", "search_tiles searches a kernel's tile configurations; give a tile collection "
+            "with a tile space (e.g. tile@h100-triton)", model_version=model_version, num_results=results)
+        if exclude is not None and len(exclude):
+            rows = self._rows(graph, exclude, "tile", "exclude")
+            request.num_exclude = rows.shape[0]
+            request.exclude_tile_configs = rows.astype("<f4").tobytes()
+        if exclude_runtimes_ns is not None and len(exclude_runtimes_ns):
+            request.exclude_runtimes_ns.extend(
+                _runtimes(exclude_runtimes_ns, request.num_exclude, "exclude_runtimes_ns", "excluded rows"))
+        r = self._with_registration(self._stub.SearchConfigs, request, graph, "SearchConfigs")
+        rows = np.frombuffer(r.tile_configs, dtype="<f4").reshape(-1, TILE_CONFIG_DIM)
+        return TileProposals(list(r.tile_names), rows.astype(np.float32), np.array(r.scores, dtype=np.float32),
+                             np.array(r.spread, dtype=np.float32), r.model_version, r.evaluations,
+                             {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms},
+                             self._register_calls - mark, r.correction_measurements)
 
     def apply(self, module, row) -> AppliedLayouts:
         """Writes one layout row, (nc, 18) in registration order (or (1, nc, 18)), into an
@@ -506,7 +564,10 @@ class Client:
                           Provenance(m.provenance.data, m.provenance.dataset, m.provenance.data_fingerprint,
                                      m.provenance.graphs, m.provenance.configurations, m.provenance.finetunes,
                                      m.provenance.finetune_graphs, m.provenance.finetune_measurements,
-                                     m.provenance.synthetic_only, m.provenance.summary))
+                                     m.provenance.synthetic_only, m.provenance.summary),
+                          m.tile_space,
+                          TilePriorInfo(m.tile_prior.weight, m.tile_prior.network_share, m.tile_prior.problems)
+                          if m.HasField("tile_prior") else None)
                 for m in r.models]
 
     def health(self, service: str = "tgraph.v1.Ranker") -> str:
@@ -518,6 +579,14 @@ class Client:
             raise _error(e, "Health") from None
 
     # --- plumbing ----------------------------------------------------------------
+    def _search_request(self, graph, collection: str, kind: str, wrong_kind: str, **fields):
+        """The graph, the registrations count before the call, and a SearchConfigsRequest
+        for a collection of `kind` (INVALID_ARGUMENT saying `wrong_kind` otherwise)."""
+        graph = self._graph(graph)
+        if _kind(collection) != kind:
+            raise invalid(f"collection: {wrong_kind}, got '{collection}'")
+        return graph, self._register_calls, ranker_pb2.SearchConfigsRequest(collection=collection, **fields)
+
     def _graph(self, graph: GraphLike):
         if isinstance(graph, (Graph, HloModule)):
             return graph
