@@ -1,5 +1,6 @@
 #include "model/core/tile_correction.h"
 
+#include <array>
 #include <cmath>
 #include <map>
 
@@ -28,18 +29,25 @@ std::map<size_t, double> UsableMeasurements(const std::vector<TritonTile>& tiles
   return out;
 }
 
-}  // namespace
+// A configuration's place in the kernel's space: (log2 BLOCK_M, log2 BLOCK_N, log2
+// BLOCK_K, log2 warps, stages).
+using Point = std::array<double, 5>;
 
-double TileKernel(const TritonTile& a, const TritonTile& b) {
-  const double d[] = {std::log2(static_cast<double>(a.block_m) / static_cast<double>(b.block_m)),
-                      std::log2(static_cast<double>(a.block_n) / static_cast<double>(b.block_n)),
-                      std::log2(static_cast<double>(a.block_k) / static_cast<double>(b.block_k)),
-                      std::log2(static_cast<double>(a.num_warps) / static_cast<double>(b.num_warps)),
-                      static_cast<double>(a.num_stages - b.num_stages)};
+Point PointOf(const TritonTile& t) {
+  return {std::log2(static_cast<double>(t.block_m)), std::log2(static_cast<double>(t.block_n)),
+          std::log2(static_cast<double>(t.block_k)), std::log2(static_cast<double>(t.num_warps)),
+          static_cast<double>(t.num_stages)};
+}
+
+double Kernel(const Point& a, const Point& b) {
   double d2 = 0;
-  for (double x : d) d2 += x * x;
+  for (size_t i = 0; i < a.size(); ++i) d2 += (a[i] - b[i]) * (a[i] - b[i]);
   return std::exp(-d2 / 2);
 }
+
+}  // namespace
+
+double TileKernel(const TritonTile& a, const TritonTile& b) { return Kernel(PointOf(a), PointOf(b)); }
 
 size_t TileCorrectionMeasurements(const std::vector<TritonTile>& tiles, const std::vector<double>& expected,
                                   const std::vector<MeasuredTile>& measured) {
@@ -52,6 +60,8 @@ std::vector<double> TileCorrection(const std::vector<TritonTile>& tiles, const s
   const std::map<size_t, double> usable = UsableMeasurements(tiles, expected, measured);
   const size_t n = usable.size();
   if (n < 2) return out;
+  std::vector<Point> points(tiles.size());
+  for (size_t t = 0; t < tiles.size(); ++t) points[t] = PointOf(tiles[t]);
   std::vector<size_t> at;
   std::vector<double> residual;
   for (const auto& [i, log_runtime] : usable) {
@@ -60,7 +70,7 @@ std::vector<double> TileCorrection(const std::vector<TritonTile>& tiles, const s
   }
   std::vector<double> l(n * n, 0.0);
   for (size_t i = 0; i < n; ++i)
-    for (size_t j = 0; j <= i; ++j) l[i * n + j] = TileKernel(tiles[at[i]], tiles[at[j]]) + (i == j ? noise : 0.0);
+    for (size_t j = 0; j <= i; ++j) l[i * n + j] = Kernel(points[at[i]], points[at[j]]) + (i == j ? noise : 0.0);
   CholeskyFactor(&l, n, noise);
   // The unknown constant: b = 1' K^-1 r / 1' K^-1 1; then the dual weights K^-1 (r - b).
   std::vector<double> ones(n, 1.0), kr = residual;
@@ -73,7 +83,7 @@ std::vector<double> TileCorrection(const std::vector<TritonTile>& tiles, const s
   for (size_t i = 0; i < n; ++i) dual[i] = kr[i] - b * ones[i];
   for (size_t t = 0; t < tiles.size(); ++t) {
     double f = 0;
-    for (size_t i = 0; i < n; ++i) f += TileKernel(tiles[t], tiles[at[i]]) * dual[i];
+    for (size_t i = 0; i < n; ++i) f += Kernel(points[t], points[at[i]]) * dual[i];
     out[t] = f;
   }
   return out;

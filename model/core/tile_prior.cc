@@ -76,8 +76,8 @@ TilePriorValues TilePrior::For(const GemmProblem& problem, const std::vector<Mea
     if (!own.empty()) {
       const std::vector<double> expected = measured.Near(problem, bandwidth, leave_shape_out);
       // One measurement says nothing of the others (TileCorrection): counted from two.
-      if (TileCorrectionMeasurements(measured.tiles(), expected, own) >= 2) {
-        out.measurements = static_cast<int64_t>(TileCorrectionMeasurements(measured.tiles(), expected, own));
+      if (const size_t used = TileCorrectionMeasurements(measured.tiles(), expected, own); used >= 2) {
+        out.measurements = static_cast<int64_t>(used);
         shifted = measured.Shifted(TileCorrection(measured.tiles(), expected, own));
         table = &shifted;
       }
