@@ -279,6 +279,16 @@ def test_a_tile_kernels_search_scores_its_legal_space_and_follows_the_runtimes_m
     with pytest.raises(tgraph.TgraphError) as e:
         client.search_tiles("layout:xla:random", path)
     assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "give a tile collection" in str(e.value)
+    # client/python/examples/tile_loop.py: one measurement a round until one is within 1%
+    # of the fastest, the prior following every measurement from the second on.
+    r = run([sys.executable, os.path.join(SRC, "client", "python", "examples", "tile_loop.py"), tile_server.address,
+             path])
+    lines = r.stdout.splitlines()
+    assert re.search(r"x the fastest \(the prior followed 0 measurements\)$", lines[0])
+    assert all(f"(the prior followed {i} measurements)" in line for i, line in enumerate(lines) if i >= 2)
+    ns = [int(re.search(r" (\d+) ns,", line).group(1)) for line in lines]
+    fastest = int(pool.runtimes.min())
+    assert ns[-1] <= 1.01 * fastest and all(t > 1.01 * fastest for t in ns[:-1])
 
 
 def test_report_measurements_stores_a_shard(server, world):
