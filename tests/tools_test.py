@@ -273,8 +273,8 @@ def test_server_log_lines_have_time_and_level_and_name_a_missing_registry(tmp_pa
 def run_gpu_tiles(tmp_path, **env):
     """scripts/gpu-tiles into tmp_path/gpu-tiles, one fold trained, the built binaries; returns (result, work dir)."""
     from conftest import SRC, free_port
-    env = dict(os.environ, BUILD_DIR=os.environ.get("TGRAPH_BIN_DIR", "build"), SKIP_BUILD="1", FOLDS_TRAINED="1",
-               PORT=str(free_port()), METRICS_PORT=str(free_port()), **env)
+    env = dict(dict(os.environ, BUILD_DIR=os.environ.get("TGRAPH_BIN_DIR", "build"), SKIP_BUILD="1",
+                    FOLDS_TRAINED="1", PORT=str(free_port()), METRICS_PORT=str(free_port())), **env)
     work = tmp_path / "gpu-tiles"
     r = subprocess.run([os.path.join(SRC, "scripts", "gpu-tiles"), str(work)], capture_output=True, text=True,
                        env=env, timeout=900)
@@ -308,7 +308,9 @@ def test_quickstart_runs_for_the_tile_collection(tmp_path):
 
 def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_data(tmp_path):
     """scripts/gpu-tiles, shortened: every step runs on the real measurements and prints its figures."""
-    r, work = run_gpu_tiles(tmp_path, EPOCHS="3")
+    from conftest import free_port
+    port = str(free_port())
+    r, work = run_gpu_tiles(tmp_path, EPOCHS="3", PORT=port)
     try:
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         out = r.stdout
@@ -356,6 +358,14 @@ def test_gpu_tiles_ingests_trains_evaluates_serves_and_replays_the_real_h100_dat
         assert re.search(r"^median( +\d+\.\d){5} +(229|2\d\d)\.\d +\d\.\d{3}$", out, re.M)
         assert "model+m: rounds of 1 configuration(s), the prior following the measured runtimes (SearchConfigs " \
                "with exclude_runtimes_ns)" in out
+        # A tile file's rows count as measured, and the client sends their runtimes: here
+        # every legal configuration, so nothing is left to propose.
+        kernel = sorted((work / "data" / "npz" / "tile" / "@h100-triton" / "test").glob("gemm_bf16_*.npz"))[0]
+        searched = call(binary("client", "tgraph-client"), "search", "--server", f"127.0.0.1:{port}", "--collection",
+                        "tile@h100-triton", "--npz", kernel)
+        assert searched.returncode == 0, searched.stderr
+        assert "0 of 0 legal configurations proposed by tile@h100-triton version 1 (260 measured excluded; the " \
+               "prior follows 260 measured runtimes)" in searched.stdout
     finally:
         stop_server(work)
 
