@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -40,7 +41,10 @@ struct ModelWorld {
     o.preset = "tiny";
     o.seeds = {seed};
     for (const std::string& c : collections) o.collections.push_back(*ParseCollection(c));
-    if (!synth::Generate(o).ok()) std::abort();
+    if (absl::Status s = synth::Generate(o).status(); !s.ok()) {
+      std::fprintf(stderr, "ModelWorld: tgraph-synth into %s: %s\n", data.c_str(), std::string(s.message()).c_str());
+      std::abort();
+    }
   }
 
   // Publishes a model of `folds` folds of random weights; the service's behaviour
@@ -72,10 +76,18 @@ struct ModelWorld {
         edit(*net);
       }
       const std::string w = dir.path() + "/w" + std::to_string(f) + ".npz";
-      if (!SaveWeights(*net, w).ok()) std::abort();
+      if (absl::Status s = SaveWeights(*net, w); !s.ok()) {
+        std::fprintf(stderr, "ModelWorld::Publish %s: %s\n", w.c_str(), std::string(s.message()).c_str());
+        std::abort();
+      }
       m.folds.push_back({f, 0.5, w, ""});
     }
-    return *Registry(registry).Publish(m);
+    absl::StatusOr<int64_t> v = Registry(registry).Publish(m);
+    if (!v.ok()) {
+      std::fprintf(stderr, "ModelWorld::Publish %s: %s\n", collection.c_str(), std::string(v.status().message()).c_str());
+      std::abort();
+    }
+    return *v;
   }
 
   GraphFile File(const std::string& collection, const std::string& split, int index = 0) const {
