@@ -148,7 +148,7 @@ absl::Status CheckLegal(const LayoutSpace& space, absl::string_view field, absl:
 
 // Tile rows outside a model's tile space (model/core/tile_space.h): a graph of a dtype the
 // space never measured (FAILED_PRECONDITION), a configuration that is not a candidate, one
-// the compiler refused for the graph's dtype, or a row computed
+// the compiler refused for the graph's kernel variant, or a row computed
 // for another problem; named by field and row.
 absl::Status CheckTileRows(const TileSpace& space, const StoredGraph& graph, absl::string_view field,
                            absl::string_view bytes, int64_t count) {
@@ -157,7 +157,7 @@ absl::Status CheckTileRows(const TileSpace& space, const StoredGraph& graph, abs
   if (!problem.ok())
     return absl::InvalidArgumentError(absl::StrCat(problem.status().message(),
                                                    " (this model ranks the configurations of one matrix product)"));
-  if (absl::Status s = space.CheckDtype(*problem); !s.ok()) return s;
+  if (absl::Status s = space.CheckProblem(*problem); !s.ok()) return s;
   std::vector<float> row(kTileConfigDim);
   for (int64_t r = 0; r < count; ++r) {
     std::memcpy(row.data(), bytes.data() + r * kTileConfigDim * sizeof(float), kTileConfigDim * sizeof(float));
@@ -215,7 +215,7 @@ absl::StatusOr<Ranker::Admitted> Ranker::AdmitSearch(const SearchRequest& q) {
     if (!problem.ok())
       return absl::InvalidArgumentError(
           absl::StrCat(problem.status().message(), " (this model searches the configurations of one matrix product)"));
-    if (absl::Status s = tiles->CheckDtype(*problem); !s.ok()) return s;
+    if (absl::Status s = tiles->CheckProblem(*problem); !s.ok()) return s;
     if (absl::Status s = CheckTileRows(*tiles, *a->graph, "exclude_tile_configs", q.exclude_tile_configs, q.num_exclude);
         !s.ok())
       return s;

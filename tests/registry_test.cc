@@ -120,6 +120,7 @@ TEST_CASE("a manifest's tile space round trips, and a corrupt one is refused nam
   space.block_m = {32, 64}, space.block_n = {32}, space.block_k = {32}, space.num_warps = {4}, space.num_stages = {2, 3};
   space.refused["f32"] = {{64, 32, 32, 4, 3}};
   space.dtypes = {"bf16", "f32"};
+  space.variants = {"bf16", "f32"};
   m.tile_space = space;
   auto back = Manifest::FromJson(m.ToJson(), "manifest.json");
   INFO(back.status().message());

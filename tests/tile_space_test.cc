@@ -2,6 +2,7 @@
 // into tile@h100-triton, and the baselines a tile model is compared with.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -42,6 +43,7 @@ TileSpace SmallSpace() {
   s.num_warps = {4, 8}, s.num_stages = {2, 3};
   s.refused["bf16"] = {{128, 128, 64, 8, 3}};
   s.dtypes = {"bf16", "f32"};
+  s.variants = {"bf16", "f32"};
   return s;
 }
 
@@ -119,25 +121,29 @@ TEST_CASE("A tile row is refused naming the configuration and why: not a candida
 TEST_CASE("A problem of a dtype the space never measured is refused, and an older space reads its dtypes from its refusals",
           "[tile]") {
   const TileSpace s = SmallSpace();
-  CHECK(s.CheckDtype({"bf16", 128, 256, 512}).ok());
-  CHECK(s.CheckDtype({"f32", 128, 256, 512}).ok());  // measured, with no configuration refused
-  const absl::Status f16 = s.CheckDtype({"f16", 128, 256, 512});
+  CHECK(s.CheckProblem({"bf16", 128, 256, 512}).ok());
+  CHECK(s.CheckProblem({"f32", 128, 256, 512}).ok());  // measured, with no configuration refused
+  const absl::Status f16 = s.CheckProblem({"f16", 128, 256, 512});
   CHECK(f16.code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(f16.message()),
              Catch::Contains("the problem is f16 128x256x512, but this triton-gemm space was measured on test GPU for "
                              "bf16 and f32 problems only: which f16 configurations the compiler accepts"));
   CHECK_THAT(s.Summary(), Catch::StartsWith("triton-gemm measured on test GPU (132 SMs) for bf16, f32: 48 candidates"));
-  // Written before the list was kept: the dtypes with refusals were the measured ones.
+  // Written before the lists were kept: the dtypes with refusals were the measured ones,
+  // each with sizes that are multiples of 16.
   nlohmann::json old = nlohmann::json::parse(s.ToJson());
   old.erase("dtypes");
+  old.erase("variants");
   absl::StatusOr<TileSpace> back = TileSpace::FromJson(old.dump(), "old.json");
   REQUIRE(back.ok());
   CHECK(back->dtypes == std::set<std::string>{"bf16"});
-  // Refusals of a dtype that was not measured, or no dtype at all, are not a space.
+  CHECK(back->variants == std::set<std::string>{"bf16"});
+  // Refusals of a variant that was not measured, or no dtype at all, are not a space.
   nlohmann::json stray = nlohmann::json::parse(s.ToJson());
   stray["dtypes"] = {"f32"};
+  stray.erase("variants");
   CHECK_THAT(std::string(TileSpace::FromJson(stray.dump(), "x.json").status().message()),
-             Catch::Contains("x.json: refused: 'bf16' is not one of the measured dtypes (f32)"));
+             Catch::Contains("x.json: refused: 'bf16' is not one of the measured variants (f32)"));
   stray["dtypes"] = nlohmann::json::array();
   CHECK_THAT(std::string(TileSpace::FromJson(stray.dump(), "x.json").status().message()),
              Catch::Contains("x.json: dtypes: no measured dtype"));
@@ -147,6 +153,72 @@ TEST_CASE("A problem of a dtype the space never measured is refused, and an olde
   stray["dtypes"] = "bf16";
   CHECK_THAT(std::string(TileSpace::FromJson(stray.dump(), "x.json").status().message()),
              Catch::Contains("key 'dtypes' missing or not a list of dtype names"));
+}
+
+TEST_CASE("Sizes that are not multiples of 16 are another kernel variant, with refusals of its own, refused where "
+          "never measured",
+          "[tile]") {
+  CHECK(GemmProblem{"bf16", 128, 256, 512}.Variant() == "bf16");
+  CHECK(GemmProblem{"bf16", 1000, 700, 700}.Variant() == "bf16/MNK");
+  CHECK(GemmProblem{"f32", 128, 700, 512}.Variant() == "f32/N");
+  CHECK(GemmProblem{"f32", 3000, 256, 700}.Variant() == "f32/MK");
+  CHECK(VariantDtype("f32/MK") == "f32");
+  CHECK(VariantDtype("bf16") == "bf16");
+  CHECK(DescribeVariant("bf16") == "M, N and K multiples of 16");
+  CHECK(DescribeVariant("bf16/K") == "K not a multiple of 16");
+  CHECK(DescribeVariant("f32/MK") == "M and K not multiples of 16");
+  CHECK(DescribeVariant("f32/MNK") == "M, N and K not multiples of 16");
+
+  // A space that measured sizes that are multiples of 16 only refuses the other kernel.
+  TileSpace s = SmallSpace();
+  const GemmProblem odd{"bf16", 1000, 700, 700};
+  const absl::Status refused = s.CheckProblem(odd);
+  CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(refused.message()),
+             Catch::Contains("the problem is bf16 1000x700x700, with M, N and K not multiples of 16 (kernel variant "
+                             "bf16/MNK), but this triton-gemm space was measured on test GPU for bf16 (M, N and K "
+                             "multiples of 16) only: the compiler builds another kernel for such sizes"));
+  CHECK(s.CheckProblem({"bf16", 1024, 704, 128}).ok());
+
+  // Measured too, with what its compiler refused: 128x128x64 w8 s3 compiles there.
+  s.variants.insert("bf16/MNK");
+  s.refused["bf16/MNK"] = {{32, 32, 32, 4, 2}};
+  CHECK(s.CheckProblem(odd).ok());
+  CHECK(s.CheckProblem({"f32", 1000, 700, 700}).code() == absl::StatusCode::kFailedPrecondition);
+  const TritonTile big{128, 128, 64, 8, 3}, small{32, 32, 32, 4, 2};
+  CHECK(s.CheckRow(odd, TritonTileFeatures(odd, big, 132).data(), "row 0").ok());
+  const absl::Status illegal = s.CheckRow(odd, TritonTileFeatures(odd, small, 132).data(), "row 1");
+  CHECK_THAT(std::string(illegal.message()), Catch::Contains("row 1: 32x32x32 w4 s2 is illegal for bf16/MNK on test GPU"));
+  CHECK_FALSE(s.CheckRow({"bf16", 128, 256, 512}, TritonTileFeatures({"bf16", 128, 256, 512}, big, 132).data(), "r").ok());
+  CHECK(s.Legal("bf16/MNK").size() == s.Candidates().size() - 1);
+  CHECK(std::find(s.Legal("bf16/MNK").begin(), s.Legal("bf16/MNK").end(), big) != s.Legal("bf16/MNK").end());
+  CHECK_THAT(s.Summary(), Catch::StartsWith("triton-gemm measured on test GPU (132 SMs) for bf16, bf16/MNK, f32: 48 "
+                                            "candidates; refused by the compiler: bf16 1, bf16/MNK 1"));
+  absl::StatusOr<TileSpace> back = TileSpace::FromJson(s.ToJson(), "space.json");
+  REQUIRE(back.ok());
+  CHECK(back->variants == s.variants);
+  CHECK(back->refused == s.refused);
+  for (const char* bad : {"bf16/KM", "bf16/", "bf16/X", "f16/K", "bf16/MM"}) {
+    nlohmann::json j = nlohmann::json::parse(s.ToJson());
+    j["variants"] = {"bf16", bad};
+    j["refused"].erase("bf16/MNK");
+    CHECK_THAT(std::string(TileSpace::FromJson(j.dump(), "x.json").status().message()),
+               Catch::Contains(std::string("x.json: variants: '") + bad + "' is not a measured dtype (bf16, f32) alone"));
+  }
+
+  // One file may measure both kernels: a configuration refused for one is timed for the other.
+  absl::StatusOr<hlo::TileMeasurements> both = hlo::ParseTileCsv(
+      "dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms\n"
+      "bf16,128,128,128,32,32,32,4,2,refused\nbf16,128,128,128,64,32,32,4,2,0.01\n"
+      "bf16,128,128,128,128,32,32,4,2,0.02\n"
+      "bf16,100,128,128,32,32,32,4,2,0.02\nbf16,100,128,128,64,32,32,4,2,0.01\n"
+      "bf16,100,128,128,128,32,32,4,2,0.03\n",
+      "m.csv", "g", 132);
+  INFO(both.status().message());
+  REQUIRE(both.ok());
+  CHECK(both->space.variants == std::set<std::string>{"bf16", "bf16/M"});
+  CHECK(both->space.refused.at("bf16") == std::set<TritonTile>{{32, 32, 32, 4, 2}});
+  CHECK(both->space.refused.count("bf16/M") == 0);
 }
 
 TEST_CASE("A tile space round-trips through JSON, and a bad one is refused naming the key", "[tile]") {
@@ -452,7 +524,51 @@ TEST_CASE("A test file of another kernel, GPU or dtype than the main file's is r
              Catch::Contains("new.csv: dtype f32 has no problem in " + main_csv + " (bf16)"));
   CHECK_THAT(error(problem("256,128,128", "refused")),
              Catch::Contains("new.csv: bf16 256x128x128 is measured in " + main_csv + " too"));
+  // Sizes that are not multiples of 16: another kernel, which the main file never measured.
+  CHECK_THAT(error(problem("1000,128,700", "refused")),
+             Catch::Contains("new.csv: kernel variant bf16/MK (M and K not multiples of 16) has no problem in " + main_csv +
+                             " (bf16): the compiler builds another kernel for it"));
   CHECK_FALSE(fs::exists(dir.path() + "/root"));
+}
+
+TEST_CASE("The real H200 measurements hold both kernel variants, each with the refusals its compiler made", "[tile][real]") {
+  const std::string h200 = std::string(TGRAPH_REAL_DATA) + "/gpu-tiles-h200";
+  TempDir dir;
+  hlo::TileIngestOptions o;
+  o.name = "h200-triton";
+  o.gpu = "NVIDIA H200";
+  o.csv = h200 + "/triton_gemm_h200.csv";
+  o.hlo_dir = h200 + "/hlo";
+  o.out_root = dir.path();
+  const absl::StatusOr<hlo::TileIngestSummary> s = hlo::IngestTileMeasurements(o);
+  INFO(s.status().message());
+  REQUIRE(s.ok());
+  CHECK(s->problems.at("train") + s->problems.at("valid") + s->problems.at("test") == 184);
+  absl::StatusOr<TileSpace> space = LoadTileSpace(s->collection_dir);
+  REQUIRE(space.ok());
+  CHECK(space->variants == std::set<std::string>{"bf16", "bf16/MNK", "f32", "f32/MNK"});
+  CHECK(space->refused.at("bf16").size() == 28);
+  CHECK(space->refused.at("f32").size() == 90);
+  CHECK(space->refused.count("bf16/MNK") == 0);  // every bf16 candidate compiles
+  CHECK(space->refused.at("f32/MNK").size() == 92);
+  for (const TritonTile& t : {TritonTile{256, 256, 32, 8, 2}, TritonTile{256, 256, 32, 8, 3}})
+    CHECK((space->refused.at("f32/MNK").count(t) == 1 && space->refused.at("f32").count(t) == 0));
+  // A problem of each variant: its graph holds every configuration its compiler accepts.
+  std::map<std::string, int64_t> configs;
+  for (const std::string& split : {"train", "valid", "test"}) {
+    const absl::StatusOr<std::vector<GraphFile>> files = ListSplit(o.out_root, *ParseCollection("tile@h200-triton"), split);
+    REQUIRE(files.ok());
+    for (const GraphFile& f : *files)
+      if (f.name == "gemm_bf16_1000x700x700" || f.name == "gemm_f32_1000x700x700" || f.name == "gemm_bf16_256x512x512")
+        configs[f.name] = LoadTileGraph(f.path)->num_configs;
+  }
+  CHECK(configs == std::map<std::string, int64_t>{
+                       {"gemm_bf16_1000x700x700", 288}, {"gemm_f32_1000x700x700", 196}, {"gemm_bf16_256x512x512", 260}});
+  // The H100 file's space refuses the other variant's problems.
+  absl::StatusOr<TileSpace> h100 = LoadTileSpace(IngestedRoot() + "/npz/tile/@h100-triton");
+  REQUIRE(h100.ok());
+  CHECK(h100->CheckProblem({"bf16", 1000, 700, 700}).code() == absl::StatusCode::kFailedPrecondition);
+  CHECK(h100->CheckProblem({"bf16", 1024, 512, 2048}).ok());
 }
 
 TEST_CASE("Bad tile measurements are refused naming the file, the line and the column", "[tile]") {
@@ -466,7 +582,9 @@ TEST_CASE("Bad tile measurements are refused naming the file, the line and the c
   CHECK_THAT(std::string(parse("bf16,128,256,256,32,32,32,4,2,-1\n").status().message()),
              Catch::Contains("m.csv:2: ms: '-1' is not a time in milliseconds"));
   CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,refused\nbf16,2,2,2,32,32,32,4,2,0.1\n").status().message()),
-             Catch::Contains("m.csv:3: ms: 32x32x32 w4 s2 is timed here but refused for bf16 on line 2"));
+             Catch::Contains("m.csv:3: ms: 32x32x32 w4 s2 is timed here but refused on line 2: a configuration is "
+                             "legal or illegal for the whole kernel variant (bf16/MNK: bf16, M, N and K not multiples "
+                             "of 16)"));
   CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,0.1\nbf16,1,1,1,32,32,32,4,2,0.2\n").status().message()),
              Catch::Contains("m.csv:3: row: 32x32x32 w4 s2 of bf16 1x1x1 appears twice"));
   // bf16 1x1x1 lacks 64x32x32 w4 s2, which the other problem names.
@@ -574,6 +692,29 @@ TEST_CASE("Tile baselines: the nearest problem of the dtype, mean slowdown, near
   CHECK(reports[4].method == "random order (expected)");
   CHECK(reports[4].report.median.to_within == Approx(4.0 / 2.0));
   CHECK_THAT(TileComparisonTable(reports), Catch::Contains("nearest problem") && Catch::Contains("random order"));
+}
+
+TEST_CASE("Measured problems of the same kernel variant stand in before nearer ones of another variant", "[tile]") {
+  const TritonTile a{32, 32, 32, 4, 2}, b{64, 64, 32, 4, 2};
+  const KnownTileProblem aligned{"aligned", {"bf16", 1024, 1024, 1024}, {a, b}, {10, 20}};  // a fastest
+  const KnownTileProblem odd{"odd", {"bf16", 100, 100, 100}, {a, b}, {30, 10}};             // b fastest, 3x
+  const KnownTileProblem f32{"f32", {"f32", 1000, 1000, 1000}, {a, b}, {10, 40}};
+  const TileBaselines base({aligned, odd, f32});
+  // 1000^3 is nearest aligned's shape, but its kernel is odd's: only odd counts.
+  const GemmProblem p{"bf16", 1000, 1000, 1000};
+  REQUIRE(base.Nearest(p) != nullptr);
+  CHECK(base.Nearest(p)->name == "odd");
+  const std::vector<double> near = base.slowdowns().Near(p, ShapeBandwidth{});
+  CHECK(near[0] == Approx(std::log(3.0)));
+  CHECK(near[1] == Approx(0.0));
+  // An aligned problem: aligned alone.
+  CHECK(base.Nearest({"bf16", 2048, 2048, 2048})->name == "aligned");
+  CHECK(base.slowdowns().Near({"bf16", 2048, 2048, 2048}, ShapeBandwidth{})[1] == Approx(std::log(2.0)));
+  // A variant nothing measured (bf16/K): the dtype's problems, both variants.
+  CHECK(base.slowdowns().Near({"bf16", 1024, 1024, 1000}, ShapeBandwidth{0, 0, 0})[0] == Approx(std::log(3.0) / 2));
+  CHECK(TileKinship(odd.problem, p) == 2);
+  CHECK(TileKinship(aligned.problem, p) == 1);
+  CHECK(TileKinship(f32.problem, p) == 0);
 }
 
 TEST_CASE("Measured slowdowns near a problem weigh each measured problem by its shape's distance", "[tile]") {

@@ -114,21 +114,20 @@ MeasuredSlowdowns::MeasuredSlowdowns(const std::vector<KnownTileProblem>& known)
   }
 }
 
-bool MeasuredSlowdowns::HasDtype(const std::string& dtype) const {
-  for (const Problem& q : problems_)
-    if (q.problem.dtype == dtype) return true;
-  return false;
+int TileKinship(const GemmProblem& q, const GemmProblem& p) {
+  if (q.dtype != p.dtype) return 0;
+  return q.Variant() == p.Variant() ? 2 : 1;
 }
 
 std::vector<std::pair<const MeasuredSlowdowns::Problem*, double>> MeasuredSlowdowns::Weighted(
     const GemmProblem& p, const ShapeBandwidth& bandwidth, bool leave_shape_out) const {
   const auto same_shape = [&](const GemmProblem& q) { return q.m == p.m && q.n == p.n && q.k == p.k; };
-  bool dtype_known = false;
+  int kin = 0;
   for (const Problem& q : problems_)
-    dtype_known |= q.problem.dtype == p.dtype && !(leave_shape_out && same_shape(q.problem));
+    if (!(leave_shape_out && same_shape(q.problem))) kin = std::max(kin, TileKinship(q.problem, p));
   std::vector<std::pair<const Problem*, double>> use;
   for (const Problem& q : problems_) {
-    if ((dtype_known && q.problem.dtype != p.dtype) || (leave_shape_out && same_shape(q.problem))) continue;
+    if (TileKinship(q.problem, p) != kin || (leave_shape_out && same_shape(q.problem))) continue;
     use.emplace_back(&q, bandwidth.DistanceSquared(p, q.problem));
   }
   // Weights relative to the nearest problem's, so that a narrow bandwidth far from every
@@ -193,11 +192,14 @@ MeasuredSlowdowns MeasuredSlowdowns::Shifted(const std::vector<double>& shift) c
 TileBaselines::TileBaselines(std::vector<KnownTileProblem> known) : known_(std::move(known)), slowdowns_(known_) {}
 
 const KnownTileProblem* TileBaselines::Nearest(const GemmProblem& p) const {
-  const bool dtype_known = slowdowns_.HasDtype(p.dtype);
+  const auto usable = [](const KnownTileProblem& k) { return !k.runtime.empty() && k.runtime[0] > 0; };
+  int kin = 0;
+  for (const KnownTileProblem& k : known_)
+    if (usable(k)) kin = std::max(kin, TileKinship(k.problem, p));
   const KnownTileProblem* best = nullptr;
   double best_d = std::numeric_limits<double>::infinity();
   for (const KnownTileProblem& k : known_) {
-    if ((dtype_known && k.problem.dtype != p.dtype) || k.runtime.empty() || !(k.runtime[0] > 0)) continue;
+    if (!usable(k) || TileKinship(k.problem, p) != kin) continue;
     const double d = Log2Distance(k.problem, p);
     if (d < best_d || (d == best_d && best != nullptr && k.name < best->name)) best = &k, best_d = d;
   }

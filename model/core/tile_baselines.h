@@ -10,8 +10,11 @@
 //                    (MeasuredSlowdowns::Near with ShapeBandwidth's defaults): a kernel's
 //                    best tiles change with its shape, so the problems of a similar shape
 //                    say more;
-// A dtype no measured problem has (a model trained on bf16 only, tested on f32) uses the
-// measured problems of every dtype instead: the baselines know what the model knew.
+// Each counts the measured problems of the same kernel variant (GemmProblem::Variant: the
+// dtype, and whether M, N, K are multiples of 16), where the compiler builds the same
+// kernel. A variant no measured problem has uses its dtype's problems, and a dtype no
+// measured problem has (a model trained on bf16 only, tested on f32) the problems of every
+// dtype: the baselines know what the model knew.
 //   fixed default    128x128x64 w4 s3 (Triton's tutorial choice) first, then mean slowdown;
 //   random order     its expectation over all orders (rank_metrics.h), no sampling.
 //
@@ -74,6 +77,11 @@ struct KnownTileProblem {
 // (TritonTileOfRow) with their targets. Errors name `what`.
 absl::StatusOr<KnownTileProblem> KnownProblemOf(const TileGraph& g, absl::string_view what);
 
+// How much measured problem q says of p: 2 the same kernel variant, 1 the same dtype
+// only, 0 another dtype. The baselines and the prior count the problems of the highest
+// kinship any measured problem has with p.
+int TileKinship(const GemmProblem& q, const GemmProblem& p);
+
 // The measured problems' log slowdowns (runtime / the problem's fastest), one table per
 // problem over the configurations any of them measured, and their weighted mean near a
 // problem: what the mean-slowdown and nearby-problems baselines and a published model's
@@ -95,10 +103,10 @@ class MeasuredSlowdowns {
 
   const std::vector<TritonTile>& tiles() const { return tiles_; }  // sorted
   const std::vector<Problem>& problems() const { return problems_; }
-  bool HasDtype(const std::string& dtype) const;
 
-  // Each configuration of tiles()'s mean log slowdown over the problems of p's dtype (of
-  // every dtype when none has p's), problem q weighted by exp(-d^2 / 2), d^2 its
+  // Each configuration of tiles()'s mean log slowdown over the problems of p's kernel
+  // variant (of its dtype, else of every dtype, when none has it: TileKinship), problem q
+  // weighted by exp(-d^2 / 2), d^2 its
   // bandwidth.DistanceSquared to p. NaN where no such problem measured the
   // configuration. leave_shape_out: problems of p's (M, N, K), of any dtype, do not count
   // (what p's prior would be had its shape never been measured: training on the prior's
@@ -138,9 +146,10 @@ class TileBaselines {
  public:
   explicit TileBaselines(std::vector<KnownTileProblem> known);
   // Scores (lower = measure first) of `tiles` on `p`. A configuration no known problem of
-  // p's dtype (or of any, above) measured scores last; with no known problem every score is 0.
+  // p's variant (or dtype, or any, above) measured scores last; with no known problem every
+  // score is 0.
   std::vector<double> Scores(TileBaseline b, const GemmProblem& p, const std::vector<TritonTile>& tiles) const;
-  // The known problem of p's dtype (or of any, above) nearest to p, or nullptr.
+  // The known problem of p's variant (or dtype, or any, above) nearest to p, or nullptr.
   const KnownTileProblem* Nearest(const GemmProblem& p) const;
   size_t size() const { return known_.size(); }
   const MeasuredSlowdowns& slowdowns() const { return slowdowns_; }

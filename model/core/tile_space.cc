@@ -53,6 +53,48 @@ absl::Status CheckList(const std::vector<int64_t>& v, absl::string_view key, abs
 
 std::string GemmProblem::Name() const { return absl::StrCat(dtype, " ", m, "x", n, "x", k); }
 
+std::string GemmProblem::Variant() const {
+  std::string off;
+  if (m % 16 != 0) off += 'M';
+  if (n % 16 != 0) off += 'N';
+  if (k % 16 != 0) off += 'K';
+  return off.empty() ? dtype : absl::StrCat(dtype, "/", off);
+}
+
+std::string VariantDtype(absl::string_view variant) {
+  return std::string(variant.substr(0, variant.find('/')));
+}
+
+std::string DescribeVariant(absl::string_view variant) {
+  const size_t slash = variant.find('/');
+  if (slash == absl::string_view::npos) return "M, N and K multiples of 16";
+  std::vector<std::string> sizes;
+  for (char c : variant.substr(slash + 1)) sizes.push_back(std::string(1, c));
+  if (sizes.size() == 1) return absl::StrCat(sizes[0], " not a multiple of 16");
+  const std::string last = sizes.back();
+  sizes.pop_back();
+  return absl::StrCat(absl::StrJoin(sizes, ", "), " and ", last, " not multiples of 16");
+}
+
+namespace {
+
+// "bf16" or "bf16/" and one or more of M, N, K in that order, each once.
+bool WellFormedVariant(absl::string_view v) {
+  const size_t slash = v.find('/');
+  if (slash == absl::string_view::npos) return true;
+  const absl::string_view sizes = v.substr(slash + 1);
+  if (sizes.empty()) return false;
+  std::string seen;
+  for (char c : sizes) {
+    if (c != 'M' && c != 'N' && c != 'K') return false;
+    if (!seen.empty() && std::string("MNK").find(c) <= std::string("MNK").find(seen.back())) return false;
+    seen += c;
+  }
+  return true;
+}
+
+}  // namespace
+
 std::string TritonTile::Name() const {
   return absl::StrCat(block_m, "x", block_n, "x", block_k, " w", num_warps, " s", num_stages);
 }
@@ -112,13 +154,24 @@ std::vector<TritonTile> TileSpace::Legal(absl::string_view dtype) const {
   return out;
 }
 
-absl::Status TileSpace::CheckDtype(const GemmProblem& p) const {
-  if (dtypes.count(p.dtype)) return absl::OkStatus();
+absl::Status TileSpace::CheckProblem(const GemmProblem& p) const {
+  if (!dtypes.count(p.dtype))
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the problem is ", p.Name(), ", but this ", kernel, " space was measured on ", gpu, " for ",
+        absl::StrJoin(dtypes, " and "), " problems only: which ", p.dtype,
+        " configurations the compiler accepts, and how fast they run, are unknown to it (measure them and "
+        "publish a model of your own: tgraph-featurize tiles, tgraph-train)"));
+  const std::string variant = p.Variant();
+  if (variants.count(variant)) return absl::OkStatus();
+  std::vector<std::string> measured;
+  for (const std::string& v : variants)
+    if (VariantDtype(v) == p.dtype) measured.push_back(absl::StrCat(v, " (", DescribeVariant(v), ")"));
   return absl::FailedPreconditionError(absl::StrCat(
-      "the problem is ", p.Name(), ", but this ", kernel, " space was measured on ", gpu, " for ",
-      absl::StrJoin(dtypes, " and "), " problems only: which ", p.dtype,
-      " configurations the compiler accepts, and how fast they run, are unknown to it (measure them and "
-      "publish a model of your own: tgraph-featurize tiles, tgraph-train)"));
+      "the problem is ", p.Name(), ", with ", DescribeVariant(variant), " (kernel variant ", variant,
+      "), but this ", kernel, " space was measured on ", gpu, " for ", absl::StrJoin(measured, ", "),
+      " only: the compiler builds another kernel for such sizes, which accepts other configurations and is "
+      "fastest with others (measure problems like it and publish a model of your own: tgraph-featurize tiles, "
+      "tgraph-train)"));
 }
 
 absl::Status TileSpace::CheckRow(const GemmProblem& p, const float* row, absl::string_view what) const {
@@ -128,8 +181,8 @@ absl::Status TileSpace::CheckRow(const GemmProblem& p, const float* row, absl::s
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": ", t.Name(), " is not a candidate of this ", kernel, " space (columns 0-2: BLOCK_M, BLOCK_N, BLOCK_K; ",
         "16-17: warps, stages; see the model's tile space in ListModels)"));
-  if (const auto it = refused.find(p.dtype); it != refused.end() && it->second.count(t))
-    return absl::InvalidArgumentError(absl::StrCat(what, ": ", t.Name(), " is illegal for ", p.dtype, " on ", gpu,
+  if (const auto it = refused.find(p.Variant()); it != refused.end() && it->second.count(t))
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", t.Name(), " is illegal for ", p.Variant(), " on ", gpu,
                                                    ": the compiler refused it when the space was measured (its shared "
                                                    "memory or registers exceed the GPU's)"));
   const std::array<float, kTileConfigDim> want = TritonTileFeatures(p, t, sm_count);
@@ -157,10 +210,16 @@ absl::Status TileSpace::Validate(absl::string_view what) const {
   for (const std::string& dtype : dtypes)
     if (dtype != "bf16" && dtype != "f16" && dtype != "f32")
       return absl::InvalidArgumentError(absl::StrCat(what, ": dtypes: '", dtype, "' is not bf16, f16 or f32"));
+  if (variants.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": variants: no measured kernel variant"));
+  for (const std::string& v : variants)
+    if (!WellFormedVariant(v) || !dtypes.count(VariantDtype(v)))
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, ": variants: '", v, "' is not a measured dtype (", absl::StrJoin(dtypes, ", "),
+          ") alone or followed by '/' and the sizes that are not multiples of 16 (e.g. bf16/MNK)"));
   for (const auto& [dtype, tiles] : refused) {
-    if (!dtypes.count(dtype))
-      return absl::InvalidArgumentError(absl::StrCat(what, ": refused: '", dtype, "' is not one of the measured dtypes (",
-                                                     absl::StrJoin(dtypes, ", "), ")"));
+    if (!variants.count(dtype))
+      return absl::InvalidArgumentError(absl::StrCat(what, ": refused: '", dtype, "' is not one of the measured variants (",
+                                                     absl::StrJoin(variants, ", "), ")"));
     for (const TritonTile& t : tiles)
       if (!Contains(block_m, t.block_m) || !Contains(block_n, t.block_n) || !Contains(block_k, t.block_k) ||
           !Contains(num_warps, t.num_warps) || !Contains(num_stages, t.num_stages))
@@ -173,7 +232,7 @@ absl::Status TileSpace::Validate(absl::string_view what) const {
 std::string TileSpace::Summary() const {
   std::string refusals;
   for (const auto& [dtype, tiles] : refused) absl::StrAppend(&refusals, refusals.empty() ? "" : ", ", dtype, " ", tiles.size());
-  return absl::StrCat(kernel, " measured on ", gpu, " (", sm_count, " SMs) for ", absl::StrJoin(dtypes, ", "), ": ",
+  return absl::StrCat(kernel, " measured on ", gpu, " (", sm_count, " SMs) for ", absl::StrJoin(variants, ", "), ": ",
                       Candidates().size(),
                       " candidates; refused by the compiler: ", refusals.empty() ? "none" : refusals);
 }
@@ -190,6 +249,7 @@ std::string TileSpace::ToJson() const {
   }
   j["refused"] = r;
   j["dtypes"] = std::vector<std::string>(dtypes.begin(), dtypes.end());
+  j["variants"] = std::vector<std::string>(variants.begin(), variants.end());
   return j.dump(1);
 }
 
@@ -218,12 +278,12 @@ absl::StatusOr<TileSpace> TileSpace::FromJson(const std::string& text, absl::str
     }
   }
   if (j.contains("refused")) {
-    if (!j["refused"].is_object()) return missing("refused", "an object of dtype: [configurations]");
+    if (!j["refused"].is_object()) return missing("refused", "an object of kernel variant: [configurations]");
     for (const auto& [dtype, names] : j["refused"].items()) {
-      if (!names.is_array()) return missing("refused", "an object of dtype: [configurations]");
+      if (!names.is_array()) return missing("refused", "an object of kernel variant: [configurations]");
       std::set<TritonTile>& tiles = s.refused[dtype];
       for (const json& n : names) {
-        if (!n.is_string()) return missing("refused", "an object of dtype: [configurations]");
+        if (!n.is_string()) return missing("refused", "an object of kernel variant: [configurations]");
         absl::StatusOr<TritonTile> t = ParseTritonTile(n.get<std::string>());
         if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": refused ", dtype, ": ", t.status().message()));
         tiles.insert(*t);
@@ -239,6 +299,17 @@ absl::StatusOr<TileSpace> TileSpace::FromJson(const std::string& text, absl::str
   } else {
     // Written before the measured dtypes were kept: every measured dtype then had refusals.
     for (const auto& [dtype, tiles] : s.refused) s.dtypes.insert(dtype);
+  }
+  if (j.contains("variants")) {
+    if (!j["variants"].is_array()) return missing("variants", "a list of kernel variants");
+    for (const json& v : j["variants"]) {
+      if (!v.is_string()) return missing("variants", "a list of kernel variants");
+      s.variants.insert(v.get<std::string>());
+    }
+  } else {
+    // Written before the variants were kept: every problem measured had sizes that are
+    // multiples of 16, the dtype's variant.
+    s.variants = s.dtypes;
   }
   if (absl::Status v = s.Validate(what); !v.ok()) return v;
   return s;

@@ -33,7 +33,20 @@ struct GemmProblem {
   int64_t m = 0, n = 0, k = 0;
   int64_t ElementBytes() const { return dtype == "f32" ? 4 : 2; }
   std::string Name() const;  // "bf16 128x256x1024" (M x N x K)
+  // The kernel the compiler builds for it. Triton specialises a kernel on whether each
+  // integer argument is a multiple of 16 (M, N, K and the strides, which are K and N), and
+  // the variants differ in what compiles and what is fast: measured on an H200, sizes
+  // that are not multiples of 16 compile every bf16 candidate (28 refused otherwise) and
+  // refuse two more f32 ones, and ranked from problems with sizes that are, their first
+  // pick was 2.5x the fastest. The dtype alone when M, N and K are all
+  // multiples of 16; else the dtype, '/' and the sizes that are not: "bf16/K", "f32/MNK".
+  std::string Variant() const;
 };
+
+// The dtype of a Variant() ("bf16" of "bf16/MNK").
+std::string VariantDtype(absl::string_view variant);
+// "M, N and K multiples of 16" for a dtype alone, "K not a multiple of 16" for "bf16/K".
+std::string DescribeVariant(absl::string_view variant);
 
 // One configuration of the kernel.
 struct TritonTile {
@@ -65,33 +78,39 @@ struct TileSpace {
   std::string gpu;                     // where it was measured, e.g. "NVIDIA H100 80GB HBM3"
   int64_t sm_count = 0;                // the GPU's streaming multiprocessors (waves)
   std::vector<int64_t> block_m, block_n, block_k, num_warps, num_stages;  // candidates, ascending
-  std::map<std::string, std::set<TritonTile>> refused;                  // per dtype
+  std::map<std::string, std::set<TritonTile>> refused;                  // per variant (GemmProblem::Variant)
   // The dtypes whose problems were measured. Only for these does the space know which
   // candidates the compiler accepts (a dtype never compiled has no refusals recorded, not
   // none), and only these have runtimes a model learned from: across dtypes the order
   // does not transfer (docs/results.md), so a problem of another dtype is refused
-  // (CheckDtype) rather than ranked with a guess. Spaces written before this list was
+  // (CheckProblem) rather than ranked with a guess. Spaces written before this list was
   // kept read it from `refused`'s keys.
   std::set<std::string> dtypes;
+  // The kernel variants whose problems were measured (GemmProblem::Variant), for the same
+  // reason: a problem of a variant never measured is refused. Spaces written before this
+  // list was kept measured sizes that are multiples of 16 only: their dtypes.
+  std::set<std::string> variants;
 
   // Every candidate (the product of the five lists), in lexicographic order.
   std::vector<TritonTile> Candidates() const;
-  // The candidates the compiler accepts for this dtype, in Candidates() order.
-  std::vector<TritonTile> Legal(absl::string_view dtype) const;
-  // OK when `p`'s dtype was measured; else FAILED_PRECONDITION naming the dtype, the
-  // measured ones and the GPU (the request is well formed; this space cannot answer it).
-  absl::Status CheckDtype(const GemmProblem& p) const;
+  // The candidates the compiler accepts for this variant (GemmProblem::Variant), in
+  // Candidates() order.
+  std::vector<TritonTile> Legal(absl::string_view variant) const;
+  // OK when `p`'s dtype and variant were measured; else FAILED_PRECONDITION naming the
+  // dtype or which sizes are not multiples of 16, what was measured and the GPU (the
+  // request is well formed; this space cannot answer it).
+  absl::Status CheckProblem(const GemmProblem& p) const;
   // Whether `row` is TritonTileFeatures of a legal configuration for `p`; the error
   // (INVALID_ARGUMENT) says which configuration and why: a value outside the candidates,
-  // refused by the compiler for this dtype, or a column that does not match the problem.
-  // `what` names the row ("tile_configs row 3"). The dtype is CheckDtype's to check.
+  // refused by the compiler for this variant, or a column that does not match the problem.
+  // `what` names the row ("tile_configs row 3"). The variant is CheckProblem's to check.
   absl::Status CheckRow(const GemmProblem& p, const float* row, absl::string_view what) const;
-  // Every list non-empty, positive and ascending, sm_count positive, refusals candidates
-  // of measured dtypes.
+  // Every list non-empty, positive and ascending, sm_count positive, variants well formed
+  // and of measured dtypes, refusals candidates of measured variants.
   absl::Status Validate(absl::string_view what) const;
 
   // One line: "triton-gemm measured on GPU (132 SMs) for bf16, f32: 288 candidates; refused by
-  // the compiler: bf16 28, f32 90".
+  // the compiler: bf16 28, f32 90" (with other variants: "for bf16, bf16/MNK, ...").
   std::string Summary() const;
   std::string ToJson() const;
   // Errors name `what` (a file) and the key.

@@ -33,8 +33,9 @@ struct CsvReader {
   std::string what;
   std::map<std::tuple<std::string, int64_t, int64_t, int64_t>, size_t> index;  // problem -> problems[]
   std::vector<MeasuredProblem> problems;
-  std::map<std::string, std::map<TritonTile, int64_t>> refused_at;   // dtype -> tile -> line
-  std::map<std::string, std::map<TritonTile, int64_t>> measured_at;  // dtype -> tile -> line
+  // Per kernel variant (GemmProblem::Variant): what compiles depends on it.
+  std::map<std::string, std::map<TritonTile, int64_t>> refused_at;   // variant -> tile -> line
+  std::map<std::string, std::map<TritonTile, int64_t>> measured_at;  // variant -> tile -> line
   std::set<int64_t> bm, bn, bk, warps, stages;
   std::map<size_t, std::set<TritonTile>> refused_of;  // problem -> its refused tiles
 
@@ -83,20 +84,21 @@ struct CsvReader {
     bm.insert(t[0]), bn.insert(t[1]), bk.insert(t[2]), warps.insert(t[3]), stages.insert(t[4]);
     if (p.runtime_ns.count(tile) || refused_of[it->second].count(tile))
       return Error(line, "row", absl::StrCat(tile.Name(), " of ", p.problem.Name(), " appears twice"));
+    const std::string variant = p.problem.Variant();
+    const std::string whole = absl::StrCat(": a configuration is legal or illegal for the whole kernel variant (",
+                                           variant, ": ", dtype, ", ", DescribeVariant(variant), ")");
     if (f[9] == "refused") {
-      if (auto m = measured_at[dtype].find(tile); m != measured_at[dtype].end())
-        return Error(line, "ms", absl::StrCat(tile.Name(), " is refused here but timed for ", dtype, " on line ", m->second,
-                                              ": a configuration is legal or illegal for the whole dtype"));
-      refused_at[dtype].emplace(tile, line);
+      if (auto m = measured_at[variant].find(tile); m != measured_at[variant].end())
+        return Error(line, "ms", absl::StrCat(tile.Name(), " is refused here but timed on line ", m->second, whole));
+      refused_at[variant].emplace(tile, line);
       refused_of[it->second].insert(tile);
       return absl::OkStatus();
     }
-    if (auto r = refused_at[dtype].find(tile); r != refused_at[dtype].end())
-      return Error(line, "ms", absl::StrCat(tile.Name(), " is timed here but refused for ", dtype, " on line ", r->second,
-                                            ": a configuration is legal or illegal for the whole dtype"));
+    if (auto r = refused_at[variant].find(tile); r != refused_at[variant].end())
+      return Error(line, "ms", absl::StrCat(tile.Name(), " is timed here but refused on line ", r->second, whole));
     absl::StatusOr<int64_t> ns = Nanoseconds(f[9], line);
     if (!ns.ok()) return ns.status();
-    measured_at[dtype].emplace(tile, line);
+    measured_at[variant].emplace(tile, line);
     p.runtime_ns.emplace(tile, *ns);
     return absl::OkStatus();
   }
@@ -138,9 +140,9 @@ absl::StatusOr<TileMeasurements> ParseTileCsv(absl::string_view text, absl::stri
   s.sm_count = sm_count;
   s.block_m = Sorted(r.bm), s.block_n = Sorted(r.bn), s.block_k = Sorted(r.bk);
   s.num_warps = Sorted(r.warps), s.num_stages = Sorted(r.stages);
-  for (const auto& [dtype, tiles] : r.refused_at)
-    for (const auto& [tile, line_no] : tiles) s.refused[dtype].insert(tile);
-  for (const MeasuredProblem& p : r.problems) s.dtypes.insert(p.problem.dtype);
+  for (const auto& [variant, tiles] : r.refused_at)
+    for (const auto& [tile, line_no] : tiles) s.refused[variant].insert(tile);
+  for (const MeasuredProblem& p : r.problems) s.dtypes.insert(p.problem.dtype), s.variants.insert(p.problem.Variant());
   const size_t candidates = s.Candidates().size();
   for (size_t i = 0; i < r.problems.size(); ++i) {
     const MeasuredProblem& p = r.problems[i];
@@ -232,19 +234,24 @@ absl::Status CheckTestFile(const TileMeasurements& train, const TileMeasurements
     if (*x != *y)
       return absl::InvalidArgumentError(absl::StrCat(o.test_csv, ": ", name, " takes ", list(*y), ", where ", o.csv, " has ",
                                                      list(*x), ": a test file measures the same kernel's candidates"));
-  for (const std::string& dtype : b.dtypes) {
+  for (const std::string& dtype : b.dtypes)
     if (!a.dtypes.count(dtype))
       return absl::InvalidArgumentError(absl::StrCat(o.test_csv, ": dtype ", dtype, " has no problem in ", o.csv, " (",
                                                      absl::StrJoin(a.dtypes, ", "),
                                                      "): a model learns no dtype from another's problems"));
+  for (const std::string& variant : b.variants) {
+    if (!a.variants.count(variant))
+      return absl::InvalidArgumentError(absl::StrCat(
+          o.test_csv, ": kernel variant ", variant, " (", DescribeVariant(variant), ") has no problem in ", o.csv, " (",
+          absl::StrJoin(a.variants, ", "), "): the compiler builds another kernel for it, which no problem there measured"));
     const auto refused = [](const TileSpace& s, const std::string& d) {
       const auto it = s.refused.find(d);
       return it == s.refused.end() ? std::set<TritonTile>{} : it->second;
     };
-    const std::set<TritonTile> ra = refused(a, dtype), rb = refused(b, dtype);
+    const std::set<TritonTile> ra = refused(a, variant), rb = refused(b, variant);
     for (const TritonTile& t : a.Candidates())
       if (ra.count(t) != rb.count(t))
-        return absl::InvalidArgumentError(absl::StrCat(o.test_csv, ": ", t.Name(), " of ", dtype, " is ",
+        return absl::InvalidArgumentError(absl::StrCat(o.test_csv, ": ", t.Name(), " of ", variant, " is ",
                                                        rb.count(t) ? "refused" : "timed", " here but ",
                                                        ra.count(t) ? "refused" : "timed", " in ", o.csv,
                                                        ": a test file measures the same kernel on the same GPU"));
@@ -276,7 +283,7 @@ absl::StatusOr<TileGraph> ProblemGraph(const MeasuredProblem& p, const TileSpace
   g.name = stem;
   g.graph = std::move(m->graph);
   int64_t fastest = INT64_MAX;
-  for (const TritonTile& t : space.Legal(p.problem.dtype)) {
+  for (const TritonTile& t : space.Legal(p.problem.Variant())) {
     const auto it = p.runtime_ns.find(t);
     if (it == p.runtime_ns.end()) continue;
     const std::array<float, kTileConfigDim> row = TritonTileFeatures(p.problem, t, space.sm_count);

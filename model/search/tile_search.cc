@@ -10,7 +10,7 @@ std::vector<TritonTile> OpenTiles(const TileSpace& space, const GemmProblem& pro
   std::set<TritonTile> measured;
   if (exclude) measured.insert(exclude->begin(), exclude->end());
   std::vector<TritonTile> open;
-  for (const TritonTile& t : space.Legal(problem.dtype))
+  for (const TritonTile& t : space.Legal(problem.Variant()))
     if (!measured.count(t)) open.push_back(t);
   return open;
 }
