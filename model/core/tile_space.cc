@@ -290,27 +290,26 @@ absl::StatusOr<TileSpace> TileSpace::FromJson(const std::string& text, absl::str
       }
     }
   }
-  if (j.contains("dtypes")) {
-    if (!j["dtypes"].is_array()) return missing("dtypes", "a list of dtype names");
-    for (const json& d : j["dtypes"]) {
-      if (!d.is_string()) return missing("dtypes", "a list of dtype names");
-      s.dtypes.insert(d.get<std::string>());
+  // A list of names under `key`, when the file has one: false when it has none.
+  const auto names = [&](const char* key, const char* type, std::set<std::string>& out) -> absl::StatusOr<bool> {
+    if (!j.contains(key)) return false;
+    if (!j[key].is_array()) return missing(key, type);
+    for (const json& v : j[key]) {
+      if (!v.is_string()) return missing(key, type);
+      out.insert(v.get<std::string>());
     }
-  } else {
-    // Written before the measured dtypes were kept: every measured dtype then had refusals.
+    return true;
+  };
+  absl::StatusOr<bool> has = names("dtypes", "a list of dtype names", s.dtypes);
+  if (!has.ok()) return has.status();
+  // Written before the measured dtypes were kept: every measured dtype then had refusals.
+  if (!*has)
     for (const auto& [dtype, tiles] : s.refused) s.dtypes.insert(dtype);
-  }
-  if (j.contains("variants")) {
-    if (!j["variants"].is_array()) return missing("variants", "a list of kernel variants");
-    for (const json& v : j["variants"]) {
-      if (!v.is_string()) return missing("variants", "a list of kernel variants");
-      s.variants.insert(v.get<std::string>());
-    }
-  } else {
-    // Written before the variants were kept: every problem measured had sizes that are
-    // multiples of 16, the dtype's variant.
-    s.variants = s.dtypes;
-  }
+  has = names("variants", "a list of kernel variants", s.variants);
+  if (!has.ok()) return has.status();
+  // Written before the variants were kept: every problem measured had sizes that are
+  // multiples of 16, the dtype's variant.
+  if (!*has) s.variants = s.dtypes;
   if (absl::Status v = s.Validate(what); !v.ok()) return v;
   return s;
 }
