@@ -130,7 +130,7 @@ TEST_CASE("A problem of a dtype the space never measured is refused, and an olde
                              "bf16 and f32 problems only: which f16 configurations the compiler accepts"));
   CHECK_THAT(s.Summary(), Catch::StartsWith("triton-gemm measured on test GPU (132 SMs) for bf16, f32: 48 candidates"));
   // Written before the lists were kept: the dtypes with refusals were the measured ones,
-  // each with sizes that are multiples of 16.
+  // each with N and K multiples of 16.
   nlohmann::json old = nlohmann::json::parse(s.ToJson());
   old.erase("dtypes");
   old.erase("variants");
@@ -155,53 +155,54 @@ TEST_CASE("A problem of a dtype the space never measured is refused, and an olde
              Catch::Contains("key 'dtypes' missing or not a list of dtype names"));
 }
 
-TEST_CASE("Sizes that are not multiples of 16 are another kernel variant, with refusals of its own, refused where "
-          "never measured",
+TEST_CASE("N or K not a multiple of 16 is another kernel variant, with refusals of its own, refused where never "
+          "measured",
           "[tile]") {
   CHECK(GemmProblem{"bf16", 128, 256, 512}.Variant() == "bf16");
-  CHECK(GemmProblem{"bf16", 1000, 700, 700}.Variant() == "bf16/MNK");
+  CHECK(GemmProblem{"bf16", 1000, 700, 700}.Variant() == "bf16/NK");
   CHECK(GemmProblem{"f32", 128, 700, 512}.Variant() == "f32/N");
-  CHECK(GemmProblem{"f32", 3000, 256, 700}.Variant() == "f32/MK");
-  CHECK(VariantDtype("f32/MK") == "f32");
+  CHECK(GemmProblem{"f32", 3000, 256, 700}.Variant() == "f32/K");
+  CHECK(GemmProblem{"bf16", 1000, 1024, 1024}.Variant() == "bf16");  // M only sizes the grid
+  CHECK(VariantDtype("f32/NK") == "f32");
   CHECK(VariantDtype("bf16") == "bf16");
-  CHECK(DescribeVariant("bf16") == "M, N and K multiples of 16");
+  CHECK(DescribeVariant("bf16") == "N and K multiples of 16");
   CHECK(DescribeVariant("bf16/K") == "K not a multiple of 16");
-  CHECK(DescribeVariant("f32/MK") == "M and K not multiples of 16");
-  CHECK(DescribeVariant("f32/MNK") == "M, N and K not multiples of 16");
+  CHECK(DescribeVariant("f32/NK") == "N and K not multiples of 16");
 
-  // A space that measured sizes that are multiples of 16 only refuses the other kernel.
+  // A space that measured N and K multiples of 16 only refuses the other kernels.
   TileSpace s = SmallSpace();
   const GemmProblem odd{"bf16", 1000, 700, 700};
   const absl::Status refused = s.CheckProblem(odd);
   CHECK(refused.code() == absl::StatusCode::kFailedPrecondition);
   CHECK_THAT(std::string(refused.message()),
-             Catch::Contains("the problem is bf16 1000x700x700, with M, N and K not multiples of 16 (kernel variant "
-                             "bf16/MNK), but this triton-gemm space was measured on test GPU for bf16 (M, N and K "
+             Catch::Contains("the problem is bf16 1000x700x700, with N and K not multiples of 16 (kernel variant "
+                             "bf16/NK), but this triton-gemm space was measured on test GPU for bf16 (N and K "
                              "multiples of 16) only: the compiler builds another kernel for such sizes"));
-  CHECK(s.CheckProblem({"bf16", 1024, 704, 128}).ok());
+  CHECK(s.CheckProblem({"bf16", 1000, 704, 128}).ok());
 
   // Measured too, with what its compiler refused: 128x128x64 w8 s3 compiles there.
-  s.variants.insert("bf16/MNK");
-  s.refused["bf16/MNK"] = {{32, 32, 32, 4, 2}};
+  s.variants.insert("bf16/NK");
+  s.refused["bf16/NK"] = {{32, 32, 32, 4, 2}};
   CHECK(s.CheckProblem(odd).ok());
   CHECK(s.CheckProblem({"f32", 1000, 700, 700}).code() == absl::StatusCode::kFailedPrecondition);
   const TritonTile big{128, 128, 64, 8, 3}, small{32, 32, 32, 4, 2};
   CHECK(s.CheckRow(odd, TritonTileFeatures(odd, big, 132).data(), "row 0").ok());
   const absl::Status illegal = s.CheckRow(odd, TritonTileFeatures(odd, small, 132).data(), "row 1");
-  CHECK_THAT(std::string(illegal.message()), Catch::Contains("row 1: 32x32x32 w4 s2 is illegal for bf16/MNK on test GPU"));
+  CHECK_THAT(std::string(illegal.message()), Catch::Contains("row 1: 32x32x32 w4 s2 is illegal for bf16/NK on test GPU"));
   CHECK_FALSE(s.CheckRow({"bf16", 128, 256, 512}, TritonTileFeatures({"bf16", 128, 256, 512}, big, 132).data(), "r").ok());
-  CHECK(s.Legal("bf16/MNK").size() == s.Candidates().size() - 1);
-  CHECK(std::find(s.Legal("bf16/MNK").begin(), s.Legal("bf16/MNK").end(), big) != s.Legal("bf16/MNK").end());
-  CHECK_THAT(s.Summary(), Catch::StartsWith("triton-gemm measured on test GPU (132 SMs) for bf16, bf16/MNK, f32: 48 "
-                                            "candidates; refused by the compiler: bf16 1, bf16/MNK 1"));
+  const std::vector<TritonTile> legal = s.Legal("bf16/NK");
+  CHECK(legal.size() == s.Candidates().size() - 1);
+  CHECK(std::find(legal.begin(), legal.end(), big) != legal.end());
+  CHECK_THAT(s.Summary(), Catch::StartsWith("triton-gemm measured on test GPU (132 SMs) for bf16, bf16/NK, f32: 48 "
+                                            "candidates; refused by the compiler: bf16 1, bf16/NK 1"));
   absl::StatusOr<TileSpace> back = TileSpace::FromJson(s.ToJson(), "space.json");
   REQUIRE(back.ok());
   CHECK(back->variants == s.variants);
   CHECK(back->refused == s.refused);
-  for (const char* bad : {"bf16/KM", "bf16/", "bf16/X", "f16/K", "bf16/MM"}) {
+  for (const char* bad : {"bf16/KN", "bf16/", "bf16/M", "f16/K", "bf16/NN"}) {
     nlohmann::json j = nlohmann::json::parse(s.ToJson());
     j["variants"] = {"bf16", bad};
-    j["refused"].erase("bf16/MNK");
+    j["refused"].erase("bf16/NK");
     CHECK_THAT(std::string(TileSpace::FromJson(j.dump(), "x.json").status().message()),
                Catch::Contains(std::string("x.json: variants: '") + bad + "' is not a measured dtype (bf16, f32) alone"));
   }
@@ -211,14 +212,14 @@ TEST_CASE("Sizes that are not multiples of 16 are another kernel variant, with r
       "dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms\n"
       "bf16,128,128,128,32,32,32,4,2,refused\nbf16,128,128,128,64,32,32,4,2,0.01\n"
       "bf16,128,128,128,128,32,32,4,2,0.02\n"
-      "bf16,100,128,128,32,32,32,4,2,0.02\nbf16,100,128,128,64,32,32,4,2,0.01\n"
-      "bf16,100,128,128,128,32,32,4,2,0.03\n",
+      "bf16,128,100,128,32,32,32,4,2,0.02\nbf16,128,100,128,64,32,32,4,2,0.01\n"
+      "bf16,128,100,128,128,32,32,4,2,0.03\n",
       "m.csv", "g", 132);
   INFO(both.status().message());
   REQUIRE(both.ok());
-  CHECK(both->space.variants == std::set<std::string>{"bf16", "bf16/M"});
+  CHECK(both->space.variants == std::set<std::string>{"bf16", "bf16/N"});
   CHECK(both->space.refused.at("bf16") == std::set<TritonTile>{{32, 32, 32, 4, 2}});
-  CHECK(both->space.refused.count("bf16/M") == 0);
+  CHECK(both->space.refused.count("bf16/N") == 0);
 }
 
 TEST_CASE("A tile space round-trips through JSON, and a bad one is refused naming the key", "[tile]") {
@@ -524,9 +525,9 @@ TEST_CASE("A test file of another kernel, GPU or dtype than the main file's is r
              Catch::Contains("new.csv: dtype f32 has no problem in " + main_csv + " (bf16)"));
   CHECK_THAT(error(problem("256,128,128", "refused")),
              Catch::Contains("new.csv: bf16 256x128x128 is measured in " + main_csv + " too"));
-  // Sizes that are not multiples of 16: another kernel, which the main file never measured.
+  // K not a multiple of 16: another kernel, which the main file never measured.
   CHECK_THAT(error(problem("1000,128,700", "refused")),
-             Catch::Contains("new.csv: kernel variant bf16/MK (M and K not multiples of 16) has no problem in " + main_csv +
+             Catch::Contains("new.csv: kernel variant bf16/K (K not a multiple of 16) has no problem in " + main_csv +
                              " (bf16): the compiler builds another kernel for it"));
   CHECK_FALSE(fs::exists(dir.path() + "/root"));
 }
@@ -546,13 +547,13 @@ TEST_CASE("The real H200 measurements hold both kernel variants, each with the r
   CHECK(s->problems.at("train") + s->problems.at("valid") + s->problems.at("test") == 184);
   absl::StatusOr<TileSpace> space = LoadTileSpace(s->collection_dir);
   REQUIRE(space.ok());
-  CHECK(space->variants == std::set<std::string>{"bf16", "bf16/MNK", "f32", "f32/MNK"});
+  CHECK(space->variants == std::set<std::string>{"bf16", "bf16/NK", "f32", "f32/NK"});
   CHECK(space->refused.at("bf16").size() == 28);
   CHECK(space->refused.at("f32").size() == 90);
-  CHECK(space->refused.count("bf16/MNK") == 0);  // every bf16 candidate compiles
-  CHECK(space->refused.at("f32/MNK").size() == 92);
+  CHECK(space->refused.count("bf16/NK") == 0);  // every bf16 candidate compiles
+  CHECK(space->refused.at("f32/NK").size() == 92);
   for (const TritonTile& t : {TritonTile{256, 256, 32, 8, 2}, TritonTile{256, 256, 32, 8, 3}})
-    CHECK((space->refused.at("f32/MNK").count(t) == 1 && space->refused.at("f32").count(t) == 0));
+    CHECK((space->refused.at("f32/NK").count(t) == 1 && space->refused.at("f32").count(t) == 0));
   // A problem of each variant: its graph holds every configuration its compiler accepts.
   std::map<std::string, int64_t> configs;
   for (const std::string& split : {"train", "valid", "test"}) {
@@ -564,6 +565,16 @@ TEST_CASE("The real H200 measurements hold both kernel variants, each with the r
   }
   CHECK(configs == std::map<std::string, int64_t>{
                        {"gemm_bf16_1000x700x700", 288}, {"gemm_f32_1000x700x700", 196}, {"gemm_bf16_256x512x512", 260}});
+  // M alone not a multiple of 16 is the same kernel: a file of such problems (and of M
+  // 6000) refuses exactly what the main file refuses for N and K multiples of 16, and
+  // tests a model of it.
+  hlo::TileIngestOptions m = o;
+  m.test_csv = h200 + "/m_h200.csv";
+  m.out_root = dir.path() + "/m";
+  const absl::StatusOr<hlo::TileIngestSummary> ms = hlo::IngestTileMeasurements(m);
+  INFO(ms.status().message());
+  REQUIRE(ms.ok());
+  CHECK(ms->problems.at("test") == 32);
   // The H100 file's space refuses the other variant's problems.
   absl::StatusOr<TileSpace> h100 = LoadTileSpace(IngestedRoot() + "/npz/tile/@h100-triton");
   REQUIRE(h100.ok());
@@ -583,8 +594,8 @@ TEST_CASE("Bad tile measurements are refused naming the file, the line and the c
              Catch::Contains("m.csv:2: ms: '-1' is not a time in milliseconds"));
   CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,refused\nbf16,2,2,2,32,32,32,4,2,0.1\n").status().message()),
              Catch::Contains("m.csv:3: ms: 32x32x32 w4 s2 is timed here but refused on line 2: a configuration is "
-                             "legal or illegal for the whole kernel variant (bf16/MNK: bf16, M, N and K not multiples "
-                             "of 16)"));
+                             "legal or illegal for the whole kernel variant (bf16/NK: bf16, N and K not multiples of "
+                             "16)"));
   CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,0.1\nbf16,1,1,1,32,32,32,4,2,0.2\n").status().message()),
              Catch::Contains("m.csv:3: row: 32x32x32 w4 s2 of bf16 1x1x1 appears twice"));
   // bf16 1x1x1 lacks 64x32x32 w4 s2, which the other problem names.

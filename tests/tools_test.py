@@ -406,7 +406,7 @@ def test_gpu_tiles_tests_on_problems_measured_apart(tmp_path):
 
 
 def test_gpu_tiles_runs_the_h200_set_with_both_kernel_variants(tmp_path):
-    """scripts/gpu-tiles on the H200 measurements: sizes that are not multiples of 16 are their own variant."""
+    """scripts/gpu-tiles on the H200 measurements: N and K not multiples of 16 are their own variant."""
     from conftest import SRC
     tiles = os.path.join(SRC, "tests", "data", "real", "gpu-tiles-h200")
     r, work = run_gpu_tiles(tmp_path, EPOCHS="2", TILES=tiles)
@@ -414,9 +414,9 @@ def test_gpu_tiles_runs_the_h200_set_with_both_kernel_variants(tmp_path):
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
         out = r.stdout
         assert "-> " + str(work / "data" / "npz" / "tile" / "@h200-triton") + " (collection tile@h200-triton" in out
-        assert "f32/MNK: 92 candidate configurations refused by the compiler" in out
-        assert "tile space: triton-gemm measured on NVIDIA H200 (132 SMs) for bf16, bf16/MNK, f32, f32/MNK: 288 " \
-               "candidates; refused by the compiler: bf16 28, f32 90, f32/MNK 92" in out
+        assert "f32/NK: 92 candidate configurations refused by the compiler" in out
+        assert "tile space: triton-gemm measured on NVIDIA H200 (132 SMs) for bf16, bf16/NK, f32, f32/NK: 288 " \
+               "candidates; refused by the compiler: bf16 28, f32 90, f32/NK 92" in out
         assert re.search(r"model \(.*, prior of \d+ problems .* \d\.\d{3} +\d\.\d{3} +\d\.\d{3}", out)
         assert re.search(r"5 of (260|198|288|196) legal configurations proposed by tile@h200-triton version 1", out)
         assert re.search(r"^replay over 12 measured problems of tile@h200-triton test", out, re.M)

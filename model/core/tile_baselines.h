@@ -11,7 +11,7 @@
 //                    best tiles change with its shape, so the problems of a similar shape
 //                    say more;
 // Each counts the measured problems of the same kernel variant (GemmProblem::Variant: the
-// dtype, and whether M, N, K are multiples of 16), where the compiler builds the same
+// dtype, and whether N and K are multiples of 16), where the compiler builds the same
 // kernel. A variant no measured problem has uses its dtype's problems, and a dtype no
 // measured problem has (a model trained on bf16 only, tested on f32) the problems of every
 // dtype: the baselines know what the model knew.

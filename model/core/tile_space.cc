@@ -55,7 +55,6 @@ std::string GemmProblem::Name() const { return absl::StrCat(dtype, " ", m, "x", 
 
 std::string GemmProblem::Variant() const {
   std::string off;
-  if (m % 16 != 0) off += 'M';
   if (n % 16 != 0) off += 'N';
   if (k % 16 != 0) off += 'K';
   return off.empty() ? dtype : absl::StrCat(dtype, "/", off);
@@ -67,18 +66,16 @@ std::string VariantDtype(absl::string_view variant) {
 
 std::string DescribeVariant(absl::string_view variant) {
   const size_t slash = variant.find('/');
-  if (slash == absl::string_view::npos) return "M, N and K multiples of 16";
+  if (slash == absl::string_view::npos) return "N and K multiples of 16";
   std::vector<std::string> sizes;
   for (char c : variant.substr(slash + 1)) sizes.push_back(std::string(1, c));
   if (sizes.size() == 1) return absl::StrCat(sizes[0], " not a multiple of 16");
-  const std::string last = sizes.back();
-  sizes.pop_back();
-  return absl::StrCat(absl::StrJoin(sizes, ", "), " and ", last, " not multiples of 16");
+  return absl::StrCat(absl::StrJoin(sizes, " and "), " not multiples of 16");
 }
 
 namespace {
 
-// "bf16" or "bf16/" and one or more of M, N, K in that order, each once.
+// "bf16" or "bf16/" and one or both of N, K in that order.
 bool WellFormedVariant(absl::string_view v) {
   const size_t slash = v.find('/');
   if (slash == absl::string_view::npos) return true;
@@ -86,8 +83,8 @@ bool WellFormedVariant(absl::string_view v) {
   if (sizes.empty()) return false;
   std::string seen;
   for (char c : sizes) {
-    if (c != 'M' && c != 'N' && c != 'K') return false;
-    if (!seen.empty() && std::string("MNK").find(c) <= std::string("MNK").find(seen.back())) return false;
+    if (c != 'N' && c != 'K') return false;
+    if (!seen.empty() && std::string("NK").find(c) <= std::string("NK").find(seen.back())) return false;
     seen += c;
   }
   return true;
@@ -215,7 +212,7 @@ absl::Status TileSpace::Validate(absl::string_view what) const {
     if (!WellFormedVariant(v) || !dtypes.count(VariantDtype(v)))
       return absl::InvalidArgumentError(absl::StrCat(
           what, ": variants: '", v, "' is not a measured dtype (", absl::StrJoin(dtypes, ", "),
-          ") alone or followed by '/' and the sizes that are not multiples of 16 (e.g. bf16/MNK)"));
+          ") alone or followed by '/' and which of N and K are not multiples of 16 (e.g. bf16/NK)"));
   for (const auto& [dtype, tiles] : refused) {
     if (!variants.count(dtype))
       return absl::InvalidArgumentError(absl::StrCat(what, ": refused: '", dtype, "' is not one of the measured variants (",
@@ -307,7 +304,7 @@ absl::StatusOr<TileSpace> TileSpace::FromJson(const std::string& text, absl::str
     for (const auto& [dtype, tiles] : s.refused) s.dtypes.insert(dtype);
   has = names("variants", "a list of kernel variants", s.variants);
   if (!has.ok()) return has.status();
-  // Written before the variants were kept: every problem measured had sizes that are
+  // Written before the variants were kept: every problem measured had N and K
   // multiples of 16, the dtype's variant.
   if (!*has) s.variants = s.dtypes;
   if (absl::Status v = s.Validate(what); !v.ok()) return v;

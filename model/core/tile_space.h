@@ -34,18 +34,20 @@ struct GemmProblem {
   int64_t ElementBytes() const { return dtype == "f32" ? 4 : 2; }
   std::string Name() const;  // "bf16 128x256x1024" (M x N x K)
   // The kernel the compiler builds for it. Triton specialises a kernel on whether each
-  // integer argument is a multiple of 16 (M, N, K and the strides, which are K and N), and
-  // the variants differ in what compiles and what is fast: measured on an H200, sizes
-  // that are not multiples of 16 compile every bf16 candidate (28 refused otherwise) and
-  // refuse two more f32 ones, and ranked from problems with sizes that are, their first
-  // pick was 2.5x the fastest. The dtype alone when M, N and K are all
-  // multiples of 16; else the dtype, '/' and the sizes that are not: "bf16/K", "f32/MNK".
+  // integer argument is a multiple of 16, and for N and K (the strides of A, B and C,
+  // whose rows its loads read as vectors) the variants differ in what compiles and what
+  // is fast: measured on an H200, N and K not multiples of 16 compile every bf16
+  // candidate (28 refused otherwise) and refuse two more f32 ones, and ranked from
+  // problems whose N and K are, their first pick was 2.5x the fastest. M (no stride, only
+  // the grid) compiled the same candidates and ranked alike, so it does not count. The
+  // dtype alone when N and K are multiples of 16; else the dtype, '/' and those that are
+  // not: "bf16/K", "f32/NK".
   std::string Variant() const;
 };
 
-// The dtype of a Variant() ("bf16" of "bf16/MNK").
+// The dtype of a Variant() ("bf16" of "bf16/NK").
 std::string VariantDtype(absl::string_view variant);
-// "M, N and K multiples of 16" for a dtype alone, "K not a multiple of 16" for "bf16/K".
+// "N and K multiples of 16" for a dtype alone, "K not a multiple of 16" for "bf16/K".
 std::string DescribeVariant(absl::string_view variant);
 
 // One configuration of the kernel.
@@ -88,7 +90,7 @@ struct TileSpace {
   std::set<std::string> dtypes;
   // The kernel variants whose problems were measured (GemmProblem::Variant), for the same
   // reason: a problem of a variant never measured is refused. Spaces written before this
-  // list was kept measured sizes that are multiples of 16 only: their dtypes.
+  // list was kept measured N and K multiples of 16 only: their dtypes.
   std::set<std::string> variants;
 
   // Every candidate (the product of the five lists), in lexicographic order.
@@ -97,7 +99,7 @@ struct TileSpace {
   // Candidates() order.
   std::vector<TritonTile> Legal(absl::string_view variant) const;
   // OK when `p`'s dtype and variant were measured; else FAILED_PRECONDITION naming the
-  // dtype or which sizes are not multiples of 16, what was measured and the GPU (the
+  // dtype or which of N and K are not multiples of 16, what was measured and the GPU (the
   // request is well formed; this space cannot answer it).
   absl::Status CheckProblem(const GemmProblem& p) const;
   // Whether `row` is TritonTileFeatures of a legal configuration for `p`; the error
@@ -110,7 +112,7 @@ struct TileSpace {
   absl::Status Validate(absl::string_view what) const;
 
   // One line: "triton-gemm measured on GPU (132 SMs) for bf16, f32: 288 candidates; refused by
-  // the compiler: bf16 28, f32 90" (with other variants: "for bf16, bf16/MNK, ...").
+  // the compiler: bf16 28, f32 90" (with other variants: "for bf16, bf16/NK, ...").
   std::string Summary() const;
   std::string ToJson() const;
   // Errors name `what` (a file) and the key.
