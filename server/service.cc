@@ -19,6 +19,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// Whether a call that ended cancelled ended by its deadline. The client cancels at its
+// own deadline; the server's copy of it is later by the time the request's headers took
+// to arrive (the grpc-timeout header counts from when it was sent), so the client's
+// cancellation can arrive before the server's deadline has passed. A cancellation
+// within kDeadlineSlack of the server's deadline is taken as the deadline.
+constexpr std::chrono::milliseconds kDeadlineSlack(50);
+bool DeadlinePassed(std::chrono::system_clock::time_point deadline) {
+  return deadline != std::chrono::system_clock::time_point::max() &&
+         deadline - kDeadlineSlack < std::chrono::system_clock::now();
+}
+
 const char* CodeName(grpc::StatusCode c) {
   switch (c) {
     case grpc::OK: return "OK";
@@ -40,11 +51,17 @@ const char* CodeName(grpc::StatusCode c) {
 // PRE_SEND_STATUS, which gRPC reaches also for requests refused before any handler runs;
 // a call gRPC ended itself (its deadline passed, the client cancelled: no status is sent
 // by the server) is counted when its interceptor goes, as DEADLINE_EXCEEDED when its
-// deadline has passed, else CANCELLED. A CANCELLED past the deadline is a deadline too.
+// deadline has passed (DeadlinePassed), else CANCELLED. A CANCELLED past the deadline is
+// a deadline too.
 class RequestCounter : public grpc::experimental::Interceptor {
  public:
   RequestCounter(ServerMetrics* metrics, std::string method, grpc::ServerContextBase* context)
-      : metrics_(metrics), method_(std::move(method)), context_(context), start_(Clock::now()) {}
+      : metrics_(metrics),
+        method_(std::move(method)),
+        context_(context),
+        start_(Clock::now()),
+        // The sync server builds the context, deadline included, before its interceptors.
+        deadline_(context ? context->deadline() : std::chrono::system_clock::time_point::max()) {}
   ~RequestCounter() override {
     if (!counted_) Record(grpc::CANCELLED);
   }
@@ -61,7 +78,7 @@ class RequestCounter : public grpc::experimental::Interceptor {
   void Record(grpc::StatusCode code) {
     if (counted_) return;
     counted_ = true;
-    if (code == grpc::CANCELLED && deadline_ < std::chrono::system_clock::now()) code = grpc::DEADLINE_EXCEEDED;
+    if (code == grpc::CANCELLED && DeadlinePassed(deadline_)) code = grpc::DEADLINE_EXCEEDED;
     metrics_->RecordRequest(method_, CodeName(code), std::chrono::duration<double>(Clock::now() - start_).count());
   }
 
@@ -69,7 +86,7 @@ class RequestCounter : public grpc::experimental::Interceptor {
   std::string method_;
   grpc::ServerContextBase* context_;
   Clock::time_point start_;
-  std::chrono::system_clock::time_point deadline_ = std::chrono::system_clock::time_point::max();
+  std::chrono::system_clock::time_point deadline_;
   bool counted_ = false;
 };
 
@@ -107,7 +124,7 @@ grpc::Status ReadAndHandle(grpc::ServerContext* context, grpc::ServerUnaryStream
   if (!stream->Read(request)) {
     // The cancellation reaches the context a moment after the failed read.
     for (int i = 0; i < 100 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (context->deadline() < std::chrono::system_clock::now())
+    if (DeadlinePassed(context->deadline()))
       return grpc::Status(grpc::DEADLINE_EXCEEDED, absl::StrCat(method, ": the deadline passed before the request "
                                                                         "arrived whole"));
     if (context->IsCancelled())
@@ -310,7 +327,7 @@ grpc::Status RankerService::RankConfigs(grpc::ServerContext* context, const v1::
   absl::StatusOr<RankResult> r = ranker_->Rank(q, [context] { return Gone(context); });
   if (!r.ok()) {
     // A request the client gave up on reports why, if the deadline passed.
-    if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
+    if (r.status().code() == absl::StatusCode::kCancelled && DeadlinePassed(context->deadline()))
       return grpc::Status(grpc::DEADLINE_EXCEEDED, "deadline exceeded; scoring stopped");
     return ToGrpc(r.status(), context);
   }
@@ -404,7 +421,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   } trim{bytes};
   absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return Gone(context); });
   if (!r.ok()) {
-    if (r.status().code() == absl::StatusCode::kCancelled && context->deadline() < std::chrono::system_clock::now())
+    if (r.status().code() == absl::StatusCode::kCancelled && DeadlinePassed(context->deadline()))
       return grpc::Status(grpc::DEADLINE_EXCEEDED, "deadline exceeded; the search stopped");
     return ToGrpc(r.status(), context);
   }
