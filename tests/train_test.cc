@@ -413,6 +413,59 @@ CATCH_TEST_CASE("selecting by the neighbour tau validates on the neighbourhoods 
   CATCH_CHECK_THAT(std::string(refused.message()), Catch::Contains("--also_collections layout:nlp:near-default"));
 }
 
+CATCH_TEST_CASE("validation keeps no weights before --select_from, and 1 keeps the last step's", "[train]") {
+  TempDir dir;
+  auto run = [&](const std::string& name, double select_from) {
+    TrainOptions o = SmallRun(dir.path() + "/" + name);
+    o.epochs = 4;
+    o.lr = 0.01;  // here the first validation scores best, later ones less (0.64, then 0.57-0.61)
+    o.select_from = select_from;
+    if (!PrepareRun(o).ok()) return absl::StatusOr<FoldResult>(absl::InternalError("prepare"));
+    return TrainFold(o, 0);
+  };
+  // Each validation's step and score, from the fold's log.
+  auto validations = [&](const std::string& name) {
+    std::vector<std::pair<int64_t, double>> out;
+    std::ifstream log(dir.path() + "/" + name + "/fold_0/log.jsonl");
+    for (std::string line; std::getline(log, line);) {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      out.emplace_back(j["step"].get<int64_t>(), j["valid_score"].get<double>());
+    }
+    return out;
+  };
+  torch::set_num_threads(1);  // bitwise-reproducible arithmetic for the comparison
+  auto any = run("any", 0.0);
+  auto half = run("half", 0.5);
+  auto last = run("last", 1.0);
+  CATCH_REQUIRE(any.ok());
+  CATCH_REQUIRE(half.ok());
+  CATCH_REQUIRE(last.ok());
+  const auto v = validations("any");
+  CATCH_REQUIRE(v.size() == 4u);
+  CATCH_CHECK(validations("half") == v);  // the same training, step for step
+  CATCH_CHECK(validations("last") == v);
+  const int64_t total = v.back().first;
+  auto best_from = [&](int64_t first_step) {
+    std::pair<int64_t, double> best{-1, -INFINITY};
+    for (const auto& [step, score] : v)
+      if (step >= first_step && score > best.second) best = {step, score};
+    return best;
+  };
+  CATCH_REQUIRE(best_from(0).first < (total + 1) / 2);  // else the three runs could not differ
+  CATCH_CHECK(any->best_step == best_from(0).first);
+  CATCH_CHECK(any->valid_score == best_from(0).second);
+  CATCH_CHECK(half->best_step == best_from((total + 1) / 2).first);
+  CATCH_CHECK(half->valid_score == best_from((total + 1) / 2).second);
+  CATCH_CHECK(last->best_step == total);
+  CATCH_CHECK(last->valid_score == v.back().second);
+
+  TrainOptions wrong = SmallRun(dir.path() + "/wrong");
+  wrong.select_from = 1.5;
+  const absl::Status refused = PrepareRun(wrong).status();
+  CATCH_CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(refused.message()), Catch::Contains("--select_from must be in 0..1"));
+}
+
 CATCH_TEST_CASE("the evaluator reports no metric for hidden (all-zero) runtimes", "[train]") {
   TempDir dir;
   synth::GenerateOptions g;

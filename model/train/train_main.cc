@@ -88,6 +88,10 @@ ABSL_FLAG(std::string, select_by, "tau",
           "Which validation graphs choose each fold's best weights: tau (all of them, their mean Kendall tau) or "
           "neighbour_tau (only the neighbourhood collections' graphs, the one-group neighbours of the compiler default "
           "and of the best row: needs --also_collections layout:SOURCE:near-default,layout:SOURCE:near-best)");
+ABSL_FLAG(double, select_from, 0.0,
+          "The share of training before which validation keeps no weights: 0, the best of any step; 1, the last "
+          "step's weights (the learning rate has annealed to zero; an early step can score best on a few validation "
+          "graphs by chance)");
 ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
 ABSL_FLAG(int64_t, valid_configs, 4096,
           "Configurations per validation graph: a fixed sample of each graph's (all when it has no more; 0 = all)");
@@ -276,6 +280,8 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   if (select_by != "tau" && select_by != "neighbour_tau")
     return UsageError(absl::StrCat("--select_by must be tau or neighbour_tau, not '", select_by, "'"));
   o.select_by_neighbour_tau = select_by == "neighbour_tau";
+  o.select_from = absl::GetFlag(FLAGS_select_from);
+  if (!(o.select_from >= 0 && o.select_from <= 1)) return UsageError("--select_from must be in 0..1");
   o.tile_prior_weight = absl::GetFlag(FLAGS_tile_prior_weight);
   if (!(o.tile_prior_weight >= 0 && o.tile_prior_weight <= 100))
     return UsageError("--tile_prior_weight must be in 0..100");
@@ -299,7 +305,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
              {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
              {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
              {"query_share", absl::StrCat(o.query_share)}, {"loss", tgraph::RankingLossName(o.loss)},
-             {"select_by", select_by}};
+             {"select_by", select_by}, {"select_from", absl::StrCat(o.select_from)}};
   if (o.collection.kind == tgraph::CollectionKind::kTile) {
     o.flags["tile_prior_weight"] = absl::StrCat(o.tile_prior_weight);
     o.flags["tile_prior_bandwidth"] = o.tile_prior_bandwidth.ToString();

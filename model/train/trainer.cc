@@ -239,6 +239,8 @@ absl::StatusOr<std::shared_ptr<const RunData>> PrepareRun(const TrainOptions& o)
         "--select_by neighbour_tau: no neighbourhood collection to validate on; add --also_collections layout:",
         o.collection.source.empty() ? "xla" : o.collection.source, ":near-default,layout:",
         o.collection.source.empty() ? "xla" : o.collection.source, ":near-best (tgraph-synth writes them)"));
+  if (!(o.select_from >= 0 && o.select_from <= 1))
+    return absl::InvalidArgumentError(absl::StrCat("--select_from must be in 0..1, not ", o.select_from));
   std::error_code ec;
   fs::create_directories(o.run_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(o.run_dir, ": cannot create: ", ec.message()));
@@ -578,7 +580,8 @@ absl::StatusOr<FoldResult> TrainFoldSteps(const TrainOptions& o, int fold, std::
         Validate(*f.net, d.p->graphs, d.tensors, d.valid, d.valid_rows, so, o.collective, shares);
     const double score = share_scores.back();  // share 1: the network as trained
     const double valid_seconds = SecondsSince(valid_start);
-    const bool better = std::isfinite(score) && score > st.best;
+    const bool eligible = static_cast<double>(st.step) >= o.select_from * static_cast<double>(schedule.total);
+    const bool better = eligible && std::isfinite(score) && score > st.best;
     if (better) {
       st.best = score;
       st.best_step = st.step;

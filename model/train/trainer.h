@@ -61,6 +61,13 @@ struct TrainOptions {
   // default and of the best row), the order a search depends on near its optimum. The
   // latter needs a neighbourhood collection among `collection` and `also`.
   bool select_by_neighbour_tau = false;
+  // The share of training before which no validation keeps weights: 0, any step's; 1,
+  // the last step's. The learning rate anneals to zero, so the late weights are the
+  // converged ones, and on a few validation graphs an early step can score best by chance
+  // with weights still moving fast (a fold kept its step 336 of 1,680 that way, and the
+  // search the model guided needed up to four times the measurements of its last
+  // weights').
+  double select_from = 0.0;
   // A collection with a tile space: the weight of its problems' prior in the published
   // model's scores (model/core/tile_prior.h; built from the run's train and valid
   // problems). 0: the network alone. Training and validation never use it.
