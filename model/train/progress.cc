@@ -40,9 +40,11 @@ void FoldProgress::Report(int64_t step, double elapsed_s, double loss, double sc
       std::string(filled, '=') + (filled < width ? ">" : "") + std::string(std::max(0, width - filled - 1), ' ');
   const int pct = static_cast<int>(frac * 100);
   if (!tty_ && pct / 10 == last_report_ && step != total_) return;
-  std::fprintf(stderr, "%sfold %d epoch %.1f/%.1f [%s] loss %.4f valid %.4f best %.4f ETA %s%s", tty_ ? "\r" : "",
+  // No best yet while validation may not keep weights (--select_from) or scored nothing.
+  const std::string best_text = std::isfinite(best) ? absl::StrFormat("%.4f", best) : "-";
+  std::fprintf(stderr, "%sfold %d epoch %.1f/%.1f [%s] loss %.4f valid %.4f best %s ETA %s%s", tty_ ? "\r" : "",
                fold_, static_cast<double>(step) / static_cast<double>(per_epoch_), epochs_, bar.c_str(), loss, score,
-               best, Duration(eta).c_str(), tty_ && step < total_ ? "" : "\n");
+               best_text.c_str(), Duration(eta).c_str(), tty_ && step < total_ ? "" : "\n");
   std::fflush(stderr);
   last_report_ = pct / 10;
 }
