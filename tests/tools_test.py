@@ -604,6 +604,14 @@ def test_farm_ratios_runs_every_split_on_both_hardwares_and_tables_each_runs_own
                     firsts.setdefault((g_, rep), int(n))
             want = [sum(n <= c for n in firsts.values()) for c in (10, 20, 40)]
             assert counts[:3] == want, (hardware, strategy, counts, want)
+    # The pooled ratio: each non-genetic strategy's median run over the genetic search's,
+    # from the same curve files, per hardware.
+    pooled = r.stdout[r.stdout.index("every run of a hardware pooled"):]
+    for hardware in ("training", "other"):
+        for strategy in ("random", "oracle"):
+            line = re.search(rf"^{hardware} hardware\s+{re.escape(strategy)}\s+(\S+) / (\S+) = (\S+) over 2 runs$",
+                             pooled, re.M)
+            assert line, (hardware, strategy, pooled)
 
     r = subprocess.run([tool, "--registry", world["registry"], "--seeds", "0,x"], capture_output=True, text=True,
                        env=env)
@@ -635,6 +643,14 @@ def test_farm_ratios_counts_a_run_within_the_gap_from_the_measurement_its_best_f
     curves.write_text("\n".join(rows) + "\n")
     assert tool.runs_within(str(curves), 0.01, [1, 2, 4]) == {"genetic": [2, 0, 0, 1], "tgraph+ft": [2, 0, 1, 1]}
     assert tool.runs_within(str(curves), 0.02, [1, 2, 4]) == {"genetic": [2, 0, 0, 1], "tgraph+ft": [2, 1, 1, 2]}
+    # The median run as tgraph-bench-search takes it: of an even count the upper middle
+    # run, a run that never got there counting as never.
+    assert tool.median_run([4, None, 1, 2]) == 4
+    assert tool.median_run([4, 1, 2]) == 2
+    assert tool.median_run([None, None, 3]) == float("inf")
+    firsts = tool.first_within(str(curves), 0.01)
+    assert firsts == {("genetic", "g1", "0"): 4, ("genetic", "g1", "1"): None, ("tgraph+ft", "g1", "0"): 2,
+                      ("tgraph+ft", "g2", "0"): None}
     assert tool.flag_value(["--budget", "40", "--graphs", "1"], "--budget", "800") == "40"
     assert tool.flag_value(["--budget=120"], "--budget", "800") == "120"
     assert tool.flag_value(["--graphs", "1"], "--budget", "800") == "800"
