@@ -63,10 +63,9 @@ struct TrainOptions {
   bool select_by_neighbour_tau = false;
   // The share of training before which no validation keeps weights: 0, any step's; 1,
   // the last step's. The learning rate anneals to zero, so the late weights are the
-  // converged ones, and on a few validation graphs an early step can score best by chance
-  // with weights still moving fast (a fold kept its step 336 of 1,680 that way, and the
-  // search the model guided needed up to four times the measurements of its last
-  // weights').
+  // converged ones, while on a few validation graphs an early step, its weights still
+  // moving fast, can score best by chance; a search guided by such weights needed more
+  // measurements than by the same fold's last ones.
   double select_from = 0.0;
   // A collection with a tile space: the weight of its problems' prior in the published
   // model's scores (model/core/tile_prior.h; built from the run's train and valid
