@@ -563,7 +563,8 @@ def test_bench_search_bounds_the_ratio_by_the_genetic_budget_when_the_genetic_se
         world, tmp_path):
     """When the genetic search's median run never comes within 1% (a hard graph, or a small
     --genetic_budget), a strategy that did is still given a figure: at most its measurements
-    over the genetic budget; only when neither came within is there none."""
+    over the genetic budget; only when neither came within is there none, and a graph whose
+    compiler default is already within is named as having nothing to find."""
     import math
     bench = binary("model", "bench", "tgraph-bench-search")
     curves = tmp_path / "curves.csv"
@@ -587,6 +588,16 @@ def test_bench_search_bounds_the_ratio_by_the_genetic_budget_when_the_genetic_se
             "(the genetic search never within 1% in --genetic_budget 5)") in r.stdout, r.stdout
     assert ("ratio to the genetic search, median graph: random    never / never (neither within 1% on the median "
             "graph: raise --budget and --genetic_budget)") in r.stdout, r.stdout
+    # Where the compiler default (the genetic search's first measurement) is already within
+    # 1% on the median graph, the ratio is 1 or worse whatever a strategy does: said so.
+    r = call(bench, "--registry", world["registry"], "--collection", "layout:xla:random", "--preset", "tiny",
+             "--seed", "0", "--split", "valid", "--strategies", "genetic,random", "--budget", "20",
+             "--per_round", "5", "--evaluations", "64", "--genetic_budget", "20", "--repeats", "1", "--threads", "1")
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"^genetic .* 1 \[1, 1\]$", r.stdout, re.M), r.stdout
+    assert re.search(r"ratio to the genetic search, median graph: random    \S+ / 1 = \S+ \(the compiler default, "
+                     r"the genetic search's first measurement, is within 1% on the median graph: nothing to find\)$",
+                     r.stdout, re.M), r.stdout
 
 
 def test_farm_ratios_runs_every_split_on_both_hardwares_and_tables_each_runs_own_ratio(world, tmp_path):

@@ -506,7 +506,8 @@ std::string Measurements(double n) { return std::isinf(n) ? "never" : absl::StrC
 // a strategy that never did needs more than --budget (">", and the line says which budget
 // would settle whether it reaches a third); a genetic search that never did needs more
 // than --genetic_budget, so the ratio is at most ("<") what the budget gives. Only when
-// neither came within is there no figure.
+// neither came within is there no figure; where the compiler default itself is within,
+// the line says the graph had nothing to find.
 void PrintRatiosToGenetic(const Gaps& gaps) {
   const auto genetic = gaps.to_within.find("genetic");
   if (genetic == gaps.to_within.end()) return;
@@ -527,7 +528,13 @@ void PrintRatiosToGenetic(const Gaps& gaps) {
     const double bounded = never ? static_cast<double>(Budget()) : n;
     const double g_bounded = genetic_never ? static_cast<double>(GeneticBudget()) : g;
     std::string hint;
-    if (never) {
+    if (!genetic_never && g <= 1) {
+      // Every strategy but random measures the default first: the figure says nothing.
+      hint = absl::StrFormat(
+          " (the compiler default, the genetic search's first measurement, is within %g%% on the median graph: "
+          "nothing to find)",
+          within);
+    } else if (never) {
       hint = absl::StrFormat(" (never within %g%% in --budget %d; a third of the genetic search's is %d)", within,
                              Budget(), static_cast<int64_t>(std::ceil(g / 3)));
     } else if (genetic_never) {
