@@ -653,6 +653,7 @@ def test_farm_ratios_runs_every_split_on_both_hardwares_and_tables_each_runs_own
             line = re.search(rf"^{hardware} hardware\s+{re.escape(strategy)}\s+(\S+) / (\S+) = (\S+) over 2 runs$",
                              pooled, re.M)
             assert line, (hardware, strategy, pooled)
+    assert not re.search(r"^\w+ hardware\s+default\s", pooled, re.M), pooled  # one row: no ratio, as the bench
 
     r = subprocess.run([tool, "--registry", world["registry"], "--seeds", "0,x"], capture_output=True, text=True,
                        env=env)
