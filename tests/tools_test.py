@@ -508,6 +508,18 @@ def test_spread_report_on_hand_computed_scores(tmp_path):
     assert r.returncode != 0 and "bad.csv: expected the columns of tgraph-eval --scores" in r.stderr
 
 
+def bench_tiny_valid_graph(world, genetic_budget, curves):
+    """tgraph-bench-search with the test world's model on the tiny preset's seed 5 valid
+    graph (its default 2.8% off the best known): the genetic search up to genetic_budget,
+    random rows and the perfect fitness, 40 measurements, two runs; curves to `curves`."""
+    r = call(binary("model", "bench", "tgraph-bench-search"), "--registry", world["registry"], "--collection",
+             "layout:xla:random", "--preset", "tiny", "--seed", "5", "--split", "valid", "--strategies",
+             "genetic,random,oracle", "--budget", "40", "--per_round", "5", "--evaluations", "128", "--genetic_budget",
+             str(genetic_budget), "--repeats", "2", "--threads", "1", "--csv", curves)
+    assert r.returncode == 0, r.stderr
+    return r
+
+
 def test_bench_search_ratio_to_the_genetic_search_is_the_medians_of_its_own_curves(world, tmp_path):
     """The farm's headline figure (each strategy's measurements to within 1% on the median
     run over the genetic search's) is what the --csv curves of the same command give; a
@@ -516,13 +528,8 @@ def test_bench_search_ratio_to_the_genetic_search_is_the_medians_of_its_own_curv
     import collections
     import math
     import re
-    bench = binary("model", "bench", "tgraph-bench-search")
     curves = tmp_path / "curves.csv"
-    r = call(bench, "--registry", world["registry"], "--collection", "layout:xla:random", "--preset", "tiny",
-             "--seed", "5", "--split", "valid", "--strategies", "genetic,random,oracle", "--budget", "40",
-             "--per_round", "5", "--evaluations", "128", "--genetic_budget", "400", "--repeats", "2",
-             "--threads", "1", "--csv", curves)
-    assert r.returncode == 0, r.stderr
+    r = bench_tiny_valid_graph(world, 400, curves)
     needed = collections.defaultdict(dict)  # strategy -> (graph, repeat) -> measurements to within 1%
     with open(curves) as f:
         assert f.readline().strip() == "strategy,graph,repeat,measured,gap"
@@ -568,11 +575,7 @@ def test_bench_search_bounds_the_ratio_by_the_genetic_budget_when_the_genetic_se
     import math
     bench = binary("model", "bench", "tgraph-bench-search")
     curves = tmp_path / "curves.csv"
-    r = call(bench, "--registry", world["registry"], "--collection", "layout:xla:random", "--preset", "tiny",
-             "--seed", "5", "--split", "valid", "--strategies", "genetic,random,oracle", "--budget", "40",
-             "--per_round", "5", "--evaluations", "128", "--genetic_budget", "5", "--repeats", "2",
-             "--threads", "1", "--csv", curves)
-    assert r.returncode == 0, r.stderr
+    r = bench_tiny_valid_graph(world, 5, curves)
     firsts = {}  # (strategy, repeat) -> measurements to within 1%
     for line in curves.read_text().splitlines()[1:]:
         name, _, repeat, measured, gap = line.split(",")
