@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <unistd.h>
 
 #include "absl/strings/str_cat.h"
@@ -292,6 +293,26 @@ std::string SerializeNpy(const NpyArray& a) {
 
 namespace {
 
+// libzip as Debian bookworm ships it (1.7.3) computes what zip_open_from_source needs
+// of a source in function-local statics, unsynchronised: two threads opening their first
+// archives at once can read a half-computed mask and refuse a new archive as read-only
+// ("Read-only archive"; tgraph-synth with two threads failed so in about 3% of runs). Every
+// open in this file takes this lock; reading and writing the archive afterwards do not.
+std::mutex& ZipOpenMutex() {
+  static std::mutex mu;
+  return mu;
+}
+
+zip_t* OpenZip(const std::string& path, int flags, int* err) {
+  std::lock_guard<std::mutex> lock(ZipOpenMutex());
+  return zip_open(path.c_str(), flags, err);
+}
+
+zip_t* OpenZipFromSource(zip_source_t* src, int flags, zip_error_t* error) {
+  std::lock_guard<std::mutex> lock(ZipOpenMutex());
+  return zip_open_from_source(src, flags, error);
+}
+
 struct ZipCloser {
   void operator()(zip_t* z) const { if (z) zip_discard(z); }
 };
@@ -412,7 +433,7 @@ absl::StatusOr<NpzArchive> ReadArchive(zip_t* za, absl::string_view what, const 
 
 absl::StatusOr<NpzArchive> ReadNpz(const std::string& path, const NpzNarrowing* narrow) {
   int err = 0;
-  ZipPtr za(zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err));
+  ZipPtr za(OpenZip(path, ZIP_RDONLY | ZIP_CHECKCONS, &err));
   if (!za) {
     if (err == ZIP_ER_NOENT || err == ZIP_ER_OPEN)
       return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", ZipErrorString(err)));
@@ -430,7 +451,7 @@ absl::StatusOr<NpzArchive> ReadNpzFromBuffer(absl::string_view bytes, absl::stri
     zip_error_fini(&error);
     return Bad(what, msg);
   }
-  ZipPtr za(zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &error));
+  ZipPtr za(OpenZipFromSource(src, ZIP_RDONLY | ZIP_CHECKCONS, &error));
   if (!za) {
     std::string msg = zip_error_strerror(&error);
     zip_source_free(src);
@@ -450,7 +471,7 @@ absl::Status WriteNpz(const std::string& path, const NpzArchive& arrays) {
   if (absl::Status s = ReplaceableFile(path); !s.ok()) return s;
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
   int err = 0;
-  zip_t* za = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
+  zip_t* za = OpenZip(tmp, ZIP_CREATE | ZIP_TRUNCATE, &err);
   if (!za) return absl::InternalError(absl::StrCat(tmp, ": cannot create: ", ZipErrorString(err)));
   // The serialized members must outlive zip_close, which is when libzip reads them.
   std::vector<std::string> payloads;
