@@ -401,8 +401,10 @@ ENTRY %cluster_0__XlaCompiledKernel_true__XlaHasReferenceVars_false__XlaNumConst
   // spatial 0, 1; output batch 0, feature 3.
   CHECK(Feat(*g, conv, 93, 107) == std::vector<float>{0, 3, 1, 2, 0, 0, 2, 3, 0, 1, 0, 0, 0, 3});
   CHECK(Feat(*g, conv, 134, 140) == std::vector<float>{3, 2, 1, 0, 0, 0});       // layout {3,2,1,0}
-  CHECK(g->graph.feat(conv)[107] == 0.0f);                                        // feature_group_count unset
-  CHECK(g->graph.feat(depthwise)[107] == 32.0f);
+  // Group counts absent from the text are 1, as XLA's parser takes them and as XLA's
+  // protos (the real TpuGraphs files') carry them.
+  CHECK(Feat(*g, conv, 107, 109) == std::vector<float>{1, 1});
+  CHECK(Feat(*g, depthwise, 107, 109) == std::vector<float>{32, 1});
   CHECK(Feat(*g, depthwise, 53, 61) == std::vector<float>{1, 1, 0, 0, 0, 0, 2, 1});
   CHECK(g->first_operands[depthwise] == std::array<int64_t, 2>{NodeNamed(*g, "Relu6.177"), NodeNamed(*g, "depthwise.40")});
   CHECK(g->graph.feat(NodeNamed(*g, "out"))[2 + 16] == 1.0f);  // TUPLE

@@ -633,6 +633,9 @@ absl::Status ParseOperands(Cursor& c, ParsedComputation* comp, int64_t* next_id,
 }
 
 // One instruction line: [ROOT] %name = shape opcode(operands), attr=value, ...
+// The opcodes whose instructions carry feature_group_count and batch_group_count.
+bool HasGroupCounts(std::string_view opcode) { return opcode == "convolution" || opcode == "custom-call"; }
+
 absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* comp, bool* root) {
   InstructionText where;
   where.start = c.Offset();
@@ -683,6 +686,12 @@ absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* co
     if (!c.Consume(')')) return c.Error("')' after the parameter's number");
   } else if (absl::Status s = ParseOperands(c, comp, next_id, inst, c.map ? &where : nullptr); !s.ok()) {
     return s;
+  }
+  // XLA's parser takes an absent group count of these as 1, and XLA's protos (the real
+  // TpuGraphs files too) carry the 1: the text must give the graph its proto gives.
+  if (HasGroupCounts(opcode)) {
+    inst->set_feature_group_count(1);
+    inst->set_batch_group_count(1);
   }
   PendingCalls calls;
   where.end = c.RawOffset();
@@ -920,8 +929,12 @@ std::string Attributes(const HloInstructionProto& inst, const std::unordered_map
   if (inst.window().dimensions_size()) absl::StrAppend(&out, ", window=", WindowText(inst.window()));
   if (inst.has_convolution_dimension_numbers())
     absl::StrAppend(&out, ", dim_labels=", DimLabels(inst.convolution_dimension_numbers()));
-  if (inst.feature_group_count()) absl::StrAppend(&out, ", feature_group_count=", inst.feature_group_count());
-  if (inst.batch_group_count()) absl::StrAppend(&out, ", batch_group_count=", inst.batch_group_count());
+  // 1 is what XLA's parser (and ours) takes for an absent count, so XLA prints none.
+  const int64_t absent = HasGroupCounts(inst.opcode()) ? 1 : 0;
+  if (inst.feature_group_count() != absent && inst.feature_group_count() != 0)
+    absl::StrAppend(&out, ", feature_group_count=", inst.feature_group_count());
+  if (inst.batch_group_count() != absent && inst.batch_group_count() != 0)
+    absl::StrAppend(&out, ", batch_group_count=", inst.batch_group_count());
   if (inst.slice_dimensions_size()) {
     std::vector<std::string> dims;
     for (const auto& d : inst.slice_dimensions()) dims.push_back(absl::StrCat("[", d.start(), ":", d.limit(), ":", d.stride(), "]"));
