@@ -59,13 +59,16 @@ def tls_error(e: grpc.RpcError, address: str, secure: bool, has_cert: bool,
         return TgraphError(grpc.StatusCode.UNAUTHENTICATED, f"TLS with {address} failed: {cause}")
 
     if secure:
-        if "wrong version number" in m:
+        # OpenSSL says "certificate verify failed", BoringSSL (grpcio's wheels)
+        # "CERTIFICATE_VERIFY_FAILED": compared lower-cased, underscores as spaces.
+        said = m.lower().replace("_", " ")
+        if "wrong version number" in said:
             return fail("the server does not speak TLS (it answered in plaintext): connect without tls")
-        if "certificate verify failed" in m:
+        if "certificate verify failed" in said:
             return fail("the server's certificate does not chain to the CAs of tls_ca (or the default roots)")
         if "Peer name " in m:
             return fail(m[m.index("Peer name "):] + ": give tls_server_name a name the certificate carries")
-        if "Ssl handshake failed" in m or "Handshake failed" in m:
+        if "handshake failed" in said:
             return fail(f"the handshake failed ({m[m.rfind(': ') + 2:]})")
     if "Socket closed" not in m and "Connection reset" not in m:
         return None
