@@ -5,7 +5,8 @@
 #   docker run --rm -p 50051:50051 -p 9090:9090 -v "$PWD/registry:/var/lib/tgraph/registry:ro" tgraph:dev
 #   docker run --rm --entrypoint tgraph-train tgraph:dev --help
 #
-# Build stage: the same install script as a developer machine, a Release build.
+# Build stage: the same install script as a developer machine (without --test: the tests'
+# Python environment from PyPI stays out of the image), a Release build.
 FROM debian:bookworm AS build
 WORKDIR /src
 COPY scripts/install-deps scripts/select-openblas scripts/

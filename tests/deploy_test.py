@@ -2,7 +2,7 @@
 """Checks of deploy/ against the real tools, registered with ctest (tests/CMakeLists.txt).
 
   deploy_test.py manifests  --root R --bin-dir B   the Kubernetes manifests validate
-      (deploy/validate/validate.js, the TLS overlay deploy/k8s-tls included), broken
+      (deploy/validate/validate.py, the TLS overlay deploy/k8s-tls included), broken
       copies of them are refused with the right message, promtool accepts the scrape
       config and the alerting rules, tgraph-server starts with deploy/k8s/server.flags,
       and the TLS overlay's server arguments and probe commands work against a real
@@ -18,7 +18,8 @@
       that has no model (and for nothing else).
 
 Everything runs on loopback with ephemeral ports and a temporary directory. The tools
-(node + deploy/validate/node_modules, prometheus, promtool) are installed by
+(prometheus and promtool from Debian; kubernetes-validate and PyYAML in the test
+environment, scripts/test-venv, whose python runs this file) are installed by
 scripts/test; a missing one fails the test with what to run.
 """
 import argparse
@@ -100,20 +101,20 @@ class Server:
 
 # ---------------------------------------------------------------------------------
 def validate(root, work_root, bin_dir):
-    node = need("node", "run scripts/install-deps --test")
-    if not os.path.isdir(os.path.join(root, "deploy", "validate", "node_modules", "kubernetes-models")):
-        fail("deploy/validate/node_modules is missing; run: (cd deploy/validate && npm ci)  (scripts/test does)")
-    env = dict(os.environ, NODE_PATH=os.path.join(root, "deploy", "validate", "node_modules"))
-    return run([node, os.path.join(root, "deploy", "validate", "validate.js"), work_root,
-                os.path.join(bin_dir, "server", "tgraph-server"), os.path.join(bin_dir, "model", "train", "tgraph-train")],
-               env=env)
+    try:
+        import kubernetes_validate  # noqa: F401
+        import yaml  # noqa: F401
+    except ImportError as e:
+        fail(f"{e.name} is missing from {sys.executable}: run scripts/install-deps --test and test with "
+             "its environment (scripts/test does)")
+    return run([sys.executable, os.path.join(root, "deploy", "validate", "validate.py"), work_root,
+                os.path.join(bin_dir, "server", "tgraph-server"), os.path.join(bin_dir, "model", "train", "tgraph-train")])
 
 
 def broken_copy(root, tmp, name, path, old, new):
     """A copy of deploy/ and client/client.cc with one text replacement in one file."""
     dst = os.path.join(tmp, name)
-    shutil.copytree(os.path.join(root, "deploy"), os.path.join(dst, "deploy"),
-                    ignore=shutil.ignore_patterns("node_modules"))
+    shutil.copytree(os.path.join(root, "deploy"), os.path.join(dst, "deploy"))
     os.makedirs(os.path.join(dst, "client"))
     shutil.copy(os.path.join(root, "client", "client.cc"), os.path.join(dst, "client", "client.cc"))
     target = os.path.join(dst, path)
@@ -132,7 +133,12 @@ def test_manifests(root, bin_dir):
     # Each broken copy must be refused, naming the problem.
     mutations = [
         ("schema", "deploy/k8s/deployment.yaml", "containerPort: 50051", "containerPort: grpc-port",
-         "containerPort must be integer"),
+         "containers[0].ports[0].containerPort: 'grpc-port' is not of type 'integer'"),
+        ("unknown-field", "deploy/k8s/deployment.yaml", "terminationGracePeriodSeconds: 45",
+         "terminationGracePeriodSecond: 45",
+         "spec.template.spec: Additional properties are not allowed ('terminationGracePeriodSecond' was unexpected)"),
+        ("yaml-syntax", "deploy/k8s/pdb.yaml", "  maxUnavailable: 1\n", "  maxUnavailable: [1\n",
+         "deploy/k8s/pdb.yaml line 10, column 11: YAML: expected ',' or ']'"),
         ("probe-port", "deploy/k8s/deployment.yaml", "port: 50051\n              service: tgraph.v1.Ranker",
          "port: 50052\n              service: tgraph.v1.Ranker", "gRPC port 50052 is not a container port"),
         ("liveness-needs-model", "deploy/k8s/deployment.yaml", "port: 50051\n              service: liveness\n            periodSeconds: 10",
@@ -256,6 +262,9 @@ def test_dockerfile(root, bin_dir):
     """The Dockerfile's build stage copies binaries the build makes, and the runtime
     stage's package list (scripts/runtime-packages) covers what they load."""
     text = open(os.path.join(root, "Dockerfile")).read()
+    runs = [l for l in text.splitlines() if not l.lstrip().startswith("#")]
+    test_env = [l for l in runs if re.search(r"install-deps\s+--test|test-venv|test-requirements|\.cache/tgraph", l)]
+    check(not test_env, "the Dockerfile never installs or copies the tests' Python environment", "\n".join(test_env))
     copied = re.findall(r"/build/([\w/.-]+/tgraph-[\w-]+)", text)
     check(len(copied) == 6, f"the Dockerfile copies 6 binaries: {copied}")
     bins = [os.path.join(bin_dir, c) for c in copied]

@@ -31,7 +31,9 @@ def headers(path):
         for name in z.namelist():
             with z.open(name) as f:
                 version = np.lib.format.read_magic(f)
-                shape, fortran, dtype = np.lib.format._read_array_header(f, version)
+                read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                               (2, 0): np.lib.format.read_array_header_2_0}[version]
+                shape, fortran, dtype = read_header(f)
             out[name[:-4]] = (dtype.str, len(shape), fortran and len(shape) > 1)
     return out
 
