@@ -15,6 +15,7 @@
 #include "model/core/layout_space.h"
 #include "model/hlo/apply_layouts.h"
 #include "model/hlo/featurize.h"
+#include "model/hlo/hlo_print.h"
 #include "model/hlo/hlo_text.h"
 
 using namespace tgraph;

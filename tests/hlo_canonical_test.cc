@@ -13,6 +13,7 @@
 #include "model/core/layout_space.h"
 #include "model/hlo/canonical_order.h"
 #include "model/hlo/featurize.h"
+#include "model/hlo/hlo_print.h"
 #include "model/hlo/hlo_text.h"
 #include "tests/hlo_test_util.h"
 

@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 #include "model/core/file_util.h"
 #include "model/hlo/featurize.h"
+#include "model/hlo/hlo_print.h"
 #include "model/hlo/hlo_text.h"
 #include "model/hlo/wire_scan.h"
 #include "tgraph/hlo/tuning.pb.h"

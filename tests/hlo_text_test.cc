@@ -11,6 +11,7 @@
 #include "model/core/layout_space.h"
 #include "model/core/opcodes.h"
 #include "model/hlo/featurize.h"
+#include "model/hlo/hlo_print.h"
 #include "model/hlo/hlo_text.h"
 #include "tests/hlo_test_util.h"
 

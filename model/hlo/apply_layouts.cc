@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "model/core/layout_space.h"
 #include "model/hlo/featurize.h"
+#include "model/hlo/hlo_print.h"
 #include "model/hlo/hlo_text.h"
 
 namespace tgraph::hlo {

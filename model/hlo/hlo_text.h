@@ -61,15 +61,8 @@ using TextMap = std::unordered_map<int64_t, InstructionText>;  // by instruction
 absl::StatusOr<tgraph::xla::HloModuleProto> ParseHloText(absl::string_view text, absl::string_view what,
                                                          const Limits& limits = {}, TextMap* map = nullptr);
 
-// `module` as HLO text in the syntax ParseHloText reads, with what the proto subset holds:
-// shapes and layouts, operands, parameter numbers, the attributes that set features and
-// the called computations (as `calls={...}`). Constants print as `constant(0)` (literals
-// are not kept). ParseHloText of the result featurizes as `module` does (tested on the
-// real unet_3d module). Names are printed as they are: a name with characters outside
-// [A-Za-z0-9_.$-] does not read back.
-std::string PrintHloText(const tgraph::xla::HloModuleProto& module);
-
-// A shape as HLO text writes it: "f32[8,128]{1,0}", "(f32[2], s32[])".
-std::string PrintShape(const tgraph::xla::ShapeProto& shape);
+// Whether instructions of this opcode carry feature_group_count and batch_group_count,
+// which XLA's parser (and ours) takes as 1 where the text omits them.
+bool HasGroupCounts(absl::string_view opcode);
 
 }  // namespace tgraph::hlo

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "model/hlo/hlo_print.h"
 #include "model/hlo/hlo_text.h"
 
 namespace tgraph::hlo {
