@@ -70,11 +70,9 @@ std::vector<int8_t> OneGroupNeighbours(const LayoutSpace& space, const int8_t* b
 
 // The search's trust region's radius in layout groups (SearchOptions::radius,
 // model/search/layout_search.h) when a request leaves it to the server, and the range of
-// the generator's region collection (model/synth/search.h, RegionSearch). The models rank
-// rows near the measured ones far better than the far rows a free search favours: on
-// the simulated farm, the first round's proposals of a free search changed 80-150
-// groups of the default and were all 1.2-2x slower than it, where proposals within 8
-// groups were within a few percent of it.
+// the generator's region collection (model/synth/search.h, RegionSearch): the models rank
+// rows near the measured ones far better than the far rows a free search favours
+// (docs/notebook/2026-11-27-trust-region.md).
 inline constexpr int64_t kDefaultSearchRadius = 8;
 
 // Memory a space holds, for byte budgets.

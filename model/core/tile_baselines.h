@@ -37,11 +37,9 @@ namespace tgraph {
 // Gaussian in log2 units along three axes, each with its own bandwidth: the output's size
 // M x N (how many output tiles, so how many waves of programs over the SMs), the
 // contracted K (how many steps each program loops), and the output's aspect M / N. A
-// configuration's slowdown follows the first two closely and the aspect little: over the
-// 36 H100 shapes, ranked from the others (leave one shape out, the training problems of
-// each split), every split preferred narrow output and K bandwidths and a wide aspect
-// one, and the defaults below need about half the measurements to come within 1% of the
-// fastest that one bandwidth of 1 along log2 (M, N, K) did (docs/notebook).
+// configuration's slowdown follows the first two closely and the aspect little, so the
+// defaults below are narrow in output size and K and wide in aspect
+// (docs/notebook/2026-11-28-shape-axes.md).
 // All three 0: every problem alike (the plain mean); otherwise each is > 0.
 struct ShapeBandwidth {
   double output = 0.75;  // log2 (M N)

@@ -56,9 +56,8 @@ struct TilePrior {
   // near each problem's fastest (what an autotuner measures first) and compresses the
   // far end, plus guard x the configuration's largest log s over the nearest problems,
   // so that one fast on most of them but far off on one does not come first. The
-  // defaults were chosen by ranking each of the 72 H100 problems from the other shapes
-  // and by 12 random splits of 6 held-out shapes (never the test splits): 4.0 and 3.0
-  // measurements to within 1% instead of 5.0 and 4.0, the worst first pick unchanged.
+  // defaults were chosen on protocols that never see the test splits (docs/results.md
+  // "Real hardware").
   struct NearEnd {
     double excess = 0;  // > 0: on
     double guard = 0;

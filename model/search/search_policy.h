@@ -60,14 +60,9 @@ absl::StatusOr<std::optional<MeasuredCorrection>> CorrectionFor(const std::vecto
 // (SearchOptions::variation): a loop stalls when none of its last kStallMeasurements
 // measurements beat the best of those before them by kStallImprovement of it, or by
 // kStallSpreadShare of the measurements' spread (their median over that best) where that
-// is less: on a program whose configurations all run within 0.01% of each other (the
-// real unet_3d files) 0.2% would call every loop stalled and give half of its rounds
-// to variation where the model's picks were still finding faster ones. On the simulated
-// farm, runs that sat in the compiler default's basin (35-81% off the best known) for
-// all of 800 measurements, proposing what the model was sure of and fine-tuning on rows
-// alike, escaped within a hundred measurements of variation and came within 1%; runs
-// that were improving never stall, and one at the best known loses only measurements it
-// no longer needs.
+// is less, so that a program whose configurations all run alike is not always stalled.
+// Variation lets a loop stuck in the compiler default's basin escape, and costs a loop
+// that is improving nothing (the evidence: docs/notebook/2026-11-28-stall-variation.md).
 inline constexpr int64_t kStallMeasurements = 30;
 inline constexpr double kStallImprovement = 0.002;
 inline constexpr double kStallSpreadShare = 0.05;
