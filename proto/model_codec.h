@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/core/tile_prior.h"
+#include "model/tile/tile_prior.h"
 #include "model/store/registry.h"
 #include "tgraph/v1/ranker.pb.h"
 

@@ -1,7 +1,7 @@
 // A budget of bytes shared by concurrent work (every tgraph.v1.Ranker call: each holds
 // its request's bytes and what they become while it runs, a module's registration also
 // the working memory its reader reserves as it goes: model/hlo/working_memory.h, a search
-// its rows: Ranker::SearchWorkingBytes).
+// its rows: SearchWorkingBytes, server/search_jobs.h).
 // TryAcquire and Grow never wait: past the budget the caller answers
 // RESOURCE_EXHAUSTED and the client retries later, so memory stays bounded whatever
 // the number of concurrent requests. One request larger than the whole budget is still
@@ -11,8 +11,10 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace tgraph {
 
@@ -45,7 +47,7 @@ class ByteBudget {
   };
 
   std::optional<Lease> TryAcquire(int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (held_ > 0 && held_ + bytes > budget_) return std::nullopt;
     held_ += bytes;
     ++holders_;
@@ -53,32 +55,32 @@ class ByteBudget {
   }
 
   int64_t held() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return held_;
   }
   int holders() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return holders_;
   }
   int64_t budget() const { return budget_; }
 
  private:
   bool TryGrow(int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (held_ + bytes > budget_) return false;
     held_ += bytes;
     return true;
   }
   void Release(int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     held_ -= bytes;
     --holders_;
   }
 
   const int64_t budget_;
-  mutable std::mutex mu_;
-  int64_t held_ = 0;
-  int holders_ = 0;
+  mutable absl::Mutex mu_;
+  int64_t held_ ABSL_GUARDED_BY(mu_) = 0;
+  int holders_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace tgraph

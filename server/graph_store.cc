@@ -42,6 +42,7 @@ absl::StatusOr<StoredGraphResult> GraphStore::Register(WireGraph g) {
     stored->exact_operand_ranks = exact;
     stored->pruned = PruneGraph(g.graph, g.node_config_ids);
   }
+  stored->gemm_problem = GemmProblemOfGraph(stored->pruned.graph, "graph_hash");
   const int64_t bytes = stored->bytes();
   if (bytes > budget_)
     return absl::ResourceExhaustedError(absl::StrCat("the pruned graph needs ", bytes,

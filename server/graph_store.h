@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "model/core/layout_space.h"
 #include "model/core/preprocess.h"
+#include "model/tile/tile_space.h"
 #include "proto/graph_codec.h"
 #include "server/lru_cache.h"
 
@@ -25,6 +26,9 @@ struct StoredGraph {
   bool exact_operand_ranks = false;  // the space came from an HLO module (layout_space.h)
   int64_t original_nodes = 0;
   int64_t num_config_nodes = 0;
+  // The one matrix product a tile graph is (GemmProblemOfGraph, its errors naming
+  // graph_hash), found once when stored; for any other graph the reason it is not one.
+  absl::StatusOr<GemmProblem> gemm_problem;
   int64_t bytes() const;
 };
 

@@ -87,59 +87,105 @@ void Listener::Stop() {
   thread_.join();
 }
 
-void Listener::Serve(grpc::Server* server) {
-  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
-  auto watch = [ep](int fd, uint32_t events) {
+namespace {
+
+// One run of the accept loop (Listener::Serve's): the epoll set over the listening
+// socket, the wake eventfd and the pending connections, and what it counts.
+class AcceptLoop {
+ public:
+  AcceptLoop(const ListenerOptions& o, int listen_fd, int wake_fd, grpc::Server* server)
+      : o_(o), listen_fd_(listen_fd), wake_fd_(wake_fd), server_(server), ep_(::epoll_create1(EPOLL_CLOEXEC)),
+        handshake_(std::chrono::duration_cast<Clock::duration>(
+            std::chrono::duration<double>(std::max(0.001, o.handshake_timeout_s)))) {
+    counts_.open = 0;
+    counts_.cap = o.max_connections;
+  }
+  ~AcceptLoop() { ::close(ep_); }
+
+  // Until the wake eventfd is written; then the pending connections are closed and the
+  // handed ones are gRPC's.
+  void Run() {
+    Watch(wake_fd_, EPOLLIN);
+    accepting_ = Watch(listen_fd_, EPOLLIN);
+    next_prune_ = Clock::now() + kPruneEvery;
+    PublishConnectionCounts(counts_);
+    std::vector<epoll_event> events(256);
+    bool stop = false;
+    while (!stop) {
+      const int n = ::epoll_wait(ep_, events.data(), static_cast<int>(events.size()), MsUntil(Wake(), Clock::now()));
+      for (int i = 0; i < n; ++i) {
+        const int fd = events[i].data.fd;
+        if (fd == wake_fd_) {
+          stop = true;
+        } else if (fd == listen_fd_) {
+          AcceptAll();
+        } else {
+          OnEvent(fd, events[i].events);
+        }
+      }
+      Housekeeping(Clock::now());
+    }
+    for (const auto& [fd, deadline] : t_.pending) ::close(fd);
+    counts_.open = static_cast<int64_t>(t_.handed.size());
+    PublishConnectionCounts(counts_);
+  }
+
+ private:
+  bool Watch(int fd, uint32_t events) {
     epoll_event e{};
     e.events = events;
     e.data.fd = fd;
-    return ::epoll_ctl(ep, EPOLL_CTL_ADD, fd, &e) == 0;
-  };
-  watch(wake_fd_, EPOLLIN);
-  bool accepting = watch(fd_, EPOLLIN);
-  Clock::time_point resume_accepting{}, next_prune = Clock::now() + kPruneEvery;
-  const auto handshake = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(std::max(0.001, o_.handshake_timeout_s)));
-  Tracked t;
-  ConnectionCounts counts;
-  counts.open = 0;
-  counts.cap = o_.max_connections;
-  PublishConnectionCounts(counts);
+    return ::epoll_ctl(ep_, EPOLL_CTL_ADD, fd, &e) == 0;
+  }
+
+  // When the loop must wake next: a pruning, a pending connection's deadline, the end of
+  // an accept back-off.
+  Clock::time_point Wake() const {
+    Clock::time_point wake = next_prune_;
+    for (const auto& [fd, deadline] : t_.pending) wake = std::min(wake, deadline);
+    if (!accepting_) wake = std::min(wake, resume_accepting_);
+    return wake;
+  }
+
   // Stops accepting for a while after a failed accept: the backlog keeps the listening
   // socket readable, and polling it again at once would spin.
-  auto back_off = [&] {
+  void BackOff() {
     NoteAcceptError(absl::StrCat("accept on ", o_.address, " failed: ", std::strerror(errno),
                                  "; accepting again in 100 ms"));
-    ::epoll_ctl(ep, EPOLL_CTL_DEL, fd_, nullptr);
-    accepting = false;
-    resume_accepting = Clock::now() + kAcceptBackoff;
-  };
-  auto accept_all = [&] {
+    ::epoll_ctl(ep_, EPOLL_CTL_DEL, listen_fd_, nullptr);
+    accepting_ = false;
+    resume_accepting_ = Clock::now() + kAcceptBackoff;
+  }
+
+  // Every connection waiting in the backlog, pending until its first bytes; past the cap
+  // it is closed (the client sees its connection closed and retries later).
+  void AcceptAll() {
     while (true) {
-      const int c = ::accept4(fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (c < 0) {
         if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) back_off();
+        if (errno != EAGAIN && errno != EWOULDBLOCK) BackOff();
         return;
       }
-      if (t.size() >= o_.max_connections) t.Prune();
-      if (t.size() >= o_.max_connections || !watch(c, EPOLLIN | EPOLLRDHUP)) {
-        ::close(c);  // the client sees its connection closed; it retries later
-        ++counts.refused;
+      if (t_.size() >= o_.max_connections) t_.Prune();
+      if (t_.size() >= o_.max_connections || !Watch(c, EPOLLIN | EPOLLRDHUP)) {
+        ::close(c);
+        ++counts_.refused;
         continue;
       }
-      t.pending[c] = Clock::now() + handshake;
+      t_.pending[c] = Clock::now() + handshake_;
     }
-  };
+  }
+
   // A pending connection's first bytes hand it to gRPC; its end (or an error) before any
   // closes it here.
-  auto on_event = [&](int c, uint32_t events) {
+  void OnEvent(int c, uint32_t events) {
     char first;
     const ssize_t n = ::recv(c, &first, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) && (events & (EPOLLERR | EPOLLHUP)) == 0)
       return;  // nothing to read yet
-    ::epoll_ctl(ep, EPOLL_CTL_DEL, c, nullptr);
-    t.pending.erase(c);
+    ::epoll_ctl(ep_, EPOLL_CTL_DEL, c, nullptr);
+    t_.pending.erase(c);
     const ino_t inode = n > 0 ? SocketInode(c) : 0;
     if (inode == 0) {
       ::close(c);
@@ -147,49 +193,44 @@ void Listener::Serve(grpc::Server* server) {
     }
     const int one = 1;
     ::setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    t.handed[c] = inode;
-    grpc::AddInsecureChannelFromFd(server, c);  // gRPC owns c from here
-  };
-  std::vector<epoll_event> events(256);
-  bool stop = false;
-  while (!stop) {
-    Clock::time_point now = Clock::now();
-    Clock::time_point wake = next_prune;
-    for (const auto& [fd, deadline] : t.pending) wake = std::min(wake, deadline);
-    if (!accepting) wake = std::min(wake, resume_accepting);
-    const int n = ::epoll_wait(ep, events.data(), static_cast<int>(events.size()), MsUntil(wake, now));
-    for (int i = 0; i < n; ++i) {
-      const int fd = events[i].data.fd;
-      if (fd == wake_fd_) {
-        stop = true;
-      } else if (fd == fd_) {
-        accept_all();
-      } else {
-        on_event(fd, events[i].events);
-      }
-    }
-    now = Clock::now();
-    for (auto it = t.pending.begin(); it != t.pending.end();) {
+    t_.handed[c] = inode;
+    grpc::AddInsecureChannelFromFd(server_, c);  // gRPC owns c from here
+  }
+
+  // After each wake: pending connections past their deadline closed (unspoken), accepting
+  // resumed after a back-off, closed handed connections forgotten, the counts published.
+  void Housekeeping(Clock::time_point now) {
+    for (auto it = t_.pending.begin(); it != t_.pending.end();) {
       if (it->second > now) {
         ++it;
         continue;
       }
       ::close(it->first);  // closing also drops it from the epoll set
-      ++counts.unspoken;
-      it = t.pending.erase(it);
+      ++counts_.unspoken;
+      it = t_.pending.erase(it);
     }
-    if (!accepting && now >= resume_accepting) accepting = watch(fd_, EPOLLIN);
-    if (now >= next_prune) {
-      t.Prune();
-      next_prune = now + kPruneEvery;
+    if (!accepting_ && now >= resume_accepting_) accepting_ = Watch(listen_fd_, EPOLLIN);
+    if (now >= next_prune_) {
+      t_.Prune();
+      next_prune_ = now + kPruneEvery;
     }
-    counts.open = t.size();
-    PublishConnectionCounts(counts);
+    counts_.open = t_.size();
+    PublishConnectionCounts(counts_);
   }
-  for (const auto& [fd, deadline] : t.pending) ::close(fd);
-  counts.open = static_cast<int64_t>(t.handed.size());
-  PublishConnectionCounts(counts);
-  ::close(ep);
-}
+
+  const ListenerOptions& o_;
+  const int listen_fd_, wake_fd_;
+  grpc::Server* server_;
+  const int ep_;
+  const Clock::duration handshake_;
+  bool accepting_ = false;
+  Clock::time_point resume_accepting_{}, next_prune_{};
+  Tracked t_;
+  ConnectionCounts counts_;
+};
+
+}  // namespace
+
+void Listener::Serve(grpc::Server* server) { AcceptLoop(o_, fd_, wake_fd_, server).Run(); }
 
 }  // namespace tgraph

@@ -8,9 +8,11 @@
 #include <functional>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <unordered_map>
 #include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace tgraph {
 
@@ -26,7 +28,7 @@ class LruCache {
 
   // The value, marked most recently used; nullptr (a miss) when absent.
   std::shared_ptr<const Value> Get(const Key& key) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it == index_.end()) {
       ++stats_.misses;
@@ -40,7 +42,7 @@ class LruCache {
   // Inserts or replaces; evicts least recently used entries until the budget holds.
   // An entry larger than the whole budget is not kept (but the caller still has it).
   void Put(const Key& key, std::shared_ptr<const Value> value, int64_t bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = index_.find(key);
     if (it != index_.end()) {
       stats_.bytes -= it->second->bytes;
@@ -62,7 +64,7 @@ class LruCache {
 
   // Drops every entry for which pred(key) is true (e.g. a model version unloaded).
   int64_t EraseIf(const std::function<bool(const Key&)>& pred) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     int64_t erased = 0;
     for (auto it = order_.begin(); it != order_.end();) {
       if (pred(it->key)) {
@@ -78,7 +80,7 @@ class LruCache {
   }
 
   CacheStats Stats() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     CacheStats s = stats_;
     s.entries = static_cast<int64_t>(order_.size());
     s.budget_bytes = budget_;
@@ -91,11 +93,11 @@ class LruCache {
     std::shared_ptr<const Value> value;
     int64_t bytes;
   };
-  mutable std::mutex mu_;
   const int64_t budget_;
-  std::list<Entry> order_;  // most recently used first
-  std::unordered_map<Key, typename std::list<Entry>::iterator, Hash> index_;
-  CacheStats stats_;
+  mutable absl::Mutex mu_;
+  std::list<Entry> order_ ABSL_GUARDED_BY(mu_);  // most recently used first
+  std::unordered_map<Key, typename std::list<Entry>::iterator, Hash> index_ ABSL_GUARDED_BY(mu_);
+  CacheStats stats_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace tgraph

@@ -14,10 +14,11 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -158,9 +159,10 @@ struct ServerMetrics::Impl {
   prometheus::Family<prometheus::Counter>& registry_errors;
   prometheus::Family<prometheus::Gauge>& build_info;
   // The scrape-time source (Watch) and the ranker's cumulative counts already added.
-  std::mutex refresh_mu;
-  const Ranker* ranker = nullptr;
-  const ModelManager* models = nullptr;
+  absl::Mutex refresh_mu;
+  const Ranker* ranker ABSL_GUARDED_BY(refresh_mu) = nullptr;
+  const ModelManager* models ABSL_GUARDED_BY(refresh_mu) = nullptr;
+  // Refresh's, which runs under refresh_mu.
   RankerStats counted;
   int64_t counted_accept_errors = 0, counted_refused = 0, counted_unspoken = 0;
   std::unique_ptr<MetricsHttpServer> http;  // last: stops serving before the metrics go
@@ -174,7 +176,7 @@ absl::StatusOr<std::unique_ptr<ServerMetrics>> ServerMetrics::Start(const std::s
   ServerMetrics* self = m.get();
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http = MetricsHttpServer::Start(address, [impl, self] {
     {
-      std::lock_guard<std::mutex> lock(impl->refresh_mu);
+      absl::MutexLock lock(&impl->refresh_mu);
       if (impl->ranker && impl->models) self->Refresh(impl->ranker->Stats(), *impl->models);
     }
     return prometheus::TextSerializer().Serialize(impl->registry->Collect()) + ProcessMetricsText();
@@ -188,7 +190,7 @@ ServerMetrics::ServerMetrics(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 ServerMetrics::~ServerMetrics() = default;
 
 void ServerMetrics::Watch(const Ranker* ranker, const ModelManager* models) {
-  std::lock_guard<std::mutex> lock(impl_->refresh_mu);
+  absl::MutexLock lock(&impl_->refresh_mu);
   impl_->ranker = ranker;
   impl_->models = models;
 }

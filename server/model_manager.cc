@@ -4,6 +4,7 @@
 #include <set>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "absl/strings/str_join.h"
 #include "model/nn/model_io.h"
 
@@ -26,12 +27,12 @@ const char* ModelEvent::KindName() const {
 }
 
 std::vector<ModelEvent> ModelManager::Poll() {
-  std::lock_guard<std::mutex> poll_lock(poll_mu_);
+  absl::MutexLock poll_lock(&poll_mu_);
   std::vector<ModelEvent> events;
   std::set<std::string> collections;
   for (const std::string& c : registry_.ListCollections()) collections.insert(c);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [c, loaded] : models_) collections.insert(c);  // also those whose versions all went
   }
   for (const std::string& collection : collections) {
@@ -53,7 +54,7 @@ void ModelManager::LoadNewest(const std::string& collection, const std::vector<i
     const int64_t v = *it;
     const std::string stamp = registry_.VersionStamp(collection, v);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       const auto& have = models_[collection];
       // Loaded versions at least as new as v (vanished newer ones, still serving, too).
       const auto at_least_v = static_cast<int>(std::distance(have.lower_bound(v), have.end()));
@@ -69,7 +70,7 @@ void ModelManager::LoadNewest(const std::string& collection, const std::vector<i
                  m.ok() ? m->manifest.provenance.Summary() : std::string(m.status().message()),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
                  m.ok() && m->manifest.provenance.SyntheticOnly()};
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (m.ok()) {
       for (const auto& net : m->folds) {
         net->SetInferenceFolding(options_.fold_inference);
@@ -88,7 +89,7 @@ void ModelManager::LoadNewest(const std::string& collection, const std::vector<i
 
 void ModelManager::UnloadRetired(const std::string& collection, const std::vector<int64_t>& listed,
                                  std::vector<ModelEvent>* events) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto& loaded = models_[collection];
   // Versions retired in the registry are unloaded: a rollback. The last loaded version
   // of a collection stays, so that a collection never goes dark. A version that is
@@ -120,7 +121,7 @@ void ModelManager::UnloadRetired(const std::string& collection, const std::vecto
 void ModelManager::CheckLoadedFiles(std::vector<ModelEvent>* events) {
   std::vector<std::pair<std::string, int64_t>> loaded;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [collection, versions] : models_)
       for (const auto& [v, model] : versions) loaded.emplace_back(collection, v);
   }
@@ -134,11 +135,11 @@ void ModelManager::CheckLoadedFiles(std::vector<ModelEvent>* events) {
     if (!listed[collection].count(v)) continue;  // retired or vanished: Poll says so
     const std::string stamp = registry_.VersionStamp(collection, v);
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (verified_stamp_[key] == stamp || corrupt_stamp_[key] == stamp) continue;
     }
     const absl::StatusOr<Manifest> on_disk = registry_.ReadVersion(collection, v);  // checksums, off the lock
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto model = models_[collection].find(v);
     if (model == models_[collection].end()) continue;  // unloaded meanwhile
     std::string problem;
@@ -169,15 +170,14 @@ void ModelManager::StartPolling(double interval_seconds,
                                 std::function<void(const std::vector<ModelEvent>&)> on_events) {
   Stop();
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    absl::MutexLock lock(&stop_mu_);
     stopping_ = false;
   }
   poller_ = std::thread([this, interval_seconds, on_events = std::move(on_events)] {
     while (true) {
       {
-        std::unique_lock<std::mutex> lock(stop_mu_);
-        if (stop_cv_.wait_for(lock, std::chrono::duration<double>(interval_seconds), [this] { return stopping_; }))
-          return;
+        absl::MutexLock lock(&stop_mu_);
+        if (stop_mu_.AwaitWithTimeout(absl::Condition(&stopping_), absl::Seconds(interval_seconds))) return;
       }
       std::vector<ModelEvent> events = Poll();
       if (on_events) on_events(events);
@@ -187,15 +187,14 @@ void ModelManager::StartPolling(double interval_seconds,
 
 void ModelManager::Stop() {
   {
-    std::lock_guard<std::mutex> lock(stop_mu_);
+    absl::MutexLock lock(&stop_mu_);
     stopping_ = true;
   }
-  stop_cv_.notify_all();
   if (poller_.joinable()) poller_.join();
 }
 
 absl::StatusOr<ModelHandle> ModelManager::Get(const std::string& collection, int64_t version) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = models_.find(collection);
   if (it == models_.end() || it->second.empty()) {
     std::vector<std::string> names;
@@ -219,7 +218,7 @@ absl::StatusOr<ModelHandle> ModelManager::Get(const std::string& collection, int
 }
 
 std::map<std::string, std::vector<ModelHandle>> ModelManager::Loaded() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::map<std::string, std::vector<ModelHandle>> out;
   for (const auto& [collection, versions] : models_)
     for (auto it = versions.rbegin(); it != versions.rend(); ++it)
@@ -228,7 +227,7 @@ std::map<std::string, std::vector<ModelHandle>> ModelManager::Loaded() const {
 }
 
 bool ModelManager::AnyLoaded() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (const auto& [collection, versions] : models_)
     if (!versions.empty()) return true;
   return false;

@@ -6,18 +6,18 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "model/store/registry.h"
 
 namespace tgraph {
@@ -89,31 +89,32 @@ class ModelManager {
 
  private:
   // The kCorrupted check of Poll, over the loaded versions still listed.
-  void CheckLoadedFiles(std::vector<ModelEvent>* events);
+  void CheckLoadedFiles(std::vector<ModelEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   // Poll's steps for one collection of `listed` versions (ascending): the newest
   // keep_versions that load, then the retired ones unloaded. Called with poll_mu_ held;
   // each takes mu_ around what it reads and changes.
-  void LoadNewest(const std::string& collection, const std::vector<int64_t>& listed, std::vector<ModelEvent>* events);
+  void LoadNewest(const std::string& collection, const std::vector<int64_t>& listed, std::vector<ModelEvent>* events)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
   void UnloadRetired(const std::string& collection, const std::vector<int64_t>& listed,
-                     std::vector<ModelEvent>* events);
+                     std::vector<ModelEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(poll_mu_);
 
   Registry registry_;
   Options options_;
-  mutable std::mutex mu_;
-  std::map<std::string, std::map<int64_t, std::shared_ptr<const LoadedModel>>> models_;  // guarded by mu_
+  absl::Mutex poll_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one Poll at a time
+  mutable absl::Mutex mu_;
+  std::map<std::string, std::map<int64_t, std::shared_ptr<const LoadedModel>>> models_ ABSL_GUARDED_BY(mu_);
   // Versions that failed to load, with the registry's VersionStamp at that attempt:
-  // retried when the stamp changes (a fixed file), not at every poll. Guarded by mu_.
-  std::map<std::pair<std::string, int64_t>, std::string> failed_;
+  // retried when the stamp changes (a fixed file), not at every poll.
+  std::map<std::pair<std::string, int64_t>, std::string> failed_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> failed_loads_{0};
-  std::set<std::pair<std::string, int64_t>> vanished_;  // reported vanished versions; guarded by mu_
+  std::set<std::pair<std::string, int64_t>> vanished_ ABSL_GUARDED_BY(mu_);  // reported vanished versions
   // Loaded versions' VersionStamp when they last verified, and the stamp of a change
-  // reported as corrupted (not reported again until it changes). Guarded by mu_.
-  std::map<std::pair<std::string, int64_t>, std::string> verified_stamp_, corrupt_stamp_;
-  std::mutex poll_mu_;  // one Poll at a time
+  // reported as corrupted (not reported again until it changes).
+  std::map<std::pair<std::string, int64_t>, std::string> verified_stamp_ ABSL_GUARDED_BY(mu_),
+      corrupt_stamp_ ABSL_GUARDED_BY(mu_);
   std::thread poller_;
-  std::mutex stop_mu_;
-  std::condition_variable stop_cv_;
-  bool stopping_ = false;
+  absl::Mutex stop_mu_;
+  bool stopping_ ABSL_GUARDED_BY(stop_mu_) = false;  // the poller's thread waits on it
 };
 
 }  // namespace tgraph

@@ -1,6 +1,7 @@
-// The requests as the service hands them to the Ranker (RankConfigs, ReportMeasurements),
-// and a RankConfigs request's validation: every field checked against the graph and the
-// model it names, before any compute. Torch-free. Plain values: any thread.
+// The requests as the service hands them to the Ranker (RankConfigs, SearchConfigs,
+// ReportMeasurements) and the results it answers with, and each request's validation:
+// every field checked against the graph and the model it names, before any compute
+// (server/admission.h runs it). Torch-free. Plain values: any thread.
 #pragma once
 
 #include <cstdint>
@@ -60,8 +61,42 @@ struct SearchRequest {
   int64_t max_changed_groups = 0;            // 0: kDefaultSearchRadius; -1: the whole space
 };
 
+struct RankTiming {
+  double queue_ms = 0, graph_prepare_ms = 0, inference_ms = 0, total_ms = 0;
+  bool cache_hit = false;
+  int64_t batches = 0;
+  int64_t rescored = 0;  // configurations scored by every fold
+};
+
+struct RankResult {
+  std::vector<float> scores, spread;
+  std::vector<int32_t> ranking;
+  int64_t model_version = 0;
+  int64_t reference_configs = 0;  // the reference the scores were computed against
+  RankTiming timing;
+};
+
+// SearchConfigs' answer: configurations best first (results x nc x 18), their scores
+// by every fold against the search's reference, and what the search ran.
+struct SearchOutcome {
+  std::vector<int8_t> rows;          // layout rows, best first
+  std::vector<float> tile_rows;      // or tile rows (num x 24), best first
+  std::vector<std::string> tile_names;
+  std::vector<float> scores, spread;
+  int64_t model_version = 0;
+  int64_t evaluations = 0, generations = 0, reference_configs = 0;
+  int64_t correction_measurements = 0;  // the measurements the scores were corrected with
+  double correction_weight = 0;         // the correction's weight beside the model's scores (SearchResult's)
+  int64_t max_changed_groups = 0;       // the search's trust region (SearchOptions::radius; 0: none)
+  int64_t variation = 0;                // the last rows are random variation, not the model's (SearchResult's)
+  RankTiming timing;
+};
+
+// The most configurations one request may carry, unless the server says otherwise.
+inline constexpr int64_t kDefaultMaxConfigs = 100000;
+
 struct RankLimits {
-  int64_t max_configs = 100000;
+  int64_t max_configs = kDefaultMaxConfigs;
   int64_t max_reference = 128;  // the batch the model may run for this graph
 };
 

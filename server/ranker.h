@@ -1,8 +1,9 @@
-// The ranking service's logic, independent of gRPC: it ties together the registered
-// graphs (GraphStore), request validation before any compute (Admit), per (graph,
-// model version) configuration-independent tensors in a byte-bounded LRU cache, the
-// activation budget, and inference on a bounded worker pool (WorkerPool) through the
-// shared scoring function. Torch-free header.
+// The ranking service's logic, independent of gRPC: a request goes down through its
+// admission (server/admission.h: every check before any compute), the queue of a
+// bounded worker pool (WorkerPool), the graph's encodings from a byte-bounded LRU cache
+// per (graph, model version), and then ranking through the shared scoring function, or
+// a search job (server/search_jobs.h). The registered graphs live in a GraphStore.
+// Torch-free header.
 //
 // Threads: every public method may be called from any number of threads at once (the
 // gRPC handlers and the registry poller do); Rank blocks its caller until a worker has
@@ -24,6 +25,7 @@
 #include "absl/status/statusor.h"
 #include "model/store/measurement_store.h"
 #include "proto/graph_codec.h"
+#include "server/admission.h"
 #include "server/graph_store.h"
 #include "server/lru_cache.h"
 #include "server/rank_request.h"
@@ -32,12 +34,12 @@
 
 namespace tgraph {
 
-struct FoldModel;  // model/nn/scoring.h
+struct EncodedGraph;  // model/nn/encoded_graph.h
 
 struct RankerOptions {
   int64_t graph_store_bytes = int64_t{2} << 30;  // registered (pruned) graphs
   int64_t cache_bytes = int64_t{4} << 30;        // per-version prepared tensors
-  int64_t max_configs = 100000;
+  int64_t max_configs = kDefaultMaxConfigs;
   int workers = 1;
   int queue_size = 16;                           // waiting requests per lane (ranks, searches) before RESOURCE_EXHAUSTED
   // Activation memory one request may use (ActivationBytesPerConfig x batch): batches
@@ -54,37 +56,6 @@ struct RegisterResult {
   std::shared_ptr<const StoredGraph> graph;  // as stored (its layout space)
 };
 
-
-struct RankTiming {
-  double queue_ms = 0, graph_prepare_ms = 0, inference_ms = 0, total_ms = 0;
-  bool cache_hit = false;
-  int64_t batches = 0;
-  int64_t rescored = 0;  // configurations scored by every fold
-};
-
-struct RankResult {
-  std::vector<float> scores, spread;
-  std::vector<int32_t> ranking;
-  int64_t model_version = 0;
-  int64_t reference_configs = 0;  // the reference the scores were computed against
-  RankTiming timing;
-};
-
-// SearchConfigs' answer: configurations best first (results x nc x 18), their scores
-// by every fold against the search's reference, and what the search ran.
-struct SearchOutcome {
-  std::vector<int8_t> rows;          // layout rows, best first
-  std::vector<float> tile_rows;      // or tile rows (num x 24), best first
-  std::vector<std::string> tile_names;
-  std::vector<float> scores, spread;
-  int64_t model_version = 0;
-  int64_t evaluations = 0, generations = 0, reference_configs = 0;
-  int64_t correction_measurements = 0;  // the measurements the scores were corrected with
-  double correction_weight = 0;         // the correction's weight beside the model's scores (SearchResult's)
-  int64_t max_changed_groups = 0;       // the search's trust region (SearchOptions::radius; 0: none)
-  int64_t variation = 0;                // the last rows are random variation, not the model's (SearchResult's)
-  RankTiming timing;
-};
 
 // Counters for metrics.
 struct RankerStats {
@@ -106,9 +77,12 @@ class Ranker {
   // queued and between batches: a cancelled or expired RPC stops consuming compute.
   absl::StatusOr<RankResult> Rank(const RankRequest& request, const std::function<bool()>& cancelled);
 
-  // Validates, then runs the model-guided search (model/search/layout_search.h) on the worker
-  // pool and waits, as Rank does.
-  absl::StatusOr<SearchOutcome> Search(const SearchRequest& request, const std::function<bool()>& cancelled);
+  // Validates, then runs the search (server/search_jobs.h) on the worker pool and waits,
+  // as Rank does. Once admitted and before it queues, `hold_working_memory` (may be
+  // null) is given the memory the search will hold beyond its request
+  // (SearchWorkingBytes); an error from it is the answer.
+  absl::StatusOr<SearchOutcome> Search(const SearchRequest& request, const std::function<bool()>& cancelled,
+                                       const std::function<absl::Status(int64_t)>& hold_working_memory = nullptr);
 
   // A ReportMeasurements request as a report of its registered graph, checked whole for
   // MeasurementStore::Append: INVALID_ARGUMENT for a collection name that does not
@@ -120,13 +94,6 @@ class Ranker {
 
   RankerStats Stats() const;
 
-  // The memory a search of `q` holds beyond its request while it runs: every evaluated
-  // row kept about four times (seen, evaluated, the population, the finalists) and each
-  // excluded, start and candidate row about twice (hashed copies), in the registered
-  // graph's row size (0 for a graph this server does not hold: the search then fails at
-  // once). Its activations are bounded separately (RankerOptions::activation_bytes).
-  int64_t SearchWorkingBytes(const SearchRequest& q);
-
   // A registered graph by hash: INVALID_ARGUMENT for a malformed hash, NOT_FOUND when
   // this server does not hold it (never registered, or evicted).
   absl::StatusOr<std::shared_ptr<const StoredGraph>> RegisteredGraph(const std::string& graph_hash);
@@ -137,26 +104,11 @@ class Ranker {
   int64_t PurgeUnloaded();
 
  private:
-  struct PreparedGraph;
   struct PreparedKeyHash {
     size_t operator()(const std::pair<std::string, std::pair<std::string, int64_t>>& k) const;
   };
   using PreparedKey = std::pair<std::string, std::pair<std::string, int64_t>>;  // hash, (collection, version)
 
-  // A request that passed every check, with what running it needs.
-  struct Admitted {
-    ModelHandle model;
-    std::shared_ptr<const StoredGraph> graph;
-    int64_t batch_size = 0;     // within the activation budget
-    int64_t max_reference = 0;  // likewise
-  };
-  // All of a request's validation, in one place, before any compute.
-  absl::StatusOr<Admitted> Admit(const RankRequest& request);
-  absl::StatusOr<Admitted> AdmitSearch(const SearchRequest& request);
-  // The names (collection, version, graph hash) and the activation budget, shared by
-  // Admit and AdmitSearch; *kind gets the collection's.
-  absl::StatusOr<Admitted> AdmitNames(const std::string& collection, int64_t version, const std::string& graph_hash,
-                                      CollectionKind* kind);
   // Runs `job` on the worker pool in `lane` while this thread waits: RESOURCE_EXHAUSTED
   // when the lane's queue is full, CANCELLED when cancelled while queued (polled every
   // kQueuePoll: the job leaves the queue then), INTERNAL for an exception. The job may
@@ -164,21 +116,19 @@ class Ranker {
   static constexpr std::chrono::milliseconds kQueuePoll{10};
   absl::Status RunOnWorker(Lane lane, const std::function<absl::Status()>& job, const std::function<bool()>& cancelled,
                            double* queue_ms);
-  absl::StatusOr<SearchOutcome> SearchOnWorker(const SearchRequest& request, const Admitted& admitted,
-                                               const std::function<bool()>& cancelled);
-  // SearchOnWorker's tile branch: the model's tile space scored whole.
-  absl::StatusOr<SearchOutcome> SearchTilesOnWorker(const SearchRequest& request, const Admitted& admitted,
-                                                    const PreparedGraph& prepared, const std::vector<FoldModel>& folds,
-                                                    const std::function<bool()>& cancelled, SearchOutcome out);
-  std::shared_ptr<const PreparedGraph> Prepare(const std::string& graph_hash, const ModelHandle& model,
-                                               const StoredGraph& graph, RankTiming* timing);
+  // The graph encoded by every fold of the admitted model, from the cache or computed
+  // now (and cached); *timing gets the cache hit and the time taken.
+  std::shared_ptr<const EncodedGraph> Encoded(const std::string& graph_hash, const Admitted& a, RankTiming* timing);
   absl::StatusOr<RankResult> RankOnWorker(const RankRequest& request, const Admitted& admitted,
                                           const std::function<bool()>& cancelled);
+  absl::StatusOr<SearchOutcome> SearchOnWorker(const SearchRequest& request, const Admitted& admitted,
+                                               const std::function<bool()>& cancelled);
 
   ModelManager* models_;
   RankerOptions options_;
   GraphStore graphs_;
-  LruCache<PreparedKey, PreparedGraph, PreparedKeyHash> prepared_;
+  Admission admission_;  // borrows graphs_ and models_
+  LruCache<PreparedKey, EncodedGraph, PreparedKeyHash> prepared_;
   std::atomic<int64_t> configs_scored_{0}, batches_run_{0}, rejected_{0}, cancelled_{0};
   std::unique_ptr<WorkerPool> pool_;  // last: destroyed (joined) first
 };

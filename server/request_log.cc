@@ -75,7 +75,7 @@ bool RequestLog::Sample(int code, int64_t* unlogged) {
   }
   const int64_t second = std::chrono::duration_cast<std::chrono::seconds>(
                              std::chrono::steady_clock::now().time_since_epoch()).count();
-  std::lock_guard<std::mutex> lock(failures_mu_);
+  absl::MutexLock lock(&failures_mu_);
   if (second != failure_second_) {
     failure_second_ = second;
     failures_this_second_ = 0;

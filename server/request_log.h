@@ -12,12 +12,14 @@
 #pragma once
 
 #include <atomic>
-#include <mutex>
 #include <cstdint>
 #include <string>
 
 #include "absl/strings/string_view.h"
 #include "tgraph/v1/ranker.pb.h"
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace tgraph {
 
@@ -56,8 +58,10 @@ class RequestLog {
  private:
   const int64_t every_;
   std::atomic<int64_t> calls_{0};
-  std::mutex failures_mu_;  // guards the three below
-  int64_t failure_second_ = -1, failures_this_second_ = 0, failures_unlogged_ = 0;
+  absl::Mutex failures_mu_;
+  int64_t failure_second_ ABSL_GUARDED_BY(failures_mu_) = -1;
+  int64_t failures_this_second_ ABSL_GUARDED_BY(failures_mu_) = 0;
+  int64_t failures_unlogged_ ABSL_GUARDED_BY(failures_mu_) = 0;
 };
 
 }  // namespace tgraph

@@ -61,12 +61,12 @@ void LogOptions(const ServerOptions& o) {
       "registry=", o.registry, " address=", o.address, " metrics_address=", o.metrics_address, " workers=", r.workers,
       " intra_op_threads=", torch::get_num_threads(), " OMP_WAIT_POLICY=", OpenMpWaitPolicy(),
       " queue_size=", r.queue_size, " cache_bytes=", r.cache_bytes, " graph_store_bytes=", r.graph_store_bytes,
-      " max_nodes=", o.max_nodes, " max_configs=", r.max_configs, " max_message_bytes=", o.max_message_bytes,
+      " max_nodes=", o.service.max_nodes, " max_configs=", r.max_configs, " max_message_bytes=", o.service.max_message_bytes,
       " poll_interval_s=", o.poll_interval_s, " keep_versions=", o.keep_versions,
       " fold_inference=", o.fold_inference ? "true" : "false", " precision=", PrecisionName(o.precision), " (",
       o.precision_flag, CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",
       " reflection=", o.reflection ? "true" : "false", " transport=", o.tls.Describe(),
-      " request_bytes=", o.request_bytes, " request_log_every=", o.request_log_every, " drain_timeout_s=", o.drain_timeout_s));
+      " request_bytes=", o.service.request_bytes, " request_log_every=", o.service.request_log_every, " drain_timeout_s=", o.drain_timeout_s));
 }
 
 // One server process's parts, in the order they are built; destroyed in reverse (the
@@ -209,12 +209,9 @@ absl::Status ServerProcess::StartGrpc(const std::shared_ptr<grpc::ServerCredenti
                        o_.ranker.activation_bytes > 0 ? "" : " (auto, from the memory limit)"));
   ranker_ = std::make_unique<Ranker>(models_.get(), ro);
   if (absl::Status s = OpenMeasurementStore(); !s.ok()) return s;
-  const int64_t max_message_bytes = std::min<int64_t>(o_.max_message_bytes, INT32_MAX);
-  RankerService::Options so;
-  so.max_nodes = o_.max_nodes;
-  so.request_bytes = o_.request_bytes;
+  const int64_t max_message_bytes = std::min<int64_t>(o_.service.max_message_bytes, INT32_MAX);
+  RankerService::Options so = o_.service;
   so.max_message_bytes = max_message_bytes;
-  so.request_log_every = o_.request_log_every;
   service_ = std::make_unique<RankerService>(ranker_.get(), models_.get(), metrics_.get(), measurements_.get(), so);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();

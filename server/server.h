@@ -22,6 +22,7 @@
 #include "model/core/model_spec.h"
 #include "server/ranker.h"
 #include "server/connections.h"
+#include "server/service_options.h"
 #include "server/tls.h"
 
 namespace tgraph {
@@ -33,8 +34,8 @@ struct ServerOptions {
   std::string port_file;  // if set: the bound gRPC and metrics ports, written once serving
   // The ranker's limits and caches. ranker.activation_bytes <= 0: AutoActivationBytes.
   RankerOptions ranker;
-  // The largest graph RegisterGraph accepts: nodes, or an HLO module's instructions.
-  int64_t max_nodes = 200000;
+  // The service's bounds: graph size, memory of calls in progress, message size, request log.
+  ServiceOptions service;
   int intra_op_threads = 0;  // 0: every core this process may use
   Precision precision = Precision::kFloat32;
   std::string precision_flag = "auto";  // as given, for the log
@@ -42,9 +43,6 @@ struct ServerOptions {
   int keep_versions = 2;
   bool fold_inference = true;
   std::string measurement_store;  // empty: ReportMeasurements answers FAILED_PRECONDITION
-  int64_t request_bytes = int64_t{512} << 20;
-  int64_t request_log_every = 100;  // one log line per this many successful requests (request_log.h); 0: failures only
-  int64_t max_message_bytes = int64_t{256} << 20;
   bool reflection = true;
   ServerTlsOptions tls;
   ConnectionOptions connections;  // gRPC's transport bounds (server/connections.h)

@@ -19,99 +19,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Whether a call that ended cancelled ended by its deadline. The client cancels at its
-// own deadline; the server's copy of it is later by the time the request's headers took
-// to arrive (the grpc-timeout header counts from when it was sent), so the client's
-// cancellation can arrive before the server's deadline has passed. A cancellation
-// within kDeadlineSlack of the server's deadline is taken as the deadline.
-constexpr std::chrono::milliseconds kDeadlineSlack(50);
-bool DeadlinePassed(std::chrono::system_clock::time_point deadline) {
-  return deadline != std::chrono::system_clock::time_point::max() &&
-         deadline - kDeadlineSlack < std::chrono::system_clock::now();
-}
-
-const char* CodeName(grpc::StatusCode c) {
-  switch (c) {
-    case grpc::OK: return "OK";
-    case grpc::CANCELLED: return "CANCELLED";
-    case grpc::INVALID_ARGUMENT: return "INVALID_ARGUMENT";
-    case grpc::DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
-    case grpc::NOT_FOUND: return "NOT_FOUND";
-    case grpc::RESOURCE_EXHAUSTED: return "RESOURCE_EXHAUSTED";
-    case grpc::FAILED_PRECONDITION: return "FAILED_PRECONDITION";
-    case grpc::UNAVAILABLE: return "UNAVAILABLE";
-    case grpc::INTERNAL: return "INTERNAL";
-    case grpc::DATA_LOSS: return "DATA_LOSS";
-    case grpc::PERMISSION_DENIED: return "PERMISSION_DENIED";
-    default: return "OTHER";
-  }
-}
-
-// Counts each tgraph.v1.Ranker RPC once, with the status it ended with: at
-// PRE_SEND_STATUS, which gRPC reaches also for requests refused before any handler runs;
-// a call gRPC ended itself (its deadline passed, the client cancelled: no status is sent
-// by the server) is counted when its interceptor goes, as DEADLINE_EXCEEDED when its
-// deadline has passed (DeadlinePassed), else CANCELLED. A CANCELLED past the deadline is
-// a deadline too.
-class RequestCounter : public grpc::experimental::Interceptor {
- public:
-  RequestCounter(ServerMetrics* metrics, std::string method, grpc::ServerContextBase* context)
-      : metrics_(metrics),
-        method_(std::move(method)),
-        context_(context),
-        start_(Clock::now()),
-        // The sync server builds the context, deadline included, before its interceptors.
-        deadline_(context ? context->deadline() : std::chrono::system_clock::time_point::max()) {}
-  ~RequestCounter() override {
-    if (!counted_) Record(grpc::CANCELLED);
-  }
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::POST_RECV_INITIAL_METADATA) &&
-        context_)
-      deadline_ = context_->deadline();
-    if (methods->QueryInterceptionHookPoint(grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS))
-      Record(methods->GetSendStatus().error_code());
-    methods->Proceed();
-  }
-
- private:
-  void Record(grpc::StatusCode code) {
-    if (counted_) return;
-    counted_ = true;
-    if (code == grpc::CANCELLED && DeadlinePassed(deadline_)) code = grpc::DEADLINE_EXCEEDED;
-    metrics_->RecordRequest(method_, CodeName(code), std::chrono::duration<double>(Clock::now() - start_).count());
-  }
-
-  ServerMetrics* metrics_;
-  std::string method_;
-  grpc::ServerContextBase* context_;
-  Clock::time_point start_;
-  std::chrono::system_clock::time_point deadline_;
-  bool counted_ = false;
-};
-
-class RequestCounterFactory : public grpc::experimental::ServerInterceptorFactoryInterface {
- public:
-  explicit RequestCounterFactory(ServerMetrics* metrics) : metrics_(metrics) {}
-  grpc::experimental::Interceptor* CreateServerInterceptor(grpc::experimental::ServerRpcInfo* info) override {
-    constexpr absl::string_view kService = "/tgraph.v1.Ranker/";
-    const absl::string_view method = info->method() ? info->method() : "";
-    if (!absl::StartsWith(method, kService)) return nullptr;  // health, reflection
-    return new RequestCounter(metrics_, std::string(method.substr(kService.size())), info->server_context());
-  }
-
- private:
-  ServerMetrics* metrics_;
-};
-
-}  // namespace
-
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeRequestCounter(ServerMetrics* metrics) {
-  return std::make_unique<RequestCounterFactory>(metrics);
-}
-
-namespace {
-
 // One streamed-unary call: the request read here, `handle` run on it, its answer
 // written when OK. A request that cannot be read is over the transport's message limit
 // (gRPC then cancels the call and its own RESOURCE_EXHAUSTED reaches the client), was
@@ -213,11 +120,16 @@ absl::Status StoreFailure(const absl::Status& s) {
 
 // RESOURCE_EXHAUSTED for a call whose request bytes would take `budget` past
 // --request_bytes.
+absl::Status OverBudgetStatus(const char* method, const ByteBudget& budget, int64_t bytes) {
+  return absl::ResourceExhaustedError(absl::StrCat(method, ": ", budget.holders(), " calls (", budget.held() >> 20,
+                                                   " MiB) are in progress, over --request_bytes (",
+                                                   budget.budget() >> 20, " MiB) with this one (", bytes >> 20,
+                                                   " MiB): retry with backoff"));
+}
+
 grpc::Status OverBudget(const char* method, const ByteBudget& budget, int64_t bytes) {
-  return grpc::Status(grpc::RESOURCE_EXHAUSTED,
-                      absl::StrCat(method, ": ", budget.holders(), " calls (", budget.held() >> 20,
-                                   " MiB) are in progress, over --request_bytes (", budget.budget() >> 20,
-                                   " MiB) with this one (", bytes >> 20, " MiB): retry with backoff"));
+  const absl::Status s = OverBudgetStatus(method, budget, bytes);
+  return grpc::Status(grpc::RESOURCE_EXHAUSTED, std::string(s.message()));
 }
 
 // What a registration's reader is told when its working memory would take the
@@ -380,7 +292,7 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
     // Invalid reports are the client's; anything else is the store's: counted, logged
     // here in full, and answered without the server's paths.
     if (a.status().code() == absl::StatusCode::kInvalidArgument) return ToGrpc(a.status(), context);
-    if (metrics_) metrics_->RecordMeasurementError(CodeName(static_cast<grpc::StatusCode>(a.status().code())));
+    if (metrics_) metrics_->RecordMeasurementError(GrpcCodeName(static_cast<grpc::StatusCode>(a.status().code())));
     LogError(absl::StrCat("ReportMeasurements: ", a.status().message()));
     return ToGrpc(StoreFailure(a.status()), context);
   }
@@ -410,16 +322,22 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.exclude_tile_configs = request->exclude_tile_configs();
   q.max_changed_groups = request->max_changed_groups();
   // Admitted for the request, the copies its rows become (hashed sets, the measured
-  // correction's rows) and its working memory, before it waits in the queue; the heap it
-  // used is given back when it ends (a search with 100,000 excluded rows holds ~100 MB).
-  const int64_t bytes = static_cast<int64_t>(request->ByteSizeLong()) * 3 + ranker_->SearchWorkingBytes(q);
-  std::optional<ByteBudget::Lease> lease = in_flight_.TryAcquire(bytes);
-  if (!lease) return OverBudget("SearchConfigs", in_flight_, bytes);
+  // correction's rows) and its working memory (in its graph's row size, once the request
+  // is admitted), before it waits in the queue; the heap it used is given back when it
+  // ends (a search with 100,000 excluded rows holds ~100 MB).
+  std::optional<ByteBudget::Lease> lease;
   struct TrimWhenDone {
     int64_t bytes;
     ~TrimWhenDone() { TrimHeapAfter(bytes); }
-  } trim{bytes};
-  absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return Gone(context); });
+  } trim{static_cast<int64_t>(request->ByteSizeLong()) * 3};
+  const auto hold = [&](int64_t working_bytes) -> absl::Status {
+    trim.bytes += working_bytes;
+    std::optional<ByteBudget::Lease> held = in_flight_.TryAcquire(trim.bytes);
+    if (!held) return OverBudgetStatus("SearchConfigs", in_flight_, trim.bytes);
+    lease.emplace(std::move(*held));
+    return absl::OkStatus();
+  };
+  absl::StatusOr<SearchOutcome> r = ranker_->Search(q, [context] { return Gone(context); }, hold);
   if (!r.ok()) {
     if (r.status().code() == absl::StatusCode::kCancelled && DeadlinePassed(context->deadline()))
       return grpc::Status(grpc::DEADLINE_EXCEEDED, "deadline exceeded; the search stopped");

@@ -7,13 +7,13 @@
 // with (server/server.cc shuts that down first).
 #pragma once
 
-#include <grpcpp/support/server_interceptor.h>
-
 #include <memory>
 
 #include "model/store/measurement_store.h"
 #include "server/byte_budget.h"
+#include "server/request_counter.h"
 #include "server/request_log.h"
+#include "server/service_options.h"
 #include "server/metrics.h"
 #include "server/model_manager.h"
 #include "server/ranker.h"
@@ -29,14 +29,7 @@ namespace tgraph {
 class RankerService final : public v1::Ranker::StreamedUnaryService {
  public:
   // `measurements` may be null: ReportMeasurements then answers FAILED_PRECONDITION.
-  struct Options {
-    int64_t max_nodes = 200000;
-    // The memory every call in progress may hold at once (byte_budget.h: requests,
-    // modules' and searches' working memory); past it, RESOURCE_EXHAUSTED.
-    int64_t request_bytes = int64_t{512} << 20;
-    int64_t max_message_bytes = int64_t{256} << 20;  // the transport's limit, named in refusals
-    int64_t request_log_every = 100;                  // request_log.h; 0: failed calls only
-  };
+  using Options = ServiceOptions;
   RankerService(Ranker* ranker, ModelManager* models, ServerMetrics* metrics, MeasurementStore* measurements,
                 const Options& o)
       : ranker_(ranker), models_(models), metrics_(metrics), max_nodes_(o.max_nodes), measurements_(measurements),
@@ -92,12 +85,6 @@ class RankerService final : public v1::Ranker::StreamedUnaryService {
   int64_t max_message_bytes_;
   RequestLog request_log_;
 };
-
-// Counts every tgraph.v1.Ranker RPC in tgraph_requests_total{method,code} and its
-// latency, with the status actually sent, including requests over
-// --max_message_bytes and unparseable ones (RankerService reads them itself): install
-// it with ServerBuilder::experimental().SetInterceptorCreators.
-std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeRequestCounter(ServerMetrics* metrics);
 
 // absl::Status -> grpc::Status with the same code and message; a machine-readable
 // reason (proto/error_reason.h) becomes trailing metadata of `context` (required: a

@@ -11,14 +11,15 @@
 #pragma once
 
 #include <array>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 
 namespace tgraph {
 
@@ -40,10 +41,10 @@ class WorkerPool {
   }
   ~WorkerPool() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       stopping_ = true;
     }
-    cv_.notify_all();
+    cv_.SignalAll();
     for (std::thread& t : threads_) t.join();
   }
   WorkerPool(const WorkerPool&) = delete;
@@ -54,20 +55,20 @@ class WorkerPool {
   uint64_t TrySubmit(Lane lane, std::function<void()> job) {
     uint64_t ticket = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       std::deque<Queued>& q = lanes_[static_cast<size_t>(lane)];
       if (stopping_ || static_cast<int>(q.size()) >= capacity_) return 0;
       ticket = ++last_ticket_;
       q.push_back({ticket, std::move(job)});
     }
-    cv_.notify_one();
+    cv_.Signal();
     return ticket;
   }
   // True when the job was still queued: it is removed and will never run (it is
   // destroyed here, on the caller's thread). False when a worker has taken it.
   bool TryWithdraw(uint64_t ticket) {
     std::function<void()> removed;  // destroyed after the lock is released
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (size_t l = 0; l < lanes_.size(); ++l)
       for (auto it = lanes_[l].begin(); it != lanes_[l].end(); ++it)
         if (it->ticket == ticket) {
@@ -79,22 +80,22 @@ class WorkerPool {
     return false;
   }
   int64_t queued(Lane lane) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return static_cast<int64_t>(lanes_[static_cast<size_t>(lane)].size());
   }
   int64_t queued() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     int64_t n = 0;
     for (const auto& q : lanes_) n += static_cast<int64_t>(q.size());
     return n;
   }
   int64_t running() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return running_;
   }
   // Jobs withdrawn from `lane` since the start.
   int64_t withdrawn(Lane lane) const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return withdrawn_[static_cast<size_t>(lane)];
   }
 
@@ -108,8 +109,8 @@ class WorkerPool {
     while (true) {
       std::function<void()> job;
       {
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [this] { return stopping_ || Waiting(); });
+        absl::MutexLock lock(&mu_);
+        while (!stopping_ && !Waiting()) cv_.Wait(&mu_);
         if (!Waiting()) return;  // stopping, and everything queued is done
         // The lanes in turn, from the one after the lane served last.
         for (int k = 0; k < kLanes; ++k) {
@@ -124,25 +125,25 @@ class WorkerPool {
       }
       job();
       job = nullptr;  // what it captured is released before the worker counts as free
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       --running_;
     }
   }
-  bool Waiting() const {  // mu_ held
+  bool Waiting() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const auto& q : lanes_)
       if (!q.empty()) return true;
     return false;
   }
 
   const int capacity_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::array<std::deque<Queued>, kLanes> lanes_;
-  std::array<int64_t, kLanes> withdrawn_{};
-  size_t next_lane_ = 0;
-  uint64_t last_ticket_ = 0;
-  int64_t running_ = 0;
-  bool stopping_ = false;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // signalled on a submitted job and on stopping
+  std::array<std::deque<Queued>, kLanes> lanes_ ABSL_GUARDED_BY(mu_);
+  std::array<int64_t, kLanes> withdrawn_ ABSL_GUARDED_BY(mu_){};
+  size_t next_lane_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t last_ticket_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t running_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;
 };
 

@@ -18,19 +18,20 @@ import sys
 # allowed). A layer may use only layers before it in this list (checked below).
 MAY_USE = {
     "model/core": set(),
-    "model/store": {"model/core"},
+    "model/tile": {"model/core"},
+    "model/store": {"model/core", "model/tile"},
     "model/tools": set(),
     "proto/tgraph/hlo": set(),
-    "model/hlo": {"model/core", "model/tools", "proto/tgraph/hlo"},
-    "model/synth": {"model/core", "model/tools", "model/hlo"},
-    "model/nn": {"model/core", "model/store"},
-    "model/search": {"model/core", "model/store", "model/nn"},
-    "model/train": {"model/core", "model/store", "model/tools", "model/nn"},
-    "model/bench": {"model/core", "model/store", "model/tools", "model/nn", "model/search", "model/synth",
+    "model/hlo": {"model/core", "model/tile", "model/tools", "proto/tgraph/hlo"},
+    "model/synth": {"model/core", "model/tile", "model/tools", "model/hlo"},
+    "model/nn": {"model/core", "model/tile", "model/store"},
+    "model/search": {"model/core", "model/tile", "model/store", "model/nn"},
+    "model/train": {"model/core", "model/tile", "model/store", "model/tools", "model/nn"},
+    "model/bench": {"model/core", "model/tile", "model/store", "model/tools", "model/nn", "model/search", "model/synth",
                     "model/train"},
-    "proto": {"model/core", "model/store", "model/hlo", "proto/tgraph/hlo"},
-    "client": {"model/core", "model/tools", "proto"},
-    "server": {"model/core", "model/store", "model/tools", "model/nn", "model/search", "proto"},
+    "proto": {"model/core", "model/tile", "model/store", "model/hlo", "proto/tgraph/hlo"},
+    "client": {"model/core", "model/tile", "model/tools", "proto"},
+    "server": {"model/core", "model/tile", "model/store", "model/tools", "model/nn", "model/search", "proto"},
 }
 # Folders whose files may include LibTorch.
 TORCH = {"model/nn", "model/search", "model/train", "model/bench", "server"}

@@ -16,6 +16,7 @@
 #include "model/core/layout_space.h"
 #include "model/core/preprocess.h"
 #include "model/core/rng.h"
+#include "model/nn/encoded_graph.h"
 #include "model/nn/features.h"
 #include "model/search/layout_search.h"
 #include "model/search/search_policy.h"
@@ -31,7 +32,7 @@ struct SearchWorld {
   LayoutSpace space;
   GraphTensors tensors;
   std::vector<std::shared_ptr<RankingNet>> nets;
-  std::vector<StaticEncoding> caches;
+  EncodedGraph encoded;
   std::vector<FoldModel> folds;
 
   explicit SearchWorld(int num_folds) {
@@ -47,8 +48,8 @@ struct SearchWorld {
       nets.push_back(MakeRankingNet(spec));
       nets.back()->eval();
     }
-    for (auto& n : nets) caches.push_back(n->Precompute(tensors));
-    for (size_t f = 0; f < nets.size(); ++f) folds.push_back({nets[f].get(), &caches[f], static_cast<int>(f)});
+    encoded = EncodeGraph(tensors, nets);
+    folds = encoded.Folds(nets);
   }
 };
 

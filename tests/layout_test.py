@@ -11,7 +11,7 @@ import re
 import sys
 
 # The folders whose files the Layout must name (client/python has its own docs).
-FOLDERS = ["model/core", "model/store", "model/tools", "proto/tgraph/hlo", "model/hlo", "model/synth", "model/nn",
+FOLDERS = ["model/core", "model/tile", "model/store", "model/tools", "proto/tgraph/hlo", "model/hlo", "model/synth", "model/nn",
            "model/search", "model/train", "model/bench", "proto", "server", "client", "scripts", "docs"]
 SOURCE = (".h", ".cc", ".proto", ".md")
 

@@ -18,6 +18,7 @@
 #include "model/search/measured_correction.h"
 #include "model/search/search_policy.h"
 #include "model/core/preprocess.h"
+#include "model/nn/encoded_graph.h"
 #include "model/nn/features.h"
 #include "model/core/graph_io.h"
 #include "model/core/layout_space.h"
@@ -805,16 +806,8 @@ CATCH_TEST_CASE("ranker: SearchConfigs runs the search policy's options, as tgra
   CATCH_REQUIRE(model.ok());
   const PrunedGraph pruned = PruneGraph(g.graph, g.node_config_ids);
   const GraphTensors tensors = MakeGraphTensors(pruned.graph, pruned.config_node_index, model->manifest.stats);
-  std::vector<StaticEncoding> caches;
-  std::vector<FoldModel> folds;
-  {
-    torch::NoGradGuard no_grad;
-    for (const auto& net : model->folds) {
-      net->eval();
-      caches.push_back(net->Precompute(tensors));
-    }
-  }
-  for (size_t f = 0; f < model->folds.size(); ++f) folds.push_back({model->folds[f].get(), &caches[f], static_cast<int>(f)});
+  const EncodedGraph encoded = EncodeGraph(tensors, model->folds);
+  const std::vector<FoldModel> folds = encoded.Folds(model->folds);
 
   // Measured in the file's order: the runtimes still improving (the last row the fastest
   // by far), or stalled (the first row the fastest by far).

@@ -19,6 +19,7 @@
 #include "model/core/preprocess.h"
 #include "model/tools/cli.h"
 #include "model/tools/tool.h"
+#include "model/nn/encoded_graph.h"
 #include "model/nn/features.h"
 #include "model/nn/model_io.h"
 #include "model/store/registry.h"
@@ -316,19 +317,14 @@ int RunBench() {
   absl::StatusOr<BenchModel> m = LoadBenchModel(bg->g);
   if (!m.ok()) return Fail(m.status());
   const tgraph::GraphTensors tensors = tgraph::MakeGraphTensors(bg->g, bg->config_nodes, m->stats);
-  std::vector<tgraph::StaticEncoding> caches;
-  {
-    torch::NoGradGuard no_grad;
-    for (const auto& net : m->nets) {
-      net->eval();
-      net->SetInferenceFolding(absl::GetFlag(FLAGS_fold));
-      net->SetInferencePrecision(*precision);
-      net->SetInferenceTileRows(absl::GetFlag(FLAGS_tile_rows));
-      caches.push_back(net->Precompute(tensors));
-    }
+  for (const auto& net : m->nets) {
+    net->eval();
+    net->SetInferenceFolding(absl::GetFlag(FLAGS_fold));
+    net->SetInferencePrecision(*precision);
+    net->SetInferenceTileRows(absl::GetFlag(FLAGS_tile_rows));
   }
-  std::vector<tgraph::FoldModel> folds;
-  for (size_t f = 0; f < m->nets.size(); ++f) folds.push_back({m->nets[f].get(), &caches[f]});
+  const tgraph::EncodedGraph encoded = tgraph::EncodeGraph(tensors, m->nets);
+  const std::vector<tgraph::FoldModel> folds = encoded.Folds(m->nets);
   absl::StatusOr<tgraph::ScoringOptions> so = BenchScoring(*m, bg->n);
   if (!so.ok()) return Fail(so.status());
   const tgraph::ConfigRows cr{bg->rows.data(), nullptr, bg->c, bg->nc};

@@ -24,6 +24,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -36,7 +37,8 @@
 #include "model/core/graph_io.h"
 #include "model/core/rank_metrics.h"
 #include "model/core/rng.h"
-#include "model/core/tile_baselines.h"
+#include "model/tile/tile_baselines.h"
+#include "model/nn/encoded_graph.h"
 #include "model/nn/features.h"
 #include "model/nn/model_io.h"
 #include "model/search/tile_search.h"
@@ -66,7 +68,7 @@ ABSL_FLAG(double, tile_network_share, -1,
           "manifest's (-1), for ablations");
 ABSL_FLAG(bool, tile_correction, true,
           "model+m and model+ft: the prior follows the problem's measured runtimes between rounds "
-          "(model/core/tile_correction.h; --notile_correction: the prior of other problems alone, for ablations)");
+          "(model/tile/tile_correction.h; --notile_correction: the prior of other problems alone, for ablations)");
 ABSL_FLAG(double, finetuned_network_share, 0.25,
           "model+ft: the network's share beside the prior once fine-tuned on the problem's own measurements, in 0..1 "
           "(the manifest's share was chosen for problems the network never saw, and it has now seen this one; 0.25: "
@@ -93,18 +95,14 @@ struct Scorer {
   tgraph::LoadedModel model;
   double network_share = -1;  // >= 0: instead of the manifest's
   tgraph::GraphTensors tensors;
-  std::vector<tgraph::StaticEncoding> caches;
+  tgraph::EncodedGraph encoded;
   std::vector<tgraph::FoldModel> folds;
 
+  // The folds' encodings of the graph, again after their weights changed.
   void Encode() {
-    torch::NoGradGuard no_grad;
-    caches.clear();
-    folds.clear();
-    for (const auto& net : model.folds) {
-      net->eval();
-      caches.push_back(net->Precompute(tensors));
-    }
-    for (size_t f = 0; f < model.folds.size(); ++f) folds.push_back({model.folds[f].get(), &caches[f], static_cast<int>(f)});
+    for (const auto& net : model.folds) net->eval();
+    encoded = tgraph::EncodeGraph(tensors, model.folds);
+    folds = encoded.Folds(model.folds);
   }
 
   // own: the problem's measured configurations and runtimes, which the prior follows.
@@ -196,119 +194,153 @@ double Loop(const Pool& pool, bool finetune, tgraph::Rng& rng) {
   return static_cast<double>(measured.size());
 }
 
-int Replay() {
-  torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
+// The flags Replay checks before it loads anything.
+absl::Status CheckFlags() {
   if (absl::GetFlag(FLAGS_data).empty() || absl::GetFlag(FLAGS_registry).empty())
-    return Fail(UsageError("give --data ROOT (tgraph-featurize tiles --out_root) and --registry REG"));
+    return UsageError("give --data ROOT (tgraph-featurize tiles --out_root) and --registry REG");
   for (const auto& [flag, value] : {std::pair{"--tile_network_share", absl::GetFlag(FLAGS_tile_network_share)},
                                     std::pair{"--finetuned_network_share", absl::GetFlag(FLAGS_finetuned_network_share)}})
     if (value != -1 && !(value >= 0 && value <= 1))
-      return Fail(UsageError(absl::StrCat(flag, " must be in 0..1 (or -1: ",
-                                          flag == std::string("--tile_network_share") ? "the manifest's" : "as frozen",
-                                          ")")));
+      return UsageError(absl::StrCat(flag, " must be in 0..1 (or -1: ",
+                                     flag == std::string("--tile_network_share") ? "the manifest's" : "as frozen", ")"));
   if (absl::GetFlag(FLAGS_finetune_steps) < 0 || absl::GetFlag(FLAGS_per_round) < 1)
-    return Fail(UsageError("--finetune_steps must be >= 0 and --per_round >= 1"));
+    return UsageError("--finetune_steps must be >= 0 and --per_round >= 1");
   if (!absl::GetFlag(FLAGS_finetune_loss).empty() && !tgraph::ParseRankingLoss(absl::GetFlag(FLAGS_finetune_loss)))
-    return Fail(UsageError(absl::StrCat("--finetune_loss must be ", tgraph::kRankingLossNames, ", not '", absl::GetFlag(FLAGS_finetune_loss), "'")));
-  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
-  if (!c.ok()) return Fail(UsageError(absl::StrCat("--collection: ", c.status().message())));
+    return UsageError(absl::StrCat("--finetune_loss must be ", tgraph::kRankingLossNames, ", not '",
+                                   absl::GetFlag(FLAGS_finetune_loss), "'"));
+  return absl::OkStatus();
+}
+
+// The baselines from the collection's train and valid problems (what a model trained on).
+absl::StatusOr<tgraph::TileBaselines> TrainingBaselines(const tgraph::Collection& c) {
   std::vector<tgraph::KnownTileProblem> known;
   for (const std::string split : {"train", "valid"}) {
-    absl::StatusOr<std::vector<tgraph::GraphFile>> files = tgraph::ListSplit(absl::GetFlag(FLAGS_data), *c, split);
-    if (!files.ok()) return Fail(files.status());
+    absl::StatusOr<std::vector<tgraph::GraphFile>> files = tgraph::ListSplit(absl::GetFlag(FLAGS_data), c, split);
+    if (!files.ok()) return files.status();
     for (const tgraph::GraphFile& f : *files) {
       absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(f.path);
-      if (!g.ok()) return Fail(g.status());
+      if (!g.ok()) return g.status();
       absl::StatusOr<tgraph::KnownTileProblem> k = tgraph::KnownProblemOf(*g, f.path);
-      if (!k.ok()) return Fail(k.status());
+      if (!k.ok()) return k.status();
       known.push_back(std::move(*k));
     }
   }
-  const tgraph::TileBaselines baselines(std::move(known));
-  absl::StatusOr<std::vector<tgraph::GraphFile>> files =
-      tgraph::ListSplit(absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split));
-  if (!files.ok()) return Fail(files.status());
-  std::printf("replay over %zu measured problems of %s %s: measurements until one within %.3g%% of the fastest\n",
-              files->size(), c->name().c_str(), absl::GetFlag(FLAGS_split).c_str(), 100 * absl::GetFlag(FLAGS_within));
-  const char* names[] = {"model", "model+m", "model+ft", "nearest", "random", "exhaust", "top-1 (x)"};
-  constexpr int kColumns = 7;
-  std::printf("%-28s", "problem");
-  for (const char* n : names) std::printf(" %9s", n);
-  std::printf("\n");
-  // A row of the table: measurements as whole numbers (means and random's expectation
-  // with a decimal), the first pick's slowdown with three; "-" for a column not run.
-  const auto print_row = [&](const std::string& label, const double* v, bool whole) {
-    std::printf("%-28s", label.c_str());
-    for (int i = 0; i < kColumns; ++i) {
-      if (std::isnan(v[i]))
-        std::printf(" %9s", "-");
-      else if (i == kColumns - 1)
-        std::printf(" %9.3f", v[i]);
-      else
-        std::printf(whole && i != 4 ? " %9.0f" : " %9.1f", v[i]);
-    }
-    std::printf("\n");
-  };
-  const bool finetune = absl::GetFlag(FLAGS_finetune_steps) > 0;
-  std::map<std::string, std::vector<double>> column;
-  std::string finetune_loss = absl::GetFlag(FLAGS_finetune_loss);
-  tgraph::Rng rng(0);
-  for (const tgraph::GraphFile& f : *files) {
-    Pool pool;
-    pool.name = f.name;
-    absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(f.path);
-    if (!g.ok()) return Fail(g.status());
-    pool.graph = std::move(*g);
-    absl::StatusOr<tgraph::KnownTileProblem> k = tgraph::KnownProblemOf(pool.graph, f.path);
-    if (!k.ok()) return Fail(k.status());
-    pool.known = std::move(*k);
-    std::vector<double> ns(pool.graph.config_runtime.begin(), pool.graph.config_runtime.end());
-    for (size_t i = 0; i < ns.size(); ++i) pool.runtime[pool.known.tiles[i]] = ns[i];
-    pool.fastest = *std::min_element(ns.begin(), ns.end());
-    absl::StatusOr<Scorer> frozen = LoadScorer(pool.graph);
-    if (!frozen.ok()) return Fail(frozen.status());
-    finetune_loss = tgraph::RankingLossName(frozen->loss);
-    const tgraph::TileSearchResult all =
-        frozen->Search(pool.known.problem, {}, static_cast<int64_t>(pool.runtime.size()));
-    for (const tgraph::TritonTile& t : all.tiles)
-      if (!pool.runtime.count(t))
-        return Fail(absl::FailedPreconditionError(absl::StrCat(f.path, ": the model's space proposes ", t.Name(),
-                                                               ", which this problem did not measure")));
-    const std::vector<double> nearest_scores =
-        baselines.Scores(tgraph::TileBaseline::kNearestProblem, pool.known.problem, pool.known.tiles);
-    std::vector<tgraph::TritonTile> nearest;
-    for (int64_t i : tgraph::RankByScore(nearest_scores)) nearest.push_back(pool.known.tiles[static_cast<size_t>(i)]);
-    const double row[kColumns] = {UntilGood(pool, all.tiles),
-                                  Loop(pool, /*finetune=*/false, rng),
-                                  finetune ? Loop(pool, /*finetune=*/true, rng) : std::nan(""),
-                                  UntilGood(pool, nearest),
-                                  tgraph::ExpectedRandomMeasurementsToWithin(ns, absl::GetFlag(FLAGS_within)),
-                                  static_cast<double>(ns.size()),
-                                  pool.runtime.at(all.tiles[0]) / pool.fastest};
-    for (int i = 0; i < kColumns; ++i) column[names[i]].push_back(row[i]);
-    print_row(f.name, row, /*whole=*/true);
-    std::fflush(stdout);  // a line per problem as it is done: the fine-tuning rounds take minutes
-  }
-  double median[kColumns], mean[kColumns];
+  return tgraph::TileBaselines(std::move(known));
+}
+
+// A measured problem's pool: its graph, configurations and runtimes.
+absl::StatusOr<Pool> LoadPool(const tgraph::GraphFile& f) {
+  Pool pool;
+  pool.name = f.name;
+  absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(f.path);
+  if (!g.ok()) return g.status();
+  pool.graph = std::move(*g);
+  absl::StatusOr<tgraph::KnownTileProblem> k = tgraph::KnownProblemOf(pool.graph, f.path);
+  if (!k.ok()) return k.status();
+  pool.known = std::move(*k);
+  for (size_t i = 0; i < pool.graph.config_runtime.size(); ++i)
+    pool.runtime[pool.known.tiles[i]] = static_cast<double>(pool.graph.config_runtime[i]);
+  pool.fastest = static_cast<double>(*std::min_element(pool.graph.config_runtime.begin(), pool.graph.config_runtime.end()));
+  return pool;
+}
+
+constexpr int kColumns = 7;
+const char* const kColumnNames[kColumns] = {"model", "model+m", "model+ft", "nearest", "random", "exhaust", "top-1 (x)"};
+using Row = std::array<double, kColumns>;
+
+// A row of the table: measurements as whole numbers (means and random's expectation
+// with a decimal), the first pick's slowdown with three; "-" for a column not run.
+void PrintRow(const std::string& label, const Row& v, bool whole) {
+  std::printf("%-28s", label.c_str());
   for (int i = 0; i < kColumns; ++i) {
-    median[i] = tgraph::FiniteMedian(column[names[i]]);
-    mean[i] = tgraph::FiniteMean(column[names[i]]);
+    if (std::isnan(v[i]))
+      std::printf(" %9s", "-");
+    else if (i == kColumns - 1)
+      std::printf(" %9.3f", v[i]);
+    else
+      std::printf(whole && i != 4 ? " %9.0f" : " %9.1f", v[i]);
   }
-  print_row("median", median, /*whole=*/false);
-  print_row("mean", mean, /*whole=*/false);
+  std::printf("\n");
+}
+
+// One problem's row: every strategy's measurements until one within --within.
+// *loss: the frozen model's fine-tuning loss (for the footer).
+absl::StatusOr<Row> ReplayPool(const Pool& pool, const std::string& path, const tgraph::TileBaselines& baselines,
+                               bool finetune, tgraph::Rng& rng, std::string* loss) {
+  absl::StatusOr<Scorer> frozen = LoadScorer(pool.graph);
+  if (!frozen.ok()) return frozen.status();
+  *loss = tgraph::RankingLossName(frozen->loss);
+  const tgraph::TileSearchResult all = frozen->Search(pool.known.problem, {}, static_cast<int64_t>(pool.runtime.size()));
+  for (const tgraph::TritonTile& t : all.tiles)
+    if (!pool.runtime.count(t))
+      return absl::FailedPreconditionError(
+          absl::StrCat(path, ": the model's space proposes ", t.Name(), ", which this problem did not measure"));
+  const std::vector<double> nearest_scores =
+      baselines.Scores(tgraph::TileBaseline::kNearestProblem, pool.known.problem, pool.known.tiles);
+  std::vector<tgraph::TritonTile> nearest;
+  for (int64_t i : tgraph::RankByScore(nearest_scores)) nearest.push_back(pool.known.tiles[static_cast<size_t>(i)]);
+  const std::vector<double> ns(pool.graph.config_runtime.begin(), pool.graph.config_runtime.end());
+  return Row{UntilGood(pool, all.tiles),
+             Loop(pool, /*finetune=*/false, rng),
+             finetune ? Loop(pool, /*finetune=*/true, rng) : std::nan(""),
+             UntilGood(pool, nearest),
+             tgraph::ExpectedRandomMeasurementsToWithin(ns, absl::GetFlag(FLAGS_within)),
+             static_cast<double>(ns.size()),
+             pool.runtime.at(all.tiles[0]) / pool.fastest};
+}
+
+// What the loop columns ran with.
+void PrintFooter(bool finetune, const std::string& finetune_loss) {
   std::printf("model+m: rounds of %lld configuration(s), the prior following the measured runtimes (%s)\n",
               static_cast<long long>(absl::GetFlag(FLAGS_per_round)),
               !absl::GetFlag(FLAGS_tile_prior)        ? "no prior: --notile_prior"
               : absl::GetFlag(FLAGS_tile_correction) ? "SearchConfigs with exclude_runtimes_ns"
                                                      : "off: --notile_correction");
-  if (finetune) {
-    std::printf("model+ft: the same, every fold fine-tuned between rounds: %lld steps per fold at lr %g (%s loss)",
-                static_cast<long long>(absl::GetFlag(FLAGS_finetune_steps)), absl::GetFlag(FLAGS_finetune_lr),
-                finetune_loss.c_str());
-    if (absl::GetFlag(FLAGS_finetuned_network_share) >= 0 && absl::GetFlag(FLAGS_tile_prior))
-      std::printf(", then the network at share %g beside the prior", absl::GetFlag(FLAGS_finetuned_network_share));
-    std::printf("\n");
+  if (!finetune) return;
+  std::printf("model+ft: the same, every fold fine-tuned between rounds: %lld steps per fold at lr %g (%s loss)",
+              static_cast<long long>(absl::GetFlag(FLAGS_finetune_steps)), absl::GetFlag(FLAGS_finetune_lr),
+              finetune_loss.c_str());
+  if (absl::GetFlag(FLAGS_finetuned_network_share) >= 0 && absl::GetFlag(FLAGS_tile_prior))
+    std::printf(", then the network at share %g beside the prior", absl::GetFlag(FLAGS_finetuned_network_share));
+  std::printf("\n");
+}
+
+int Replay() {
+  torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
+  if (absl::Status s = CheckFlags(); !s.ok()) return Fail(s);
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
+  if (!c.ok()) return Fail(UsageError(absl::StrCat("--collection: ", c.status().message())));
+  absl::StatusOr<tgraph::TileBaselines> baselines = TrainingBaselines(*c);
+  if (!baselines.ok()) return Fail(baselines.status());
+  absl::StatusOr<std::vector<tgraph::GraphFile>> files =
+      tgraph::ListSplit(absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split));
+  if (!files.ok()) return Fail(files.status());
+  std::printf("replay over %zu measured problems of %s %s: measurements until one within %.3g%% of the fastest\n",
+              files->size(), c->name().c_str(), absl::GetFlag(FLAGS_split).c_str(), 100 * absl::GetFlag(FLAGS_within));
+  std::printf("%-28s", "problem");
+  for (const char* n : kColumnNames) std::printf(" %9s", n);
+  std::printf("\n");
+  const bool finetune = absl::GetFlag(FLAGS_finetune_steps) > 0;
+  std::map<std::string, std::vector<double>> column;
+  std::string finetune_loss = absl::GetFlag(FLAGS_finetune_loss);
+  tgraph::Rng rng(0);
+  for (const tgraph::GraphFile& f : *files) {
+    absl::StatusOr<Pool> pool = LoadPool(f);
+    if (!pool.ok()) return Fail(pool.status());
+    absl::StatusOr<Row> row = ReplayPool(*pool, f.path, *baselines, finetune, rng, &finetune_loss);
+    if (!row.ok()) return Fail(row.status());
+    for (int i = 0; i < kColumns; ++i) column[kColumnNames[i]].push_back((*row)[i]);
+    PrintRow(f.name, *row, /*whole=*/true);
+    std::fflush(stdout);  // a line per problem as it is done: the fine-tuning rounds take minutes
   }
+  Row median, mean;
+  for (int i = 0; i < kColumns; ++i) {
+    median[i] = tgraph::FiniteMedian(column[kColumnNames[i]]);
+    mean[i] = tgraph::FiniteMean(column[kColumnNames[i]]);
+  }
+  PrintRow("median", median, /*whole=*/false);
+  PrintRow("mean", mean, /*whole=*/false);
+  PrintFooter(finetune, finetune_loss);
   return tgraph::kExitOk;
 }
 

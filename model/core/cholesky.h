@@ -1,7 +1,7 @@
 // Dense Cholesky factorisation and solves for the small symmetric positive definite
 // systems of kernel ridge regression (a Gaussian process's posterior mean): the layout
 // search's measured correction (model/search/measured_correction.h) and the tile prior's
-// (model/core/tile_correction.h). n is at most a few hundred there, so plain loops do.
+// (model/tile/tile_correction.h). n is at most a few hundred there, so plain loops do.
 //
 // Torch-free; pure functions of their arguments, any thread.
 #pragma once

@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/core/tile_space.h"
+#include "model/tile/tile_space.h"
 
 namespace tgraph::hlo {
 

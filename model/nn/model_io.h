@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/core/tile_space.h"
+#include "model/tile/tile_space.h"
 #include "model/nn/scoring.h"
 #include "model/nn/tgraph_net.h"
 #include "model/store/registry.h"

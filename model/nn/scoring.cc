@@ -35,6 +35,10 @@ ConfigBatch GatherConfigs(const ConfigRows& rows, const std::vector<int64_t>& id
   return b;
 }
 
+int64_t CountNonFinite(const std::vector<double>& scores) {
+  return std::count_if(scores.begin(), scores.end(), [](double v) { return !std::isfinite(v); });
+}
+
 void StandardizeInPlace(std::vector<double>& v) {
   if (v.empty()) return;
   const double n = static_cast<double>(v.size());

@@ -51,7 +51,7 @@
 #include <vector>
 
 #include "model/core/rank_metrics.h"  // RankByScore
-#include "model/core/tile_prior.h"
+#include "model/tile/tile_prior.h"
 #include "model/nn/tgraph_net.h"
 
 namespace tgraph {
@@ -107,7 +107,7 @@ struct ScoringOptions {
   // cancelled or expired RPC stops consuming compute).
   std::function<bool()> cancelled;
   // Tile rows: a published model's prior for the request's problem (TilePrior::For,
-  // model/core/tile_prior.h): each row's score is network_share x the folds' mean plus
+  // model/tile/tile_prior.h): each row's score is network_share x the folds' mean plus
   // weight x its value. Only a function of the row, so scores stay independent of what shares the
   // request. Null: the network alone (training, validation, layout rows). Shared, so
   // that copies of the options stay cheap.
@@ -134,6 +134,10 @@ struct ScoreResult {
   int64_t reference = 0;       // configurations in the reference (0 with batch_softmax)
   bool cancelled = false;      // stopped early by ScoringOptions::cancelled; scores incomplete
 };
+
+// How many of `scores` are not finite: a model that overflowed inside the network for a
+// graph (weights are checked finite at load), which must never be answered as OK.
+int64_t CountNonFinite(const std::vector<double>& scores);
 
 // v = (v - mean) / std over its entries (population std); all entries 0 when they are
 // equal.

@@ -194,6 +194,8 @@ class Searcher {
   std::vector<Row> Breed(int64_t n);
   // options.variation's rows, drawn and evaluated into variation_; false when cancelled.
   bool DrawVariation();
+  // The first generation evaluated, *spent counting it; false when cancelled.
+  bool FirstGeneration(int64_t* spent);
   bool Evaluate(const std::vector<Row>& rows);  // false when cancelled
   void RecordTheReference();
   // The best rows by fitness, scored by every fold and ordered: Finish's steps.
@@ -349,6 +351,26 @@ bool Searcher::DrawVariation() {
   return true;
 }
 
+// The first generation: the compiler's default and mutants of it and of the start rows
+// (an autotuner's strongest prior: XLA's own choice), beside the random reference.
+bool Searcher::FirstGeneration(int64_t* spent) {
+  const Row dflt(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
+  std::vector<Row> first, parents = {dflt};
+  if (o_.start) {
+    std::unordered_set<Row> start;
+    AddRows(*o_.start, &start);
+    parents.insert(parents.end(), start.begin(), start.end());
+    std::sort(parents.begin() + 1, parents.end());
+  }
+  const int64_t n = std::min(o_.population / 2, o_.evaluations - *spent);
+  if (n > 0) Keep(dflt, &first);
+  for (int64_t tries = 0; static_cast<int64_t>(first.size()) < n && tries < 50 * n; ++tries)
+    Keep(Mutate(parents[static_cast<size_t>(tries) % parents.size()]), &first);
+  if (!Evaluate(first)) return false;
+  *spent += static_cast<int64_t>(first.size());
+  return true;
+}
+
 SearchResult Searcher::Run() {
   SearchResult r;
   if (mutable_.empty()) {  // one point, the compiler's default everywhere: nothing to compare
@@ -393,26 +415,9 @@ SearchResult Searcher::Run() {
   population_.clear();
   for (const Scored& s : evaluated_)
     if (InRegion(s.row)) population_.push_back(s);
-  // The first generation: the compiler's default and mutants of it and of the start rows
-  // (an autotuner's strongest prior: XLA's own choice), beside the random reference.
-  {
-    const Row dflt(static_cast<size_t>(nc_ * kConfigFeatDim), static_cast<char>(-1));
-    std::vector<Row> first, parents = {dflt};
-    if (o_.start) {
-      std::unordered_set<Row> start;
-      AddRows(*o_.start, &start);
-      parents.insert(parents.end(), start.begin(), start.end());
-      std::sort(parents.begin() + 1, parents.end());
-    }
-    const int64_t n = std::min(o_.population / 2, o_.evaluations - spent);
-    if (n > 0) Keep(dflt, &first);
-    for (int64_t tries = 0; static_cast<int64_t>(first.size()) < n && tries < 50 * n; ++tries)
-      Keep(Mutate(parents[static_cast<size_t>(tries) % parents.size()]), &first);
-    if (!Evaluate(first)) {
-      r.cancelled = true;
-      return r;
-    }
-    spent += static_cast<int64_t>(first.size());
+  if (!FirstGeneration(&spent)) {
+    r.cancelled = true;
+    return r;
   }
   while (spent < o_.evaluations) {
     const int64_t n = std::min(o_.population, o_.evaluations - spent);

@@ -1,4 +1,4 @@
-// The search of a tile kernel's configuration space (model/core/tile_space.h): every legal
+// The search of a tile kernel's configuration space (model/tile/tile_space.h): every legal
 // configuration of the graph's problem that was not measured yet, scored by every fold
 // against one reference (model/nn/scoring.h), the best first. A Triton matrix product
 // has a few hundred legal configurations, so the whole space is scored: exhaustive in
@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/core/tile_space.h"
+#include "model/tile/tile_space.h"
 #include "model/nn/scoring.h"
 
 namespace tgraph {

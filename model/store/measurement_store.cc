@@ -94,7 +94,7 @@ absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r
   if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": create directory"));
   int64_t seq;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                             std::chrono::system_clock::now().time_since_epoch()).count();
     seq = last_seq_ = std::max(now, last_seq_ + 1);

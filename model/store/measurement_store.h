@@ -16,10 +16,11 @@
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "model/core/dataset.h"
 #include "model/core/graph.h"
@@ -67,8 +68,8 @@ class MeasurementStore {
  private:
   std::string root_;
   std::string writer_;   // 8 random hex digits
-  std::mutex mu_;        // serialises shard naming
-  int64_t last_seq_ = 0;  // strictly increasing shard sequence (nanoseconds since the epoch)
+  absl::Mutex mu_;  // serialises shard naming
+  int64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;  // strictly increasing shard sequence (nanoseconds since the epoch)
 };
 
 // Every graph measured in a collection, its shards merged: one LayoutGraph per graph

@@ -156,6 +156,79 @@ absl::Status ReadProvenance(const json& j, absl::string_view what, Provenance* p
 
 }  // namespace
 
+namespace {
+
+// The folds: each fold's number, validation tau, weight file (a bare name) and sha256.
+absl::Status ReadFolds(const json& j, absl::string_view what, Manifest* m) {
+  const auto err = [&](absl::string_view key, absl::string_view expected) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "' must be ", expected));
+  };
+  if (!j.contains("folds") || !j["folds"].is_array() || j["folds"].empty()) return err("folds", "a non-empty array");
+  for (const json& f : j["folds"]) {
+    if (!f.is_object() || !f.contains("fold") || !f["fold"].is_number_integer() || !f.contains("weights") ||
+        !f["weights"].is_string() || !f.contains("sha256") || !f["sha256"].is_string() || !f.contains("valid_tau") ||
+        !f["valid_tau"].is_number())
+      return err("folds", "objects with fold, valid_tau, weights and sha256");
+    const std::string file = f["weights"].get<std::string>();
+    if (file.empty() || file.find('/') != std::string::npos || file[0] == '.')
+      return err("folds", "weight file names without a directory");
+    m->folds.push_back({f["fold"].get<int>(), f["valid_tau"].get<double>(), file, f["sha256"].get<std::string>()});
+  }
+  if (m->folds.size() > static_cast<size_t>(kMaxFolds)) return err("folds", absl::StrCat("at most ", kMaxFolds, " folds"));
+  return absl::OkStatus();
+}
+
+// The inference settings, bounded so that a manifest can never make a server allocate
+// without limit.
+absl::Status ReadInference(const json& j, absl::string_view what, Manifest* m) {
+  const auto err = [&](absl::string_view key, absl::string_view expected) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "' must be ", expected));
+  };
+  if (j.contains("inference") && j["inference"].is_object()) {
+    const json& inf = j["inference"];
+    if (inf.contains("batch_size") && !inf["batch_size"].is_number_integer()) return err("inference.batch_size", "an integer");
+    if (inf.contains("tta") && !inf["tta"].is_number_integer()) return err("inference.tta", "an integer");
+    if (inf.contains("reference_configs") && !inf["reference_configs"].is_number_integer())
+      return err("inference.reference_configs", "an integer");
+    if (inf.contains("reference_groups") && !inf["reference_groups"].is_number_integer())
+      return err("inference.reference_groups", "an integer");
+    m->batch_size = inf.value("batch_size", int64_t{128});
+    m->reference_configs = inf.value("reference_configs", int64_t{256});
+    m->tta = static_cast<int>(std::clamp<int64_t>(inf.value("tta", int64_t{10}), -1, kMaxTta + 1));
+  }
+  // Bounded so that a manifest can never make a server allocate without limit.
+  if (m->batch_size < 1 || m->batch_size > kMaxBatchSize)
+    return err("inference.batch_size", absl::StrCat("in 1..", kMaxBatchSize, ", got ", m->batch_size));
+  if (m->tta < 1 || m->tta > kMaxTta) return err("inference.tta", absl::StrCat("in 1..", kMaxTta));
+  if (m->reference_configs < 1 || m->reference_configs > kMaxBatchSize)
+    return err("inference.reference_configs", absl::StrCat("in 1..", kMaxBatchSize, ", got ", m->reference_configs));
+  return absl::OkStatus();
+}
+
+// The reference's groups: the manifest's, or for one written before groups, the
+// training batch the trainer used (its flags, read first).
+absl::Status ReadReferenceGroups(const json& j, absl::string_view what, Manifest* m) {
+  const auto err = [&](absl::string_view key, absl::string_view expected) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "' must be ", expected));
+  };
+  const json* inference = j.contains("inference") && j["inference"].is_object() ? &j["inference"] : nullptr;
+  if (inference && inference->contains("reference_groups")) {
+    m->reference_groups = (*inference)["reference_groups"].get<int64_t>();
+  } else {  // written before groups: the training batch the trainer used
+    int64_t batch = 0;
+    if (auto it = m->training.find("batch_configs"); it != m->training.end()) (void)absl::SimpleAtoi(it->second, &batch);
+    absl::StatusOr<Collection> c = ParseCollection(m->collection);
+    if (batch <= 0) batch = c.ok() ? DefaultTrainingBatch(*c) : m->reference_configs;
+    m->reference_groups = ReferenceGroups(m->reference_configs, batch);
+  }
+  if (m->reference_groups < 1 || m->reference_groups > m->reference_configs)
+    return err("inference.reference_groups",
+               absl::StrCat("in 1..reference_configs (", m->reference_configs, "), got ", m->reference_groups));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::string_view what) {
   json j = json::parse(text, nullptr, false);
   auto err = [&](absl::string_view key, absl::string_view expected) {
@@ -179,36 +252,8 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
       FeatureStats::FromJson(j["feature_stats"].dump(), absl::StrCat(what, ": feature_stats"));
   if (!stats.ok()) return stats.status();
   m.stats = *stats;
-  if (!j.contains("folds") || !j["folds"].is_array() || j["folds"].empty()) return err("folds", "a non-empty array");
-  for (const json& f : j["folds"]) {
-    if (!f.is_object() || !f.contains("fold") || !f["fold"].is_number_integer() || !f.contains("weights") ||
-        !f["weights"].is_string() || !f.contains("sha256") || !f["sha256"].is_string() || !f.contains("valid_tau") ||
-        !f["valid_tau"].is_number())
-      return err("folds", "objects with fold, valid_tau, weights and sha256");
-    const std::string file = f["weights"].get<std::string>();
-    if (file.empty() || file.find('/') != std::string::npos || file[0] == '.')
-      return err("folds", "weight file names without a directory");
-    m.folds.push_back({f["fold"].get<int>(), f["valid_tau"].get<double>(), file, f["sha256"].get<std::string>()});
-  }
-  if (m.folds.size() > static_cast<size_t>(kMaxFolds)) return err("folds", absl::StrCat("at most ", kMaxFolds, " folds"));
-  if (j.contains("inference") && j["inference"].is_object()) {
-    const json& inf = j["inference"];
-    if (inf.contains("batch_size") && !inf["batch_size"].is_number_integer()) return err("inference.batch_size", "an integer");
-    if (inf.contains("tta") && !inf["tta"].is_number_integer()) return err("inference.tta", "an integer");
-    if (inf.contains("reference_configs") && !inf["reference_configs"].is_number_integer())
-      return err("inference.reference_configs", "an integer");
-    if (inf.contains("reference_groups") && !inf["reference_groups"].is_number_integer())
-      return err("inference.reference_groups", "an integer");
-    m.batch_size = inf.value("batch_size", int64_t{128});
-    m.reference_configs = inf.value("reference_configs", int64_t{256});
-    m.tta = static_cast<int>(std::clamp<int64_t>(inf.value("tta", int64_t{10}), -1, kMaxTta + 1));
-  }
-  // Bounded so that a manifest can never make a server allocate without limit.
-  if (m.batch_size < 1 || m.batch_size > kMaxBatchSize)
-    return err("inference.batch_size", absl::StrCat("in 1..", kMaxBatchSize, ", got ", m.batch_size));
-  if (m.tta < 1 || m.tta > kMaxTta) return err("inference.tta", absl::StrCat("in 1..", kMaxTta));
-  if (m.reference_configs < 1 || m.reference_configs > kMaxBatchSize)
-    return err("inference.reference_configs", absl::StrCat("in 1..", kMaxBatchSize, ", got ", m.reference_configs));
+  if (absl::Status s = ReadFolds(j, what, &m); !s.ok()) return s;
+  if (absl::Status s = ReadInference(j, what, &m); !s.ok()) return s;
   if (j.contains("training") && j["training"].is_object()) {
     m.data_fingerprint = j["training"].value("data_fingerprint", "");
     if (j["training"].contains("flags") && j["training"]["flags"].is_object())
@@ -226,19 +271,7 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
     if (!prior.ok()) return prior.status();
     m.tile_prior = std::move(*prior);
   }
-  const json* inference = j.contains("inference") && j["inference"].is_object() ? &j["inference"] : nullptr;
-  if (inference && inference->contains("reference_groups")) {
-    m.reference_groups = (*inference)["reference_groups"].get<int64_t>();
-  } else {  // written before groups: the training batch the trainer used
-    int64_t batch = 0;
-    if (auto it = m.training.find("batch_configs"); it != m.training.end()) (void)absl::SimpleAtoi(it->second, &batch);
-    absl::StatusOr<Collection> c = ParseCollection(m.collection);
-    if (batch <= 0) batch = c.ok() ? DefaultTrainingBatch(*c) : m.reference_configs;
-    m.reference_groups = ReferenceGroups(m.reference_configs, batch);
-  }
-  if (m.reference_groups < 1 || m.reference_groups > m.reference_configs)
-    return err("inference.reference_groups",
-               absl::StrCat("in 1..reference_configs (", m.reference_configs, "), got ", m.reference_groups));
+  if (absl::Status s = ReadReferenceGroups(j, what, &m); !s.ok()) return s;
   return m;
 }
 

@@ -17,8 +17,8 @@
 #include "absl/status/statusor.h"
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
-#include "model/core/tile_prior.h"
-#include "model/core/tile_space.h"
+#include "model/tile/tile_prior.h"
+#include "model/tile/tile_space.h"
 
 namespace tgraph {
 
@@ -85,7 +85,7 @@ struct Manifest {
   // A tile collection made from real measurements (tgraph-featurize tiles): the kernel's
   // configurations, legal and refused, that the server checks rows against and searches.
   std::optional<TileSpace> tile_space;
-  // Its measured problems' prior, added to the network's scores (model/core/tile_prior.h);
+  // Its measured problems' prior, added to the network's scores (model/tile/tile_prior.h);
   // none: the network alone.
   std::optional<TilePrior> tile_prior;
 

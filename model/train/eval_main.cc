@@ -16,7 +16,7 @@
 #include "model/tools/cli.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
-#include "model/core/tile_baselines.h"
+#include "model/tile/tile_baselines.h"
 #include "model/train/evaluator.h"
 #include "model/tools/tool.h"
 #include "model/train/publish.h"

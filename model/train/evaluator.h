@@ -23,7 +23,7 @@ struct EvalOptions {
   int64_t cascade_top_k = 0;
   double cascade_fraction = 0.25;
   // Tile problems: the model's prior in its scores, as the server serves them
-  // (model/core/tile_prior.h); false: the network alone (the ablation).
+  // (model/tile/tile_prior.h); false: the network alone (the ablation).
   bool tile_prior = true;
   // >= 0: the network's share beside the prior instead of the manifest's
   // (TilePrior::network_share), for ablations.

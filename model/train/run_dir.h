@@ -26,8 +26,8 @@
 #include "absl/status/statusor.h"
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
-#include "model/core/tile_prior.h"
-#include "model/core/tile_space.h"
+#include "model/tile/tile_prior.h"
+#include "model/tile/tile_space.h"
 #include "model/nn/tgraph_net.h"
 #include "model/store/registry.h"
 
@@ -85,7 +85,7 @@ struct FoldResult {
   bool completed = false;   // false when stopped by stop_after_steps
   // Tile runs trained against a prior: the best weights' validation score with the
   // network's scores at each share beside the prior (kNetworkShares,
-  // model/core/tile_prior.h); empty otherwise.
+  // model/tile/tile_prior.h); empty otherwise.
   std::map<double, double> share_scores;
 };
 absl::Status WriteFoldResult(const std::string& dir, const FoldResult& r, int64_t total_steps);

@@ -231,6 +231,25 @@ int Publish(const std::string& what) {
   return tgraph::kExitOk;
 }
 
+// The flags a run records in its manifest (what tgraph-train was asked for).
+std::map<std::string, std::string> RecordedFlags(const tgraph::TrainOptions& o, const std::string& select_by) {
+  std::map<std::string, std::string> flags = {
+      {"profile", absl::GetFlag(FLAGS_profile)}, {"epochs", absl::StrCat(o.epochs)},
+      {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
+      {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
+      {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
+      {"query_share", absl::StrCat(o.query_share)}, {"loss", tgraph::RankingLossName(o.loss)},
+      {"select_by", select_by}, {"select_from", absl::StrCat(o.select_from)}};
+  if (o.collection.kind == tgraph::CollectionKind::kTile) {
+    flags["tile_prior_weight"] = absl::StrCat(o.tile_prior_weight);
+    flags["tile_prior_bandwidth"] = o.tile_prior_bandwidth.ToString();
+    flags["tile_prior_training"] = o.tile_prior_training ? "true" : "false";
+    flags["tile_prior_near_end"] = o.tile_prior_near_end ? "true" : "false";
+  }
+  if (!o.also.empty()) flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
+  return flags;
+}
+
 absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   const bool quick = Quick();
   tgraph::TrainOptions o;
@@ -300,19 +319,7 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   o.graphs_per_step = absl::GetFlag(FLAGS_graphs_per_step);
   if (o.graphs_per_step < 0) return UsageError("--graphs_per_step must be >= 0");
   o.progress = absl::GetFlag(FLAGS_progress);
-  o.flags = {{"profile", absl::GetFlag(FLAGS_profile)}, {"epochs", absl::StrCat(o.epochs)},
-             {"folds", absl::StrCat(o.num_folds)}, {"train_folds", absl::StrCat(o.train_folds)},
-             {"keep_folds", absl::StrCat(o.keep_folds)}, {"batch_configs", absl::StrCat(o.batch_configs)},
-             {"lr", absl::StrCat(o.lr)}, {"weight_decay", absl::StrCat(o.weight_decay)}, {"seed", absl::StrCat(o.seed)},
-             {"query_share", absl::StrCat(o.query_share)}, {"loss", tgraph::RankingLossName(o.loss)},
-             {"select_by", select_by}, {"select_from", absl::StrCat(o.select_from)}};
-  if (o.collection.kind == tgraph::CollectionKind::kTile) {
-    o.flags["tile_prior_weight"] = absl::StrCat(o.tile_prior_weight);
-    o.flags["tile_prior_bandwidth"] = o.tile_prior_bandwidth.ToString();
-    o.flags["tile_prior_training"] = o.tile_prior_training ? "true" : "false";
-    o.flags["tile_prior_near_end"] = o.tile_prior_near_end ? "true" : "false";
-  }
-  if (!o.also.empty()) o.flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
+  o.flags = RecordedFlags(o, select_by);
   return o;
 }
 

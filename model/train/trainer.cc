@@ -19,7 +19,7 @@
 #include "model/core/file_util.h"
 #include "model/core/rank_metrics.h"
 #include "model/core/rng.h"
-#include "model/core/tile_space.h"
+#include "model/tile/tile_space.h"
 #include "model/nn/features.h"
 #include "model/nn/loss.h"
 #include "model/nn/model_io.h"

@@ -16,7 +16,7 @@
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
 #include "model/core/ranking_loss.h"
-#include "model/core/tile_baselines.h"
+#include "model/tile/tile_baselines.h"
 #include "model/store/registry.h"
 #include "model/train/distributed.h"
 #include "model/train/run_dir.h"
@@ -68,7 +68,7 @@ struct TrainOptions {
   // measurements than by the same fold's last ones.
   double select_from = 0.0;
   // A collection with a tile space: the weight of its problems' prior in the published
-  // model's scores (model/core/tile_prior.h; built from the run's train and valid
+  // model's scores (model/tile/tile_prior.h; built from the run's train and valid
   // problems). 0: the network alone. Training and validation never use it.
   double tile_prior_weight = 1.0;
   // How near a measured problem's shape must be to count in the prior for a problem

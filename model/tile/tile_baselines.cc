@@ -1,4 +1,4 @@
-#include "model/core/tile_baselines.h"
+#include "model/tile/tile_baselines.h"
 
 #include <algorithm>
 #include <cmath>

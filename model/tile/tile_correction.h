@@ -25,7 +25,7 @@
 
 #include <vector>
 
-#include "model/core/tile_space.h"
+#include "model/tile/tile_space.h"
 
 namespace tgraph {
 

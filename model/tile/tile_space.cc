@@ -1,4 +1,4 @@
-#include "model/core/tile_space.h"
+#include "model/tile/tile_space.h"
 
 #include <algorithm>
 #include <cmath>

@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "model/core/tile_baselines.h"
-#include "model/core/tile_correction.h"
-#include "model/core/tile_space.h"
+#include "model/tile/tile_baselines.h"
+#include "model/tile/tile_correction.h"
+#include "model/tile/tile_space.h"
 
 namespace tgraph {
 

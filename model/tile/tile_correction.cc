@@ -1,4 +1,4 @@
-#include "model/core/tile_correction.h"
+#include "model/tile/tile_correction.h"
 
 #include <array>
 #include <cmath>

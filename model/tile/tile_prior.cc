@@ -1,4 +1,4 @@
-#include "model/core/tile_prior.h"
+#include "model/tile/tile_prior.h"
 
 #include <algorithm>
 #include <cmath>
@@ -172,11 +172,79 @@ std::string TilePrior::ToJson() const {
   return j.dump();
 }
 
+namespace {
+
+// What the JSON readers refuse: `key` of `what`, and what was expected.
+absl::Status BadKey(absl::string_view what, absl::string_view key, absl::string_view expected) {
+  return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "': expected ", expected));
+}
+
+// measured[i] (`at`): a problem and its log slowdown on each of `tiles` configurations.
+absl::StatusOr<MeasuredSlowdowns::Problem> ReadMeasuredProblem(const json& q, const std::string& at, size_t tiles,
+                                                               absl::string_view what) {
+  const auto bad = [&](absl::string_view key, absl::string_view expected) { return BadKey(what, key, expected); };
+  if (!q.is_object()) return bad(at, "an object");
+  MeasuredSlowdowns::Problem m;
+  if (!q.contains("dtype") || !q["dtype"].is_string() || q["dtype"].get<std::string>().empty())
+    return bad(at + ".dtype", "a dtype name");
+  m.problem.dtype = q["dtype"].get<std::string>();
+  const std::pair<const char*, int64_t*> dims[] = {{"m", &m.problem.m}, {"n", &m.problem.n}, {"k", &m.problem.k}};
+  for (const auto& [key, dim] : dims) {
+    if (!q.contains(key) || !q[key].is_number_integer() || q[key].get<int64_t>() < 1)
+      return bad(absl::StrCat(at, ".", key), "an integer >= 1");
+    *dim = q[key].get<int64_t>();
+  }
+  if (!q.contains("log_slowdown") || !q["log_slowdown"].is_string())
+    return bad(at + ".log_slowdown", "a string of values, one per tile");
+  const std::vector<absl::string_view> values =
+      absl::StrSplit(q["log_slowdown"].get_ref<const std::string&>(), ' ', absl::SkipEmpty());
+  if (values.size() != tiles)
+    return bad(at + ".log_slowdown", absl::StrCat(tiles, " values (one per tile), not ", values.size()));
+  for (size_t t = 0; t < values.size(); ++t) {
+    double v = 0;
+    if (values[t] == "-") {
+      m.log_slowdown.push_back(std::nan(""));
+    } else if (absl::SimpleAtod(values[t], &v) && std::isfinite(v) && v >= 0) {
+      m.log_slowdown.push_back(v);
+    } else {
+      return bad(absl::StrCat(at, ".log_slowdown, value ", t + 1),
+                 absl::StrCat("a finite number >= 0 or '-', not '", values[t].substr(0, 32), "'"));
+    }
+  }
+  return m;
+}
+
+// A prior's measured problems: the configurations ("tiles", sorted, each once) and each
+// problem's log slowdowns on them ("measured").
+absl::StatusOr<MeasuredSlowdowns> ReadMeasured(const json& j, absl::string_view what) {
+  const auto bad = [&](absl::string_view key, absl::string_view expected) { return BadKey(what, key, expected); };
+  if (!j.contains("tiles") || !j["tiles"].is_array()) return bad("tiles", "an array of configurations");
+  std::vector<TritonTile> tiles;
+  for (size_t i = 0; i < j["tiles"].size(); ++i) {
+    const json& name = j["tiles"][i];
+    const std::string key = absl::StrCat("tiles[", i, "]");
+    if (!name.is_string()) return bad(key, "a configuration's name");
+    absl::StatusOr<TritonTile> tile = ParseTritonTile(name.get<std::string>());
+    if (!tile.ok()) return bad(key, tile.status().message());
+    if (!tiles.empty() && !(tiles.back() < *tile)) return bad(key, "configurations in sorted order, each once");
+    tiles.push_back(*tile);
+  }
+  if (!j["measured"].is_array()) return bad("measured", "an array of problems");
+  std::vector<MeasuredSlowdowns::Problem> problems;
+  for (size_t i = 0; i < j["measured"].size(); ++i) {
+    absl::StatusOr<MeasuredSlowdowns::Problem> m =
+        ReadMeasuredProblem(j["measured"][i], absl::StrCat("measured[", i, "]"), tiles.size(), what);
+    if (!m.ok()) return m.status();
+    problems.push_back(std::move(*m));
+  }
+  return MeasuredSlowdowns(std::move(tiles), std::move(problems));
+}
+
+}  // namespace
+
 absl::StatusOr<TilePrior> TilePrior::FromJson(const std::string& text, absl::string_view what) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  auto bad = [&](absl::string_view key, absl::string_view expected) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "': expected ", expected));
-  };
+  const auto bad = [&](absl::string_view key, absl::string_view expected) { return BadKey(what, key, expected); };
   const auto finite = [](const json& v) { return v.is_number() && std::isfinite(v.get<double>()); };
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(what, ": expected a JSON object"));
   TilePrior p;
@@ -218,53 +286,9 @@ absl::StatusOr<TilePrior> TilePrior::FromJson(const std::string& text, absl::str
     p.network_share = s.get<double>();
   }
   if (j.contains("measured")) {
-    if (!j.contains("tiles") || !j["tiles"].is_array()) return bad("tiles", "an array of configurations");
-    std::vector<TritonTile> tiles;
-    for (size_t i = 0; i < j["tiles"].size(); ++i) {
-      const json& name = j["tiles"][i];
-      const std::string key = absl::StrCat("tiles[", i, "]");
-      if (!name.is_string()) return bad(key, "a configuration's name");
-      absl::StatusOr<TritonTile> tile = ParseTritonTile(name.get<std::string>());
-      if (!tile.ok()) return bad(key, tile.status().message());
-      if (!tiles.empty() && !(tiles.back() < *tile)) return bad(key, "configurations in sorted order, each once");
-      tiles.push_back(*tile);
-    }
-    if (!j["measured"].is_array()) return bad("measured", "an array of problems");
-    std::vector<MeasuredSlowdowns::Problem> problems;
-    for (size_t i = 0; i < j["measured"].size(); ++i) {
-      const json& q = j["measured"][i];
-      const std::string at = absl::StrCat("measured[", i, "]");
-      if (!q.is_object()) return bad(at, "an object");
-      MeasuredSlowdowns::Problem m;
-      if (!q.contains("dtype") || !q["dtype"].is_string() || q["dtype"].get<std::string>().empty())
-        return bad(at + ".dtype", "a dtype name");
-      m.problem.dtype = q["dtype"].get<std::string>();
-      const std::pair<const char*, int64_t*> dims[] = {{"m", &m.problem.m}, {"n", &m.problem.n}, {"k", &m.problem.k}};
-      for (const auto& [key, dim] : dims) {
-        if (!q.contains(key) || !q[key].is_number_integer() || q[key].get<int64_t>() < 1)
-          return bad(absl::StrCat(at, ".", key), "an integer >= 1");
-        *dim = q[key].get<int64_t>();
-      }
-      if (!q.contains("log_slowdown") || !q["log_slowdown"].is_string())
-        return bad(at + ".log_slowdown", "a string of values, one per tile");
-      const std::vector<absl::string_view> values =
-          absl::StrSplit(q["log_slowdown"].get_ref<const std::string&>(), ' ', absl::SkipEmpty());
-      if (values.size() != tiles.size())
-        return bad(at + ".log_slowdown", absl::StrCat(tiles.size(), " values (one per tile), not ", values.size()));
-      for (size_t t = 0; t < values.size(); ++t) {
-        double v = 0;
-        if (values[t] == "-") {
-          m.log_slowdown.push_back(std::nan(""));
-        } else if (absl::SimpleAtod(values[t], &v) && std::isfinite(v) && v >= 0) {
-          m.log_slowdown.push_back(v);
-        } else {
-          return bad(absl::StrCat(at, ".log_slowdown, value ", t + 1),
-                     absl::StrCat("a finite number >= 0 or '-', not '", values[t].substr(0, 32), "'"));
-        }
-      }
-      problems.push_back(std::move(m));
-    }
-    p.measured = MeasuredSlowdowns(std::move(tiles), std::move(problems));
+    absl::StatusOr<MeasuredSlowdowns> measured = ReadMeasured(j, what);
+    if (!measured.ok()) return measured.status();
+    p.measured = std::move(*measured);
     return p;
   }
   if (!j.contains("values") || !j["values"].is_object()) return bad("values", "an object of dtypes (or 'measured')");

@@ -1,0 +1,178 @@
+// tgraph-client search: what to measure next, for a layout graph or a tile kernel.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "client/cli_commands.h"
+#include "client/cli_flags.h"
+#include "client/client.h"
+#include "model/core/dataset.h"
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
+#include "model/core/npy.h"
+#include "model/tile/tile_space.h"
+#include "model/tools/tool.h"
+
+namespace tgraph::cli {
+
+namespace {
+
+// search starts from, and their runtimes sent when the file has every one (a test
+// split's are hidden: zeros).
+void MeasuredRows(const tgraph::LayoutGraph& g, tgraph::SearchConfigsOptions* o) {
+  o->exclude = g.config_feat;
+  if (g.num_configs > 0 &&
+      std::all_of(g.config_runtime.begin(), g.config_runtime.end(), [](int64_t t) { return t > 0; }))
+    o->exclude_runtimes_ns = g.config_runtime;
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < g.num_configs; ++i)
+    if (g.config_runtime[static_cast<size_t>(i)] > 0) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return g.config_runtime[static_cast<size_t>(a)] != g.config_runtime[static_cast<size_t>(b)]
+               ? g.config_runtime[static_cast<size_t>(a)] < g.config_runtime[static_cast<size_t>(b)]
+               : a < b;
+  });
+  order.resize(std::min<size_t>(order.size(), static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_start_best)))));
+  for (int64_t i : order) o->start.insert(o->start.end(), g.config(i), g.config(i) + g.num_config_nodes() * tgraph::kConfigFeatDim);
+}
+
+}  // namespace
+
+// Proposes what to measure next for the --npz graph.
+// A tile kernel's search: its graph (--hlo, registered as a kernel: no configurable
+// nodes; or a tile --npz, whose rows count as measured), every legal configuration of the
+// model's tile space scored, the best named by their parameters.
+int SearchTiles(tgraph::RankerClient& client, const tgraph::Collection& c) {
+  const std::string hlo = absl::GetFlag(FLAGS_hlo), path = hlo.empty() ? absl::GetFlag(FLAGS_npz) : hlo;
+  tgraph::NodeGraph graph;
+  tgraph::SearchConfigsOptions o;
+  if (!hlo.empty()) {
+    absl::StatusOr<tgraph::HloProgram> program = ReadProgram(hlo);
+    if (!program.ok()) return Fail(program.status());
+    graph = std::move(program->graph);
+  } else {
+    absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(path);
+    if (!g.ok()) return Fail(g.status());
+    graph = std::move(g->graph);
+    o.exclude_tiles = std::move(g->config_feat);
+    // Their runtimes when the file has every one (a test split's are hidden: zeros).
+    if (!g->config_runtime.empty() &&
+        std::all_of(g->config_runtime.begin(), g->config_runtime.end(), [](auto t) { return t > 0; }))
+      o.exclude_runtimes_ns.assign(g->config_runtime.begin(), g->config_runtime.end());
+  }
+  o.collection = c.name();
+  o.model_version = absl::GetFlag(FLAGS_model_version);
+  o.results = absl::GetFlag(FLAGS_results);
+  absl::StatusOr<tgraph::Proposals> p = client.Search(graph, {}, o);
+  if (!p.ok()) return Fail(p.status());
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j = {{"graph", path}, {"collection", c.name()}, {"model_version", p->model_version},
+                        {"evaluations", p->evaluations}, {"reference_configs", p->reference_configs},
+                        {"total_ms", p->server_total_ms}, {"configs", p->tile_names}, {"scores", p->scores},
+                        {"correction_measurements", p->correction_measurements},
+                        {"spread", p->spread}};
+    return PrintJson(j);
+  }
+  std::printf("%s: %lld of %lld legal configurations proposed by %s version %lld (%zu measured excluded%s), %.1f ms\n",
+              path.c_str(), static_cast<long long>(p->count), static_cast<long long>(p->evaluations),
+              c.name().c_str(), static_cast<long long>(p->model_version),
+              o.exclude_tiles.size() / tgraph::kTileConfigDim,
+              p->correction_measurements > 0
+                  ? absl::StrCat("; the prior follows ", p->correction_measurements, " measured runtimes").c_str()
+                  : "",
+              p->server_total_ms);
+  std::printf("%6s  %-20s %12s %10s\n", "rank", "BLOCK_MxNxK warps stages", "score", "spread");
+  for (int64_t i = 0; i < p->count; ++i)
+    std::printf("%6lld  %-20s %12.4f %10.4f\n", static_cast<long long>(i + 1), p->tile_names[i].c_str(), p->scores[i],
+                p->spread[i]);
+  return tgraph::kExitOk;
+}
+
+int Search(tgraph::RankerClient& client) {
+  absl::StatusOr<tgraph::Collection> c = CollectionFlag();
+  if (!c.ok()) return Fail(c.status());
+  if (c->kind == tgraph::CollectionKind::kTile) {
+    if (absl::GetFlag(FLAGS_hlo).empty() == absl::GetFlag(FLAGS_npz).empty())
+      return Fail(UsageError("search needs one kernel: --hlo MODULE (one matrix product) or --npz KERNEL.npz (a tile "
+                             "file; its rows count as measured)"));
+    return SearchTiles(client, *c);
+  }
+  const std::string hlo = absl::GetFlag(FLAGS_hlo), path = hlo.empty() ? absl::GetFlag(FLAGS_npz) : hlo;
+  if (path.empty() || (!hlo.empty() && !absl::GetFlag(FLAGS_npz).empty()))
+    return Fail(UsageError("search needs one graph: --npz GRAPH.npz (a layout graph; its rows count as measured) "
+                           "or --hlo MODULE (text, .hlo.pb; nothing measured yet)"));
+  if (const std::string out = absl::GetFlag(FLAGS_out); !out.empty())
+    if (absl::Status s = tgraph::CheckOutputFile(out, "--out", absl::GetFlag(FLAGS_force)); !s.ok()) return Fail(s);
+  absl::StatusOr<tgraph::HloProgram> program;
+  absl::StatusOr<tgraph::LayoutGraph> g = absl::UnknownError("");
+  if (!hlo.empty()) {
+    program = ReadProgram(hlo);
+    if (!program.ok()) return Fail(program.status());
+    g = tgraph::LayoutGraph();
+    g->graph = program->graph;
+    g->node_config_ids = program->node_config_ids;
+  } else {
+    g = tgraph::LoadLayoutGraph(path, /*allow_no_configs=*/true);
+  }
+  if (!g.ok()) return Fail(g.status());
+  tgraph::SearchConfigsOptions o;
+  o.collection = c->name();
+  o.model_version = absl::GetFlag(FLAGS_model_version);
+  o.results = absl::GetFlag(FLAGS_results);
+  o.max_evaluations = absl::GetFlag(FLAGS_max_evaluations);
+  o.max_changed_groups = absl::GetFlag(FLAGS_max_changed_groups);
+  o.seed = absl::GetFlag(FLAGS_seed);
+  MeasuredRows(*g, &o);
+  absl::StatusOr<tgraph::Proposals> p =
+      program.ok() ? client.Search(*program, o) : client.Search(g->graph, g->node_config_ids, o);
+  if (!p.ok()) return Fail(p.status());
+  const int64_t nc = g->num_config_nodes();
+  if (!absl::GetFlag(FLAGS_out).empty()) {
+    const tgraph::NpyArray rows = tgraph::NpyArray::From<int8_t>({p->count, nc, tgraph::kConfigFeatDim}, p->rows);
+    if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_out), tgraph::SerializeNpy(rows)); !s.ok())
+      return Fail(s);
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j = {{"graph", path}, {"collection", c->name()}, {"model_version", p->model_version},
+                        {"evaluations", p->evaluations}, {"generations", p->generations},
+                        {"reference_configs", p->reference_configs}, {"total_ms", p->server_total_ms},
+                        {"correction_measurements", p->correction_measurements},
+                        {"correction_weight", p->correction_weight},
+                        {"max_changed_groups", p->max_changed_groups}, {"num_variation", p->variation},
+                        {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
+    const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
+    for (int64_t i = 0; i < p->count; ++i)
+      j["configs"].push_back(std::vector<int>(p->rows.begin() + i * row, p->rows.begin() + (i + 1) * row));
+    return PrintJson(j);
+  }
+  std::printf("%s: %lld configurations proposed by %s version %lld: %lld evaluated in %lld generations against a "
+              "reference of %lld, %.0f ms; %zu measured rows excluded, %zu started from, %lld runtimes correcting "
+              "the scores (weight %.2f); %s\n",
+              path.c_str(), static_cast<long long>(p->count), c->name().c_str(),
+              static_cast<long long>(p->model_version), static_cast<long long>(p->evaluations),
+              static_cast<long long>(p->generations), static_cast<long long>(p->reference_configs),
+              p->server_total_ms, o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
+              o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
+              static_cast<long long>(p->correction_measurements), p->correction_weight,
+              p->max_changed_groups > 0
+                  ? absl::StrCat("at most ", p->max_changed_groups, " groups changed from the default or a start row")
+                        .c_str()
+                  : "anywhere in the space");
+  std::printf("%6s %12s %10s\n", "rank", "score", "spread");
+  for (int64_t i = 0; i < p->count; ++i)
+    std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);
+  if (p->variation > 0)
+    std::printf("the last %lld are random variation of the fastest measured rows, not the model's picks: the last 30 "
+                "measurements did not improve on the best\n",
+                static_cast<long long>(p->variation));
+  if (!absl::GetFlag(FLAGS_out).empty()) std::printf("rows written to %s\n", absl::GetFlag(FLAGS_out).c_str());
+  return tgraph::kExitOk;
+}
+
+}  // namespace tgraph::cli

@@ -1,0 +1,37 @@
+// The values of HLO text the reader parses beyond names and operands: shapes (arrays
+// with their layouts and tiles, tuples, tokens) and the attributes that set features
+// (window, dim_labels, slice, padding, integer lists). Errors name the line and column
+// through the Cursor (hlo_text_cursor.h). Internal to the text reader (hlo_text.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "model/hlo/hlo_text_cursor.h"
+#include "tgraph/hlo/hlo.pb.h"
+
+namespace tgraph::hlo::text_internal {
+
+// A shape at the cursor: `type[dims]{layout}` or a tuple `(shape, ...)` nested at most
+// kMaxTupleDepth (shape_check.h) deep; `depth` is the tuples already open.
+absl::Status ParseShape(Cursor& c, xla::ShapeProto* shape, int depth);
+// The rest of an array shape whose element type `type` was just read.
+absl::Status ParseArrayShape(Cursor& c, const std::string& type, xla::ShapeProto* shape);
+// "1,2,3" (braces already stripped) as integers; errors at (line, col) name `what`.
+absl::Status ParseInts(Cursor& c, int64_t line, int64_t col, absl::string_view text, absl::string_view what,
+                       std::vector<int64_t>* out);
+// `v` without surrounding whitespace and one pair of braces.
+absl::string_view StripBraces(absl::string_view v);
+// The attributes' values read into `inst`, errors at (line, col):
+// window={size=3x3 stride=1x2 pad=1_2x1_2 lhs_dilate=1x1 rhs_dilate=1x1 rhs_reversal=0x1},
+// dim_labels=b01f_01io->b01f, slice={[0:8:1], ...}, padding=0_0_0x1_1_1.
+absl::Status ParseWindow(Cursor& c, int64_t line, int64_t col, absl::string_view value, xla::HloInstructionProto* inst);
+absl::Status ParseDimLabels(Cursor& c, int64_t line, int64_t col, absl::string_view value,
+                            xla::HloInstructionProto* inst);
+absl::Status ParseSlice(Cursor& c, int64_t line, int64_t col, absl::string_view value, xla::HloInstructionProto* inst);
+absl::Status ParsePadding(Cursor& c, int64_t line, int64_t col, absl::string_view value, xla::HloInstructionProto* inst);
+
+}  // namespace tgraph::hlo::text_internal

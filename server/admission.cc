@@ -1,0 +1,193 @@
+#include "server/admission.h"
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "model/core/echo.h"
+#include "model/core/layout_space.h"
+#include "model/core/model_spec.h"
+#include "model/tile/tile_space.h"
+#include "model/nn/model_io.h"
+#include "model/search/search_policy.h"
+#include "proto/error_reason.h"
+
+namespace tgraph {
+namespace {
+
+bool IsHexHash(const std::string& h) {
+  if (h.size() != 64) return false;
+  for (char c : h)
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  return true;
+}
+
+// Rows no compiler could apply (model/core/layout_space.h), named by their field.
+absl::Status CheckLegal(const LayoutSpace& space, absl::string_view field, absl::string_view bytes, int64_t count) {
+  if (bytes.empty()) return absl::OkStatus();
+  if (std::string bad = FirstIllegalLayoutRow(space, reinterpret_cast<const int8_t*>(bytes.data()), count);
+      !bad.empty())
+    return absl::InvalidArgumentError(absl::StrCat(field, ": ", bad));
+  return absl::OkStatus();
+}
+
+// The graph's matrix product against a model's tile space: a graph that is not one
+// matrix product (INVALID_ARGUMENT), or of a dtype or variant the space never measured
+// (FAILED_PRECONDITION). `what` says what the model does with it.
+absl::Status CheckProblem(const TileSpace& space, const StoredGraph& graph, absl::string_view what) {
+  if (!graph.gemm_problem.ok())
+    return absl::InvalidArgumentError(absl::StrCat(graph.gemm_problem.status().message(), " (this model ", what,
+                                                   " the configurations of one matrix product)"));
+  return space.CheckProblem(*graph.gemm_problem);
+}
+
+// Tile rows outside a model's tile space: the graph's problem as CheckProblem, then a
+// configuration that is not a candidate, one the compiler refused for the graph's kernel
+// variant, or a row computed for another problem; named by field and row.
+absl::Status CheckTileRows(const TileSpace& space, const StoredGraph& graph, absl::string_view field,
+                           absl::string_view bytes, int64_t count) {
+  if (bytes.empty()) return absl::OkStatus();
+  if (absl::Status s = CheckProblem(space, graph, "ranks"); !s.ok()) return s;
+  std::vector<float> row(kTileConfigDim);
+  for (int64_t r = 0; r < count; ++r) {
+    std::memcpy(row.data(), bytes.data() + r * kTileConfigDim * sizeof(float), kTileConfigDim * sizeof(float));
+    if (absl::Status s = space.CheckRow(*graph.gemm_problem, row.data(), absl::StrCat(field, " row ", r)); !s.ok())
+      return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<const StoredGraph>> Admission::RegisteredGraph(const std::string& graph_hash) const {
+  if (!IsHexHash(graph_hash))
+    return absl::InvalidArgumentError(
+        absl::StrCat("graph_hash must be 64 lowercase hex digits (from RegisterGraph), got '", Echo(graph_hash), "'"));
+  std::shared_ptr<const StoredGraph> graph = graphs_->Get(graph_hash);
+  if (!graph)
+    return WithErrorReason(absl::NotFoundError(absl::StrCat(
+                               "graph ", graph_hash, " is not registered on this server: call RegisterGraph, then retry")),
+                           kGraphNotRegistered);
+  return graph;
+}
+
+absl::StatusOr<Admitted> Admission::Names(const std::string& collection, int64_t version,
+                                          const std::string& graph_hash, CollectionKind* kind) const {
+  absl::StatusOr<Collection> coll = ParseCollection(collection);
+  if (!coll.ok()) return absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()));
+  *kind = coll->kind;
+  if (version < 0) return absl::InvalidArgumentError("model_version must be 0 (latest) or a version number");
+  absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = RegisteredGraph(graph_hash);
+  if (!graph.ok() && graph.status().code() == absl::StatusCode::kInvalidArgument) return graph.status();
+  absl::StatusOr<ModelHandle> model = models_->Get(collection, version);
+  if (!model.ok()) return model.status();
+  if (!graph.ok()) return graph.status();
+  Admitted a{*model, std::move(*graph)};
+
+  // The batch: the model's, made smaller when its activations would exceed the
+  // per-request budget. The reference runs as one batch: the model's size, or a
+  // request's up to the larger of that and the batch, both within the budget.
+  const LoadedModel& loaded = *a.model.model;
+  const int64_t nodes = a.graph->pruned.graph.num_nodes;
+  const SearchBudget unlimited = ModelSearchBudget(loaded.manifest);
+  a.batch_size = unlimited.batch_size;
+  a.max_reference = unlimited.max_reference;
+  const int64_t fits =
+      ConfigsWithinBudget(loaded.manifest.spec, nodes, loaded.manifest.reference_groups, limits_.activation_bytes);
+  if (fits == 0)
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the graph has ", nodes, " nodes after pruning: one configuration needs about ",
+        ActivationBytesPerConfig(loaded.manifest.spec, nodes) >> 20, " MiB of activations at hidden ",
+        loaded.manifest.spec.hidden, ", over this server's ", limits_.activation_bytes >> 20,
+        " MiB per request (--activation_bytes)"));
+  if (fits > 0) {
+    a.batch_size = std::min(a.batch_size, fits);
+    a.max_reference = std::min(a.max_reference, fits);
+  }
+  return a;
+}
+
+absl::StatusOr<Admitted> Admission::Rank(const RankRequest& q) const {
+  CollectionKind kind;
+  absl::StatusOr<Admitted> a = Names(q.collection, q.model_version, q.graph_hash, &kind);
+  if (!a.ok()) return a.status();
+  const StoredGraph& graph = *a->graph;
+  if (absl::Status v = ValidateRankRequest(q, kind, graph.num_config_nodes,
+                                           static_cast<int>(a->model.model->folds.size()), a->model.version,
+                                           {limits_.max_configs, a->max_reference});
+      !v.ok())
+    return v;
+  if (absl::Status s = CheckLegal(graph.space, "layout_configs", q.layout_configs, q.num_configs); !s.ok()) return s;
+  if (absl::Status s =
+          CheckLegal(graph.space, "reference_layout_configs", q.reference_layout_configs, q.num_reference_configs);
+      !s.ok())
+    return s;
+  if (const std::optional<TileSpace>& tiles = a->model.model->manifest.tile_space) {
+    if (absl::Status s = CheckTileRows(*tiles, graph, "tile_configs", q.tile_configs, q.num_configs); !s.ok()) return s;
+    if (absl::Status s = CheckTileRows(*tiles, graph, "reference_tile_configs", q.reference_tile_configs,
+                                       q.num_reference_configs);
+        !s.ok())
+      return s;
+  }
+  return a;
+}
+
+absl::StatusOr<Admitted> Admission::Search(const SearchRequest& q) const {
+  CollectionKind kind;
+  absl::StatusOr<Admitted> a = Names(q.collection, q.model_version, q.graph_hash, &kind);
+  if (!a.ok()) return a.status();
+  const StoredGraph& graph = *a->graph;
+  if (absl::Status v = ValidateSearchRequest(q, kind, graph.num_config_nodes, {limits_.max_configs, 0}); !v.ok())
+    return v;
+  if (kind == CollectionKind::kTile) {
+    const std::optional<TileSpace>& tiles = a->model.model->manifest.tile_space;
+    if (!tiles)
+      return absl::FailedPreconditionError(
+          absl::StrCat("collection ", q.collection, ": its model has no tile space (trained on tile data without "
+                       "tile_space.json), so there is no space to search; rank rows with RankConfigs"));
+    if (absl::Status s = CheckProblem(*tiles, graph, "searches"); !s.ok()) return s;
+    if (absl::Status s = CheckTileRows(*tiles, graph, "exclude_tile_configs", q.exclude_tile_configs, q.num_exclude);
+        !s.ok())
+      return s;
+    return a;
+  }
+  if (absl::Status s = CheckLegal(graph.space, "start_layout_configs", q.start_layout_configs, q.num_start); !s.ok())
+    return s;
+  if (absl::Status s = CheckLegal(graph.space, "exclude_layout_configs", q.exclude_layout_configs, q.num_exclude);
+      !s.ok())
+    return s;
+  if (absl::Status s =
+          CheckLegal(graph.space, "candidate_layout_configs", q.candidate_layout_configs, q.num_candidates);
+      !s.ok())
+    return s;
+  return a;
+}
+
+absl::StatusOr<MeasurementReport> Admission::Report(const ReportRequest& q) const {
+  absl::StatusOr<Collection> coll = ParseCollection(q.collection);
+  if (!coll.ok()) return absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()));
+  absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = RegisteredGraph(q.graph_hash);
+  if (!graph.ok()) return graph.status();
+  if ((*graph)->num_config_nodes == 0)
+    return absl::InvalidArgumentError("graph_hash: this graph has no configurable nodes (a tile graph?); "
+                                      "measurements are stored for layout graphs");
+  MeasurementReport r;
+  r.collection = *coll;
+  r.graph_hash = q.graph_hash;
+  r.graph = (*graph)->pruned.graph;
+  r.node_config_ids = (*graph)->pruned.config_node_index;
+  r.num_configs = q.num_configs;
+  r.config_feat.assign(reinterpret_cast<const int8_t*>(q.layout_configs.data()),
+                       reinterpret_cast<const int8_t*>(q.layout_configs.data()) + q.layout_configs.size());
+  r.runtime_ns = q.runtimes_ns;
+  r.source = q.source;
+  // Sizes and values first (their errors name the field), then the rows' legality.
+  if (absl::Status s = ValidateMeasurementReport(r); !s.ok()) return s;
+  if (std::string bad = FirstIllegalLayoutRow((*graph)->space, r.config_feat.data(), r.num_configs); !bad.empty())
+    return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
+  return r;
+}
+
+}  // namespace tgraph

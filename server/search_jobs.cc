@@ -1,0 +1,135 @@
+#include "server/search_jobs.h"
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "model/tile/tile_space.h"
+#include "model/nn/encoded_graph.h"
+#include "model/nn/model_io.h"
+#include "model/search/layout_search.h"
+#include "model/search/search_policy.h"
+#include "model/search/tile_search.h"
+
+namespace tgraph {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
+
+std::vector<int8_t> Rows(absl::string_view bytes) {
+  return std::vector<int8_t>(reinterpret_cast<const int8_t*>(bytes.data()),
+                             reinterpret_cast<const int8_t*>(bytes.data()) + bytes.size());
+}
+
+absl::Status NonFiniteError(const SearchRequest& q, const Admitted& a) {
+  return absl::InternalError(absl::StrCat("model ", q.collection, " version ", a.model.version,
+                                          " gave a non-finite score; nothing is proposed"));
+}
+
+}  // namespace
+
+int64_t SearchWorkingBytes(const SearchRequest& q, const StoredGraph& graph) {
+  constexpr int64_t kHashedRowOverhead = 64;  // a set node and a string header per row
+  const int64_t row = graph.num_config_nodes > 0 ? graph.num_config_nodes * kConfigFeatDim
+                                                 : kTileConfigDim * static_cast<int64_t>(sizeof(float));
+  const int64_t evaluations = q.max_evaluations > 0 ? q.max_evaluations : kDefaultSearchEvaluations;
+  const int64_t given = std::max<int64_t>(0, q.num_exclude) + std::max<int64_t>(0, q.num_start) +
+                        std::max<int64_t>(0, q.num_candidates);
+  return 4 * evaluations * (row + kHashedRowOverhead) + 2 * given * (row + kHashedRowOverhead);
+}
+
+absl::StatusOr<SearchOutcome> RunLayoutSearch(const SearchRequest& q, const Admitted& a, const EncodedGraph& graph,
+                                              const std::function<bool()>& cancelled, SearchOutcome out) {
+  const LoadedModel& model = *a.model.model;
+  const std::vector<FoldModel> folds = graph.Folds(model.folds);
+  const std::vector<int8_t> start = Rows(q.start_layout_configs), exclude = Rows(q.exclude_layout_configs),
+                            candidates = Rows(q.candidate_layout_configs);
+  const int64_t groups = static_cast<int64_t>(a.graph->space.nodes.size());
+  // The search's policy (model/search/search_policy.h), within the admitted budget.
+  SearchBudget budget = ModelSearchBudget(model.manifest);
+  budget.batch_size = a.batch_size;
+  budget.max_reference = a.max_reference;
+  SearchOptions so = SearchPolicy(q.num_results, q.max_evaluations, q.seed, budget, q.max_changed_groups);
+  out.max_changed_groups = so.radius;
+  so.start = &start;
+  so.exclude = &exclude;
+  if (q.num_candidates > 0) so.candidates = &candidates;
+  so.scoring.cancelled = cancelled;
+  const auto t0 = Clock::now();
+  // What the measured runtimes say about this graph, and variation for a loop that
+  // stopped improving (model/search/search_policy.h).
+  absl::StatusOr<std::optional<MeasuredCorrection>> correction = CorrectionFor(exclude, q.exclude_runtimes_ns, groups);
+  if (!correction.ok())  // the request was validated: a bug
+    return absl::InternalError(absl::StrCat("fitting the measured runtimes: ", correction.status().message()));
+  if (*correction) {
+    so.correction = &**correction;
+    out.correction_measurements = (*correction)->measurements();
+  }
+  const Variation variation = VariationFor(so.results, exclude, q.exclude_runtimes_ns, groups);
+  so.variation = variation.rows;
+  so.variation_parents = &variation.parents;
+  const SearchResult r = SearchLayouts(folds, graph.tensors, a.graph->space, so);
+  out.timing.inference_ms = Ms(t0, Clock::now());
+  if (r.cancelled) return absl::CancelledError("the search was cancelled or its deadline passed; it stopped");
+  out.evaluations = r.evaluations;
+  if (CountNonFinite(r.score) > 0) return NonFiniteError(q, a);
+  out.rows = r.rows;
+  out.scores.assign(r.score.begin(), r.score.end());
+  out.spread.assign(r.spread.begin(), r.spread.end());
+  out.generations = r.generations;
+  out.reference_configs = r.reference;
+  out.correction_weight = so.correction ? r.correction_weight : 0.0;
+  out.variation = r.variation;
+  out.timing.rescored = static_cast<int64_t>(r.score.size());
+  return out;
+}
+
+// Every legal configuration of the kernel's problem not yet measured, scored by every
+// fold; the prior follows the exclude rows' runtimes when given.
+absl::StatusOr<SearchOutcome> RunTileSearch(const SearchRequest& q, const Admitted& a, const EncodedGraph& graph,
+                                            const std::function<bool()>& cancelled, SearchOutcome out) {
+  const LoadedModel& model = *a.model.model;
+  const TileSpace& space = *model.manifest.tile_space;
+  if (!a.graph->gemm_problem.ok()) return absl::InternalError(a.graph->gemm_problem.status().message());  // admitted
+  const GemmProblem& problem = *a.graph->gemm_problem;
+  std::vector<TritonTile> exclude;
+  std::vector<MeasuredTile> measured;
+  for (int64_t r = 0; r < q.num_exclude; ++r) {
+    float row[kTileConfigDim];
+    std::memcpy(row, q.exclude_tile_configs.data() + r * sizeof(row), sizeof(row));
+    exclude.push_back(TritonTileOfRow(row));
+    if (!q.exclude_runtimes_ns.empty())
+      measured.push_back({exclude.back(), static_cast<double>(q.exclude_runtimes_ns[static_cast<size_t>(r)])});
+  }
+  TileSearchOptions so;
+  so.num_results = q.num_results > 0 ? q.num_results : kDefaultSearchResults;
+  so.exclude = &exclude;
+  so.scoring.batch_size = a.batch_size;
+  so.scoring.reference_size = model.manifest.reference_configs;
+  so.scoring.max_reference = a.max_reference;
+  so.scoring.reference_groups = model.manifest.reference_groups;
+  so.scoring.cancelled = cancelled;
+  UseTilePrior(model.manifest, problem, &so.scoring, measured);
+  out.correction_measurements = so.scoring.tile_prior ? so.scoring.tile_prior->measurements : 0;
+  const auto t0 = Clock::now();
+  const TileSearchResult r = SearchTiles(graph.Folds(model.folds), graph.tensors, space, problem, so);
+  out.timing.inference_ms = Ms(t0, Clock::now());
+  if (r.cancelled) return absl::CancelledError("the search was cancelled or its deadline passed; it stopped");
+  out.evaluations = r.evaluations;
+  if (CountNonFinite(r.score) > 0) return NonFiniteError(q, a);
+  out.tile_rows = r.rows;
+  for (const TritonTile& t : r.tiles) out.tile_names.push_back(t.Name());
+  out.scores.assign(r.score.begin(), r.score.end());
+  out.spread.assign(r.spread.begin(), r.spread.end());
+  out.reference_configs = r.reference;
+  out.timing.rescored = static_cast<int64_t>(r.score.size());
+  return out;
+}
+
+}  // namespace tgraph
