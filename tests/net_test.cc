@@ -63,7 +63,7 @@ ModelSpec SmallSpec() {
   return s;
 }
 
-// A tile network's spec and a kernel graph to score tile rows on: the fixture's graph
+// A tile network's spec and a kernel graph to score chunk rows on: the fixture's graph
 // without configurable nodes.
 std::pair<ModelSpec, GraphTensors> TileSetup() {
   ModelSpec s = SmallSpec();
@@ -566,9 +566,9 @@ CATCH_TEST_CASE("the fused inference path, folded or not, computes what the trai
     for (bool fold : {true, false}) {  // f1 folded into f2, or the layers as specified
       net->SetInferenceFolding(fold);
       // Tiles of one node, of a few nodes with a part-filled last tile, and one tile.
-      for (int64_t tile_rows : {1, 100, 1 << 20}) {
-        CATCH_INFO("fold " << fold << ", tile rows " << tile_rows);
-        net->SetInferenceTileRows(tile_rows);
+      for (int64_t chunk_rows : {1, 100, 1 << 20}) {
+        CATCH_INFO("fold " << fold << ", chunk rows " << chunk_rows);
+        net->SetInferenceChunkRows(chunk_rows);
         const torch::Tensor inference_path = net->Score(f.graph, {f.configs, {}});
         CATCH_CHECK(torch::allclose(train_path, inference_path, 1e-4, 1e-5));
       }
@@ -741,9 +741,9 @@ CATCH_TEST_CASE("a configuration scored against a recorded reference is what tra
       if (s.cross_attention)
         CATCH_CHECK_FALSE(torch::allclose(train_path, net->Score(f.graph, {f.configs, {}}).detach(), 1e-4, 1e-5));
       torch::NoGradGuard no_grad;
-      for (int64_t tile_rows : {1, 100, 1 << 20}) {
-        CATCH_INFO("tile rows " << tile_rows);
-        net->SetInferenceTileRows(tile_rows);
+      for (int64_t chunk_rows : {1, 100, 1 << 20}) {
+        CATCH_INFO("chunk rows " << chunk_rows);
+        net->SetInferenceChunkRows(chunk_rows);
         CrossReference reference;
         ScoreMode record;
         record.record = &reference;

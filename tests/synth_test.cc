@@ -388,7 +388,7 @@ TEST_CASE("every broadcast of every family keeps its operand's dims at the place
     Rng rng(seed);
     check(MakeXlaGraph(rng, 300).nodes);
     check(MakeNlpGraph(rng, 300).nodes);
-    check(MakeTileKernel(rng, 40).graph.nodes);
+    check(MakeTpuKernel(rng, 40).graph.nodes);
   }
   CHECK(checked > 100);
 }

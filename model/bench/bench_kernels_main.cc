@@ -1,4 +1,4 @@
-// tgraph-bench-kernels: times the tiled block's fused loops (model/nn/tiled_kernels.h) on one
+// tgraph-bench-kernels: times the chunked block's fused loops (model/nn/block_kernels.h) on one
 // core against the LibTorch ops they replace, and the memory bandwidth the block's
 // full-size passes are bounded by; and what a search's measured correction costs at the
 // large real graph's size (model/search/measured_correction.h). Prints figures; not a test.
@@ -16,7 +16,7 @@
 #include "model/tools/tool.h"
 #include "model/search/measured_correction.h"
 #include "model/core/rng.h"
-#include "model/nn/tiled_kernels.h"
+#include "model/nn/block_kernels.h"
 
 ABSL_FLAG(int, reps, 2000, "Repetitions of each in-cache measurement (the best of 5 rounds is printed)");
 
@@ -37,7 +37,7 @@ double MicrosPerCall(int reps, const Fn& fn) {
   return best;
 }
 
-// The fused combine loop of one tile at the paper's widths (4 nodes x 128
+// The fused combine loop of one chunk at the paper's widths (4 nodes x 128
 // configurations, half = 128), with the batch's own softmax and against a recorded
 // reference in 1 and 4 groups.
 void BenchCombine(int reps) {
@@ -55,13 +55,13 @@ void BenchCombine(int reps) {
     });
     return (us - copy_us) * 1e3 / static_cast<double>(n);
   };
-  std::printf("one core, a tile of %lld rows x %lld (in cache):\n", static_cast<long long>(rows),
+  std::printf("one core, a chunk of %lld rows x %lld (in cache):\n", static_cast<long long>(rows),
               static_cast<long long>(half));
   tgraph::kernels::CrossRowsMode batch_softmax;
   batch_softmax.members = c;
   std::printf("  fused combine loop (gate, softmax over configurations, 2 GELUs, residuals): %.2f ns per element\n",
               combine_ns(batch_softmax));
-  // The same tile scored against a recorded reference (every row joins it alone), in one
+  // The same chunk scored against a recorded reference (every row joins it alone), in one
   // group, and in 4 (the default collections' reference of 256 in training batches of 64).
   for (int64_t groups : {1, 4}) {
     const torch::Tensor a = torch::rand({groups, nodes, half}) + 1, b = torch::randn({groups, nodes, half}),
@@ -75,12 +75,12 @@ void BenchCombine(int reps) {
     against.use = &stats;
     against.use_count = 64 * groups;
     against.groups = groups;
-    std::printf("  the same against a recorded reference in %lld group(s) (model/nn/tiled_block.h): %.2f ns per element\n",
+    std::printf("  the same against a recorded reference in %lld group(s) (model/nn/chunked_block.h): %.2f ns per element\n",
                 static_cast<long long>(groups), combine_ns(against));
   }
 }
 
-// GELU, a few LibTorch ops and the squeeze-excitation on a tile of 512 rows x 128.
+// GELU, a few LibTorch ops and the squeeze-excitation on a chunk of 512 rows x 128.
 void BenchElementwise(int reps) {
   const int64_t rows = 512, half = 128, n = rows * half;
   const torch::Tensor s0 = torch::randn({rows, half}) * 0.1;
@@ -106,7 +106,7 @@ void BenchElementwise(int reps) {
   });
   const double se_blas =
       MicrosPerCall(reps, [&] { torch::addmm_out(y, b2, torch::addmm(b1, s0, w1.t()).relu_(), w2.t()); });
-  std::printf("  squeeze-excitation %lld -> %lld -> %lld: ours %.1f us per tile, LibTorch addmm (BLAS) %.1f us\n",
+  std::printf("  squeeze-excitation %lld -> %lld -> %lld: ours %.1f us per chunk, LibTorch addmm (BLAS) %.1f us\n",
               static_cast<long long>(half), static_cast<long long>(q), static_cast<long long>(half), se_ours, se_blas);
 }
 
@@ -180,7 +180,7 @@ void RunKernelBench(int reps) {
 
 int main(int argc, char** argv) {
   tgraph::ParseToolFlags(
-      argc, argv, "Benchmark the tiled block's fused loops.\n  tgraph-bench-kernels [--reps N]");
+      argc, argv, "Benchmark the chunked block's fused loops.\n  tgraph-bench-kernels [--reps N]");
   RunKernelBench(std::max(1, absl::GetFlag(FLAGS_reps)));
   return 0;
 }

@@ -26,7 +26,7 @@
 #include "model/core/rng.h"
 #include "model/nn/scoring.h"
 #include "model/nn/tgraph_net.h"
-#include "model/nn/tiled_block.h"
+#include "model/nn/chunked_block.h"
 
 ABSL_FLAG(int64_t, nodes, 1000, "Pruned nodes of the generated graph");
 ABSL_FLAG(std::string, npz, "",
@@ -44,8 +44,8 @@ ABSL_FLAG(int64_t, activation_bytes, 0,
           "As the server's flag: cut batches so that their activations (ActivationBytesPerConfig) fit this many bytes "
           "(0 = no limit)");
 ABSL_FLAG(bool, fold, true, "Fold f1 into f2 at inference, as the server does (false: the layers as specified)");
-ABSL_FLAG(int64_t, tile_rows, tgraph::kDefaultTileRows,
-          "Rows (nodes x configurations) per tile of TGraph's tiled inference blocks (model/nn/tiled_block.h)");
+ABSL_FLAG(int64_t, chunk_rows, tgraph::kDefaultChunkRows,
+          "Rows (nodes x configurations) per chunk of TGraph's chunked inference blocks (model/nn/chunked_block.h)");
 ABSL_FLAG(int, repeats, 10, "Timed repetitions (after --warmup runs)");
 ABSL_FLAG(int, warmup, 2, "Untimed requests first");
 ABSL_FLAG(std::string, registry, "",
@@ -321,7 +321,7 @@ int RunBench() {
     net->eval();
     net->SetInferenceFolding(absl::GetFlag(FLAGS_fold));
     net->SetInferencePrecision(*precision);
-    net->SetInferenceTileRows(absl::GetFlag(FLAGS_tile_rows));
+    net->SetInferenceChunkRows(absl::GetFlag(FLAGS_chunk_rows));
   }
   const tgraph::EncodedGraph encoded = tgraph::EncodeGraph(tensors, m->nets);
   const std::vector<tgraph::FoldModel> folds = encoded.Folds(m->nets);

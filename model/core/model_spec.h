@@ -79,7 +79,7 @@ int64_t ActivationBytesPerConfig(const ModelSpec& spec, int64_t pruned_nodes);
 
 // The cross-attention reference's recorded statistics one fold holds while it scores a
 // graph of `pruned_nodes` nodes against a reference in `groups` groups
-// (model/nn/tiled_block.h, CrossStats): part of a request's activation memory.
+// (model/nn/chunked_block.h, CrossStats): part of a request's activation memory.
 int64_t ReferenceStatsBytes(const ModelSpec& spec, int64_t pruned_nodes, int64_t groups);
 
 // The activation budget: the most configurations one forward pass (a batch, or the

@@ -8,7 +8,7 @@
 // several permuted passes, averaged) only papered over. Here the softmax runs over a
 // *reference*: a set of configurations fixed for the request. The reference is scored
 // once per fold as one batch (the paper's softmax over it), recording its statistics per
-// node and channel (model/nn/tiled_block.h, CrossStats); every other configuration joins the
+// node and channel (model/nn/chunked_block.h, CrossStats); every other configuration joins the
 // reference's softmax alone. A configuration's score is therefore a function of the
 // graph, the model version, the reference and its own row only: the same whatever the
 // order of the request's rows, the batch size and the other rows of its batch (tested),

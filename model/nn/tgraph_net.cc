@@ -7,7 +7,7 @@
 #include <algorithm>
 
 #include "model/core/config_rows.h"
-#include "model/nn/tiled_block.h"
+#include "model/nn/chunked_block.h"
 
 namespace tgraph {
 namespace {
@@ -17,7 +17,7 @@ using torch::Tensor;
 
 
 
-// Exact GELU; for inference our vectorised one (model/nn/tiled_kernels.h, error < 3e-7).
+// Exact GELU; for inference our vectorised one (model/nn/block_kernels.h, error < 3e-7).
 Tensor Gelu(const Tensor& x) {
   if (torch::GradMode::is_enabled() || x.scalar_type() != torch::kFloat32) return torch::gelu(x);
   return InferenceGelu(x);
@@ -27,7 +27,7 @@ Tensor Gelu(const Tensor& x) {
 // over neighbours works on [N, C*F] rows: a sparse matmul of the adjacency when autograd
 // is on, a gather-sum of contiguous rows by destination (CSR) for inference, which
 // avoids the sparse kernel's zero-fill and scatter (profiled: 4x faster at N=1000).
-// TGraph's inference blocks sum neighbours in model/nn/tiled_block.cc.
+// TGraph's inference blocks sum neighbours in model/nn/chunked_block.cc.
 // The gather-sum: adds to the f floats at dst the same row of every in-neighbour of i.
 inline void AddNeighbourRows(float* dst, const float* src, int64_t f, int64_t i, const int64_t* off,
                              const int64_t* nbr) {
@@ -172,17 +172,17 @@ class BlockImpl : public torch::nn::Module {
     return eta * w / static_cast<double>(groups);
   }
 
-  // The same arithmetic as forward(), for inference: model/nn/tiled_block.h runs it in
+  // The same arithmetic as forward(), for inference: model/nn/chunked_block.h runs it in
   // cache-sized tiles of nodes. f1 is folded into f2 unless SetInferenceFolding(false).
   // x is updated in place (the caller passes a fresh activation it does not reuse);
   // `stats` are x's instance-norm statistics on entry and the updated x's on return.
   void InferenceForward(Tensor& x, const GraphTensors& g, NodeStats& stats, const CrossPass& cross) {
-    TiledBlockForward(x, g, InferenceWeights(), stats, &stats, tile_rows_, cross);
+    ChunkedBlockForward(x, g, InferenceWeights(), stats, &stats, chunk_rows_, cross);
   }
 
-  TiledBlockWeights InferenceWeights() const {
+  ChunkedBlockWeights InferenceWeights() const {
     const int64_t h = spec_.hidden;
-    TiledBlockWeights tw;
+    ChunkedBlockWeights tw;
     tw.norm_weight = norm_weight_;
     tw.norm_bias = norm_bias_;
     // bf16: the matmuls' inputs and weights in bf16; their outputs are read as bf16 by
@@ -221,13 +221,13 @@ class BlockImpl : public torch::nn::Module {
   bool fold() const { return fold_; }
   void set_precision(Precision p) { precision_ = p; }
   Precision precision() const { return precision_; }
-  void set_tile_rows(int64_t rows) { tile_rows_ = rows; }
+  void set_chunk_rows(int64_t rows) { chunk_rows_ = rows; }
 
  private:
   ModelSpec spec_;
   bool fold_ = true;
   Precision precision_ = Precision::kFloat32;
-  int64_t tile_rows_ = kDefaultTileRows;
+  int64_t chunk_rows_ = kDefaultChunkRows;
   Tensor norm_weight_, norm_bias_, log_temperature_;
   torch::nn::Linear f1_{nullptr}, f2_{nullptr}, se1_{nullptr}, se2_{nullptr};
 };
@@ -265,9 +265,9 @@ class TGraphNet : public RankingNet {
   Precision InferencePrecision() const override {
     return blocks_->begin() != blocks_->end() ? (*blocks_->begin())->as<Block>()->precision() : Precision::kFloat32;
   }
-  void SetInferenceTileRows(int64_t rows) override {
-    tile_rows_ = std::max<int64_t>(1, rows);
-    for (const auto& block : *blocks_) block->as<Block>()->set_tile_rows(tile_rows_);
+  void SetInferenceChunkRows(int64_t rows) override {
+    chunk_rows_ = std::max<int64_t>(1, rows);
+    for (const auto& block : *blocks_) block->as<Block>()->set_chunk_rows(chunk_rows_);
   }
 
   StaticEncoding Precompute(const GraphTensors& g) override {
@@ -286,7 +286,7 @@ class TGraphNet : public RankingNet {
       // Tile: the encoder does not see the configs (late fusion): run it once.
       Tensor x = enc.node_in.unsqueeze(1).clone();  // [N, 1, H]
       NodeStats stats;
-      if (!torch::GradMode::is_enabled()) stats = ComputeNodeStats(x, tile_rows_);
+      if (!torch::GradMode::is_enabled()) stats = ComputeNodeStats(x, chunk_rows_);
       enc.graph_emb = PoolBlocks(std::move(x), g, std::move(stats), {});
     }
     return enc;
@@ -307,7 +307,7 @@ class TGraphNet : public RankingNet {
     if (!torch::GradMode::is_enabled()) {
       NodeStats stats;
       Tensor x = BuildBlockInput(cached->node_in.contiguous(), g.config_nodes,
-                                 InferenceConfigInput(batch.layout, cached->config_h0), &stats, tile_rows_);
+                                 InferenceConfigInput(batch.layout, cached->config_h0), &stats, chunk_rows_);
       return out_->forward(PoolBlocks(std::move(x), g, std::move(stats), mode)).squeeze(-1);
     }
     TORCH_CHECK(!mode.use && !mode.record, "a recorded reference is for inference only (no autograd)");
@@ -321,7 +321,7 @@ class TGraphNet : public RankingNet {
 
  private:
   // The graph blocks on a fresh activation x [N, C, H], then the mean over the nodes,
-  // [C, H]. Under autograd the training path. Else the tiled inference path (`stats`:
+  // [C, H]. Under autograd the training path. Else the chunked inference path (`stats`:
   // x's, ComputeNodeStats), which updates x in place and has each block compute the
   // statistics of its output: the next block's instance norm, and after the last block
   // the pooled mean.
@@ -376,7 +376,7 @@ class TGraphNet : public RankingNet {
   torch::nn::Linear in_static_{nullptr}, in_config_{nullptr}, in2_{nullptr}, tile_fuse_{nullptr}, out_{nullptr};
   torch::nn::ModuleList tile_hidden_{nullptr};
   torch::nn::ModuleList blocks_{nullptr};
-  int64_t tile_rows_ = kDefaultTileRows;
+  int64_t chunk_rows_ = kDefaultChunkRows;
 };
 
 // The TpuGraphs baseline: opcode embedding + features (+ raw config values on

@@ -10,11 +10,11 @@
 //
 // The TGraph block is written three times; change them together:
 //   tgraph_net.cc    the plain LibTorch form, the one training differentiates;
-//   tiled_block.cc   the inference form, tile by tile in bounded memory;
-//   tiled_kernels.cc the fused loops the tiled form calls (no LibTorch).
+//   chunked_block.cc the inference form, chunk by chunk in bounded memory;
+//   block_kernels.cc the fused loops the chunked form calls (no LibTorch).
 // tests/net_test.cc binds them: "the fused inference path, folded or not, computes what
 // the training path computes" and "a configuration scored against a recorded reference
-// is what training computes for it beside that reference" (tests/tiled_block_test.cc
+// is what training computes for it beside that reference" (tests/chunked_block_test.cc
 // checks each kernel alone).
 #pragma once
 
@@ -28,7 +28,7 @@
 
 #include "model/nn/features.h"
 #include "model/core/model_spec.h"
-#include "model/nn/tiled_block.h"  // CrossStats
+#include "model/nn/chunked_block.h"  // CrossStats
 
 namespace tgraph {
 
@@ -49,7 +49,7 @@ struct StaticEncoding {
 };
 
 // A reference's cross-attention statistics for every graph block of one network and
-// graph (model/nn/tiled_block.h, CrossStats; model/nn/scoring.h says what the reference is).
+// graph (model/nn/chunked_block.h, CrossStats; model/nn/scoring.h says what the reference is).
 struct CrossReference {
   std::vector<CrossStats> blocks;
   int64_t count = 0;  // configurations in the reference
@@ -94,14 +94,14 @@ class RankingNet : public torch::nn::Module {
   virtual bool InferenceFolding() const { return false; }
   // Inference only: the precision of TGraph's graph-block matmuls (the dominant cost).
   // kBFloat16 runs them on bf16 copies of their inputs and weights and reads their
-  // outputs in the tiled block's SAGE pass; the residual stream, normalisations,
+  // outputs in the chunked block's SAGE pass; the residual stream, normalisations,
   // attention and pooling stay fp32, and weights stay fp32. The baseline ignores it.
   virtual void SetInferencePrecision(Precision p) {}
   virtual Precision InferencePrecision() const { return Precision::kFloat32; }
-  // Inference only: rows (nodes x configurations) per tile of TGraph's tiled graph
-  // blocks (model/nn/tiled_block.h; default kDefaultTileRows). A tuning knob: any value
+  // Inference only: rows (nodes x configurations) per chunk of TGraph's chunked graph
+  // blocks (model/nn/chunked_block.h; default kDefaultChunkRows). A tuning knob: any value
   // gives the same scores up to summation order. The baseline ignores it.
-  virtual void SetInferenceTileRows(int64_t rows) {}
+  virtual void SetInferenceChunkRows(int64_t rows) {}
 
  protected:
   explicit RankingNet(ModelSpec spec) : spec_(std::move(spec)) {}

@@ -284,8 +284,8 @@ void LayoutCostModel::AddNodeTime(size_t i, const Layout& out, const Layout* req
   }
 }
 
-TileChoice DefaultTile(const TileKernel& kernel) {
-  TileChoice t;
+TpuTiling DefaultTpuTiling(const TpuKernel& kernel) {
+  TpuTiling t;
   const int rank = static_cast<int>(kernel.out.size());
   t.out_tile.assign(rank, 1);
   if (rank >= 1) t.out_tile[rank - 1] = std::min<int64_t>(kernel.out[rank - 1], 128);
@@ -297,8 +297,8 @@ TileChoice DefaultTile(const TileKernel& kernel) {
 namespace {
 
 // The three bound groups of a tile choice: kernel, output, input.
-void TileBounds(const TileKernel& k, const TileChoice& t, std::vector<int64_t>* kernel_b, std::vector<int64_t>* out_b,
-                std::vector<int64_t>* in_b) {
+void TpuTilingBounds(const TpuKernel& k, const TpuTiling& t, std::vector<int64_t>* kernel_b,
+                     std::vector<int64_t>* out_b, std::vector<int64_t>* in_b) {
   *out_b = t.out_tile;
   const int rank = static_cast<int>(k.out.size());
   kernel_b->clear();
@@ -330,9 +330,9 @@ double TileElems(const std::vector<int64_t>& dims) {
 
 }  // namespace
 
-double TileRuntimeNs(const TileKernel& kernel, const TileChoice& t, const CostConstants& k) {
+double TpuKernelRuntimeNs(const TpuKernel& kernel, const TpuTiling& t, const CostConstants& k) {
   std::vector<int64_t> kb, ob, ib;
-  TileBounds(kernel, t, &kb, &ob, &ib);
+  TpuTilingBounds(kernel, t, &kb, &ob, &ib);
   double tiles = std::ceil(static_cast<double>(kernel.contract) / static_cast<double>(t.contract_tile));
   for (size_t i = 0; i < kernel.out.size(); ++i)
     tiles *= std::ceil(static_cast<double>(kernel.out[i]) / static_cast<double>(t.out_tile[i]));
@@ -357,9 +357,9 @@ double TileRuntimeNs(const TileKernel& kernel, const TileChoice& t, const CostCo
   return k.launch_ns * 0.2 + tiles * (std::max(compute, memory) + k.tile_overhead_ns) + tail;
 }
 
-std::vector<float> TileConfigFeatures(const TileKernel& kernel, const TileChoice& t) {
+std::vector<float> TpuTilingFeatures(const TpuKernel& kernel, const TpuTiling& t) {
   std::vector<int64_t> groups[3];
-  TileBounds(kernel, t, &groups[0], &groups[1], &groups[2]);
+  TpuTilingBounds(kernel, t, &groups[0], &groups[1], &groups[2]);
   std::vector<float> f(kTileConfigDim, 0.0f);
   for (int g = 0; g < 3; ++g) {
     double sum = 0, product = 1;

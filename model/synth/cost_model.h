@@ -67,15 +67,16 @@ class LayoutCostModel {
   CostConstants k_;
 };
 
-// Tile kernels: config = output tile (one bound per output dim) and contracting tile.
-struct TileChoice {
+// TPU kernels (the TpuGraphs tile collection): config = output tile (one bound per
+// output dim) and contracting tile.
+struct TpuTiling {
   std::vector<int64_t> out_tile;
   int64_t contract_tile = 1;
 };
-double TileRuntimeNs(const TileKernel& kernel, const TileChoice& tile, const CostConstants& k = {});
+double TpuKernelRuntimeNs(const TpuKernel& kernel, const TpuTiling& tile, const CostConstants& k = {});
 // The compiler's default tile: (8, 128) on the two minor dims, 1 elsewhere, K up to 512.
-TileChoice DefaultTile(const TileKernel& kernel);
+TpuTiling DefaultTpuTiling(const TpuKernel& kernel);
 // The 24 config_feat values: kernel, output, input bounds, each 6 + sum + product.
-std::vector<float> TileConfigFeatures(const TileKernel& kernel, const TileChoice& tile);
+std::vector<float> TpuTilingFeatures(const TpuKernel& kernel, const TpuTiling& tile);
 
 }  // namespace tgraph::synth

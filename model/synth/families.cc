@@ -215,8 +215,8 @@ BuiltGraph MakeNlpGraph(Rng& rng, int target_nodes) {
   return {absl::StrCat("bert_l", layers, "_h", hidden, "_a", heads, "_s", seq, "_b", batch), b.nodes()};
 }
 
-TileKernel MakeTileKernel(Rng& rng, int target_nodes) {
-  TileKernel k;
+TpuKernel MakeTpuKernel(Rng& rng, int target_nodes) {
+  TpuKernel k;
   GraphBuilder b;
   k.elem = FloatType(rng);
   const int kind = static_cast<int>(rng.Int(0, 2));

@@ -27,7 +27,7 @@ BuiltGraph MakeXlaGraph(Rng& rng, int target_nodes);
 BuiltGraph MakeNlpGraph(Rng& rng, int target_nodes);
 
 // A fused kernel of 5-60 nodes around one convolution, dot or reduction.
-struct TileKernel {
+struct TpuKernel {
   BuiltGraph graph;
   int main = -1;            // index of the convolution / dot / reduce
   Shape out;                // output shape of the main op (the tiled iteration space)
@@ -37,6 +37,6 @@ struct TileKernel {
   ElemType elem = ElemType::kBF16;
   int tail_ops = 0;         // elementwise ops fused after the main op
 };
-TileKernel MakeTileKernel(Rng& rng, int target_nodes);
+TpuKernel MakeTpuKernel(Rng& rng, int target_nodes);
 
 }  // namespace tgraph::synth

@@ -176,7 +176,7 @@ std::vector<int64_t> TileOptions(int64_t extent) {
 absl::StatusOr<TaskResult> RunTileTask(const PresetSpec& p, const GenerateOptions& o, const Task& t,
                                        const std::string& dir) {
   Rng rng = Rng(t.seed ^ Salt("tile")).Fork(static_cast<uint64_t>(t.index) + 1);
-  const TileKernel kernel = MakeTileKernel(rng, static_cast<int>(Draw(rng, p.tile.nodes, false)));
+  const TpuKernel kernel = MakeTpuKernel(rng, static_cast<int>(Draw(rng, p.tile.nodes, false)));
   const int64_t wanted = Draw(rng, p.tile.configs_random, p.log_uniform);
   std::vector<std::vector<int64_t>> options;
   double combos = 1;
@@ -189,16 +189,16 @@ absl::StatusOr<TaskResult> RunTileTask(const PresetSpec& p, const GenerateOption
   const int64_t count = static_cast<int64_t>(std::min<double>(static_cast<double>(wanted), combos));
 
   // Distinct tile shapes; the compiler's default first, as an autotuner would start.
-  std::vector<TileChoice> choices = {DefaultTile(kernel)};
+  std::vector<TpuTiling> choices = {DefaultTpuTiling(kernel)};
   std::set<std::vector<int64_t>> seen;
-  auto key = [](const TileChoice& c) {
+  auto key = [](const TpuTiling& c) {
     std::vector<int64_t> k = c.out_tile;
     k.push_back(c.contract_tile);
     return k;
   };
   seen.insert(key(choices[0]));
   while (static_cast<int64_t>(choices.size()) < count) {
-    TileChoice c;
+    TpuTiling c;
     for (const auto& opt : options) c.out_tile.push_back(rng.Pick(opt));
     c.contract_tile = rng.Pick(k_options);
     if (seen.insert(key(c)).second) choices.push_back(std::move(c));
@@ -209,11 +209,11 @@ absl::StatusOr<TaskResult> RunTileTask(const PresetSpec& p, const GenerateOption
   g.name = FileName(o, t.seed, absl::StrFormat("tile_%s_%05d", kernel.graph.kind, t.index));
   g.graph = ToNodeGraph(kernel.graph.nodes);
   g.num_configs = count;
-  const double default_ns = TileRuntimeNs(kernel, DefaultTile(kernel));
-  for (const TileChoice& c : choices) {
-    const std::vector<float> f = TileConfigFeatures(kernel, c);
+  const double default_ns = TpuKernelRuntimeNs(kernel, DefaultTpuTiling(kernel));
+  for (const TpuTiling& c : choices) {
+    const std::vector<float> f = TpuTilingFeatures(kernel, c);
     g.config_feat.insert(g.config_feat.end(), f.begin(), f.end());
-    g.config_runtime.push_back(Measure(TileRuntimeNs(kernel, c), rng));
+    g.config_runtime.push_back(Measure(TpuKernelRuntimeNs(kernel, c), rng));
     g.config_runtime_normalizers.push_back(Measure(default_ns, rng));  // same measurement run
   }
   TaskResult r;

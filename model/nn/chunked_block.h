@@ -1,19 +1,19 @@
-// TGraph's graph block for inference, run in cache-sized tiles of nodes.
+// TGraph's graph block for inference, run in cache-sized chunks of nodes.
 //
 // The block (TGraph paper 2.3) is B(x) = x + GELU(concat(eta, A_cross(eta))) with
 // eta = A_self(SAGE(IN(x))). At the paper's widths its activations are 100+ MB per
 // batch, and run pass by pass (one LibTorch op over the whole tensor at a time) every
 // elementwise pass streams them through memory: measured, those passes took 5x the
-// time of the matmuls in bf16. Here the block makes two sweeps over node tiles
+// time of the matmuls in bf16. Here the block makes two sweeps over node chunks
 // (a few nodes with all their configurations, about a megabyte):
 //
 //   1. instance norm with statistics of the whole x (computed by the block before),
-//      tile by tile, then the matmul of f2's self half and the (folded) neighbour half
-//      over chunks of tiles, into a buffer P of every node's projections;
-//   2. per tile, once P is complete: neighbour sum from P, biases, SAGE residual and
+//      chunk by chunk, then the matmul of f2's self half and the (folded) neighbour half
+//      over groups of chunks, into a buffer P of every node's projections;
+//   2. per chunk, once P is complete: neighbour sum from P, biases, SAGE residual and
 //      L2 norm, squeeze-excitation, softmax over the reference (CrossPass), GELU and both residual
 //      halves into x, and the instance-norm statistics of the updated x for the next
-//      block, all while the tile is in cache.
+//      block, all while the chunk is in cache.
 //
 // The neighbour sum needs every node's projection, so P is the one full-size
 // intermediate (bf16 when the matmuls are). Same arithmetic as the training path
@@ -21,11 +21,11 @@
 //
 // The TGraph block is written three times; change them together:
 //   tgraph_net.cc    the plain LibTorch form, the one training differentiates;
-//   tiled_block.cc   the inference form, tile by tile in bounded memory;
-//   tiled_kernels.cc the fused loops the tiled form calls (no LibTorch).
+//   chunked_block.cc the inference form, chunk by chunk in bounded memory;
+//   block_kernels.cc the fused loops the chunked form calls (no LibTorch).
 // tests/net_test.cc binds them: "the fused inference path, folded or not, computes what
 // the training path computes" and "a configuration scored against a recorded reference
-// is what training computes for it beside that reference" (tests/tiled_block_test.cc
+// is what training computes for it beside that reference" (tests/chunked_block_test.cc
 // checks each kernel alone).
 #pragma once
 
@@ -43,7 +43,7 @@ struct NodeStats {
   torch::Tensor mean, var;
   bool defined() const { return mean.defined(); }
 };
-NodeStats ComputeNodeStats(const torch::Tensor& x, int64_t tile_rows);
+NodeStats ComputeNodeStats(const torch::Tensor& x, int64_t chunk_rows);
 
 // The configurable nodes' f_in for inference, one row per distinct (node, layout of that
 // node) pair of a batch: configurations of one graph mostly share a node's layout (a
@@ -61,7 +61,7 @@ struct ConfigNodeRows {
 // config.rows[config.index[j, r]]); with its statistics (ComputeNodeStats's), accumulated
 // as the rows are written.
 torch::Tensor BuildBlockInput(const torch::Tensor& node_in, const torch::Tensor& config_nodes,
-                              const ConfigNodeRows& config, NodeStats* stats, int64_t tile_rows);
+                              const ConfigNodeRows& config, NodeStats* stats, int64_t chunk_rows);
 
 // The configurable nodes' f_in for inference: for node j and configuration r,
 // GELU(in2(GELU(base[j] + sum over slots s of table[s, layout[r, j, s]]))), one row per
@@ -76,7 +76,7 @@ torch::Tensor InferenceGelu(const torch::Tensor& x);
 
 // What one block needs, prepared for inference (matmul weights already in the matmul
 // precision). half = H / 2.
-struct TiledBlockWeights {
+struct ChunkedBlockWeights {
   torch::Tensor norm_weight, norm_bias;  // [H] float
   // First matmul, [F, H]: f2's self half [half, H] then, with edges, the neighbour half:
   // folded, W2b W1 [half, H] (F = H); unfolded, W1 [H, H] (F = half + H).
@@ -101,10 +101,10 @@ struct TiledBlockWeights {
 // fp32 tau 0.990 with a floor of 1e-4 at half 16, 0.995 with this one).
 inline double StandardizedCrossEps(int64_t half) { return 1.0 / (64.0 * static_cast<double>(half)); }
 
-// Rows (nodes x configurations) per tile: large enough for the matmul to run near its
-// rate, small enough for a tile's activations to stay in a core's L2.
-constexpr int64_t kDefaultTileRows = 512;
-// Rows per matmul of the projection sweep (a bf16 chunk of y: 8 MiB at H = 256).
+// Rows (nodes x configurations) per chunk: large enough for the matmul to run near its
+// rate, small enough for a chunk's activations to stay in a core's L2.
+constexpr int64_t kDefaultChunkRows = 512;
+// Rows per matmul of the projection sweep (a bf16 slab of y: 8 MiB at H = 256).
 constexpr int64_t kProjectRows = 16384;
 
 // The reference (model/nn/scoring.h): the cross-attention's softmax runs over a fixed set
@@ -127,7 +127,7 @@ struct CrossStats {
 // paper's softmax over the batch) and the others join it one at a time; `record`, when
 // set, receives the statistics of that reference. `groups`: the reference is cut into
 // that many near-equal groups, each its own softmax, and the weights averaged over them
-// (model/nn/tiled_kernels.h, CombineNodes); a recorded reference keeps its own.
+// (model/nn/block_kernels.h, CombineNodes); a recorded reference keeps its own.
 struct CrossPass {
   int64_t members = -1;
   int64_t groups = 1;
@@ -137,8 +137,9 @@ struct CrossPass {
 
 // Runs one block on x [N, C, H] float (contiguous) in place. `stats` are x's statistics
 // (ComputeNodeStats, or the previous block's `next_stats`); with `next_stats` the
-// statistics of the updated x are returned there, computed tile by tile.
-void TiledBlockForward(torch::Tensor& x, const GraphTensors& g, const TiledBlockWeights& w, const NodeStats& stats,
-                       NodeStats* next_stats, int64_t tile_rows = kDefaultTileRows, const CrossPass& cross = {});
+// statistics of the updated x are returned there, computed chunk by chunk.
+void ChunkedBlockForward(torch::Tensor& x, const GraphTensors& g, const ChunkedBlockWeights& w,
+                         const NodeStats& stats, NodeStats* next_stats, int64_t chunk_rows = kDefaultChunkRows,
+                         const CrossPass& cross = {});
 
 }  // namespace tgraph

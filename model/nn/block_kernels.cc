@@ -1,6 +1,6 @@
 // Compiled with -fno-trapping-math (model/CMakeLists.txt): without it GCC does not
 // vectorise float-to-int conversions. Nothing here relies on floating-point traps.
-#include "model/nn/tiled_kernels.h"
+#include "model/nn/block_kernels.h"
 
 #include <immintrin.h>
 

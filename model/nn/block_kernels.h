@@ -1,20 +1,20 @@
-// The elementwise work of TGraph's tiled inference block (model/nn/tiled_block.h) as
-// fused loops over raw rows, without LibTorch: one pass per tile instead of a dozen
+// The elementwise work of TGraph's chunked inference block (model/nn/chunked_block.h) as
+// fused loops over raw rows, without LibTorch: one pass per chunk instead of a dozen
 // LibTorch ops each with its own pass, with exp, erf and bf16 rounding of our own that
 // the compiler vectorises (tgraph-bench-kernels times them against LibTorch's). Each
 // function is compiled for AVX-512, AVX2+FMA and baseline x86-64 and picked at load
 // time by the CPU (GCC's target_clones).
 //
-// Layouts: a tile holds `nodes` nodes with all c configurations of each, as rows of
+// Layouts: a chunk holds `nodes` nodes with all c configurations of each, as rows of
 // node-major [node, config] order. bf16 values are their uint16_t bit patterns.
 //
 // The TGraph block is written three times; change them together:
 //   tgraph_net.cc    the plain LibTorch form, the one training differentiates;
-//   tiled_block.cc   the inference form, tile by tile in bounded memory;
-//   tiled_kernels.cc the fused loops the tiled form calls (no LibTorch).
+//   chunked_block.cc the inference form, chunk by chunk in bounded memory;
+//   block_kernels.cc the fused loops the chunked form calls (no LibTorch).
 // tests/net_test.cc binds them: "the fused inference path, folded or not, computes what
 // the training path computes" and "a configuration scored against a recorded reference
-// is what training computes for it beside that reference" (tests/tiled_block_test.cc
+// is what training computes for it beside that reference" (tests/chunked_block_test.cc
 // checks each kernel alone).
 #pragma once
 
@@ -40,7 +40,7 @@ void SageRowsBf16(float* out, const uint16_t* p, int64_t ld, int64_t half, bool 
                   const float* nbr_bias, const int64_t* off, const int64_t* src, int64_t i0, int64_t i1, int64_t c);
 
 // The cross-attention statistics of a reference set of configurations, for the nodes of
-// one call, node-major rows of `half` floats each (model/nn/tiled_block.h, CrossStats): the
+// one call, node-major rows of `half` floats each (model/nn/chunked_block.h, CrossStats): the
 // softmax input is u = eta * a + b, and lse = log of the sum over the reference of exp(u).
 // A reference in groups has one such set per group, group g's `group_stride` floats
 // after group g - 1's.
@@ -51,7 +51,7 @@ struct CrossStatsRows {
   int64_t group_stride = 0;
 };
 
-// How one call's configurations meet the cross-attention softmax (model/nn/tiled_block.h
+// How one call's configurations meet the cross-attention softmax (model/nn/chunked_block.h
 // explains the reference): with `use`, every row is scored against those recorded
 // statistics of a reference of `use_count` configurations; without, rows [0, members) of
 // each node are the reference (members = c: the whole batch, the paper's softmax), and

@@ -1,6 +1,6 @@
-#include "model/nn/tiled_block.h"
+#include "model/nn/chunked_block.h"
 
-#include "model/nn/tiled_kernels.h"
+#include "model/nn/block_kernels.h"
 
 #include <ATen/Parallel.h>
 #include <ATen/record_function.h>
@@ -18,7 +18,7 @@ using torch::Tensor;
 
 constexpr double kNormEps = 1e-5;  // torch::batch_norm's default, as the training path uses
 
-// Instance-norm statistics accumulated over tiles of nodes: sums of x - shift and of its
+// Instance-norm statistics accumulated over chunks of nodes: sums of x - shift and of its
 // square per (configuration, channel), for a shift near the mean (a node's values, or the
 // previous block's mean), which keeps the variance free of cancellation. Rows are summed
 // in float in groups of at most kFlushRows, and the groups in float64.
@@ -87,33 +87,33 @@ class StatsAccumulator {
   int64_t n_ = 0, pending_ = 0;
 };
 
-int64_t NodesPerTile(int64_t c, int64_t tile_rows) { return std::max<int64_t>(1, tile_rows / std::max<int64_t>(c, 1)); }
+int64_t NodesPerChunk(int64_t c, int64_t chunk_rows) { return std::max<int64_t>(1, chunk_rows / std::max<int64_t>(c, 1)); }
 
-// Runs fn(first_node, node_count, accumulator) for every tile of nodes, the tiles spread
+// Runs fn(first_node, node_count, accumulator) for every chunk of nodes, the chunks spread
 // over LibTorch's intra-op threads in contiguous runs. With `stats`, each run has its own
-// accumulator, merged into *stats afterwards in tile order: the same request gives the
+// accumulator, merged into *stats afterwards in chunk order: the same request gives the
 // same statistics to the last bit, whichever thread finishes first.
 template <typename Fn>
-void ForEachTile(int64_t n, int64_t per_tile, StatsAccumulator* stats, const Fn& fn) {
-  const int64_t tiles = (n + per_tile - 1) / per_tile;
-  std::vector<std::optional<StatsAccumulator>> runs(static_cast<size_t>(stats ? tiles : 0));  // at each run's start
-  at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+void ForEachChunk(int64_t n, int64_t per_chunk, StatsAccumulator* stats, const Fn& fn) {
+  const int64_t chunks = (n + per_chunk - 1) / per_chunk;
+  std::vector<std::optional<StatsAccumulator>> runs(static_cast<size_t>(stats ? chunks : 0));  // at each run's start
+  at::parallel_for(0, chunks, 1, [&](int64_t begin, int64_t end) {
     StatsAccumulator* local = nullptr;
     if (stats) local = &runs[static_cast<size_t>(begin)].emplace(stats->shift(), stats->width());
     for (int64_t t = begin; t < end; ++t) {
-      const int64_t first = t * per_tile;
-      fn(first, std::min(per_tile, n - first), local);
+      const int64_t first = t * per_chunk;
+      fn(first, std::min(per_chunk, n - first), local);
     }
   });
   for (auto& run : runs)
     if (run) stats->Merge(*run);
 }
 
-// Sweep 2 of TiledBlockForward on nodes [first, first + count): SAGE from P, the
+// Sweep 2 of ChunkedBlockForward on nodes [first, first + count): SAGE from P, the
 // squeeze-excitation gate, the softmax over configurations, GELU and both residual halves
-// into x; then the tile's statistics into acc (when given) for the next block.
-void CombineTile(Tensor& x, const Tensor& p, const GraphTensors& g, const TiledBlockWeights& w, const CrossPass& cross,
-                 int64_t first, int64_t count, StatsAccumulator* acc) {
+// into x; then the chunk's statistics into acc (when given) for the next block.
+void CombineChunk(Tensor& x, const Tensor& p, const GraphTensors& g, const ChunkedBlockWeights& w,
+                  const CrossPass& cross, int64_t first, int64_t count, StatsAccumulator* acc) {
   const int64_t c = x.size(1), h = x.size(2), half = h / 2;
   const bool edges = w.nbr_bias.defined();
   Tensor s = torch::empty({count * c, half}, x.options());
@@ -137,7 +137,7 @@ void CombineTile(Tensor& x, const Tensor& p, const GraphTensors& g, const TiledB
   }
   std::vector<float> scratch(static_cast<size_t>(c * half));
   float* xp = x.data_ptr<float>() + first * c * h;
-  // The tile's rows of the reference's statistics (in use, or to record).
+  // The chunk's rows of the reference's statistics (in use, or to record).
   auto rows_of = [&](const CrossStats& cs) {
     kernels::CrossStatsRows r;
     r.a = cs.a.data_ptr<float>() + first * half;
@@ -168,18 +168,18 @@ void CombineTile(Tensor& x, const Tensor& p, const GraphTensors& g, const TiledB
 
 }  // namespace
 
-NodeStats ComputeNodeStats(const Tensor& x, int64_t tile_rows) {
+NodeStats ComputeNodeStats(const Tensor& x, int64_t chunk_rows) {
   RECORD_FUNCTION("tgraph::NodeStats", std::vector<c10::IValue>());
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2);
   const float* data = x.data_ptr<float>();
   StatsAccumulator acc(data, c * h);  // shifted by node 0's values
-  ForEachTile(n, NodesPerTile(c, tile_rows), &acc,
+  ForEachChunk(n, NodesPerChunk(c, chunk_rows), &acc,
               [&](int64_t first, int64_t count, StatsAccumulator* s) { s->AddRows(data + first * c * h, count); });
   return acc.Finish(c, h);
 }
 
 Tensor BuildBlockInput(const Tensor& node_in, const Tensor& config_nodes, const ConfigNodeRows& config,
-                       NodeStats* stats, int64_t tile_rows) {
+                       NodeStats* stats, int64_t chunk_rows) {
   RECORD_FUNCTION("tgraph::BlockInput", std::vector<c10::IValue>());
   const int64_t n = node_in.size(0), h = node_in.size(1), nc = config_nodes.numel();
   const int64_t c = config.index.size(1);
@@ -196,11 +196,11 @@ Tensor BuildBlockInput(const Tensor& node_in, const Tensor& config_nodes, const 
   const int64_t* index = config.index.data_ptr<int64_t>();
   // Node i's row for configuration r.
   auto source = [&](int64_t i, int64_t r) { return row_of[i] >= 0 ? cr + index[row_of[i] * c + r] * h : in + i * h; };
-  // Shifted by node 0's rows (ComputeNodeStats's shift), known before any tile is written.
+  // Shifted by node 0's rows (ComputeNodeStats's shift), known before any chunk is written.
   std::vector<float> shift(static_cast<size_t>(c * h));
   for (int64_t r = 0; r < c; ++r) std::copy_n(source(0, r), h, shift.begin() + r * h);
   StatsAccumulator acc(shift.data(), c * h);
-  ForEachTile(n, NodesPerTile(c, tile_rows), stats ? &acc : nullptr,
+  ForEachChunk(n, NodesPerChunk(c, chunk_rows), stats ? &acc : nullptr,
               [&](int64_t first, int64_t count, StatsAccumulator* s) {
                 for (int64_t i = first; i < first + count; ++i)
                   for (int64_t r = 0; r < c; ++r) std::copy_n(source(i, r), h, xp + (i * c + r) * h);
@@ -291,8 +291,8 @@ Tensor InferenceGelu(const Tensor& x) {
   return out;
 }
 
-void TiledBlockForward(Tensor& x, const GraphTensors& g, const TiledBlockWeights& w, const NodeStats& stats,
-                       NodeStats* next_stats, int64_t tile_rows, const CrossPass& cross) {
+void ChunkedBlockForward(Tensor& x, const GraphTensors& g, const ChunkedBlockWeights& w, const NodeStats& stats,
+                         NodeStats* next_stats, int64_t chunk_rows, const CrossPass& cross) {
   TORCH_CHECK(x.dim() == 3 && x.is_contiguous() && x.scalar_type() == torch::kFloat32);
   const int64_t n = x.size(0), c = x.size(1), h = x.size(2), half = h / 2;
   if (w.cross_attention) {
@@ -311,27 +311,27 @@ void TiledBlockForward(Tensor& x, const GraphTensors& g, const TiledBlockWeights
     }
   }
   const bool edges = w.nbr_bias.defined();
-  const int64_t per_tile = NodesPerTile(c, tile_rows);
+  const int64_t per_chunk = NodesPerChunk(c, chunk_rows);
 
   // Instance norm as one multiply-add per element: y = x * scale + shift, [C, H].
   const Tensor scale = (w.norm_weight.to(torch::kFloat64) / (stats.var + kNormEps).sqrt()).to(torch::kFloat32);
   const Tensor shift = (w.norm_bias.to(torch::kFloat64) - stats.mean * scale.to(torch::kFloat64)).to(torch::kFloat32);
 
-  // Sweep 1: normalise and project, in chunks of nodes: each chunk normalised tile by
-  // tile in parallel, then projected by one matmul over the whole chunk, which runs on
-  // every thread (per-tile matmuls inside the parallel loop ran at half the rate: the
+  // Sweep 1: normalise and project, in slabs of nodes: each slab normalised chunk by
+  // chunk in parallel, then projected by one matmul over the whole slab, which runs on
+  // every thread (per-chunk matmuls inside the parallel loop ran at half the rate: the
   // matmul libraries' per-call costs). P: [N * C, half (+ half with edges)].
   const int64_t p_width = edges ? h : half;
   Tensor p = torch::empty({n * c, p_width}, x.options().dtype(w.w_in.scalar_type()));
   {
     RECORD_FUNCTION("tgraph::BlockProject", std::vector<c10::IValue>());  // (a name per sweep for --trace)
     const Tensor w_in_t = w.w_in.t(), w_nbr_t = w.w_nbr.defined() ? w.w_nbr.t() : Tensor();
-    const int64_t per_chunk = std::max(per_tile, kProjectRows / std::max<int64_t>(c, 1));
-    Tensor y = torch::empty({std::min(n, per_chunk) * c, h}, p.options());
-    for (int64_t chunk = 0; chunk < n; chunk += per_chunk) {
-      const int64_t nodes = std::min(per_chunk, n - chunk);
-      ForEachTile(nodes, per_tile, nullptr, [&](int64_t first, int64_t count, StatsAccumulator*) {
-        const float* xp = x.data_ptr<float>() + (chunk + first) * c * h;
+    const int64_t per_slab = std::max(per_chunk, kProjectRows / std::max<int64_t>(c, 1));
+    Tensor y = torch::empty({std::min(n, per_slab) * c, h}, p.options());
+    for (int64_t slab = 0; slab < n; slab += per_slab) {
+      const int64_t nodes = std::min(per_slab, n - slab);
+      ForEachChunk(nodes, per_chunk, nullptr, [&](int64_t first, int64_t count, StatsAccumulator*) {
+        const float* xp = x.data_ptr<float>() + (slab + first) * c * h;
         if (y.scalar_type() == torch::kBFloat16)
           kernels::NormalizeRowsBf16(xp, count, c, h, scale.data_ptr<float>(), shift.data_ptr<float>(),
                                      reinterpret_cast<uint16_t*>(y.data_ptr<c10::BFloat16>()) + first * c * h);
@@ -340,7 +340,7 @@ void TiledBlockForward(Tensor& x, const GraphTensors& g, const TiledBlockWeights
                                  y.data_ptr<float>() + first * c * h);
       });
       const Tensor yc = y.narrow(0, 0, nodes * c);
-      Tensor rows = p.narrow(0, chunk * c, nodes * c);
+      Tensor rows = p.narrow(0, slab * c, nodes * c);
       if (!w_nbr_t.defined()) {
         torch::mm_out(rows, yc, w_in_t);
       } else {  // unfolded: [self half | y W1^T], then W2b on the second part
@@ -351,15 +351,15 @@ void TiledBlockForward(Tensor& x, const GraphTensors& g, const TiledBlockWeights
     }
   }
 
-  // Sweep 2: per tile, everything after the matmul, into x.
+  // Sweep 2: per chunk, everything after the matmul, into x.
   RECORD_FUNCTION("tgraph::BlockCombine", std::vector<c10::IValue>());
   // The updated x's statistics, shifted by x's mean on entry (the block adds terms of
   // about 1 / sqrt(H) to it).
   const Tensor next_shift = stats.mean.to(torch::kFloat32).contiguous();
   StatsAccumulator next(next_shift.data_ptr<float>(), c * h);
-  ForEachTile(n, per_tile, next_stats ? &next : nullptr,
+  ForEachChunk(n, per_chunk, next_stats ? &next : nullptr,
               [&](int64_t first, int64_t count, StatsAccumulator* acc) {
-                CombineTile(x, p, g, w, cross, first, count, acc);
+                CombineChunk(x, p, g, w, cross, first, count, acc);
               });
   if (next_stats) *next_stats = next.Finish(c, h);
 }

@@ -1,4 +1,4 @@
-// The tiled inference block's pieces: our exp, GELU and bf16 rounding against the
+// The chunked inference block's pieces: our exp, GELU and bf16 rounding against the
 // library functions, and the instance-norm statistics against float64 references.
 // (The whole block against the training path: net_test.cc.)
 #define CATCH_CONFIG_PREFIX_ALL
@@ -12,8 +12,8 @@
 #include <tuple>
 #include <vector>
 
-#include "model/nn/tiled_block.h"
-#include "model/nn/tiled_kernels.h"
+#include "model/nn/chunked_block.h"
+#include "model/nn/block_kernels.h"
 
 using namespace tgraph;
 
@@ -33,7 +33,7 @@ float FromBits(uint32_t b) {
 
 }  // namespace
 
-CATCH_TEST_CASE("tiled kernels: exp within 2e-7 relative of std::exp on [-87, 88]", "[tiled]") {
+CATCH_TEST_CASE("block kernels: exp within 2e-7 relative of std::exp on [-87, 88]", "[chunked]") {
   double worst = 0;
   for (double x = -87.0; x <= 88.0; x += 0.001) {
     const double want = std::exp(static_cast<double>(static_cast<float>(x)));
@@ -48,7 +48,7 @@ CATCH_TEST_CASE("tiled kernels: exp within 2e-7 relative of std::exp on [-87, 88
   CATCH_CHECK(std::isfinite(kernels::Exp(1000.0f)));
 }
 
-CATCH_TEST_CASE("tiled kernels: GELU within 3e-7 (x max(1, |GELU|)) of the exact (erf) GELU", "[tiled]") {
+CATCH_TEST_CASE("block kernels: GELU within 3e-7 (x max(1, |GELU|)) of the exact (erf) GELU", "[chunked]") {
   // Beyond |GELU| = 1 a float's own rounding (half an ulp) is the larger error.
   double worst = 0;
   for (double x = -12.0; x <= 12.0; x += 0.0007) {
@@ -64,7 +64,7 @@ CATCH_TEST_CASE("tiled kernels: GELU within 3e-7 (x max(1, |GELU|)) of the exact
   CATCH_CHECK(torch::allclose(InferenceGelu(x), torch::gelu(x), 2e-7, 2e-7));
 }
 
-CATCH_TEST_CASE("tiled kernels: bf16 rounding equals LibTorch's (to nearest even)", "[tiled]") {
+CATCH_TEST_CASE("block kernels: bf16 rounding equals LibTorch's (to nearest even)", "[chunked]") {
   std::vector<float> values = {0.0f, -0.0f, 1.0f, -1.0f, 3.14159265f, 1e-40f, 65504.0f, 3.0e38f,
                                std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                                FromBits(0x3F808000u),   // exactly halfway, even below: rounds down
@@ -83,15 +83,15 @@ CATCH_TEST_CASE("tiled kernels: bf16 rounding equals LibTorch's (to nearest even
   CATCH_CHECK(std::isnan(FromBits(static_cast<uint32_t>(kernels::ToBf16(FromBits(0x7F800001u))) << 16)));
 }
 
-CATCH_TEST_CASE("tiled block: instance-norm statistics equal float64 ones, tile by tile", "[tiled]") {
+CATCH_TEST_CASE("chunked block: instance-norm statistics equal float64 ones, chunk by chunk", "[chunked]") {
   torch::manual_seed(5);
   // A mean far from zero against a small spread: where sums of squares in float cancel.
   const torch::Tensor x = torch::randn({37, 5, 8}) * 0.01 + 300;
   const torch::Tensor xd = x.to(torch::kFloat64);
   const torch::Tensor want_mean = xd.mean(0), want_var = xd.var(0, /*unbiased=*/false);
-  for (int64_t tile_rows : {1, 7, 40, 100000}) {
-    CATCH_INFO("tile rows " << tile_rows);
-    const NodeStats s = ComputeNodeStats(x, tile_rows);
+  for (int64_t chunk_rows : {1, 7, 40, 100000}) {
+    CATCH_INFO("chunk rows " << chunk_rows);
+    const NodeStats s = ComputeNodeStats(x, chunk_rows);
     CATCH_CHECK(torch::allclose(s.mean, want_mean, 1e-12, 1e-9));
     CATCH_CHECK(torch::allclose(s.var, want_var, 1e-5, 1e-12));
   }
@@ -106,9 +106,9 @@ CATCH_TEST_CASE("tiled block: instance-norm statistics equal float64 ones, tile 
   const torch::Tensor config_rows = config.rows.index_select(0, config.index.view({-1})).view({3, 5, 8});
   const torch::Tensor want =
       node_in.unsqueeze(1).expand({9, 5, 8}).index_copy(0, config_nodes, config_rows).contiguous();
-  for (int64_t tile_rows : {1, 10, 100000}) {
+  for (int64_t chunk_rows : {1, 10, 100000}) {
     NodeStats s;
-    const torch::Tensor built = BuildBlockInput(node_in, config_nodes, config, &s, tile_rows);
+    const torch::Tensor built = BuildBlockInput(node_in, config_nodes, config, &s, chunk_rows);
     CATCH_CHECK(torch::equal(built, want));
     const NodeStats ref = ComputeNodeStats(want, 100000);
     CATCH_CHECK(torch::allclose(s.mean, ref.mean, 1e-12, 1e-12));
@@ -116,7 +116,7 @@ CATCH_TEST_CASE("tiled block: instance-norm statistics equal float64 ones, tile 
   }
 }
 
-CATCH_TEST_CASE("the configurable nodes' inputs are computed once per distinct layout of a node", "[tiled]") {
+CATCH_TEST_CASE("the configurable nodes' inputs are computed once per distinct layout of a node", "[chunked]") {
   torch::manual_seed(8);
   const int64_t c = 6, nc = 3, slots = 4, values = 3, h = 16;
   const torch::Tensor base = torch::randn({nc, h}), table = torch::randn({slots, values, h});
@@ -154,7 +154,7 @@ CATCH_TEST_CASE("the configurable nodes' inputs are computed once per distinct l
                           Catch::Contains("layout configuration index outside [0, 3)"));
 }
 
-CATCH_TEST_CASE("tiled kernels: the squeeze-excitation equals two linear layers with a ReLU", "[tiled]") {
+CATCH_TEST_CASE("block kernels: the squeeze-excitation equals two linear layers with a ReLU", "[chunked]") {
   torch::manual_seed(6);
   // The paper's widths (half 128, q 16: the AVX-512 kernel where the CPU has it) and
   // others (the generic loops); row counts that leave a remainder of the 4-row groups.
