@@ -28,6 +28,7 @@
 #include "model/train/progress.h"
 #include "model/train/run_dir.h"
 #include "model/train/train_data.h"
+#include "model/train/tile_step.h"
 #include "model/train/train_step.h"
 
 namespace tgraph {
@@ -52,23 +53,6 @@ struct RunData {
 };
 
 namespace {
-
-// The run's tile problems as measured problems: each graph's problem, its rows'
-// configurations and their targets (only ratios matter to a prior).
-absl::StatusOr<std::vector<KnownTileProblem>> KnownProblemsOf(const std::vector<GraphData>& graphs) {
-  std::vector<KnownTileProblem> known;
-  for (const GraphData& g : graphs) {
-    absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(g.graph, g.name);
-    if (!problem.ok()) return problem.status();
-    KnownTileProblem k;
-    k.name = g.name;
-    k.problem = *problem;
-    for (int64_t c = 0; c < g.num_configs(); ++c) k.tiles.push_back(TritonTileOfRow(g.tile_feat.data() + c * kTileConfigDim));
-    k.runtime = g.target;
-    known.push_back(std::move(k));
-  }
-  return known;
-}
 
 absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
   auto data = std::make_shared<RunData>();
@@ -112,30 +96,7 @@ absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
   p.info.collection = o.collection.name();
   p.info.fingerprint = DataFingerprint(p.graphs);
   p.info.provenance = DataProvenance(o.data_root, p.graphs);
-  if (o.collection.kind == CollectionKind::kTile) {
-    const std::string dir = std::filesystem::path(SplitDir(o.data_root, o.collection, "train")).parent_path().string();
-    absl::StatusOr<TileSpace> space = LoadTileSpace(dir);
-    if (space.ok()) {
-      p.info.tile_space = std::move(*space);
-    } else if (!absl::IsNotFound(space.status())) {
-      return space.status();
-    }
-    if (p.info.tile_space && o.tile_prior_weight > 0) {
-      absl::StatusOr<std::vector<KnownTileProblem>> known = KnownProblemsOf(p.graphs);
-      if (!known.ok()) return known.status();
-      absl::StatusOr<TilePrior> prior = BuildTilePrior(*known, o.tile_prior_weight, o.tile_prior_bandwidth);
-      if (!prior.ok()) return prior.status();
-      prior->residual = o.tile_prior_training;
-      if (o.tile_prior_near_end) prior->near_end = TilePrior::kNearEndDefault;
-      if (prior->residual)
-        for (GraphData& g : p.graphs) {
-          absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(g.graph, g.name);
-          if (!problem.ok()) return problem.status();
-          AttachTilePrior(*prior, *problem, /*leave_shape_out=*/true, &g);
-        }
-      p.info.tile_prior = std::move(*prior);
-    }
-  }
+  if (absl::Status st = PrepareTileRun(o, &p.graphs, &p.info); !st.ok()) return st;
   p.info.spec = o.spec;
   p.info.spec.kind = o.collection.kind;
   p.info.stats = FeatureStats::Compute(all);
