@@ -208,7 +208,7 @@ TEST_CASE("N or K not a multiple of 16 is another kernel variant, with refusals 
   }
 
   // One file may measure both kernels: a configuration refused for one is timed for the other.
-  absl::StatusOr<hlo::TileMeasurements> both = hlo::ParseTileCsv(
+  absl::StatusOr<TileMeasurements> both = ParseTileCsv(
       "dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms\n"
       "bf16,128,128,128,32,32,32,4,2,refused\nbf16,128,128,128,64,32,32,4,2,0.01\n"
       "bf16,128,128,128,128,32,32,4,2,0.02\n"
@@ -584,9 +584,9 @@ TEST_CASE("The real H200 measurements hold both kernel variants, each with the r
 
 TEST_CASE("Bad tile measurements are refused naming the file, the line and the column", "[tile]") {
   const auto parse = [](const std::string& body) {
-    return hlo::ParseTileCsv("dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms\n" + body, "m.csv", "g", 132);
+    return ParseTileCsv("dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms\n" + body, "m.csv", "g", 132);
   };
-  CHECK_THAT(std::string(hlo::ParseTileCsv("dtype,M,N\n", "m.csv", "g", 132).status().message()),
+  CHECK_THAT(std::string(ParseTileCsv("dtype,M,N\n", "m.csv", "g", 132).status().message()),
              Catch::Contains("m.csv:1: header: is 'dtype,M,N', expected"));
   CHECK_THAT(std::string(parse("bf16,128,256,x,32,32,32,4,2,0.1\n").status().message()),
              Catch::Contains("m.csv:2: K: 'x' is not a positive integer"));
@@ -606,7 +606,7 @@ TEST_CASE("Bad tile measurements are refused naming the file, the line and the c
                              .status()
                              .message()),
              Catch::Contains("bf16 1x1x1 has 3 of the 4 candidate configurations"));
-  absl::StatusOr<hlo::TileMeasurements> ok = parse("f32,8,8,8,32,32,32,4,2,0.001\nf32,8,8,8,32,32,32,4,3,0.0025\n"
+  absl::StatusOr<TileMeasurements> ok = parse("f32,8,8,8,32,32,32,4,2,0.001\nf32,8,8,8,32,32,32,4,3,0.0025\n"
                                                    "f32,8,8,8,cublas,,,,,0.002\n");
   REQUIRE(ok.ok());
   CHECK(ok->problems[0].runtime_ns.at({32, 32, 32, 4, 3}) == 2500);

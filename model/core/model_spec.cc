@@ -131,7 +131,7 @@ absl::StatusOr<Precision> ResolvePrecision(const std::string& flag) {
 
 int64_t ActivationBytesPerConfig(const ModelSpec& spec, int64_t pruned_nodes) {
   if (spec.kind == CollectionKind::kTile) return 0;
-  // The tiled block's peaks are within 10% of each other in bf16 and fp32 (14.7, 13.2).
+  // The chunked block's peaks are within 10% of each other in bf16 and fp32 (14.7, 13.2).
   constexpr int64_t kBytesPerElement = 16;
   return kBytesPerElement * std::max<int64_t>(1, pruned_nodes) * spec.hidden;
 }

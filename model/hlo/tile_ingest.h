@@ -1,8 +1,6 @@
 // Real tile measurements -> a tile collection of one's own (tile@NAME, docs/format.md
 // "Triton tile values"): a CSV of every candidate configuration of a Triton matrix
-// product timed on one GPU (dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms;
-// ms "refused" where the compiler refused the configuration; one row per problem with
-// block_m "cublas": the vendor library's time), and each problem's HLO text
+// product timed on one GPU (model/tile/tile_csv.h reads it), and each problem's HLO text
 // (gemm_<dtype>_<M>x<N>x<K>.hlo), become one tile .npz per problem and the
 // collection's tile_space.json.
 //
@@ -16,29 +14,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "model/tile/tile_csv.h"
 #include "model/tile/tile_space.h"
 
 namespace tgraph::hlo {
-
-// One problem of the CSV: each measured configuration's runtime in ns, and the library's.
-struct MeasuredProblem {
-  GemmProblem problem;
-  std::map<TritonTile, int64_t> runtime_ns;
-  int64_t library_ns = 0;  // 0 when the CSV has no cublas row for it
-};
-
-struct TileMeasurements {
-  TileSpace space;  // candidates: every value the CSV names; refused: per dtype
-  std::vector<MeasuredProblem> problems;  // in the CSV's order of first appearance
-};
-
-// Parses the CSV. Errors (INVALID_ARGUMENT) name `what`, the line and the column: a
-// header other than the one above, a value that is not a positive integer or time, a
-// row repeated, a configuration refused for one problem of a dtype but timed for another,
-// a problem that lacks a candidate (neither timed nor refused). ms becomes integer ns
-// (rounded; at least 1).
-absl::StatusOr<TileMeasurements> ParseTileCsv(absl::string_view text, absl::string_view what,
-                                              const std::string& gpu, int64_t sm_count);
 
 struct TileIngestOptions {
   std::string csv;       // the measurements
