@@ -30,37 +30,37 @@ ABSL_FLAG(std::string, run_dir, "", "Directory of this training run (checkpoints
 ABSL_FLAG(std::string, registry, "", "Model registry; when set, the best folds are published once all are trained");
 ABSL_FLAG(int, fold, -1, "Train only this fold (0-based); -1 trains folds 0..train_folds-1 one after another");
 ABSL_FLAG(std::string, profile, "paper", "paper: the paper's widths and epochs; quick: hidden 64, 20 epochs, 2 folds");
-ABSL_FLAG(int, folds, 20, "K of the K-fold split by graph");
+ABSL_FLAG(int, folds, tgraph::TrainOptions{}.num_folds, "K of the K-fold split by graph");
 ABSL_FLAG(int, train_folds, -1, "Folds to train (default: 5 paper, 2 quick)");
 ABSL_FLAG(int64_t, version, 0, "retire, restore: the model version");
 ABSL_FLAG(std::string, reason, "", "retire: why (kept in the version's RETIRED marker)");
 ABSL_FLAG(int, require_folds, 0, "publish: fail unless at least this many folds have finished (0 = any)");
 ABSL_FLAG(int, keep_folds, -1, "Best folds to publish (default: 4 paper, 2 quick)");
-ABSL_FLAG(double, epochs, 0, "Epochs (one step per training graph each); 0 = the profile's");
+ABSL_FLAG(double, epochs, tgraph::TrainOptions{}.epochs, "Epochs (one step per training graph each); 0 = the profile's");
 ABSL_FLAG(std::vector<std::string>, also_collections, {},
           "Other searches of --collection's graphs to train on beside it, comma-separated (layout:xla:default beside "
           "layout:xla:random): a model that ranks both random rows and the near-optimal rows a search finishes among; "
           "published as --collection");
-ABSL_FLAG(int64_t, batch_configs, 0, "Configs sampled per graph and step; 0 = 64 for default collections, 128 otherwise");
-ABSL_FLAG(double, lr, 1e-3, "AdamW learning rate (peak of the warm-up + cosine schedule)");
-ABSL_FLAG(double, weight_decay, 1e-5, "AdamW weight decay of non-bias weights");
-ABSL_FLAG(uint64_t, seed, 0, "Seed of folds, sampling and initialisation");
+ABSL_FLAG(int64_t, batch_configs, tgraph::TrainOptions{}.batch_configs, "Configs sampled per graph and step; 0 = 64 for default collections, 128 otherwise");
+ABSL_FLAG(double, lr, tgraph::TrainOptions{}.lr, "AdamW learning rate (peak of the warm-up + cosine schedule)");
+ABSL_FLAG(double, weight_decay, tgraph::TrainOptions{}.weight_decay, "AdamW weight decay of non-bias weights");
+ABSL_FLAG(uint64_t, seed, tgraph::TrainOptions{}.seed, "Seed of folds, sampling and initialisation");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
 ABSL_FLAG(int64_t, hidden, 0, "Hidden width (0 = 256 paper, 64 quick)");
-ABSL_FLAG(int64_t, blocks, 2, "Graph blocks");
-ABSL_FLAG(int64_t, tile_head_layers, 3,
+ABSL_FLAG(int64_t, blocks, tgraph::ModelSpec{}.blocks, "Graph blocks");
+ABSL_FLAG(int64_t, tile_head_layers, tgraph::ModelSpec{}.tile_head_layers,
           "Tile collections: hidden layers of the head that joins the graph embedding with the config features (1..8)");
-ABSL_FLAG(bool, self_attention, true, "Channel-wise self-attention (ablation switch)");
-ABSL_FLAG(bool, cross_attention, true, "Cross-configuration attention (ablation switch)");
+ABSL_FLAG(bool, self_attention, tgraph::ModelSpec{}.self_attention, "Channel-wise self-attention (ablation switch)");
+ABSL_FLAG(bool, cross_attention, tgraph::ModelSpec{}.cross_attention, "Cross-configuration attention (ablation switch)");
 ABSL_FLAG(std::string, cross_attention_form, "standardized",
           "The cross-attention softmax's input: standardized (eta standardised over the configurations, weights x C) "
           "or paper (eta / T, TGraph 2.3 as written)");
-ABSL_FLAG(bool, edges, true, "Message passing along graph edges (ablation switch)");
-ABSL_FLAG(int64_t, reference_configs, 256,
+ABSL_FLAG(bool, edges, tgraph::ModelSpec{}.edges, "Message passing along graph edges (ablation switch)");
+ABSL_FLAG(int64_t, reference_configs, tgraph::TrainOptions{}.reference_configs,
           "Configurations in the cross-attention reference a graph's scores are computed against, in validation and "
           "in the published model (model/nn/scoring.h)");
-ABSL_FLAG(double, query_share, 0.0,
+ABSL_FLAG(double, query_share, tgraph::TrainOptions{}.query_share,
           "Share of each step's sampled configurations scored as inference scores those outside the reference: "
           "against the others' softmax, one at a time (0: all in one softmax)");
 ABSL_FLAG(std::string, loss, "",
@@ -68,15 +68,15 @@ ABSL_FLAG(std::string, loss, "",
           "their faster member is, 1 / log2(2 + its rank)) or listwise (ListNet: the softmax of the scores against a "
           "softmax of the runtimes at 5% per e, so only the nearly fastest configurations count). Unset: training uses "
           "the hinge, finetune the parent model's own loss");
-ABSL_FLAG(double, tile_prior_weight, 1.0,
+ABSL_FLAG(double, tile_prior_weight, tgraph::TrainOptions{}.tile_prior_weight,
           "Collections with a tile space: the weight of the training problems' prior (each configuration's mean log "
           "slowdown over them, weighted by how near each problem's shape is, standardised) added to the published "
           "model's scores; 0 = the network alone");
-ABSL_FLAG(bool, tile_prior_near_end, true,
+ABSL_FLAG(bool, tile_prior_near_end, tgraph::TrainOptions{}.tile_prior_near_end,
           "Collections with a tile space: the prior averages each measured problem's log(s - 1 + 0.1) of a "
           "configuration's slowdown s, plus 0.25 x its worst log s over the nearest problems (the near end, where an "
           "autotuner measures); --notile_prior_near_end: the mean log slowdown");
-ABSL_FLAG(bool, tile_prior_training, true,
+ABSL_FLAG(bool, tile_prior_training, tgraph::TrainOptions{}.tile_prior_training,
           "Collections with a tile space: train the network on what the prior leaves (each step's loss sees the "
           "network's standardised scores plus the prior, built without the step's own shape), as the published "
           "model scores; --notile_prior_training: the network learns alone and the prior is added when published");
@@ -88,19 +88,19 @@ ABSL_FLAG(std::string, select_by, "tau",
           "Which validation graphs choose each fold's best weights: tau (all of them, their mean Kendall tau) or "
           "neighbour_tau (only the neighbourhood collections' graphs, the one-group neighbours of the compiler default "
           "and of the best row: needs --also_collections layout:SOURCE:near-default,layout:SOURCE:near-best)");
-ABSL_FLAG(double, select_from, 0.0,
+ABSL_FLAG(double, select_from, tgraph::TrainOptions{}.select_from,
           "The share of training before which validation keeps no weights: 0, the best of any step; 1, the last "
           "step's weights (the learning rate has annealed to zero; an early step can score best on a few validation "
           "graphs by chance)");
-ABSL_FLAG(int, valid_every, 1, "Epochs between validations and checkpoints");
-ABSL_FLAG(int64_t, valid_configs, 4096,
+ABSL_FLAG(int, valid_every, tgraph::TrainOptions{}.valid_every, "Epochs between validations and checkpoints");
+ABSL_FLAG(int64_t, valid_configs, tgraph::TrainOptions{}.valid_configs,
           "Configurations per validation graph: a fixed sample of each graph's (all when it has no more; 0 = all)");
-ABSL_FLAG(int64_t, config_memory_mb, 4096,
+ABSL_FLAG(int64_t, config_memory_mb, tgraph::TrainOptions{}.config_memory_bytes >> 20,
           "Memory for the graphs' configurations (12 bytes per configuration and configurable node; training, and "
           "finetune's --data); the graphs past it keep theirs in an unnamed spill file in --spill_dir (finetune: "
           "--run_dir), read as steps sample them");
 ABSL_FLAG(std::string, spill_dir, "", "Directory of the configuration spill file (default: --run_dir); local disk is best");
-ABSL_FLAG(bool, progress, true, "Progress bar on stderr");
+ABSL_FLAG(bool, progress, tgraph::TrainOptions{}.progress, "Progress bar on stderr");
 ABSL_FLAG(int, world_size, 0,
           "Ranks of data-parallel training (c10d/Gloo); 0 = $WORLD_SIZE, else 1 (this process alone)");
 ABSL_FLAG(int, rank, -1, "This process's rank, 0..world_size-1; -1 = $RANK, else 0");
@@ -112,7 +112,7 @@ ABSL_FLAG(std::string, gloo_interface, "",
 ABSL_FLAG(int, dist_timeout_s, 1800,
           "Seconds a rank waits for the others (rendezvous, every all-reduce) before the job fails; covers the "
           "other ranks' data loading");
-ABSL_FLAG(int64_t, graphs_per_step, 0,
+ABSL_FLAG(int64_t, graphs_per_step, tgraph::TrainOptions{}.graphs_per_step,
           "Graphs per optimisation step over all ranks, their losses averaged (0 = one per rank); the same value "
           "trains the same weights on any number of ranks");
 ABSL_FLAG(std::string, measurements, "", "finetune: the measurement store's root (tgraph-server --measurement_store)");
