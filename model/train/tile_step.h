@@ -3,7 +3,7 @@
 // with a prior weight, the measured problems' prior (model/tile/tile_prior.h) built from
 // the run's train and valid graphs; with tile_prior_training, each graph gets the prior
 // of the other shapes' problems to train its residual against (AttachTilePrior,
-// train_data.h). Torch-free; on the calling thread.
+// train_data.h). On the calling thread.
 #pragma once
 
 #include <vector>
