@@ -504,11 +504,12 @@ class Client:
                      model_version: int = 0) -> TileProposals:
         """Proposes a GPU kernel's tile configurations to measure next (docs/api.md, "A GPU
         kernel's tile configurations"): the model scores every legal configuration of the
-        graph's problem (one matrix product: an HloModule, its HLO's path, or a tile npz)
-        that is not in exclude ((c, 24) rows, what was measured) and returns the best
-        `results` (0: 10). exclude_runtimes_ns: the exclude rows' measured runtimes; with
-        two or more the model's prior follows them, so a farm's loop sends every
-        measured row and its runtime each round."""
+        graph's problem (one matrix product as a tile npz or Graph; an HloModule registers
+        as a layout graph, which a tile search refuses with INVALID_ARGUMENT) that is not
+        in exclude ((c, 24) rows, what was measured) and returns the best `results` (0: 10).
+        exclude_runtimes_ns: the exclude rows' measured runtimes; with two or more the
+        model's prior follows them, so a farm's loop sends every measured row and its
+        runtime each round."""
         graph, mark, request = self._search_request(
             graph, collection, "tile", "search_tiles searches a kernel's tile configurations; give a tile collection "
             "with a tile space (e.g. tile@h100-triton)", model_version=model_version, num_results=results)
