@@ -71,8 +71,19 @@ absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, const hlo::Li
 
 absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& request, const hlo::Limits& limits) {
   switch (request.source_case()) {
-    case v1::RegisterGraphRequest::kGraph: return DecodeGraph(request.graph(), limits.max_instructions);
-    case v1::RegisterGraphRequest::kHloModule: return DecodeHloModule(request.hlo_module(), limits);
+    case v1::RegisterGraphRequest::kGraph:
+      if (request.as_kernel())
+        return absl::InvalidArgumentError("as_kernel: for hlo_module only (a graph's arrays say themselves whether "
+                                          "they have configurable nodes)");
+      return DecodeGraph(request.graph(), limits.max_instructions);
+    case v1::RegisterGraphRequest::kHloModule: {
+      absl::StatusOr<WireGraph> g = DecodeHloModule(request.hlo_module(), limits);
+      if (g.ok() && request.as_kernel()) {  // one kernel: the whole graph, nothing configurable
+        g->node_config_ids.clear();
+        g->first_operands.clear();
+      }
+      return g;
+    }
     default: return absl::InvalidArgumentError("give the graph: graph (TpuGraphs arrays) or hlo_module");
   }
 }

@@ -40,7 +40,8 @@ absl::StatusOr<WireGraph> DecodeHloModule(absl::string_view bytes, const hlo::Li
 
 // Either source of a registration request; INVALID_ARGUMENT when it has neither. A
 // module's reader reserves its working memory through `limits`; arrays are decoded
-// into one copy of the request's (the caller admits it up front).
+// into one copy of the request's (the caller admits it up front). With as_kernel, a
+// module is one kernel: no configurable nodes (INVALID_ARGUMENT for arrays).
 absl::StatusOr<WireGraph> DecodeRegistration(const v1::RegisterGraphRequest& request, const hlo::Limits& limits);
 
 // The bytes a decoded graph's arrays hold (what pruning it copies at most).

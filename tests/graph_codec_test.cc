@@ -82,3 +82,32 @@ TEST_CASE("wire graph errors name the field and what was expected", "[codec]") {
   g.add_node_config_ids(1);
   CHECK_THAT(DecodeError(g), Catch::Contains("lists node 1 twice"));
 }
+
+TEST_CASE("a module registered as a kernel keeps every instruction and has no configurable node", "[codec]") {
+  const std::string text =
+      "HloModule jit_dot\n\nENTRY main.1 {\n  a.1 = bf16[128,64]{1,0} parameter(0)\n"
+      "  b.1 = bf16[64,256]{1,0} parameter(1)\n"
+      "  ROOT dot_general.1 = bf16[128,256]{1,0} dot(a.1, b.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+  v1::RegisterGraphRequest request;
+  request.set_hlo_module(text);
+  const absl::StatusOr<WireGraph> layout = DecodeRegistration(request, {});
+  REQUIRE(layout.ok());
+  REQUIRE(layout->node_config_ids.size() == 1);  // the dot, as a layout graph
+  CHECK(layout->graph.node_opcode[static_cast<size_t>(layout->node_config_ids[0])] == op::kDot);
+  request.set_as_kernel(true);
+  const absl::StatusOr<WireGraph> kernel = DecodeRegistration(request, {});
+  REQUIRE(kernel.ok());
+  CHECK(kernel->node_config_ids.empty());
+  CHECK(kernel->first_operands.empty());
+  CHECK(kernel->graph.num_nodes == layout->graph.num_nodes);
+  CHECK(kernel->graph.node_feat == layout->graph.node_feat);
+  CHECK(GraphContentHash(kernel->graph, kernel->node_config_ids) !=
+        GraphContentHash(layout->graph, layout->node_config_ids));
+  // Arrays say themselves what is configurable.
+  v1::RegisterGraphRequest arrays;
+  arrays.mutable_graph();
+  arrays.set_as_kernel(true);
+  const absl::StatusOr<WireGraph> refused = DecodeRegistration(arrays, {});
+  CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(refused.status().message()), Catch::Contains("as_kernel: for hlo_module only"));
+}

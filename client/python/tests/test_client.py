@@ -291,6 +291,27 @@ def test_a_tile_kernels_search_scores_its_legal_space_and_follows_the_runtimes_m
     assert ns[-1] <= 1.01 * fastest and all(t > 1.01 * fastest for t in ns[:-1])
 
 
+def test_a_kernels_hlo_registered_as_one_kernel_is_the_tile_graph_its_npz_holds(tile_server):
+    """A Triton user has the problem, not an npz: its HLO as HloModule(kernel=True) is the
+    graph tgraph-featurize tiles wrote for it (one hash), and searches alike; without
+    kernel=True it is a layout graph, which the tile search refuses."""
+    client = tgraph.Client(tile_server.address)
+    hlo = os.path.join(REAL, "gpu-tiles", "hlo", "gemm_bf16_2048x256x1024.hlo")
+    npz = os.path.join(tile_server.data, "npz", "tile", "@h100-triton", "test", "gemm_bf16_2048x256x1024.npz")
+    kernel = tgraph.HloModule.from_file(hlo, kernel=True)
+    reg = client.register(kernel)
+    assert reg.graph_hash == tgraph.load_graph(npz).content_hash and reg.configurable_nodes == []
+    from_hlo = client.search_tiles("tile@h100-triton", kernel, results=5)
+    from_npz = client.search_tiles("tile@h100-triton", npz, results=5)
+    assert from_hlo.evaluations == 260 and len(from_hlo.tiles) == 5
+    assert from_hlo.tiles == from_npz.tiles and np.array_equal(from_hlo.scores, from_npz.scores)
+    layout = tgraph.HloModule.from_file(hlo)
+    assert layout.digest != kernel.digest
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.search_tiles("tile@h100-triton", layout)
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+
+
 def test_report_measurements_stores_a_shard(server, world):
     g = tgraph.load_graph(UNET)
     receipt = tgraph.Client(server.address).report_measurements("layout:xla:random", g, g.configs[:7],

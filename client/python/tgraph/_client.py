@@ -252,28 +252,33 @@ class HloModule:
     """An XLA HLO module: HLO text as XLA prints it (an XLA dump's *.txt, JAX's
     as_hlo_text()) or a serialized xla.HloProto / HloModuleProto (*.hlo.pb). The server
     featurizes it; its convolution, dot and reshape instructions are the configurable
-    nodes (Client.register lists them in row order)."""
+    nodes (Client.register lists them in row order). kernel=True: the module is one GPU
+    kernel (a matrix product), registered with no configurable nodes, as search_tiles and
+    a tile collection's rank take it."""
 
     # A module has no configurations or runtimes of its own (a Graph from an npz file
     # may): candidates come from Client.search, or from your autotuner.
     configs = None
     runtimes = None
 
-    def __init__(self, data: bytes, name: str = "hlo_module"):
+    def __init__(self, data: bytes, name: str = "hlo_module", *, kernel: bool = False):
         if isinstance(data, str):
             data = data.encode()
         if not isinstance(data, (bytes, bytearray)) or not data:
             raise invalid(f"{name}: an HLO module must be non-empty bytes or text")
         self.data = bytes(data)
         self.name = name
-        self.digest = hashlib.sha256(self.data).hexdigest()
+        # kernel: registered as one GPU kernel (no configurable nodes), what search_tiles
+        # and a tile collection's rank take; another graph, so another key.
+        self.kernel = bool(kernel)
+        self.digest = hashlib.sha256((b"kernel\0" if self.kernel else b"") + self.data).hexdigest()
 
     @classmethod
-    def from_file(cls, path) -> "HloModule":
+    def from_file(cls, path, *, kernel: bool = False) -> "HloModule":
         path = os.fspath(path)
         try:
             with open(path, "rb") as f:
-                return cls(f.read(), path)
+                return cls(f.read(), path, kernel=kernel)
         except FileNotFoundError:
             raise TgraphError(grpc.StatusCode.NOT_FOUND, f"{path}: no such file") from None
 
@@ -382,6 +387,7 @@ class Client:
         request = ranker_pb2.RegisterGraphRequest()
         if isinstance(graph, HloModule):
             request.hlo_module = graph.data
+            request.as_kernel = graph.kernel
             local_hash = self._hlo.get(graph.digest, "")
         else:
             graph.to_proto(request.graph)
@@ -504,9 +510,9 @@ class Client:
                      model_version: int = 0) -> TileProposals:
         """Proposes a GPU kernel's tile configurations to measure next (docs/api.md, "A GPU
         kernel's tile configurations"): the model scores every legal configuration of the
-        graph's problem (one matrix product as a tile npz or Graph; an HloModule registers
-        as a layout graph, which a tile search refuses with INVALID_ARGUMENT) that is not
-        in exclude ((c, 24) rows, what was measured) and returns the best `results` (0: 10).
+        graph's problem (one matrix product: a tile npz or Graph, or an
+        HloModule(..., kernel=True); a module without kernel=True is a layout graph, which a
+        tile search refuses with INVALID_ARGUMENT) that is not in exclude ((c, 24) rows, what was measured) and returns the best `results` (0: 10).
         exclude_runtimes_ns: the exclude rows' measured runtimes; with two or more the
         model's prior follows them, so a farm's loop sends every measured row and its
         runtime each round."""
