@@ -170,6 +170,9 @@ absl::StatusOr<MeasurementReport> Admission::Report(const ReportRequest& q) cons
   if (!coll.ok()) return absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()));
   absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = RegisteredGraph(q.graph_hash);
   if (!graph.ok()) return graph.status();
+  if (coll->kind == CollectionKind::kTile) return TileReport(q, *coll, **graph);
+  if (!q.tile_names.empty() || !q.kernel.name.empty())
+    return absl::InvalidArgumentError("tile_names, kernel: for tile collections; this is a layout collection");
   if ((*graph)->num_config_nodes == 0)
     return absl::InvalidArgumentError("graph_hash: this graph has no configurable nodes (a tile graph?); "
                                       "measurements are stored for layout graphs");
@@ -187,6 +190,53 @@ absl::StatusOr<MeasurementReport> Admission::Report(const ReportRequest& q) cons
   if (absl::Status s = ValidateMeasurementReport(r); !s.ok()) return s;
   if (std::string bad = FirstIllegalLayoutRow((*graph)->space, r.config_feat.data(), r.num_configs); !bad.empty())
     return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
+  return r;
+}
+
+absl::StatusOr<MeasurementReport> Admission::TileReport(const ReportRequest& q, const Collection& coll,
+                                                       const StoredGraph& graph) const {
+  if (!q.layout_configs.empty())
+    return absl::InvalidArgumentError("layout_configs: a tile collection's measurements are tile_names");
+  if (q.kernel.name.empty())
+    return absl::InvalidArgumentError("kernel: a tile report names the kernel measured (its name, and a hash of its "
+                                      "source), so that two kernels never share measurements");
+  if (absl::Status s = ValidateTileKernel(q.kernel, "kernel"); !s.ok()) return s;
+  if (!graph.gemm_problem.ok())
+    return absl::InvalidArgumentError(absl::StrCat(graph.gemm_problem.status().message(),
+                                                   " (tile measurements are of one matrix product: register the kernel "
+                                                   "with as_kernel)"));
+  // The rows are the space's: its candidate values, and the GPU's SM count for the grid.
+  absl::StatusOr<ModelHandle> model = models_->Get(coll.name(), 0);
+  if (!model.ok()) return model.status();
+  if (!model->model->manifest.tile_space)
+    return absl::FailedPreconditionError(absl::StrCat(coll.name(), " version ", model->version,
+                                                      " has no tile space: its rows cannot be made from names"));
+  const TileSpace& space = *model->model->manifest.tile_space;
+  if (static_cast<int64_t>(q.tile_names.size()) != q.num_configs)
+    return absl::InvalidArgumentError(absl::StrCat("tile_names: ", q.tile_names.size(), " configurations for num_configs ",
+                                                   q.num_configs));
+  const auto among = [](const std::vector<int64_t>& values, int64_t v) {
+    return std::find(values.begin(), values.end(), v) != values.end();
+  };
+  MeasurementReport r;
+  r.collection = coll;
+  r.graph_hash = q.graph_hash;
+  r.graph = graph.pruned.graph;
+  r.num_configs = q.num_configs;
+  r.kernel = q.kernel;
+  r.runtime_ns = q.runtimes_ns;
+  r.source = q.source;
+  for (size_t i = 0; i < q.tile_names.size(); ++i) {
+    absl::StatusOr<TritonTile> t = ParseTritonTile(q.tile_names[i]);
+    if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat("tile_names[", i, "]: ", t.status().message()));
+    if (!among(space.block_m, t->block_m) || !among(space.block_n, t->block_n) || !among(space.block_k, t->block_k) ||
+        !among(space.num_warps, t->num_warps) || !among(space.num_stages, t->num_stages))
+      return absl::InvalidArgumentError(absl::StrCat("tile_names[", i, "]: ", t->Name(), " is outside ", coll.name(),
+                                                     "'s tile space (", space.Summary(), ")"));
+    const std::array<float, kTileConfigDim> row = TritonTileFeatures(*graph.gemm_problem, *t, space.sm_count);
+    r.tile_config_feat.insert(r.tile_config_feat.end(), row.begin(), row.end());
+  }
+  if (absl::Status s = ValidateMeasurementReport(r); !s.ok()) return s;
   return r;
 }
 

@@ -57,6 +57,10 @@ class Admission {
   // budget for this graph and model; *kind gets the collection's.
   absl::StatusOr<Admitted> Names(const std::string& collection, int64_t version, const std::string& graph_hash,
                                  CollectionKind* kind) const;
+  // A tile collection's report: the kernel, the graph's matrix product, each name a
+  // configuration of the collection's latest model's tile space, written as its row.
+  absl::StatusOr<MeasurementReport> TileReport(const ReportRequest& q, const Collection& coll,
+                                               const StoredGraph& graph) const;
 
   GraphStore* graphs_;
   ModelManager* models_;

@@ -129,10 +129,14 @@ absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, 
                                       q.exclude_tile_configs, q.collection, kind, num_config_nodes);
         !s.ok())
       return s;
+    if (!q.kernel.name.empty() || !q.kernel.source_hash.empty())
+      if (absl::Status s = ValidateTileKernel(q.kernel, "kernel"); !s.ok()) return s;
     return ValidateExcludeRuntimes(q);
   }
   if (!q.exclude_tile_configs.empty())
     return absl::InvalidArgumentError("exclude_tile_configs is for tile collections; use exclude_layout_configs");
+  if (!q.kernel.name.empty() || !q.kernel.source_hash.empty())
+    return absl::InvalidArgumentError("kernel is for tile searches (whose prior follows a kernel's measurements)");
   if (q.max_evaluations < 0 || q.max_evaluations > limits.max_configs)
     return absl::InvalidArgumentError(absl::StrCat("max_evaluations must be in 0..", limits.max_configs,
                                                    " (this server's --max_configs; 0: ", kDefaultSearchEvaluations,

@@ -5,12 +5,15 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "model/core/dataset.h"
+#include "model/store/measurement_store.h"
+#include "model/tile/tile_baselines.h"
 
 namespace tgraph {
 
@@ -40,6 +43,8 @@ struct ReportRequest {
   absl::string_view layout_configs;  // c x nc x 18 int8
   std::vector<int64_t> runtimes_ns;
   std::string source;
+  std::vector<std::string> tile_names;  // tile collections: c configurations, "128x128x64 w4 s3"
+  TileKernelId kernel;                   // tile collections: the kernel measured
 };
 
 // A SearchConfigs request (model/search/layout_search.h), its rows borrowed likewise.
@@ -59,6 +64,10 @@ struct SearchRequest {
   std::vector<int64_t> exclude_runtimes_ns;  // empty, or one per exclude row
   absl::string_view exclude_tile_configs;    // tile collections: num_exclude x 24 float32
   int64_t max_changed_groups = 0;            // 0: kDefaultSearchRadius; -1: the whole space
+  TileKernelId kernel;  // tile searches: the kernel searched for (empty name: none)
+  // Tile searches: the measured problems of the request's kernel the store holds
+  // (MeasurementStore::KernelProblems), which join the prior's; null or empty: none.
+  std::shared_ptr<const std::vector<KnownTileProblem>> kernel_problems;
 };
 
 struct RankTiming {
@@ -89,6 +98,7 @@ struct SearchOutcome {
   double correction_weight = 0;         // the correction's weight beside the model's scores (SearchResult's)
   int64_t max_changed_groups = 0;       // the search's trust region (SearchOptions::radius; 0: none)
   int64_t variation = 0;                // the last rows are random variation, not the model's (SearchResult's)
+  int64_t kernel_problems = 0;          // tile: the kernel's stored problems the prior counted
   RankTiming timing;
 };
 

@@ -88,8 +88,11 @@ class Ranker {
   // MeasurementStore::Append: INVALID_ARGUMENT for a collection name that does not
   // parse, a graph without configurable nodes, sizes or values out of range
   // (ValidateMeasurementReport) and rows outside the graph's layout space (naming the
-  // row, node and group); the graph hash's errors as RegisteredGraph's. The collection
-  // need not have a model.
+  // row, node and group); the graph hash's errors as RegisteredGraph's. A layout
+  // collection need not have a model. A tile collection's report names its kernel and
+  // its configurations (tile_names), each of the values of the tile space of the
+  // collection's newest loaded model (NOT_FOUND without one; FAILED_PRECONDITION when it
+  // has no tile space), on a graph of one matrix product.
   absl::StatusOr<MeasurementReport> MeasurementReportFor(const ReportRequest& request);
 
   RankerStats Stats() const;

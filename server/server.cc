@@ -174,6 +174,10 @@ absl::Status ServerProcess::OpenMeasurementStore() {
   LogInfo(absl::StrCat("measurement store: ", measurements_->root(),
                        stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
                                   : absl::StrCat(" (", stale.status().message(), ")")));
+  // Searches for a kernel follow its stored tile measurements from the first request.
+  absl::StatusOr<std::vector<std::string>> skipped = measurements_->LoadKernelIndex();
+  if (!skipped.ok()) return skipped.status();
+  for (const std::string& why : *skipped) LogError(absl::StrCat("measurement store: shard left out: ", why));
   return absl::OkStatus();
 }
 

@@ -285,6 +285,8 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
   q.layout_configs = request->layout_configs();
   q.runtimes_ns.assign(request->runtimes_ns().begin(), request->runtimes_ns().end());
   q.source = request->source();
+  q.tile_names.assign(request->tile_names().begin(), request->tile_names().end());
+  q.kernel = {request->kernel().name(), request->kernel().source_hash()};
   absl::StatusOr<MeasurementReport> r = ranker_->MeasurementReportFor(q);
   if (!r.ok()) return ToGrpc(r.status(), context);
   absl::StatusOr<AppendResult> a = measurements_->Append(*r);
@@ -321,6 +323,9 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.exclude_runtimes_ns.assign(request->exclude_runtimes_ns().begin(), request->exclude_runtimes_ns().end());
   q.exclude_tile_configs = request->exclude_tile_configs();
   q.max_changed_groups = request->max_changed_groups();
+  q.kernel = {request->kernel().name(), request->kernel().source_hash()};
+  if (absl::StatusOr<Collection> c = ParseCollection(q.collection); c.ok() && measurements_ && !q.kernel.name.empty())
+    q.kernel_problems = measurements_->KernelProblems(c->name(), q.kernel.Key());
   // Admitted for the request, the copies its rows become (hashed sets, the measured
   // correction's rows) and its working memory (in its graph's row size, once the request
   // is admitted), before it waits in the queue; the heap it used is given back when it
@@ -357,6 +362,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_correction_weight(r->correction_weight);
   response->set_max_changed_groups(r->max_changed_groups);
   response->set_num_variation(r->variation);
+  response->set_kernel_problems(r->kernel_problems);
   SetTiming(r->timing, response->mutable_timing());
   if (metrics_) metrics_->RecordSearch(r->timing);
   return grpc::Status::OK;

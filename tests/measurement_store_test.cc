@@ -160,7 +160,7 @@ TEST_CASE("bad reports are refused with the field and row, and nothing is writte
   refused(escape, absl::StatusCode::kInvalidArgument, "graph_hash");
   MeasurementReport tile = Report({0}, {1});
   tile.collection = *ParseCollection("tile:xla");
-  refused(tile, absl::StatusCode::kInvalidArgument, "layout collections only");
+  refused(tile, absl::StatusCode::kInvalidArgument, "kernel.name");
   CHECK(CountFiles(dir.path()) == 0);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -10,12 +11,16 @@
 #include <system_error>
 #include <unordered_map>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "model/core/config_rows.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/core/npy.h"
+#include "model/tile/tile_space.h"
 
 namespace tgraph {
 namespace fs = std::filesystem;
@@ -23,6 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kSourceKey[] = "tgraph_source";
+constexpr char kKernelKey[] = "tgraph_kernel";
 constexpr char kShardMark[] = ".m";       // <hash>.m<seq>.npz
 constexpr char kPartialSuffix[] = ".partial";
 
@@ -48,10 +54,54 @@ bool SameGraph(const LayoutGraph& a, const LayoutGraph& b) {
 
 }  // namespace
 
+absl::Status ValidateTileKernel(const TileKernelId& k, absl::string_view what) {
+  const auto ok = [](char ch) { return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' ||
+                                       ch == ':' || ch == '-'; };
+  if (k.name.empty() || k.name.size() > 128 || !std::all_of(k.name.begin(), k.name.end(), ok))
+    return absl::InvalidArgumentError(absl::StrCat(what, ".name: '", absl::CHexEscape(k.name.substr(0, 140)),
+                                                   "' is not a kernel name (1-128 of letters, digits and \"_.:-\")"));
+  if (!k.source_hash.empty() && !IsHex(k.source_hash))
+    return absl::InvalidArgumentError(absl::StrCat(what, ".source_hash: expected empty or 1-64 lowercase hex digits, got '",
+                                                   absl::CHexEscape(k.source_hash.substr(0, 80)), "'"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TileKernelId> ParseTileKernelKey(absl::string_view key, absl::string_view what) {
+  TileKernelId k;
+  const size_t at = key.find('@');
+  k.name = std::string(key.substr(0, at));
+  if (at != absl::string_view::npos) {
+    k.source_hash = std::string(key.substr(at + 1));
+    if (k.source_hash.empty())
+      return absl::InvalidArgumentError(absl::StrCat(what, ": '", key, "' ends in '@' (expected NAME or NAME@HASH)"));
+  }
+  if (absl::Status s = ValidateTileKernel(k, what); !s.ok()) return s;
+  return k;
+}
+
+namespace {
+
+// A tile report's own fields (the kind's other checks are ValidateMeasurementReport's).
+absl::Status ValidateTileRows(const MeasurementReport& r) {
+  if (absl::Status s = ValidateTileKernel(r.kernel, "kernel"); !s.ok()) return s;
+  if (!r.config_feat.empty() || !r.node_config_ids.empty())
+    return absl::InvalidArgumentError("layout_configs: a tile report holds tile rows, not layout rows");
+  if (static_cast<int64_t>(r.tile_config_feat.size()) != r.num_configs * kTileConfigDim)
+    return absl::InvalidArgumentError(absl::StrCat("tile rows: ", r.tile_config_feat.size(), " values for ", r.num_configs,
+                                                   " rows of ", kTileConfigDim));
+  for (size_t i = 0; i < r.tile_config_feat.size(); ++i)
+    if (!std::isfinite(r.tile_config_feat[i]))
+      return absl::InvalidArgumentError(absl::StrCat("tile rows: row ", i / kTileConfigDim, ", value ", i % kTileConfigDim,
+                                                     " is not finite"));
+  if (absl::StatusOr<GemmProblem> p = GemmProblemOfGraph(r.graph, absl::StrCat("report for graph ", r.graph_hash));
+      !p.ok())
+    return p.status();
+  return ValidateNodeGraph(r.graph, absl::StrCat("report for graph ", r.graph_hash));
+}
+
+}  // namespace
+
 absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
-  if (r.collection.kind != CollectionKind::kLayout)
-    return absl::InvalidArgumentError(
-        absl::StrCat("collection: measurements are stored for layout collections only, not ", r.collection.name()));
   if (!IsHex(r.graph_hash))
     return absl::InvalidArgumentError(
         absl::StrCat("graph_hash: expected 1-64 lowercase hex digits, got ", r.graph_hash.size(), " characters"));
@@ -65,7 +115,8 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
     return absl::InvalidArgumentError(absl::StrCat("runtimes_ns: ", r.runtime_ns.size(), " runtimes for ",
                                                    r.num_configs, " configuration rows"));
   const int64_t nc = static_cast<int64_t>(r.node_config_ids.size());
-  if (static_cast<int64_t>(r.config_feat.size()) != r.num_configs * nc * kConfigFeatDim)
+  if (r.collection.kind == CollectionKind::kLayout &&
+      static_cast<int64_t>(r.config_feat.size()) != r.num_configs * nc * kConfigFeatDim)
     return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", r.config_feat.size(), " values for ", r.num_configs,
                                                    " rows of ", nc, " configurable nodes x ", kConfigFeatDim,
                                                    " (expected ", r.num_configs * nc * kConfigFeatDim, ")"));
@@ -73,6 +124,9 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
     if (r.runtime_ns[i] <= 0)
       return absl::InvalidArgumentError(
           absl::StrCat("runtimes_ns[", i, "]: ", r.runtime_ns[i], " is not a runtime (expected > 0 ns)"));
+  if (r.collection.kind == CollectionKind::kTile) return ValidateTileRows(r);
+  if (!r.tile_config_feat.empty() || !r.kernel.name.empty())
+    return absl::InvalidArgumentError("tile rows and a kernel are for tile collections; this is a layout collection");
   if (std::string bad = FirstBadLayoutConfigValue(r.config_feat.data(), r.config_feat.size(), nc); !bad.empty())
     return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", bad));
   // The configurations and runtimes are checked above; the graph without copying them.
@@ -86,6 +140,19 @@ MeasurementStore::MeasurementStore(std::string root) : root_(std::move(root)) {
   writer_ = token;
 }
 
+std::string MeasurementStore::NextShardPath(const MeasurementReport& r, int64_t* seq) {
+  {
+    absl::MutexLock lock(&mu_);
+    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                            std::chrono::system_clock::now().time_since_epoch()).count();
+    *seq = last_seq_ = std::max(now, last_seq_ + 1);
+  }
+  char digits[24];
+  std::snprintf(digits, sizeof(digits), "%019lld", static_cast<long long>(*seq));
+  return absl::StrCat(SplitDir(root_, r.collection, "train"), "/", r.graph_hash, kShardMark, digits, ".", writer_,
+                      ".npz");
+}
+
 absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r) {
   if (absl::Status s = ValidateMeasurementReport(r); !s.ok()) return s;
   const std::string dir = SplitDir(root_, r.collection, "train");
@@ -93,18 +160,25 @@ absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r
   fs::create_directories(dir, ec);
   if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": create directory"));
   int64_t seq;
-  {
-    absl::MutexLock lock(&mu_);
-    const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                            std::chrono::system_clock::now().time_since_epoch()).count();
-    seq = last_seq_ = std::max(now, last_seq_ + 1);
-  }
-  char digits[24];
-  std::snprintf(digits, sizeof(digits), "%019lld", static_cast<long long>(seq));
-  const std::string path = absl::StrCat(dir, "/", r.graph_hash, kShardMark, digits, ".", writer_, ".npz");
+  const std::string path = NextShardPath(r, &seq);
   const std::string partial = absl::StrCat(path, kPartialSuffix);
 
-  NpzArchive npz = LayoutToNpz(r.graph, r.node_config_ids, r.num_configs, r.config_feat, r.runtime_ns, {}, DType::kInt8);
+  const bool tile = r.collection.kind == CollectionKind::kTile;
+  NpzArchive npz;
+  if (tile) {
+    TileGraph g;
+    g.graph = r.graph;
+    g.num_configs = r.num_configs;
+    g.config_feat = r.tile_config_feat;
+    g.config_runtime = r.runtime_ns;
+    g.config_runtime_normalizers.assign(r.runtime_ns.size(), *std::min_element(r.runtime_ns.begin(), r.runtime_ns.end()));
+    npz = TileGraphToNpz(g);
+    const std::string key = r.kernel.Key();
+    npz[kKernelKey] = NpyArray::From<uint8_t>({static_cast<int64_t>(key.size())},
+                                              std::vector<uint8_t>(key.begin(), key.end()));
+  } else {
+    npz = LayoutToNpz(r.graph, r.node_config_ids, r.num_configs, r.config_feat, r.runtime_ns, {}, DType::kInt8);
+  }
   npz[kSourceKey] = NpyArray::From<uint8_t>({static_cast<int64_t>(r.source.size())},
                                             std::vector<uint8_t>(r.source.begin(), r.source.end()));
   // WriteNpz fsyncs the file and renames it to `partial`; the rename to the shard's
@@ -116,6 +190,15 @@ absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r
     return ErrnoStatus(e, absl::StrCat(path, ": rename"));
   }
   if (absl::Status s = FsyncParentDir(path); !s.ok()) return s;
+  if (tile) {
+    // Durable first, then counted: the index never holds what a crash could lose.
+    std::vector<TritonTile> tiles;
+    for (int64_t c = 0; c < r.num_configs; ++c) tiles.push_back(TritonTileOfRow(r.tile_config_feat.data() + c * kTileConfigDim));
+    const GemmProblem problem = *GemmProblemOfGraph(r.graph, r.graph_hash);  // validated above
+    absl::MutexLock lock(&mu_);
+    Index(r.collection.name(), r.kernel.Key(), r.graph_hash, problem, tiles, r.runtime_ns, seq);
+    Snapshot({r.collection.name(), r.kernel.Key()});
+  }
   AppendResult out;
   out.path = path;
   out.bytes = static_cast<int64_t>(fs::file_size(path, ec));
@@ -195,6 +278,162 @@ absl::StatusOr<LoadedMeasurements> LoadMeasurements(const std::string& root, con
     merged.num_configs = static_cast<int64_t>(measured.size());
     if (merged.num_configs > 0) out.graphs.push_back(std::move(merged));
   }
+  return out;
+}
+
+void MeasurementStore::Index(const std::string& collection, const std::string& kernel, const std::string& graph_hash,
+                             const GemmProblem& problem, const std::vector<TritonTile>& tiles,
+                             const std::vector<int64_t>& runtime_ns, int64_t seq) {
+  const KernelIndexKey key{collection, kernel};
+  std::map<std::string, KernelProblem>& problems = kernels_[key];
+  KernelProblem& kp = problems[graph_hash];
+  kp.problem = problem;
+  kp.last_report = std::max(kp.last_report, seq);
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    std::vector<int64_t>& runs = kp.runs[tiles[i]];
+    runs.push_back(runtime_ns[i]);
+    if (runs.size() > kMaxRunsPerTile) runs.erase(runs.begin());
+  }
+  while (static_cast<int64_t>(problems.size()) > kMaxKernelProblems) {
+    auto oldest = problems.begin();
+    for (auto it = problems.begin(); it != problems.end(); ++it)
+      if (it->second.last_report < oldest->second.last_report) oldest = it;
+    problems.erase(oldest);
+  }
+}
+
+void MeasurementStore::Snapshot(const KernelIndexKey& key) {
+  auto out = std::make_shared<std::vector<KnownTileProblem>>();
+  for (const auto& [hash, kp] : kernels_[key]) {
+    KnownTileProblem k;
+    k.name = hash;
+    k.problem = kp.problem;
+    for (const auto& [tile, runs] : kp.runs) {
+      std::vector<int64_t> sorted = runs;
+      std::sort(sorted.begin(), sorted.end());
+      k.tiles.push_back(tile);
+      k.runtime.push_back(static_cast<double>(sorted[sorted.size() / 2]));  // the upper median: one of them
+    }
+    out->push_back(std::move(k));
+  }
+  snapshots_[key] = std::move(out);
+}
+
+std::shared_ptr<const std::vector<KnownTileProblem>> MeasurementStore::KernelProblems(const std::string& collection,
+                                                                                     const std::string& kernel) const {
+  static const auto* const kNone = new std::shared_ptr<const std::vector<KnownTileProblem>>(
+      std::make_shared<const std::vector<KnownTileProblem>>());
+  absl::MutexLock lock(&mu_);
+  auto it = snapshots_.find({collection, kernel});
+  return it == snapshots_.end() ? *kNone : it->second;
+}
+
+std::vector<std::string> MeasurementStore::Kernels(const std::string& collection) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> out;
+  for (const auto& [key, problems] : kernels_)
+    if (key.first == collection) out.push_back(key.second);
+  return out;
+}
+
+namespace {
+
+// The tile collections the store holds shards of: npz/tile/<xla | @NAME>.
+std::vector<Collection> StoredTileCollections(const std::string& root, std::vector<std::string>* skipped) {
+  std::vector<Collection> out;
+  std::error_code ec;
+  const std::string dir = root + "/npz/tile";
+  if (!fs::exists(dir, ec)) return out;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    absl::StatusOr<Collection> c = ParseCollection(absl::StartsWith(name, "@") ? "tile" + name : "tile:" + name);
+    if (c.ok() && c->kind == CollectionKind::kTile) out.push_back(*c);
+    else skipped->push_back(absl::StrCat(it->path().string(), ": not a tile collection's directory"));
+  }
+  return out;
+}
+
+// One tile shard: its graph and rows, and its kernel's key.
+struct TileShard {
+  TileGraph graph;
+  std::string kernel;
+};
+absl::StatusOr<TileShard> ReadTileShard(const std::string& path) {
+  absl::StatusOr<NpzArchive> npz = ReadNpz(path);
+  if (!npz.ok()) return npz.status();
+  TileShard out;
+  auto k = npz->find(kKernelKey);
+  if (k == npz->end() || k->second.dtype != DType::kUint8)
+    return absl::InvalidArgumentError(absl::StrCat("no '", kKernelKey, "' (the kernel measured; uint8 bytes)"));
+  out.kernel.assign(k->second.bytes.begin(), k->second.bytes.end());
+  if (absl::StatusOr<TileKernelId> id = ParseTileKernelKey(out.kernel, kKernelKey); !id.ok()) return id.status();
+  absl::StatusOr<TileGraph> g = TileGraphFromNpz(*npz, path);
+  if (!g.ok()) return g.status();
+  out.graph = std::move(*g);
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> MeasurementStore::LoadKernelIndex() {
+  std::vector<std::string> skipped;
+  for (const Collection& c : StoredTileCollections(root_, &skipped)) {
+    const std::string dir = SplitDir(root_, c, "train");
+    std::error_code ec;
+    if (!fs::exists(dir, ec)) continue;
+    std::vector<std::string> paths;  // named <hash>.m<seq>...: in report order by hash
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
+      if (!HashOfShard(it->path().filename().string()).empty()) paths.push_back(it->path().string());
+    if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": list"));
+    std::sort(paths.begin(), paths.end());
+    std::map<std::pair<std::string, std::string>, std::string> first;  // (kernel, hash) -> first good shard
+    std::map<std::pair<std::string, std::string>, NodeGraph> graphs;
+    for (const std::string& p : paths) {
+      absl::StatusOr<TileShard> shard = ReadTileShard(p);
+      if (!shard.ok()) {
+        skipped.push_back(absl::StrCat(p, ": ", shard.status().message()));
+        continue;
+      }
+      const std::string name = fs::path(p).filename().string();
+      const std::string hash = HashOfShard(name);
+      const NodeGraph& g = shard->graph.graph;
+      absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(g, p);
+      if (!problem.ok()) {
+        skipped.push_back(absl::StrCat(p, ": ", problem.status().message()));
+        continue;
+      }
+      const auto id = std::make_pair(shard->kernel, hash);
+      if (auto it = graphs.find(id); it == graphs.end()) {
+        graphs[id] = g;
+        first[id] = p;
+      } else if (!(it->second.node_feat == g.node_feat && it->second.node_opcode == g.node_opcode &&
+                   it->second.edge_index == g.edge_index)) {
+        skipped.push_back(absl::StrCat(p, ": its graph differs from ", first[id], "'s, though both are named for graph ",
+                                       hash));
+        continue;
+      }
+      std::vector<TritonTile> tiles;
+      for (int64_t r = 0; r < shard->graph.num_configs; ++r)
+        tiles.push_back(TritonTileOfRow(shard->graph.config_feat.data() + r * kTileConfigDim));
+      int64_t seq = 0;
+      (void)absl::SimpleAtoi(name.substr(hash.size() + 2, 19), &seq);
+      absl::MutexLock lock(&mu_);
+      Index(c.name(), shard->kernel, hash, *problem, tiles, shard->graph.config_runtime, seq);
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, problems] : kernels_) Snapshot(key);
+  return skipped;
+}
+
+absl::StatusOr<LoadedTileMeasurements> LoadTileMeasurements(const std::string& root, const Collection& collection) {
+  MeasurementStore store(root);
+  absl::StatusOr<std::vector<std::string>> skipped = store.LoadKernelIndex();
+  if (!skipped.ok()) return skipped.status();
+  LoadedTileMeasurements out;
+  out.skipped = std::move(*skipped);
+  for (const std::string& kernel : store.Kernels(collection.name()))
+    out.kernels[kernel] = *store.KernelProblems(collection.name(), kernel);
   return out;
 }
 

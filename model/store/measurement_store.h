@@ -3,20 +3,27 @@
 // they read any other. Torch-free.
 //
 // Layout: <root>/npz/layout/<xla|nlp>/<random|default>/train/<graph_hash>.m<sequence>.<writer>.npz
-// (the collection's directories, not the report's source label),
+// (the collection's directories, not the report's source label; a tile collection's
+// under npz/tile/@NAME/train),
 // the sequence in nanoseconds since the epoch and the writer a random token per store
 // instance, so that server replicas sharing one directory never pick the same name.
 // Each shard is a complete layout npz: the graph as it was reported (the server
 // passes the pruned graph it keeps; pruning it again keeps every node), the reported
 // configuration rows and their runtimes in ns, and the reporter's label under the
-// extra key `tgraph_source` (uint8 bytes; numpy and the readers ignore extra keys).
+// extra key `tgraph_source` (uint8 bytes; numpy and the readers ignore extra keys). A
+// tile shard is a complete tile npz (the kernel's graph, its measured rows of 24 values,
+// runtimes in ns with the report's fastest as every row's normalizer) and names its
+// kernel under `tgraph_kernel` (TileKernelId::Key, uint8 bytes).
 // A shard is written under a temporary name, fsynced, renamed and its directory
 // fsynced before Append returns: once Append says OK, a crash cannot lose it, and a
 // crash before then leaves no shard (a stale temporary at most, which readers skip).
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,16 +31,33 @@
 #include "absl/status/statusor.h"
 #include "model/core/dataset.h"
 #include "model/core/graph.h"
+#include "model/tile/tile_baselines.h"
+#include "model/tile/tile_space.h"
 
 namespace tgraph {
 
+// Which GPU kernel tile measurements belong to: two kernels (or one kernel's two
+// sources) never share measurements.
+struct TileKernelId {
+  std::string name;         // 1-128 of letters, digits and "_.:-"
+  std::string source_hash;  // empty, or 1-64 lowercase hex digits
+  // "name", or "name@source_hash": how shards and indexes name it.
+  std::string Key() const { return source_hash.empty() ? name : name + "@" + source_hash; }
+};
+// INVALID_ARGUMENT naming `what` and the field.
+absl::Status ValidateTileKernel(const TileKernelId& k, absl::string_view what);
+// TileKernelId::Key's form back; errors name `what`.
+absl::StatusOr<TileKernelId> ParseTileKernelKey(absl::string_view key, absl::string_view what);
+
 struct MeasurementReport {
-  Collection collection;                 // a layout collection
+  Collection collection;                 // a layout collection, or a tile collection
   std::string graph_hash;                // 1-64 lowercase hex digits (it names files)
   NodeGraph graph;
-  std::vector<int64_t> node_config_ids;  // nc
+  std::vector<int64_t> node_config_ids;  // nc (layout)
   int64_t num_configs = 0;               // c
-  std::vector<int8_t> config_feat;       // c x nc x 18, values in -1..5
+  std::vector<int8_t> config_feat;       // layout: c x nc x 18, values in -1..5
+  std::vector<float> tile_config_feat;   // tile: c x 24 (TritonTileFeatures of the graph's problem)
+  TileKernelId kernel;                   // tile: the kernel measured
   std::vector<int64_t> runtime_ns;       // c, each > 0
   std::string source;                    // free text, e.g. the farm's worker pool; may be empty; at most kMaxSourceBytes
 };
@@ -46,7 +70,7 @@ struct AppendResult {
 
 // Checks a report before anything is written: INVALID_ARGUMENT naming the field and,
 // for rows, the row index (a runtime <= 0, a layout value outside -1..5, a row count
-// that does not match, a graph hash that is not hex, a tile collection).
+// that does not match, a graph hash that is not hex, a tile report without its kernel).
 absl::Status ValidateMeasurementReport(const MeasurementReport& r);
 
 class MeasurementStore {
@@ -60,17 +84,53 @@ class MeasurementStore {
 
   const std::string& root() const { return root_; }
 
+  // The tile problems measured of `kernel` (TileKernelId::Key) in `collection`, each
+  // configuration at the median of its runtimes: what the store read when it opened
+  // (LoadKernelIndex) and every tile report Append stored since. At most
+  // kMaxKernelProblems per kernel, the least recently reported dropped first. Never null.
+  std::shared_ptr<const std::vector<KnownTileProblem>> KernelProblems(const std::string& collection,
+                                                                     const std::string& kernel) const;
+  // The kernels (keys) the index holds measurements of in `collection`, sorted.
+  std::vector<std::string> Kernels(const std::string& collection) const;
+  // Reads every tile shard under the store into the index above; the shards left out
+  // ("PATH: why"). Call once, before serving.
+  absl::StatusOr<std::vector<std::string>> LoadKernelIndex();
+
   // Deletes temporaries (names containing ".partial") older than `min_age_s` under the
   // store, which crashed writes leave behind; younger ones may be another replica's
   // write in flight. Returns how many were deleted; errors name the path.
   absl::StatusOr<int> RemoveStaleTemporaries(double min_age_s = 3600) const;
 
  private:
+  // One graph's measurements of one kernel: runtimes per configuration, the most recent
+  // kMaxRunsPerTile.
+  struct KernelProblem {
+    GemmProblem problem;
+    std::map<TritonTile, std::vector<int64_t>> runs;
+    int64_t last_report = 0;  // the sequence of the report that last added to it
+  };
+  using KernelIndexKey = std::pair<std::string, std::string>;  // collection name, kernel key
+  // The shard's path for `r`; its sequence in *seq.
+  std::string NextShardPath(const MeasurementReport& r, int64_t* seq);
+  void Index(const std::string& collection, const std::string& kernel, const std::string& graph_hash,
+             const GemmProblem& problem, const std::vector<TritonTile>& tiles, const std::vector<int64_t>& runtime_ns,
+             int64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Rebuilds the key's snapshot from kernels_ (Index leaves that to its caller).
+  void Snapshot(const KernelIndexKey& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::string root_;
   std::string writer_;   // 8 random hex digits
-  absl::Mutex mu_;  // serialises shard naming
+  mutable absl::Mutex mu_;  // serialises shard naming; guards the kernel index
   int64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;  // strictly increasing shard sequence (nanoseconds since the epoch)
+  // collection, kernel -> graph hash -> its measurements, and the snapshot readers share.
+  std::map<KernelIndexKey, std::map<std::string, KernelProblem>> kernels_ ABSL_GUARDED_BY(mu_);
+  std::map<KernelIndexKey, std::shared_ptr<const std::vector<KnownTileProblem>>> snapshots_ ABSL_GUARDED_BY(mu_);
 };
+
+// What the kernel index keeps: problems per kernel (a prior's bound), runs per
+// configuration of a problem (the median of the recent ones).
+inline constexpr int64_t kMaxKernelProblems = 200;
+inline constexpr size_t kMaxRunsPerTile = 15;
 
 // Every graph measured in a collection, its shards merged: one LayoutGraph per graph
 // hash (named by it), its rows de-duplicated, and each distinct configuration's runtime
@@ -87,5 +147,16 @@ struct LoadedMeasurements {
   std::vector<std::string> skipped;
 };
 absl::StatusOr<LoadedMeasurements> LoadMeasurements(const std::string& root, const Collection& collection);
+
+// A tile collection's measurements, by kernel (TileKernelId::Key): per graph hash one
+// problem (GemmProblemOfGraph), each configuration at the median of its reported
+// runtimes (the upper median), named by the hash. Shards that do not load, whose graph
+// is not one matrix product or differs from its hash's first good shard, or whose kernel
+// is missing, are left out and listed in `skipped`.
+struct LoadedTileMeasurements {
+  std::map<std::string, std::vector<KnownTileProblem>> kernels;
+  std::vector<std::string> skipped;
+};
+absl::StatusOr<LoadedTileMeasurements> LoadTileMeasurements(const std::string& root, const Collection& collection);
 
 }  // namespace tgraph

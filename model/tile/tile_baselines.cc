@@ -114,6 +114,25 @@ MeasuredSlowdowns::MeasuredSlowdowns(const std::vector<KnownTileProblem>& known)
   }
 }
 
+MeasuredSlowdowns MeasuredSlowdowns::With(const std::vector<KnownTileProblem>& more) const {
+  const MeasuredSlowdowns added(more);
+  std::vector<TritonTile> tiles = tiles_;
+  tiles.insert(tiles.end(), added.tiles_.begin(), added.tiles_.end());
+  std::sort(tiles.begin(), tiles.end());
+  tiles.erase(std::unique(tiles.begin(), tiles.end()), tiles.end());
+  std::vector<Problem> problems;
+  for (const MeasuredSlowdowns* from : {this, &added})
+    for (const Problem& q : from->problems_) {
+      Problem p{q.problem, std::vector<double>(tiles.size(), std::nan(""))};
+      for (size_t i = 0; i < from->tiles_.size(); ++i) {
+        const auto at = std::lower_bound(tiles.begin(), tiles.end(), from->tiles_[i]) - tiles.begin();
+        p.log_slowdown[static_cast<size_t>(at)] = q.log_slowdown[i];
+      }
+      problems.push_back(std::move(p));
+    }
+  return MeasuredSlowdowns(std::move(tiles), std::move(problems));
+}
+
 int TileKinship(const GemmProblem& q, const GemmProblem& p) {
   if (q.dtype != p.dtype) return 0;
   return q.Variant() == p.Variant() ? 2 : 1;

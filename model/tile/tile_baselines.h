@@ -124,6 +124,10 @@ class MeasuredSlowdowns {
   // averages as a problem's own measurements do (TileCorrection, tile_correction.h).
   MeasuredSlowdowns Shifted(const std::vector<double>& shift) const;
 
+  // These problems and `more` (each its table over the configurations it measured, the
+  // rest NaN): tiles() the union, every table realigned to it.
+  MeasuredSlowdowns With(const std::vector<KnownTileProblem>& more) const;
+
  private:
   // The problems Near counts for p, each with its weight (the nearest one's is 1).
   std::vector<std::pair<const Problem*, double>> Weighted(const GemmProblem& p, const ShapeBandwidth& bandwidth,

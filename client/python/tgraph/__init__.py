@@ -7,7 +7,7 @@
 
 docs/python.md has the whole API and an autotuner loop."""
 from ._client import (AppliedLayouts, Client, ConfigurableNode, EntryLayout, HloModule, LayoutGroup,
-                      MeasurementReceipt, ModelInfo, Proposals, Provenance, Ranking, Registration, TilePriorInfo,
+                      MeasurementReceipt, ModelInfo, Proposals, Provenance, Ranking, Registration, TileKernel, TilePriorInfo,
                       TileProposals)
 from ._errors import TgraphError
 from ._graph import Graph, load_graph
@@ -15,4 +15,4 @@ from ._graph import Graph, load_graph
 __version__ = "0.1.0"
 __all__ = ["AppliedLayouts", "Client", "ConfigurableNode", "EntryLayout", "Graph", "HloModule", "LayoutGroup",
            "MeasurementReceipt", "ModelInfo", "Proposals", "Provenance", "Ranking", "Registration", "TgraphError",
-           "TilePriorInfo", "TileProposals", "load_graph"]
+           "TileKernel", "TilePriorInfo", "TileProposals", "load_graph"]

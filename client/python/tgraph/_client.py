@@ -179,6 +179,7 @@ class TileProposals:
     timing: dict
     registrations: int = 0
     correction_measurements: int = 0
+    kernel_problems: int = 0  # with a kernel: its problems the store measured that the prior counted
 
 
 @dataclass
@@ -195,6 +196,15 @@ class Ranking:
     timing: dict
     registrations: int = 0  # RegisterGraph calls this ranking needed
     reference_configs: int = 0
+
+
+@dataclass(frozen=True)
+class TileKernel:
+    """Which GPU kernel tile measurements belong to (tgraph.v1.TileKernel): its name (1-128
+    of letters, digits and "_.:-") and a hash of its source (lowercase hex, or ""): two
+    kernels never share measurements, nor what the prior learns of them."""
+    name: str
+    source_hash: str = ""
 
 
 @dataclass
@@ -449,20 +459,36 @@ class Client:
         return Ranking(np.array(r.scores, np.float32), np.array(r.spread, np.float32),
                        np.array(r.ranking, np.int32), r.model_version, timing, registrations, r.reference_configs)
 
-    def report_measurements(self, collection: str, graph: GraphLike, configs: np.ndarray,
-                            runtimes_ns: Sequence[int], source: str = "") -> MeasurementReceipt:
-        """Stores measured runtimes (ns, each > 0) of layout configurations (c, nc, 18)
-        in the server's measurement store, for fine-tuning. Returning means stored
-        durably; a retried report may be stored twice (training uses the median)."""
+    def report_measurements(self, collection: str, graph: GraphLike, configs, runtimes_ns: Sequence[int],
+                            source: str = "", *, kernel: Optional[TileKernel] = None) -> MeasurementReceipt:
+        """Stores measured runtimes (ns, each > 0) in the server's measurement store, for
+        fine-tuning and, for a tile kernel, for the prior of its next searches. A layout
+        collection: configs are layout rows (c, nc, 18). A tile collection: configs are
+        the measured configurations by name ("128x128x64 w4 s3", as search_tiles names
+        them), graph the kernel (a tile npz or HloModule(..., kernel=True)) and kernel the
+        TileKernel measured (required). Returning means stored durably; a retried report
+        may be stored twice (training uses the median)."""
         graph = self._graph(graph)
         mark = self._register_calls
-        if _kind(collection) != "layout":
-            raise invalid(f"collection: measurements are stored for layout collections, got '{collection}'")
-        configs = self._rows(graph, configs, "layout", "configs")
-        runtimes = _runtimes(runtimes_ns, configs.shape[0], "runtimes_ns")
-        request = ranker_pb2.ReportMeasurementsRequest(collection=collection, num_configs=configs.shape[0],
-                                                       layout_configs=configs.tobytes(),
-                                                       runtimes_ns=runtimes, source=source)
+        kind = _kind(collection)
+        request = ranker_pb2.ReportMeasurementsRequest(collection=collection, source=source)
+        if kind == "tile":
+            if not isinstance(kernel, TileKernel):
+                raise invalid("kernel: a tile report names the kernel measured: kernel=tgraph.TileKernel(name, "
+                              "source_hash)")
+            names = [configs] if isinstance(configs, str) else list(configs)
+            if not names or not all(isinstance(n, str) for n in names):
+                raise invalid("configs: a tile report's configurations are names, e.g. ['128x128x64 w4 s3']")
+            request.num_configs = len(names)
+            request.tile_names.extend(names)
+            request.kernel.name, request.kernel.source_hash = kernel.name, kernel.source_hash
+        else:
+            if kernel is not None:
+                raise invalid("kernel: for tile collections; this is a layout collection")
+            rows = self._rows(graph, configs, "layout", "configs")
+            request.num_configs = rows.shape[0]
+            request.layout_configs = rows.tobytes()
+        request.runtimes_ns.extend(_runtimes(runtimes_ns, request.num_configs, "runtimes_ns"))
         r = self._with_registration(self._stub.ReportMeasurements, request, graph, "ReportMeasurements")
         return MeasurementReceipt(r.stored, r.shard, self._register_calls - mark)
 
@@ -507,18 +533,25 @@ class Client:
 
     def search_tiles(self, collection: str, graph: GraphLike, *, results: int = 0,
                      exclude: Optional[np.ndarray] = None, exclude_runtimes_ns: Optional[np.ndarray] = None,
-                     model_version: int = 0) -> TileProposals:
+                     model_version: int = 0, kernel: Optional[TileKernel] = None) -> TileProposals:
         """Proposes a GPU kernel's tile configurations to measure next (docs/api.md, "A GPU
         kernel's tile configurations"): the model scores every legal configuration of the
         graph's problem (one matrix product: a tile npz or Graph, or an
         HloModule(..., kernel=True); a module without kernel=True is a layout graph, which a
-        tile search refuses with INVALID_ARGUMENT) that is not in exclude ((c, 24) rows, what was measured) and returns the best `results` (0: 10).
-        exclude_runtimes_ns: the exclude rows' measured runtimes; with two or more the
-        model's prior follows them, so a farm's loop sends every measured row and its
-        runtime each round."""
+        tile search refuses with INVALID_ARGUMENT) that is not in exclude ((c, 24) rows,
+        what was measured) and returns the best `results` (0: 10). exclude_runtimes_ns:
+        the exclude rows' measured runtimes; with two or more the model's prior follows
+        them, so a farm's loop sends every measured row and its runtime each round.
+        kernel: the TileKernel searched for; the store's measurements of it on other
+        problems (report_measurements) join the prior's measured problems
+        (kernel_problems says how many)."""
         graph, mark, request = self._search_request(
             graph, collection, "tile", "search_tiles searches a kernel's tile configurations; give a tile collection "
             "with a tile space (e.g. tile@h100-triton)", model_version=model_version, num_results=results)
+        if kernel is not None:
+            if not isinstance(kernel, TileKernel):
+                raise invalid(f"kernel: a tgraph.TileKernel(name, source_hash), got {type(kernel).__name__}")
+            request.kernel.name, request.kernel.source_hash = kernel.name, kernel.source_hash
         if exclude is not None and len(exclude):
             rows = self._rows(graph, exclude, "tile", "exclude")
             request.num_exclude = rows.shape[0]
@@ -531,7 +564,7 @@ class Client:
         return TileProposals(list(r.tile_names), rows.astype(np.float32), np.array(r.scores, dtype=np.float32),
                              np.array(r.spread, dtype=np.float32), r.model_version, r.evaluations,
                              {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms},
-                             self._register_calls - mark, r.correction_measurements)
+                             self._register_calls - mark, r.correction_measurements, r.kernel_problems)
 
     def apply(self, module, row) -> AppliedLayouts:
         """Writes one layout row, (nc, 18) in registration order (or (1, nc, 18)), into an

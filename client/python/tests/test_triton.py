@@ -1,0 +1,323 @@
+"""tgraph.triton inside the real Triton autotuner (the test environment's Triton), against a
+real tgraph-server with a tile model trained on the real H100 measurements.
+
+Triton's Autotuner runs as it does on a GPU; only the kernel's launch (a stand-in that
+records the configuration, as tests/triton_autotuner_test.py explains) and the benchmark
+function (the test's, returning a runtime the test chose) stand in for the GPU. Run by
+ctest (triton_pruner)."""
+import glob
+import itertools
+import os
+import socket
+import sys
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+
+import tgraph
+from conftest import Server
+
+try:
+    import triton
+    import triton.language as tl
+    import tgraph.triton as tt
+except ImportError as e:
+    pytest.fail(f"{e.name} is missing from {sys.executable}: run scripts/install-deps --test", pytrace=False)
+
+COLLECTION = "tile@h100-triton"
+
+
+@triton.jit
+def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr,
+                  BLOCK_SIZE_K: tl.constexpr, GROUP_SIZE_M: tl.constexpr):
+    pid = tl.program_id(0)
+    rm = pid * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)
+    rn = tl.arange(0, BLOCK_SIZE_N)
+    acc = tl.zeros((BLOCK_SIZE_M, BLOCK_SIZE_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_SIZE_K):
+        rk = k + tl.arange(0, BLOCK_SIZE_K)
+        acc += tl.dot(tl.load(a_ptr + rm[:, None] * K + rk[None, :]), tl.load(b_ptr + rk[:, None] * N + rn[None, :]))
+    tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc)
+
+
+@triton.jit
+def odd_names_kernel(x_ptr, w_ptr, y_ptr, rows, cols, depth, ROWS_PER_PROGRAM: tl.constexpr,
+                     COLS_PER_PROGRAM: tl.constexpr, DEPTH_PER_STEP: tl.constexpr):
+    tl.store(y_ptr + tl.arange(0, ROWS_PER_PROGRAM), tl.load(x_ptr + tl.arange(0, ROWS_PER_PROGRAM)))
+
+
+@triton.jit
+def softmax_kernel(x_ptr, y_ptr, n, BLOCK_SIZE: tl.constexpr):
+    tl.store(y_ptr + tl.arange(0, BLOCK_SIZE), tl.load(x_ptr + tl.arange(0, BLOCK_SIZE)))
+
+
+class Tensor:
+    """What the autotuner and the pruner read of a tensor: dtype and shape."""
+
+    def __init__(self, dtype, *shape):
+        self.dtype, self.shape = dtype, shape
+
+
+class Launch:
+    """The kernel's launch, recording the configuration of every run."""
+
+    def __init__(self, jit_fn):
+        self.fn, self.arg_names, self.launches = jit_fn, jit_fn.arg_names, []
+
+    def run(self, *args, **kwargs):
+        self.launches.append(kwargs)
+
+
+def space_configs(extra=()):
+    """The model's space as Triton Configs (GROUP_SIZE_M 8, as the tutorial's), and extras."""
+    return [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k, "GROUP_SIZE_M": 8}, num_warps=w,
+                          num_stages=s)
+            for m, n, k, w, s in itertools.product((32, 64, 128, 256), (32, 64, 128, 256), (32, 64, 128), (4, 8),
+                                                   (2, 3, 4))] + list(extra)
+
+
+UNKNOWN = [triton.Config({"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 16, "GROUP_SIZE_M": 8}, num_warps=4,
+                         num_stages=3),
+           triton.Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}, num_warps=4,
+                         num_stages=5),
+           triton.Config({"BLOCK_SIZE_M": 128, "BLOCK_SIZE_N": 128, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 8}, num_warps=4,
+                         num_stages=3, num_ctas=2)]
+
+
+def fake_ms(config):
+    """A runtime the test knows for each configuration (ms), distinct for each."""
+    kw = config.kwargs
+    m, n, k = ([v for key, v in kw.items() if key != "GROUP_SIZE_M"] + [1, 1])[:3]
+    return 0.01 * (1 + m / 256 + n / 512 + k / 1024 + config.num_warps / 64 + config.num_stages / 128 +
+                   config.num_ctas / 4)
+
+
+def tuner(jit_fn, configs, key, prune=None):
+    launch = Launch(jit_fn)
+    benched = []
+
+    def do_bench(kernel_call, quantiles):
+        kernel_call()
+        run = launch.launches[-1]
+        config = next(c for c in configs if all(run.get(k) == v for k, v in c.all_kwargs().items()))
+        benched.append(config)
+        t = fake_ms(config)
+        return [t, t, t]
+
+    autotuner = triton.autotune(configs=configs, key=key, do_bench=do_bench,
+                                prune_configs_by={"early_config_prune": prune} if prune else None)(launch)
+    return autotuner, launch, benched
+
+
+def gemm_call(autotuner, m, n, k, dtype="torch.bfloat16"):
+    autotuner[(1,)](Tensor(dtype, m, k), Tensor(dtype, k, n), Tensor(dtype, m, n), m, n, k)
+
+
+def name(config):
+    kw = config.kwargs
+    return f"{kw['BLOCK_SIZE_M']}x{kw['BLOCK_SIZE_N']}x{kw['BLOCK_SIZE_K']} w{config.num_warps} s{config.num_stages}"
+
+
+@pytest.fixture(scope="module")
+def server(tile_server, tmp_path_factory):
+    """The tile model served with a measurement store of this module's own."""
+    tmp = str(tmp_path_factory.mktemp("triton"))
+    s = Server(tile_server.registry, tmp, extra=["--measurement_store", os.path.join(tmp, "store")])
+    s.store = os.path.join(tmp, "store")
+    yield s
+    s.stop()
+
+
+def shards(server):
+    return sorted(glob.glob(os.path.join(server.store, "npz", "tile", "@h100-triton", "train", "*.npz")))
+
+
+def test_only_the_models_top_k_are_benchmarked_and_they_are_the_servers_best(server):
+    configs = space_configs()
+    pruner = tt.Pruner(COLLECTION, address=server.address, top_k=3, report=False)
+    autotuner, launch, benched = tuner(matmul_kernel, configs, ["M", "N", "K"], pruner)
+    gemm_call(autotuner, 1024, 512, 2048)  # a shape the H100 set never measured
+    expected = tgraph.Client(server.address).search_tiles(COLLECTION, tt.gemm_module(1024, 512, 2048, "bf16"),
+                                                          results=3, kernel=tt.kernel_of(matmul_kernel)).tiles
+    assert [name(c) for c in benched] == expected and len(benched) == 3
+    assert autotuner.best_config is min(benched, key=fake_ms)
+    assert all(any(c is b for c in configs) for b in benched)  # the user's own objects
+    assert pruner.last["kernel"] == tt.kernel_of(matmul_kernel) and pruner.last["kernel"].name == "matmul_kernel"
+    assert pruner.stats["searches"] == 1 and pruner.stats["skipped"] == 288 - 3
+    gemm_call(autotuner, 1024, 512, 2048)  # cached by Triton: no prune, no call
+    assert pruner.stats["prunes"] == 1 and len(benched) == 3
+
+
+def test_candidates_outside_the_models_space_are_kept_and_measured(server):
+    configs = space_configs(UNKNOWN)
+    pruner = tt.Pruner(COLLECTION, address=server.address, top_k=2, report=False)
+    autotuner, _, benched = tuner(matmul_kernel, configs, ["M", "N", "K"], pruner)
+    gemm_call(autotuner, 2048, 256, 1024)
+    assert len(benched) == 2 + 3
+    assert benched[2:] == UNKNOWN  # another BLOCK_K, five stages, two CTAs: measured after the model's two
+
+
+def test_top_k_one_launches_the_models_first_pick_without_benchmarking(server):
+    pruner = tt.Pruner(COLLECTION, address=server.address, top_k=1, report=False)
+    autotuner, launch, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+    gemm_call(autotuner, 512, 1024, 1024, dtype="torch.float32")
+    assert benched == [] and len(launch.launches) == 1
+    first = tgraph.Client(server.address).search_tiles(COLLECTION, tt.gemm_module(512, 1024, 1024, "f32"),
+                                                       results=1).tiles[0]
+    assert name(autotuner.best_config) == first
+
+
+def test_a_dead_server_costs_at_most_the_deadline_then_every_candidate_is_measured(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    configs = space_configs()
+    pruner = tt.Pruner(COLLECTION, address=f"127.0.0.1:{port}", deadline=0.5, report=False)
+    autotuner, _, benched = tuner(matmul_kernel, configs, ["M", "N", "K"], pruner)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        start = time.monotonic()
+        gemm_call(autotuner, 1024, 512, 2048)
+        first = time.monotonic() - start
+        gemm_call(autotuner, 2048, 512, 1024)
+    assert first < 0.5 + 0.4 and len(benched) == 2 * len(configs)
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(said) == 1 and "UNAVAILABLE" in said[0] and "every candidate is measured" in said[0]
+    assert pruner.stats["unanswered"] == 1  # the second key did not wait for it again
+
+
+def test_a_server_that_accepts_but_never_answers_costs_at_most_the_deadline():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(8)
+    held = []
+    threading.Thread(target=lambda: [held.append(listener.accept()) for _ in range(4)], daemon=True).start()
+    try:
+        pruner = tt.Pruner(COLLECTION, address=f"127.0.0.1:{listener.getsockname()[1]}", deadline=0.6, report=False)
+        autotuner, _, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            start = time.monotonic()
+            gemm_call(autotuner, 1024, 512, 2048)
+            waited = time.monotonic() - start
+        # gRPC gives up on a connection that sends no HTTP/2 SETTINGS before the deadline.
+        assert waited < 0.6 + 0.4 and len(benched) == 288
+        assert "UNAVAILABLE" in str(caught[0].message) or "DEADLINE_EXCEEDED" in str(caught[0].message)
+    finally:
+        for conn, _ in held:
+            conn.close()
+
+
+def test_a_dtype_the_model_never_measured_measures_every_candidate_and_says_why(server):
+    pruner = tt.Pruner(COLLECTION, address=server.address, report=False)
+    autotuner, _, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+    with pytest.warns(RuntimeWarning, match=r"FAILED_PRECONDITION.*f16"):
+        gemm_call(autotuner, 1024, 512, 2048, dtype="torch.float16")
+    assert len(benched) == 288
+
+
+def test_a_kernel_variant_the_model_never_measured_measures_every_candidate(server):
+    pruner = tt.Pruner(COLLECTION, address=server.address, report=False)
+    autotuner, _, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+    with pytest.warns(RuntimeWarning, match=r"FAILED_PRECONDITION.*N and K not multiples of 16"):
+        gemm_call(autotuner, 1000, 700, 1400)  # N and K not multiples of 16: another kernel
+    assert len(benched) == 288
+
+
+NAMES = {"block_m": "ROWS_PER_PROGRAM", "block_n": "COLS_PER_PROGRAM", "block_k": "DEPTH_PER_STEP"}
+
+
+def odd_name(c):
+    kw = c.kwargs
+    return f"{kw['ROWS_PER_PROGRAM']}x{kw['COLS_PER_PROGRAM']}x{kw['DEPTH_PER_STEP']} w{c.num_warps} s{c.num_stages}"
+
+
+def test_a_kernel_with_other_parameter_names_is_pruned_with_the_users_mapping(server):
+    configs = [triton.Config({"ROWS_PER_PROGRAM": m, "COLS_PER_PROGRAM": n, "DEPTH_PER_STEP": k}, num_warps=w, num_stages=s)
+               for m, n, k, w, s in itertools.product((64, 128), (64, 128), (32, 64), (4, 8), (3, 4))]
+
+    def bench_with(pruner):
+        autotuner, _, benched = tuner(odd_names_kernel, configs, ["rows", "cols", "depth"], pruner)
+        autotuner[(1,)](Tensor("torch.bfloat16", 2048, 1024), Tensor("torch.bfloat16", 1024, 256),
+                        Tensor("torch.bfloat16", 2048, 256), 2048, 256, 1024)
+        return benched
+
+    with pytest.warns(RuntimeWarning, match="no BLOCK_M"):
+        assert len(bench_with(tt.Pruner(COLLECTION, address=server.address, report=False))) == len(configs)
+    mapped = tt.Pruner(COLLECTION, address=server.address, top_k=2, report=False,
+                       names=NAMES,
+                       problem={"m": "rows", "n": "cols", "k": "depth", "a": "x_ptr"})
+    benched = bench_with(mapped)
+    assert len(benched) == 2 and mapped.last["problem"] == tt.Problem(2048, 256, 1024, "bf16")
+    order = tgraph.Client(server.address).search_tiles(COLLECTION, tt.gemm_module(2048, 256, 1024, "bf16"),
+                                                       results=1000).tiles
+    ours = {odd_name(c) for c in configs}
+    best = [t for t in order if t in ours][:2]
+    assert [odd_name(c) for c in benched] == best
+    # A callable says the problem as well.
+    by_fn = tt.Pruner(COLLECTION, address=server.address, top_k=2, report=False,
+                      names=NAMES,
+                      problem=lambda args: (args["rows"], args["cols"], args["depth"], args["x_ptr"].dtype))
+    assert bench_with(by_fn) == benched
+
+
+def test_install_prunes_every_autotuned_kernel_without_editing_a_decorator(server):
+    gemm, _, gemm_benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"])
+    softmax_configs = [triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b in (256, 512, 1024) for w in (4, 8)]
+    soft, _, soft_benched = tuner(softmax_kernel, softmax_configs, ["n"])
+    pruner = tt.install(COLLECTION, address=server.address, top_k=3, report=False)
+    try:
+        gemm_call(gemm, 2048, 256, 1024)
+        with pytest.warns(RuntimeWarning, match="softmax_kernel.*no BLOCK_M"):
+            soft[(1,)](Tensor("torch.float32", 4096), Tensor("torch.float32", 4096), 4096)
+    finally:
+        tt.uninstall()
+    assert len(gemm_benched) == 3 and len(soft_benched) == len(softmax_configs)
+    assert pruner.last["kernel"].name == "softmax_kernel"
+    gemm_call(gemm, 4096, 256, 1024)  # uninstalled: Triton measures everything again
+    assert len(gemm_benched) == 3 + 288
+
+
+def test_what_triton_measured_reaches_the_store_and_the_next_keys_prior(server):
+    kernel = tt.kernel_of(matmul_kernel)
+    client = tgraph.Client(server.address)
+    nearby = tt.gemm_module(1024, 1024, 2048, "bf16")
+    before = client.search_tiles(COLLECTION, nearby, results=5, kernel=kernel)
+    assert before.kernel_problems == 0
+    pruner = tt.Pruner(COLLECTION, address=server.address, top_k=4, source="test farm")
+    autotuner, _, benched = tuner(matmul_kernel, space_configs(UNKNOWN), ["M", "N", "K"], pruner)
+    gemm_call(autotuner, 1024, 512, 2048)
+    assert tt.flush(10)
+    assert pruner.stats["reported"] == 4 and pruner.stats["outside_space"] == 3  # the unknown three are not rows
+    (path,) = shards(server)
+    npz = np.load(path)
+    assert bytes(npz["tgraph_kernel"]).decode() == f"matmul_kernel@{kernel.source_hash}"
+    assert bytes(npz["tgraph_source"]).decode() == "test farm"
+    stored = sorted(int(x) for x in npz["config_runtime"])
+    assert stored == sorted(int(round(fake_ms(c) * 1e6)) for c in benched[:4])
+    # The next key of the same kernel counts what was measured; another kernel does not.
+    after = client.search_tiles(COLLECTION, nearby, results=5, kernel=kernel)
+    assert after.kernel_problems == 1
+    other = client.search_tiles(COLLECTION, nearby, results=5, kernel=tgraph.TileKernel("matmul_kernel", "0" * 16))
+    assert other.kernel_problems == 0 and other.tiles == before.tiles
+    # The store is read again by a restarted server.
+    server.stop()
+    server.start()
+    assert tgraph.Client(server.address).search_tiles(COLLECTION, nearby, results=5, kernel=kernel).kernel_problems == 1
+
+
+def test_a_listener_set_before_is_still_called(server):
+    heard = []
+    saved = tt._reporter._previous
+    tt._reporter._previous = lambda **kw: heard.append(kw["key"])
+    try:
+        pruner = tt.Pruner(COLLECTION, address=server.address, top_k=2)
+        autotuner, _, _ = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+        gemm_call(autotuner, 512, 256, 1024)
+        assert triton.knobs.autotuning.listener == tt._reporter.listen and heard[0][:3] == (512, 256, 1024)
+    finally:
+        tt._reporter._previous = saved
+    assert tt.flush(10) and pruner.stats["reported"] == 2

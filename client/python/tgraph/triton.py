@@ -1,0 +1,539 @@
+"""tgraph inside Triton's autotuner: measure the model's best few candidates, not every one.
+
+    import tgraph.triton
+
+    @triton.autotune(configs=CONFIGS, key=["M", "N", "K"],
+                     prune_configs_by=tgraph.triton.prune_configs_by("tile@h100-triton", top_k=3))
+    @triton.jit
+    def matmul_kernel(a_ptr, b_ptr, c_ptr, M, N, K, ...,
+                      BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N: tl.constexpr, BLOCK_SIZE_K: tl.constexpr): ...
+
+or, for every autotuned kernel of the process without editing a decorator,
+`tgraph.triton.install("tile@h100-triton")`.
+
+What it does. Triton calls the prune function once per new key with every candidate; it
+asks tgraph-server for the model's order of the key's matrix product (one search, with
+the kernel's registration the first time its problem is seen) and returns the `top_k`
+best of the user's own Config objects, plus every candidate the model cannot judge:
+values outside the model's tile space (another BLOCK_K, more stages, num_ctas > 1) are
+kept and measured. When anything goes wrong (no model for the dtype or kernel variant,
+a kernel whose configurations or arguments are not a matrix product's, a server that does
+not answer within `deadline`), every candidate is returned, as Triton alone would measure
+them, with one warning per kernel and reason.
+
+What Triton then measures is reported back (knobs.autotuning.listener, chained after any
+listener already set) from a background thread, so that the next key of the same kernel
+starts from it and `tgraph-train finetune` can learn from it. A measurement names its
+kernel (the function's name and a hash of its source): two kernels never share them.
+
+Nothing here imports torch; Triton is imported when a prune function is first used.
+"""
+import atexit
+import collections
+import hashlib
+import json
+import queue
+import re
+import sys
+import threading
+import time
+import warnings
+from dataclasses import dataclass
+from typing import Callable, Dict, List, Optional, Union
+
+import grpc
+
+from ._client import Client, HloModule, TileKernel
+from ._errors import TgraphError
+
+# What a configuration's block sizes are called in kernels people write; `names` adds or
+# replaces (e.g. {"block_m": "BM", "block_n": "BN", "block_k": "BK"}).
+DEFAULT_NAMES = {
+    "block_m": ("BLOCK_SIZE_M", "BLOCK_M", "BM", "TILE_M", "TILE_SIZE_M"),
+    "block_n": ("BLOCK_SIZE_N", "BLOCK_N", "BN", "TILE_N", "TILE_SIZE_N"),
+    "block_k": ("BLOCK_SIZE_K", "BLOCK_K", "BK", "TILE_K", "TILE_SIZE_K"),
+}
+# A tensor's dtype as the server names a matrix product's (torch's and Triton's spellings).
+DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float16": "f16", "float16": "f16",
+          "fp16": "f16", "f16": "f16", "torch.float32": "f32", "float32": "f32", "fp32": "f32", "f32": "f32"}
+HLO_TYPES = {"bf16": "bf16", "f16": "f16", "f32": "f32"}
+
+DEFAULT_DEADLINE = 2.0  # seconds a prune may wait for the server, in all
+RETRY_AFTER = 30.0      # seconds a server that did not answer is left alone
+
+
+def gemm_module(m: int, n: int, k: int, dtype: str) -> HloModule:
+    """The HLO of C[M, N] = A[M, K] B[K, N] as XLA writes jnp.dot's (the kernel's graph,
+    as the tile collection's files hold it), registered as one kernel."""
+    t = HLO_TYPES[dtype]
+    text = (f"HloModule jit_dot, entry_computation_layout={{({t}[{m},{k}]{{1,0}}, {t}[{k},{n}]{{1,0}})->"
+            f"{t}[{m},{n}]{{1,0}}}}\n\n"
+            f"ENTRY main.1 {{\n"
+            f"  a.1 = {t}[{m},{k}]{{1,0}} parameter(0)\n"
+            f"  b.1 = {t}[{k},{n}]{{1,0}} parameter(1)\n"
+            f"  ROOT dot_general.1 = {t}[{m},{n}]{{1,0}} dot(a.1, b.1), lhs_contracting_dims={{1}}, "
+            f"rhs_contracting_dims={{0}}\n}}\n")
+    return HloModule(text, f"gemm_{dtype}_{m}x{n}x{k}", kernel=True)
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A candidate as the model's space sees it."""
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
+
+
+def parse_tile(name: str) -> Tile:
+    """"128x128x64 w4 s3" (as search_tiles names them) to a Tile."""
+    m = re.fullmatch(r"(\d+)x(\d+)x(\d+) w(\d+) s(\d+)", name.strip())
+    if not m:
+        raise ValueError(f"'{name}' is not a tile configuration (expected e.g. '128x128x64 w4 s3')")
+    return Tile(*(int(g) for g in m.groups()))
+
+
+@dataclass(frozen=True)
+class Problem:
+    m: int
+    n: int
+    k: int
+    dtype: str  # bf16, f16, f32
+
+    @property
+    def name(self) -> str:
+        return f"{self.dtype} {self.m}x{self.n}x{self.k}"
+
+
+class Skip(Exception):
+    """Why a kernel's candidates are all measured: said once per kernel and kind of
+    reason ("server": it did not answer; "refused": it answered with an error;
+    "kernel": the kernel or its arguments are not a matrix product's)."""
+
+    def __init__(self, message: str, kind: str = "kernel"):
+        super().__init__(message)
+        self.kind = kind
+
+
+def kernel_of(fn) -> Optional[TileKernel]:
+    """The TileKernel of a @triton.jit function (or an object wrapping one in `.fn`): its
+    name and the first 16 hex digits of its source's SHA-256."""
+    seen = 0
+    while fn is not None and not hasattr(fn, "src") and seen < 8:
+        fn, seen = getattr(fn, "fn", None), seen + 1
+    if fn is None:
+        return None
+    name = re.sub(r"[^A-Za-z0-9_.:-]", "_", getattr(fn, "__name__", "") or "kernel")[:128]
+    src = getattr(fn, "src", "") or ""
+    return TileKernel(name, hashlib.sha256(src.encode()).hexdigest()[:16] if src else "")
+
+
+def _calling_autotuner():
+    """The Autotuner whose prune_configs called the prune function (Triton passes it
+    nothing of itself): found on the stack, None when not."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return None
+    frame = sys._getframe(2)
+    for _ in range(4):
+        if frame is None:
+            return None
+        candidate = frame.f_locals.get("self")
+        if isinstance(candidate, Autotuner):
+            return candidate
+        frame = frame.f_back
+    return None
+
+
+def _dtype_of(value) -> Optional[str]:
+    dt = getattr(value, "dtype", None)
+    return None if dt is None else DTYPES.get(str(dt), str(dt))
+
+
+class Pruner:
+    """The prune function (prune_configs_by's early_config_prune): see the module's text.
+
+    collection: the tile model to ask (e.g. "tile@h100-triton"). address: tgraph-server's
+    HOST:PORT. top_k: the distinct tile configurations measured (every candidate of each,
+    and every candidate the model cannot judge). deadline: seconds a prune waits in all
+    (three calls at most, each a third of it); past it, every candidate is measured. names:
+    what the kernel calls BLOCK_M/N/K ({"block_m": "BM", ...}), beside DEFAULT_NAMES.
+    problem: the matrix product from the kernel's arguments: a callable(named_args) ->
+    (M, N, K, dtype), or a dict naming the arguments ({"m": "M", "n": "N", "k": "K",
+    "a": "a_ptr"}); default: integer arguments M, N and K, else the shapes of the first
+    two 2-D tensor arguments (A: M x K, B: K x N), and the dtype of the first tensor.
+    report: send what Triton measured to the server (default True); source: a label
+    stored with it (e.g. the GPU). client: a tgraph.Client to use instead of address."""
+
+    def __init__(self, collection: str, *, address: str = "127.0.0.1:50051", top_k: int = 3,
+                 deadline: float = DEFAULT_DEADLINE, names: Optional[Dict[str, str]] = None,
+                 problem: Union[None, Callable, Dict[str, str]] = None, report: bool = True, source: str = "",
+                 client: Optional[Client] = None):
+        if not isinstance(top_k, int) or top_k < 1:
+            raise ValueError(f"top_k: a count of configurations >= 1, got {top_k!r}")
+        if not deadline > 0:
+            raise ValueError(f"deadline: seconds > 0, got {deadline!r}")
+        unknown = set(names or {}) - set(DEFAULT_NAMES)
+        if unknown:
+            raise ValueError(f"names: keys are {sorted(DEFAULT_NAMES)}, got {sorted(unknown)}")
+        if isinstance(problem, dict) and set(problem) - {"m", "n", "k", "a", "b", "dtype"}:
+            raise ValueError(f"problem: keys are m, n, k, a, b, dtype, got {sorted(problem)}")
+        self.collection, self.top_k, self.deadline = collection, top_k, float(deadline)
+        self.names = {role: ((names or {})[role],) + DEFAULT_NAMES[role] if role in (names or {}) else DEFAULT_NAMES[role]
+                      for role in DEFAULT_NAMES}
+        self.problem, self.report, self.source = problem, report, source
+        # Three calls at most (the space, once; the registration; the search): a third each.
+        self._client = client or Client(address, timeout=self.deadline / 3, retry_budget=0)
+        self._lock = threading.Lock()
+        self._orders = collections.OrderedDict()  # (kernel key, problem) -> model order (tile names); bounded
+        self._warned = set()
+        self._down_until = 0.0  # monotonic time before which the server is not asked (it did not answer)
+        self.stats = collections.Counter()  # prunes, searches, fallbacks, kept, reported, ...
+        self.last = None  # the last prune's record (what it asked, kept and why): for tests and logs
+
+    # --- Triton's interface ------------------------------------------------------
+    def __call__(self, configs, named_args, **kwargs):
+        autotuner = _calling_autotuner()
+        return self.prune(configs, named_args, kwargs, kernel=kernel_of(autotuner.fn) if autotuner else None)
+
+    def prune(self, configs, named_args, kwargs, kernel: Optional[TileKernel] = None) -> list:
+        """The candidates to measure, the user's own objects: the model's top_k and every
+        one it cannot judge; all of them, with a warning, when it cannot answer."""
+        configs = list(configs)
+        self.stats["prunes"] += 1
+        label = kernel.name if kernel else "an autotuned kernel"
+        record = {"kernel": kernel, "problem": None, "tiles": {}, "kept": configs, "order": [], "why": ""}
+        self.last = record
+        if len(configs) <= 1:
+            return configs
+        try:
+            tiles = {id(c): self._tile(c, named_args, kwargs) for c in configs}
+            problem = self._problem(named_args, kwargs)
+            record["problem"], record["tiles"] = problem, tiles
+            axes = self._axes()
+            order = self._order(problem, kernel)
+        except Skip as why:
+            record["why"] = str(why)
+            self._fallback(label, str(why), why.kind)
+            _pending(self, record, configs)
+            return configs
+        record["order"] = order
+        rank = {name: i for i, name in enumerate(order)}
+        inside = lambda t: t is not None and _inside(t, axes)  # noqa: E731
+        judged = [c for c in configs if tiles[id(c)] is not None and tiles[id(c)].name in rank]
+        # Outside the space: the model cannot judge it, so it is measured. Inside it but not
+        # ranked: the compiler refused it for this kernel variant where the model's
+        # measurements were taken, so it is not.
+        unjudged = [c for c in configs if not inside(tiles[id(c)])]
+        record["refused"] = [c for c in configs if inside(tiles[id(c)]) and tiles[id(c)].name not in rank]
+        best = sorted({tiles[id(c)].name for c in judged}, key=rank.get)[:self.top_k]
+        kept = sorted((c for c in judged if tiles[id(c)].name in best), key=lambda c: rank[tiles[id(c)].name])
+        kept += unjudged
+        record["kept"] = kept
+        self.stats["kept"] += len(kept)
+        self.stats["skipped"] += len(configs) - len(kept)
+        _pending(self, record, kept)
+        return kept
+
+    # --- the parts ----------------------------------------------------------------
+    def _problem(self, named_args, kwargs) -> Problem:
+        args = {**named_args, **kwargs}
+        if callable(self.problem):
+            try:
+                m, n, k, dtype = self.problem(args)
+            except Exception as e:
+                raise Skip(f"the problem function raised {type(e).__name__}: {e}") from None
+            return self._checked(m, n, k, DTYPES.get(str(dtype), str(dtype)))
+        spec = self.problem or {}
+        tensors = [v for v in named_args.values() if hasattr(v, "dtype")]
+        a = args.get(spec["a"]) if "a" in spec else (tensors[0] if tensors else None)
+        if "a" in spec and a is None:
+            raise Skip(f"problem: no argument '{spec['a']}'")
+        dtype = DTYPES.get(str(args[spec["dtype"]]), str(args[spec["dtype"]])) if "dtype" in spec else _dtype_of(a)
+        if dtype is None:
+            raise Skip("no tensor argument says the dtype (give problem={'a': NAME} or problem=callable)")
+        sizes = {}
+        for role, default in (("m", "M"), ("n", "N"), ("k", "K")):
+            name = spec.get(role, default)
+            if isinstance(args.get(name), int) and not isinstance(args.get(name), bool):
+                sizes[role] = args[name]
+        if len(sizes) < 3:
+            mats = [t for t in tensors if len(getattr(t, "shape", ())) == 2]
+            if "m" in spec or "n" in spec or "k" in spec or len(mats) < 2:
+                missing = [r.upper() for r in ("m", "n", "k") if r not in sizes]
+                raise Skip(f"its arguments do not say the matrix product's {', '.join(missing)} (no integer "
+                           f"arguments M, N, K nor two 2-D tensors; give problem={{'m': NAME, ...}} or a callable)")
+            (m, k), (k2, n) = tuple(mats[0].shape), tuple(mats[1].shape)
+            if k != k2:
+                raise Skip(f"its first two 2-D tensors are {m}x{k} and {k2}x{n}: not A (M x K) and B (K x N)")
+            sizes = {"m": m, "n": n, "k": k}
+        return self._checked(sizes["m"], sizes["n"], sizes["k"], dtype)
+
+    @staticmethod
+    def _checked(m, n, k, dtype) -> Problem:
+        if dtype not in HLO_TYPES:
+            raise Skip(f"dtype {dtype}: the tile models know bf16, f16 and f32 matrix products")
+        for name, v in (("M", m), ("N", n), ("K", k)):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise Skip(f"{name} is {v!r}, not a size")
+        return Problem(m, n, k, dtype)
+
+    def _tile(self, config, named_args, kwargs) -> Optional[Tile]:
+        """The candidate's tile, or None when its values are beyond what a tile row says
+        (num_ctas > 1): the model cannot judge it, so it is measured."""
+        values = {}
+        for role, names in self.names.items():
+            for name in names:
+                for source in (config.kwargs, kwargs, named_args):
+                    if name in source:
+                        values[role] = source[name]
+                        break
+                if role in values:
+                    break
+            if role not in values:
+                raise Skip(f"its configurations have no {role.upper()} (looked for {', '.join(names)}; "
+                           f"give names={{'{role}': NAME}})")
+        if (getattr(config, "num_ctas", 1) or 1) != 1:
+            return None
+        try:
+            return Tile(int(values["block_m"]), int(values["block_n"]), int(values["block_k"]),
+                        int(config.num_warps), int(config.num_stages))
+        except (TypeError, ValueError):
+            return None
+
+    def _axes(self):
+        """The values of the model's tile space (block_m, block_n, block_k, warps, stages):
+        asked once per collection and process."""
+        where = (self._client._address, self.collection)
+        with self._lock:
+            if where in _spaces:
+                return _spaces[where]
+        self._check_up()
+        try:
+            model = next((m for m in self._client.models() if m.collection == self.collection), None)
+        except TgraphError as e:
+            self._note_down(e)
+            raise Skip(f"the server did not list its models ({e.code.name}): {e.message}", "server") from None
+        if model is None or not model.tile_space:
+            raise Skip(f"the server has no tile model {self.collection}" +
+                       (" (its model has no tile space)" if model else ""), "refused")
+        space = json.loads(model.tile_space)
+        axes = tuple(frozenset(space[k]) for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages"))
+        with self._lock:
+            _spaces[where] = axes
+        return axes
+
+    def _check_up(self):
+        if time.monotonic() < self._down_until:
+            raise Skip(f"the server did not answer a moment ago (asked again {RETRY_AFTER:.0f} s after)", "server")
+
+    def _note_down(self, e: TgraphError):
+        if e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+            self.stats["unanswered"] += 1
+            # Not asked again for a while: a dead server costs one deadline, not one per key.
+            self._down_until = time.monotonic() + RETRY_AFTER
+
+    def _order(self, problem: Problem, kernel: Optional[TileKernel]) -> List[str]:
+        key = (kernel, problem)
+        with self._lock:
+            if key in self._orders:
+                self._orders.move_to_end(key)
+                return self._orders[key]
+        self._check_up()
+        self.stats["searches"] += 1
+        start = time.monotonic()
+        try:
+            found = self._client.search_tiles(self.collection, gemm_module(problem.m, problem.n, problem.k,
+                                                                           problem.dtype),
+                                              results=1000, kernel=kernel)
+        except TgraphError as e:
+            waited = time.monotonic() - start
+            self._note_down(e)
+            down = e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+            raise Skip(f"the server could not rank {problem.name} ({e.code.name} after {waited:.2f} s): "
+                       f"{e.message}", "server" if down else "refused") from None
+        order = list(found.tiles)
+        with self._lock:
+            self._orders[key] = order
+            while len(self._orders) > 1024:
+                self._orders.popitem(last=False)
+        return order
+
+    def _fallback(self, label: str, why: str, kind: str):
+        self.stats["fallbacks"] += 1
+        # One warning per kernel and kind of reason (a dead server: one, not one per key).
+        with self._lock:
+            if (label, kind) in self._warned:
+                return
+            self._warned.add((label, kind))
+        warnings.warn(f"tgraph.triton: {label}: every candidate is measured, as Triton alone would: {why}",
+                      RuntimeWarning, stacklevel=4)
+
+    def close(self):
+        _reporter.flush(self.deadline)
+        self._client.close()
+
+
+def prune_configs_by(collection: str, **options) -> dict:
+    """What `triton.autotune(..., prune_configs_by=...)` takes: {"early_config_prune":
+    Pruner(collection, **options)}."""
+    return {"early_config_prune": Pruner(collection, **options)}
+
+
+_spaces = {}  # (address, collection) -> its tile space's values per parameter (Pruner._axes)
+
+
+def _inside(tile: Tile, axes) -> bool:
+    return all(v in values for v, values in zip((tile.block_m, tile.block_n, tile.block_k, tile.num_warps,
+                                                 tile.num_stages), axes))
+
+
+# --- every autotuned kernel of a process ------------------------------------------
+_installed = {}
+
+
+def install(collection: str, **options) -> Pruner:
+    """Prunes every autotuned kernel of the process with one Pruner (options as Pruner's),
+    after the kernel's own early_config_prune and perf_model: Triton's
+    Autotuner.prune_configs is wrapped. A kernel already given a tgraph prune function
+    keeps its own. Returns the Pruner; uninstall() undoes it."""
+    from triton.runtime.autotuner import Autotuner
+    uninstall()
+    pruner = Pruner(collection, **options)
+    original = Autotuner.prune_configs
+
+    def prune_configs(self, kwargs):
+        pruned = original(self, kwargs)
+        if isinstance(self.early_config_prune, Pruner) or len(pruned) <= 1:
+            return pruned
+        return pruner.prune(pruned, self.nargs, kwargs, kernel=kernel_of(self.fn))
+
+    prune_configs.tgraph_original = original
+    Autotuner.prune_configs = prune_configs
+    _installed["pruner"] = pruner
+    return pruner
+
+
+def uninstall():
+    """Undoes install(): Triton's own prune_configs again."""
+    try:
+        from triton.runtime.autotuner import Autotuner
+    except ImportError:
+        return
+    original = getattr(Autotuner.prune_configs, "tgraph_original", None)
+    if original is not None:
+        Autotuner.prune_configs = original
+    _installed.pop("pruner", None)
+
+
+# --- what Triton measured, back to the server ------------------------------------
+_local = threading.local()
+
+
+def _pending(pruner: Pruner, record: dict, kept: list):
+    """What this thread's tuning will measure: Triton benchmarks the candidates and calls
+    the listener on the same thread before its next prune."""
+    if pruner.report:
+        _reporter.install()
+        _local.pending = (pruner, record, {id(c) for c in kept})
+
+
+class _Reporter:
+    """Chained into knobs.autotuning.listener; sends each tuning's timings from one
+    background thread (a bounded queue: a tuning never waits for the server)."""
+
+    def __init__(self):
+        self._queue = queue.Queue(maxsize=256)
+        self._thread = None
+        self._previous = None
+        self._installed = False
+        self._lock = threading.Lock()
+
+    def install(self):
+        with self._lock:
+            if self._installed:
+                return
+            import triton
+            self._previous = triton.knobs.autotuning.listener
+            triton.knobs.autotuning.listener = self.listen
+            self._thread = threading.Thread(target=self._run, name="tgraph-report", daemon=True)
+            self._thread.start()
+            self._installed = True
+            atexit.register(self.flush, DEFAULT_DEADLINE * 2)
+
+    def listen(self, **event):
+        try:
+            self._take(event)
+        finally:
+            if self._previous is not None:
+                self._previous(**event)
+
+    def _take(self, event):
+        pending = getattr(_local, "pending", None)
+        _local.pending = None
+        timings = event.get("configs_timings") or {}
+        if pending is None or event.get("cache_hit") or not timings:
+            return
+        pruner, record, kept = pending
+        if not {id(c) for c in timings} <= kept or record["problem"] is None:
+            return  # another autotuner's tuning, or one whose problem was never known
+        kernel = record["kernel"] or kernel_of(event.get("fn"))
+        measured = []
+        for config, t in timings.items():
+            tile = record["tiles"].get(id(config))  # None: beyond a tile row (num_ctas > 1)
+            ms = t[0] if isinstance(t, (list, tuple)) else t
+            if isinstance(ms, (int, float)) and 0 < ms < float("inf"):
+                measured.append((tile, max(1, int(round(ms * 1e6)))))
+        if not measured or kernel is None:
+            return
+        try:
+            self._queue.put_nowait((pruner, record["problem"], kernel, measured))
+        except queue.Full:
+            pruner.stats["reports_dropped"] += 1
+
+    def _send(self, pruner, problem, kernel, measured):
+        axes = pruner._axes()
+        inside = [(tile, ns) for tile, ns in measured if tile is not None and _inside(tile, axes)]
+        pruner.stats["outside_space"] += len(measured) - len(inside)
+        if inside:
+            pruner._client.report_measurements(pruner.collection, gemm_module(problem.m, problem.n, problem.k,
+                                                                              problem.dtype),
+                                               [t.name for t, _ in inside], [ns for _, ns in inside],
+                                               source=pruner.source, kernel=kernel)
+            pruner.stats["reported"] += len(inside)
+
+    def _run(self):
+        while True:
+            item = self._queue.get()
+            try:
+                pruner = item[0]
+                try:
+                    self._send(*item)
+                except Exception as e:  # a report lost is a warning, never the user's error
+                    pruner.stats["report_errors"] += 1
+                    code = getattr(getattr(e, "code", None), "name", type(e).__name__)
+                    pruner._fallback(item[2].name, f"measurements not reported ({code}: {getattr(e, 'message', e)})",
+                                     "report")
+            finally:
+                self._queue.task_done()
+
+    def flush(self, timeout: float):
+        """Waits up to `timeout` s for the reports in flight."""
+        end = time.monotonic() + timeout
+        while self._queue.unfinished_tasks and time.monotonic() < end:
+            time.sleep(0.01)
+
+
+_reporter = _Reporter()
+
+
+def flush(timeout: float = 10.0) -> bool:
+    """Waits up to `timeout` s until every measurement taken so far was sent; whether all were."""
+    _reporter.flush(timeout)
+    return not _reporter._queue.unfinished_tasks
