@@ -115,7 +115,8 @@ absl::StatusOr<SearchOutcome> RunTileSearch(const SearchRequest& q, const Admitt
   so.scoring.max_reference = a.max_reference;
   so.scoring.reference_groups = model.manifest.reference_groups;
   so.scoring.cancelled = cancelled;
-  out.kernel_problems = UseTilePrior(model.manifest, problem, &so.scoring, measured, q.kernel_problems.get());
+  out.kernel_problems = UseTilePrior(model.manifest, problem, &so.scoring, measured, q.kernel_problems.get(),
+                                     q.kernel.name.empty() ? "" : q.kernel.Key());
   out.correction_measurements = so.scoring.tile_prior ? so.scoring.tile_prior->measurements : 0;
   const auto t0 = Clock::now();
   const TileSearchResult r = SearchTiles(graph.Folds(model.folds), graph.tensors, space, problem, so);

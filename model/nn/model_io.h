@@ -39,23 +39,27 @@ absl::StatusOr<int64_t> PublishLoadable(const Registry& registry, const Manifest
 
 // Scoring a tile problem with a published model: its prior's values for `problem` in
 // `so` (ScoringOptions::tile_prior), following the problem's measured configurations
-// `own` when given (TilePrior::For). `more`: other measured problems of the kernel (a
-// farm's, from the measurement store) that join the prior's own before it is read; they
-// count only in a prior of measured problems (not a fixed table). Returns how many
-// joined. Nothing when the model has no prior.
+// `own` when given (TilePrior::For). `kernel`: the kernel searched for (TileKernelId::Key;
+// "" none): a prior's problems fine-tuned from a farm's measurements count for their own
+// kernel only. `more`: other measured problems of that kernel (the measurement store's)
+// that join the prior's before it is read; they count only in a prior of measured
+// problems (not a fixed table). Returns how many of `more` joined. Nothing when the model
+// has no prior.
 inline int64_t UseTilePrior(const Manifest& m, const GemmProblem& problem, ScoringOptions* so,
                             const std::vector<MeasuredTile>& own = {},
-                            const std::vector<KnownTileProblem>* more = nullptr) {
+                            const std::vector<KnownTileProblem>* more = nullptr, const std::string& kernel = "") {
   if (!m.tile_prior) return 0;
-  if (more == nullptr || more->empty() || m.tile_prior->measured.problems().empty()) {
+  const bool joins = more != nullptr && !more->empty() && !m.tile_prior->measured.problems().empty();
+  if (!joins && !m.tile_prior->measured.HasKernelProblems()) {
     so->tile_prior = std::make_shared<const TilePriorValues>(m.tile_prior->For(problem, own));
     return 0;
   }
   TilePrior with = *m.tile_prior;
-  with.measured = with.measured.With(*more);
-  with.problems += static_cast<int64_t>(more->size());
+  static const std::vector<KnownTileProblem> kNone;
+  with.measured = with.measured.ForKernel(kernel, joins ? *more : kNone);
+  with.problems = static_cast<int64_t>(with.measured.problems().size());
   so->tile_prior = std::make_shared<const TilePriorValues>(with.For(problem, own));
-  return static_cast<int64_t>(more->size());
+  return joins ? static_cast<int64_t>(more->size()) : 0;
 }
 
 // Reads and verifies a registry version (checksums), then LoadFolds.

@@ -304,9 +304,14 @@ void MeasurementStore::Index(const std::string& collection, const std::string& k
 
 void MeasurementStore::Snapshot(const KernelIndexKey& key) {
   auto out = std::make_shared<std::vector<KnownTileProblem>>();
-  for (const auto& [hash, kp] : kernels_[key]) {
+  std::vector<std::pair<int64_t, const std::string*>> newest_first;
+  for (const auto& [hash, kp] : kernels_[key]) newest_first.push_back({-kp.last_report, &hash});
+  std::sort(newest_first.begin(), newest_first.end());
+  for (const auto& [unused, hash] : newest_first) {
+    const KernelProblem& kp = kernels_[key][*hash];
     KnownTileProblem k;
-    k.name = hash;
+    k.name = *hash;
+    k.kernel = key.second;
     k.problem = kp.problem;
     for (const auto& [tile, runs] : kp.runs) {
       std::vector<int64_t> sorted = runs;

@@ -87,7 +87,8 @@ class MeasurementStore {
   // The tile problems measured of `kernel` (TileKernelId::Key) in `collection`, each
   // configuration at the median of its runtimes: what the store read when it opened
   // (LoadKernelIndex) and every tile report Append stored since. At most
-  // kMaxKernelProblems per kernel, the least recently reported dropped first. Never null.
+  // kMaxKernelProblems per kernel, the least recently reported dropped first; the most
+  // recently reported first, each named by its graph's hash with `kernel` set. Never null.
   std::shared_ptr<const std::vector<KnownTileProblem>> KernelProblems(const std::string& collection,
                                                                      const std::string& kernel) const;
   // The kernels (keys) the index holds measurements of in `collection`, sorted.

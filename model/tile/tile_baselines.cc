@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -105,7 +106,8 @@ MeasuredSlowdowns::MeasuredSlowdowns(const std::vector<KnownTileProblem>& known)
     if (k.runtime.empty()) continue;
     const double fastest = *std::min_element(k.runtime.begin(), k.runtime.end());
     if (!(fastest > 0)) continue;  // hidden runtimes say nothing
-    Problem p{k.problem, std::vector<double>(tiles_.size(), std::nan(""))};
+    Problem p{k.problem, std::vector<double>(tiles_.size(), std::nan("")), k.kernel,
+              k.kernel.empty() ? "" : k.name};
     for (size_t i = 0; i < k.tiles.size(); ++i) {
       const size_t at = static_cast<size_t>(std::lower_bound(tiles_.begin(), tiles_.end(), k.tiles[i]) - tiles_.begin());
       p.log_slowdown[at] = std::log(k.runtime[i] / fastest);
@@ -123,7 +125,7 @@ MeasuredSlowdowns MeasuredSlowdowns::With(const std::vector<KnownTileProblem>& m
   std::vector<Problem> problems;
   for (const MeasuredSlowdowns* from : {this, &added})
     for (const Problem& q : from->problems_) {
-      Problem p{q.problem, std::vector<double>(tiles.size(), std::nan(""))};
+      Problem p{q.problem, std::vector<double>(tiles.size(), std::nan("")), q.kernel, q.stored};
       for (size_t i = 0; i < from->tiles_.size(); ++i) {
         const auto at = std::lower_bound(tiles.begin(), tiles.end(), from->tiles_[i]) - tiles.begin();
         p.log_slowdown[static_cast<size_t>(at)] = q.log_slowdown[i];
@@ -131,6 +133,23 @@ MeasuredSlowdowns MeasuredSlowdowns::With(const std::vector<KnownTileProblem>& m
       problems.push_back(std::move(p));
     }
   return MeasuredSlowdowns(std::move(tiles), std::move(problems));
+}
+
+MeasuredSlowdowns MeasuredSlowdowns::ForKernel(const std::string& kernel,
+                                               const std::vector<KnownTileProblem>& more) const {
+  std::set<std::string> again;
+  for (const KnownTileProblem& k : more)
+    if (k.kernel == kernel) again.insert(k.name);
+  MeasuredSlowdowns kept;
+  kept.tiles_ = tiles_;
+  for (const Problem& q : problems_)
+    if (q.kernel.empty() || (!kernel.empty() && q.kernel == kernel && again.count(q.stored) == 0))
+      kept.problems_.push_back(q);
+  return more.empty() ? kept : kept.With(more);
+}
+
+bool MeasuredSlowdowns::HasKernelProblems() const {
+  return std::any_of(problems_.begin(), problems_.end(), [](const Problem& q) { return !q.kernel.empty(); });
 }
 
 int TileKinship(const GemmProblem& q, const GemmProblem& p) {

@@ -69,6 +69,10 @@ struct KnownTileProblem {
   GemmProblem problem;
   std::vector<TritonTile> tiles;  // the file's rows, in order
   std::vector<double> runtime;    // per row
+  // "" for a collection's own measurements (its training files); the kernel's key
+  // ("name@hash", TileKernelId::Key) for a farm's, from the measurement store, whose
+  // `name` is then the graph's hash: what keeps one kernel's measurements from another's.
+  std::string kernel = "";
 };
 
 // A tile graph's problem (GemmProblemOfGraph) and its rows' configurations
@@ -89,6 +93,9 @@ class MeasuredSlowdowns {
   struct Problem {
     GemmProblem problem;
     std::vector<double> log_slowdown;  // aligned with tiles(); NaN: this problem did not measure it
+    // A farm's measurement (KnownTileProblem::kernel and, as `stored`, its graph's hash);
+    // both "" for the collection's own.
+    std::string kernel = "", stored = "";
   };
 
   MeasuredSlowdowns() = default;
@@ -127,6 +134,13 @@ class MeasuredSlowdowns {
   // These problems and `more` (each its table over the configurations it measured, the
   // rest NaN): tiles() the union, every table realigned to it.
   MeasuredSlowdowns With(const std::vector<KnownTileProblem>& more) const;
+
+  // What a search of `kernel` reads: the collection's own problems, those of `kernel`
+  // (none of another kernel's, none at all for kernel ""), a stored problem that `more`
+  // holds again replaced by `more`'s (the store's is the newer), and then `more` (With).
+  MeasuredSlowdowns ForKernel(const std::string& kernel, const std::vector<KnownTileProblem>& more) const;
+  // Whether any problem is a farm's (Problem::kernel set).
+  bool HasKernelProblems() const;
 
  private:
   // The problems Near counts for p, each with its weight (the nearest one's is 1).

@@ -156,8 +156,13 @@ std::string TilePrior::ToJson() const {
     j["tiles"] = std::move(tiles);
     json rows = json::array();
     for (const MeasuredSlowdowns::Problem& p : measured.problems()) {
-      rows.push_back({{"dtype", p.problem.dtype}, {"m", p.problem.m}, {"n", p.problem.n}, {"k", p.problem.k},
-                      {"log_slowdown", EncodeValues(p.log_slowdown)}});
+      json row = {{"dtype", p.problem.dtype}, {"m", p.problem.m}, {"n", p.problem.n}, {"k", p.problem.k},
+                  {"log_slowdown", EncodeValues(p.log_slowdown)}};
+      if (!p.kernel.empty()) {
+        row["kernel"] = p.kernel;
+        row["stored"] = p.stored;
+      }
+      rows.push_back(std::move(row));
     }
     j["measured"] = std::move(rows);
     return j.dump();
@@ -193,6 +198,15 @@ absl::StatusOr<MeasuredSlowdowns::Problem> ReadMeasuredProblem(const json& q, co
     if (!q.contains(key) || !q[key].is_number_integer() || q[key].get<int64_t>() < 1)
       return bad(absl::StrCat(at, ".", key), "an integer >= 1");
     *dim = q[key].get<int64_t>();
+  }
+  // A farm's measured problem (tgraph-train finetune): its kernel's key and graph's hash.
+  if (q.contains("kernel") || q.contains("stored")) {
+    for (const char* key : {"kernel", "stored"})
+      if (!q.contains(key) || !q[key].is_string() || q[key].get_ref<const std::string&>().empty() ||
+          q[key].get_ref<const std::string&>().size() > 256)
+        return bad(absl::StrCat(at, ".", key), "a string of 1-256 characters, with both 'kernel' and 'stored'");
+    m.kernel = q["kernel"].get<std::string>();
+    m.stored = q["stored"].get<std::string>();
   }
   if (!q.contains("log_slowdown") || !q["log_slowdown"].is_string())
     return bad(at + ".log_slowdown", "a string of values, one per tile");

@@ -16,6 +16,7 @@
 #include "model/nn/model_io.h"
 #include "model/nn/scoring.h"
 #include "model/train/train_data.h"
+#include "model/train/finetune_tiles.h"
 #include "model/train/train_step.h"
 
 namespace tgraph {
@@ -153,8 +154,14 @@ namespace {
 absl::StatusOr<Collection> CheckOptions(const FinetuneOptions& o) {
   absl::StatusOr<Collection> c = ParseCollection(o.collection);
   if (!c.ok()) return c.status();
-  if (c->kind != CollectionKind::kLayout)
-    return absl::InvalidArgumentError("finetune learns from layout measurements: give a layout collection");
+  if (c->kind == CollectionKind::kTile) {
+    if (!o.base_data.empty())
+      return absl::InvalidArgumentError("--data: a tile collection's fine-tune joins the measurements to its prior "
+                                        "and trains nothing on base data; leave --data out");
+  } else if (!o.kernel.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--kernel names a tile kernel's measurements; ", c->name(),
+                                                   " is a layout collection"));
+  }
   if (o.steps < 1 || !(o.holdout > 0 && o.holdout < 1) || o.batch_configs < 2 || !(o.lr > 0))
     return absl::InvalidArgumentError("--steps >= 1, --holdout in (0, 1), --batch_configs >= 2 and --lr > 0");
   if (o.min_heldout_configs < 1) return absl::InvalidArgumentError("--min_heldout_configs must be at least 1");
@@ -213,6 +220,7 @@ absl::StatusOr<FinetuneResult> Finetune(const FinetuneOptions& options) {
   FinetuneResult result;
   absl::StatusOr<LoadedModel> model = ParentModel(registry, *c, options, &result);
   if (!model.ok()) return model.status();
+  if (c->kind == CollectionKind::kTile) return FinetuneTilePrior(options, *c, registry, std::move(*model), result);
   const Manifest& pm = model->manifest;
   FinetuneOptions o = options;
   if (!o.loss) o.loss = TrainedLoss(pm.training);

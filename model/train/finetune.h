@@ -1,6 +1,6 @@
-// Fine-tuning on the farm's measurements: warm-starts every fold of a
-// collection's latest published version, trains a bounded number of steps on the
-// measured configurations of the measurement store (mixed with base training data when
+// Fine-tuning on the farm's measurements (a tile collection's: finetune_tiles.h):
+// warm-starts every fold of a layout collection's latest published version, trains a
+// bounded number of steps on the measured configurations of the measurement store (mixed with base training data when
 // given), and publishes a new version only if it ranks the held-out measured
 // configurations at least as well as its parent. The manifest records the parent and
 // the data it saw.
@@ -22,7 +22,10 @@ namespace tgraph {
 
 struct FinetuneOptions {
   std::string registry;
-  std::string collection;      // a layout collection with a published version, or to start from `parent`
+  std::string collection;      // a layout or tile collection with a published version, or to start from `parent`
+  // A tile collection's: which kernel's measurements (TileKernelId::Key, "name@hash");
+  // "" when the store holds one kernel's only (finetune_tiles.h).
+  std::string kernel;
   // While `collection` has no version yet: the collection whose latest version it
   // starts from (a farm's own model, "layout@tpu-v5e", from "layout:xla:random"); it
   // publishes as the collection's version 1. Ignored once the collection has one.

@@ -116,6 +116,9 @@ ABSL_FLAG(int64_t, graphs_per_step, tgraph::TrainOptions{}.graphs_per_step,
           "Graphs per optimisation step over all ranks, their losses averaged (0 = one per rank); the same value "
           "trains the same weights on any number of ranks");
 ABSL_FLAG(std::string, measurements, "", "finetune: the measurement store's root (tgraph-server --measurement_store)");
+ABSL_FLAG(std::string, kernel, "",
+          "finetune of a tile collection: the kernel whose measurements join the prior (NAME@HASH, as the store "
+          "names it; default: the store's only one)");
 ABSL_FLAG(int64_t, steps, 200, "finetune: optimisation steps per fold");
 ABSL_FLAG(double, finetune_lr, 1e-4,
           "finetune: AdamW learning rate, constant (a tenth of --lr's default: the parent's weights are a good start)");
@@ -164,6 +167,7 @@ int Finetune() {
   f.holdout = absl::GetFlag(FLAGS_holdout);
   f.min_heldout_configs = absl::GetFlag(FLAGS_min_heldout_configs);
   f.parent = absl::GetFlag(FLAGS_parent);
+  f.kernel = absl::GetFlag(FLAGS_kernel);
   f.seed = absl::GetFlag(FLAGS_seed);
   f.progress = absl::GetFlag(FLAGS_progress);
   if (f.registry.empty() || f.measurements.empty() || f.collection.empty())
@@ -405,6 +409,8 @@ int main(int argc, char** argv) {
       "  tgraph-train finetune --registry REG --collection C --measurements STORE --run_dir WORK [--data BASE]\n"
       "                        [--steps 200] [--finetune_lr 1e-4] [--holdout 0.2] [--min_heldout_configs 30]\n"
       "                        [--parent layout:xla:random]   (a new model of your own: --collection layout@NAME)\n"
+      "  tgraph-train finetune --registry REG --collection tile@NAME --measurements STORE --run_dir WORK\n"
+      "                        [--kernel NAME@HASH]   (a tile model's prior joined by a kernel's measurements)\n"
       "  tgraph-train retire  --registry REG --collection C --version V [--reason TEXT]   (rollback)\n"
       "  tgraph-train restore --registry REG --collection C --version V");
   if (!Quick() && absl::GetFlag(FLAGS_profile) != "paper") return Fail(UsageError("--profile must be paper or quick"));
