@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 
 import tgraph
-from conftest import Server
+import subprocess
+
+from conftest import Server, binary, run
 
 try:
     import triton
@@ -307,6 +309,16 @@ def test_what_triton_measured_reaches_the_store_and_the_next_keys_prior(server):
     server.stop()
     server.start()
     assert tgraph.Client(server.address).search_tiles(COLLECTION, nearby, results=5, kernel=kernel).kernel_problems == 1
+    # tgraph-train finetune reads them by kernel: one problem is too little evidence to
+    # publish; a kernel the store never heard of is named as missing.
+    finetune = [binary("model", "train", "tgraph-train"), "finetune", "--registry", server.registry, "--collection",
+                COLLECTION, "--measurements", server.store, "--run_dir", os.path.join(server.store, "..", "finetune"),
+                "--progress=false"]
+    said = run(finetune).stdout
+    assert f"too little evidence: 1 measured problems of kernel matmul_kernel@{kernel.source_hash}" in said
+    missing = subprocess.run(finetune + ["--kernel", "matmul_kernel@0000"], capture_output=True, text=True)
+    assert missing.returncode == 1 and "has no measurements of it" in missing.stderr
+    assert f"(it has: matmul_kernel@{kernel.source_hash})" in missing.stderr
 
 
 def test_a_listener_set_before_is_still_called(server):
