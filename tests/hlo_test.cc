@@ -377,6 +377,12 @@ TEST_CASE("bad HLO input: precise errors naming the computation and instruction,
   later->set_id(5);
   later->set_name("later");
   CHECK_THAT(ErrorOf(calls), Catch::Contains("calls computation id 5, which does not come before its caller"));
+  // A computation that calls itself (as text, refused as a cycle of calls) is a cycle,
+  // not the edges (1,0), (1,2), (2,1) it once became.
+  xla::HloModuleProto self = ok;
+  self.mutable_computations(0)->mutable_instructions(1)->add_called_computation_ids(1);
+  CHECK_THAT(ErrorOf(self),
+             Catch::Contains("computation 'main', instruction 'b' (id 2): calls computation id 1, its own: a cycle of calls"));
 
   CHECK_THAT(ErrorOf(xla::HloModuleProto()), Catch::Contains("no computations"));
   auto limited = FeaturizeModule(ok, "m.pb", hlo::Limits{1, {}});

@@ -183,6 +183,44 @@ TEST_CASE("npz reader turns truncated and corrupt files into errors", "[npz]") {
   }
 }
 
+namespace {
+
+// `zip` with every header's uncompressed size of its one member set to `size` (the
+// local header's at 22, the central directory's at 24; both little-endian uint32).
+std::string WithDeclaredSize(std::string zip, uint32_t size) {
+  int patched = 0;
+  for (const auto& [signature, offset] : {std::pair<std::string, size_t>{"PK\x03\x04", 22}, {"PK\x01\x02", 24}}) {
+    const size_t at = zip.find(signature);
+    REQUIRE(at != std::string::npos);
+    for (int b = 0; b < 4; ++b) zip[at + offset + b] = static_cast<char>((size >> (8 * b)) & 0xff);
+    ++patched;
+  }
+  CHECK(patched == 2);
+  return zip;
+}
+
+}  // namespace
+
+TEST_CASE("an npz member whose header declares more than its compressed bytes can hold is refused before any "
+          "memory is taken", "[npz]") {
+  TempDir dir;
+  NpzArchive arrays;
+  arrays["node_feat"] = NpyArray::From<float>({1000}, std::vector<float>(1000, 0.f));  // deflates to a few dozen bytes
+  const std::string path = dir.path() + "/g.npz";
+  REQUIRE(WriteNpz(path, arrays).ok());
+  const std::string good = *ReadFile(path);
+  REQUIRE(good.size() < 400);
+  // 1.5 GB declared by a file of a few hundred bytes: refused naming both sizes, not
+  // allocated (it once took 1.47 GB and then failed with "No error").
+  const absl::StatusOr<NpzArchive> r = ReadNpzFromBuffer(WithDeclaredSize(good, 1500000000u), "bomb.npz");
+  REQUIRE(r.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(r.status().message()),
+             Catch::StartsWith("bomb.npz: member 'node_feat': corrupt: its zip header declares 1500000000 bytes, but its "));
+  CHECK_THAT(std::string(r.status().message()), Catch::Contains("compressed bytes (deflated) can hold at most"));
+  // The same file as written reads, so the bound does not refuse real data.
+  CHECK(ReadNpzFromBuffer(good, "g.npz").ok());
+}
+
 TEST_CASE("Writers replace only regular files: a link, a FIFO or a device is refused and left as it was", "[npy][files]") {
   TempDir dir;
   const std::string target = dir.path() + "/target.txt", link = dir.path() + "/link.txt", fifo = dir.path() + "/fifo";

@@ -14,8 +14,10 @@
 namespace tgraph {
 namespace {
 
-std::string Num(double v, const char* fmt = "%.4f") {
-  return std::isfinite(v) ? absl::StrFormat(fmt, v) : std::string("-");
+// A finite value with `decimals` digits after the point, else "-". The precision is an
+// argument, not a runtime format string: absl::StrFormat checks its format at compile time.
+std::string Num(double v, int decimals = 4) {
+  return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : std::string("-");
 }
 
 nlohmann::json JsonNum(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(); }
@@ -100,7 +102,7 @@ std::string EvalReport::Table() const {
   auto row = [&](const GraphEval& e) {
     return absl::StrFormat("%-36s %7d %7d %7d %8s %8s %8s %8s %8s%s\n", e.name, e.nodes, e.pruned_nodes, e.configs,
                            Num(e.tau), Num(e.opa), Num(e.top_error[0]), Num(e.top_error[1]), Num(e.top_error[2]),
-                           tile ? absl::StrFormat(" %8s %7s", Num(e.tile_score), Num(e.to_within, "%.1f")) : "");
+                           tile ? absl::StrFormat(" %8s %7s", Num(e.tile_score), Num(e.to_within, 1)) : "");
   };
   for (const GraphEval& e : graphs) out += row(e);
   out += row(mean);

@@ -346,17 +346,65 @@ bool ReadExactly(zip_file_t* f, void* dst, size_t n) {
   return true;
 }
 
+// Whether a member's declared size is what its compressed bytes can hold: stored, the
+// same; deflated, at most 1032 times (deflate's largest ratio) plus a block. A zip
+// header's size is the writer's claim; memory is allocated only for what the data can
+// be. True when it is so bounded (the data may then be allocated whole, at once); false
+// for other methods, whose data is grown as it arrives.
+absl::StatusOr<bool> CheckDeclaredSize(const zip_stat_t& st, absl::string_view member) {
+  if (!(st.valid & ZIP_STAT_COMP_SIZE) || !(st.valid & ZIP_STAT_COMP_METHOD)) return false;
+  uint64_t most = 0;
+  if (st.comp_method == ZIP_CM_STORE) most = st.comp_size;
+  else if (st.comp_method == ZIP_CM_DEFLATE)
+    most = st.comp_size > (~uint64_t{0} - 1024) / 1032 ? ~uint64_t{0} : st.comp_size * 1032 + 1024;
+  else return false;
+  if (st.size > most)
+    return Bad(member, absl::StrCat("corrupt: its zip header declares ", st.size, " bytes, but its ", st.comp_size,
+                                    " compressed bytes (", st.comp_method == ZIP_CM_STORE ? "stored" : "deflated",
+                                    ") can hold at most ", most));
+  return true;
+}
+
+// Why a member's data could not be read: libzip's error, or that it ended early (libzip
+// then has none to say: "No error").
+std::string ReadFailure(zip_file_t* f) {
+  if (zip_error_code_zip(zip_file_get_error(f)) != ZIP_ER_OK)
+    return absl::StrCat("truncated or corrupt data: ", zip_file_strerror(f));
+  return "truncated or corrupt data: the member ends before the size its header declares";
+}
+
+// Reads n bytes into *bytes: allocated at once when n is `bounded` (CheckDeclaredSize),
+// else grown as the data arrives (a piece at a time), so that a member whose header
+// claims more than its data holds costs only what it holds.
+bool ReadData(zip_file_t* f, size_t n, bool bounded, std::vector<uint8_t>* bytes) {
+  constexpr size_t kPiece = size_t{64} << 20;
+  bytes->clear();
+  if (bounded) {
+    bytes->resize(n);
+    return n == 0 || ReadExactly(f, bytes->data(), n);
+  }
+  for (size_t done = 0; done < n;) {
+    const size_t count = std::min(kPiece, n - done);
+    bytes->resize(done + count);
+    if (!ReadExactly(f, bytes->data() + done, count)) return false;
+    done += count;
+  }
+  return true;
+}
+
 // Reads a float32 member's `n` values in pieces, converting each piece to int8.
-absl::Status ReadNarrowed(zip_file_t* f, const NpzNarrowing& narrow, absl::string_view member, NpyArray* a) {
+absl::Status ReadNarrowed(zip_file_t* f, const NpzNarrowing& narrow, bool bounded, absl::string_view member,
+                          NpyArray* a) {
   constexpr size_t kPiece = size_t{1} << 22;  // values per piece: 16 MiB of float32
   const size_t n = static_cast<size_t>(a->numel());
   std::vector<float> piece(std::min(n, kPiece));
-  a->bytes.resize(n);
-  int8_t* out = reinterpret_cast<int8_t*>(a->bytes.data());
+  a->bytes.clear();
+  if (bounded) a->bytes.resize(n);
   for (size_t first = 0; first < n; first += kPiece) {
     const size_t count = std::min(kPiece, n - first);
-    if (!ReadExactly(f, piece.data(), count * sizeof(float)))
-      return Bad(member, absl::StrCat("truncated or corrupt data: ", zip_file_strerror(f)));
+    if (!ReadExactly(f, piece.data(), count * sizeof(float))) return Bad(member, ReadFailure(f));
+    if (!bounded) a->bytes.resize(first + count);  // grown as the data arrives
+    int8_t* out = reinterpret_cast<int8_t*>(a->bytes.data());
     if (absl::Status s = narrow.convert(piece.data(), count, first, a->shape, out + first); !s.ok()) return s;
   }
   a->dtype = DType::kInt8;
@@ -378,6 +426,8 @@ absl::StatusOr<NpzArchive> ReadArchive(zip_t* za, absl::string_view what, const 
     ZipFilePtr f(zip_fopen_index(za, i, 0));
     if (!f) return Bad(member, absl::StrCat("cannot open: ", zip_strerror(za)));
     const size_t size = static_cast<size_t>(st.size);
+    const absl::StatusOr<bool> bounded = CheckDeclaredSize(st, member);
+    if (!bounded.ok()) return bounded.status();
     // Preamble, then the header, then the data read straight into the array.
     std::string head(std::min<size_t>(size, 12), '\0');
     if (!ReadExactly(f.get(), head.data(), head.size()))
@@ -411,11 +461,10 @@ absl::StatusOr<NpzArchive> ReadArchive(zip_t* za, absl::string_view what, const 
       return Bad(member, absl::StrCat("data size mismatch: shape ", a.ShapeString(), " of ", DTypeName(a.dtype),
                                       " needs ", want, " bytes, the member holds ", size - header_total));
     if (narrow && key == narrow->member && a.dtype == DType::kFloat32 && !a.fortran_order && narrow->wants(a.shape)) {
-      if (absl::Status s = ReadNarrowed(f.get(), *narrow, member, &a); !s.ok()) return s;
+      if (absl::Status s = ReadNarrowed(f.get(), *narrow, *bounded, member, &a); !s.ok()) return s;
     } else {
-      a.bytes.resize(want);
-      if (want > 0 && !ReadExactly(f.get(), a.bytes.data(), want))
-        return Bad(member, absl::StrCat("truncated or corrupt data: ", zip_file_strerror(f.get())));
+      if (!ReadData(f.get(), want, *bounded, &a.bytes))
+        return Bad(member, ReadFailure(f.get()));
     }
     // Reading past the end triggers libzip's CRC check for the last block.
     uint8_t extra;

@@ -297,6 +297,8 @@ absl::Status InstructionEdges(const HloModuleProto& module, int ci, int ii, int6
   }
   for (int64_t called : inst.called_computation_ids()) {
     auto it = b->comp_pos.find(called);
+    if (it != b->comp_pos.end() && it->second == ci)
+      return Invalid(what, comp, &inst, absl::StrCat("calls computation id ", called, ", its own: a cycle of calls"));
     if (it == b->comp_pos.end()) {
       bool later = false;
       for (int cj = ci; cj < module.computations_size(); ++cj) later |= module.computations(cj).id() == called;

@@ -24,7 +24,8 @@ double Log2Distance(const GemmProblem& a, const GemmProblem& b) {
 }
 
 std::string Ratio(double error) { return std::isfinite(error) ? absl::StrFormat("%.3f", 1.0 + error) : "-"; }
-std::string Num(double v, const char* fmt) { return std::isfinite(v) ? absl::StrFormat(fmt, v) : "-"; }
+// `decimals` as an argument: absl::StrFormat checks its format string at compile time.
+std::string Num(double v, int decimals) { return std::isfinite(v) ? absl::StrFormat("%.*f", decimals, v) : "-"; }
 
 }  // namespace
 
@@ -314,9 +315,9 @@ std::string TileComparisonTable(const std::vector<MethodReport>& methods) {
                                     "top-5", "top-10", "to 1%", "mean 1%");
   for (const MethodReport& m : methods) {
     const GraphEval& e = m.report.median;
-    absl::StrAppend(&out, absl::StrFormat("%-44s %7s %7s %7s %7s %9s %9s\n", m.method, Num(e.tau, "%.3f"),
+    absl::StrAppend(&out, absl::StrFormat("%-44s %7s %7s %7s %7s %9s %9s\n", m.method, Num(e.tau, 3),
                                           Ratio(e.top_error[0]), Ratio(e.top_error[1]), Ratio(e.top_error[2]),
-                                          Num(e.to_within, "%.1f"), Num(m.report.mean.to_within, "%.1f")));
+                                          Num(e.to_within, 1), Num(m.report.mean.to_within, 1)));
   }
   return out;
 }
