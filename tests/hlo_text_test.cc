@@ -218,7 +218,10 @@ ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
 }
 
 TEST_CASE("HLO text: malformed modules are errors naming line, column and what was expected", "[hlo][text]") {
-  CHECK_THAT(HloTextError("HloModul x"), Catch::Contains("m.hlo: line 1, column 1: expected 'HloModule'"));
+  // Text without the HloModule line is a sequence of computations: a misspelt keyword
+  // reads as a computation's name.
+  CHECK_THAT(HloTextError("HloModul x"), Catch::Contains("m.hlo: line 1, column 10: expected '{' opening computation "
+                                                         "'HloModul', got 'x'"));
   CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  b f32[2] negate(a)\n}"),
              Catch::Contains("line 4, column 5: expected '=' after the instruction name 'b'"));
   CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2,x] parameter(0)\n}"),
@@ -271,8 +274,11 @@ TEST_CASE("HLO text: layouts that are not a permutation, shapes past 2^62 elemen
   CHECK_THAT(HloTextError(two),
              Catch::Contains("line 5, column 1: computation 'f' is a second ENTRY (the first: 'e', line 2); a module has "
                              "exactly one"));
-  CHECK_THAT(HloTextError("HloModule m\ne {\n  ROOT a = f32[2] parameter(0)\n}"),
-             Catch::Contains("line 2, column 1: no computation is marked ENTRY"));
+  // Two modules in one file: said so, where the second starts.
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  ROOT a = f32[2] parameter(0)\n}\nHloModule n\nENTRY f {\n"
+                          "  ROOT b = f32[2] parameter(0)\n}"),
+             Catch::Contains("line 5, column 1: a second 'HloModule' (the first module starts at line 1): one module "
+                             "per file"));
   // An unclosed comment swallows the rest: refused where it opens, even when what came
   // before it is a whole module.
   CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  ROOT a = f32[2] parameter(0)\n}\n/* trailing"),
@@ -280,6 +286,64 @@ TEST_CASE("HLO text: layouts that are not a permutation, shapes past 2^62 elemen
   CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  ROOT a = f32[2] /* parameter(0)\n}"),
              Catch::Contains("line 3, column 19: '/*' opens a comment"));
   CHECK(ParseHloText("HloModule m\nENTRY e {\n  ROOT a = f32[2] /* closed */ parameter(0)\n}", "m.hlo").ok());
+}
+
+TEST_CASE("HLO text reads as XLA's parser reads it: without the HloModule line, after any comment, the last "
+          "computation the entry when none is marked", "[hlo][text]") {
+  const std::string body =
+      "add {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n  ROOT s = f32[] add(x, y)\n}\n"
+      "main {\n  p = f32[8] parameter(0)\n  z = f32[] constant(0)\n  ROOT r = f32[] reduce(p, z), dimensions={0}, "
+      "to_apply=add\n}\n";
+  const std::string with_line = "HloModule hlo_module\n\n" + body;
+  // No ENTRY: the last computation is the entry, as in XLA.
+  absl::StatusOr<xla::HloModuleProto> m = ParseHloText(with_line, "m.hlo");
+  REQUIRE(m.ok());
+  CHECK(m->entry_computation_name() == "main");
+  // No HloModule line: the same module, named as our clients name an unnamed one; text
+  // by content, never a protobuf.
+  CHECK(hlo::LooksLikeHloText(body));
+  CHECK(hlo::LooksLikeHloText("ENTRY %main (p: f32[2]) -> f32[2] {\n  ROOT %p = f32[2] parameter(0)\n}\n"));
+  absl::StatusOr<xla::HloModuleProto> bare = ParseHloText(body, "bare.hlo");
+  REQUIRE(bare.ok());
+  CHECK(bare->name() == "hlo_module");
+  CHECK(bare->SerializeAsString() == m->SerializeAsString());
+  // After a comment block of any length (once: only the first 4,096 bytes were looked at).
+  const std::string commented = "/* " + std::string(10000, '-') + " */\n// and a line comment\n" + with_line;
+  CHECK(hlo::LooksLikeHloText(commented));
+  absl::StatusOr<xla::HloModuleProto> after = ParseHloText(commented, "c.hlo");
+  REQUIRE(after.ok());
+  CHECK(after->SerializeAsString() == m->SerializeAsString());
+  // Bytes that are neither: a serialized module is not taken for text.
+  CHECK_FALSE(hlo::LooksLikeHloText(m->SerializeAsString()));
+  CHECK_FALSE(hlo::LooksLikeHloText("main = 3"));
+}
+
+TEST_CASE("a tuple whose shape is left out has its operands' shapes; another omitted shape is refused naming it",
+          "[hlo][text]") {
+  const auto module = [](const std::string& root) {
+    return "HloModule m\nENTRY e {\n  a = f32[2]{0} parameter(0)\n  b = bf16[3,4]{0,1} parameter(1)\n  " + root + "\n}";
+  };
+  absl::StatusOr<xla::HloModuleProto> inferred = ParseHloText(module("ROOT t = tuple(a, b)"), "m.hlo");
+  REQUIRE(inferred.ok());
+  absl::StatusOr<xla::HloModuleProto> written =
+      ParseHloText(module("ROOT t = (f32[2]{0}, bf16[3,4]{0,1}) tuple(a, b)"), "m.hlo");
+  REQUIRE(written.ok());
+  CHECK(inferred->SerializeAsString() == written->SerializeAsString());
+  CHECK_THAT(HloTextError(module("ROOT n = negate(a)")),
+             Catch::Contains("line 5, column 12: instruction 'n': its shape is omitted; tgraph infers a tuple's only "
+                             "(its operands'): write the shape of this negate"));
+}
+
+TEST_CASE("fuzz: mutated header-less modules, long comments, omitted shapes and two modules are an error or a "
+          "module, never a crash", "[hlo][text][fuzz]") {
+  const std::string text =
+      "/* " + std::string(5000, '=') + " */\nadd {\n  x = f32[] parameter(0)\n  y = f32[] parameter(1)\n"
+      "  ROOT s = f32[] add(x, y)\n}\nmain {\n  p = f32[8]{0} parameter(0)\n  z = f32[] constant(0)\n"
+      "  r = f32[] reduce(p, z), dimensions={0}, to_apply=add\n  ROOT t = tuple(r, p)\n}\n";
+  const char* const alphabet = "%=(){}[],:#-_ \nxf0123ROOTENTRYHloModuletuple/*";
+  CHECK(FuzzModuleReader(text, 29, 400, alphabet, 0) > 0);
+  // A second module after it: every mutation still an error or a module.
+  (void)FuzzModuleReader(text + "HloModule second\nENTRY e {\n  ROOT a = f32[2] parameter(0)\n}\n", 31, 200, alphabet, 0);
 }
 
 TEST_CASE("HLO text with a UTF-8 byte order mark reads as the same module, by content detection too", "[hlo][text]") {

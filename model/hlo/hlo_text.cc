@@ -215,6 +215,23 @@ absl::Status ParseOperands(Cursor& c, ParsedComputation* comp, int64_t* next_id,
 }
 
 // One instruction line: [ROOT] %name = shape opcode(operands), attr=value, ...
+// A tuple whose shape the text left out has its operands' shapes, in order (what XLA's
+// shape inference gives it).
+absl::Status InferTupleShape(const HloComputationProto& comp, HloInstructionProto* inst) {
+  ShapeProto shape;
+  shape.set_element_type(xla::TUPLE);
+  for (int64_t operand : inst->operand_ids()) {
+    const HloInstructionProto* found = nullptr;
+    for (int k = comp.instructions_size() - 1; k >= 0 && !found; --k)
+      if (comp.instructions(k).id() == operand) found = &comp.instructions(k);
+    if (!found) return absl::InternalError(absl::StrCat("operand id ", operand, " not found"));  // resolved above
+    *shape.add_tuple_shapes() = found->shape();
+  }
+  if (std::string problem = ShapeProblem(shape); !problem.empty()) return absl::InvalidArgumentError(problem);
+  *inst->mutable_shape() = std::move(shape);
+  return absl::OkStatus();
+}
+
 absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* comp, bool* root) {
   InstructionText where;
   where.start = c.Offset();
@@ -233,10 +250,20 @@ absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* co
   inst->set_id(id);
   where.shape_begin = c.Offset();
   const int64_t shape_line = c.line(), shape_col = c.col();
-  if (absl::Status s = ParseShape(c, inst->mutable_shape(), 0); !s.ok()) return s;
-  if (std::string problem = ShapeProblem(inst->shape()); !problem.empty())
-    return c.ErrorAt(shape_line, shape_col, absl::StrCat("instruction '", Cursor::Printable(name), "': ", problem));
-  where.array_shape = inst->shape().element_type() != xla::TUPLE;
+  // A shape left out (`t = tuple(a, b)`: the opcode where the shape goes; no element
+  // type is followed by '('), which XLA's parser infers: ours infers a tuple's.
+  bool omitted = false;
+  {
+    const size_t at = c.Offset();
+    omitted = !c.Name().empty() && c.Peek() == '(';
+    c.Rewind(at, shape_line, shape_col);
+  }
+  if (!omitted) {
+    if (absl::Status s = ParseShape(c, inst->mutable_shape(), 0); !s.ok()) return s;
+    if (std::string problem = ShapeProblem(inst->shape()); !problem.empty())
+      return c.ErrorAt(shape_line, shape_col, absl::StrCat("instruction '", Cursor::Printable(name), "': ", problem));
+  }
+  where.array_shape = !omitted && inst->shape().element_type() != xla::TUPLE;
   if (where.array_shape) where.layout = c.last_layout;
   const std::string opcode = c.Name();
   if (opcode.empty()) return c.Error("an opcode");
@@ -265,6 +292,14 @@ absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* co
     if (!c.Consume(')')) return c.Error("')' after the parameter's number");
   } else if (absl::Status s = ParseOperands(c, comp, next_id, inst, c.map ? &where : nullptr); !s.ok()) {
     return s;
+  }
+  if (omitted) {
+    if (opcode != "tuple")
+      return c.ErrorAt(shape_line, shape_col,
+                       absl::StrCat("instruction '", Cursor::Printable(name), "': its shape is omitted; tgraph infers "
+                                    "a tuple's only (its operands'): write the shape of this ", Cursor::Printable(opcode)));
+    if (absl::Status s = InferTupleShape(comp->proto, inst); !s.ok())
+      return c.ErrorAt(shape_line, shape_col, absl::StrCat("instruction '", Cursor::Printable(name), "': ", s.message()));
   }
   // XLA's parser takes an absent group count of these as 1, and XLA's protos (the real
   // TpuGraphs files too) carry the 1: the text must give the graph its proto gives.
@@ -382,8 +417,7 @@ absl::Status Link(Cursor& c, std::vector<ParsedComputation>* comps, HloModulePro
                                                   entry_comp->line, "); a module has exactly one"));
     entry_comp = &comp;
   }
-  if (!entry_comp)
-    return c.ErrorAt(comps->back().line, 1, "no computation is marked ENTRY; a module has exactly one");
+  if (!entry_comp) entry_comp = &comps->back();  // XLA's rule: the last computation is the entry
   const int64_t entry = entry_comp->proto.id();
   for (ParsedComputation& comp : *comps) *module->add_computations() = std::move(comp.proto);
   module->set_entry_computation_id(entry);
@@ -434,27 +468,45 @@ bool HasGroupCounts(absl::string_view opcode) { return opcode == "convolution" |
 
 bool LooksLikeHloText(absl::string_view bytes) {
   static const Limits kUnlimited;
-  Cursor c(bytes.substr(0, std::min<size_t>(bytes.size(), 4096)), "", kUnlimited);
-  return c.ConsumeWord("HloModule");
+  // The whole text: comments before the module may be any length. A protobuf's bytes
+  // fail at their first one that is neither space nor a name's.
+  Cursor c(bytes, "", kUnlimited);
+  if (c.ConsumeWord("HloModule")) return true;
+  // A sequence of computations without the HloModule line (XLA's test tools take it):
+  // [ENTRY] %name then its parameters or its body.
+  c.ConsumeWord("ENTRY");
+  if (c.Name().empty()) return false;
+  const char next = c.Peek();
+  return next == '(' || next == '{';
 }
 
 namespace {
 
 absl::StatusOr<HloModuleProto> ParseModuleText(Cursor& c) {
-  if (!c.ConsumeWord("HloModule")) return c.Error("'HloModule' and the module's name");
   HloModuleProto module;
-  const std::string name = c.Name();
-  if (name.empty()) return c.Error("the module's name after 'HloModule'");
-  module.set_name(name);
-  while (c.Consume(',')) {  // module attributes (entry_computation_layout, ...), skipped
-    c.Name();
-    if (!c.Consume('=')) return c.Error("'=' in a module attribute");
-    c.RawValue();
+  const int64_t module_line = c.line();
+  if (c.ConsumeWord("HloModule")) {
+    const std::string name = c.Name();
+    if (name.empty()) return c.Error("the module's name after 'HloModule'");
+    module.set_name(name);
+    while (c.Consume(',')) {  // module attributes (entry_computation_layout, ...), skipped
+      c.Name();
+      if (!c.Consume('=')) return c.Error("'=' in a module attribute");
+      c.RawValue();
+    }
+    if (absl::Status s = SkipSourceTables(c); !s.ok()) return s;
+  } else {
+    // Computations without the HloModule line, as XLA's test tools take them; the text
+    // names no module, so it gets the name our clients give an unnamed one.
+    module.set_name("hlo_module");
   }
-  if (absl::Status s = SkipSourceTables(c); !s.ok()) return s;
   std::vector<ParsedComputation> comps;
   int64_t next_id = 1;
   while (!c.AtEnd()) {
+    const int64_t line = c.line(), col = c.col();
+    if (c.ConsumeWord("HloModule"))
+      return c.ErrorAt(line, col, absl::StrCat("a second 'HloModule' (the first module starts at line ", module_line,
+                                               "): one module per file"));
     // The computation while parsed and in the module, its name three times (proto, the
     // name index, the entry name), the index entry, its callees and its order slots.
     constexpr int64_t kComputationBytes = 3 * static_cast<int64_t>(sizeof(ParsedComputation)) +

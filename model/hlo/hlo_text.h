@@ -33,7 +33,9 @@
 
 namespace tgraph::hlo {
 
-// True when `bytes` starts (after whitespace and comments) with the word `HloModule`.
+// True when `bytes` is HLO text: after whitespace and comments (of any length), the word
+// `HloModule`, or a computation ([ENTRY] %name followed by '(' or '{'): XLA's parser
+// takes text without the HloModule line too.
 bool LooksLikeHloText(absl::string_view bytes);
 
 // Where an instruction stands in the text: byte offsets, for edits that keep every
