@@ -318,7 +318,7 @@ TEST_CASE("HLO text reads as XLA's parser reads it: without the HloModule line, 
   CHECK_FALSE(hlo::LooksLikeHloText("main = 3"));
 }
 
-TEST_CASE("a tuple whose shape is left out has its operands' shapes; another omitted shape is refused naming it",
+TEST_CASE("a tuple whose shape is left out has its operands' shapes, and another omitted shape is refused naming it",
           "[hlo][text]") {
   const auto module = [](const std::string& root) {
     return "HloModule m\nENTRY e {\n  a = f32[2]{0} parameter(0)\n  b = bf16[3,4]{0,1} parameter(1)\n  " + root + "\n}";

@@ -12,7 +12,7 @@ import sys
 
 # The folders whose files the Layout must name (client/python has its own docs).
 FOLDERS = ["model/core", "model/tile", "model/store", "model/tools", "proto/tgraph/hlo", "model/hlo", "model/synth", "model/nn",
-           "model/search", "model/train", "model/bench", "proto", "server", "client", "scripts", "docs"]
+           "model/search", "model/train", "model/bench", "proto", "server", "client", "scripts", "docs", "fuzz"]
 SOURCE = (".h", ".cc", ".proto", ".md")
 
 

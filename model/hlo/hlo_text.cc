@@ -232,6 +232,29 @@ absl::Status InferTupleShape(const HloComputationProto& comp, HloInstructionProt
   return absl::OkStatus();
 }
 
+// The instruction's shape, or *omitted where the text leaves it out (`t = tuple(a, b)`:
+// the opcode where the shape goes; no element type is followed by '('), which XLA's
+// parser infers (InferOmittedShape, once the operands are known).
+absl::Status ParseInstructionShape(Cursor& c, const std::string& name, HloInstructionProto* inst, bool* omitted) {
+  const size_t at = c.Offset();
+  const int64_t line = c.line(), col = c.col();
+  *omitted = !c.Name().empty() && c.Peek() == '(';
+  c.Rewind(at, line, col);
+  if (*omitted) return absl::OkStatus();
+  if (absl::Status s = ParseShape(c, inst->mutable_shape(), 0); !s.ok()) return s;
+  if (std::string problem = ShapeProblem(inst->shape()); !problem.empty())
+    return c.ErrorAt(line, col, absl::StrCat("instruction '", Cursor::Printable(name), "': ", problem));
+  return absl::OkStatus();
+}
+
+// An omitted shape: a tuple's is its operands' (InferTupleShape); the rest are refused,
+// as ours infers no other opcode's.
+absl::Status InferOmittedShape(const HloComputationProto& comp, const std::string& opcode, HloInstructionProto* inst) {
+  if (opcode == "tuple") return InferTupleShape(comp, inst);
+  return absl::InvalidArgumentError(absl::StrCat("its shape is omitted; tgraph infers a tuple's only (its operands'): "
+                                                 "write the shape of this ", Cursor::Printable(opcode)));
+}
+
 absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* comp, bool* root) {
   InstructionText where;
   where.start = c.Offset();
@@ -250,19 +273,8 @@ absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* co
   inst->set_id(id);
   where.shape_begin = c.Offset();
   const int64_t shape_line = c.line(), shape_col = c.col();
-  // A shape left out (`t = tuple(a, b)`: the opcode where the shape goes; no element
-  // type is followed by '('), which XLA's parser infers: ours infers a tuple's.
   bool omitted = false;
-  {
-    const size_t at = c.Offset();
-    omitted = !c.Name().empty() && c.Peek() == '(';
-    c.Rewind(at, shape_line, shape_col);
-  }
-  if (!omitted) {
-    if (absl::Status s = ParseShape(c, inst->mutable_shape(), 0); !s.ok()) return s;
-    if (std::string problem = ShapeProblem(inst->shape()); !problem.empty())
-      return c.ErrorAt(shape_line, shape_col, absl::StrCat("instruction '", Cursor::Printable(name), "': ", problem));
-  }
+  if (absl::Status s = ParseInstructionShape(c, name, inst, &omitted); !s.ok()) return s;
   where.array_shape = !omitted && inst->shape().element_type() != xla::TUPLE;
   if (where.array_shape) where.layout = c.last_layout;
   const std::string opcode = c.Name();
@@ -294,11 +306,7 @@ absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* co
     return s;
   }
   if (omitted) {
-    if (opcode != "tuple")
-      return c.ErrorAt(shape_line, shape_col,
-                       absl::StrCat("instruction '", Cursor::Printable(name), "': its shape is omitted; tgraph infers "
-                                    "a tuple's only (its operands'): write the shape of this ", Cursor::Printable(opcode)));
-    if (absl::Status s = InferTupleShape(comp->proto, inst); !s.ok())
+    if (absl::Status s = InferOmittedShape(comp->proto, opcode, inst); !s.ok())
       return c.ErrorAt(shape_line, shape_col, absl::StrCat("instruction '", Cursor::Printable(name), "': ", s.message()));
   }
   // XLA's parser takes an absent group count of these as 1, and XLA's protos (the real
