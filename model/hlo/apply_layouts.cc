@@ -61,8 +61,12 @@ absl::StatusOr<ParsedText> Read(absl::string_view text, absl::string_view what, 
   return p;
 }
 
-// The layout written on an instruction (empty when none, or a tuple).
-Layout Written(const HloInstructionProto& inst) {
+// The layout written on an instruction (empty when none, or a tuple). One the text leaves
+// out is XLA's default in the proto the reader made, but is no constraint: XLA's layout
+// assignment chooses it, and so may the row.
+Layout Written(const TextMap& map, const HloInstructionProto& inst) {
+  if (const auto it = map.find(inst.id()); it != map.end() && it->second.layout.begin == it->second.layout.end)
+    return {};
   const xla::ShapeProto& s = inst.shape();
   if (s.element_type() == xla::TUPLE || !s.has_layout() || s.layout().minor_to_major_size() != s.dimensions_size())
     return {};
@@ -308,7 +312,7 @@ class RowWriter {
  private:
   Layout Current(const HloInstructionProto& inst) const {
     const auto it = set_.find(inst.id());
-    return it != set_.end() ? it->second : Written(inst);
+    return it != set_.end() ? it->second : Written(p_.map, inst);
   }
   void WriteLayout(const HloInstructionProto& inst, const Layout& l, absl::string_view why) {
     const InstructionText& t = p_.map.at(inst.id());
@@ -438,7 +442,7 @@ absl::StatusOr<std::vector<int8_t>> WrittenLayoutRow(absl::string_view text, abs
     for (int g = 0; g < kConfigGroups; ++g) {
       const int k = g - 1;
       if (k >= inst.operand_ids_size()) continue;
-      const Layout l = Written(k < 0 ? inst : *p.by_id.at(inst.operand_ids(k)));
+      const Layout l = Written(p.map, k < 0 ? inst : *p.by_id.at(inst.operand_ids(k)));
       for (size_t d = 0; d < l.size() && d < static_cast<size_t>(kLayoutSlots); ++d)
         row[j * kConfigFeatDim + static_cast<size_t>(g * kLayoutSlots) + d] = static_cast<int8_t>(l[d]);
     }

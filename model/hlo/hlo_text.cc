@@ -113,6 +113,11 @@ absl::Status ParseAttribute(Cursor& c, HloInstructionProto* inst, PendingCalls* 
     if (!absl::SimpleAtoi(value, &v))
       return c.ErrorAt(vline, vcol, absl::StrCat(key, ": expected an integer, got '", Cursor::Printable(value), "'"));
     (key == "feature_group_count" ? inst->set_feature_group_count(v) : inst->set_batch_group_count(v));
+  } else if (key == "iota_dimension") {  // the proto keeps it as the one entry of dimensions
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(value, &v) || v < 0)
+      return c.ErrorAt(vline, vcol, absl::StrCat("iota_dimension: expected a dimension, got '", Cursor::Printable(value), "'"));
+    inst->add_dimensions(v);
   } else if (key == "is_stable") {
     inst->set_is_stable(value == "true");
   } else if (key == "custom_call_target" || (key == "kind" && inst->opcode() == "fusion")) {

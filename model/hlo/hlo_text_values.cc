@@ -79,6 +79,12 @@ absl::Status ParseArrayShape(Cursor& c, const std::string& type, ShapeProto* sha
     }
     if (!c.Consume('}')) return c.Error("'}' closing the layout");
     c.last_layout.end = c.RawOffset();
+  } else if (shape->element_type() != xla::TOKEN && shape->element_type() != xla::OPAQUE_TYPE) {
+    // XLA's parser gives an array written without a layout the default one (dimensions
+    // major to minor), and so does the proto of the module it parsed.
+    if (absl::Status s = c.Charge(kLayoutBytes + shape->dimensions_size() * kSlot); !s.ok()) return s;
+    for (int d = shape->dimensions_size() - 1; d >= 0; --d) shape->mutable_layout()->add_minor_to_major(d);
+    shape->mutable_layout();
   }
   return absl::OkStatus();
 }
