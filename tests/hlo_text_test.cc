@@ -184,8 +184,10 @@ ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
   std::vector<std::string> order;
   for (const auto& inst : main.instructions()) order.push_back(inst.name());
   CHECK(order == std::vector<std::string>{"a", "i", "ds", "b", "r", "srt", "tok", "t", "w", "f", "out"});
-  // Callees before their callers, in the order main's instructions call them; the entry last.
-  CHECK(names == std::vector<std::string>{"body2", "less", "cond", "body", "fused", "main"});
+  // Callees before their callers, in the order main's instructions call them (a while's
+  // body before its condition, as XLA's proto lists them, though the text writes the
+  // condition first); the entry last.
+  CHECK(names == std::vector<std::string>{"body2", "less", "body", "cond", "fused", "main"});
   CHECK(m->entry_computation_name() == "main");
   auto inst = [&](const std::string& name) -> const xla::HloInstructionProto& {
     return main.instructions(static_cast<int>(std::find(order.begin(), order.end(), name) - order.begin()));
@@ -196,7 +198,7 @@ ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
   CHECK(inst("t").shape().element_type() == xla::TUPLE);
   CHECK(inst("t").shape().tuple_shapes_size() == 2);
   CHECK(inst("tok").shape().element_type() == xla::TOKEN);
-  CHECK(inst("w").called_computation_ids_size() == 2);  // condition, body
+  CHECK(inst("w").called_computation_ids_size() == 2);  // body, condition
   REQUIRE(inst("r").opcode() == "conditional");
   CHECK(inst("r").called_computation_ids_size() == 2);  // both branches
   REQUIRE(inst("r").shape().layout().minor_to_major_size() == 1);
@@ -209,12 +211,12 @@ ENTRY %main (a: f32[4]) -> (f32[4], s32[]) {
   auto g = FeaturizeModule(*m, "calls.hlo");
   REQUIRE(g.ok());
   CHECK(g->graph.num_nodes == 20);
-  // The while node's call edges reach the roots of cond and body (nodes: body2 0, less
-  // 1-3, cond 4-5, body 6, fused 7-8, main from 9).
+  // The while node's call edges reach the roots of body and cond (nodes: body2 0, less
+  // 1-3, body 4, cond 5-6, fused 7-8, main from 9).
   const int64_t w = NodeNamed(*g, "w");
   CHECK(w == 9 + 8);
-  CHECK(HasEdge(*g, w, 5));  // cond's root %c
-  CHECK(HasEdge(*g, w, 6));  // body's root %t
+  CHECK(HasEdge(*g, w, 4));  // body's root %t
+  CHECK(HasEdge(*g, w, 6));  // cond's root %c
 }
 
 TEST_CASE("HLO text: malformed modules are errors naming line, column and what was expected", "[hlo][text]") {

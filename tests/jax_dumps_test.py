@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.environ.get("TGRAPH_SOURCE_DIR", "."), "client", "python", "tests"))
 
 PROGRAMS = ("tgraph_mlp_train_step", "tgraph_convnet_train_step", "tgraph_transformer_block_bf16",
-            "tgraph_grouped_convnet_train_step")
+            "tgraph_grouped_convnet_train_step", "tgraph_control_flow")
 
 
 def dump_programs(out_dir):
@@ -73,6 +73,19 @@ def dump_programs(out_dir):
     def tgraph_grouped_convnet_train_step(params, x, y):
         return sgd(params, jax.grad(grouped_loss)(params, x, y))
 
+    # Loops (scan and while: a while's body and condition, which the text writes in the
+    # other order than the proto lists them), a conditional, sort, top-k, scatter,
+    # gather and random bits, each around a matrix product.
+    def tgraph_control_flow(x, i, key):
+        def body(c, v):
+            return jnp.tanh(v @ c) * 0.5, c.sum()
+        h, sums = lax.scan(body, x[:8, :8], x.reshape(-1, 8, 8)[:4])
+        h = lax.cond(sums.sum() > 0, lambda v: jnp.sin(v) @ v, lambda v: jnp.cos(v) @ v.T, h)
+        h, _ = lax.while_loop(lambda c: c[1] < 3, lambda c: (c[0] @ c[0] * 0.1, c[1] + 1), (h, 0))
+        noise = jax.random.normal(key, h.shape) @ h
+        top, _ = lax.top_k(jnp.sort(noise, axis=1), 3)
+        return h.at[i].add(1.0), jnp.take(noise, i, axis=0), top
+
     def layer_norm(x, g):
         mean = jnp.mean(x, axis=-1, keepdims=True)
         var = jnp.mean(jnp.square(x - mean), axis=-1, keepdims=True)
@@ -96,6 +109,7 @@ def dump_programs(out_dir):
     jax.jit(tgraph_mlp_train_step).lower(mlp, init(128, 784), init(128, 10)).compile()
     jax.jit(tgraph_convnet_train_step).lower(conv, init(8, 32, 32, 3), init(8, 10)).compile()
     jax.jit(tgraph_transformer_block_bf16).lower(block, init(2, 64, 128).astype(bf)).compile()
+    jax.jit(tgraph_control_flow).lower(init(32, 8), jnp.array([1, 3, 5]), jax.random.PRNGKey(0)).compile()
     grouped = {"k1": init(3, 3, 2, 16), "k2": init(3, 3, 1, 16), "w": init(8 * 8 * 16, 10)}
     jax.jit(tgraph_grouped_convnet_train_step).lower(grouped, init(8, 16, 16, 8), init(8, 10)).compile()
     print(f"jax {jax.__version__}: {len(os.listdir(out_dir))} files in {out_dir}")

@@ -138,10 +138,16 @@ absl::Status ParseAttribute(Cursor& c, HloInstructionProto* inst, PendingCalls* 
   } else if (IsCallAttribute(key)) {
     calls->line = line;
     calls->col = col;
+    // The proto lists a while's body before its condition, a select-and-scatter's select
+    // before its scatter and a conditional's true branch before its false one, in
+    // whichever order the text writes them (XLA prints `condition=..., body=...`).
+    const bool first = key == "body" || key == "select" || key == "true_computation";
+    const size_t at = first ? 0 : calls->names.size();
+    size_t k = 0;
     for (absl::string_view name : absl::StrSplit(StripBraces(value), ',', absl::SkipWhitespace())) {
       name = absl::StripAsciiWhitespace(name);
       if (!name.empty() && name.front() == '%') name.remove_prefix(1);
-      calls->names.emplace_back(name);
+      calls->names.emplace(calls->names.begin() + static_cast<std::ptrdiff_t>(at + k++), name);
     }
   }
   return absl::OkStatus();
