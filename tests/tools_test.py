@@ -85,6 +85,8 @@ def test_version_names_the_commit_built():
     ["tgraph-featurize", "module"],                               # --in and --out missing
     ["tgraph-featurize", "apply", "--in", "m.hlo", "--out", "o.hlo"],   # --configs missing
     ["tgraph-featurize", "tiles", "--csv", "c", "--hlo_dir", "h", "--out_root", "o", "--test_hlo_dir", "t"],
+    ["tgraph-featurize", "fusions", "--in", "m.hlo"],              # --out_dir missing
+    ["tgraph-featurize", "fusions", "--in", "m.hlo", "--out_dir", "d", "--sm_count", "0"],
     ["tgraph-bench-model", "--precision", "fp8"],
     ["tgraph-bench-search", "--strategies", "tgraph,bogus"],      # before any model is read
     ["tgraph-bench-search", "--finetune_loss", "listnet"],
@@ -113,6 +115,53 @@ def test_other_failures_exit_1(tmp_path):
     assert r.returncode == 1 and "Health" in r.stderr and time.monotonic() - started < 10, r.stderr
     r = call(binary("model", "hlo", "tgraph-featurize"), "module", "--in", UNET, "--out", tmp_path / "g.npz")
     assert r.returncode == 1 and "unet_3d" in r.stderr  # an npz is not an HLO module
+    before = os.path.join(REAL, "hlo", "jax", "mlp_train_step.before_optimizations.txt")
+    r = call(binary("model", "hlo", "tgraph-featurize"), "fusions", "--in", before, "--out_dir", tmp_path / "f")
+    assert r.returncode == 1 and "has no Triton matrix-product fusion" in r.stderr, r.stderr
+    assert not (tmp_path / "f").exists()  # nothing written
+
+
+def test_featurize_fusions_writes_the_real_dumps_fusions_alike_from_text_and_proto(tmp_path):
+    """tgraph-featurize fusions on the JAX MLP after XLA's GPU passes: five tile graphs
+    and their table, byte-identical from the text and the proto."""
+    featurize = binary("model", "hlo", "tgraph-featurize")
+    stem = os.path.join(REAL, "hlo", "jax", "mlp_train_step.sm_9.0a_gpu_after_optimizations.")
+    for ext in ("txt", "hlo.pb"):
+        r = call(featurize, "fusions", "--in", stem + ext, "--out_dir", tmp_path / ext)
+        assert r.returncode == 0, r.stderr
+        assert "5 Triton matrix-product fusions" in r.stdout
+    names = sorted(os.listdir(tmp_path / "txt"))
+    assert names == ["fusions.tsv", "gemm_fusion_dot.1.npz", "gemm_fusion_dot.2.npz", "gemm_fusion_dot.3.npz",
+                     "gemm_fusion_dot.npz", "gemm_fusion_dot_general.8.npz"]
+    for name in names:
+        assert (tmp_path / "txt" / name).read_bytes() == (tmp_path / "hlo.pb" / name).read_bytes(), name
+    rows = [line.split("\t") for line in (tmp_path / "txt" / "fusions.tsv").read_text().splitlines()]
+    header, first = rows[0], dict(zip(rows[0], rows[1]))
+    assert header[:4] == ["fusion", "computation", "kind", "dot"] and len(rows) == 6
+    assert (first["fusion"], first["m"], first["n"], first["k"], first["batch"], first["chosen"]) == (
+        "gemm_fusion_dot.2", "128", "512", "100", "8", "64x32x64 sk1 s1 w4 c1")
+    r = call(featurize, "fusions", "--in", stem + "txt", "--out_dir", tmp_path / "txt")
+    assert r.returncode == 1 and "--force" in r.stderr, r.stderr  # an earlier table is kept
+
+    # XLA's autotuning log as text (the layout XLA writes: an Any expanded, a failure by
+    # name): its timed candidates become the fusion's rows; another compilation's log warns.
+    logs = tmp_path / "autotune_logs.txt"
+    logs.write_text(
+        'logs {\n  instr { [type.googleapis.com/xla.HloInstructionProto] { name: "gemm_fusion_dot.2" } }\n'
+        '  results { triton { block_m: 64 block_n: 32 block_k: 64 split_k: 1 num_stages: 3 num_warps: 4 num_ctas: 1 }'
+        ' run_time { nanos: 12000 } }\n'
+        '  results { triton { block_m: 32 block_n: 32 block_k: 32 split_k: 1 num_stages: 2 num_warps: 4 num_ctas: 1 }'
+        ' run_time { nanos: 15000 } }\n'
+        '  results { failure { kind: DISQUALIFIED msg: "spilled" } }\n}\n'
+        'logs {\n  fusion_name: "fusion.404"\n}\n')
+    r = call(featurize, "fusions", "--in", stem + "txt", "--logs", logs, "--out_dir", tmp_path / "measured")
+    assert r.returncode == 0, r.stderr
+    assert "fusion.404" in r.stderr and "2 measured" in r.stderr, r.stderr
+    rows = [dict(zip(header, line.split("\t"))) for line in
+            (tmp_path / "measured" / "fusions.tsv").read_text().splitlines()[1:]]
+    assert (rows[0]["measured"], rows[0]["failed"], rows[0]["fastest_ns"]) == ("2", "1", "12000")
+    r = call(featurize, "fusions", "--in", stem + "txt", "--logs", stem + "txt", "--out_dir", tmp_path / "bad")
+    assert r.returncode == 1 and "not an xla.AutotuningLogs" in r.stderr, r.stderr
 
 
 def test_featurize_apply_writes_a_chosen_row_into_the_real_graphsage_text(tmp_path):

@@ -131,27 +131,10 @@ std::string Printable(absl::string_view name) {
   return out;
 }
 
-// A name inside an error or warning message: printable and at most 120 characters, so
-// that a hostile module cannot make a message (a gRPC trailer) of any size.
-std::string Shown(absl::string_view name) {
-  constexpr size_t kMax = 120;
-  if (name.size() <= kMax) return Printable(name);
-  return absl::StrCat(Printable(name.substr(0, kMax)), "...(", name.size(), " bytes)");
-}
-
-// A name usable as a file name: letters, digits, '.', '_' and '-'; anything else '_'.
-std::string FileSafe(absl::string_view name) {
-  std::string out(name);
-  for (char& c : out)
-    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
-  if (out.empty() || out[0] == '.') out.insert(out.begin(), '_');
-  return out;
-}
-
 absl::Status Invalid(absl::string_view what, const HloComputationProto& comp, const HloInstructionProto* inst,
                      absl::string_view msg) {
-  std::string where = absl::StrCat(what, ": computation '", Shown(comp.name()), "'");
-  if (inst) absl::StrAppend(&where, ", instruction '", Shown(inst->name()), "' (id ", inst->id(), ")");
+  std::string where = absl::StrCat(what, ": computation '", ShownName(comp.name()), "'");
+  if (inst) absl::StrAppend(&where, ", instruction '", ShownName(inst->name()), "' (id ", inst->id(), ")");
   return absl::InvalidArgumentError(absl::StrCat(where, ": ", msg));
 }
 
@@ -160,6 +143,21 @@ bool IsDefaultConfigurable(int opcode) {
 }
 
 }  // namespace
+
+std::string ShownName(absl::string_view name) {
+  constexpr size_t kMax = 120;
+  if (name.size() <= kMax) return Printable(name);
+  return absl::StrCat(Printable(name.substr(0, kMax)), "...(", name.size(), " bytes)");
+}
+
+std::string FileSafeName(absl::string_view name) {
+  std::string out(name);
+  for (char& c : out)
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') c = '_';
+  if (out.empty() || out[0] == '.') out.insert(out.begin(), '_');
+  return out;
+}
+
 
 namespace {
 
@@ -290,7 +288,7 @@ absl::Status InstructionEdges(const HloModuleProto& module, int ci, int ii, int6
       return Invalid(what, comp, &inst, absl::StrCat("operand id ", operand, " is not an instruction of this computation"));
     if (it->second >= node)
       return Invalid(what, comp, &inst,
-                     absl::StrCat("operand id ", operand, " ('", Shown(comp.instructions(it->second - base).name()),
+                     absl::StrCat("operand id ", operand, " ('", ShownName(comp.instructions(it->second - base).name()),
                                   "') does not come before it: a cycle, or instructions out of dependency order"));
     add(it->second);
     if (k < 2) (*first_operands)[static_cast<size_t>(k)] = it->second;
@@ -346,10 +344,10 @@ absl::Status FeaturizeComputation(const HloModuleProto& module, int ci, int64_t 
                                   " dimensions; the TpuGraphs features describe at most ", kMaxDims));
     if (std::string problem = ShapeProblem(inst.shape()); !problem.empty()) return Invalid(what, comp, &inst, problem);
     const int opcode = OpcodeId(inst.opcode());
-    if (opcode == 0 && b->unknown_opcodes.size() < 20) b->unknown_opcodes.insert(Shown(inst.opcode()));
+    if (opcode == 0 && b->unknown_opcodes.size() < 20) b->unknown_opcodes.insert(ShownName(inst.opcode()));
     if (opcode == op::kFusion) ++b->fusions;
     if (opcode == op::kCustomCall && absl::StartsWith(inst.custom_call_target(), "__")) {
-      if (b->library_calls++ == 0) b->library_example = Shown(inst.custom_call_target());
+      if (b->library_calls++ == 0) b->library_example = ShownName(inst.custom_call_target());
     }
     out->graph.node_opcode[static_cast<size_t>(node)] = opcode;
     out->nodes[static_cast<size_t>(node)] = {Printable(comp.name()), Printable(inst.name()), Printable(inst.opcode()),
@@ -546,7 +544,7 @@ absl::StatusOr<TileTuning> FeaturizeTileTuning(const xla::TuningData& data, absl
   TileTuning out;
   for (int k = 0; k < data.modules_size(); ++k) {
     const xla::ModuleTuningData& m = data.modules(k);
-    const std::string label = absl::StrCat("kernel ", k, " (", Shown(m.module().name()), ")");
+    const std::string label = absl::StrCat("kernel ", k, " (", ShownName(m.module().name()), ")");
     if (m.runs_size() <= 1) {
       out.skipped.push_back(absl::StrCat(label, ": ", m.runs_size(), " run(s); at least 2 are needed"));
       continue;
@@ -582,7 +580,7 @@ absl::StatusOr<TileTuning> FeaturizeTileTuning(const xla::TuningData& data, absl
     }
     char fp[17];
     std::snprintf(fp, sizeof(fp), "%016llx", static_cast<unsigned long long>(m.fingerprint()));
-    g.name = absl::StrCat(FileSafe(m.module().name().substr(0, 120)), "_", fp);
+    g.name = absl::StrCat(FileSafeName(m.module().name().substr(0, 120)), "_", fp);
     g.graph = std::move(module->graph);
     g.num_configs = static_cast<int64_t>(g.config_runtime.size());
     g.config_runtime_normalizers.assign(g.config_runtime.size(), normalizer);

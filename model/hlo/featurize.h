@@ -43,6 +43,12 @@ struct ModuleGraph {
   bool after_optimizations = false;
 };
 
+// A name inside an error or warning message: printable ASCII (any other byte '?') and at
+// most 120 characters, so that a hostile module cannot make a message of any size.
+std::string ShownName(absl::string_view name);
+// A name usable as a file name: letters, digits, '.', '_' and '-'; anything else '_'.
+std::string FileSafeName(absl::string_view name);
+
 // The instruction names of `ids` (e.g. a graph's configurable nodes) among `nodes`;
 // "" for an id out of range.
 std::vector<std::string> InstructionNames(const std::vector<NodeSource>& nodes, const std::vector<int64_t>& ids);

@@ -4,6 +4,8 @@
 //   tgraph-featurize layout --in MODULE_TUNING_DATA.pb --out GRAPH.npz [--nodes_tsv NODES.tsv]
 //   tgraph-featurize tile   --in TUNING_DATA.pb --out_dir DIR
 //   tgraph-featurize apply  --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo
+//   tgraph-featurize fusions --in MODULE (after XLA's GPU passes) --out_dir DIR [--logs AUTOTUNE_LOGS]
+//                            [--sm_count 132]
 //   tgraph-featurize tiles  --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]
 //                           [--hold_out shape|DTYPE|largest | --test_csv NEW.csv [--test_hlo_dir DIR]]
 //                           [--split_seed S]
@@ -20,13 +22,16 @@
 #include "model/core/graph_io.h"
 #include "model/hlo/apply_layouts.h"
 #include "model/hlo/featurize.h"
+#include "model/hlo/gemm_fusions.h"
 #include "model/hlo/tile_ingest.h"
 #include "model/tools/tool.h"
 
 ABSL_FLAG(std::string, in, "", "Input: an HLO module (module), a ModuleTuningData (layout) or a TuningData (tile)");
 ABSL_FLAG(std::string, out, "", "module, layout: the .npz to write; apply: the HLO text to write");
-ABSL_FLAG(bool, force, false, "module, layout, apply: replace --out and --nodes_tsv when they exist (never a link or a device)");
-ABSL_FLAG(std::string, out_dir, "", "tile: the folder to write one .npz per kernel into");
+ABSL_FLAG(bool, force, false,
+          "module, layout, apply: replace --out and --nodes_tsv when they exist (never a link or a device); "
+          "fusions: replace DIR/fusions.tsv and the fusions' files");
+ABSL_FLAG(std::string, out_dir, "", "tile: the folder to write one .npz per kernel into; fusions: one per fusion");
 ABSL_FLAG(std::string, nodes_tsv, "",
           "module, layout: also write the configurable nodes, in configuration-row order, as a TSV "
           "(row, node, computation, instruction, opcode)");
@@ -39,7 +44,8 @@ ABSL_FLAG(std::string, hlo_dir, "", "tiles: the folder of each problem's HLO tex
 ABSL_FLAG(std::string, out_root, "", "tiles: the data root to write the collection npz/tile/@NAME into");
 ABSL_FLAG(std::string, name, "h100-triton", "tiles: the collection's name (tile@NAME)");
 ABSL_FLAG(std::string, gpu, "NVIDIA H100 80GB HBM3", "tiles: the GPU the measurements were taken on");
-ABSL_FLAG(int64_t, sm_count, 132, "tiles: the GPU's streaming multiprocessors (132 on an H100 SXM)");
+ABSL_FLAG(int64_t, sm_count, 132,
+          "tiles, fusions: the GPU's streaming multiprocessors (132 on an H100 or H200 SXM), for the grid's waves");
 ABSL_FLAG(std::string, hold_out, "shape",
           "tiles: what the test split holds: shape (test_shapes shapes, every dtype), a dtype (e.g. f32: trained "
           "on the others only), or largest (the test_shapes shapes of the most multiply-adds)");
@@ -50,6 +56,9 @@ ABSL_FLAG(std::string, test_csv, "",
           "split, every problem of --csv training; instead of --hold_out");
 ABSL_FLAG(std::string, test_hlo_dir, "", "tiles: the HLO of --test_csv's problems (default: --hlo_dir)");
 ABSL_FLAG(int64_t, valid_shapes, 6, "tiles: shapes in the valid split");
+ABSL_FLAG(std::string, logs, "",
+          "fusions: XLA's autotuning logs of the same compilation (--xla_gpu_dump_autotune_logs_to; binary, or text "
+          "for .txt/.textproto): every Triton candidate that ran becomes a row of its fusion, with its time");
 ABSL_FLAG(int64_t, row, 0, "apply: which row of --configs to write into the module (0 = the first)");
 
 namespace {
@@ -193,6 +202,36 @@ int Tile(const tgraph::hlo::Limits& limits) {
   return 0;
 }
 
+int Fusions(const tgraph::hlo::Limits& limits) {
+  const std::string in = absl::GetFlag(FLAGS_in), dir = absl::GetFlag(FLAGS_out_dir);
+  if (in.empty() || dir.empty())
+    return Fail(UsageError("fusions needs --in MODULE (after XLA's GPU passes) and --out_dir DIR"));
+  const int64_t sm_count = absl::GetFlag(FLAGS_sm_count);
+  if (sm_count <= 0 || sm_count > 100000) return Fail(UsageError("--sm_count must be in 1..100000"));
+  absl::StatusOr<std::string> bytes = tgraph::ReadFile(in);
+  if (!bytes.ok()) return Fail(bytes.status());
+  absl::StatusOr<tgraph::xla::HloModuleProto> module = tgraph::hlo::ParseModule(*bytes, in, limits);
+  if (!module.ok()) return Fail(module.status());
+  absl::StatusOr<std::vector<tgraph::hlo::GemmFusion>> fusions = tgraph::hlo::FindGemmFusions(*module, in);
+  if (!fusions.ok()) return Fail(fusions.status());
+  if (const std::string logs_path = absl::GetFlag(FLAGS_logs); !logs_path.empty()) {
+    absl::StatusOr<std::string> log_bytes = tgraph::ReadFile(logs_path);
+    if (!log_bytes.ok()) return Fail(log_bytes.status());
+    absl::StatusOr<std::vector<tgraph::hlo::FusionLog>> logs = tgraph::hlo::ReadAutotuningLogs(*log_bytes, logs_path);
+    if (!logs.ok()) return Fail(logs.status());
+    for (const std::string& name : tgraph::hlo::AttachLogs(*logs, &*fusions))
+      std::fprintf(stderr, "tgraph-featurize: warning: %s: a log of fusion %s, which %s does not hold (another "
+                   "compilation's log?)\n", logs_path.c_str(), name.c_str(), in.c_str());
+  }
+  absl::StatusOr<std::vector<std::string>> lines =
+      tgraph::hlo::WriteGemmFusions(*fusions, dir, sm_count, absl::GetFlag(FLAGS_force), limits);
+  if (!lines.ok()) return Fail(lines.status());
+  for (const std::string& line : *lines) std::fprintf(stderr, "  %s\n", line.c_str());
+  std::printf("%s: module %s, %zu Triton matrix-product fusions -> %s/fusions.tsv\n", in.c_str(),
+              module->name().c_str(), fusions->size(), dir.c_str());
+  return 0;
+}
+
 // Which of an applied row's choices a stock XLA takes as written (apply_layouts.h), in
 // the form jax.jit takes them, and which need a compiler hook.
 void PrintHandoff(const tgraph::hlo::AppliedLayouts& a) {
@@ -293,11 +332,15 @@ int main(int argc, char** argv) {
       "  tgraph-featurize apply --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo\n"
       "      a chosen layout row written into the module's HLO text (layouts, and copies where an operand's\n"
       "      layout must change), every other byte kept\n"
+      "  tgraph-featurize fusions --in MODULE --out_dir DIR [--logs AUTOTUNE_LOGS] [--sm_count 132]\n"
+      "      a module after XLA's GPU passes -> one tile file per Triton matrix-product fusion (its fused\n"
+      "      computation as a graph; as rows the configuration XLA chose, or with --logs every candidate XLA's\n"
+      "      autotuner timed) and DIR/fusions.tsv\n"
       "  tgraph-featurize tiles --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]\n"
       "      real tile measurements (every candidate of a Triton matrix product timed on a GPU) and each problem's\n"
       "      HLO -> the collection tile@NAME: one tile file per problem, split by shape, and its tile_space.json;\n"
       "      with --test_csv NEW.csv [--test_hlo_dir DIR], the test split is the problems measured there");
-  if (args.size() != 2) return Fail(UsageError("give one command: module, layout, tile, tiles or apply"));
+  if (args.size() != 2) return Fail(UsageError("give one command: module, layout, tile, tiles, fusions or apply"));
   tgraph::hlo::Limits limits;
   limits.max_instructions = absl::GetFlag(FLAGS_max_instructions);
   const std::string cmd = args[1];
@@ -306,5 +349,7 @@ int main(int argc, char** argv) {
   if (cmd == "tile") return Tile(limits);
   if (cmd == "apply") return Apply(limits);
   if (cmd == "tiles") return Tiles();
-  return Fail(UsageError(absl::StrCat("unknown command '", cmd, "'; expected module, layout, tile, tiles or apply")));
+  if (cmd == "fusions") return Fusions(limits);
+  return Fail(UsageError(
+      absl::StrCat("unknown command '", cmd, "'; expected module, layout, tile, tiles, fusions or apply")));
 }

@@ -13,19 +13,6 @@
 #include "model/hlo/shape_check.h"
 
 namespace tgraph::hlo {
-namespace {
-
-using xla::HloComputationProto;
-using xla::HloInstructionProto;
-using xla::HloModuleProto;
-using xla::ShapeProto;
-
-// A word the text cannot quote, with anything but printable ASCII as '?'.
-std::string AsciiOnly(absl::string_view s) {
-  std::string out;
-  for (char c : s) out.push_back(c >= 32 && c < 127 ? c : '?');
-  return out;
-}
 
 const char* ElementTypeName(int type) {
   switch (type) {
@@ -49,6 +36,21 @@ const char* ElementTypeName(int type) {
     default: return "other";  // read back as a type outside the feature table, as it was
   }
 }
+
+namespace {
+
+using xla::HloComputationProto;
+using xla::HloInstructionProto;
+using xla::HloModuleProto;
+using xla::ShapeProto;
+
+// A word the text cannot quote, with anything but printable ASCII as '?'.
+std::string AsciiOnly(absl::string_view s) {
+  std::string out;
+  for (char c : s) out.push_back(c >= 32 && c < 127 ? c : '?');
+  return out;
+}
+
 
 void PrintShape(const ShapeProto& s, std::string* out, int depth = 0) {
   if (s.element_type() == xla::TUPLE && depth < kMaxTupleDepth) {

@@ -38,6 +38,9 @@ using text_internal::kAttributeCharBytes;
 using text_internal::kAttributePieceBytes;
 using text_internal::ParseShape;
 using text_internal::ParseArrayShape;
+using text_internal::IsDotDimensions;
+using text_internal::ParseBackendConfig;
+using text_internal::ParseDotDimensions;
 using text_internal::ParseInts;
 using text_internal::StripBraces;
 using text_internal::ParseWindow;
@@ -100,6 +103,10 @@ absl::Status ParseAttribute(Cursor& c, HloInstructionProto* inst, PendingCalls* 
   if (key == "dimensions" || key == "dynamic_slice_sizes") {
     if (absl::Status s = ParseInts(c, vline, vcol, StripBraces(value), key, &ints); !s.ok()) return s;
     for (int64_t v : ints) (key == "dimensions" ? inst->add_dimensions(v) : inst->add_dynamic_slice_sizes(v));
+  } else if (IsDotDimensions(key)) {
+    return ParseDotDimensions(c, vline, vcol, key, value, inst);
+  } else if (key == "backend_config") {
+    return ParseBackendConfig(c, value, inst);
   } else if (key == "window") {
     return ParseWindow(c, vline, vcol, value, inst);
   } else if (key == "dim_labels") {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -243,5 +244,37 @@ absl::Status ParsePadding(Cursor& c, int64_t line, int64_t col, absl::string_vie
 }
 
 // What a parsed instruction calls, by name, for the second pass.
+
+bool IsDotDimensions(absl::string_view key) {
+  return key == "lhs_contracting_dims" || key == "rhs_contracting_dims" || key == "lhs_batch_dims" ||
+         key == "rhs_batch_dims";
+}
+
+absl::Status ParseDotDimensions(Cursor& c, int64_t line, int64_t col, absl::string_view key, absl::string_view value,
+                                xla::HloInstructionProto* inst) {
+  if (absl::Status s = c.Charge(static_cast<int64_t>(value.size()) * kAttributeCharBytes); !s.ok()) return s;
+  std::vector<int64_t> ints;
+  if (absl::Status s = ParseInts(c, line, col, StripBraces(value), key, &ints); !s.ok()) return s;
+  xla::DotDimensionNumbers* d = inst->mutable_dot_dimension_numbers();
+  for (int64_t v : ints) {
+    if (key == "lhs_contracting_dims") d->add_lhs_contracting_dimensions(v);
+    if (key == "rhs_contracting_dims") d->add_rhs_contracting_dimensions(v);
+    if (key == "lhs_batch_dims") d->add_lhs_batch_dimensions(v);
+    if (key == "rhs_batch_dims") d->add_rhs_batch_dimensions(v);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ParseBackendConfig(Cursor& c, absl::string_view value, xla::HloInstructionProto* inst) {
+  std::string text(value);
+  if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
+    const absl::string_view inner = value.substr(1, value.size() - 2);
+    std::string unescaped;
+    text = absl::CUnescape(inner, &unescaped) ? std::move(unescaped) : std::string(inner);
+  }
+  if (absl::Status s = c.Charge(kStringField + 2 * HeapChars(text.size())); !s.ok()) return s;
+  inst->set_backend_config(std::move(text));
+  return absl::OkStatus();
+}
 
 }  // namespace tgraph::hlo::text_internal

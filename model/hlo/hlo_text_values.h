@@ -33,5 +33,13 @@ absl::Status ParseDimLabels(Cursor& c, int64_t line, int64_t col, absl::string_v
                             xla::HloInstructionProto* inst);
 absl::Status ParseSlice(Cursor& c, int64_t line, int64_t col, absl::string_view value, xla::HloInstructionProto* inst);
 absl::Status ParsePadding(Cursor& c, int64_t line, int64_t col, absl::string_view value, xla::HloInstructionProto* inst);
+// A dot's lhs_contracting_dims={1}, rhs_contracting_dims={0}, lhs_batch_dims={...},
+// rhs_batch_dims={...}: IsDotDimensions(key) says which keys.
+bool IsDotDimensions(absl::string_view key);
+absl::Status ParseDotDimensions(Cursor& c, int64_t line, int64_t col, absl::string_view key, absl::string_view value,
+                                xla::HloInstructionProto* inst);
+// backend_config={...} (JSON, printed as it is) or backend_config="..." (any other text,
+// quoted and escaped): the text itself, as the proto holds it.
+absl::Status ParseBackendConfig(Cursor& c, absl::string_view value, xla::HloInstructionProto* inst);
 
 }  // namespace tgraph::hlo::text_internal

@@ -20,18 +20,6 @@ namespace {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Fills six values, then their sum and product, at out[0..8).
-void Group(const std::array<double, 6>& v, float* out) {
-  double sum = 0, product = 1;
-  for (int i = 0; i < 6; ++i) {
-    out[i] = static_cast<float>(v[i]);
-    sum += v[i];
-    if (v[i] != 0) product *= v[i];
-  }
-  out[6] = static_cast<float>(sum);
-  out[7] = static_cast<float>(product);
-}
-
 const char* const kColumnNames[kTileConfigDim] = {
     "BLOCK_M", "BLOCK_N", "BLOCK_K", "tile slot 3", "tile slot 4", "tile slot 5", "tile sum", "tile product",
     "programs along M", "programs along N", "K steps", "waves", "output tile fill", "last wave fill", "grid sum",
@@ -50,6 +38,17 @@ absl::Status CheckList(const std::vector<int64_t>& v, absl::string_view key, abs
 }
 
 }  // namespace
+
+void TileValueGroup(const std::array<double, 6>& v, float* out) {
+  double sum = 0, product = 1;
+  for (int i = 0; i < 6; ++i) {
+    out[i] = static_cast<float>(v[i]);
+    sum += v[i];
+    if (v[i] != 0) product *= v[i];
+  }
+  out[6] = static_cast<float>(sum);
+  out[7] = static_cast<float>(product);
+}
 
 std::string GemmProblem::Name() const { return absl::StrCat(dtype, " ", m, "x", n, "x", k); }
 
@@ -122,9 +121,9 @@ std::array<float, kTileConfigDim> TritonTileFeatures(const GemmProblem& p, const
                            (static_cast<double>(pm * t.block_m) * static_cast<double>(pn * t.block_n));
   const double wave_fill = static_cast<double>(programs) / static_cast<double>(waves * sm_count);
   const double smem_kib = static_cast<double>(t.num_stages * (t.block_m + t.block_n) * t.block_k * p.ElementBytes()) / 1024.0;
-  Group({double(t.block_m), double(t.block_n), double(t.block_k), 0, 0, 0}, f.data());
-  Group({double(pm), double(pn), double(ks), double(waves), tile_fill, wave_fill}, f.data() + 8);
-  Group({double(t.num_warps), double(t.num_stages), smem_kib, 0, 0, 0}, f.data() + 16);
+  TileValueGroup({double(t.block_m), double(t.block_n), double(t.block_k), 0, 0, 0}, f.data());
+  TileValueGroup({double(pm), double(pn), double(ks), double(waves), tile_fill, wave_fill}, f.data() + 8);
+  TileValueGroup({double(t.num_warps), double(t.num_stages), smem_kib, 0, 0, 0}, f.data() + 16);
   return f;
 }
 

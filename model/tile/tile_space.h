@@ -62,6 +62,10 @@ struct TritonTile {
 // Parses Name()'s form back; errors quote the text.
 absl::StatusOr<TritonTile> ParseTritonTile(absl::string_view text);
 
+// One of the format's groups of tile values at out[0..8): six values, their sum and the
+// product of the non-zero ones.
+void TileValueGroup(const std::array<double, 6>& v, float* out);
+
 // The 24 config_feat values (docs/format.md "Triton tile values"):
 //   0-7   the tile: BLOCK_M, BLOCK_N, BLOCK_K, 0, 0, 0, their sum, their product;
 //   8-15  the grid over the problem: programs along M (ceil M/BLOCK_M), along N, K steps

@@ -444,7 +444,8 @@ def test_stubs_generated_from_the_public_protos_live_under_tgraph_only(tmp_path)
     public = [os.path.relpath(p, os.path.join(SRC, "proto"))
               for p in glob.glob(os.path.join(SRC, "proto", "**", "*.proto"), recursive=True)
               if not p.startswith(os.path.join(SRC, "proto", "internal") + os.sep)]
-    assert sorted(public) == ["tgraph/hlo/hlo.proto", "tgraph/hlo/tuning.proto", "tgraph/v1/ranker.proto"]
+    assert sorted(public) == ["tgraph/hlo/autotuning.proto", "tgraph/hlo/hlo.proto", "tgraph/hlo/tuning.proto",
+                              "tgraph/v1/ranker.proto"]
     for rel in public:
         text = open(os.path.join(SRC, "proto", rel)).read()
         assert re.search(r"^package tgraph\.", text, re.M), rel

@@ -1,0 +1,228 @@
+// XLA's Triton matrix-product fusions (model/hlo/gemm_fusions.h, model/tile/xla_gemm.h)
+// on the real JAX MLP dump after XLA's GPU passes (tests/data/real/hlo/jax, sm_9.0a):
+// each fusion's problem and XLA's configuration against the module's text, read alike
+// from text and proto; the files written; every refusal naming the fusion and the key.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "model/core/file_util.h"
+#include "model/core/graph_io.h"
+#include "model/hlo/featurize.h"
+#include "model/hlo/gemm_fusions.h"
+
+using namespace tgraph;
+using tgraph::hlo::FindGemmFusions;
+using tgraph::hlo::GemmFusion;
+
+namespace {
+
+const std::string kAfter = std::string(TGRAPH_REAL_DATA) + "/hlo/jax/mlp_train_step.sm_9.0a_gpu_after_optimizations.";
+
+std::vector<GemmFusion> FusionsOf(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFile(path);
+  REQUIRE(bytes.ok());
+  absl::StatusOr<xla::HloModuleProto> m = hlo::ParseModule(*bytes, path);
+  REQUIRE(m.ok());
+  absl::StatusOr<std::vector<GemmFusion>> f = FindGemmFusions(*m, path);
+  REQUIRE(f.ok());
+  return *f;
+}
+
+absl::Status FusionError(const std::string& text) {
+  absl::StatusOr<xla::HloModuleProto> m = hlo::ParseModule(text, "m.hlo");
+  REQUIRE(m.ok());
+  return FindGemmFusions(*m, "m.hlo").status();
+}
+
+// A module of one nested GEMM fusion of f32[64,32] x f32[32,16], its configs given.
+std::string OneFusion(const std::string& fusion_config, const std::string& dot_config = R"({"sizes":["32"]})") {
+  return R"(HloModule one
+
+%fused (p0: f32[64,32], p1: f32[32,16]) -> f32[64,16] {
+  %p0 = f32[64,32]{1,0} parameter(0)
+  %p1 = f32[32,16]{1,0} parameter(1)
+  ROOT %d = f32[64,16]{1,0} dot(%p0, %p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, backend_config=)" +
+         dot_config + R"(
+}
+
+ENTRY %main (a: f32[64,32], b: f32[32,16]) -> f32[64,16] {
+  %a = f32[64,32]{1,0} parameter(0)
+  %b = f32[32,16]{1,0} parameter(1)
+  ROOT %f = f32[64,16]{1,0} fusion(%a, %b), kind=kCustom, calls=%fused, backend_config=)" +
+         fusion_config + "\n}\n";
+}
+
+}  // namespace
+
+TEST_CASE("fusions: the real MLP dump's five Triton GEMM fusions, their problems and XLA's choices, alike from text "
+          "and proto",
+          "[hlo][fusions]") {
+  const std::vector<GemmFusion> text = FusionsOf(kAfter + "txt");
+  const std::vector<GemmFusion> proto = FusionsOf(kAfter + "hlo.pb");
+  REQUIRE(text.size() == 5);
+  REQUIRE(proto.size() == 5);
+  // In the module's order; each line hand-read from the text: the dot's operand shapes and
+  // dimension numbers, the fusion's output_tiles, num_warps and num_stages, the dot's sizes.
+  struct Want {
+    const char* name;
+    const char* problem;
+    const char* chosen;
+    int nodes;
+  };
+  const Want want[] = {
+      {"gemm_fusion_dot.2", "f32 x f32 -> f32 8x128x512x100", "64x32x64 sk1 s1 w4 c1", 3},
+      {"gemm_fusion_dot.3", "f32 x f32 -> f32 16x128x10x32", "64x16x32 sk1 s1 w4 c1", 9},
+      {"gemm_fusion_dot_general.8", "f32 x f32 -> f32 128x512x10 (rhs T)", "16x8x16 sk1 s1 w2 c1", 3},
+      {"gemm_fusion_dot", "f32 x f32 -> f32 784x512x128 (lhs T)", "64x32x64 sk1 s1 w4 c1", 3},
+      {"gemm_fusion_dot.1", "f32 x f32 -> f32 512x10x128 (lhs T)", "64x16x128 sk1 s1 w4 c1", 9},
+  };
+  for (size_t i = 0; i < 5; ++i) {
+    INFO(want[i].name);
+    CHECK(text[i].name == want[i].name);
+    CHECK(text[i].kind == "__triton_nested_gemm_fusion");
+    CHECK(text[i].problem.Name() == want[i].problem);
+    CHECK(text[i].chosen.Name() == want[i].chosen);
+    CHECK(proto[i].name == text[i].name);
+    CHECK(proto[i].problem.Name() == text[i].problem.Name());
+    CHECK(proto[i].chosen == text[i].chosen);
+    auto gt = hlo::FeaturizeModule(text[i].module, "text");
+    auto gp = hlo::FeaturizeModule(proto[i].module, "proto");
+    REQUIRE(gt.ok());
+    REQUIRE(gp.ok());
+    CHECK(gt->graph.num_nodes == want[i].nodes);
+    CHECK(gt->graph.node_feat == gp->graph.node_feat);
+    CHECK(gt->graph.edge_index == gp->graph.edge_index);
+    CHECK(gt->graph.node_opcode == gp->graph.node_opcode);
+  }
+  // gemm_fusion_dot.3's graph is the dot with its fused prologue: the bias broadcast and
+  // add, and the ReLU's maximum, before the dot (its root).
+  auto g = hlo::FeaturizeModule(text[1].module, "text");
+  REQUIRE(g.ok());
+  std::vector<std::string> opcodes;
+  for (const auto& n : g->nodes) opcodes.push_back(n.opcode);
+  CHECK(std::count(opcodes.begin(), opcodes.end(), "parameter") == 3);
+  CHECK(std::count(opcodes.begin(), opcodes.end(), "maximum") == 1);
+  CHECK(opcodes.back() == "dot");
+}
+
+TEST_CASE("fusions: a configuration's 24 values, hand-computed for the 8x128x512x100 fusion on 132 SMs",
+          "[hlo][fusions]") {
+  const GemmFusion f = FusionsOf(kAfter + "txt")[0];
+  const std::array<float, kTileConfigDim> r = XlaGemmFeatures(f.problem, f.chosen, 132);
+  // The tile 64x32x64, split_k 1; the grid: 2 programs along M, 16 along N, 2 K steps,
+  // 8 x 2 x 16 = 256 programs in 2 waves, the tiles filled, the last wave 256 / 264;
+  // warps 4, stages 1, 1 x (64 + 32) x 64 x 4 bytes = 24 KiB, 1 CTA.
+  const float want[] = {64, 32, 64, 1, 0, 0, 161, 131072, 2, 16, 2, 2, 1, 256.0f / 264, 0, 0,
+                        4, 1, 24, 1, 0, 0, 30, 96};
+  const float grid_sum = 2 + 16 + 2 + 2 + 1 + 256.0f / 264, grid_product = 2 * 16 * 2 * 2 * 1 * 256.0f / 264;
+  for (int i = 0; i < kTileConfigDim; ++i) {
+    const float w = i == 14 ? grid_sum : i == 15 ? grid_product : want[i];
+    INFO("column " << i);
+    CHECK(r[i] == Approx(w));
+  }
+  const XlaGemmConfig back = XlaGemmConfigOfRow(r.data());
+  CHECK(back == f.chosen);
+}
+
+TEST_CASE("fusions: the tile graphs and fusions.tsv are written, and an existing table is kept unless forced",
+          "[hlo][fusions]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / "tgraph_fusions_test").string();
+  std::filesystem::remove_all(dir);
+  const std::vector<GemmFusion> fusions = FusionsOf(kAfter + "txt");
+  auto lines = hlo::WriteGemmFusions(fusions, dir, 132, false);
+  REQUIRE(lines.ok());
+  CHECK(lines->at(0) == "gemm_fusion_dot.2: f32 x f32 -> f32 8x128x512x100, chosen 64x32x64 sk1 s1 w4 c1, 3 nodes");
+  auto tsv = ReadFile(dir + "/fusions.tsv");
+  REQUIRE(tsv.ok());
+  CHECK_THAT(*tsv, Catch::StartsWith("fusion\tcomputation\tkind\tdot\tdot_node\tnodes\tbatch\tm\tn\tk\t"));
+  CHECK_THAT(*tsv, Catch::Contains("gemm_fusion_dot.2\tgemm_fusion_dot.2_computation\t__triton_nested_gemm_fusion\t"
+                                   "dot.4\t2\t3\t8\t128\t512\t100\tf32\tf32\tf32\t0\t0\t64x32x64 sk1 s1 w4 c1\t64\t32\t"
+                                   "64\t1\t1\t4\t1\t0\t0\t\t\tgemm_fusion_dot.2.npz\n"));
+  auto g = LoadTileGraph(dir + "/gemm_fusion_dot.3.npz");
+  REQUIRE(g.ok());
+  CHECK(g->graph.num_nodes == 9);
+  REQUIRE(g->num_configs == 1);
+  CHECK(g->config_feat[0] == 64);  // block_m
+  CHECK(g->config_feat[2] == 32);  // block_k
+  CHECK(g->config_runtime == std::vector<int64_t>{0});
+  CHECK(g->config_runtime_normalizers == std::vector<int64_t>{1});
+  auto again = hlo::WriteGemmFusions(fusions, dir, 132, false);
+  REQUIRE_FALSE(again.ok());
+  CHECK_THAT(std::string(again.status().message()), Catch::Contains("fusions.tsv"));
+  CHECK(hlo::WriteGemmFusions(fusions, dir, 132, true).ok());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("fusions: an older GEMM fusion's triton_gemm_config gives all seven parameters", "[hlo][fusions]") {
+  const std::string text = OneFusion(
+      R"({"fusion_backend_config":{"kind":"__triton_gemm","triton_gemm_config":{"block_m":"32","block_n":"16",)"
+      R"("block_k":"32","split_k":"2","num_stages":"3","num_warps":"4","num_ctas":"1"}}})",
+      "{}");
+  absl::StatusOr<xla::HloModuleProto> m = hlo::ParseModule(text, "m.hlo");
+  REQUIRE(m.ok());
+  auto f = FindGemmFusions(*m, "m.hlo");
+  REQUIRE(f.ok());
+  REQUIRE(f->size() == 1);
+  CHECK(f->at(0).chosen.Name() == "32x16x32 sk2 s3 w4 c1");
+  CHECK(f->at(0).problem.Name() == "f32 x f32 -> f32 64x16x32");
+}
+
+TEST_CASE("fusions: what cannot be read is refused, naming the fusion and the key", "[hlo][fusions]") {
+  const std::string nested = R"({"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion",)";
+  absl::Status s = FusionError(OneFusion(nested + R"("block_level_fusion_config":{"num_warps":"4","num_stages":1}}})"));
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("fusion f: block_level_fusion_config: no output_tiles[0].sizes"));
+  s = FusionError(OneFusion(nested + R"("block_level_fusion_config":{"output_tiles":[{"sizes":["16","8"]}],)"
+                                     R"("num_stages":1}}})"));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("fusion f: block_level_fusion_config: no 'num_warps'"));
+  s = FusionError(OneFusion(nested + R"("block_level_fusion_config":{"output_tiles":[{"sizes":["16","x"]}],)"
+                                     R"("num_warps":"4","num_stages":1}}})"));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("output_tiles[0].sizes[1]: 'v' is \"x\", expected an integer"));
+  s = FusionError(OneFusion(nested + R"("block_level_fusion_config":{"output_tiles":[{"sizes":["16","8"]}],)"
+                                     R"("num_warps":"4","num_stages":1}}})",
+                            "{}"));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("its dot d has no contracting tile"));
+  s = FusionError(OneFusion(nested + R"("block_level_fusion_config":{"output_tiles":[{"sizes":["16"]}],)"
+                                     R"("num_warps":"4","num_stages":1}}})"));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("an output tile of 1 sizes for a result f32[64,16]{1,0}"));
+  s = FusionError(OneFusion(R"({"fusion_backend_config":})"));
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("m.hlo: fusion f: its backend_config is not JSON"));
+  // No Triton GEMM fusion at all: the module before XLA's passes.
+  s = FusionError("HloModule m\nENTRY e {\n  a = f32[2,2]{1,0} parameter(0)\n  ROOT d = f32[2,2]{1,0} dot(a, a), "
+                  "lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
+  CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(s.message()), Catch::Contains("has no Triton matrix-product fusion"));
+}
+
+TEST_CASE("fusions: every other real module, before XLA's GPU passes or compiled without Triton, has none",
+          "[hlo][fusions]") {
+  const std::string hlo = std::string(TGRAPH_REAL_DATA) + "/hlo/";
+  for (const std::string name : {"graphsage_tf.hlo", "jax_fft3d_compiled.hlo", "pytorch_xla_llama_decoder_layer.hlo",
+                                 "pytorch_xla_mlp_train_step.hlo", "jax/mlp_train_step.before_optimizations.txt",
+                                 "jax/mlp_train_step.before_optimizations.hlo.pb"}) {
+    INFO(name);
+    absl::StatusOr<std::string> bytes = ReadFile(hlo + name);
+    REQUIRE(bytes.ok());
+    absl::StatusOr<xla::HloModuleProto> m = hlo::ParseModule(*bytes, name);
+    REQUIRE(m.ok());
+    const absl::Status s = FindGemmFusions(*m, name).status();
+    CHECK(s.code() == absl::StatusCode::kFailedPrecondition);
+    CHECK_THAT(std::string(s.message()), Catch::Contains("has no Triton matrix-product fusion"));
+  }
+}
+
+TEST_CASE("fusions: a configuration's name reads back, and other text is refused", "[hlo][fusions]") {
+  auto c = ParseXlaGemmConfig("64x32x64 sk1 s1 w4 c1");
+  REQUIRE(c.ok());
+  CHECK(c->block_m == 64);
+  CHECK(c->block_k == 64);
+  CHECK(c->num_warps == 4);
+  CHECK(c->Name() == "64x32x64 sk1 s1 w4 c1");
+  for (const char* bad : {"64x32x64 s1 w4 c1", "64x32 sk1 s1 w4 c1", "64x32x64 sk0 s1 w4 c1", "64x32x64 sk1 s1 c4 w1",
+                          ""})
+    CHECK_FALSE(ParseXlaGemmConfig(bad).ok());
+}
