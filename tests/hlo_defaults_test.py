@@ -122,3 +122,40 @@ def test_an_attribute_left_at_its_default_reads_as_xlas_default_and_another_valu
     other_text, other_xla = read_both(other, tmp_path, "other")
     assert differing(other_text, other_xla) == [], f"{attribute} (another value): text and XLA's proto differ"
     assert "node_feat" in differing(from_text, other_text), f"{attribute}: another value reads as the default"
+
+
+# As XLA's test tools write a module: no HloModule line, no computation marked ENTRY (the
+# last is the entry), a tuple's shape and every layout left out, a while written condition
+# first, names without '%'.
+XLA_TEST_STYLE = """// a module as XLA's test tools write it
+cond {
+  p = (f32[4,4], s32[]) parameter(0)
+  i = s32[] get-tuple-element(p), index=1
+  n = s32[] constant(3)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+body {
+  p = (f32[4,4], s32[]) parameter(0)
+  x = f32[4,4] get-tuple-element(p), index=0
+  d = f32[4,4] dot(x, x), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  i = s32[] get-tuple-element(p), index=1
+  one = s32[] constant(1)
+  j = s32[] add(i, one)
+  ROOT t = tuple(d, j)
+}
+main {
+  a = f32[4,4] parameter(0)
+  z = s32[] constant(0)
+  t = tuple(a, z)
+  w = (f32[4,4], s32[]) while(t), condition=cond, body=body
+  r = f32[4,4] get-tuple-element(w), index=0
+  io = s32[4,4] iota(), iota_dimension=1
+  ROOT s = f32[16] reshape(r)
+}
+"""
+
+
+def test_a_module_as_xlas_test_tools_write_it_reads_as_xlas_parser_reads_it(tmp_path):
+    from_text, from_xla = read_both(XLA_TEST_STYLE, tmp_path, "xla_test_style")
+    assert differing(from_text, from_xla) == []
+    assert from_text["node_feat"].shape[0] == 18
