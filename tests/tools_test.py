@@ -87,6 +87,9 @@ def test_version_names_the_commit_built():
     ["tgraph-featurize", "tiles", "--csv", "c", "--hlo_dir", "h", "--out_root", "o", "--test_hlo_dir", "t"],
     ["tgraph-featurize", "fusions", "--in", "m.hlo"],              # --out_dir missing
     ["tgraph-featurize", "fusions", "--in", "m.hlo", "--out_dir", "d", "--sm_count", "0"],
+    ["tgraph-featurize", "fusions", "--in", "m.hlo", "--collection", "tile@x", "--split", "all", "--out_root", "r"],
+    ["tgraph-featurize", "fusions", "--in", "m.hlo", "--collection", "layout:xla:random", "--split", "test",
+     "--out_root", "r"],
     ["tgraph-bench-model", "--precision", "fp8"],
     ["tgraph-bench-search", "--strategies", "tgraph,bogus"],      # before any model is read
     ["tgraph-bench-search", "--finetune_loss", "listnet"],

@@ -6,16 +6,20 @@
 //   tgraph-featurize apply  --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo
 //   tgraph-featurize fusions --in MODULE (after XLA's GPU passes) --out_dir DIR [--logs AUTOTUNE_LOGS]
 //                            [--sm_count 132]
+//   tgraph-featurize fusions --in MODULE --logs AUTOTUNE_LOGS --collection tile@NAME --split S --out_root ROOT
 //   tgraph-featurize tiles  --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]
 //                           [--hold_out shape|DTYPE|largest | --test_csv NEW.csv [--test_hlo_dir DIR]]
 //                           [--split_seed S]
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "model/core/dataset.h"
 #include "model/core/file_util.h"
@@ -56,6 +60,11 @@ ABSL_FLAG(std::string, test_csv, "",
           "split, every problem of --csv training; instead of --hold_out");
 ABSL_FLAG(std::string, test_hlo_dir, "", "tiles: the HLO of --test_csv's problems (default: --hlo_dir)");
 ABSL_FLAG(int64_t, valid_shapes, 6, "tiles: shapes in the valid split");
+ABSL_FLAG(std::string, collection, "",
+          "fusions: instead of --out_dir, add the module's fusions to this tile collection of one's own (tile@NAME) "
+          "under --out_root, in --split, each file named after the module");
+ABSL_FLAG(std::string, split, "", "fusions: with --collection, the split every fusion of this program goes to "
+          "(train, valid or test): a program's fusions resemble each other, so they never straddle two");
 ABSL_FLAG(std::string, logs, "",
           "fusions: XLA's autotuning logs of the same compilation (--xla_gpu_dump_autotune_logs_to; binary, or text "
           "for .txt/.textproto): every Triton candidate that ran becomes a row of its fusion, with its time");
@@ -202,16 +211,39 @@ int Tile(const tgraph::hlo::Limits& limits) {
   return 0;
 }
 
+// Where fusions writes: --out_dir, or a collection's split folder (--collection, --split,
+// --out_root; true: the files are named after the module). Checked before any work.
+absl::StatusOr<std::pair<std::string, bool>> FusionsOutput() {
+  const std::string dir = absl::GetFlag(FLAGS_out_dir), coll = absl::GetFlag(FLAGS_collection);
+  if (coll.empty()) {
+    if (dir.empty()) return UsageError("fusions needs --out_dir DIR, or --collection tile@NAME --split S --out_root R");
+    return std::make_pair(dir, false);
+  }
+  const std::string split = absl::GetFlag(FLAGS_split), root = absl::GetFlag(FLAGS_out_root);
+  if (!dir.empty()) return UsageError("fusions: give --out_dir or --collection, not both");
+  absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(coll);
+  if (!c.ok() || c->kind != tgraph::CollectionKind::kTile || !absl::StartsWith(coll, "tile@"))
+    return UsageError(absl::StrCat("--collection ", coll, ": expected a tile collection of one's own, tile@NAME"));
+  const std::vector<std::string>& splits = tgraph::AllSplits();
+  if (std::find(splits.begin(), splits.end(), split) == splits.end())
+    return UsageError(absl::StrCat("--split '", split, "': expected train, valid or test"));
+  if (root.empty()) return UsageError("fusions --collection needs --out_root ROOT");
+  return std::make_pair(tgraph::SplitDir(root, *c, split), true);
+}
+
 int Fusions(const tgraph::hlo::Limits& limits) {
-  const std::string in = absl::GetFlag(FLAGS_in), dir = absl::GetFlag(FLAGS_out_dir);
-  if (in.empty() || dir.empty())
-    return Fail(UsageError("fusions needs --in MODULE (after XLA's GPU passes) and --out_dir DIR"));
+  const std::string in = absl::GetFlag(FLAGS_in);
+  if (in.empty()) return Fail(UsageError("fusions needs --in MODULE (after XLA's GPU passes)"));
+  absl::StatusOr<std::pair<std::string, bool>> output = FusionsOutput();
+  if (!output.ok()) return Fail(output.status());
+  const std::string& dir = output->first;
   const int64_t sm_count = absl::GetFlag(FLAGS_sm_count);
   if (sm_count <= 0 || sm_count > 100000) return Fail(UsageError("--sm_count must be in 1..100000"));
   absl::StatusOr<std::string> bytes = tgraph::ReadFile(in);
   if (!bytes.ok()) return Fail(bytes.status());
   absl::StatusOr<tgraph::xla::HloModuleProto> module = tgraph::hlo::ParseModule(*bytes, in, limits);
   if (!module.ok()) return Fail(module.status());
+  const std::string prefix = output->second ? tgraph::hlo::FileSafeName(module->name()) + "." : "";
   absl::StatusOr<std::vector<tgraph::hlo::GemmFusion>> fusions = tgraph::hlo::FindGemmFusions(*module, in);
   if (!fusions.ok()) return Fail(fusions.status());
   if (const std::string logs_path = absl::GetFlag(FLAGS_logs); !logs_path.empty()) {
@@ -224,11 +256,11 @@ int Fusions(const tgraph::hlo::Limits& limits) {
                    "compilation's log?)\n", logs_path.c_str(), name.c_str(), in.c_str());
   }
   absl::StatusOr<std::vector<std::string>> lines =
-      tgraph::hlo::WriteGemmFusions(*fusions, dir, sm_count, absl::GetFlag(FLAGS_force), limits);
+      tgraph::hlo::WriteGemmFusions(*fusions, dir, sm_count, absl::GetFlag(FLAGS_force), limits, prefix);
   if (!lines.ok()) return Fail(lines.status());
   for (const std::string& line : *lines) std::fprintf(stderr, "  %s\n", line.c_str());
-  std::printf("%s: module %s, %zu Triton matrix-product fusions -> %s/fusions.tsv\n", in.c_str(),
-              module->name().c_str(), fusions->size(), dir.c_str());
+  std::printf("%s: module %s, %zu Triton matrix-product fusions -> %s/%sfusions.tsv\n", in.c_str(),
+              module->name().c_str(), fusions->size(), dir.c_str(), prefix.c_str());
   return 0;
 }
 
@@ -333,6 +365,7 @@ int main(int argc, char** argv) {
       "      a chosen layout row written into the module's HLO text (layouts, and copies where an operand's\n"
       "      layout must change), every other byte kept\n"
       "  tgraph-featurize fusions --in MODULE --out_dir DIR [--logs AUTOTUNE_LOGS] [--sm_count 132]\n"
+      "  tgraph-featurize fusions --in MODULE --logs AUTOTUNE_LOGS --collection tile@NAME --split S --out_root ROOT\n"
       "      a module after XLA's GPU passes -> one tile file per Triton matrix-product fusion (its fused\n"
       "      computation as a graph; as rows the configuration XLA chose, or with --logs every candidate XLA's\n"
       "      autotuner timed) and DIR/fusions.tsv\n"

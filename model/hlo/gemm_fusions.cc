@@ -315,9 +315,9 @@ void FillRows(const GemmFusion& f, int64_t sm_count, TileGraph* g) {
 
 absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<GemmFusion>& fusions,
                                                           const std::string& dir, int64_t sm_count, bool force,
-                                                          const Limits& limits) {
+                                                          const Limits& limits, const std::string& prefix) {
   namespace fs = std::filesystem;
-  const std::string tsv_path = (fs::path(dir) / "fusions.tsv").string();
+  const std::string tsv_path = (fs::path(dir) / (prefix + "fusions.tsv")).string();
   if (absl::Status s = CheckOutputFile(tsv_path, "--out_dir", force); !s.ok()) return s;
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -334,7 +334,7 @@ absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<Gemm
     for (size_t i = 0; i < m->nodes.size(); ++i)
       if (m->nodes[i].instruction == f.dot && m->nodes[i].computation == f.computation) dot_node = static_cast<int64_t>(i);
     TileGraph g;
-    g.name = FileSafeName(f.name);
+    g.name = prefix + FileSafeName(f.name);
     g.graph = std::move(m->graph);
     FillRows(f, sm_count, &g);
     const std::string file = g.name + ".npz";

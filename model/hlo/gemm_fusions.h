@@ -68,8 +68,11 @@ std::vector<std::string> AttachLogs(const std::vector<FusionLog>& logs, std::vec
 // `dir` is made when missing; an existing fusions.tsv is refused unless `force`.
 // Returns a line per fusion ("gemm_fusion_dot.2: f32 x f32 -> f32 8x128x512x100, chosen
 // 64x32x64 sk1 s1 w4 c1, 3 nodes").
+// With a `prefix` (a program's name and '.', when several programs' fusions share a
+// collection's split folder) every file name begins with it: <prefix><fusion>.npz and
+// <prefix>fusions.tsv.
 absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<GemmFusion>& fusions,
                                                           const std::string& dir, int64_t sm_count, bool force,
-                                                          const Limits& limits = {});
+                                                          const Limits& limits = {}, const std::string& prefix = "");
 
 }  // namespace tgraph::hlo

@@ -1,0 +1,96 @@
+"""XLA's Triton GEMM fusions end to end: the real JAX MLP dump after XLA's GPU passes
+(tests/data/real/hlo/jax), three programs' worth, with autotuning logs written here in
+XLA's text layout (no GPU has written one for this project yet: the times are a formula's,
+synthetic), become a tile collection of one's own split by program (tgraph-featurize
+fusions --collection), which tgraph-train trains, tgraph-eval evaluates and a real
+tgraph-server ranks.
+
+Run by ctest (xla_fusions) with pytest; the server fixtures are the Python client's.
+"""
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.environ.get("TGRAPH_SOURCE_DIR", "."), "client", "python", "tests"))
+from conftest import REAL, Server, binary  # noqa: E402
+from conftest import run as run_strings  # noqa: E402
+
+
+def run(cmd):
+    return run_strings([str(c) for c in cmd])
+
+DUMP = os.path.join(REAL, "hlo", "jax", "mlp_train_step.sm_9.0a_gpu_after_optimizations.txt")
+FUSIONS = {  # name -> (batch, M, N, K), as the dump's fusions are (tests/gemm_fusions_test.cc)
+    "gemm_fusion_dot.2": (8, 128, 512, 100), "gemm_fusion_dot.3": (16, 128, 10, 32),
+    "gemm_fusion_dot_general.8": (1, 128, 512, 10), "gemm_fusion_dot": (1, 784, 512, 128),
+    "gemm_fusion_dot.1": (1, 512, 10, 128)}
+CANDIDATES = [(m, n, k, s) for m in (16, 32, 64, 128) for n in (16, 32, 64) for k in (16, 32, 64) for s in (1, 2, 3)]
+
+
+def synthetic_ns(problem, tile, program):
+    """A runtime a GPU might give: waves of programs over 132 SMs, each as long as its
+    tile's work, wasted work where tiles overhang, stages hiding latency; per program a
+    scale, so programs differ."""
+    batch, m, n, k = problem
+    bm, bn, bk, stages = tile
+    programs = batch * math.ceil(m / bm) * math.ceil(n / bn)
+    waves = math.ceil(programs / 132)
+    per_program = bm * bn * math.ceil(k / bk) * bk / 4096 + 2.0 * math.ceil(k / bk) / stages
+    return int(1000 * (1 + 0.1 * program) * (2 + waves * per_program))
+
+
+def write_logs(path, program):
+    lines = []
+    for name, problem in FUSIONS.items():
+        lines.append("logs {")
+        lines.append(f'  instr {{ [type.googleapis.com/xla.HloInstructionProto] {{ name: "{name}" opcode: "fusion" }} }}')
+        for tile in CANDIDATES:
+            bm, bn, bk, stages = tile
+            lines.append(f"  results {{ triton {{ block_m: {bm} block_n: {bn} block_k: {bk} split_k: 1 "
+                         f"num_stages: {stages} num_warps: 4 num_ctas: 1 }} "
+                         f"run_time {{ nanos: {synthetic_ns(problem, tile, program)} }} }}")
+        lines.append("  results { gemm { algorithm: 1 } run_time { nanos: 9000 } }")
+        lines.append("}")
+    open(path, "w").write("\n".join(lines) + "\n")
+
+
+def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path):
+    featurize = binary("model", "hlo", "tgraph-featurize")
+    root = tmp_path / "data"
+    text = open(DUMP).read()
+    for program, split in enumerate(("train", "valid", "test")):
+        module = tmp_path / f"step{program}.txt"
+        module.write_text(text.replace("HloModule jit_step", f"HloModule jit_step{program}", 1))
+        logs = tmp_path / f"logs{program}.txt"
+        write_logs(logs, program)
+        out = run([featurize, "fusions", "--in", module, "--logs", logs, "--collection", "tile@test-xla",
+                   "--split", split, "--out_root", root])
+        assert "5 Triton matrix-product fusions" in out.stdout
+    split_dir = root / "npz" / "tile" / "@test-xla"
+    for program, split in enumerate(("train", "valid", "test")):
+        names = sorted(os.listdir(split_dir / split))
+        # A program's fusions all in its split, named after it; its table beside them.
+        assert names == sorted([f"jit_step{program}.{f}.npz" for f in FUSIONS] + [f"jit_step{program}.fusions.tsv"])
+    with np.load(split_dir / "train" / "jit_step0.gemm_fusion_dot.2.npz") as z:
+        assert z["config_feat"].shape == (len(CANDIDATES), 24)
+        assert z["config_runtime"][0] == synthetic_ns(FUSIONS["gemm_fusion_dot.2"], CANDIDATES[0], 0)
+        assert (z["config_runtime_normalizers"] == 9000).all()  # the library's time
+
+    registry = tmp_path / "registry"
+    run([binary("model", "train", "tgraph-train"), "--data", root, "--collection", "tile@test-xla", "--run_dir",
+         tmp_path / "run", "--registry", registry, "--profile", "quick", "--folds", "2", "--epochs", "3",
+         "--threads", "2", "--progress=false"])
+    ev = run([binary("model", "train", "tgraph-eval"), "--data", root, "--collection", "tile@test-xla",
+              "--registry", registry, "--split", "test"])
+    assert "jit_step2.gemm_fusion_dot.2" in ev.stdout, ev.stdout
+
+    server = Server(str(registry), str(tmp_path))
+    try:
+        import tgraph
+        client = tgraph.Client(server.address)
+        ranked = client.rank("tile@test-xla", str(split_dir / "test" / "jit_step2.gemm_fusion_dot.npz"))
+        assert sorted(ranked.order.tolist()) == list(range(len(CANDIDATES)))
+    finally:
+        server.stop()
