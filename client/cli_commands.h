@@ -1,6 +1,6 @@
 // tgraph-client's subcommands, one file each (cli_rank.cc, cli_search.cc,
 // cli_register.cc: register and eval, cli_report.cc, cli_service.cc: replay, bench,
-// health, models), and what they share (cli_common.cc). Each reads its flags
+// health, models; cli_xla_gpu.cc), and what they share (cli_common.cc). Each reads its flags
 // (cli_flags.h) and returns the tool's exit status: 0 success, 2 usage error, 1 anything
 // else (model/tools/tool.h). Run on the main thread.
 #pragma once
@@ -26,6 +26,7 @@ int Replay(const ClientOptions& co);
 int Bench(const ClientOptions& co);
 int Health(ClientOptions co);
 int Models(RankerClient& client);
+int XlaGpu(RankerClient& client);
 
 // What they share.
 int PrintJson(const nlohmann::json& j);

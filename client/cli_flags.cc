@@ -68,5 +68,9 @@ ABSL_FLAG(int64_t, max_changed_groups, 0,
 ABSL_FLAG(int64_t, start_best, 16,
           "search: start from the file's this many fastest measured configurations (0: none); every configuration of "
           "the file is excluded (it was measured)");
-ABSL_FLAG(std::string, out, "", "search: write the proposed rows, (results, nc, 18) int8, to this .npy file");
-ABSL_FLAG(bool, force, false, "search: replace --out when it exists (never a link or a device)");
+ABSL_FLAG(std::string, out, "",
+          "search: write the proposed rows, (results, nc, 18) int8, to this .npy file; xla-gpu: the candidate list "
+          "for XLA (protobuf text)");
+ABSL_FLAG(bool, force, false, "search, xla-gpu: replace --out when it exists (never a link or a device)");
+ABSL_FLAG(int64_t, per_fusion, 3, "xla-gpu: how many of each fusion's best configurations the candidate list holds");
+ABSL_FLAG(int64_t, sm_count, 132, "xla-gpu: the GPU's streaming multiprocessors (132 on an H100 or H200 SXM)");

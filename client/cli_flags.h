@@ -51,3 +51,5 @@ ABSL_DECLARE_FLAG(int64_t, max_changed_groups);
 ABSL_DECLARE_FLAG(int64_t, start_best);
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(bool, force);
+ABSL_DECLARE_FLAG(int64_t, per_fusion);
+ABSL_DECLARE_FLAG(int64_t, sm_count);

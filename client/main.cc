@@ -10,6 +10,7 @@
 //                       [--duration_s 60] [--rate 0] [--configs_per_request 128] [--json]
 //   tgraph-client health --server H:P [--service liveness]
 //   tgraph-client models --server H:P
+//   tgraph-client xla-gpu --server H:P --collection tile@NAME --hlo MODULE --out OVERRIDE.textproto [--per_fusion 3]
 // --json on rank, register, report, eval, bench, health and models prints JSON instead
 // of text. Exit status: 0 success (health: SERVING), 2 usage error, 1 anything else.
 // Each subcommand is a file of its own (client/cli_commands.h); this file picks one.
@@ -39,8 +40,9 @@ int RunCommand(const std::string& cmd) {
   if (cmd == "health") return tgraph::cli::Health(*co);
   if (cmd == "models") return tgraph::cli::Models(client);
   if (cmd == "search") return tgraph::cli::Search(client);
-  return Fail(UsageError(absl::StrCat("unknown command '", cmd,
-                                      "'; expected rank, register, report, replay, eval, bench, search, health or models")));
+  if (cmd == "xla-gpu") return tgraph::cli::XlaGpu(client);
+  return Fail(UsageError(absl::StrCat(
+      "unknown command '", cmd, "'; expected rank, register, report, replay, eval, bench, search, xla-gpu, health or models")));
 }
 
 
@@ -62,11 +64,16 @@ int main(int argc, char** argv) {
       "  tgraph-client search --server H:P --collection C (--npz MEASURED.npz | --hlo MODULE) [--results 10]\n"
       "                       [--max_evaluations N] [--max_changed_groups G]\n"
       "                       [--seed S] [--out PROPOSED.npy]\n"
+      "  tgraph-client xla-gpu --server H:P --collection tile@NAME --hlo MODULE --out OVERRIDE.textproto\n"
+      "                        [--per_fusion 3] [--sm_count 132]\n"
+      "      a module after XLA's GPU passes -> the shortlist XLA's autotuner measures instead of its space:\n"
+      "      each Triton GEMM fusion's best configurations, and the XLA_FLAGS to set\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P\n"
       "--json prints JSON (rank, register, report, eval, bench, health, models).\n"
       "--tls, --tls_ca CA.pem [--tls_cert C.pem --tls_key K.pem] connect over TLS (mutual TLS with a certificate).");
-  if (args.size() != 2) return Fail(UsageError("give one command: rank, register, report, replay, eval, bench, search, health or models"));
+  if (args.size() != 2)
+    return Fail(UsageError("give one command: rank, register, report, replay, eval, bench, search, xla-gpu, health or models"));
   return RunCommand(args[1]);
 }
 

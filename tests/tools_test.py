@@ -88,6 +88,8 @@ def test_version_names_the_commit_built():
     ["tgraph-featurize", "fusions", "--in", "m.hlo"],              # --out_dir missing
     ["tgraph-featurize", "fusions", "--in", "m.hlo", "--out_dir", "d", "--sm_count", "0"],
     ["tgraph-featurize", "fusions", "--in", "m.hlo", "--collection", "tile@x", "--split", "all", "--out_root", "r"],
+    ["tgraph-client", "xla-gpu", "--collection", "tile@x", "--hlo", "m.hlo"],   # --out missing
+    ["tgraph-client", "xla-gpu", "--collection", "tile@x", "--hlo", "m.hlo", "--out", "o", "--per_fusion", "0"],
     ["tgraph-featurize", "fusions", "--in", "m.hlo", "--collection", "layout:xla:random", "--split", "test",
      "--out_root", "r"],
     ["tgraph-bench-model", "--precision", "fp8"],

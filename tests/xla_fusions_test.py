@@ -1,12 +1,15 @@
 """XLA's Triton GEMM fusions end to end: the real JAX MLP dump after XLA's GPU passes
-(tests/data/real/hlo/jax), three programs' worth, with autotuning logs written here in
-XLA's text layout (no GPU has written one for this project yet: the times are a formula's,
+(tests/data/real/hlo/jax), three programs' worth, with autotuning logs written here with
+XLA's own messages (tests/xla_protos.py: the installed jaxlib's descriptors), binary and
+as text (no GPU has written one for this project yet: the times are a formula's,
 synthetic), become a tile collection of one's own split by program (tgraph-featurize
 fusions --collection), which tgraph-train trains, tgraph-eval evaluates and a real
-tgraph-server ranks.
+tgraph-server ranks; tgraph-client xla-gpu then writes the shortlist XLA's autotuner
+measures, which XLA's own TritonGemmConfigsProto reads.
 
 Run by ctest (xla_fusions) with pytest; the server fixtures are the Python client's.
 """
+import json
 import math
 import os
 import sys
@@ -14,6 +17,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.environ.get("TGRAPH_SOURCE_DIR", "."), "client", "python", "tests"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from conftest import REAL, Server, binary  # noqa: E402
 from conftest import run as run_strings  # noqa: E402
 
@@ -41,19 +45,36 @@ def synthetic_ns(problem, tile, program):
     return int(1000 * (1 + 0.1 * program) * (2 + waves * per_program))
 
 
-def write_logs(path, program):
-    lines = []
+def write_logs(path, program, text):
+    """Every candidate of every fusion timed, and a library algorithm, as XLA's
+    AutotuningLogs; the fusion named by the packed instruction in binary, by fusion_name
+    in text (where XLA expands the Any)."""
+    from google.protobuf import text_format
+    import xla_protos
+    logs = xla_protos.message("xla.AutotuningLogs")
     for name, problem in FUSIONS.items():
-        lines.append("logs {")
-        lines.append(f'  instr {{ [type.googleapis.com/xla.HloInstructionProto] {{ name: "{name}" opcode: "fusion" }} }}')
+        log = logs.logs.add()
+        if text:
+            log.fusion_name = name
+        else:
+            log.instr.type_url = "type.googleapis.com/xla.HloInstructionProto"
+            log.instr.value = b"\x0a" + bytes([len(name)]) + name.encode()  # HloInstructionProto.name (field 1)
         for tile in CANDIDATES:
             bm, bn, bk, stages = tile
-            lines.append(f"  results {{ triton {{ block_m: {bm} block_n: {bn} block_k: {bk} split_k: 1 "
-                         f"num_stages: {stages} num_warps: 4 num_ctas: 1 }} "
-                         f"run_time {{ nanos: {synthetic_ns(problem, tile, program)} }} }}")
-        lines.append("  results { gemm { algorithm: 1 } run_time { nanos: 9000 } }")
-        lines.append("}")
-    open(path, "w").write("\n".join(lines) + "\n")
+            r = log.results.add()
+            r.triton.block_m, r.triton.block_n, r.triton.block_k, r.triton.split_k = bm, bn, bk, 1
+            r.triton.num_stages, r.triton.num_warps, r.triton.num_ctas = stages, 4, 1
+            r.run_time.FromNanoseconds(synthetic_ns(problem, tile, program))
+        r = log.results.add()
+        r.gemm.algorithm = 1
+        r.run_time.FromNanoseconds(9000)
+        f = log.results.add()
+        f.failure.kind = 3  # DISQUALIFIED
+        f.failure.msg = "spilled registers"
+    if text:
+        open(path, "w").write(text_format.MessageToString(logs))
+    else:
+        open(path, "wb").write(logs.SerializeToString())
 
 
 def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path):
@@ -63,8 +84,8 @@ def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path
     for program, split in enumerate(("train", "valid", "test")):
         module = tmp_path / f"step{program}.txt"
         module.write_text(text.replace("HloModule jit_step", f"HloModule jit_step{program}", 1))
-        logs = tmp_path / f"logs{program}.txt"
-        write_logs(logs, program)
+        logs = tmp_path / (f"logs{program}.txt" if program == 2 else f"logs{program}.pb")
+        write_logs(logs, program, text=program == 2)
         out = run([featurize, "fusions", "--in", module, "--logs", logs, "--collection", "tile@test-xla",
                    "--split", split, "--out_root", root])
         assert "5 Triton matrix-product fusions" in out.stdout
@@ -77,6 +98,9 @@ def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path
         assert z["config_feat"].shape == (len(CANDIDATES), 24)
         assert z["config_runtime"][0] == synthetic_ns(FUSIONS["gemm_fusion_dot.2"], CANDIDATES[0], 0)
         assert (z["config_runtime_normalizers"] == 9000).all()  # the library's time
+    table = (split_dir / "train" / "jit_step0.fusions.tsv").read_text().splitlines()
+    row = dict(zip(table[0].split("\t"), table[1].split("\t")))
+    assert (row["measured"], row["failed"], row["library_ns"]) == (str(len(CANDIDATES)), "1", "9000")
 
     registry = tmp_path / "registry"
     run([binary("model", "train", "tgraph-train"), "--data", root, "--collection", "tile@test-xla", "--run_dir",
@@ -92,5 +116,20 @@ def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path
         client = tgraph.Client(server.address)
         ranked = client.rank("tile@test-xla", str(split_dir / "test" / "jit_step2.gemm_fusion_dot.npz"))
         assert sorted(ranked.order.tolist()) == list(range(len(CANDIDATES)))
+
+        # The hand-off: each fusion's best 3 of tgraph's candidates, as XLA reads them.
+        override = tmp_path / "override.textproto"
+        out = run([binary("client", "tgraph-client"), "xla-gpu", "--server", server.address, "--collection",
+                   "tile@test-xla", "--hlo", DUMP, "--out", override, "--json"])
+        report = json.loads(out.stdout)
+        assert [f["fusion"] for f in report["fusions"]] == list(FUSIONS)
+        assert all(len(f["best"]) == 3 for f in report["fusions"])
+        assert report["xla_flags"] == f"--xla_gpu_gemm_autotuner_override_file={override}"
     finally:
         server.stop()
+    from google.protobuf import text_format
+    import xla_protos
+    listed = text_format.Parse(override.read_text(), xla_protos.message("xla.TritonGemmConfigsProto"))
+    assert len(listed.config) == report["candidates"] <= 15
+    assert {f"{c.block_m}x{c.block_n}x{c.block_k} sk{c.split_k} s{c.num_stages} w{c.num_warps} c{c.num_ctas}"
+            for c in listed.config} == {b for f in report["fusions"] for b in f["best"]}

@@ -13,7 +13,9 @@
 #include "model/core/graph_io.h"
 #include "model/hlo/featurize.h"
 #include "model/hlo/hlo_print.h"
+#include "google/protobuf/text_format.h"
 #include "nlohmann/json.hpp"
+#include "tgraph/hlo/autotuning.pb.h"
 
 namespace tgraph::hlo {
 
@@ -352,6 +354,23 @@ absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<Gemm
   }
   if (absl::Status s = WriteFileAtomic(tsv_path, tsv); !s.ok()) return s;
   return lines;
+}
+
+std::string OverrideFileText(const std::vector<XlaGemmConfig>& configs) {
+  tgraph::xla::TritonGemmConfigsProto list;
+  for (const XlaGemmConfig& c : configs) {
+    tgraph::xla::TritonGemmKey* k = list.add_config();
+    k->set_block_m(c.block_m);
+    k->set_block_n(c.block_n);
+    k->set_block_k(c.block_k);
+    k->set_split_k(c.split_k);
+    k->set_num_stages(c.num_stages);
+    k->set_num_warps(c.num_warps);
+    k->set_num_ctas(c.num_ctas);
+  }
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(list, &text);
+  return text;
 }
 
 }  // namespace tgraph::hlo

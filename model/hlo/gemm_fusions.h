@@ -75,4 +75,9 @@ absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<Gemm
                                                           const std::string& dir, int64_t sm_count, bool force,
                                                           const Limits& limits = {}, const std::string& prefix = "");
 
+// The candidate list XLA reads from --xla_gpu_gemm_autotuner_override_file in place of
+// its own search space: an xla.TritonGemmConfigsProto in protobuf text format, one
+// `config { block_m: ... }` per configuration, in the order given.
+std::string OverrideFileText(const std::vector<XlaGemmConfig>& configs);
+
 }  // namespace tgraph::hlo

@@ -84,6 +84,24 @@ std::array<float, kTileConfigDim> XlaGemmFeatures(const XlaGemmProblem& p, const
   return f;
 }
 
+std::vector<XlaGemmConfig> XlaGemmCandidates(const XlaGemmProblem& p) {
+  const auto cap = [](int64_t dim) {
+    int64_t c = 16;
+    while (c < dim && c < 256) c *= 2;
+    return c;
+  };
+  const int64_t m = cap(p.m), n = cap(p.n), k = cap(p.k);
+  std::vector<XlaGemmConfig> out;
+  for (int64_t bm = 16; bm <= m; bm *= 2)
+    for (int64_t bn = 16; bn <= n; bn *= 2)
+      for (int64_t bk = 16; bk <= k; bk *= 2)
+        for (int64_t sk = 1; sk <= 16 && bk * sk <= k; sk *= 2)
+          for (int64_t stages = 1; stages <= 4; ++stages)
+            for (int64_t warps : {2, 4, 8}) out.push_back({bm, bn, bk, sk, stages, warps, 1});
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 XlaGemmConfig XlaGemmConfigOfRow(const float* row) {
   const auto v = [&](int i) { return static_cast<int64_t>(std::llround(row[i])); };
   return {v(0), v(1), v(2), v(3), v(17), v(16), v(19)};

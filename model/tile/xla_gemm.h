@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -60,5 +61,13 @@ std::array<float, kTileConfigDim> XlaGemmFeatures(const XlaGemmProblem& p, const
 
 // The configuration a row of XlaGemmFeatures holds (columns 0-3, 16, 17, 19).
 XlaGemmConfig XlaGemmConfigOfRow(const float* row);
+
+// The candidates tgraph ranks for a problem when it hands XLA a shortlist (XLA's own
+// exhaustive space is its compiler's to enumerate; this grid spans the same parameters):
+// block_m, block_n, block_k in 16..256 (powers of 2), split_k 1..16 (powers of 2),
+// stages 1..4, warps 2, 4, 8, one CTA; without tiles larger than the problem needs (a
+// block over the next power of 2 of its dimension, at least 16; block_k x split_k over
+// that of K). In Key() order.
+std::vector<XlaGemmConfig> XlaGemmCandidates(const XlaGemmProblem& p);
 
 }  // namespace tgraph
