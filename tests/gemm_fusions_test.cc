@@ -168,6 +168,17 @@ TEST_CASE("fusions: an older GEMM fusion's triton_gemm_config gives all seven pa
   REQUIRE(f->size() == 1);
   CHECK(f->at(0).chosen.Name() == "32x16x32 sk2 s3 w4 c1");
   CHECK(f->at(0).problem.Name() == "f32 x f32 -> f32 64x16x32");
+  // As older dumps and XLA's own tests write it: the FusionBackendConfig itself, without
+  // the GpuBackendConfig around it, and split_k and num_ctas left at 1.
+  m = hlo::ParseModule(OneFusion(R"({"kind":"__triton_gemm","triton_gemm_config":{"block_m":"64","block_n":"16",)"
+                                 R"("block_k":"32","num_stages":"1","num_warps":"2"}})",
+                                 "{}"),
+                       "m.hlo");
+  REQUIRE(m.ok());
+  f = FindGemmFusions(*m, "m.hlo");
+  REQUIRE(f.ok());
+  REQUIRE(f->size() == 1);
+  CHECK(f->at(0).chosen.Name() == "64x16x32 sk1 s1 w2 c1");
 }
 
 TEST_CASE("fusions: what cannot be read is refused, naming the fusion and the key", "[hlo][fusions]") {

@@ -162,10 +162,13 @@ absl::StatusOr<XlaGemmConfig> GemmConfig(const json& config, absl::string_view w
   for (auto [key, field] : {std::pair{"block_m", &c.block_m}, {"block_n", &c.block_n}, {"block_k", &c.block_k},
                             {"split_k", &c.split_k}, {"num_stages", &c.num_stages}, {"num_warps", &c.num_warps},
                             {"num_ctas", &c.num_ctas}}) {
+    const bool optional = field == &c.split_k || field == &c.num_ctas;  // 1 when left out, as XLA reads them
+    if (optional && !config.contains(key)) continue;
     absl::StatusOr<int64_t> v = Int(config, key, at);
     if (!v.ok()) return v.status();
     *field = *v;
   }
+  c.split_k = std::max<int64_t>(c.split_k, 1);
   c.num_ctas = std::max<int64_t>(c.num_ctas, 1);
   return c;
 }
@@ -199,7 +202,7 @@ tgraph::xla::HloModuleProto Submodule(const tgraph::xla::HloModuleProto& module,
 
 // One fusion instruction whose backend config names a Triton GEMM kind.
 absl::StatusOr<GemmFusion> ReadFusion(const tgraph::xla::HloModuleProto& module, const HloInstructionProto& fusion,
-                                      const std::string& kind, const json& backend,
+                                      const std::string& kind, const json& fbc,
                                       const std::map<int64_t, const HloComputationProto*>& computations,
                                       absl::string_view what) {
   const std::string where = absl::StrCat(what, ": fusion ", ShownName(fusion.name()));
@@ -220,7 +223,6 @@ absl::StatusOr<GemmFusion> ReadFusion(const tgraph::xla::HloModuleProto& module,
   if (root == by_id.end()) return absl::InvalidArgumentError(absl::StrCat(where, ": its computation has no root"));
   absl::StatusOr<XlaGemmProblem> problem = ProblemOf(*dot, by_id, where);
   if (!problem.ok()) return problem.status();
-  const json& fbc = backend["fusion_backend_config"];
   absl::StatusOr<XlaGemmConfig> chosen =
       kind == kNestedKind
           ? NestedConfig(fbc.value("block_level_fusion_config", json()), *root->second, *dot,
@@ -252,12 +254,14 @@ absl::StatusOr<std::vector<GemmFusion>> FindGemmFusions(const tgraph::xla::HloMo
       if (backend.is_discarded())
         return absl::InvalidArgumentError(absl::StrCat(what, ": fusion ", ShownName(inst.name()),
                                                        ": its backend_config is not JSON"));
-      if (!backend.is_object() || !backend.contains("fusion_backend_config") ||
-          !backend["fusion_backend_config"].is_object())
-        continue;
-      const std::string kind = backend["fusion_backend_config"].value("kind", std::string());
+      // Today's XLA wraps the fusion's config (a GpuBackendConfig's fusion_backend_config);
+      // older dumps and XLA's tests write the FusionBackendConfig itself.
+      if (!backend.is_object()) continue;
+      const json& fbc = backend.contains("fusion_backend_config") ? backend["fusion_backend_config"] : backend;
+      if (!fbc.is_object()) continue;
+      const std::string kind = fbc.value("kind", std::string());
       if (kind != kNestedKind && kind != kGemmKind) continue;
-      absl::StatusOr<GemmFusion> f = ReadFusion(module, inst, kind, backend, computations, what);
+      absl::StatusOr<GemmFusion> f = ReadFusion(module, inst, kind, fbc, computations, what);
       if (!f.ok()) return f.status();
       out.push_back(std::move(*f));
     }
