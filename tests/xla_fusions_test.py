@@ -133,3 +133,49 @@ def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path
     assert len(listed.config) == report["candidates"] <= 15
     assert {f"{c.block_m}x{c.block_n}x{c.block_k} sk{c.split_k} s{c.num_stages} w{c.num_warps} c{c.num_ctas}"
             for c in listed.config} == {b for f in report["fusions"] for b in f["best"]}
+
+
+# Today's XLA nests each dot operand in a fusion of its own with its tile (BLOCK_K is the
+# lhs tile's contracting size when the dot has no "sizes"), and XLA's tests write backend
+# configs with unquoted keys, which XLA's JSON reader takes.
+NESTED = """HloModule nested
+
+lhs_tile {
+  a = f32[64,8,128]{2,1,0} parameter(0)
+  ROOT n = f32[64,8,128]{2,1,0} negate(a)
+}
+
+rhs_tile {
+  b = f32[128,8,256]{2,1,0} parameter(0)
+  ROOT m = f32[128,8,256]{2,1,0} abs(b)
+}
+
+gemm {
+  p0 = f32[64,8,128]{2,1,0} parameter(0)
+  p1 = f32[128,8,256]{2,1,0} parameter(1)
+  l = f32[64,8,128]{2,1,0} fusion(p0), kind=kCustom, calls=lhs_tile, backend_config={fusion_backend_config:{kind:"__triton_nested_gemm_fusion", block_level_fusion_config:{output_tiles:[{sizes:["32","1","64"]}]}}}
+  r = f32[128,8,256]{2,1,0} fusion(p1), kind=kCustom, calls=rhs_tile, backend_config={fusion_backend_config:{kind:"__triton_nested_gemm_fusion", block_level_fusion_config:{output_tiles:[{sizes:["64","1","128"]}]}}}
+  ROOT d = f32[8,64,256]{2,1,0} dot(l, r), lhs_contracting_dims={2}, rhs_contracting_dims={0}, lhs_batch_dims={1}, rhs_batch_dims={1}
+}
+
+ENTRY main {
+  x = f32[64,8,128]{2,1,0} parameter(0)
+  y = f32[128,8,256]{2,1,0} parameter(1)
+  ROOT f = f32[8,64,256]{2,1,0} fusion(x, y), kind=kCustom, calls=gemm, backend_config={fusion_backend_config:{kind:"__triton_nested_gemm_fusion", block_level_fusion_config:{output_tiles:[{sizes:["1","32","128"]}], num_warps:"8", num_ctas:1, num_stages:3}}}
+}
+"""
+
+
+def test_nested_operand_fusions_read_alike_from_the_text_and_from_xlas_proto_of_it(tmp_path):
+    from jax._src.lib import xla_client
+    featurize = binary("model", "hlo", "tgraph-featurize")
+    (tmp_path / "m.hlo").write_text(NESTED)
+    (tmp_path / "m.hlo.pb").write_bytes(xla_client.hlo.hlo_module_from_text(NESTED).as_serialized_hlo_module_proto())
+    tables = []
+    for name in ("m.hlo", "m.hlo.pb"):
+        out = run([featurize, "fusions", "--in", tmp_path / name, "--out_dir", tmp_path / (name + ".out")])
+        assert "1 Triton matrix-product fusions" in out.stdout  # the operands' nested fusions are not GEMMs
+        tables.append((tmp_path / (name + ".out") / "fusions.tsv").read_text())
+        assert "f: f32 x f32 -> f32 8x64x256x128, chosen 32x128x64 sk1 s3 w8 c1, 9 nodes" in out.stderr, out.stderr
+    assert tables[0] == tables[1]
+    assert (tmp_path / "m.hlo.out" / "f.npz").read_bytes() == (tmp_path / "m.hlo.pb.out" / "f.npz").read_bytes()

@@ -4,9 +4,11 @@
 #include <array>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "model/core/file_util.h"
@@ -55,7 +57,56 @@ absl::StatusOr<std::vector<int64_t>> Ints(const json& list, absl::string_view wh
   return out;
 }
 
-json ParseJson(const std::string& text) { return json::parse(text, nullptr, /*allow_exceptions=*/false); }
+// XLA reads backend configs with protobuf's JSON parser, which also takes keys left
+// unquoted (`{fusion_backend_config:{kind:"..."}}`, as XLA's own tests write them): such
+// keys are quoted before a strict parse.
+std::string QuoteBareKeys(const std::string& text) {
+  std::string out;
+  for (size_t i = 0; i < text.size();) {
+    const char c = text[i];
+    if (c == '"') {  // a string, copied whole
+      size_t j = i + 1;
+      while (j < text.size() && text[j] != '"') j += text[j] == '\\' ? 2 : 1;
+      j = std::min(j + 1, text.size());
+      out.append(text, i, j - i);
+      i = j;
+      continue;
+    }
+    if (absl::ascii_isalpha(static_cast<unsigned char>(c)) || c == '_') {
+      size_t j = i;
+      while (j < text.size() && (absl::ascii_isalnum(static_cast<unsigned char>(text[j])) || text[j] == '_')) ++j;
+      size_t k = j;
+      while (k < text.size() && absl::ascii_isspace(static_cast<unsigned char>(text[k]))) ++k;
+      const bool key = k < text.size() && text[k] == ':';
+      out.append(key ? absl::StrCat("\"", text.substr(i, j - i), "\"") : text.substr(i, j - i));
+      i = j;
+      continue;
+    }
+    out.push_back(c);
+    ++i;
+  }
+  return out;
+}
+
+json ParseJson(const std::string& text) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  return j.is_discarded() ? json::parse(QuoteBareKeys(text), nullptr, /*allow_exceptions=*/false) : j;
+}
+
+// The block-level tile of a nested fusion (today's XLA nests each dot operand in a fusion
+// of its own, its tile over the operand's dimensions); nullopt when it has none.
+std::optional<std::vector<int64_t>> OperandTile(const HloInstructionProto& operand) {
+  if (operand.opcode() != "fusion") return std::nullopt;
+  const json config = ParseJson(operand.backend_config());
+  if (!config.is_object()) return std::nullopt;
+  const json& fbc = config.contains("fusion_backend_config") ? config["fusion_backend_config"] : config;
+  if (!fbc.is_object() || !fbc.contains("block_level_fusion_config")) return std::nullopt;
+  const json& tiles = fbc["block_level_fusion_config"].value("output_tiles", json());
+  if (!tiles.is_array() || tiles.empty() || !tiles[0].is_object() || !tiles[0].contains("sizes")) return std::nullopt;
+  absl::StatusOr<std::vector<int64_t>> sizes = Ints(tiles[0]["sizes"], "operand tile");
+  if (!sizes.ok() || static_cast<int>(sizes->size()) != operand.shape().dimensions_size()) return std::nullopt;
+  return *sizes;
+}
 
 int64_t Product(const xla::ShapeProto& s, const google::protobuf::RepeatedField<int64_t>& dims) {
   int64_t p = 1;
@@ -111,7 +162,9 @@ absl::StatusOr<XlaGemmProblem> ProblemOf(const HloInstructionProto& dot, const s
 // (batch, then lhs's free ones: M, then rhs's: N), warps, stages and CTAs of `config`,
 // BLOCK_K from the dot's contracting tile (its backend config's "sizes").
 absl::StatusOr<XlaGemmConfig> NestedConfig(const json& config, const HloInstructionProto& root,
-                                           const HloInstructionProto& dot, int lhs_rank, absl::string_view where) {
+                                           const HloInstructionProto& dot, const HloInstructionProto& lhs,
+                                           absl::string_view where) {
+  const int lhs_rank = lhs.shape().dimensions_size();
   const std::string at = absl::StrCat(where, ": block_level_fusion_config");
   if (!config.is_object()) return absl::InvalidArgumentError(absl::StrCat(where, ": no block_level_fusion_config"));
   const auto tiles = config.find("output_tiles");
@@ -133,14 +186,22 @@ absl::StatusOr<XlaGemmConfig> NestedConfig(const json& config, const HloInstruct
   XlaGemmConfig c;
   c.block_m = c.block_n = 1;
   for (int i = batch; i < static_cast<int>(sizes->size()); ++i) (i < m_end ? c.block_m : c.block_n) *= (*sizes)[i];
+  // BLOCK_K: the dot's contracting tile ("sizes"), or else the tile of its lhs operand's
+  // own nested fusion over the contracting dimensions.
   const json dot_config = ParseJson(dot.backend_config());
-  if (!dot_config.is_object() || !dot_config.contains("sizes"))
-    return absl::InvalidArgumentError(absl::StrCat(where, ": its dot ", dot.name(),
-                                                   " has no contracting tile (backend_config \"sizes\": BLOCK_K)"));
-  absl::StatusOr<std::vector<int64_t>> k = Ints(dot_config["sizes"], absl::StrCat(where, ": dot ", dot.name(), " sizes"));
-  if (!k.ok()) return k.status();
   c.block_k = 1;
-  for (int64_t v : *k) c.block_k *= v;
+  if (dot_config.is_object() && dot_config.contains("sizes")) {
+    absl::StatusOr<std::vector<int64_t>> k =
+        Ints(dot_config["sizes"], absl::StrCat(where, ": dot ", ShownName(dot.name()), " sizes"));
+    if (!k.ok()) return k.status();
+    for (int64_t v : *k) c.block_k *= v;
+  } else if (std::optional<std::vector<int64_t>> tile = OperandTile(lhs)) {
+    for (int64_t dim : d.lhs_contracting_dimensions()) c.block_k *= (*tile)[static_cast<size_t>(dim)];
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": its dot ", ShownName(dot.name()),
+        " has no contracting tile (backend_config \"sizes\": BLOCK_K), nor a nested lhs fusion with a tile"));
+  }
   absl::StatusOr<int64_t> warps = Int(config, "num_warps", at), stages = Int(config, "num_stages", at);
   if (!warps.ok()) return warps.status();
   if (!stages.ok()) return stages.status();
@@ -200,6 +261,17 @@ tgraph::xla::HloModuleProto Submodule(const tgraph::xla::HloModuleProto& module,
   return out;
 }
 
+// Whether the computation a fusion calls holds a dot (a nested GEMM fusion's operands are
+// nested fusions of that kind too, each only the operand's prologue and its tile).
+bool CallsDot(const HloInstructionProto& fusion, const std::map<int64_t, const HloComputationProto*>& computations) {
+  if (fusion.called_computation_ids_size() != 1) return true;  // ReadFusion says what is wrong
+  const auto it = computations.find(fusion.called_computation_ids(0));
+  if (it == computations.end()) return true;
+  for (const HloInstructionProto& inst : it->second->instructions())
+    if (inst.opcode() == "dot") return true;
+  return false;
+}
+
 // One fusion instruction whose backend config names a Triton GEMM kind.
 absl::StatusOr<GemmFusion> ReadFusion(const tgraph::xla::HloModuleProto& module, const HloInstructionProto& fusion,
                                       const std::string& kind, const json& fbc,
@@ -218,7 +290,7 @@ absl::StatusOr<GemmFusion> ReadFusion(const tgraph::xla::HloModuleProto& module,
   }
   if (dots != 1)
     return absl::InvalidArgumentError(absl::StrCat(where, ": its computation ", ShownName(fused.name()), " has ", dots,
-                                                   " dot instructions, expected one"));
+                                                   " dot instructions, expected one"));  // none: see FindGemmFusions
   const auto root = by_id.find(fused.root_id());
   if (root == by_id.end()) return absl::InvalidArgumentError(absl::StrCat(where, ": its computation has no root"));
   absl::StatusOr<XlaGemmProblem> problem = ProblemOf(*dot, by_id, where);
@@ -226,7 +298,7 @@ absl::StatusOr<GemmFusion> ReadFusion(const tgraph::xla::HloModuleProto& module,
   absl::StatusOr<XlaGemmConfig> chosen =
       kind == kNestedKind
           ? NestedConfig(fbc.value("block_level_fusion_config", json()), *root->second, *dot,
-                         by_id.at(dot->operand_ids(0))->shape().dimensions_size(), where)
+                         *by_id.at(dot->operand_ids(0)), where)
           : GemmConfig(fbc.value("triton_gemm_config", json()), where);
   if (!chosen.ok()) return chosen.status();
   GemmFusion f;
@@ -261,6 +333,7 @@ absl::StatusOr<std::vector<GemmFusion>> FindGemmFusions(const tgraph::xla::HloMo
       if (!fbc.is_object()) continue;
       const std::string kind = fbc.value("kind", std::string());
       if (kind != kNestedKind && kind != kGemmKind) continue;
+      if (kind == kNestedKind && !CallsDot(inst, computations)) continue;  // a dot operand's own nested fusion
       absl::StatusOr<GemmFusion> f = ReadFusion(module, inst, kind, fbc, computations, what);
       if (!f.ok()) return f.status();
       out.push_back(std::move(*f));
