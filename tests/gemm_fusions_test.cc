@@ -12,6 +12,7 @@
 #include "model/core/graph_io.h"
 #include "model/hlo/featurize.h"
 #include "model/hlo/gemm_fusions.h"
+#include "model/tile/xla_fusion_table.h"
 
 using namespace tgraph;
 using tgraph::hlo::FindGemmFusions;
@@ -141,6 +142,16 @@ TEST_CASE("fusions: the tile graphs and fusions.tsv are written, and an existing
   CHECK_THAT(*tsv, Catch::Contains("gemm_fusion_dot.2\tgemm_fusion_dot.2_computation\t__triton_nested_gemm_fusion\t"
                                    "dot.4\t2\t3\t8\t128\t512\t100\tf32\tf32\tf32\t0\t0\t64x32x64 sk1 s1 w4 c1\t64\t32\t"
                                    "64\t1\t1\t4\t1\t0\t0\t\t\tgemm_fusion_dot.2.npz\n"));
+  // The table reads back as what was written: every fusion's problem and choice.
+  auto records = ReadXlaFusionTables(dir);
+  REQUIRE(records.ok());
+  REQUIRE(records->size() == fusions.size());
+  for (const GemmFusion& f : fusions) {
+    const XlaFusionRecord& r = records->at(hlo::FileSafeName(f.name) + ".npz");
+    CHECK(r.fusion == f.name);
+    CHECK(r.problem.Name() == f.problem.Name());
+    CHECK(r.chosen == f.chosen);
+  }
   auto g = LoadTileGraph(dir + "/gemm_fusion_dot.3.npz");
   REQUIRE(g.ok());
   CHECK(g->graph.num_nodes == 9);

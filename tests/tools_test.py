@@ -81,6 +81,7 @@ def test_version_names_the_commit_built():
     ["tgraph-bench-tiles", "--data", "d", "--registry", "r", "--finetuned_network_share", "-0.5"],
     ["tgraph-eval", "--collection", "layout:xla:random"],         # --data missing
     ["tgraph-eval", "--collection", "tile@h100-triton", "--data", "d", "--tile_network_share", "2"],
+    ["tgraph-eval", "--collection", "layout:xla:random", "--data", "d", "--baselines"],   # before any model is read
     ["tgraph-synth", "--out", "x", "--preset", "huge"],
     ["tgraph-featurize", "module"],                               # --in and --out missing
     ["tgraph-featurize", "apply", "--in", "m.hlo", "--out", "o.hlo"],   # --configs missing

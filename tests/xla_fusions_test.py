@@ -12,9 +12,11 @@ Run by ctest (xla_fusions) with pytest; the server fixtures are the Python clien
 import json
 import math
 import os
+import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 sys.path.insert(0, os.path.join(os.environ.get("TGRAPH_SOURCE_DIR", "."), "client", "python", "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -77,6 +79,17 @@ def write_logs(path, program, text):
         open(path, "wb").write(logs.SerializeToString())
 
 
+def table_of_one(path):
+    """The fusion table at `path` with its first fusion's line only."""
+    return "".join(open(path).read().splitlines(keepends=True)[:2])
+
+
+def run_failing(cmd):
+    r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    return r
+
+
 def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path):
     featurize = binary("model", "hlo", "tgraph-featurize")
     root = tmp_path / "data"
@@ -109,6 +122,26 @@ def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path
     ev = run([binary("model", "train", "tgraph-eval"), "--data", root, "--collection", "tile@test-xla",
               "--registry", registry, "--split", "test"])
     assert "jit_step2.gemm_fusion_dot.2" in ev.stdout, ev.stdout
+    # Beside the model, the orders without one, learned from the train and valid programs.
+    ev = run([binary("model", "train", "tgraph-eval"), "--data", root, "--collection", "tile@test-xla",
+              "--registry", registry, "--split", "test", "--baselines", "--json"])
+    methods = {m["method"]: m["report"] for m in json.loads(ev.stdout)["methods"]}
+    # XLA's choices in the dump: three of them among the logged candidates (16x8x16 w2
+    # and 64x16x128 are not).
+    choice = methods["XLA's choice (measured in 3 of 5), then mean slowdown"]
+    assert {"nearest problem", "mean slowdown", "random order (expected)"} < set(methods)
+    assert len(choice["graphs"]) == len(FUSIONS)
+    graph = {g["graph"]: g for g in choice["graphs"]}["jit_step2.gemm_fusion_dot.2"]
+    problem = FUSIONS["gemm_fusion_dot.2"]
+    fastest = min(synthetic_ns(problem, t, 2) for t in CANDIDATES)
+    assert graph["top1_error"] == pytest.approx(synthetic_ns(problem, (64, 32, 64, 1), 2) / fastest - 1)
+    # A fusion graph whose table is gone has no problem to compare: said before any scoring.
+    os.rename(split_dir / "test" / "jit_step2.fusions.tsv", tmp_path / "kept.tsv")
+    (split_dir / "test" / "jit_step2.fusions.tsv").write_text(table_of_one(tmp_path / "kept.tsv"))
+    r = run_failing([binary("model", "train", "tgraph-eval"), "--data", root, "--collection", "tile@test-xla",
+                     "--registry", registry, "--split", "test", "--baselines"])
+    assert ".npz: no fusion table of its folder lists it" in r.stderr, r.stderr
+    os.replace(tmp_path / "kept.tsv", split_dir / "test" / "jit_step2.fusions.tsv")
 
     server = Server(str(registry), str(tmp_path))
     try:

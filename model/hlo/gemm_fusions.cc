@@ -15,6 +15,7 @@
 #include "model/core/graph_io.h"
 #include "model/hlo/featurize.h"
 #include "model/hlo/hlo_print.h"
+#include "model/tile/xla_fusion_table.h"
 #include "google/protobuf/text_format.h"
 #include "nlohmann/json.hpp"
 #include "tgraph/hlo/autotuning.pb.h"
@@ -368,12 +369,12 @@ std::vector<std::string> AttachLogs(const std::vector<FusionLog>& logs, std::vec
   return unmatched;
 }
 
-// The fastest measured Triton time ("" when none was measured).
-std::string Fastest(const GemmFusion& f) {
-  if (f.measured.empty()) return "";
+// The fastest measured Triton time (none when nothing was measured).
+std::optional<int64_t> Fastest(const GemmFusion& f) {
+  if (f.measured.empty()) return std::nullopt;
   int64_t best = f.measured[0].run_time_ns;
   for (const TriedConfig& c : f.measured) best = std::min(best, c.run_time_ns);
-  return absl::StrCat(best);
+  return best;
 }
 
 // A fusion's rows: XLA's choice unmeasured, or every measured configuration.
@@ -401,10 +402,7 @@ absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<Gemm
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat(dir, ": cannot create: ", ec.message()));
-  std::string tsv =
-      "fusion\tcomputation\tkind\tdot\tdot_node\tnodes\tbatch\tm\tn\tk\tlhs_dtype\trhs_dtype\tout_dtype\tlhs_transposed\t"
-      "rhs_transposed\tchosen\tblock_m\tblock_n\tblock_k\tsplit_k\tnum_stages\tnum_warps\tnum_ctas\tmeasured\tfailed\t"
-      "fastest_ns\tlibrary_ns\tfile\n";
+  std::string tsv = XlaFusionTableHeader() + "\n";
   std::vector<std::string> lines;
   for (const GemmFusion& f : fusions) {
     absl::StatusOr<ModuleGraph> m = FeaturizeModule(f.module, absl::StrCat(dir, ": fusion ", f.name), limits);
@@ -418,14 +416,11 @@ absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<Gemm
     FillRows(f, sm_count, &g);
     const std::string file = g.name + ".npz";
     if (absl::Status s = SaveTileGraph((fs::path(dir) / file).string(), g); !s.ok()) return s;
+    XlaFusionRecord r{f.name, f.computation, f.kind, f.dot, dot_node, g.graph.num_nodes, f.problem, f.chosen,
+                      static_cast<int64_t>(f.measured.size()), f.failed, Fastest(f), f.library_ns, file};
+    absl::StrAppend(&tsv, XlaFusionTableLine(r), "\n");
     const XlaGemmProblem& p = f.problem;
     const XlaGemmConfig& c = f.chosen;
-    absl::StrAppend(&tsv, f.name, "\t", f.computation, "\t", f.kind, "\t", f.dot, "\t", dot_node, "\t", g.graph.num_nodes, "\t",
-                    p.batch, "\t", p.m, "\t", p.n, "\t", p.k, "\t", p.lhs_dtype, "\t", p.rhs_dtype, "\t", p.out_dtype,
-                    "\t", p.lhs_transposed ? 1 : 0, "\t", p.rhs_transposed ? 1 : 0, "\t", c.Name(), "\t", c.block_m,
-                    "\t", c.block_n, "\t", c.block_k, "\t", c.split_k, "\t", c.num_stages, "\t", c.num_warps, "\t",
-                    c.num_ctas, "\t", f.measured.size(), "\t", f.failed, "\t", Fastest(f), "\t",
-                    f.library_ns ? absl::StrCat(*f.library_ns) : "", "\t", file, "\n");
     lines.push_back(absl::StrCat(f.name, ": ", p.Name(), ", chosen ", c.Name(), ", ", g.graph.num_nodes, " nodes",
                                  f.measured.empty() ? "" : absl::StrCat(", ", f.measured.size(), " measured")));
   }

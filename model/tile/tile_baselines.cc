@@ -274,6 +274,19 @@ std::vector<double> TileBaselines::Scores(TileBaseline b, const GemmProblem& p,
   return scores;
 }
 
+GraphEval RandomOrderEval(const std::string& name, const std::vector<double>& runtime) {
+  GraphEval e;
+  e.name = name;
+  e.configs = static_cast<int64_t>(runtime.size());
+  e.tau = 0;
+  e.opa = 0.5;
+  const int64_t k[3] = {1, 5, 10};
+  for (int i = 0; i < 3; ++i) e.top_error[i] = ExpectedRandomTopKError(runtime, k[i]);
+  e.tile_score = 1.0 - e.top_error[1];
+  e.to_within = ExpectedRandomMeasurementsToWithin(runtime, 0.01);
+  return e;
+}
+
 std::vector<MethodReport> TileBaselineReports(const TileBaselines& baselines, const std::vector<KnownTileProblem>& problems,
                                               const std::string& collection, const std::string& split) {
   std::vector<MethodReport> out;
@@ -293,29 +306,22 @@ std::vector<MethodReport> TileBaselineReports(const TileBaselines& baselines, co
     out.push_back(std::move(m));
   }
   MethodReport random{"random order (expected)", empty_report()};
-  for (const KnownTileProblem& p : problems) {
-    GraphEval e;
-    e.name = p.name;
-    e.configs = static_cast<int64_t>(p.runtime.size());
-    e.tau = 0;
-    e.opa = 0.5;
-    const int64_t k[3] = {1, 5, 10};
-    for (int i = 0; i < 3; ++i) e.top_error[i] = ExpectedRandomTopKError(p.runtime, k[i]);
-    e.tile_score = 1.0 - e.top_error[1];
-    e.to_within = ExpectedRandomMeasurementsToWithin(p.runtime, 0.01);
-    random.report.graphs.push_back(e);
-  }
+  for (const KnownTileProblem& p : problems) random.report.graphs.push_back(RandomOrderEval(p.name, p.runtime));
   random.report.ComputeMean();
   out.push_back(std::move(random));
   return out;
 }
 
 std::string TileComparisonTable(const std::vector<MethodReport>& methods) {
-  std::string out = absl::StrFormat("%-44s %7s %7s %7s %7s %9s %9s\n", "method (medians over problems)", "tau", "top-1",
-                                    "top-5", "top-10", "to 1%", "mean 1%");
+  // The methods' column: as wide as the longest name up to 60 (a model's long description
+  // runs past it rather than pushing every line's figures away).
+  int width = 44;
+  for (const MethodReport& m : methods) width = std::max(width, std::min(60, static_cast<int>(m.method.size())));
+  std::string out = absl::StrFormat("%-*s %7s %7s %7s %7s %9s %9s\n", width, "method (medians over problems)", "tau",
+                                    "top-1", "top-5", "top-10", "to 1%", "mean 1%");
   for (const MethodReport& m : methods) {
     const GraphEval& e = m.report.median;
-    absl::StrAppend(&out, absl::StrFormat("%-44s %7s %7s %7s %7s %9s %9s\n", m.method, Num(e.tau, 3),
+    absl::StrAppend(&out, absl::StrFormat("%-*s %7s %7s %7s %7s %9s %9s\n", width, m.method, Num(e.tau, 3),
                                           Ratio(e.top_error[0]), Ratio(e.top_error[1]), Ratio(e.top_error[2]),
                                           Num(e.to_within, 1), Num(m.report.mean.to_within, 1)));
   }

@@ -181,6 +181,10 @@ struct MethodReport {
   EvalReport report;
 };
 
+// Random order's expected metrics on one problem's runtimes (rank_metrics.h): tau 0, OPA
+// 1/2, the expected top-K errors and measurements to within 1%.
+GraphEval RandomOrderEval(const std::string& name, const std::vector<double>& runtime);
+
 // The baselines' reports over `problems` (the evaluated split), in kAllTileBaselines order,
 // then random order's expectation.
 std::vector<MethodReport> TileBaselineReports(const TileBaselines& baselines, const std::vector<KnownTileProblem>& problems,

@@ -17,6 +17,7 @@
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/tile/tile_baselines.h"
+#include "model/train/eval_baselines.h"
 #include "model/train/evaluator.h"
 #include "model/tools/tool.h"
 #include "model/train/publish.h"
@@ -53,9 +54,10 @@ ABSL_FLAG(int64_t, cascade, 0,
           "report its recall of the full ensemble's top K and both times");
 ABSL_FLAG(double, cascade_fraction, 0.25, "With --cascade: the fraction kept for every fold (at least 2 x K)");
 ABSL_FLAG(bool, baselines, false,
-          "Tile collections with a tile space (tgraph-featurize tiles): also rank each problem without a model (the "
-          "nearest measured problem's order, mean slowdown, nearby problems' slowdown, a fixed default, random order), from the train and valid "
-          "splits the model learned from, and print the methods side by side");
+          "Tile collections: also rank each problem without a model, from the train and valid splits the model learned "
+          "from, and print the methods side by side. With a tile space (tgraph-featurize tiles): the nearest measured "
+          "problem's order, mean slowdown, nearby problems' slowdown, a fixed default, random order; with fusion tables "
+          "(tgraph-featurize fusions): the nearest fusion's order, mean slowdown, XLA's choice, random order");
 ABSL_FLAG(bool, json, false, "Print JSON instead of a table");
 ABSL_FLAG(std::string, rankings, "",
           "Also write each graph's ranking (the file's configuration indices, predicted fastest first) to this CSV: "
@@ -139,45 +141,6 @@ void PrintTable(const tgraph::EvalReport& r, const tgraph::EvalOptions& o, const
   }
 }
 
-// The measured problems of `splits` (tile files with a tile space's rows).
-absl::StatusOr<std::vector<tgraph::KnownTileProblem>> KnownProblems(const tgraph::Collection& c,
-                                                                    const std::vector<std::string>& splits) {
-  std::vector<tgraph::KnownTileProblem> out;
-  for (const std::string& split : splits) {
-    absl::StatusOr<std::vector<tgraph::GraphFile>> files = tgraph::ListSplit(absl::GetFlag(FLAGS_data), c, split);
-    if (!files.ok()) return files.status();
-    for (const tgraph::GraphFile& f : *files) {
-      absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(f.path);
-      if (!g.ok()) return g.status();
-      absl::StatusOr<tgraph::KnownTileProblem> k = tgraph::KnownProblemOf(*g, f.path);
-      if (!k.ok()) return k.status();
-      out.push_back(std::move(*k));
-    }
-  }
-  return out;
-}
-
-// The model's line and the baselines', over the evaluated split's problems.
-absl::StatusOr<std::vector<tgraph::MethodReport>> CompareWithBaselines(const tgraph::Collection& c,
-                                                                       const tgraph::EvalReport& model,
-                                                                       const std::string& model_name) {
-  if (c.kind != tgraph::CollectionKind::kTile)
-    return UsageError("--baselines: only tile collections have them (a collection made by tgraph-featurize tiles)");
-  const std::string dir = std::filesystem::path(tgraph::SplitDir(absl::GetFlag(FLAGS_data), c, "train")).parent_path();
-  if (absl::StatusOr<tgraph::TileSpace> space = tgraph::LoadTileSpace(dir); !space.ok())
-    return absl::FailedPreconditionError(absl::StrCat(
-        "--baselines needs a collection with a tile space (tgraph-featurize tiles writes it): ", space.status().message()));
-  absl::StatusOr<std::vector<tgraph::KnownTileProblem>> known = KnownProblems(c, {"train", "valid"});
-  if (!known.ok()) return known.status();
-  absl::StatusOr<std::vector<tgraph::KnownTileProblem>> evaluated = KnownProblems(c, {absl::GetFlag(FLAGS_split)});
-  if (!evaluated.ok()) return evaluated.status();
-  std::vector<tgraph::MethodReport> methods = {{model_name, model}};
-  for (tgraph::MethodReport& m : tgraph::TileBaselineReports(tgraph::TileBaselines(std::move(*known)), *evaluated,
-                                                             c.name(), absl::GetFlag(FLAGS_split)))
-    methods.push_back(std::move(m));
-  return methods;
-}
-
 int Evaluate() {
   torch::set_num_threads(tgraph::ThreadsOrCores(absl::GetFlag(FLAGS_threads)));
   absl::StatusOr<tgraph::Collection> c = tgraph::ParseCollection(absl::GetFlag(FLAGS_collection));
@@ -187,6 +150,15 @@ int Evaluate() {
   if (!precision.ok()) return Fail(UsageError(absl::StrCat("--precision: ", precision.status().message())));
   if (const double share = absl::GetFlag(FLAGS_tile_network_share); share != -1 && !(share >= 0 && share <= 1))
     return Fail(UsageError("--tile_network_share must be in 0..1 (or -1: the manifest's)"));
+  // The baselines first: a collection without them is refused before the model's long evaluation.
+  absl::StatusOr<std::vector<tgraph::MethodReport>> baselines = std::vector<tgraph::MethodReport>{};
+  if (absl::GetFlag(FLAGS_baselines)) {
+    if (c->kind != tgraph::CollectionKind::kTile)
+      return Fail(UsageError("--baselines: only tile collections have them (tgraph-featurize tiles or "
+                             "tgraph-featurize fusions makes one)"));
+    baselines = tgraph::BaselineReports(absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split));
+    if (!baselines.ok()) return Fail(baselines.status());
+  }
   std::string source;
   absl::StatusOr<tgraph::LoadedModel> model = LoadEvalModel(*c, &source);
   if (!model.ok()) return Fail(model.status());
@@ -202,8 +174,7 @@ int Evaluate() {
     if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_scores), r->ScoresCsv()); !s.ok()) return Fail(s);
   std::vector<tgraph::MethodReport> methods;
   if (absl::GetFlag(FLAGS_baselines)) {
-    absl::StatusOr<std::vector<tgraph::MethodReport>> m =
-        CompareWithBaselines(*c, *r, absl::StrCat("model (", source, ", ", model->folds.size(), " folds",
+    methods.push_back({absl::StrCat("model (", source, ", ", model->folds.size(), " folds",
                                                   o->tile_prior && model->manifest.tile_prior
                                                       ? absl::StrCat(", prior of ", model->manifest.tile_prior->problems,
                                                                      " problems (bandwidth ",
@@ -213,9 +184,8 @@ int Evaluate() {
                                                                          ? o->tile_network_share
                                                                          : model->manifest.tile_prior->network_share)
                                                       : std::string(),
-                                                  ")"));
-    if (!m.ok()) return Fail(m.status());
-    methods = std::move(*m);
+                                                  ")"), *r});
+    for (tgraph::MethodReport& m : *baselines) methods.push_back(std::move(m));
   }
   if (absl::GetFlag(FLAGS_json)) {
     std::printf("%s\n", methods.empty() ? r->Json().c_str() : tgraph::MethodsJson(methods).c_str());
