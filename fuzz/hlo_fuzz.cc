@@ -1,7 +1,8 @@
 // libFuzzer target: untrusted bytes as an HLO module (text or proto, told apart by
 // content as every tool does) through the reader, the featurizer and the Triton GEMM
-// fusions' reader (their backend configs' JSON included). A crash, a leak, a
-// sanitizer report or a hang is a defect; an error is the right answer to most inputs.
+// fusions' reader (their backend configs' JSON included), each fusion's graph and its
+// lone dot's. A crash, a leak, a sanitizer report or a hang is a defect; an error is the
+// right answer to most inputs.
 #include <cstddef>
 #include <cstdint>
 
@@ -15,6 +16,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   absl::StatusOr<tgraph::xla::HloModuleProto> module = tgraph::hlo::ParseModule(bytes, "fuzz", limits);
   if (!module.ok()) return 0;
   (void)tgraph::hlo::FeaturizeModule(*module, "fuzz", limits);
-  (void)tgraph::hlo::FindGemmFusions(*module, "fuzz");
+  absl::StatusOr<std::vector<tgraph::hlo::GemmFusion>> fusions = tgraph::hlo::FindGemmFusions(*module, "fuzz");
+  if (!fusions.ok()) return 0;
+  for (const tgraph::hlo::GemmFusion& f : *fusions) {
+    (void)tgraph::hlo::FeaturizeModule(f.module, "fuzz", limits);
+    absl::StatusOr<tgraph::xla::HloModuleProto> lone = tgraph::hlo::LoneDotModule(f, "fuzz");
+    if (lone.ok()) (void)tgraph::hlo::FeaturizeModule(*lone, "fuzz", limits);
+  }
   return 0;
 }

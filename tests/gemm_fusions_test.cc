@@ -109,6 +109,42 @@ TEST_CASE("fusions: the real MLP dump's five Triton GEMM fusions, their problems
   CHECK(opcodes.back() == "dot");
 }
 
+TEST_CASE("fusions: a fusion's lone dot is its two operands and the dot, whose node reads as in the fused graph",
+          "[hlo][fusions]") {
+  for (const std::string ext : {"txt", "hlo.pb"}) {
+    const std::vector<GemmFusion> fusions = FusionsOf(kAfter + ext);
+    for (const GemmFusion& f : fusions) {
+      auto lone = hlo::LoneDotModule(f, "m");
+      REQUIRE(lone.ok());
+      auto fused = hlo::FeaturizeModule(f.module, "fused");
+      auto alone = hlo::FeaturizeModule(*lone, "lone");
+      REQUIRE(fused.ok());
+      REQUIRE(alone.ok());
+      REQUIRE(alone->graph.num_nodes == 3);
+      CHECK(alone->nodes[0].opcode == "parameter");
+      CHECK(alone->nodes[1].opcode == "parameter");
+      CHECK(alone->nodes[2].opcode == "dot");
+      CHECK(alone->nodes[2].instruction == f.dot);
+      CHECK(alone->nodes[2].computation == f.computation);  // what fusions.tsv's dot_node is found by
+      CHECK(alone->graph.edge_index == std::vector<int64_t>{2, 0, 2, 1});
+      // The dot's own features (its shape, dimension numbers, its operands' shapes) are
+      // the fused graph's dot's: only the graph around it differs.
+      int64_t dot = -1;
+      for (size_t i = 0; i < fused->nodes.size(); ++i)
+        if (fused->nodes[i].opcode == "dot") dot = static_cast<int64_t>(i);
+      REQUIRE(dot >= 0);
+      CHECK(std::vector<float>(alone->graph.feat(2), alone->graph.feat(2) + kNodeFeatDim) ==
+            std::vector<float>(fused->graph.feat(dot), fused->graph.feat(dot) + kNodeFeatDim));
+    }
+  }
+  GemmFusion broken = FusionsOf(kAfter + "txt")[0];
+  broken.dot = "no_such_dot";
+  auto refused = hlo::LoneDotModule(broken, "m.txt");
+  REQUIRE_FALSE(refused.ok());
+  CHECK(std::string(refused.status().message()) ==
+        "m.txt: fusion gemm_fusion_dot.2: its computation has no dot no_such_dot of two operands");
+}
+
 TEST_CASE("fusions: a configuration's 24 values, hand-computed for the 8x128x512x100 fusion on 132 SMs",
           "[hlo][fusions]") {
   const GemmFusion f = FusionsOf(kAfter + "txt")[0];

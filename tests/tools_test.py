@@ -88,6 +88,7 @@ def test_version_names_the_commit_built():
     ["tgraph-featurize", "tiles", "--csv", "c", "--hlo_dir", "h", "--out_root", "o", "--test_hlo_dir", "t"],
     ["tgraph-featurize", "fusions", "--in", "m.hlo"],              # --out_dir missing
     ["tgraph-featurize", "fusions", "--in", "m.hlo", "--out_dir", "d", "--sm_count", "0"],
+    ["tgraph-featurize", "fusions", "--in", "m.hlo", "--out_dir", "d", "--graph", "epilogue"],
     ["tgraph-featurize", "fusions", "--in", "m.hlo", "--collection", "tile@x", "--split", "all", "--out_root", "r"],
     ["tgraph-client", "xla-gpu", "--collection", "tile@x", "--hlo", "m.hlo"],   # --out missing
     ["tgraph-client", "xla-gpu", "--collection", "tile@x", "--hlo", "m.hlo", "--out", "o", "--per_fusion", "0"],

@@ -20,7 +20,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.environ.get("TGRAPH_SOURCE_DIR", "."), "client", "python", "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import REAL, Server, binary  # noqa: E402
+from conftest import REAL, SRC, Server, binary  # noqa: E402
 from conftest import run as run_strings  # noqa: E402
 
 
@@ -212,3 +212,77 @@ def test_nested_operand_fusions_read_alike_from_the_text_and_from_xlas_proto_of_
         assert "f: f32 x f32 -> f32 8x64x256x128, chosen 32x128x64 sk1 s3 w8 c1, 9 nodes" in out.stderr, out.stderr
     assert tables[0] == tables[1]
     assert (tmp_path / "m.hlo.out" / "f.npz").read_bytes() == (tmp_path / "m.hlo.pb.out" / "f.npz").read_bytes()
+
+
+def test_collect_xla_gpu_builds_compiles_dumps_and_times_its_programs_on_the_cpu(tmp_path):
+    """The device script, run here on the CPU (no Triton, no autotuning): each program
+    builds, compiles in a process of its own under both modes' flags, dumps its module
+    after XLA's passes and is timed, and the archive holds what a GPU run sends back."""
+    script = os.path.join(SRC, "scripts", "collect-xla-gpu")
+    r = subprocess.run([sys.executable, script, "--out", tmp_path, "--platform", "cpu", "--programs",
+                        "mlp:s,decoder_bf16:s"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    import tarfile
+    with tarfile.open(tmp_path / "xla-gpu.tar.gz") as t:
+        names = set(t.getnames())
+        manifest = json.load(t.extractfile("xla-gpu/manifest.json"))
+    for program in ("mlp_s", "decoder_bf16_s"):
+        assert {f"xla-gpu/{program}/autotuned.after_optimizations.txt", f"xla-gpu/{program}/autotuned.after_optimizations.hlo.pb",
+                f"xla-gpu/{program}/heuristic.after_optimizations.txt"} <= names, names
+    assert manifest["provenance"]["platform"] == "cpu" and manifest["provenance"]["jax"]
+    assert "--xla_gpu_exhaustive_tiling_search=true" in manifest["flags"]["autotuned"]
+    assert "--xla_gpu_autotune_level=0" in manifest["flags"]["heuristic"]
+    for program in ("mlp:s", "decoder_bf16:s"):
+        for mode in ("autotuned", "heuristic"):
+            result = manifest["programs"][program][mode]
+            assert result["compile_s"] > 0 and result["step_ms_median"] >= result["step_ms_min"] > 0, result
+    # A program it does not have is refused before anything runs.
+    bad = subprocess.run([sys.executable, script, "--out", tmp_path, "--programs", "mlp:xl"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "'mlp:xl' is not a PROGRAM:SIZE of --list" in bad.stderr
+
+
+def collected_archive(tmp_path):
+    """What scripts/collect-xla-gpu would bring back from three programs: the real dump
+    (renamed per program) with logs of a formula's times, and a heuristic compilation
+    whose gemm_fusion_dot.2 chose another tile."""
+    import tarfile
+    text = open(DUMP).read()
+    root = tmp_path / "stage" / "xla-gpu"
+    for number, program in enumerate(("mlp_s", "resnet_s", "decoder_bf16_s")):
+        d = root / program
+        d.mkdir(parents=True)
+        (d / "autotuned.after_optimizations.txt").write_text(text.replace("HloModule jit_step", f"HloModule jit_{program}", 1))
+        write_logs(d / "autotune_logs.pb", number, text=False)
+        (d / "heuristic.after_optimizations.txt").write_text(
+            text.replace('"output_tiles":[{"sizes":["1","64","32"]}]', '"output_tiles":[{"sizes":["1","32","32"]}]'))
+    (root / "manifest.json").write_text(json.dumps({"provenance": {"platform": "gpu"}}))
+    archive = tmp_path / "xla-gpu.tar.gz"
+    with tarfile.open(archive, "w:gz") as t:
+        t.add(root, arcname="xla-gpu")
+    return archive
+
+
+def test_xla_gpu_fusions_trains_the_fused_graphs_and_the_lone_dots_and_judges_both_on_held_out_programs(tmp_path):
+    work = tmp_path / "work"
+    env = dict(os.environ, SKIP_BUILD="1", BUILD_DIR=os.environ.get("TGRAPH_BIN_DIR", "build"), EPOCHS="3",
+               FOLDS_TRAINED="1", NAME="test-xla")
+    r = subprocess.run([os.path.join(SRC, "scripts", "xla-gpu-fusions"), collected_archive(tmp_path), work],
+                       capture_output=True, text=True, env=env, timeout=900)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = r.stdout
+    assert "mlp_s -> train" in out and "resnet_s -> valid" in out and "decoder_bf16_s -> test" in out, out
+    for collection in ("tile@test-xla", "tile@test-xla-dot"):
+        assert f"{collection} test: 5 problems" in out, out
+    assert out.count("XLA's choice (measured in 3 of 5), then mean slowdown") == 2, out
+    split = work / "data" / "npz" / "tile"
+    # The lone dots: the same rows, three nodes each; the fused graphs as the dump has them.
+    with np.load(split / "@test-xla-dot" / "test" / "jit_decoder_bf16_s.gemm_fusion_dot.3.npz") as z, \
+            np.load(split / "@test-xla" / "test" / "jit_decoder_bf16_s.gemm_fusion_dot.3.npz") as f:
+        assert z["node_feat"].shape[0] == 3 and f["node_feat"].shape[0] == 9
+        assert (z["config_feat"] == f["config_feat"]).all() and (z["config_runtime"] == f["config_runtime"]).all()
+    # XLA's choice is the heuristic compilation's (--chosen_from): gemm_fusion_dot.2 chose 32x32.
+    table = (split / "@test-xla" / "test" / "jit_decoder_bf16_s.fusions.tsv").read_text().splitlines()
+    rows = {dict(zip(table[0].split("\t"), l.split("\t")))["fusion"]: dict(zip(table[0].split("\t"), l.split("\t")))
+            for l in table[1:]}
+    assert rows["gemm_fusion_dot.2"]["chosen"] == "32x32x64 sk1 s1 w4 c1"
+    assert rows["gemm_fusion_dot.3"]["chosen"] == "64x16x32 sk1 s1 w4 c1"

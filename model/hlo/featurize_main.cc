@@ -5,7 +5,7 @@
 //   tgraph-featurize tile   --in TUNING_DATA.pb --out_dir DIR
 //   tgraph-featurize apply  --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo
 //   tgraph-featurize fusions --in MODULE (after XLA's GPU passes) --out_dir DIR [--logs AUTOTUNE_LOGS]
-//                            [--sm_count 132]
+//                            [--sm_count 132] [--graph fusion|dot] [--chosen_from MODULE]
 //   tgraph-featurize fusions --in MODULE --logs AUTOTUNE_LOGS --collection tile@NAME --split S --out_root ROOT
 //   tgraph-featurize tiles  --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]
 //                           [--hold_out shape|DTYPE|largest | --test_csv NEW.csv [--test_hlo_dir DIR]]
@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,12 @@ ABSL_FLAG(std::string, split, "", "fusions: with --collection, the split every f
 ABSL_FLAG(std::string, logs, "",
           "fusions: XLA's autotuning logs of the same compilation (--xla_gpu_dump_autotune_logs_to; binary, or text "
           "for .txt/.textproto): every Triton candidate that ran becomes a row of its fusion, with its time");
+ABSL_FLAG(std::string, graph, "fusion",
+          "fusions: each fusion's graph: fusion (its fused computation, prologue and epilogue with the dot) or dot "
+          "(the dot alone, its operands as parameters: the same rows, to measure what the fused graph adds)");
+ABSL_FLAG(std::string, chosen_from, "",
+          "fusions: each fusion's chosen configuration from this module instead (the same program compiled with "
+          "--xla_gpu_autotune_level=0: XLA's heuristic's picks), matched by fusion name");
 ABSL_FLAG(int64_t, row, 0, "apply: which row of --configs to write into the module (0 = the first)");
 
 namespace {
@@ -231,6 +238,31 @@ absl::StatusOr<std::pair<std::string, bool>> FusionsOutput() {
   return std::make_pair(tgraph::SplitDir(root, *c, split), true);
 }
 
+// With --chosen_from: each fusion's choice from that module's fusion of the same name; a
+// fusion it does not hold keeps its own, with a warning.
+absl::Status TakeChoicesFrom(const std::string& path, const tgraph::hlo::Limits& limits,
+                             std::vector<tgraph::hlo::GemmFusion>* fusions) {
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<std::string> bytes = tgraph::ReadFile(path);
+  if (!bytes.ok()) return bytes.status();
+  absl::StatusOr<tgraph::xla::HloModuleProto> module = tgraph::hlo::ParseModule(*bytes, path, limits);
+  if (!module.ok()) return module.status();
+  absl::StatusOr<std::vector<tgraph::hlo::GemmFusion>> other = tgraph::hlo::FindGemmFusions(*module, path);
+  if (!other.ok()) return other.status();
+  std::map<std::string, tgraph::XlaGemmConfig> chosen;
+  for (const tgraph::hlo::GemmFusion& f : *other) chosen.emplace(f.name, f.chosen);
+  for (tgraph::hlo::GemmFusion& f : *fusions) {
+    const auto it = chosen.find(f.name);
+    if (it != chosen.end()) {
+      f.chosen = it->second;
+    } else {
+      std::fprintf(stderr, "tgraph-featurize: warning: --chosen_from %s has no Triton GEMM fusion %s: it keeps its "
+                   "own choice\n", path.c_str(), f.name.c_str());
+    }
+  }
+  return absl::OkStatus();
+}
+
 int Fusions(const tgraph::hlo::Limits& limits) {
   const std::string in = absl::GetFlag(FLAGS_in);
   if (in.empty()) return Fail(UsageError("fusions needs --in MODULE (after XLA's GPU passes)"));
@@ -239,6 +271,9 @@ int Fusions(const tgraph::hlo::Limits& limits) {
   const std::string& dir = output->first;
   const int64_t sm_count = absl::GetFlag(FLAGS_sm_count);
   if (sm_count <= 0 || sm_count > 100000) return Fail(UsageError("--sm_count must be in 1..100000"));
+  const std::string graph = absl::GetFlag(FLAGS_graph);
+  if (graph != "fusion" && graph != "dot")
+    return Fail(UsageError(absl::StrCat("--graph '", graph, "': expected fusion or dot")));
   absl::StatusOr<std::string> bytes = tgraph::ReadFile(in);
   if (!bytes.ok()) return Fail(bytes.status());
   absl::StatusOr<tgraph::xla::HloModuleProto> module = tgraph::hlo::ParseModule(*bytes, in, limits);
@@ -246,6 +281,13 @@ int Fusions(const tgraph::hlo::Limits& limits) {
   const std::string prefix = output->second ? tgraph::hlo::FileSafeName(module->name()) + "." : "";
   absl::StatusOr<std::vector<tgraph::hlo::GemmFusion>> fusions = tgraph::hlo::FindGemmFusions(*module, in);
   if (!fusions.ok()) return Fail(fusions.status());
+  if (absl::Status s = TakeChoicesFrom(absl::GetFlag(FLAGS_chosen_from), limits, &*fusions); !s.ok()) return Fail(s);
+  if (graph == "dot")
+    for (tgraph::hlo::GemmFusion& f : *fusions) {
+      absl::StatusOr<tgraph::xla::HloModuleProto> lone = tgraph::hlo::LoneDotModule(f, in);
+      if (!lone.ok()) return Fail(lone.status());
+      f.module = std::move(*lone);
+    }
   if (const std::string logs_path = absl::GetFlag(FLAGS_logs); !logs_path.empty()) {
     absl::StatusOr<std::string> log_bytes = tgraph::ReadFile(logs_path);
     if (!log_bytes.ok()) return Fail(log_bytes.status());
@@ -364,7 +406,7 @@ int main(int argc, char** argv) {
       "  tgraph-featurize apply --in MODULE.hlo --configs ROWS.npy [--row K] --out MODULE.applied.hlo\n"
       "      a chosen layout row written into the module's HLO text (layouts, and copies where an operand's\n"
       "      layout must change), every other byte kept\n"
-      "  tgraph-featurize fusions --in MODULE --out_dir DIR [--logs AUTOTUNE_LOGS] [--sm_count 132]\n"
+      "  tgraph-featurize fusions --in MODULE --out_dir DIR [--logs AUTOTUNE_LOGS] [--sm_count 132] [--graph dot]\n"
       "  tgraph-featurize fusions --in MODULE --logs AUTOTUNE_LOGS --collection tile@NAME --split S --out_root ROOT\n"
       "      a module after XLA's GPU passes -> one tile file per Triton matrix-product fusion (its fused\n"
       "      computation as a graph; as rows the configuration XLA chose, or with --logs every candidate XLA's\n"

@@ -348,6 +348,48 @@ absl::StatusOr<std::vector<GemmFusion>> FindGemmFusions(const tgraph::xla::HloMo
   return out;
 }
 
+absl::StatusOr<tgraph::xla::HloModuleProto> LoneDotModule(const GemmFusion& f, absl::string_view what) {
+  const std::string where = absl::StrCat(what, ": fusion ", f.name);
+  const HloComputationProto* fused = nullptr;
+  for (const HloComputationProto& c : f.module.computations())
+    if (c.id() == f.module.entry_computation_id()) fused = &c;
+  if (fused == nullptr) return absl::InvalidArgumentError(absl::StrCat(where, ": its module has no entry computation"));
+  std::map<int64_t, const HloInstructionProto*> by_id;
+  const HloInstructionProto* dot = nullptr;
+  for (const HloInstructionProto& inst : fused->instructions()) {
+    by_id[inst.id()] = &inst;
+    if (inst.opcode() == "dot" && ShownName(inst.name()) == f.dot) dot = &inst;
+  }
+  if (dot == nullptr || dot->operand_ids_size() != 2 || !by_id.count(dot->operand_ids(0)) ||
+      !by_id.count(dot->operand_ids(1)))
+    return absl::InvalidArgumentError(absl::StrCat(where, ": its computation has no dot ", f.dot, " of two operands"));
+  HloComputationProto lone;
+  lone.set_name(fused->name());
+  lone.set_id(1);
+  for (int i = 0; i < 2; ++i) {
+    HloInstructionProto* p = lone.add_instructions();
+    p->set_name(absl::StrCat(i == 0 ? "lhs" : "rhs", ".lone_dot"));
+    p->set_opcode("parameter");
+    *p->mutable_shape() = by_id.at(dot->operand_ids(i))->shape();
+    p->set_parameter_number(i);
+    p->set_id(2 + i);
+  }
+  HloInstructionProto* d = lone.add_instructions();
+  *d = *dot;
+  d->set_id(4);
+  d->clear_operand_ids();
+  d->add_operand_ids(2);
+  d->add_operand_ids(3);
+  lone.set_root_id(4);
+  tgraph::xla::HloModuleProto out;
+  out.set_name(f.module.name());
+  out.set_id(f.module.id());
+  *out.add_computations() = std::move(lone);
+  out.set_entry_computation_name(fused->name());
+  out.set_entry_computation_id(1);
+  return out;
+}
+
 std::vector<std::string> AttachLogs(const std::vector<FusionLog>& logs, std::vector<GemmFusion>* fusions) {
   std::map<std::string, GemmFusion*> by_name;
   for (GemmFusion& f : *fusions) by_name[f.name] = &f;

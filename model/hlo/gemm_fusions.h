@@ -52,6 +52,13 @@ struct GemmFusion {
 absl::StatusOr<std::vector<GemmFusion>> FindGemmFusions(const tgraph::xla::HloModuleProto& module,
                                                         absl::string_view what);
 
+// The fusion's dot alone, as a module: its two operands as parameters 0 and 1 (their
+// shapes and layouts as the dot reads them) and the dot as the root, in a computation of
+// the fused computation's name, so that a model can be fed the product without its fused
+// prologue and epilogue (what the graph adds is then measurable: the same rows, fewer
+// nodes). INVALID_ARGUMENT naming `what` when the module has no such dot.
+absl::StatusOr<tgraph::xla::HloModuleProto> LoneDotModule(const GemmFusion& f, absl::string_view what);
+
 // Gives each fusion its log's measurements (by fusion name; a configuration tried twice
 // keeps its first time). Returns the names of logs whose fusion the module does not hold.
 std::vector<std::string> AttachLogs(const std::vector<FusionLog>& logs, std::vector<GemmFusion>* fusions);
