@@ -142,7 +142,45 @@ TEST_CASE("fusions: a fusion's lone dot is its two operands and the dot, whose n
   auto refused = hlo::LoneDotModule(broken, "m.txt");
   REQUIRE_FALSE(refused.ok());
   CHECK(std::string(refused.status().message()) ==
-        "m.txt: fusion gemm_fusion_dot.2: its computation has no dot no_such_dot of two operands");
+        "m.txt: fusion gemm_fusion_dot.2: its computation has no product no_such_dot of known operands");
+}
+
+TEST_CASE("fusions: a block-scaled product (scaled-dot) is the product of its first two operands, its scales kept",
+          "[hlo][fusions]") {
+  const std::string text = R"(HloModule scaled
+
+scaled_gemm {
+  x = f8e4m3fn[256,512]{1,0} parameter(0)
+  y = f8e4m3fn[512,64]{1,0} parameter(1)
+  xs = f8e8m0fnu[256,16]{1,0} parameter(2)
+  ys = f8e8m0fnu[16,64]{1,0} parameter(3)
+  ROOT p = bf16[256,64]{1,0} scaled-dot(x, y, xs, ys), lhs_contracting_dims={1}, rhs_contracting_dims={0}, backend_config={sizes:["64"]}
+}
+
+ENTRY main {
+  a = f8e4m3fn[256,512]{1,0} parameter(0)
+  b = f8e4m3fn[512,64]{1,0} parameter(1)
+  as = f8e8m0fnu[256,16]{1,0} parameter(2)
+  bs = f8e8m0fnu[16,64]{1,0} parameter(3)
+  ROOT f = bf16[256,64]{1,0} fusion(a, b, as, bs), kind=kCustom, calls=scaled_gemm, backend_config={fusion_backend_config:{kind:"__triton_nested_gemm_fusion", block_level_fusion_config:{output_tiles:[{sizes:["128","32"]}], num_warps:"8", num_stages:"2", num_ctas:"1"}}}
+}
+)";
+  auto module = hlo::ParseModule(text, "scaled.hlo");
+  REQUIRE(module.ok());
+  auto fusions = FindGemmFusions(*module, "scaled.hlo");
+  REQUIRE(fusions.ok());
+  REQUIRE(fusions->size() == 1);
+  const GemmFusion& f = fusions->at(0);
+  CHECK(f.dot == "p");
+  CHECK(f.problem.Name() == "f8e4m3fn x f8e4m3fn -> bf16 256x64x512");
+  CHECK(f.chosen.Name() == "128x32x64 sk1 s2 w8 c1");
+  auto lone = hlo::LoneDotModule(f, "scaled.hlo");
+  REQUIRE(lone.ok());
+  auto g = hlo::FeaturizeModule(*lone, "lone");
+  REQUIRE(g.ok());
+  REQUIRE(g->graph.num_nodes == 5);  // four parameters and the product
+  CHECK(g->nodes[4].opcode == "scaled-dot");
+  CHECK(g->graph.edge_index == std::vector<int64_t>{4, 0, 4, 1, 4, 2, 4, 3});
 }
 
 TEST_CASE("fusions: a configuration's 24 values, hand-computed for the 8x128x512x100 fusion on 132 SMs",

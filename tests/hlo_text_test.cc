@@ -7,6 +7,7 @@
 #include <random>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "model/core/file_util.h"
 #include "model/core/layout_space.h"
 #include "model/core/opcodes.h"
@@ -562,4 +563,40 @@ TEST_CASE("HLO text: a real transformer layer as PyTorch/XLA wrote it, with hand
     }
   // The KV-cache update: scatter calls its assignment computation, whose root is a parameter.
   CHECK(HasEdge(*g, NodeNamed(*g, "scatter.154"), NodeNamed(*g, "p1.157")));
+}
+
+TEST_CASE("HLO text: the narrow types read as XLA numbers them, and print back by name", "[hlo][text]") {
+  // XLA's PrimitiveType numbers (xla/xla_data.proto), as the test environment's jaxlib
+  // carries them: what XLA's own proto of the same module holds.
+  const std::vector<std::pair<std::string, int>> types = {
+      {"s1", 30},       {"s2", 26},       {"s4", 21},       {"u1", 31},         {"u2", 27},
+      {"u4", 22},       {"f8e5m2", 19},   {"f8e4m3", 28},   {"f8e4m3fn", 20},   {"f8e4m3b11fnuz", 23},
+      {"f8e3m4", 29},   {"f8e5m2fnuz", 24}, {"f8e4m3fnuz", 25}, {"f4e2m1fn", 32}, {"f8e8m0fnu", 33},
+      {"f6e3m2fn", 35}, {"f6e2m3fn", 36}};
+  std::string text = "HloModule narrow\n\nENTRY main {\n";
+  for (size_t i = 0; i < types.size(); ++i)
+    text += absl::StrCat("  p", i, " = ", types[i].first, "[4,8]{1,0} parameter(", i, ")\n");
+  text += "  ROOT t = (f8e4m3fn[4,8]{1,0}, s4[4,8]{1,0}) tuple(p8, p2)\n}\n";
+  auto module = ParseHloText(text, "narrow.hlo");
+  REQUIRE(module.ok());
+  const auto& entry = module->computations(0);
+  int parameters = 0;
+  for (const auto& inst : entry.instructions()) {
+    if (inst.opcode() != "parameter") continue;
+    ++parameters;
+    const auto& [name, number] = types.at(static_cast<size_t>(inst.parameter_number()));
+    CHECK(inst.shape().element_type() == number);
+    CHECK(std::string(hlo::ElementTypeName(number)) == name);
+  }
+  CHECK(parameters == static_cast<int>(types.size()));
+  // Printed by name, and read again as the same types.
+  const std::string printed = hlo::PrintHloText(*module);
+  CHECK_THAT(printed, Catch::Contains("f8e4m3b11fnuz[4,8]") && Catch::Contains("(f8e4m3fn[4,8]{1,0}, s4[4,8]{1,0})"));
+  auto again = ParseHloText(printed, "printed.hlo");
+  REQUIRE(again.ok());
+  CHECK(hlo::PrintHloText(*again) == printed);
+  // A name no XLA type has still reads (its features all zero), and prints as "other".
+  auto odd = ParseHloText("HloModule o\n\nENTRY main {\n  ROOT p = f7e9[2]{0} parameter(0)\n}\n", "odd.hlo");
+  REQUIRE(odd.ok());
+  CHECK(std::string(hlo::ElementTypeName(odd->computations(0).instructions(0).shape().element_type())) == "other");
 }

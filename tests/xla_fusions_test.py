@@ -214,6 +214,54 @@ def test_nested_operand_fusions_read_alike_from_the_text_and_from_xlas_proto_of_
     assert (tmp_path / "m.hlo.out" / "f.npz").read_bytes() == (tmp_path / "m.hlo.pb.out" / "f.npz").read_bytes()
 
 
+# An fp8 product (e4m3 by e5m2, bf16 out) and a block-scaled one (scaled-dot: its scales
+# operands 2 and 3), each a nested GEMM fusion.
+NARROW = """HloModule narrow
+
+fp8_gemm {
+  x = f8e4m3fn[512,256]{1,0} parameter(0)
+  y = f8e5m2[256,128]{1,0} parameter(1)
+  ROOT d = bf16[512,128]{1,0} dot(x, y), lhs_contracting_dims={1}, rhs_contracting_dims={0}, backend_config={"sizes":["128"]}
+}
+
+scaled_gemm {
+  a = f8e4m3fn[256,512]{1,0} parameter(0)
+  b = f8e4m3fn[512,64]{1,0} parameter(1)
+  as = f8e8m0fnu[256,16]{1,0} parameter(2)
+  bs = f8e8m0fnu[16,64]{1,0} parameter(3)
+  ROOT p = bf16[256,64]{1,0} scaled-dot(a, b, as, bs), lhs_contracting_dims={1}, rhs_contracting_dims={0}, backend_config={"sizes":["64"]}
+}
+
+ENTRY main {
+  x = f8e4m3fn[512,256]{1,0} parameter(0)
+  y = f8e5m2[256,128]{1,0} parameter(1)
+  a = f8e4m3fn[256,512]{1,0} parameter(2)
+  b = f8e4m3fn[512,64]{1,0} parameter(3)
+  as = f8e8m0fnu[256,16]{1,0} parameter(4)
+  bs = f8e8m0fnu[16,64]{1,0} parameter(5)
+  f = bf16[512,128]{1,0} fusion(x, y), kind=kCustom, calls=fp8_gemm, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["64","128"]}],"num_warps":"4","num_stages":3,"num_ctas":1}}}
+  g = bf16[256,64]{1,0} fusion(a, b, as, bs), kind=kCustom, calls=scaled_gemm, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["128","64"]}],"num_warps":"8","num_stages":2,"num_ctas":1}}}
+  ROOT t = (bf16[512,128]{1,0}, bf16[256,64]{1,0}) tuple(f, g)
+}
+"""
+
+
+def test_narrow_typed_and_block_scaled_fusions_read_alike_from_the_text_and_from_xlas_proto_of_it(tmp_path):
+    from jax._src.lib import xla_client
+    featurize = binary("model", "hlo", "tgraph-featurize")
+    (tmp_path / "n.hlo").write_text(NARROW)
+    (tmp_path / "n.hlo.pb").write_bytes(xla_client.hlo.hlo_module_from_text(NARROW).as_serialized_hlo_module_proto())
+    tables = []
+    for name in ("n.hlo", "n.hlo.pb"):
+        out = run([featurize, "fusions", "--in", tmp_path / name, "--out_dir", tmp_path / (name + ".out")])
+        assert "f: f8e4m3fn x f8e5m2 -> bf16 512x128x256, chosen 64x128x128 sk1 s3 w4 c1, 3 nodes" in out.stderr, out.stderr
+        assert "g: f8e4m3fn x f8e4m3fn -> bf16 256x64x512, chosen 128x64x64 sk1 s2 w8 c1, 5 nodes" in out.stderr, out.stderr
+        tables.append((tmp_path / (name + ".out") / "fusions.tsv").read_text())
+    assert tables[0] == tables[1]
+    for npz in ("f.npz", "g.npz"):
+        assert (tmp_path / "n.hlo.out" / npz).read_bytes() == (tmp_path / "n.hlo.pb.out" / npz).read_bytes()
+
+
 def test_collect_xla_gpu_builds_compiles_dumps_and_times_its_programs_on_the_cpu(tmp_path):
     """The device script, run here on the CPU (no Triton, no autotuning): each program
     builds, compiles in a process of its own under both modes' flags, dumps its module

@@ -31,6 +31,10 @@ using tgraph::xla::HloInstructionProto;
 constexpr char kNestedKind[] = "__triton_nested_gemm_fusion";
 constexpr char kGemmKind[] = "__triton_gemm";
 
+// The matrix product of a GEMM fusion: a dot, or a block-scaled one (scaled-dot: the
+// product of operands 0 and 1, each scaled by a tensor of its own, operands 2 and 3).
+bool IsProduct(const std::string& opcode) { return opcode == "dot" || opcode == "scaled-dot"; }
+
 // A JSON integer as XLA writes one: a number, or (int64 fields of its protos) a string.
 absl::StatusOr<int64_t> Int(const json& object, const char* key, absl::string_view where) {
   const auto it = object.find(key);
@@ -125,10 +129,13 @@ bool Has(const google::protobuf::RepeatedField<int64_t>& dims, int64_t d) {
   return std::find(dims.begin(), dims.end(), d) != dims.end();
 }
 
-// The problem a dot of `comp` computes (its operands are instructions of `comp`).
+// The problem a dot (or scaled-dot) of `comp` computes (its operands are instructions of `comp`).
 absl::StatusOr<XlaGemmProblem> ProblemOf(const HloInstructionProto& dot, const std::map<int64_t, const HloInstructionProto*>& by_id,
                                          absl::string_view where) {
-  if (dot.operand_ids_size() != 2) return absl::InvalidArgumentError(absl::StrCat(where, ": the dot has ", dot.operand_ids_size(), " operands, expected 2"));
+  const int want = dot.opcode() == "scaled-dot" ? 4 : 2;  // a scaled-dot's scales are operands 2 and 3
+  if (dot.operand_ids_size() != want)
+    return absl::InvalidArgumentError(absl::StrCat(where, ": the ", dot.opcode(), " has ", dot.operand_ids_size(),
+                                                   " operands, expected ", want));
   const auto a = by_id.find(dot.operand_ids(0)), b = by_id.find(dot.operand_ids(1));
   if (a == by_id.end() || b == by_id.end())
     return absl::InvalidArgumentError(absl::StrCat(where, ": an operand of the dot is not in its computation"));
@@ -269,7 +276,7 @@ bool CallsDot(const HloInstructionProto& fusion, const std::map<int64_t, const H
   const auto it = computations.find(fusion.called_computation_ids(0));
   if (it == computations.end()) return true;
   for (const HloInstructionProto& inst : it->second->instructions())
-    if (inst.opcode() == "dot") return true;
+    if (IsProduct(inst.opcode())) return true;
   return false;
 }
 
@@ -287,11 +294,11 @@ absl::StatusOr<GemmFusion> ReadFusion(const tgraph::xla::HloModuleProto& module,
   int dots = 0;
   for (const HloInstructionProto& inst : fused.instructions()) {
     by_id[inst.id()] = &inst;
-    if (inst.opcode() == "dot") dot = &inst, ++dots;
+    if (IsProduct(inst.opcode())) dot = &inst, ++dots;
   }
   if (dots != 1)
     return absl::InvalidArgumentError(absl::StrCat(where, ": its computation ", ShownName(fused.name()), " has ", dots,
-                                                   " dot instructions, expected one"));  // none: see FindGemmFusions
+                                                   " matrix products (dot or scaled-dot), expected one"));  // none: see FindGemmFusions
   const auto root = by_id.find(fused.root_id());
   if (root == by_id.end()) return absl::InvalidArgumentError(absl::StrCat(where, ": its computation has no root"));
   absl::StatusOr<XlaGemmProblem> problem = ProblemOf(*dot, by_id, where);
@@ -358,17 +365,19 @@ absl::StatusOr<tgraph::xla::HloModuleProto> LoneDotModule(const GemmFusion& f, a
   const HloInstructionProto* dot = nullptr;
   for (const HloInstructionProto& inst : fused->instructions()) {
     by_id[inst.id()] = &inst;
-    if (inst.opcode() == "dot" && ShownName(inst.name()) == f.dot) dot = &inst;
+    if (IsProduct(inst.opcode()) && ShownName(inst.name()) == f.dot) dot = &inst;
   }
-  if (dot == nullptr || dot->operand_ids_size() != 2 || !by_id.count(dot->operand_ids(0)) ||
-      !by_id.count(dot->operand_ids(1)))
-    return absl::InvalidArgumentError(absl::StrCat(where, ": its computation has no dot ", f.dot, " of two operands"));
+  bool operands_known = dot != nullptr && dot->operand_ids_size() >= 2;
+  for (int i = 0; operands_known && i < dot->operand_ids_size(); ++i) operands_known = by_id.count(dot->operand_ids(i)) > 0;
+  if (!operands_known)
+    return absl::InvalidArgumentError(absl::StrCat(where, ": its computation has no product ", f.dot, " of known operands"));
   HloComputationProto lone;
   lone.set_name(fused->name());
   lone.set_id(1);
-  for (int i = 0; i < 2; ++i) {
+  const int operands = dot->operand_ids_size();
+  for (int i = 0; i < operands; ++i) {
     HloInstructionProto* p = lone.add_instructions();
-    p->set_name(absl::StrCat(i == 0 ? "lhs" : "rhs", ".lone_dot"));
+    p->set_name(absl::StrCat(i == 0 ? "lhs" : i == 1 ? "rhs" : absl::StrCat("operand", i), ".lone_dot"));
     p->set_opcode("parameter");
     *p->mutable_shape() = by_id.at(dot->operand_ids(i))->shape();
     p->set_parameter_number(i);
@@ -376,11 +385,10 @@ absl::StatusOr<tgraph::xla::HloModuleProto> LoneDotModule(const GemmFusion& f, a
   }
   HloInstructionProto* d = lone.add_instructions();
   *d = *dot;
-  d->set_id(4);
+  d->set_id(2 + operands);
   d->clear_operand_ids();
-  d->add_operand_ids(2);
-  d->add_operand_ids(3);
-  lone.set_root_id(4);
+  for (int i = 0; i < operands; ++i) d->add_operand_ids(2 + i);
+  lone.set_root_id(2 + operands);
   tgraph::xla::HloModuleProto out;
   out.set_name(f.module.name());
   out.set_id(f.module.id());

@@ -32,7 +32,7 @@ struct GemmFusion {
   std::string name;         // the fusion instruction's
   std::string computation;  // the fused computation's
   std::string kind;         // "__triton_nested_gemm_fusion" or "__triton_gemm"
-  std::string dot;          // the dot instruction's name in the fused computation
+  std::string dot;          // the product's name in the fused computation (a dot or a scaled-dot)
   XlaGemmProblem problem;
   XlaGemmConfig chosen;  // what XLA chose (its autotuner's pick, or its heuristic's)
   tgraph::xla::HloModuleProto module;  // named as the fusion; the fused computation its entry
@@ -52,8 +52,9 @@ struct GemmFusion {
 absl::StatusOr<std::vector<GemmFusion>> FindGemmFusions(const tgraph::xla::HloModuleProto& module,
                                                         absl::string_view what);
 
-// The fusion's dot alone, as a module: its two operands as parameters 0 and 1 (their
-// shapes and layouts as the dot reads them) and the dot as the root, in a computation of
+// The fusion's dot alone, as a module: its operands as parameters 0, 1 (and, for a
+// scaled-dot, the scales 2 and 3), their shapes and layouts as the dot reads them, and
+// the dot as the root, in a computation of
 // the fused computation's name, so that a model can be fed the product without its fused
 // prologue and epilogue (what the graph adds is then measurable: the same rows, fewer
 // nodes). INVALID_ARGUMENT naming `what` when the module has no such dot.

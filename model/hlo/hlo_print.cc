@@ -33,6 +33,23 @@ const char* ElementTypeName(int type) {
     case xla::C128: return "c128";
     case xla::TOKEN: return "token";
     case xla::OPAQUE_TYPE: return "opaque";
+    case xla::S1: return "s1";
+    case xla::S2: return "s2";
+    case xla::S4: return "s4";
+    case xla::U1: return "u1";
+    case xla::U2: return "u2";
+    case xla::U4: return "u4";
+    case xla::F8E5M2: return "f8e5m2";
+    case xla::F8E4M3: return "f8e4m3";
+    case xla::F8E4M3FN: return "f8e4m3fn";
+    case xla::F8E4M3B11FNUZ: return "f8e4m3b11fnuz";
+    case xla::F8E3M4: return "f8e3m4";
+    case xla::F8E5M2FNUZ: return "f8e5m2fnuz";
+    case xla::F8E4M3FNUZ: return "f8e4m3fnuz";
+    case xla::F4E2M1FN: return "f4e2m1fn";
+    case xla::F8E8M0FNU: return "f8e8m0fnu";
+    case xla::F6E3M2FN: return "f6e3m2fn";
+    case xla::F6E2M3FN: return "f6e2m3fn";
     default: return "other";  // read back as a type outside the feature table, as it was
   }
 }

@@ -16,8 +16,8 @@ namespace tgraph::hlo {
 // [A-Za-z0-9_.$-] does not read back.
 std::string PrintHloText(const tgraph::xla::HloModuleProto& module);
 
-// An element type as HLO text names it ("bf16", "f32"); "other" for one the proto subset
-// does not name (fp8 and 4-bit types).
+// An element type as HLO text names it ("bf16", "f32", "f8e4m3fn"); "other" for a number
+// XLA's PrimitiveType does not have (a text type name no XLA type has reads as one).
 const char* ElementTypeName(int type);
 
 // A shape as HLO text writes it: "f32[8,128]{1,0}", "(f32[2], s32[])".

@@ -42,7 +42,8 @@ inline constexpr int64_t kAttributePieceBytes =
     static_cast<int64_t>(std::max({sizeof(xla::WindowDimension), sizeof(xla::HloInstructionProto::SliceDimensions),
                                    sizeof(xla::PaddingConfig::PaddingConfigDimension)})) +
     kAlloc + 2 * kSlot;
-inline constexpr int kOtherElementType = 1000;  // a type name our table lacks (s4, f8e5m2, ...): features all zero
+// A type name no XLA type has: its features are all zero, as the narrow types' are.
+inline constexpr int kOtherElementType = 1000;
 
 inline bool IsNameChar(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-' || c == '$';

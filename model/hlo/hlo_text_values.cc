@@ -23,7 +23,24 @@ int ElementType(absl::string_view name, bool* known) {
       {"pred", xla::PRED}, {"s8", xla::S8},   {"s16", xla::S16}, {"s32", xla::S32},   {"s64", xla::S64},
       {"u8", xla::U8},     {"u16", xla::U16}, {"u32", xla::U32}, {"u64", xla::U64},   {"f16", xla::F16},
       {"f32", xla::F32},   {"f64", xla::F64}, {"bf16", xla::BF16}, {"c64", xla::C64}, {"c128", xla::C128},
-      {"token", xla::TOKEN}, {"opaque", xla::OPAQUE_TYPE}};
+      {"token", xla::TOKEN}, {"opaque", xla::OPAQUE_TYPE},
+      {"s1", xla::S1},
+      {"s2", xla::S2},
+      {"s4", xla::S4},
+      {"u1", xla::U1},
+      {"u2", xla::U2},
+      {"u4", xla::U4},
+      {"f8e5m2", xla::F8E5M2},
+      {"f8e4m3", xla::F8E4M3},
+      {"f8e4m3fn", xla::F8E4M3FN},
+      {"f8e4m3b11fnuz", xla::F8E4M3B11FNUZ},
+      {"f8e3m4", xla::F8E3M4},
+      {"f8e5m2fnuz", xla::F8E5M2FNUZ},
+      {"f8e4m3fnuz", xla::F8E4M3FNUZ},
+      {"f4e2m1fn", xla::F4E2M1FN},
+      {"f8e8m0fnu", xla::F8E8M0FNU},
+      {"f6e3m2fn", xla::F6E3M2FN},
+      {"f6e2m3fn", xla::F6E2M3FN},};
   const auto it = kTypes.find(name);
   *known = it != kTypes.end();
   return *known ? it->second : kOtherElementType;

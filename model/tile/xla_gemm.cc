@@ -21,6 +21,9 @@ int64_t BytesOf(absl::string_view dtype) {
   if (dtype == "f64" || dtype == "s64" || dtype == "u64" || dtype == "c64") return 8;
   if (dtype == "f32" || dtype == "s32" || dtype == "u32") return 4;
   if (dtype == "s8" || dtype == "u8" || dtype == "pred" || absl::StartsWith(dtype, "f8")) return 1;
+  // Sub-byte types (s4, u4, s2, u2, s1, u1; f6, f4) count as a byte: a bound, not their packing.
+  if (dtype.size() == 2 && (dtype[0] == 's' || dtype[0] == 'u') && dtype[1] >= '1' && dtype[1] <= '4') return 1;
+  if (absl::StartsWith(dtype, "f6") || absl::StartsWith(dtype, "f4")) return 1;
   return 2;  // bf16, f16, s16, u16, and what is not known
 }
 
