@@ -159,3 +159,17 @@ def test_a_module_as_xlas_test_tools_write_it_reads_as_xlas_parser_reads_it(tmp_
     from_text, from_xla = read_both(XLA_TEST_STYLE, tmp_path, "xla_test_style")
     assert differing(from_text, from_xla) == []
     assert from_text["node_feat"].shape[0] == 18
+
+
+CONSTRUCTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "constructs")
+
+
+@pytest.mark.parametrize("module", sorted(f for f in os.listdir(CONSTRUCTS) if f.endswith(".hlo")))
+def test_every_construct_xlas_parser_takes_reads_as_xlas_proto_of_it_reads(module, tmp_path):
+    """Hand-written modules using between them the attributes and opcodes of XLA's text
+    beyond our real dumps (tests/data/constructs/README.md): one graph from the text and
+    from XLA's own proto of it."""
+    text = open(os.path.join(CONSTRUCTS, module)).read()
+    from_text, from_xla = read_both(text, tmp_path, module[:-4])
+    assert differing(from_text, from_xla) == [], f"{module}: text and XLA's proto differ"
+    assert from_text["node_feat"].shape[0] > 10

@@ -242,6 +242,11 @@ TEST_CASE("HLO text: malformed modules are errors naming line, column and what w
   CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  a = f32[2] negate(a)\n}"),
              Catch::Contains("line 4, column 3: instruction name 'a' is used twice in 'e'"));
   CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n}"), Catch::Contains("computation 'e' has no instructions"));
+  // XLA's parser takes an instruction nested in another's operands; ours says where it is.
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = (f32[2]) opt-barrier((f32[2]) "
+                          "tuple(a))\n}"),
+             Catch::Contains("line 4, column 42: operand 'tuple(...)' is an instruction written inside another's "
+                             "operands, which tgraph does not read: define it on a line of its own"));
   std::string deep = "HloModule m\nENTRY e {\n  ROOT a = ";
   for (int i = 0; i < 100; ++i) deep += "(";
   CHECK_THAT(HloTextError(deep), Catch::Contains("tuple shapes nested at most 32 deep"));

@@ -207,6 +207,10 @@ absl::Status ParseOperands(Cursor& c, ParsedComputation* comp, int64_t* next_id,
       name = c.Name();
     }
     if (name.empty()) return c.Error("an operand name");
+    if (c.Peek() == '(')  // `(shape) tuple(a, b)` as an operand: an instruction nested in another's operands
+      return c.ErrorAt(line, col, absl::StrCat("operand '", Cursor::Printable(name), "(...)' is an instruction written ",
+                                               "inside another's operands, which tgraph does not read: define it on a ",
+                                               "line of its own and name it here"));
     if (absl::Status s = c.Charge(kSlot); !s.ok()) return s;
     const auto it = comp->defined.find(name);
     if (it == comp->defined.end())
