@@ -133,7 +133,7 @@ CATCH_TEST_CASE("server: a tile model with a real H100 tile space searches a mat
   const std::vector<TritonTile> legal = t.space.Legal("bf16");
   std::vector<float> rows;
   for (const TritonTile& tile : legal) {
-    const auto row = TritonTileFeatures(problem, tile, t.space.sm_count);
+    const auto row = t.space.Row(problem, tile);
     rows.insert(rows.end(), row.begin(), row.end());
   }
   RankOptions ro;
@@ -251,7 +251,7 @@ CATCH_TEST_CASE("server: a tile row outside the model's space is refused naming 
   const NodeGraph graph = KernelGraph("gemm_f32_512x256x4096");
   const GemmProblem problem{"f32", 512, 256, 4096};
   const auto row = [&](const GemmProblem& p, const TritonTile& tile) {
-    const auto r = TritonTileFeatures(p, tile, t.space.sm_count);
+    const auto r = t.space.Row(p, tile);
     return std::vector<float>(r.begin(), r.end());
   };
   RankOptions ro;
@@ -270,8 +270,8 @@ CATCH_TEST_CASE("server: a tile row outside the model's space is refused naming 
   r = client.RankTile(graph, other.data(), 1, ro);
   CATCH_REQUIRE_FALSE(r.ok());
   CATCH_CHECK_THAT(std::string(r.status().message()),
-                   Catch::Contains("tile_configs row 0: column 8 (programs along M) is 32, but 64x64x32 w4 s2 on f32 "
-                                   "512x256x4096 gives 8"));
+                   Catch::Contains("tile_configs row 0: column 3 (CTAs) is 128, but 64x64x32 w4 s2 on f32 "
+                                   "512x256x4096 gives 32"));
   // A configuration that is not a candidate at all.
   const std::vector<float> odd = row(problem, {48, 64, 32, 4, 2});
   r = client.RankTile(graph, odd.data(), 1, ro);

@@ -22,6 +22,7 @@
 #include "model/core/graph_io.h"
 #include "model/core/rank_metrics.h"
 #include "model/tile/tile_baselines.h"
+#include "model/tile/tile_orders.h"
 #include "model/tile/tile_prior.h"
 #include "model/tile/tile_space.h"
 #include "model/hlo/featurize.h"
@@ -91,6 +92,109 @@ TEST_CASE("Triton tile features: the tile, the grid over the problem and the sch
   CHECK(g[12] == Approx(100.0 / 128.0));
   CHECK(g[18] == Approx(2.0 * (64 + 32) * 32 * 4 / 1024));
   CHECK(TritonTileOfRow(f.data()) == TritonTile{64, 128, 32, 4, 3});
+}
+
+TEST_CASE("A GPU's occupancy of a configuration: shared memory, estimated registers, warps and CTA slots, hand-computed",
+          "[tile]") {
+  const GpuSpec h100 = *FindGpu("NVIDIA H100 80GB HBM3");
+  CHECK(h100.sm_count == 132);
+  CHECK(h100.measured);
+  // bf16 128x128x64, 4 warps, 3 stages: 3 x 256 x 64 x 2 = 96 KiB + 1 KiB reserve; 233,472
+  // bytes per SM hold 2. Registers: 128 x 128 / 128 threads = 128 + 32 = 160 a thread,
+  // 20,480 a CTA: 3 fit. Warps: 16. So 2.
+  CtaOccupancy big = OccupancyOf(h100, 128, 128, 64, 4, 3, 2);
+  CHECK(big.shared_memory == 99328);
+  CHECK(big.registers_per_thread == 160);
+  CHECK(big.resident == 2);
+  // 64x64x64 w4 s3: 49 KiB -> 4 by shared memory; 32 + 32 = 64 registers -> 8; so 4.
+  CHECK(OccupancyOf(h100, 64, 64, 64, 4, 3, 2).resident == 4);
+  // 32x32x32 w4 s2: 9 KiB -> 25, registers (8 + 32 = 40) -> 12, warps 16: registers bind.
+  CHECK(OccupancyOf(h100, 32, 32, 32, 4, 2, 2).resident == 12);
+  // 256x256 with 4 warps: the accumulator alone is 512 a thread, capped at 255 (a spill).
+  CHECK(OccupancyOf(h100, 256, 256, 32, 4, 2, 2).registers_per_thread == 255);
+  // An L4 (100 KiB an SM, 24 CTA slots): the same is bound by shared memory, 102,400 / 9,216.
+  CHECK(OccupancyOf(*FindGpu("NVIDIA L4"), 32, 32, 32, 4, 2, 2).resident == 11);
+  const absl::Status unknown = FindGpu("NVIDIA GeForce RTX 9090").status();
+  CHECK(unknown.code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(unknown.message()), Catch::Contains("GPU 'NVIDIA GeForce RTX 9090' is not in the table of GPUs "
+                                                             "(model/tile/gpu_table.cc: 'NVIDIA H100 80GB HBM3', "
+                                                             "'NVIDIA H200'"));
+  for (const GpuSpec& g : KnownGpus()) CHECK(g.Validate(g.name).ok());
+}
+
+TEST_CASE("Triton tile features of the second set carry the GPU's waves and occupancy, hand-computed", "[tile]") {
+  // The bf16 problem of 1,536 rows and a short K where 128x128 tiles (216 CTAs on 132 SMs)
+  // are slower than 64x64 ones (864 CTAs): the first set sees one wave against seven;
+  // the second that 2 and 4 CTAs fit an SM, so 1 wave against 2, both 82% full.
+  const GpuSpec h100 = *FindGpu("NVIDIA H100 80GB HBM3");
+  const GemmProblem p{"bf16", 1536, 2304, 256};
+  const std::array<float, kTileConfigDim> big = TritonTileFeatures(p, {128, 128, 64, 4, 3}, h100);
+  const std::array<float, kTileConfigDim> first = TritonTileFeatures(p, {128, 128, 64, 4, 3}, 132);
+  // Columns 8-15 (the grid) are the first set's; 0-2 and 16-18 too.
+  for (int i : {0, 1, 2, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18}) CHECK(big[i] == first[i]);
+  CHECK(big[3] == 216);      // CTAs: 12 x 18
+  CHECK(big[4] == 0);        // 1536, 2304 and 256 are multiples of the blocks
+  CHECK(big[5] == Approx(15.625));  // 1000 x 2 x 256 / (2 x 128 x 128)
+  CHECK(big[6] == Approx(128 + 128 + 64 + 216 + 15.625));
+  CHECK(big[7] == Approx(128.0 * 128 * 64 * 216 * 15.625).epsilon(1e-6));
+  CHECK(big[19] == 2);
+  CHECK(big[20] == 1);
+  CHECK(big[21] == Approx(216.0 / 264));
+  CHECK(big[22] == Approx(4 + 3 + 96 + 2 + 1 + 216.0 / 264));
+  const std::array<float, kTileConfigDim> small = TritonTileFeatures(p, {64, 64, 64, 4, 3}, h100);
+  CHECK(small[3] == 864);
+  CHECK(small[5] == Approx(31.25));
+  CHECK(small[11] == 7);  // waves of one CTA per SM: ceil(864 / 132)
+  CHECK(small[19] == 4);
+  CHECK(small[20] == 2);  // ceil(864 / 528)
+  CHECK(small[21] == Approx(864.0 / 1056));
+  // Padding: M=100 with BLOCK_M 64 covers 128 rows, K=100 with BLOCK_K 32 covers 128.
+  const std::array<float, kTileConfigDim> padded = TritonTileFeatures({"f32", 100, 64, 100}, {64, 64, 32, 4, 2}, h100);
+  CHECK(padded[4] == Approx(100.0 * (1 - 100.0 * 64 * 100 / (128.0 * 64 * 128))));
+  // A space of the second set computes, checks and names its rows that way.
+  TileSpace s = SmallSpace();
+  s.gpu = h100.name;
+  s.feature_set = 2;
+  s.gpu_spec = h100;
+  const GemmProblem q{"bf16", 512, 512, 512};
+  CHECK(s.Row(q, {64, 128, 32, 4, 2}) == TritonTileFeatures(q, {64, 128, 32, 4, 2}, h100));
+  CHECK(s.CheckRow(q, s.Row(q, {64, 128, 32, 4, 2}).data(), "row 0").ok());
+  const absl::Status old_row = s.CheckRow(q, TritonTileFeatures(q, {64, 128, 32, 4, 2}, 132).data(), "row 1");
+  CHECK_THAT(std::string(old_row.message()), Catch::Contains("row 1: column 3 (CTAs) is 0, but 64x128x32 w4 s2 on "
+                                                             "bf16 512x512x512 gives 32"));
+}
+
+TEST_CASE("A tile space of the second feature set round-trips with its GPU, and an older one reads as the first", "[tile]") {
+  TileSpace s = SmallSpace();
+  s.gpu = "NVIDIA H200";
+  s.feature_set = 2;
+  s.gpu_spec = *FindGpu("NVIDIA H200");
+  absl::StatusOr<TileSpace> back = TileSpace::FromJson(s.ToJson(), "space.json");
+  REQUIRE(back.ok());
+  CHECK(back->feature_set == 2);
+  CHECK(back->gpu_spec.shared_memory_per_sm == 228 * 1024);
+  CHECK(back->gpu_spec.measured);
+  CHECK(back->ToJson() == s.ToJson());
+  // Written before the table: no key, the first set, and no gpu_spec written back.
+  absl::StatusOr<TileSpace> old = TileSpace::FromJson(SmallSpace().ToJson(), "old.json");
+  REQUIRE(old.ok());
+  CHECK(old->feature_set == 1);
+  CHECK(old->ToJson().find("gpu_spec") == std::string::npos);
+  nlohmann::json j = nlohmann::json::parse(s.ToJson());
+  j["gpu_spec"].erase("registers_per_sm");
+  CHECK_THAT(std::string(TileSpace::FromJson(j.dump(), "x.json").status().message()),
+             Catch::Contains("x.json: key 'gpu_spec.registers_per_sm' missing or not an integer"));
+  j = nlohmann::json::parse(s.ToJson());
+  j["gpu_spec"]["sm_count"] = 114;
+  CHECK_THAT(std::string(TileSpace::FromJson(j.dump(), "x.json").status().message()),
+             Catch::Contains("gpu_spec describes NVIDIA H200 (114 SMs), but the space was measured on NVIDIA H200 (132 SMs)"));
+  j = nlohmann::json::parse(s.ToJson());
+  j["gpu_spec"]["shared_memory_per_cta"] = 300 * 1024;
+  CHECK_THAT(std::string(TileSpace::FromJson(j.dump(), "x.json").status().message()),
+             Catch::Contains("gpu_spec.shared_memory_per_cta must be bytes in 1..shared_memory_per_sm"));
+  j["feature_set"] = 3;
+  CHECK_THAT(std::string(TileSpace::FromJson(j.dump(), "x.json").status().message()),
+             Catch::Contains("x.json: feature_set is 3, expected 1 or 2"));
 }
 
 TEST_CASE("A tile row is refused naming the configuration and why: not a candidate, illegal for the dtype, or another problem's", "[tile]") {
@@ -306,6 +410,8 @@ TEST_CASE("The real H100 measurements become tile@h100-triton: every timed row, 
   CHECK(space->dtypes == std::set<std::string>{"bf16", "f32"});
   CHECK(space->Candidates().size() == 288);
   CHECK(space->sm_count == 132);
+  CHECK(space->feature_set == 2);
+  CHECK(space->gpu_spec.name == "NVIDIA H100 80GB HBM3");
   std::map<std::string, std::set<std::string>> shapes;  // split -> M_N_K
   int64_t problems = 0, rows = 0;
   for (const std::string& split : AllSplits()) {
@@ -346,6 +452,13 @@ TEST_CASE("The real H100 measurements become tile@h100-triton: every timed row, 
   }
   CHECK(checked == 8);
   CHECK(g->config_runtime[1] == 22645);  // 32x32x32 w4 s3: 0.022645 ms, the CSV's third line
+  // Its row carries the H100's occupancy: 32x32x32 w4 s3 on 128x256x256 is 4 x 8 = 32
+  // CTAs, 12 resident per SM (registers bind, as above), one wave of 1,584 slots.
+  CHECK(TritonTileOfRow(g->config_feat.data() + kTileConfigDim) == TritonTile{32, 32, 32, 4, 3});
+  CHECK(g->config_feat[kTileConfigDim + 3] == 32);
+  CHECK(g->config_feat[kTileConfigDim + 19] == 12);
+  CHECK(g->config_feat[kTileConfigDim + 20] == 1);
+  CHECK(g->config_feat[kTileConfigDim + 21] == Approx(32.0 / 1584));
   CHECK(g->config_runtime_normalizers[0] == 21613);  // cuBLAS: 0.021613 ms
   // Refused configurations are not rows.
   for (int64_t r = 0; r < g->num_configs; ++r)
@@ -633,6 +746,60 @@ TEST_CASE("An HLO module that computes another problem than its measurements is 
              Catch::Contains("gemm_bf16_512x256x256.hlo: the module computes bf16 128x256x256, but its measurements "
                              "are of bf16 512x256x256"));
   CHECK_FALSE(fs::exists(dir.path() + "/root"));
+}
+
+TEST_CASE("Measurements of a GPU the table does not have are refused naming the table, and nothing is written", "[tile]") {
+  TempDir dir;
+  hlo::TileIngestOptions o;
+  o.csv = kTiles + "/triton_gemm_h100.csv";
+  o.hlo_dir = kTiles + "/hlo";
+  o.out_root = dir.path() + "/root";
+  o.gpu = "NVIDIA H100";  // not the name the CUDA runtime gives the SXM part
+  const absl::StatusOr<hlo::TileIngestSummary> s = hlo::IngestTileMeasurements(o);
+  CHECK(s.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(s.status().message()),
+             Catch::Contains("GPU 'NVIDIA H100' is not in the table of GPUs (model/tile/gpu_table.cc"));
+  CHECK_FALSE(fs::exists(dir.path() + "/root"));
+  // The first feature set, for comparison: the same rows with the GPU's slots at 0.
+  o.gpu = "NVIDIA H100 80GB HBM3";
+  o.feature_set = 1;
+  REQUIRE(hlo::IngestTileMeasurements(o).ok());
+  absl::StatusOr<TileSpace> space = LoadTileSpace(o.out_root + "/npz/tile/@h100-triton");
+  REQUIRE(space.ok());
+  CHECK(space->feature_set == 1);
+}
+
+TEST_CASE("Orders made outside tgraph are read per problem and scored as a baseline, hand-computed", "[tile]") {
+  absl::StatusOr<ExternalTileOrders> o = ParseTileOrders(
+      "# method: a heuristic\n# made by hand\np1\t64x64x32 w4 s3\np1\t32x32x32 w4 s2\n\np2\t32x32x32 w4 s2\n",
+      "o.tsv");
+  REQUIRE(o.ok());
+  CHECK(o->method == "a heuristic");
+  CHECK(o->orders.at("p1") == std::vector<TritonTile>{{64, 64, 32, 4, 3}, {32, 32, 32, 4, 2}});
+  // Rows A, B, C of 3, 1 and 2 ns: p1 lists B then A, so C (unlisted) comes last; p2 lists
+  // A first.
+  const TritonTile a{32, 32, 32, 4, 2}, b{64, 64, 32, 4, 3}, c{128, 64, 32, 4, 3};
+  CHECK(ExternalOrderScores(o->orders.at("p1"), {a, b, c}) == std::vector<double>{1, 0, 4});
+  KnownTileProblem p1{"p1", {"bf16", 64, 64, 64}, {a, b, c}, {3, 1, 2}}, p2{"p2", {"bf16", 64, 64, 64}, {a, b, c}, {3, 1, 2}};
+  absl::StatusOr<MethodReport> m = ExternalOrderReport(*o, {p1, p2}, "tile@x", "test", "o.tsv");
+  REQUIRE(m.ok());
+  CHECK(m->method == "a heuristic");
+  CHECK(m->report.graphs[0].top_error[0] == Approx(0));      // B, the fastest, first
+  CHECK(m->report.graphs[0].to_within == 1);
+  CHECK(m->report.graphs[1].top_error[0] == Approx(2));      // A: 3 / 1 - 1
+  CHECK(m->report.graphs[1].to_within == 2);                 // then B and C unlisted, in row order: B second
+  KnownTileProblem p3{"p3", {"f32", 8, 8, 8}, {a}, {1}};
+  const absl::Status missing = ExternalOrderReport(*o, {p3}, "tile@x", "test", "o.tsv").status();
+  CHECK(missing.code() == absl::StatusCode::kFailedPrecondition);
+  CHECK_THAT(std::string(missing.message()), Catch::Contains("o.tsv: no order of problem p3 (f32 8x8x8) of tile@x test"));
+  const auto error = [](const std::string& text) { return std::string(ParseTileOrders(text, "o.tsv").status().message()); };
+  CHECK_THAT(error("p1\t32x32x32 w4 s2\n"), Catch::Contains("o.tsv:1: expected '# method: NAME' first"));
+  CHECK_THAT(error("# method:  \n"), Catch::Contains("o.tsv:1: the method's name is empty"));
+  CHECK_THAT(error("# method: m\np1 32x32x32 w4 s2\n"), Catch::Contains("o.tsv:2: expected PROBLEM<TAB>CONFIGURATION, got 1"));
+  CHECK_THAT(error("# method: m\np1\t32x32 w4 s2\n"), Catch::Contains("o.tsv:2: '32x32 w4 s2' is not a tile configuration"));
+  CHECK_THAT(error("# method: m\np1\t32x32x32 w4 s2\np1\t32x32x32 w4 s2\n"),
+             Catch::Contains("o.tsv:3: 32x32x32 w4 s2 is listed twice for p1"));
+  CHECK_THAT(error(""), Catch::Contains("o.tsv:1: expected '# method: NAME' first"));
 }
 
 TEST_CASE("Measurements to within 1% and random order's expectations, hand-computed", "[tile][metrics]") {

@@ -48,9 +48,15 @@ ABSL_FLAG(std::string, csv, "", "tiles: the measurements (dtype,M,N,K,block_m,bl
 ABSL_FLAG(std::string, hlo_dir, "", "tiles: the folder of each problem's HLO text, gemm_<dtype>_<M>x<N>x<K>.hlo");
 ABSL_FLAG(std::string, out_root, "", "tiles: the data root to write the collection npz/tile/@NAME into");
 ABSL_FLAG(std::string, name, "h100-triton", "tiles: the collection's name (tile@NAME)");
-ABSL_FLAG(std::string, gpu, "NVIDIA H100 80GB HBM3", "tiles: the GPU the measurements were taken on");
+ABSL_FLAG(std::string, gpu, "NVIDIA H100 80GB HBM3",
+          "tiles: the GPU the measurements were taken on, as the CUDA runtime names it (torch.cuda.get_device_name()); "
+          "a row of the GPU table (model/tile/gpu_table.cc), which gives its SMs and occupancy limits");
+ABSL_FLAG(int, tile_features, 2,
+          "tiles: the rows' feature set: 2, the GPU's occupancy and waves beside the block sizes (docs/format.md); 1, "
+          "without them");
 ABSL_FLAG(int64_t, sm_count, 132,
-          "tiles, fusions: the GPU's streaming multiprocessors (132 on an H100 or H200 SXM), for the grid's waves");
+          "fusions: the GPU's streaming multiprocessors (132 on an H100 or H200 SXM), for the grid's waves (tiles take "
+          "the GPU's from its table)");
 ABSL_FLAG(std::string, hold_out, "shape",
           "tiles: what the test split holds: shape (test_shapes shapes, every dtype), a dtype (e.g. f32: trained "
           "on the others only), or largest (the test_shapes shapes of the most multiply-adds)");
@@ -335,7 +341,7 @@ int Tiles() {
     return Fail(UsageError("tiles needs --csv MEASUREMENTS.csv, --hlo_dir DIR and --out_root ROOT"));
   o.name = absl::GetFlag(FLAGS_name);
   o.gpu = absl::GetFlag(FLAGS_gpu);
-  o.sm_count = absl::GetFlag(FLAGS_sm_count);
+  o.feature_set = absl::GetFlag(FLAGS_tile_features);
   o.hold_out = absl::GetFlag(FLAGS_hold_out);
   o.split_seed = absl::GetFlag(FLAGS_split_seed);
   o.test_shapes = absl::GetFlag(FLAGS_test_shapes);
@@ -412,6 +418,7 @@ int main(int argc, char** argv) {
       "      computation as a graph; as rows the configuration XLA chose, or with --logs every candidate XLA's\n"
       "      autotuner timed) and DIR/fusions.tsv\n"
       "  tgraph-featurize tiles --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]\n"
+      "      [--gpu 'NVIDIA H100 80GB HBM3'] [--tile_features 2]\n"
       "      real tile measurements (every candidate of a Triton matrix product timed on a GPU) and each problem's\n"
       "      HLO -> the collection tile@NAME: one tile file per problem, split by shape, and its tile_space.json;\n"
       "      with --test_csv NEW.csv [--test_hlo_dir DIR], the test split is the problems measured there");

@@ -155,7 +155,7 @@ absl::StatusOr<TileGraph> ProblemGraph(const MeasuredProblem& p, const TileSpace
   for (const TritonTile& t : space.Legal(p.problem.Variant())) {
     const auto it = p.runtime_ns.find(t);
     if (it == p.runtime_ns.end()) continue;
-    const std::array<float, kTileConfigDim> row = TritonTileFeatures(p.problem, t, space.sm_count);
+    const std::array<float, kTileConfigDim> row = space.Row(p.problem, t);
     g.config_feat.insert(g.config_feat.end(), row.begin(), row.end());
     g.config_runtime.push_back(it->second);
     fastest = std::min(fastest, it->second);
@@ -172,10 +172,16 @@ absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions
   if (!c.ok()) return c.status();
   if (o.test_shapes < 1 || o.valid_shapes < 0)
     return absl::InvalidArgumentError("test_shapes must be at least 1 and valid_shapes at least 0");
+  if (o.feature_set != 1 && o.feature_set != 2)
+    return absl::InvalidArgumentError(absl::StrCat("feature_set is ", o.feature_set, ", expected 1 or 2"));
+  absl::StatusOr<GpuSpec> gpu = FindGpu(o.gpu);
+  if (!gpu.ok()) return gpu.status();
   absl::StatusOr<std::string> text = ReadFile(o.csv);
   if (!text.ok()) return text.status();
-  absl::StatusOr<TileMeasurements> m = ParseTileCsv(*text, o.csv, o.gpu, o.sm_count);
+  absl::StatusOr<TileMeasurements> m = ParseTileCsv(*text, o.csv, o.gpu, gpu->sm_count);
   if (!m.ok()) return m.status();
+  m->space.feature_set = o.feature_set;
+  if (o.feature_set == 2) m->space.gpu_spec = *gpu;
   // Each problem with the folder its HLO is in.
   std::vector<std::pair<const MeasuredProblem*, std::string>> problems;
   for (const MeasuredProblem& p : m->problems) problems.emplace_back(&p, o.hlo_dir);
@@ -189,7 +195,7 @@ absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions
                                                      ": the test split is the test file's problems; hold out nothing else"));
     absl::StatusOr<std::string> test_text = ReadFile(o.test_csv);
     if (!test_text.ok()) return test_text.status();
-    absl::StatusOr<TileMeasurements> t = ParseTileCsv(*test_text, o.test_csv, o.gpu, o.sm_count);
+    absl::StatusOr<TileMeasurements> t = ParseTileCsv(*test_text, o.test_csv, o.gpu, gpu->sm_count);
     if (!t.ok()) return t.status();
     test = std::move(*t);
     if (absl::Status st = CheckTestFile(*m, test, o); !st.ok()) return st;

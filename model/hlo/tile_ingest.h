@@ -24,8 +24,12 @@ struct TileIngestOptions {
   std::string hlo_dir;   // gemm_<dtype>_<M>x<N>x<K>.hlo per problem
   std::string out_root;  // the data root: writes <out_root>/npz/tile/@<name>/{train,valid,test}
   std::string name = "h100-triton";
+  // The GPU the measurements were taken on, as the CUDA runtime names it: a row of the
+  // GPU table (model/tile/gpu_table.h), which gives its SMs and occupancy limits.
   std::string gpu = "NVIDIA H100 80GB HBM3";
-  int64_t sm_count = 132;  // the H100 SXM's
+  // The rows' feature set (TileSpace::feature_set): 2, the GPU's occupancy and waves
+  // beside the block sizes; 1, without them (older collections, for comparison).
+  int feature_set = 2;
   // What the test split holds:
   //   "shape":   test_shapes shapes (M, N, K), every dtype of each, so that no test
   //              problem's shape was trained on in any dtype (the default);

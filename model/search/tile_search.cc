@@ -19,7 +19,7 @@ std::vector<float> TileRows(const TileSpace& space, const GemmProblem& problem, 
   std::vector<float> rows;
   rows.reserve(tiles.size() * kTileConfigDim);
   for (const TritonTile& t : tiles) {
-    const std::array<float, kTileConfigDim> row = TritonTileFeatures(problem, t, space.sm_count);
+    const std::array<float, kTileConfigDim> row = space.Row(problem, t);
     rows.insert(rows.end(), row.begin(), row.end());
   }
   return rows;

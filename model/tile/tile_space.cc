@@ -26,6 +26,20 @@ const char* const kColumnNames[kTileConfigDim] = {
     "grid product", "warps", "stages", "shared memory KiB", "schedule slot 3", "schedule slot 4",
     "schedule slot 5", "schedule sum", "schedule product"};
 
+// The second feature set's names where they differ from the first's.
+const char* ColumnName(int feature_set, int i) {
+  if (feature_set >= 2) switch (i) {
+      case 3: return "CTAs";
+      case 4: return "padded work %";
+      case 5: return "bytes per kFLOP";
+      case 19: return "CTAs resident per SM";
+      case 20: return "waves of resident CTAs";
+      case 21: return "their last wave's fill";
+      default: break;
+    }
+  return kColumnNames[i];
+}
+
 bool Contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 absl::Status CheckList(const std::vector<int64_t>& v, absl::string_view key, absl::string_view what) {
@@ -127,6 +141,29 @@ std::array<float, kTileConfigDim> TritonTileFeatures(const GemmProblem& p, const
   return f;
 }
 
+std::array<float, kTileConfigDim> TritonTileFeatures(const GemmProblem& p, const TritonTile& t, const GpuSpec& gpu) {
+  std::array<float, kTileConfigDim> f = TritonTileFeatures(p, t, gpu.sm_count);
+  const int64_t pm = CeilDiv(p.m, t.block_m), pn = CeilDiv(p.n, t.block_n), ks = CeilDiv(p.k, t.block_k);
+  const int64_t ctas = pm * pn;
+  const double covered = static_cast<double>(pm * t.block_m) * static_cast<double>(pn * t.block_n) *
+                         static_cast<double>(ks * t.block_k);
+  const double padded = 100.0 * (1.0 - static_cast<double>(p.m) * static_cast<double>(p.n) * static_cast<double>(p.k) / covered);
+  const double bytes_per_kflop = 1000.0 * static_cast<double>(p.ElementBytes() * (t.block_m + t.block_n)) /
+                                 (2.0 * static_cast<double>(t.block_m * t.block_n));
+  const CtaOccupancy o = OccupancyOf(gpu, t.block_m, t.block_n, t.block_k, t.num_warps, t.num_stages, p.ElementBytes());
+  const int64_t slots = gpu.sm_count * o.resident, waves = CeilDiv(ctas, slots);
+  const double fill = static_cast<double>(ctas) / static_cast<double>(waves * slots);
+  TileValueGroup({double(t.block_m), double(t.block_n), double(t.block_k), double(ctas), padded, bytes_per_kflop},
+                 f.data());
+  TileValueGroup({double(t.num_warps), double(t.num_stages), f[18], double(o.resident), double(waves), fill},
+                 f.data() + 16);
+  return f;
+}
+
+std::array<float, kTileConfigDim> TileSpace::Row(const GemmProblem& p, const TritonTile& t) const {
+  return feature_set >= 2 ? TritonTileFeatures(p, t, gpu_spec) : TritonTileFeatures(p, t, sm_count);
+}
+
 TritonTile TritonTileOfRow(const float* row) {
   const auto v = [&](int i) { return static_cast<int64_t>(std::llround(row[i])); };
   return {v(0), v(1), v(2), v(16), v(17)};
@@ -181,11 +218,11 @@ absl::Status TileSpace::CheckRow(const GemmProblem& p, const float* row, absl::s
     return absl::InvalidArgumentError(absl::StrCat(what, ": ", t.Name(), " is illegal for ", p.Variant(), " on ", gpu,
                                                    ": the compiler refused it when the space was measured (its shared "
                                                    "memory or registers exceed the GPU's)"));
-  const std::array<float, kTileConfigDim> want = TritonTileFeatures(p, t, sm_count);
+  const std::array<float, kTileConfigDim> want = Row(p, t);
   for (int i = 0; i < kTileConfigDim; ++i) {
     const float tolerance = 1e-5f * std::max(1.0f, std::fabs(want[i]));
     if (!(std::fabs(row[i] - want[i]) <= tolerance))
-      return absl::InvalidArgumentError(absl::StrCat(what, ": column ", i, " (", kColumnNames[i], ") is ", row[i],
+      return absl::InvalidArgumentError(absl::StrCat(what, ": column ", i, " (", ColumnName(feature_set, i), ") is ", row[i],
                                                      ", but ", t.Name(), " on ", p.Name(), " gives ", want[i]));
   }
   return absl::OkStatus();
@@ -202,6 +239,15 @@ absl::Status TileSpace::Validate(absl::string_view what) const {
                                   {"num_warps", &num_warps},
                                   {"num_stages", &num_stages}})
     if (absl::Status s = CheckList(*list, key, what); !s.ok()) return s;
+  if (feature_set != 1 && feature_set != 2)
+    return absl::InvalidArgumentError(absl::StrCat(what, ": feature_set is ", feature_set, ", expected 1 or 2"));
+  if (feature_set == 2) {
+    if (absl::Status g = gpu_spec.Validate(what); !g.ok()) return g;
+    if (gpu_spec.name != gpu || gpu_spec.sm_count != sm_count)
+      return absl::InvalidArgumentError(absl::StrCat(what, ": gpu_spec describes ", gpu_spec.name, " (",
+                                                     gpu_spec.sm_count, " SMs), but the space was measured on ", gpu,
+                                                     " (", sm_count, " SMs)"));
+  }
   if (dtypes.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": dtypes: no measured dtype"));
   for (const std::string& dtype : dtypes)
     if (dtype != "bf16" && dtype != "f16" && dtype != "f32")
@@ -246,8 +292,52 @@ std::string TileSpace::ToJson() const {
   j["refused"] = r;
   j["dtypes"] = std::vector<std::string>(dtypes.begin(), dtypes.end());
   j["variants"] = std::vector<std::string>(variants.begin(), variants.end());
+  if (feature_set >= 2) {
+    j["feature_set"] = feature_set;
+    j["gpu_spec"] = {{"name", gpu_spec.name},
+                     {"compute_capability", gpu_spec.compute_capability},
+                     {"sm_count", gpu_spec.sm_count},
+                     {"shared_memory_per_sm", gpu_spec.shared_memory_per_sm},
+                     {"shared_memory_per_cta", gpu_spec.shared_memory_per_cta},
+                     {"shared_memory_reserved", gpu_spec.shared_memory_reserved},
+                     {"registers_per_sm", gpu_spec.registers_per_sm},
+                     {"max_ctas_per_sm", gpu_spec.max_ctas_per_sm},
+                     {"max_warps_per_sm", gpu_spec.max_warps_per_sm}};
+  }
   return j.dump(1);
 }
+
+namespace {
+
+// A space's "gpu_spec" (feature set 2); errors name `what` and the key.
+absl::StatusOr<GpuSpec> GpuSpecFromJson(const json& j, absl::string_view what) {
+  const auto missing = [&](const std::string& key, const char* type) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": key '", key, "' missing or not ", type));
+  };
+  if (!j.contains("gpu_spec") || !j["gpu_spec"].is_object()) return missing("gpu_spec", "an object");
+  const json& g = j["gpu_spec"];
+  GpuSpec spec;
+  for (const auto& [key, field] : {std::pair<const char*, std::string*>{"name", &spec.name},
+                                   {"compute_capability", &spec.compute_capability}}) {
+    if (!g.contains(key) || !g[key].is_string()) return missing(absl::StrCat("gpu_spec.", key), "a string");
+    *field = g[key].get<std::string>();
+  }
+  for (const auto& [key, field] : {std::pair<const char*, int64_t*>{"sm_count", &spec.sm_count},
+                                   {"shared_memory_per_sm", &spec.shared_memory_per_sm},
+                                   {"shared_memory_per_cta", &spec.shared_memory_per_cta},
+                                   {"shared_memory_reserved", &spec.shared_memory_reserved},
+                                   {"registers_per_sm", &spec.registers_per_sm},
+                                   {"max_ctas_per_sm", &spec.max_ctas_per_sm},
+                                   {"max_warps_per_sm", &spec.max_warps_per_sm}}) {
+    if (!g.contains(key) || !g[key].is_number_integer()) return missing(absl::StrCat("gpu_spec.", key), "an integer");
+    *field = g[key].get<int64_t>();
+  }
+  const absl::StatusOr<GpuSpec> known = FindGpu(spec.name);
+  spec.measured = known.ok() && known->measured;
+  return spec;
+}
+
+}  // namespace
 
 absl::StatusOr<TileSpace> TileSpace::FromJson(const std::string& text, absl::string_view what) {
   const json j = json::parse(text, nullptr, false);
@@ -306,6 +396,16 @@ absl::StatusOr<TileSpace> TileSpace::FromJson(const std::string& text, absl::str
   // Written before the variants were kept: every problem measured had N and K
   // multiples of 16, the dtype's variant.
   if (!*has) s.variants = s.dtypes;
+  // Written before the GPU's table: the first feature set.
+  if (j.contains("feature_set")) {
+    if (!j["feature_set"].is_number_integer()) return missing("feature_set", "an integer");
+    s.feature_set = j["feature_set"].get<int>();
+  }
+  if (s.feature_set == 2) {
+    absl::StatusOr<GpuSpec> g = GpuSpecFromJson(j, what);
+    if (!g.ok()) return g.status();
+    s.gpu_spec = std::move(*g);
+  }
   if (absl::Status v = s.Validate(what); !v.ok()) return v;
   return s;
 }

@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/core/graph.h"
+#include "model/tile/gpu_table.h"
 
 namespace tgraph {
 
@@ -66,7 +67,7 @@ absl::StatusOr<TritonTile> ParseTritonTile(absl::string_view text);
 // product of the non-zero ones.
 void TileValueGroup(const std::array<double, 6>& v, float* out);
 
-// The 24 config_feat values (docs/format.md "Triton tile values"):
+// The 24 config_feat values of the first feature set (docs/format.md "Triton tile values"):
 //   0-7   the tile: BLOCK_M, BLOCK_N, BLOCK_K, 0, 0, 0, their sum, their product;
 //   8-15  the grid over the problem: programs along M (ceil M/BLOCK_M), along N, K steps
 //         (ceil K/BLOCK_K), waves (ceil programs/sm_count), the output tiles' fill
@@ -76,6 +77,17 @@ void TileValueGroup(const std::array<double, 6>& v, float* out);
 //         (BLOCK_M + BLOCK_N) x BLOCK_K x element bytes / 1024), 0, 0, 0, sum, product.
 std::array<float, kTileConfigDim> TritonTileFeatures(const GemmProblem& p, const TritonTile& t, int64_t sm_count);
 
+// The second feature set: the first's, with the GPU's occupancy and waves in the slots it
+// leaves at 0 (docs/format.md "Triton tile values"), so that the network sees how the
+// configuration's CTAs fill this GPU, not only the block sizes:
+//   3  CTAs (programs along M x along N), 4 the padded share of the work in percent
+//      (100 (1 - M N K over the blocks' cover of M, N and K)), 5 bytes a CTA loads per
+//      1000 FLOPs (element bytes (BLOCK_M + BLOCK_N) / (2 BLOCK_M BLOCK_N) x 1000);
+//   19 CTAs resident per SM (OccupancyOf), 20 waves of them (ceil CTAs / (SMs x
+//      resident)), 21 the last of those waves' fill (CTAs over waves x SMs x resident).
+// The sums and products (6, 7, 22, 23) include them; columns 8-15 are the first set's.
+std::array<float, kTileConfigDim> TritonTileFeatures(const GemmProblem& p, const TritonTile& t, const GpuSpec& gpu);
+
 // The configuration a row of TritonTileFeatures holds (its columns 0, 1, 2, 16, 17).
 TritonTile TritonTileOfRow(const float* row);
 
@@ -83,6 +95,12 @@ struct TileSpace {
   std::string kernel = "triton-gemm";  // the only kernel so far
   std::string gpu;                     // where it was measured, e.g. "NVIDIA H100 80GB HBM3"
   int64_t sm_count = 0;                // the GPU's streaming multiprocessors (waves)
+  // Which config_feat values a row holds: 1, the block sizes, the grid over sm_count and
+  // the schedule (spaces written before the GPU's table: no key); 2, those and the GPU's
+  // occupancy and waves from gpu_spec (TritonTileFeatures). A collection and the models
+  // trained on it keep the set they were ingested with.
+  int feature_set = 1;
+  GpuSpec gpu_spec;  // feature_set 2: the GPU's row of the table, as ingested (its name is `gpu`)
   std::vector<int64_t> block_m, block_n, block_k, num_warps, num_stages;  // candidates, ascending
   std::map<std::string, std::set<TritonTile>> refused;                  // per variant (GemmProblem::Variant)
   // The dtypes whose problems were measured. Only for these does the space know which
@@ -97,6 +115,8 @@ struct TileSpace {
   // list was kept measured N and K multiples of 16 only: their dtypes.
   std::set<std::string> variants;
 
+  // The config_feat row of `t` on `p`, in this space's feature set.
+  std::array<float, kTileConfigDim> Row(const GemmProblem& p, const TritonTile& t) const;
   // Every candidate (the product of the five lists), in lexicographic order.
   std::vector<TritonTile> Candidates() const;
   // The candidates the compiler accepts for this variant (GemmProblem::Variant), in
@@ -112,7 +132,8 @@ struct TileSpace {
   // `what` names the row ("tile_configs row 3"). The variant is CheckProblem's to check.
   absl::Status CheckRow(const GemmProblem& p, const float* row, absl::string_view what) const;
   // Every list non-empty, positive and ascending, sm_count positive, variants well formed
-  // and of measured dtypes, refusals candidates of measured variants.
+  // and of measured dtypes, refusals candidates of measured variants; feature set 2: a
+  // valid gpu_spec of the space's GPU and SM count.
   absl::Status Validate(absl::string_view what) const;
 
   // One line: "triton-gemm measured on GPU (132 SMs) for bf16, f32: 288 candidates; refused by

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "model/core/graph_io.h"
+#include "model/tile/tile_orders.h"
 #include "model/tile/tile_space.h"
 #include "model/tile/xla_gemm_baselines.h"
 
@@ -63,11 +64,16 @@ bool HasFusionTables(const std::string& root, const Collection& c, const std::st
 }  // namespace
 
 absl::StatusOr<std::vector<MethodReport>> BaselineReports(const std::string& root, const Collection& c,
-                                                          const std::string& split) {
+                                                          const std::string& split,
+                                                          const std::vector<std::string>& order_files) {
   if (c.kind != CollectionKind::kTile)
     return absl::FailedPreconditionError(
         "--baselines: only tile collections have them (tgraph-featurize tiles or tgraph-featurize fusions makes one)");
   if (HasFusionTables(root, c, split)) {
+    if (!order_files.empty())
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--baseline_orders ", order_files[0], ": orders of Triton tile configurations; ", c.name(), " ", split,
+          " holds XLA's fusions, whose configurations are XLA's"));
     absl::StatusOr<std::vector<KnownXlaFusion>> known = KnownFusions(root, c, {"train", "valid"}, true);
     if (!known.ok()) return known.status();
     absl::StatusOr<std::vector<KnownXlaFusion>> evaluated = KnownFusions(root, c, {split}, false);
@@ -84,7 +90,15 @@ absl::StatusOr<std::vector<MethodReport>> BaselineReports(const std::string& roo
   if (!known.ok()) return known.status();
   absl::StatusOr<std::vector<KnownTileProblem>> evaluated = KnownProblems(root, c, {split});
   if (!evaluated.ok()) return evaluated.status();
-  return TileBaselineReports(TileBaselines(std::move(*known)), *evaluated, c.name(), split);
+  std::vector<MethodReport> reports = TileBaselineReports(TileBaselines(std::move(*known)), *evaluated, c.name(), split);
+  for (const std::string& file : order_files) {
+    absl::StatusOr<ExternalTileOrders> orders = ReadTileOrders(file);
+    if (!orders.ok()) return orders.status();
+    absl::StatusOr<MethodReport> m = ExternalOrderReport(*orders, *evaluated, c.name(), split, file);
+    if (!m.ok()) return m.status();
+    reports.insert(reports.end() - 1, std::move(*m));  // before random order's expectation
+  }
+  return reports;
 }
 
 }  // namespace tgraph

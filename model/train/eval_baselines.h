@@ -20,7 +20,11 @@ namespace tgraph {
 // for a collection with neither a tile space nor fusion tables (a layout collection, or
 // tiles written before either existed), naming what makes them; the errors of reading
 // the files otherwise (a fusion graph no table of its folder lists: FAILED_PRECONDITION).
+// `order_files`: orders made outside tgraph (tile_orders.h, e.g. scripts/nvmmh-orders),
+// one method each, placed before random order; for a collection with a tile space only
+// (FAILED_PRECONDITION for fusion tables), and each file must order every evaluated problem.
 absl::StatusOr<std::vector<MethodReport>> BaselineReports(const std::string& root, const Collection& c,
-                                                          const std::string& split);
+                                                          const std::string& split,
+                                                          const std::vector<std::string>& order_files = {});
 
 }  // namespace tgraph

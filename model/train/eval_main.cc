@@ -58,6 +58,10 @@ ABSL_FLAG(bool, baselines, false,
           "from, and print the methods side by side. With a tile space (tgraph-featurize tiles): the nearest measured "
           "problem's order, mean slowdown, nearby problems' slowdown, a fixed default, random order; with fusion tables "
           "(tgraph-featurize fusions): the nearest fusion's order, mean slowdown, XLA's choice, random order");
+ABSL_FLAG(std::vector<std::string>, baseline_orders, {},
+          "With --baselines on a collection with a tile space: FILE[,FILE...], orders of each problem's "
+          "configurations made outside tgraph (docs/format.md \"Orders from outside\"; scripts/nvmmh-orders writes "
+          "NVIDIA's nvMatmulHeuristics'), one method each");
 ABSL_FLAG(bool, json, false, "Print JSON instead of a table");
 ABSL_FLAG(std::string, rankings, "",
           "Also write each graph's ranking (the file's configuration indices, predicted fastest first) to this CSV: "
@@ -152,11 +156,14 @@ int Evaluate() {
     return Fail(UsageError("--tile_network_share must be in 0..1 (or -1: the manifest's)"));
   // The baselines first: a collection without them is refused before the model's long evaluation.
   absl::StatusOr<std::vector<tgraph::MethodReport>> baselines = std::vector<tgraph::MethodReport>{};
+  if (!absl::GetFlag(FLAGS_baseline_orders).empty() && !absl::GetFlag(FLAGS_baselines))
+    return Fail(UsageError("--baseline_orders needs --baselines"));
   if (absl::GetFlag(FLAGS_baselines)) {
     if (c->kind != tgraph::CollectionKind::kTile)
       return Fail(UsageError("--baselines: only tile collections have them (tgraph-featurize tiles or "
                              "tgraph-featurize fusions makes one)"));
-    baselines = tgraph::BaselineReports(absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split));
+    baselines = tgraph::BaselineReports(absl::GetFlag(FLAGS_data), *c, absl::GetFlag(FLAGS_split),
+                                        absl::GetFlag(FLAGS_baseline_orders));
     if (!baselines.ok()) return Fail(baselines.status());
   }
   std::string source;
