@@ -11,6 +11,13 @@
 or, for every autotuned kernel of the process without editing a decorator,
 `tgraph.triton.install("tile@h100-triton")`.
 
+With top_k="auto" Triton gets the model's best max_k candidates (default 20) in the
+model's order, and measures until sure: before each benchmark the stop rule
+(tgraph._stop_rule.StopRule) calibrates the model's scores to the times measured so far
+and asks how many of the candidates not measured yet could still beat the fastest
+measured; once that expected count is below its epsilon the rest are skipped, never
+compiled or launched (their timing is inf), and Triton picks among the measured.
+
 What it does. Triton calls the prune function once per new key with every candidate; it
 asks tgraph-server for the model's order of the key's matrix product (one search, with
 the kernel's registration the first time its problem is seen) and returns the `top_k`
@@ -45,6 +52,7 @@ import grpc
 
 from ._client import Client, HloModule, TileKernel
 from ._errors import TgraphError
+from ._stop_rule import StopRule
 
 # What a configuration's block sizes are called in kernels people write; `names` adds or
 # replaces (e.g. {"block_m": "BM", "block_n": "BN", "block_k": "BK"}).
@@ -161,7 +169,9 @@ class Pruner:
 
     collection: the tile model to ask (e.g. "tile@h100-triton"). address: tgraph-server's
     HOST:PORT. top_k: the distinct tile configurations measured (every candidate of each,
-    and every candidate the model cannot judge). deadline: seconds a prune waits in all
+    and every candidate the model cannot judge), or "auto": measured in the model's order
+    until the stop rule is sure, at most max_k (stop_rule: a StopRule of one's own).
+    deadline: seconds a prune waits in all
     (three calls at most, each a third of it); past it, every candidate is measured. names:
     what the kernel calls BLOCK_M/N/K ({"block_m": "BM", ...}), beside DEFAULT_NAMES.
     problem: the matrix product from the kernel's arguments: a callable(named_args) ->
@@ -171,12 +181,19 @@ class Pruner:
     report: send what Triton measured to the server (default True); source: a label
     stored with it (e.g. the GPU). client: a tgraph.Client to use instead of address."""
 
-    def __init__(self, collection: str, *, address: str = "127.0.0.1:50051", top_k: int = 3,
+    def __init__(self, collection: str, *, address: str = "127.0.0.1:50051", top_k: Union[int, str] = 3,
+                 max_k: int = 20, stop_rule: Optional[StopRule] = None,
                  deadline: float = DEFAULT_DEADLINE, names: Optional[Dict[str, str]] = None,
                  problem: Union[None, Callable, Dict[str, str]] = None, report: bool = True, source: str = "",
                  client: Optional[Client] = None):
-        if not isinstance(top_k, int) or top_k < 1:
-            raise ValueError(f"top_k: a count of configurations >= 1, got {top_k!r}")
+        if top_k != "auto" and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
+            raise ValueError(f"top_k: a count of configurations >= 1, or \"auto\", got {top_k!r}")
+        if not isinstance(max_k, int) or isinstance(max_k, bool) or max_k < 1:
+            raise ValueError(f"max_k: a count of configurations >= 1, got {max_k!r}")
+        if stop_rule is not None and not isinstance(stop_rule, StopRule):
+            raise ValueError(f"stop_rule: a tgraph.triton.StopRule, got {type(stop_rule).__name__}")
+        self.max_k = max_k
+        self.stop_rule = stop_rule or StopRule()
         if not deadline > 0:
             raise ValueError(f"deadline: seconds > 0, got {deadline!r}")
         unknown = set(names or {}) - set(DEFAULT_NAMES)
@@ -223,6 +240,7 @@ class Pruner:
             self._fallback(label, str(why), why.kind)
             _pending(self, record, configs)
             return configs
+        order, scores = order
         record["order"] = order
         rank = {name: i for i, name in enumerate(order)}
         inside = lambda t: t is not None and _inside(t, axes)  # noqa: E731
@@ -232,10 +250,15 @@ class Pruner:
         # measurements were taken, so it is not.
         unjudged = [c for c in configs if not inside(tiles[id(c)])]
         record["refused"] = [c for c in configs if inside(tiles[id(c)]) and tiles[id(c)].name not in rank]
-        best = sorted({tiles[id(c)].name for c in judged}, key=rank.get)[:self.top_k]
+        auto = self.top_k == "auto"
+        best = sorted({tiles[id(c)].name for c in judged}, key=rank.get)[:self.max_k if auto else self.top_k]
         kept = sorted((c for c in judged if tiles[id(c)].name in best), key=lambda c: rank[tiles[id(c)].name])
         kept += unjudged
         record["kept"] = kept
+        if auto:
+            outside = {id(c) for c in unjudged}
+            _begin_auto(self, record, {id(c): tiles[id(c)].name for c in kept if id(c) not in outside},
+                        dict(zip(order, scores)))
         self.stats["kept"] += len(kept)
         self.stats["skipped"] += len(configs) - len(kept)
         _pending(self, record, kept)
@@ -339,7 +362,8 @@ class Pruner:
             # Not asked again for a while: a dead server costs one deadline, not one per key.
             self._down_until = time.monotonic() + RETRY_AFTER
 
-    def _order(self, problem: Problem, kernel: Optional[TileKernel]) -> List[str]:
+    def _order(self, problem: Problem, kernel: Optional[TileKernel]):
+        """The model's order of the problem's tile names, best first, and their scores."""
         key = (kernel, problem)
         with self._lock:
             if key in self._orders:
@@ -358,7 +382,7 @@ class Pruner:
             down = e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
             raise Skip(f"the server could not rank {problem.name} ({e.code.name} after {waited:.2f} s): "
                        f"{e.message}", "server" if down else "refused") from None
-        order = list(found.tiles)
+        order = (list(found.tiles), [float(x) for x in found.scores])
         with self._lock:
             self._orders[key] = order
             while len(self._orders) > 1024:
@@ -430,6 +454,69 @@ def uninstall():
     if original is not None:
         Autotuner.prune_configs = original
     _installed.pop("pruner", None)
+
+
+# --- top_k="auto": measure until sure ----------------------------------------------
+class _AutoSession:
+    """One tuning's measurements under top_k="auto": which of the kept candidates have a
+    model score, what was measured, and whether the rule said stop."""
+
+    def __init__(self, pruner: Pruner, record: dict, names: Dict[int, str], scores: Dict[str, float]):
+        self.pruner, self.record, self.names, self.scores = pruner, record, names, scores
+        self.measured = {}  # tile name -> fastest ms measured
+        self.stopped = False
+        self.listed = True  # whether the benchmark function answers a list (do_bench's quantiles)
+        record["kept_ids"] = {id(c) for c in record["kept"]}
+        record["auto"] = {"measured": [], "skipped": []}
+
+    def bench(self, config, measure):
+        name = self.names.get(id(config))
+        if name is None:  # outside the model's space: always measured
+            return measure()
+        if not self.stopped and name not in self.measured:
+            others = [z for n, z in self.scores.items() if n not in self.measured and n != name]
+            done = list(self.measured)
+            self.stopped = self.pruner.stop_rule.stop([self.scores[n] for n in done],
+                                                      [self.measured[n] for n in done], others + [self.scores[name]])
+        if self.stopped:
+            self.pruner.stats["auto_skipped"] += 1
+            self.record["auto"]["skipped"].append(config)
+            # The type the measured ones have, so that Triton's min() compares like with like.
+            return [float("inf")] * 3 if self.listed else float("inf")
+        result = measure()
+        self.listed = isinstance(result, (list, tuple))
+        ms = result[0] if self.listed else result
+        self.pruner.stats["auto_measured"] += 1
+        self.record["auto"]["measured"].append(config)
+        if isinstance(ms, (int, float)) and 0 < ms < float("inf"):
+            self.measured[name] = min(ms, self.measured.get(name, float("inf")))
+        return result
+
+
+def _begin_auto(pruner: Pruner, record: dict, names: Dict[int, str], scores: Dict[str, float]):
+    """Makes this thread's next benchmarks (Triton runs them on the thread that pruned)
+    follow the stop rule."""
+    _install_bench_hook()
+    _local.auto = _AutoSession(pruner, record, names, scores)
+
+
+def _install_bench_hook():
+    """Wraps Triton's Autotuner._bench once: a candidate the stop rule skips returns inf
+    timings without its kernel being compiled or launched; every other call, and every
+    autotuner not under top_k="auto", is Triton's own."""
+    from triton.runtime.autotuner import Autotuner
+    original = Autotuner._bench
+    if getattr(original, "tgraph_original", None) is not None:
+        return
+
+    def _bench(self, *args, config, **meta):
+        session = getattr(_local, "auto", None)
+        if session is None or id(config) not in session.record["kept_ids"]:
+            return original(self, *args, config=config, **meta)
+        return session.bench(config, lambda: original(self, *args, config=config, **meta))
+
+    _bench.tgraph_original = original
+    Autotuner._bench = _bench
 
 
 # --- what Triton measured, back to the server ------------------------------------
