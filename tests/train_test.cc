@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <numeric>
+#include <set>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -17,6 +19,9 @@
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/core/rank_metrics.h"
+#include "absl/strings/str_cat.h"
+#include "model/hlo/tile_ingest.h"
+#include "model/tile/tile_space.h"
 #include "model/nn/model_io.h"
 #include "model/synth/generator.h"
 #include "model/train/evaluator.h"
@@ -110,6 +115,51 @@ CATCH_TEST_CASE("training data: dedup, pruning, compression and folds", "[train]
   CATCH_CHECK(AssignFolds(*data, 5, 0) == folds);  // deterministic
   CATCH_CHECK(AssignFolds(*data, 5, 1) != folds);
   CATCH_CHECK(DataFingerprint(*data).size() == 64u);
+}
+
+CATCH_TEST_CASE("folds by size hold out every real H100 problem of one M, and by shape both dtypes of one shape",
+                "[train]") {
+  TempDir dir;
+  hlo::TileIngestOptions o;
+  const std::string tiles = std::string(TGRAPH_REAL_DATA) + "/gpu-tiles";
+  o.csv = tiles + "/triton_gemm_h100.csv";
+  o.hlo_dir = tiles + "/hlo";
+  o.out_root = dir.path();
+  CATCH_REQUIRE(hlo::IngestTileMeasurements(o).ok());
+  absl::StatusOr<std::vector<GraphData>> data =
+      LoadCollectionData(dir.path(), *ParseCollection("tile@h100-triton"), {"train", "valid"});
+  CATCH_REQUIRE(data.ok());
+  CATCH_REQUIRE(data->size() == 60u);
+  // Four folds of the four values of M (128, 512, 2048, 8192): one M each.
+  absl::StatusOr<std::vector<int>> by_m = AssignFolds(*data, 4, 0, FoldBy::kM);
+  CATCH_REQUIRE(by_m.ok());
+  std::map<int, std::set<int64_t>> ms;
+  std::map<std::string, std::set<int>> shape_folds;
+  for (size_t i = 0; i < data->size(); ++i) {
+    const GemmProblem p = *GemmProblemOfGraph((*data)[i].graph, (*data)[i].name);
+    ms[(*by_m)[i]].insert(p.m);
+  }
+  CATCH_CHECK(ms.size() == 4u);
+  for (const auto& [fold, values] : ms) CATCH_CHECK(values.size() == 1u);
+  absl::StatusOr<std::vector<int>> by_shape = AssignFolds(*data, 4, 0, FoldBy::kShape);
+  CATCH_REQUIRE(by_shape.ok());
+  for (size_t i = 0; i < data->size(); ++i) {
+    const GemmProblem p = *GemmProblemOfGraph((*data)[i].graph, (*data)[i].name);
+    shape_folds[absl::StrCat(p.m, "x", p.n, "x", p.k)].insert((*by_shape)[i]);
+  }
+  CATCH_CHECK(shape_folds.size() == 30u);
+  for (const auto& [shape, folds] : shape_folds) CATCH_CHECK(folds.size() == 1u);
+  CATCH_CHECK(*AssignFolds(*data, 4, 0, FoldBy::kGraph) == AssignFolds(*data, 4, 0));
+  CATCH_CHECK(*ParseFoldBy("k") == FoldBy::kK);
+  CATCH_CHECK_THAT(std::string(ParseFoldBy("dtype").status().message()),
+                   Catch::Contains("--fold_by 'dtype': expected graph, m, n, k"));
+  // A layout collection has no problem sizes to group.
+  absl::StatusOr<std::vector<GraphData>> layout =
+      LoadCollectionData(NlpData(), *ParseCollection("layout:nlp:random"), {"train"});
+  CATCH_REQUIRE(layout.ok());
+  const absl::Status refused = AssignFolds(*layout, 5, 0, FoldBy::kM).status();
+  CATCH_CHECK(refused.code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(refused.message()), Catch::Contains("--fold_by m groups Triton matrix-product problems"));
 }
 
 CATCH_TEST_CASE("configurations past the memory budget are read back from an unnamed spill file, row for row",

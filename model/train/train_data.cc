@@ -12,6 +12,7 @@
 #include "model/core/rng.h"
 #include "model/core/file_util.h"
 #include "model/core/sha256.h"
+#include "model/tile/tile_space.h"
 
 namespace tgraph {
 
@@ -154,9 +155,11 @@ Provenance DataProvenance(const std::string& root, const std::vector<GraphData>&
 
 std::string BaseGraphName(const std::string& name) { return name.substr(0, name.find('@')); }
 
-std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed) {
-  std::vector<std::string> bases;
-  for (const GraphData& g : graphs) bases.push_back(BaseGraphName(g.name));
+namespace {
+
+// Graphs dealt to folds by a key: the keys in order, shuffled by the seed, round-robin.
+std::vector<int> DealFolds(const std::vector<std::string>& keys, int num_folds, uint64_t seed) {
+  std::vector<std::string> bases = keys;
   std::sort(bases.begin(), bases.end());
   bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
   std::vector<size_t> order(bases.size());
@@ -166,8 +169,51 @@ std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds
   std::map<std::string, int> fold_of_base;
   for (size_t i = 0; i < order.size(); ++i) fold_of_base[bases[order[i]]] = static_cast<int>(i % static_cast<size_t>(num_folds));
   std::vector<int> fold;
-  for (const GraphData& g : graphs) fold.push_back(fold_of_base.at(BaseGraphName(g.name)));
+  for (const std::string& key : keys) fold.push_back(fold_of_base.at(key));
   return fold;
+}
+
+}  // namespace
+
+std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed) {
+  std::vector<std::string> keys;
+  for (const GraphData& g : graphs) keys.push_back(BaseGraphName(g.name));
+  return DealFolds(keys, num_folds, seed);
+}
+
+absl::StatusOr<FoldBy> ParseFoldBy(absl::string_view text) {
+  for (FoldBy by : {FoldBy::kGraph, FoldBy::kM, FoldBy::kN, FoldBy::kK, FoldBy::kShape})
+    if (text == FoldByName(by)) return by;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--fold_by '", text, "': expected graph, m, n, k (problems of one size) or shape"));
+}
+
+std::string FoldByName(FoldBy by) {
+  switch (by) {
+    case FoldBy::kGraph: return "graph";
+    case FoldBy::kM: return "m";
+    case FoldBy::kN: return "n";
+    case FoldBy::kK: return "k";
+    case FoldBy::kShape: return "shape";
+  }
+  return "graph";
+}
+
+absl::StatusOr<std::vector<int>> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed,
+                                             FoldBy by) {
+  if (by == FoldBy::kGraph) return AssignFolds(graphs, num_folds, seed);
+  std::vector<std::string> keys;
+  for (const GraphData& g : graphs) {
+    absl::StatusOr<GemmProblem> p = GemmProblemOfGraph(g.graph, g.name);
+    if (!p.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--fold_by ", FoldByName(by),
+                                                     " groups Triton matrix-product problems: ", p.status().message()));
+    keys.push_back(by == FoldBy::kM   ? absl::StrCat("M", p->m)
+                   : by == FoldBy::kN ? absl::StrCat("N", p->n)
+                   : by == FoldBy::kK ? absl::StrCat("K", p->k)
+                                      : absl::StrCat(p->m, "x", p->n, "x", p->k));
+  }
+  return DealFolds(keys, num_folds, seed);
 }
 
 void AttachTilePrior(const TilePrior& prior, const GemmProblem& problem, bool leave_shape_out, GraphData* g) {

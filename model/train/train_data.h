@@ -89,4 +89,18 @@ Provenance DataProvenance(const std::string& root, const std::vector<GraphData>&
 // NAME@SEARCH (another search's file of graph NAME, TrainOptions::also) gets NAME's fold.
 std::vector<int> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed);
 
+// What a fold holds out (TrainOptions::fold_by). kGraph: graphs (AssignFolds above). For a
+// collection of Triton matrix-product problems, groups of problems dealt the same way:
+// kM, kN, kK, every problem with one value of that size (a fold then validates, and
+// chooses the network's share, on sizes no problem it trained on had); kShape, every
+// problem of one (M, N, K), whatever its dtype.
+enum class FoldBy { kGraph, kM, kN, kK, kShape };
+// "graph", "m", "n", "k" or "shape"; INVALID_ARGUMENT naming the choices otherwise.
+absl::StatusOr<FoldBy> ParseFoldBy(absl::string_view text);
+std::string FoldByName(FoldBy by);
+// INVALID_ARGUMENT naming the graph when `by` groups problems and one is not a Triton
+// matrix product's (GemmProblemOfGraph).
+absl::StatusOr<std::vector<int>> AssignFolds(const std::vector<GraphData>& graphs, int num_folds, uint64_t seed,
+                                             FoldBy by);
+
 }  // namespace tgraph

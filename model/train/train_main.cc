@@ -45,6 +45,10 @@ ABSL_FLAG(int64_t, batch_configs, tgraph::TrainOptions{}.batch_configs, "Configs
 ABSL_FLAG(double, lr, tgraph::TrainOptions{}.lr, "AdamW learning rate (peak of the warm-up + cosine schedule)");
 ABSL_FLAG(double, weight_decay, tgraph::TrainOptions{}.weight_decay, "AdamW weight decay of non-bias weights");
 ABSL_FLAG(uint64_t, seed, tgraph::TrainOptions{}.seed, "Seed of folds, sampling and initialisation");
+ABSL_FLAG(std::string, fold_by, "graph",
+          "What each fold holds out: graph (each graph), or for tile@NAME collections of Triton matrix products m, n "
+          "or k (every problem of one value of that size: the folds validate, and choose the network's share, on "
+          "sizes they never trained on) or shape (every dtype of one M, N, K)");
 ABSL_FLAG(int, threads, 0, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
 ABSL_FLAG(std::string, architecture, "tgraph", "tgraph or tpugraphs-baseline");
 ABSL_FLAG(int64_t, hidden, 0, "Hidden width (0 = 256 paper, 64 quick)");
@@ -250,6 +254,7 @@ std::map<std::string, std::string> RecordedFlags(const tgraph::TrainOptions& o, 
     flags["tile_prior_training"] = o.tile_prior_training ? "true" : "false";
     flags["tile_prior_near_end"] = o.tile_prior_near_end ? "true" : "false";
   }
+  if (o.fold_by != tgraph::FoldBy::kGraph) flags["fold_by"] = tgraph::FoldByName(o.fold_by);
   if (!o.also.empty()) flags["also_collections"] = absl::StrJoin(absl::GetFlag(FLAGS_also_collections), ",");
   return flags;
 }
@@ -291,6 +296,9 @@ absl::StatusOr<tgraph::TrainOptions> TrainOptionsFromFlags() {
   o.lr = absl::GetFlag(FLAGS_lr);
   o.weight_decay = absl::GetFlag(FLAGS_weight_decay);
   o.seed = absl::GetFlag(FLAGS_seed);
+  absl::StatusOr<tgraph::FoldBy> fold_by = tgraph::ParseFoldBy(absl::GetFlag(FLAGS_fold_by));
+  if (!fold_by.ok()) return UsageError(std::string(fold_by.status().message()));
+  o.fold_by = *fold_by;
   o.reference_configs = absl::GetFlag(FLAGS_reference_configs);
   if (o.reference_configs < 1 || o.reference_configs > tgraph::kMaxBatchSize)
     return UsageError(absl::StrCat("--reference_configs must be in 1..", tgraph::kMaxBatchSize));

@@ -106,8 +106,9 @@ absl::StatusOr<std::shared_ptr<RunData>> LoadRunData(const TrainOptions& o) {
   p.info.reference_configs = o.reference_configs;
   p.info.reference_groups = ReferenceGroups(
       o.reference_configs, o.batch_configs > 0 ? o.batch_configs : DefaultTrainingBatch(o.collection));
-  const std::vector<int> folds = AssignFolds(p.graphs, o.num_folds, o.seed);
-  for (size_t i = 0; i < p.graphs.size(); ++i) p.info.fold_of[p.graphs[i].name] = folds[i];
+  const absl::StatusOr<std::vector<int>> folds = AssignFolds(p.graphs, o.num_folds, o.seed, o.fold_by);
+  if (!folds.ok()) return folds.status();
+  for (size_t i = 0; i < p.graphs.size(); ++i) p.info.fold_of[p.graphs[i].name] = (*folds)[i];
   return data;
 }
 

@@ -16,6 +16,7 @@
 #include "model/core/model_spec.h"
 #include "model/core/preprocess.h"
 #include "model/core/ranking_loss.h"
+#include "model/train/train_data.h"
 #include "model/tile/tile_baselines.h"
 #include "model/store/registry.h"
 #include "model/train/distributed.h"
@@ -44,6 +45,10 @@ struct TrainOptions {
   double warmup_fraction = 0.05;
   double clip_norm = 1.0;
   uint64_t seed = 0;
+  // What each fold holds out (train_data.h): graphs, or for Triton problems whole sizes
+  // ("m": every problem of one M), so that a fold's validation, and the network's share
+  // it chooses, are on sizes the fold never trained on.
+  FoldBy fold_by = FoldBy::kGraph;
   int valid_every = 1;      // epochs between validations (and checkpoints)
   int64_t valid_batch = 128;
   // The cross-attention reference's size in validation and in the published manifest
