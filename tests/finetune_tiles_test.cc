@@ -19,6 +19,7 @@
 #include "model/tile/tile_space.h"
 #include "model/train/finetune.h"
 #include "tests/model_fixtures.h"
+#include "tests/test_util.h"
 
 using namespace tgraph;
 
@@ -54,7 +55,9 @@ void Report(MeasurementStore& store, const std::string& stem, const std::string&
   r.num_configs = 3;
   r.runtime_ns = ns;
   r.kernel = kernel;
-  REQUIRE(store.Append(r).ok());
+  const absl::Status appended = store.Append(r).status();
+  INFO(appended.message());
+  REQUIRE(appended.ok());
 }
 
 // A published tile model whose prior holds one measured problem, bf16 128x256x1024,
@@ -156,6 +159,50 @@ TEST_CASE("a tile fine-tune whose measurements rank their own problems worse pub
   CHECK(r->published_version == 0);
   CHECK(r->not_published.find("worse than its parent") != std::string::npos);
   CHECK(Registry(world.w.registry).LatestVersion(kCollection).value() == 1);
+}
+
+TEST_CASE("a tile fine-tune is judged only on the problems its model serves, not on variants its space refuses",
+          "[finetune][tile]") {
+  World world;
+  TileSpace bf16;  // measured for bf16 with N and K multiples of 16 only
+  bf16.gpu = "NVIDIA H100 80GB HBM3";
+  bf16.sm_count = 132;
+  bf16.block_m = {64, 128}, bf16.block_n = {128, 256}, bf16.block_k = {64};
+  bf16.num_warps = {4, 8}, bf16.num_stages = {3};
+  bf16.dtypes = {"bf16"}, bf16.variants = {"bf16"};
+  world.w.tile_space = bf16;
+  world.w.Publish(kCollection, 2);  // version 2: the parent, with the space
+  {
+    MeasurementStore store(world.store);
+    // The served bf16 problems rank each other worse than the parent does...
+    Report(store, "gemm_bf16_2048x256x1024", "f2048", {3000, 2000, 1000});
+    Report(store, "gemm_bf16_8192x256x1024", "f8192", {1000, 2000, 3000});
+    // ...and two f32 problems, which the parent refuses, would agree with each other.
+    Report(store, "gemm_f32_2048x256x1024", "a2048", {3000, 2000, 1000});
+    Report(store, "gemm_f32_8192x256x1024", "a8192", {3100, 2100, 1100});
+  }
+  absl::StatusOr<FinetuneResult> r = Finetune(world.Options());
+  REQUIRE(r.ok());
+  CHECK(r->graphs == 2);
+  CHECK(r->unserved == 2);
+  CHECK(r->unserved_variants == std::vector<std::string>{"f32"});
+  CHECK(r->child_score == Approx(-1.0));
+  CHECK(r->published_version == 0);
+  CHECK(r->not_published.find("worse than its parent") != std::string::npos);
+  // With the served ones gone, what is left is no evidence at all, and says why.
+  TempDir other;
+  FinetuneOptions o = world.Options();
+  o.measurements = other.path() + "/store";
+  {
+    MeasurementStore store(o.measurements);
+    Report(store, "gemm_f32_2048x256x1024", "a2048", {3000, 2000, 1000});
+    Report(store, "gemm_f32_8192x256x1024", "a8192", {3100, 2100, 1100});
+  }
+  r = Finetune(o);
+  REQUIRE(r.ok());
+  CHECK(r->published_version == 0);
+  CHECK_THAT(r->not_published, Catch::Contains("0 measured problems of kernel matmul_kernel@ab12 with 0 configurations "
+                                               "(2 more of kernel variants this model refuses, f32, left out)"));
 }
 
 TEST_CASE("a tile fine-tune learns from one kernel and says which when the store holds several", "[finetune][tile]") {

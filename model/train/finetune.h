@@ -64,6 +64,10 @@ struct FinetuneResult {
   double parent_score = 0, child_score = 0;
   int64_t graphs = 0, train_configs = 0, heldout_configs = 0;
   int64_t base_steps = 0;  // steps on base_data graphs, over all folds
+  // Tile: measured problems of a dtype or kernel variant the model's tile space refuses
+  // (it would never serve them), left out of the judging and of the prior; their variants.
+  int64_t unserved = 0;
+  std::vector<std::string> unserved_variants;
   std::vector<std::string> skipped_shards;  // measurement shards left out: "PATH: why"
 };
 

@@ -75,6 +75,25 @@ MeasuredSlowdowns Bounded(const MeasuredSlowdowns& table, const std::set<std::st
   return MeasuredSlowdowns(table.tiles(), std::move(ps));
 }
 
+// The problems the model serves, which alone judge it and join it: one of a dtype or
+// kernel variant its space never measured is refused at search time whatever the prior
+// says, so a gain measured on it would publish a version for nothing. The others are
+// counted in `result`.
+std::vector<KnownTileProblem> Served(const Manifest& m, std::vector<KnownTileProblem> problems, FinetuneResult* result) {
+  std::vector<KnownTileProblem> served;
+  std::set<std::string> unserved;
+  for (KnownTileProblem& k : problems) {
+    if (m.tile_space && !m.tile_space->CheckProblem(k.problem).ok()) {
+      ++result->unserved;
+      unserved.insert(k.problem.Variant());
+      continue;
+    }
+    served.push_back(std::move(k));
+  }
+  result->unserved_variants.assign(unserved.begin(), unserved.end());
+  return served;
+}
+
 }  // namespace
 
 absl::StatusOr<FinetuneResult> FinetuneTilePrior(const FinetuneOptions& o, const Collection& c,
@@ -91,13 +110,17 @@ absl::StatusOr<FinetuneResult> FinetuneTilePrior(const FinetuneOptions& o, const
   result.skipped_shards = std::move(*skipped);
   absl::StatusOr<std::string> kernel = ChooseKernel(o, c, store.Kernels(c.name()));
   if (!kernel.ok()) return kernel.status();
-  const std::vector<KnownTileProblem> stored = *store.KernelProblems(c.name(), *kernel);
+  const std::vector<KnownTileProblem> stored = Served(pm, *store.KernelProblems(c.name(), *kernel), &result);
+  const std::string unserved_note =
+      result.unserved == 0 ? ""
+                           : absl::StrCat(" (", result.unserved, " more of kernel variants this model refuses, ",
+                                          absl::StrJoin(result.unserved_variants, ", "), ", left out)");
   result.graphs = static_cast<int64_t>(stored.size());
   for (const KnownTileProblem& k : stored) result.heldout_configs += static_cast<int64_t>(k.tiles.size());
   if (stored.size() < 2 || result.heldout_configs < o.min_heldout_configs) {
     result.not_published = absl::StrCat(
         "not published: too little evidence: ", stored.size(), " measured problems of kernel ", *kernel, " with ",
-        result.heldout_configs, " configurations (at least 2 problems and --min_heldout_configs ",
+        result.heldout_configs, " configurations", unserved_note, " (at least 2 problems and --min_heldout_configs ",
         o.min_heldout_configs, "); nothing was changed (report more measurements)");
     return result;
   }
@@ -117,8 +140,9 @@ absl::StatusOr<FinetuneResult> FinetuneTilePrior(const FinetuneOptions& o, const
   result.child_score = LeaveShapeOutTau(prior, after, stored);
   result.trained = true;
   if (o.progress)
-    std::fprintf(stderr, "finetune %s: kernel %s: %zu measured problems, each ranked without its shape: tau %.4f -> %.4f\n",
-                 c.name().c_str(), kernel->c_str(), stored.size(), result.parent_score, result.child_score);
+    std::fprintf(stderr, "finetune %s: kernel %s: %zu measured problems%s, each ranked without its shape: tau %.4f -> %.4f\n",
+                 c.name().c_str(), kernel->c_str(), stored.size(), unserved_note.c_str(), result.parent_score,
+                 result.child_score);
   if (!(std::isfinite(result.child_score) && result.child_score >= result.parent_score)) {
     result.not_published = "worse than its parent on the measured problems: not published";
     return result;
