@@ -122,12 +122,17 @@ class Tensor:
         self.dtype, self.shape = dtype, shape
 
 
-def autotune(times_ms, scores, **options):
-    """Triton's Autotuner over TILES, pruned with top_k="auto" by a model whose scores
-    are `scores`; the benchmark returns times_ms of the configuration launched. Returns
-    what was launched to benchmark, what Triton chose and the pruner."""
-    configs = [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k}, num_warps=w, num_stages=s)
-               for m, n, k, w, s in TILES]
+def space_configs():
+    return [triton.Config({"BLOCK_SIZE_M": m, "BLOCK_SIZE_N": n, "BLOCK_SIZE_K": k}, num_warps=w, num_stages=s)
+            for m, n, k, w, s in TILES]
+
+
+def autotune(times_ms, scores, configs=None, prune=True, **options):
+    """Triton's Autotuner over TILES (`configs`: the Config objects to use), pruned with
+    top_k="auto" by a model whose scores are `scores` (prune=False: Triton alone); the
+    benchmark returns times_ms of the configuration launched. Returns what was launched
+    to benchmark, what Triton chose and the pruner."""
+    configs = configs or space_configs()
     order = sorted(TILES, key=lambda t: scores[t])
     pruner = tt.Pruner("tile@test", top_k="auto", report=False,
                        client=StandIn([name(t) for t in order], [scores[t] for t in order]), **options)
@@ -146,7 +151,7 @@ def autotune(times_ms, scores, **options):
         return [t, t, t]
 
     autotuner = triton.autotune(configs=configs, key=["M", "N", "K"], do_bench=do_bench,
-                                prune_configs_by={"early_config_prune": pruner})(Launch())
+                                prune_configs_by={"early_config_prune": pruner} if prune else None)(Launch())
     autotuner[(1,)](Tensor("torch.bfloat16", 512, 256), Tensor("torch.bfloat16", 256, 1024),
                     Tensor("torch.bfloat16", 512, 1024), 512, 1024, 256)
     chosen = launched[-1]
@@ -185,3 +190,16 @@ def test_a_model_that_cannot_tell_its_top_candidates_apart_measures_more_of_them
     benched, chosen, _ = autotune(times, scores)
     assert len(benched) >= 8
     assert times[chosen] == min(times[t] for t in benched)
+
+
+def test_another_autotuner_sharing_the_configs_measures_every_one_after_an_auto_tuning():
+    # Kernels often share one CONFIGS list: the stop rule of one tuning must not reach
+    # the next autotuner's benchmarks of the same Config objects.
+    scores = {t: 0.1 * i for i, t in enumerate(TILES)}
+    times = {t: 0.01 * 1.05 ** i for i, t in enumerate(TILES)}
+    configs = space_configs()
+    benched, _, pruner = autotune(times, scores, configs=configs)
+    assert pruner.stats["auto_skipped"] > 0
+    alone, chosen, _ = autotune(times, scores, configs=configs, prune=False)
+    assert len(alone) == len(TILES)
+    assert chosen == TILES[0]

@@ -217,11 +217,15 @@ class Pruner:
     # --- Triton's interface ------------------------------------------------------
     def __call__(self, configs, named_args, **kwargs):
         autotuner = _calling_autotuner()
-        return self.prune(configs, named_args, kwargs, kernel=kernel_of(autotuner.fn) if autotuner else None)
+        return self.prune(configs, named_args, kwargs, kernel=kernel_of(autotuner.fn) if autotuner else None,
+                          autotuner=autotuner)
 
-    def prune(self, configs, named_args, kwargs, kernel: Optional[TileKernel] = None) -> list:
+    def prune(self, configs, named_args, kwargs, kernel: Optional[TileKernel] = None, autotuner=None) -> list:
         """The candidates to measure, the user's own objects: the model's top_k and every
-        one it cannot judge; all of them, with a warning, when it cannot answer."""
+        one it cannot judge; all of them, with a warning, when it cannot answer.
+        autotuner: the Triton Autotuner that will benchmark them (top_k="auto" follows its
+        benchmarks only; without it every kept candidate is measured)."""
+        _local.auto = None  # a tuning's stop rule never outlives it
         configs = list(configs)
         self.stats["prunes"] += 1
         label = kernel.name if kernel else "an autotuned kernel"
@@ -255,10 +259,10 @@ class Pruner:
         kept = sorted((c for c in judged if tiles[id(c)].name in best), key=lambda c: rank[tiles[id(c)].name])
         kept += unjudged
         record["kept"] = kept
-        if auto:
+        if auto and autotuner is not None:
             outside = {id(c) for c in unjudged}
             _begin_auto(self, record, {id(c): tiles[id(c)].name for c in kept if id(c) not in outside},
-                        dict(zip(order, scores)))
+                        dict(zip(order, scores)), autotuner)
         self.stats["kept"] += len(kept)
         self.stats["skipped"] += len(configs) - len(kept)
         _pending(self, record, kept)
@@ -436,7 +440,7 @@ def install(collection: str, **options) -> Pruner:
         pruned = original(self, kwargs)
         if isinstance(self.early_config_prune, Pruner) or len(pruned) <= 1:
             return pruned
-        return pruner.prune(pruned, self.nargs, kwargs, kernel=kernel_of(self.fn))
+        return pruner.prune(pruned, self.nargs, kwargs, kernel=kernel_of(self.fn), autotuner=self)
 
     prune_configs.tgraph_original = original
     Autotuner.prune_configs = prune_configs
@@ -461,8 +465,9 @@ class _AutoSession:
     """One tuning's measurements under top_k="auto": which of the kept candidates have a
     model score, what was measured, and whether the rule said stop."""
 
-    def __init__(self, pruner: Pruner, record: dict, names: Dict[int, str], scores: Dict[str, float]):
+    def __init__(self, pruner: Pruner, record: dict, names: Dict[int, str], scores: Dict[str, float], autotuner):
         self.pruner, self.record, self.names, self.scores = pruner, record, names, scores
+        self.autotuner = autotuner  # the one whose benchmarks it follows: Configs may be shared
         self.measured = {}  # tile name -> fastest ms measured
         self.stopped = False
         self.listed = True  # whether the benchmark function answers a list (do_bench's quantiles)
@@ -493,11 +498,11 @@ class _AutoSession:
         return result
 
 
-def _begin_auto(pruner: Pruner, record: dict, names: Dict[int, str], scores: Dict[str, float]):
-    """Makes this thread's next benchmarks (Triton runs them on the thread that pruned)
-    follow the stop rule."""
+def _begin_auto(pruner: Pruner, record: dict, names: Dict[int, str], scores: Dict[str, float], autotuner):
+    """Makes `autotuner`'s next benchmarks on this thread (Triton runs them on the thread
+    that pruned) follow the stop rule."""
     _install_bench_hook()
-    _local.auto = _AutoSession(pruner, record, names, scores)
+    _local.auto = _AutoSession(pruner, record, names, scores, autotuner)
 
 
 def _install_bench_hook():
@@ -511,7 +516,7 @@ def _install_bench_hook():
 
     def _bench(self, *args, config, **meta):
         session = getattr(_local, "auto", None)
-        if session is None or id(config) not in session.record["kept_ids"]:
+        if session is None or session.autotuner is not self or id(config) not in session.record["kept_ids"]:
             return original(self, *args, config=config, **meta)
         return session.bench(config, lambda: original(self, *args, config=config, **meta))
 
