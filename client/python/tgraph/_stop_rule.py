@@ -1,7 +1,8 @@
 """When to stop measuring a kernel's candidates: the stop rule of top_k="auto".
 
-The candidates are measured in the model's order. After each measurement the model's
-scores are calibrated to what was measured: log runtime = a + b x score + noise, a
+The candidates are measured in the model's order. Their scores are standardised over
+the model's whole order (mean 0, standard deviation 1: tgraph.triton does it), and after
+each measurement calibrated to what was measured: log runtime = a + b x score + noise, a
 Bayesian linear fit over the measured candidates (b starts from `slope`, the log runtime
 one unit of score is worth where the model was checked, and follows the measurements as
 they come; the noise starts from `noise` and widens when the measurements scatter more
@@ -33,7 +34,7 @@ class StopRule:
     tolerance: float = 0.01
     slope: float = 0.5
     slope_sd: float = 0.2
-    noise: float = 0.03
+    noise: float = 0.1
     noise_weight: float = 4.0
     min_k: int = 2
 

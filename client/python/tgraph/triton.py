@@ -466,7 +466,13 @@ class _AutoSession:
     model score, what was measured, and whether the rule said stop."""
 
     def __init__(self, pruner: Pruner, record: dict, names: Dict[int, str], scores: Dict[str, float], autotuner):
-        self.pruner, self.record, self.names, self.scores = pruner, record, names, scores
+        self.pruner, self.record, self.names = pruner, record, names
+        # Standardised over the model's whole order (mean 0, standard deviation 1), so the
+        # rule's slope means the same whatever the model's scale (prior weight, share).
+        values = list(scores.values())
+        mean = sum(values) / max(1, len(values))
+        sd = (sum((v - mean) ** 2 for v in values) / max(1, len(values))) ** 0.5 or 1.0
+        self.scores = {n: (v - mean) / sd for n, v in scores.items()}
         self.autotuner = autotuner  # the one whose benchmarks it follows: Configs may be shared
         self.measured = {}  # tile name -> fastest ms measured
         self.stopped = False
