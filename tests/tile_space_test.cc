@@ -709,8 +709,17 @@ TEST_CASE("Bad tile measurements are refused naming the file, the line and the c
              Catch::Contains("m.csv:3: ms: 32x32x32 w4 s2 is timed here but refused on line 2: a configuration is "
                              "legal or illegal for the whole kernel variant (bf16/NK: bf16, N and K not multiples of "
                              "16)"));
-  CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,0.1\nbf16,1,1,1,32,32,32,4,2,0.2\n").status().message()),
+  CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,refused\nbf16,1,1,1,32,32,32,4,2,refused\n").status().message()),
              Catch::Contains("m.csv:3: row: 32x32x32 w4 s2 of bf16 1x1x1 appears twice"));
+  // Timed again: repeated measurements, their median kept (of two, the mean).
+  absl::StatusOr<TileMeasurements> repeats =
+      parse("bf16,1,1,1,32,32,32,4,2,0.1\nbf16,1,1,1,32,32,32,4,2,0.25\nbf16,1,1,1,32,32,32,4,3,0.3\n"
+            "bf16,1,1,1,32,32,32,4,3,0.1\nbf16,1,1,1,32,32,32,4,3,0.2\nbf16,1,1,1,64,32,32,4,2,0.4\n"
+            "bf16,1,1,1,64,32,32,4,3,0.4\n");
+  REQUIRE(repeats.ok());
+  CHECK(repeats->problems[0].runtime_ns.at({32, 32, 32, 4, 2}) == 175000);
+  CHECK(repeats->problems[0].runtime_ns.at({32, 32, 32, 4, 3}) == 200000);
+  CHECK(repeats->problems[0].repeated == 2);
   // bf16 1x1x1 lacks 64x32x32 w4 s2, which the other problem names.
   CHECK_THAT(std::string(parse("bf16,1,1,1,32,32,32,4,2,0.1\nbf16,1,1,1,32,32,32,4,3,0.1\n"
                                "bf16,2,2,2,32,32,32,4,2,0.1\nbf16,2,2,2,32,32,32,4,3,0.1\n"

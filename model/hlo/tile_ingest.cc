@@ -222,7 +222,10 @@ absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions
     const std::string& s = split->at(KeyOf(p->problem));
     out.problems[s] += 1;
     out.configs[s] += g->num_configs;
-    out.lines.push_back(absl::StrCat(s, ": ", g->name, " (", g->num_configs, " configurations)"));
+    out.lines.push_back(absl::StrCat(s, ": ", g->name, " (", g->num_configs, " configurations",
+                                     p->repeated > 0 ? absl::StrCat(", ", p->repeated, " timed again: their median")
+                                                     : std::string(),
+                                     ")"));
     graphs.emplace_back(s, std::move(*g));
   }
   for (const std::string& s : AllSplits())

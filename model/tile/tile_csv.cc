@@ -26,6 +26,7 @@ struct CsvReader {
   std::map<std::string, std::map<TritonTile, int64_t>> measured_at;  // variant -> tile -> line
   std::set<int64_t> bm, bn, bk, warps, stages;
   std::map<size_t, std::set<TritonTile>> refused_of;  // problem -> its refused tiles
+  std::map<size_t, std::map<TritonTile, std::vector<int64_t>>> timings;  // problem -> tile -> every timing
 
   absl::Status Error(int64_t line, absl::string_view column, absl::string_view message) const {
     return absl::InvalidArgumentError(absl::StrCat(what, ":", line, ": ", column, ": ", message));
@@ -70,7 +71,9 @@ struct CsvReader {
     }
     const TritonTile tile{t[0], t[1], t[2], t[3], t[4]};
     bm.insert(t[0]), bn.insert(t[1]), bk.insert(t[2]), warps.insert(t[3]), stages.insert(t[4]);
-    if (p.runtime_ns.count(tile) || refused_of[it->second].count(tile))
+    // A timed configuration may be timed again (repeats: its median is kept); a refused
+    // one is refused once.
+    if (refused_of[it->second].count(tile) || (f[9] == "refused" && timings[it->second].count(tile)))
       return Error(line, "row", absl::StrCat(tile.Name(), " of ", p.problem.Name(), " appears twice"));
     const std::string variant = p.problem.Variant();
     const std::string whole = absl::StrCat(": a configuration is legal or illegal for the whole kernel variant (",
@@ -87,8 +90,22 @@ struct CsvReader {
     absl::StatusOr<int64_t> ns = Nanoseconds(f[9], line);
     if (!ns.ok()) return ns.status();
     measured_at[variant].emplace(tile, line);
-    p.runtime_ns.emplace(tile, *ns);
+    timings[it->second][tile].push_back(*ns);
     return absl::OkStatus();
+  }
+
+  // Each timed configuration's runtime: the median of its timings (of an even count, the
+  // mean of the middle two, rounded).
+  void Finish() {
+    for (auto& [i, tiles] : timings) {
+      MeasuredProblem& p = problems[i];
+      for (auto& [tile, ns] : tiles) {
+        std::sort(ns.begin(), ns.end());
+        const size_t n = ns.size();
+        p.runtime_ns[tile] = n % 2 ? ns[n / 2] : std::llround((static_cast<double>(ns[n / 2 - 1]) + ns[n / 2]) / 2);
+        if (n > 1) ++p.repeated;
+      }
+    }
   }
 
   absl::StatusOr<int64_t> Nanoseconds(absl::string_view ms, int64_t line) const {
@@ -120,6 +137,7 @@ absl::StatusOr<TileMeasurements> ParseTileCsv(absl::string_view text, absl::stri
     if (absl::Status s = r.Row(row, line); !s.ok()) return s;
   }
   if (r.problems.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": no measurements after the header"));
+  r.Finish();
   TileMeasurements out;
   TileSpace& s = out.space;
   s.gpu = gpu;

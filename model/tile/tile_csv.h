@@ -24,6 +24,7 @@ struct MeasuredProblem {
   GemmProblem problem;
   std::map<TritonTile, int64_t> runtime_ns;
   int64_t library_ns = 0;  // 0 when the CSV has no cublas row for it
+  int64_t repeated = 0;    // configurations timed more than once (runtime_ns: their median)
 };
 
 struct TileMeasurements {
@@ -33,9 +34,11 @@ struct TileMeasurements {
 
 // Parses the CSV. Errors (INVALID_ARGUMENT) name `what`, the line and the column: a
 // header other than dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms, a value that is not a positive integer or time, a
-// row repeated, a configuration refused for one problem of a dtype but timed for another,
+// refused row repeated, a configuration refused for one problem of a dtype but timed for another,
 // a problem that lacks a candidate (neither timed nor refused). ms becomes integer ns
-// (rounded; at least 1).
+// (rounded; at least 1). A configuration timed on several rows of a problem (repeated
+// measurements) gets the median of its timings, so that a model learns, and an
+// evaluation judges, against what the timing repeats to rather than one draw of it.
 absl::StatusOr<TileMeasurements> ParseTileCsv(absl::string_view text, absl::string_view what,
                                               const std::string& gpu, int64_t sm_count);
 
