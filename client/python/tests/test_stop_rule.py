@@ -17,6 +17,8 @@ except ImportError as e:
 
 from tgraph._stop_rule import StopRule
 
+from standin import StandIn, Tensor, name
+
 
 def expected_better_by_numpy(rule, zs, ms, others):
     """The rule's sum, computed another way: the slope's prior as one more weighted
@@ -83,43 +85,6 @@ def gemm(a_ptr, b_ptr, c_ptr, M, N, K, BLOCK_SIZE_M: tl.constexpr, BLOCK_SIZE_N:
 
 TILES = [(m, n, k, w, s) for m, n, k, w, s in itertools.product((32, 64, 128, 256), (32, 64, 128, 256), (32, 64),
                                                                    (4, 8), (3,))]  # 64 candidates
-
-
-class Space:
-    collection = "tile@test"
-    tile_space = ('{"block_m": [32, 64, 128, 256], "block_n": [32, 64, 128, 256], "block_k": [32, 64], '
-                  '"num_warps": [4, 8], "num_stages": [3]}')
-
-
-class Found:
-    def __init__(self, order, scores):
-        self.tiles, self.scores = order, scores
-
-
-class StandIn:
-    """The client tgraph.triton asks: one model whose order and scores the test sets."""
-    _address = "stand-in"
-
-    def __init__(self, order, scores):
-        self.found = Found(order, scores)
-
-    def models(self):
-        return [Space()]
-
-    def search_tiles(self, collection, module, results=0, kernel=None):
-        return self.found
-
-    def close(self):
-        pass
-
-
-def name(t):
-    return f"{t[0]}x{t[1]}x{t[2]} w{t[3]} s{t[4]}"
-
-
-class Tensor:
-    def __init__(self, dtype, *shape):
-        self.dtype, self.shape = dtype, shape
 
 
 def space_configs():

@@ -39,6 +39,7 @@ import atexit
 import collections
 import hashlib
 import json
+import operator
 import queue
 import re
 import sys
@@ -53,6 +54,7 @@ import grpc
 from ._client import Client, HloModule, TileKernel
 from ._errors import TgraphError
 from ._stop_rule import StopRule
+from ._until_sure import begin as _begin_auto, end as _end_auto
 
 # What a configuration's block sizes are called in kernels people write; `names` adds or
 # replaces (e.g. {"block_m": "BM", "block_n": "BN", "block_k": "BK"}).
@@ -159,6 +161,52 @@ def _calling_autotuner():
     return None
 
 
+def _size(value) -> Optional[int]:
+    """An integer argument as an int (Python's, numpy's, a 0-d tensor's), else None."""
+    if value is None or isinstance(value, bool) or _shape(value):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
+
+
+def _shape(value) -> Optional[tuple]:
+    """A tensor argument's shape (what has a dtype and a shape), else None."""
+    if not hasattr(value, "dtype") or not hasattr(value, "shape"):
+        return None
+    try:
+        return tuple(int(d) for d in value.shape)
+    except (TypeError, ValueError):
+        return None
+
+
+_HINT = ("if it is not a matrix product there is nothing to do; if it is one whose arguments say it "
+         "differently, give problem={'m': NAME, 'n': NAME, 'k': NAME, 'a': NAME} or problem=callable")
+
+
+def _proven_sizes(tensors: Dict[str, object], sizes: Dict[str, Optional[int]]):
+    """(M, N, K) when the tensor arguments are two matrices A (M x K) and B (K x N) (and
+    any others matrices too) agreeing with the integer arguments M, N, K the kernel has;
+    Skip naming what does not fit otherwise."""
+    shapes = {name: _shape(t) for name, t in tensors.items()}
+    other = {name: shape for name, shape in shapes.items() if len(shape) != 2}
+    if other:
+        said = ", ".join(f"{name} {'x'.join(map(str, shape)) or 'a scalar'}" for name, shape in list(other.items())[:3])
+        raise Skip(f"its tensor arguments are not all matrices ({said}): not a 2-D matrix product; {_HINT}")
+    mats = list(shapes.values())
+    if len(mats) < 2:
+        raise Skip(f"it has {len(mats)} 2-D tensor argument(s), not the operands A (M x K) and B (K x N); {_HINT}")
+    (m, k), (k2, n) = mats[0], mats[1]
+    if k != k2:
+        raise Skip(f"its first two 2-D tensors are {m}x{k} and {k2}x{n}: not A (M x K) and B (K x N); {_HINT}")
+    given = tuple(sizes[r] for r in ("m", "n", "k"))
+    if any(v is not None for v in given) and given != (m, n, k):
+        said = ", ".join(f"{r.upper()}={v}" for r, v in zip("mnk", given) if v is not None)
+        raise Skip(f"its arguments {said} disagree with its tensors A {m}x{k} and B {k2}x{n}; {_HINT}")
+    return m, n, k
+
+
 def _dtype_of(value) -> Optional[str]:
     dt = getattr(value, "dtype", None)
     return None if dt is None else DTYPES.get(str(dt), str(dt))
@@ -225,7 +273,7 @@ class Pruner:
         one it cannot judge; all of them, with a warning, when it cannot answer.
         autotuner: the Triton Autotuner that will benchmark them (top_k="auto" follows its
         benchmarks only; without it every kept candidate is measured)."""
-        _local.auto = None  # a tuning's stop rule never outlives it
+        _end_auto()  # a tuning's stop rule never outlives it
         configs = list(configs)
         self.stats["prunes"] += 1
         label = kernel.name if kernel else "an autotuned kernel"
@@ -270,37 +318,32 @@ class Pruner:
 
     # --- the parts ----------------------------------------------------------------
     def _problem(self, named_args, kwargs) -> Problem:
+        """The matrix product the arguments prove: the user's problem= as given, else two 2-D
+        operands A (M x K) and B (K x N), agreeing with integer arguments M, N, K where the
+        kernel has them; anything else (3-D operands, disagreeing sizes) is not pruned."""
         args = {**named_args, **kwargs}
         if callable(self.problem):
             try:
                 m, n, k, dtype = self.problem(args)
             except Exception as e:
                 raise Skip(f"the problem function raised {type(e).__name__}: {e}") from None
-            return self._checked(m, n, k, DTYPES.get(str(dtype), str(dtype)))
+            return self._checked(_size(m), _size(n), _size(k), DTYPES.get(str(dtype), str(dtype)))
         spec = self.problem or {}
-        tensors = [v for v in named_args.values() if hasattr(v, "dtype")]
-        a = args.get(spec["a"]) if "a" in spec else (tensors[0] if tensors else None)
+        tensors = {name: v for name, v in named_args.items() if _shape(v)}  # scalars (numpy's, 0-d) are sizes
+        a = args.get(spec["a"]) if "a" in spec else next(iter(tensors.values()), None)
         if "a" in spec and a is None:
             raise Skip(f"problem: no argument '{spec['a']}'")
         dtype = DTYPES.get(str(args[spec["dtype"]]), str(args[spec["dtype"]])) if "dtype" in spec else _dtype_of(a)
         if dtype is None:
-            raise Skip("no tensor argument says the dtype (give problem={'a': NAME} or problem=callable)")
-        sizes = {}
-        for role, default in (("m", "M"), ("n", "N"), ("k", "K")):
-            name = spec.get(role, default)
-            if isinstance(args.get(name), int) and not isinstance(args.get(name), bool):
-                sizes[role] = args[name]
-        if len(sizes) < 3:
-            mats = [t for t in tensors if len(getattr(t, "shape", ())) == 2]
-            if "m" in spec or "n" in spec or "k" in spec or len(mats) < 2:
-                missing = [r.upper() for r in ("m", "n", "k") if r not in sizes]
-                raise Skip(f"its arguments do not say the matrix product's {', '.join(missing)} (no integer "
-                           f"arguments M, N, K nor two 2-D tensors; give problem={{'m': NAME, ...}} or a callable)")
-            (m, k), (k2, n) = tuple(mats[0].shape), tuple(mats[1].shape)
-            if k != k2:
-                raise Skip(f"its first two 2-D tensors are {m}x{k} and {k2}x{n}: not A (M x K) and B (K x N)")
-            sizes = {"m": m, "n": n, "k": k}
-        return self._checked(sizes["m"], sizes["n"], sizes["k"], dtype)
+            raise Skip("no tensor argument says the dtype: if it is not a matrix product there is nothing to do; if "
+                       "it is, give problem={'a': NAME} or problem=callable")
+        sizes = {role: _size(args.get(spec.get(role, default))) for role, default in (("m", "M"), ("n", "N"), ("k", "K"))}
+        if {"m", "n", "k"} & set(spec):  # the user's own mapping: as given
+            missing = [r.upper() for r in ("m", "n", "k") if sizes[r] is None]
+            if missing:
+                raise Skip(f"problem: the arguments it names for {', '.join(missing)} are not integers")
+            return self._checked(sizes["m"], sizes["n"], sizes["k"], dtype)
+        return self._checked(*_proven_sizes(tensors, sizes), dtype)
 
     @staticmethod
     def _checked(m, n, k, dtype) -> Problem:
@@ -324,8 +367,10 @@ class Pruner:
                 if role in values:
                     break
             if role not in values:
-                raise Skip(f"its configurations have no {role.upper()} (looked for {', '.join(names)}; "
-                           f"give names={{'{role}': NAME}})")
+                none = not any(n in config.kwargs for ns in self.names.values() for n in ns)
+                raise Skip(f"its configurations have no {role.upper()} (looked for {', '.join(names)}): "
+                           + ("if it is not a matrix product there is nothing to do; if it is, " if none else "")
+                           + f"give names={{'{role}': NAME}}")
         if (getattr(config, "num_ctas", 1) or 1) != 1:
             return None
         try:
@@ -458,76 +503,6 @@ def uninstall():
     if original is not None:
         Autotuner.prune_configs = original
     _installed.pop("pruner", None)
-
-
-# --- top_k="auto": measure until sure ----------------------------------------------
-class _AutoSession:
-    """One tuning's measurements under top_k="auto": which of the kept candidates have a
-    model score, what was measured, and whether the rule said stop."""
-
-    def __init__(self, pruner: Pruner, record: dict, names: Dict[int, str], scores: Dict[str, float], autotuner):
-        self.pruner, self.record, self.names = pruner, record, names
-        # Standardised over the model's whole order (mean 0, standard deviation 1), so the
-        # rule's slope means the same whatever the model's scale (prior weight, share).
-        values = list(scores.values())
-        mean = sum(values) / max(1, len(values))
-        sd = (sum((v - mean) ** 2 for v in values) / max(1, len(values))) ** 0.5 or 1.0
-        self.scores = {n: (v - mean) / sd for n, v in scores.items()}
-        self.autotuner = autotuner  # the one whose benchmarks it follows: Configs may be shared
-        self.measured = {}  # tile name -> fastest ms measured
-        self.stopped = False
-        self.listed = True  # whether the benchmark function answers a list (do_bench's quantiles)
-        record["kept_ids"] = {id(c) for c in record["kept"]}
-        record["auto"] = {"measured": [], "skipped": []}
-
-    def bench(self, config, measure):
-        name = self.names.get(id(config))
-        if name is None:  # outside the model's space: always measured
-            return measure()
-        if not self.stopped and name not in self.measured:
-            others = [z for n, z in self.scores.items() if n not in self.measured and n != name]
-            done = list(self.measured)
-            self.stopped = self.pruner.stop_rule.stop([self.scores[n] for n in done],
-                                                      [self.measured[n] for n in done], others + [self.scores[name]])
-        if self.stopped:
-            self.pruner.stats["auto_skipped"] += 1
-            self.record["auto"]["skipped"].append(config)
-            # The type the measured ones have, so that Triton's min() compares like with like.
-            return [float("inf")] * 3 if self.listed else float("inf")
-        result = measure()
-        self.listed = isinstance(result, (list, tuple))
-        ms = result[0] if self.listed else result
-        self.pruner.stats["auto_measured"] += 1
-        self.record["auto"]["measured"].append(config)
-        if isinstance(ms, (int, float)) and 0 < ms < float("inf"):
-            self.measured[name] = min(ms, self.measured.get(name, float("inf")))
-        return result
-
-
-def _begin_auto(pruner: Pruner, record: dict, names: Dict[int, str], scores: Dict[str, float], autotuner):
-    """Makes `autotuner`'s next benchmarks on this thread (Triton runs them on the thread
-    that pruned) follow the stop rule."""
-    _install_bench_hook()
-    _local.auto = _AutoSession(pruner, record, names, scores, autotuner)
-
-
-def _install_bench_hook():
-    """Wraps Triton's Autotuner._bench once: a candidate the stop rule skips returns inf
-    timings without its kernel being compiled or launched; every other call, and every
-    autotuner not under top_k="auto", is Triton's own."""
-    from triton.runtime.autotuner import Autotuner
-    original = Autotuner._bench
-    if getattr(original, "tgraph_original", None) is not None:
-        return
-
-    def _bench(self, *args, config, **meta):
-        session = getattr(_local, "auto", None)
-        if session is None or session.autotuner is not self or id(config) not in session.record["kept_ids"]:
-            return original(self, *args, config=config, **meta)
-        return session.bench(config, lambda: original(self, *args, config=config, **meta))
-
-    _bench.tgraph_original = original
-    Autotuner._bench = _bench
 
 
 # --- what Triton measured, back to the server ------------------------------------
