@@ -135,3 +135,46 @@ def test_install_never_prunes_a_kernel_it_cannot_identify():
     assert len(attention_benched) == len(TILES) and len(said) == 1
     assert len(gemm_benched) == 3
     assert pruner.stats["fallbacks"] == 1
+
+
+def test_a_kernels_identity_survives_comments_docstrings_and_blank_lines_and_changes_with_any_token():
+    base = ("def kernel(a_ptr, M, BLOCK_M: tl.constexpr):\n"
+            "    pid = tl.program_id(0)\n"
+            "    tl.store(a_ptr + pid, M)\n")
+    edited = ('def kernel(a_ptr, M, BLOCK_M: tl.constexpr):  # the tile\n'
+              '    """Stores M."""\n'
+              '\n'
+              '    # which program\n'
+              '    pid = tl.program_id(0)   \n'
+              '    tl.store(a_ptr + pid, M)  # done\n')
+    assert tt.code_digest(base) == tt.code_digest(edited)
+    for changed in (base.replace("pid, M", "pid, M + 1"), base.replace("program_id(0)", "program_id(1)"),
+                    base.replace("pid", "p"), base.replace("    tl.store", "    s = 'x'\n    tl.store")):
+        assert tt.code_digest(changed) != tt.code_digest(base), changed
+    # Through Triton: a jitted kernel's identity is its code's, with its name.
+    assert tt.kernel_of(matmul_kernel).source_hash == tt.code_digest(matmul_kernel.src)[:16]
+    assert tt.kernel_of(matmul_kernel).name == "matmul_kernel"
+
+
+class Unreachable(StandIn):
+    def report_measurements(self, *args, **kwargs):
+        raise ConnectionError("the store is away")
+
+
+def test_a_report_that_fails_says_the_measurements_were_not_reported_and_is_no_pruning_fallback():
+    stand_in = Unreachable([name(t) for t in TILES], [float(i) for i in range(len(TILES))])
+    pruner = tt.Pruner("tile@test", top_k=3, report=True, client=stand_in)
+    autotuner, benched = tuner(matmul_kernel, gemm_configs(), ["M", "N", "K"], pruner)
+
+    def tune():
+        autotuner[(1,)](Tensor("torch.bfloat16", 512, 64), Tensor("torch.bfloat16", 64, 1024),
+                        Tensor("torch.bfloat16", 512, 1024), 512, 1024, 64)
+        assert tt.flush(10)
+
+    said = run_warned(tune)
+    assert len(benched) == 3
+    assert pruner.stats["fallbacks"] == 0 and pruner.stats["report_errors"] == 1
+    assert len(said) == 1, said
+    assert ("matmul_kernel: the measurements of bf16 512x1024x64 were not reported (ConnectionError: the store is "
+            "away); the tuning is unaffected") in said[0]
+    assert "every candidate is measured" not in said[0]

@@ -31,20 +31,24 @@ them, with one warning per kernel and reason.
 What Triton then measures is reported back (knobs.autotuning.listener, chained after any
 listener already set) from a background thread, so that the next key of the same kernel
 starts from it and `tgraph-train finetune` can learn from it. A measurement names its
-kernel (the function's name and a hash of its source): two kernels never share them.
+kernel (the function's name and a hash of its code, not of its comments or docstrings):
+two kernels never share them.
 
 Nothing here imports torch; Triton is imported when a prune function is first used.
 """
 import atexit
 import collections
 import hashlib
+import io
 import json
 import operator
 import queue
 import re
 import sys
 import threading
+import textwrap
 import time
+import tokenize
 import warnings
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Union
@@ -132,7 +136,8 @@ class Skip(Exception):
 
 def kernel_of(fn) -> Optional[TileKernel]:
     """The TileKernel of a @triton.jit function (or an object wrapping one in `.fn`): its
-    name and the first 16 hex digits of its source's SHA-256."""
+    name and the first 16 hex digits of the SHA-256 of its code's tokens (code_digest):
+    comments, docstrings and blank lines leave it, any token of code changes it."""
     seen = 0
     while fn is not None and not hasattr(fn, "src") and seen < 8:
         fn, seen = getattr(fn, "fn", None), seen + 1
@@ -140,7 +145,30 @@ def kernel_of(fn) -> Optional[TileKernel]:
         return None
     name = re.sub(r"[^A-Za-z0-9_.:-]", "_", getattr(fn, "__name__", "") or "kernel")[:128]
     src = getattr(fn, "src", "") or ""
-    return TileKernel(name, hashlib.sha256(src.encode()).hexdigest()[:16] if src else "")
+    return TileKernel(name, code_digest(src)[:16] if src else "")
+
+
+def code_digest(src: str) -> str:
+    """SHA-256 (hex) of a Python source's code: its tokens with their kinds, without
+    comments, blank lines and statements that are a string alone (docstrings: they do
+    nothing). Source that does not tokenize is hashed whole."""
+    try:
+        tokens = [t for t in tokenize.generate_tokens(io.StringIO(textwrap.dedent(src)).readline)
+                  if t.type not in (tokenize.COMMENT, tokenize.NL, tokenize.ENCODING)]
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        return hashlib.sha256(src.encode()).hexdigest()
+    kept, skip_newline = [], False
+    for i, t in enumerate(tokens):
+        starts_line = not kept or kept[-1][0] in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+        alone = i + 1 < len(tokens) and tokens[i + 1].type == tokenize.NEWLINE
+        if t.type == tokenize.STRING and starts_line and alone:
+            skip_newline = True
+            continue
+        if skip_newline and t.type == tokenize.NEWLINE:
+            skip_newline = False
+            continue
+        kept.append((t.type, t.string))
+    return hashlib.sha256("\n".join(f"{kind}:{text}" for kind, text in kept).encode()).hexdigest()
 
 
 def _calling_autotuner():
@@ -440,13 +468,15 @@ class Pruner:
 
     def _fallback(self, label: str, why: str, kind: str):
         self.stats["fallbacks"] += 1
+        self._warn_once(label, kind, f"every candidate is measured, as Triton alone would: {why}")
+
+    def _warn_once(self, label: str, kind: str, message: str):
         # One warning per kernel and kind of reason (a dead server: one, not one per key).
         with self._lock:
             if (label, kind) in self._warned:
                 return
             self._warned.add((label, kind))
-        warnings.warn(f"tgraph.triton: {label}: every candidate is measured, as Triton alone would: {why}",
-                      RuntimeWarning, stacklevel=4)
+        warnings.warn(f"tgraph.triton: {label}: {message}", RuntimeWarning, stacklevel=4)
 
     def close(self):
         _reporter.flush(self.deadline)
@@ -591,8 +621,11 @@ class _Reporter:
                 except Exception as e:  # a report lost is a warning, never the user's error
                     pruner.stats["report_errors"] += 1
                     code = getattr(getattr(e, "code", None), "name", type(e).__name__)
-                    pruner._fallback(item[2].name, f"measurements not reported ({code}: {getattr(e, 'message', e)})",
-                                     "report")
+                    # The tuning itself is done and unaffected: say what was lost, not a fallback.
+                    pruner._warn_once(item[2].name, "report",
+                                      f"the measurements of {item[1].name} were not reported ({code}: "
+                                      f"{getattr(e, 'message', e)}); the tuning is unaffected, the next key of this "
+                                      f"kernel will not start from them")
             finally:
                 self._queue.task_done()
 
