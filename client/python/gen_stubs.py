@@ -12,6 +12,7 @@ speaks grpc.health.v1 itself (tgraph/_client.py), so that a process that also im
 grpcio-health-checking never sees the same message defined twice.
 """
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -36,6 +37,21 @@ def generate(proto_dir, out_dir):
             sys.exit(f"gen_stubs.py: {' '.join(cmd)} failed:\n{r.stderr}")
     for sub in ("tgraph/v1", "tgraph/hlo"):
         open(os.path.join(out_dir, sub, "__init__.py"), "a").close()
+
+
+def requirements(out_dir):
+    """What the generated modules need at run time: protobuf at least the version the
+    messages were generated for (their import checks it; 3.20 when they carry no check,
+    as protoc 3.x writes them) and grpcio at least the version that wrote the stubs."""
+    with open(os.path.join(out_dir, "tgraph", "v1", "ranker_pb2.py")) as f:
+        messages = f.read()
+    with open(os.path.join(out_dir, "tgraph", "v1", "ranker_pb2_grpc.py")) as f:
+        stubs = f.read()
+    check = re.search(r"ValidateProtobufRuntimeVersion\(\s*_runtime_version\.Domain\.\w+,\s*(\d+),\s*(\d+),\s*(\d+),",
+                      messages)
+    made_by = re.search(r"GRPC_GENERATED_VERSION = '([0-9.]+)'", stubs)
+    return ["grpcio>=" + made_by.group(1) if made_by else "grpcio",
+            "protobuf>=" + (".".join(check.groups()) if check else "3.20")]
 
 
 if __name__ == "__main__":

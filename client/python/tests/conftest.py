@@ -19,6 +19,11 @@ SRC = os.path.abspath(os.environ.get("TGRAPH_SOURCE_DIR", "."))
 REAL = os.path.join(SRC, "tests", "data", "real")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "debian_python: builds with the system Python's packages (Debian's "
+                            "setuptools and grpc_tools); tests/other_python_test.py deselects it")
+
+
 def binary(*parts):
     path = os.path.join(BIN, *parts)
     if not os.path.exists(path):

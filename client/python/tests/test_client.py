@@ -431,10 +431,18 @@ def test_a_model_of_ones_own_is_a_collection_for_the_client_too():
 
 
 def test_generated_modules_cannot_shadow_grpcio_or_protobuf():
-    package_root = os.path.dirname(os.path.dirname(tgraph.__file__))
-    assert not os.path.exists(os.path.join(package_root, "grpc"))
-    assert not os.path.exists(os.path.join(package_root, "google"))
-    assert os.path.dirname(grpc.__file__) != os.path.join(package_root, "grpc")
+    """Every generated module lies inside the tgraph package; grpc and google.protobuf are
+    grpcio's and protobuf's own wherever the package is installed (a build folder, a venv)."""
+    from google import protobuf
+    from tgraph.hlo import hlo_pb2
+    from tgraph.v1 import ranker_pb2_grpc
+    package = os.path.dirname(tgraph.__file__)
+    for module in (ranker_pb2, ranker_pb2_grpc, tuning_pb2, hlo_pb2):
+        assert os.path.dirname(os.path.dirname(module.__file__)) == package, module.__file__
+    assert os.path.exists(os.path.join(os.path.dirname(grpc.__file__), "_channel.py"))  # grpcio's
+    assert os.path.exists(os.path.join(os.path.dirname(protobuf.__file__), "message.py"))
+    for root in (os.path.dirname(os.path.dirname(grpc.__file__)), os.path.dirname(package)):
+        assert not os.path.exists(os.path.join(root, "grpc", "tgraph")) and not os.path.exists(os.path.join(root, "google", "tgraph"))
     assert tgraph.v1.ranker_pb2.DESCRIPTOR.package == "tgraph.v1"
 
 
@@ -454,15 +462,18 @@ def test_stubs_generated_from_the_public_protos_live_under_tgraph_only(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["tgraph"]
 
 
+@pytest.mark.debian_python
 def test_installs_into_a_venv_without_network(tmp_path, server):
-    """python3 -m venv --system-site-packages; pip install client/python (no index)."""
+    """python3 -m venv --system-site-packages; pip install --no-build-isolation --no-index
+    client/python: Debian's setuptools and grpc_tools build it, no network."""
     src = tmp_path / "src"
     shutil.copytree(os.path.join(SRC, "client", "python"), src / "client" / "python",
                     ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
     shutil.copytree(os.path.join(SRC, "proto"), src / "proto")
     venv = tmp_path / "venv"
     run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)])
-    run([str(venv / "bin" / "pip"), "install", "--no-index", "--quiet", str(src / "client" / "python")])
+    run([str(venv / "bin" / "pip"), "install", "--no-build-isolation", "--no-index", "--quiet",
+         str(src / "client" / "python")])
     code = ("import tgraph, sys; c = tgraph.Client(sys.argv[1]); "
             "print(tgraph.__file__); print(c.rank('layout:xla:random', sys.argv[2], top_k=2).order.tolist())")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -473,6 +484,7 @@ def test_installs_into_a_venv_without_network(tmp_path, server):
     assert len(eval(r.stdout.splitlines()[1])) == 2
 
 
+@pytest.mark.debian_python
 def test_a_wheel_installs_into_a_python_without_debians_packages_and_declares_its_dependencies(tmp_path, server):
     """docs/python.md: a wheel built once (stubs included) for any Python 3 >= 3.9; pip
     fetches grpcio, protobuf and numpy from the user's index. Here there is no index:
