@@ -420,6 +420,62 @@ def test_the_client_keys_on_the_reason_not_the_message_and_sends_the_routing_hea
         fake.stop(None)
 
 
+class Busy(grpc.GenericRpcHandler):
+    """ListModels answering RESOURCE_EXHAUSTED (a full queue) `refusals` times, then an
+    empty list after `pause` seconds; every call's time recorded."""
+
+    def __init__(self, refusals, pause=0.0):
+        self.refusals, self.pause, self.calls = refusals, pause, []
+
+    def service(self, details):
+        def models(request, context):
+            self.calls.append(time.monotonic())
+            if len(self.calls) <= self.refusals:
+                context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "the queue is full: retry with backoff")
+            time.sleep(self.pause)
+            return ranker_pb2.ListModelsResponse()
+        return grpc.unary_unary_rpc_method_handler(models, ranker_pb2.ListModelsRequest.FromString,
+                                                   ranker_pb2.ListModelsResponse.SerializeToString)
+
+
+def serve(handler):
+    fake = grpc.server(futures.ThreadPoolExecutor(2), handlers=[handler])
+    port = fake.add_insecure_port("127.0.0.1:0")
+    fake.start()
+    return fake, f"127.0.0.1:{port}"
+
+
+def test_a_deadline_block_retries_a_full_queue_with_backoff_and_ends_every_call_by_its_end():
+    handler = Busy(refusals=3)
+    fake, address = serve(handler)
+    try:
+        client = tgraph.Client(address, timeout=60, retry_budget=0)
+        with pytest.raises(tgraph.TgraphError) as e:
+            client.models()  # outside a block: the code as the server said it, at once
+        assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and len(handler.calls) == 1
+        start = time.monotonic()
+        with client.deadline(2.0, retry_busy=True):
+            assert client.models() == []
+        gaps = np.diff(handler.calls)
+        # Jittered backoff of 20, 40, 80 ms (half to all of each), then the answer.
+        assert len(handler.calls) == 4 and time.monotonic() - start < 1.0
+        assert all(lo * 0.5 - 0.002 <= g for lo, g in zip((0.02, 0.04), gaps[1:]))
+        handler.refusals, handler.calls = 10 ** 6, []
+        start = time.monotonic()
+        with pytest.raises(tgraph.TgraphError) as e, client.deadline(0.3, retry_busy=True):
+            client.models()
+        assert e.value.code == grpc.StatusCode.RESOURCE_EXHAUSTED and time.monotonic() - start < 0.3 + 0.05
+        assert 3 <= len(handler.calls) <= 8
+        handler.refusals, handler.pause = 0, 1.0
+        start = time.monotonic()
+        with pytest.raises(tgraph.TgraphError) as e, client.deadline(5.0), client.deadline(0.2):  # the inner end
+            client.models()
+        assert e.value.code == grpc.StatusCode.DEADLINE_EXCEEDED and time.monotonic() - start < 0.2 + 0.15
+        assert client.timeout == 60 and getattr(client._within, "until", None) is None
+    finally:
+        fake.stop(None)
+
+
 def test_a_model_of_ones_own_is_a_collection_for_the_client_too():
     from tgraph._client import _kind
     assert _kind("layout@tpu-v5e") == "layout" and _kind("tile@gpu-a100") == "tile"

@@ -8,12 +8,14 @@ ctest (triton_pruner)."""
 import glob
 import itertools
 import os
+import queue
 import socket
 import sys
 import threading
 import time
 import warnings
 
+import grpc
 import numpy as np
 import pytest
 
@@ -191,6 +193,26 @@ def test_a_dead_server_costs_at_most_the_deadline_then_every_candidate_is_measur
     assert pruner.stats["unanswered"] == 1  # the second key did not wait for it again
 
 
+def test_one_slow_answer_in_a_burst_does_not_mark_the_server_down_but_three_in_a_row_do():
+    pruner = tt.Pruner(COLLECTION, address="127.0.0.1:1", report=False)
+    slow = tgraph.TgraphError(grpc.StatusCode.DEADLINE_EXCEEDED, "SearchConfigs: Deadline Exceeded")
+    for _ in range(tt.TIMEOUTS_BEFORE_DOWN - 1):
+        pruner._note_down(slow)
+        pruner._check_up()  # still asked
+    pruner._timeouts = 0  # an answer in between (as _order does) starts the count again
+    for _ in range(tt.TIMEOUTS_BEFORE_DOWN - 1):
+        pruner._note_down(slow)
+    pruner._note_down(tgraph.TgraphError(grpc.StatusCode.RESOURCE_EXHAUSTED, "busy"))  # alive, only busy
+    pruner._check_up()
+    pruner._note_down(slow)
+    with pytest.raises(tt.Skip, match="did not answer a moment ago"):
+        pruner._check_up()
+    fresh = tt.Pruner(COLLECTION, address="127.0.0.1:1", report=False)
+    fresh._note_down(tgraph.TgraphError(grpc.StatusCode.UNAVAILABLE, "failed to connect"))  # no server: at once
+    with pytest.raises(tt.Skip):
+        fresh._check_up()
+
+
 def test_a_server_that_accepts_but_never_answers_costs_at_most_the_deadline():
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
@@ -211,6 +233,79 @@ def test_a_server_that_accepts_but_never_answers_costs_at_most_the_deadline():
     finally:
         for conn, _ in held:
             conn.close()
+
+
+class DelayingProxy:
+    """A TCP proxy to `target` that holds every chunk `delay` seconds in each direction
+    (order kept), as a server one network hop of 2 x delay away would."""
+
+    def __init__(self, target, delay):
+        self.target, self.delay = target, delay
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(16)
+        self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            host, port = self.target.rsplit(":", 1)
+            upstream = socket.create_connection((host, int(port)))
+            for a, b in ((client, upstream), (upstream, client)):
+                held = queue.Queue()
+                threading.Thread(target=self._read, args=(a, held), daemon=True).start()
+                threading.Thread(target=self._write, args=(b, held), daemon=True).start()
+
+    def _read(self, sock, held):
+        while True:
+            try:
+                data = sock.recv(65536)
+            except OSError:
+                data = b""
+            held.put((time.monotonic() + self.delay, data))
+            if not data:
+                return
+
+    @staticmethod
+    def _write(sock, held):
+        while True:
+            due, data = held.get()
+            time.sleep(max(0.0, due - time.monotonic()))
+            try:
+                if not data:
+                    sock.shutdown(socket.SHUT_WR)
+                    return
+                sock.sendall(data)
+            except OSError:
+                return
+
+    def close(self):
+        self.listener.close()
+
+
+def test_a_server_80_ms_away_each_way_is_pruned_within_the_deadline(server):
+    """Connecting alone takes several round trips of 160 ms: the pruner's first call gets
+    what the deadline leaves, and gRPC's connection attempt is not cut at 100 ms."""
+    proxy = DelayingProxy(server.address, 0.08)
+    try:
+        for attempt in range(3):  # a new process each time: a new connection, a new key
+            pruner = tt.Pruner(COLLECTION, address=proxy.address, top_k=3, report=False)
+            autotuner, _, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                start = time.monotonic()
+                gemm_call(autotuner, 1024, 512, 2048 + 256 * attempt)
+                waited = time.monotonic() - start
+            said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+            assert said == [] and len(benched) == 3, (attempt, pruner.last["why"])
+            assert 0.32 < waited < tt.DEFAULT_DEADLINE
+            assert pruner.stats["fallbacks"] == 0
+    finally:
+        proxy.close()
 
 
 def test_a_dtype_the_model_never_measured_measures_every_candidate_and_says_why(server):

@@ -7,9 +7,12 @@ retry budget long enough to ride over a server restart, every call carries the
 x-graph-hash routing header, and every failure is one exception type, TgraphError,
 carrying the gRPC status code."""
 import collections
+import contextlib
 import hashlib
 import os
+import random
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import List, Optional, Sequence, Union
@@ -349,10 +352,12 @@ class Client:
                    ("grpc.keepalive_time_ms", 30000), ("grpc.keepalive_timeout_ms", 10000),
                    # Reconnect within about a second of a restarted server coming back
                    # (gRPC's default backoff grows from 1 s to 120 s: a restart held calls for 10 s).
-                   ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
-                   ("grpc.max_reconnect_backoff_ms", 1000)]
+                   # Not grpc.min_reconnect_backoff_ms: gRPC takes it as the time a connection
+                   # attempt may take, and 100 ms failed every connection to a server 80 ms away.
+                   ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.max_reconnect_backoff_ms", 1000)]
         self.timeout = timeout
         self.retry_budget = retry_budget
+        self._within = threading.local()  # .until, .busy: this thread's deadline block
         self._address, self._server_name = address, tls_server_name
         self._secure = bool(tls or tls_ca is not None or tls_cert is not None or tls_key is not None or tls_server_name)
         self._has_cert = tls_cert is not None
@@ -657,16 +662,37 @@ class Client:
             nodes = self._nodes[self._hlo[graph.digest]]
         return _configs(graph, rows, kind, what, nodes)
 
+    @contextlib.contextmanager
+    def deadline(self, seconds: float, *, retry_busy: bool = False):
+        """Every call this thread makes inside the block ends, retries included, within
+        `seconds` from now: each call may take whatever is left (its own timeout is not
+        applied), so a caller with one budget for several calls spends it on the call that
+        needs it (a first connection to a far server, a busy one). retry_busy:
+        RESOURCE_EXHAUSTED (a full queue) is retried with backoff, as UNAVAILABLE is."""
+        outer = getattr(self._within, "until", None), getattr(self._within, "busy", False)
+        until = time.monotonic() + seconds
+        self._within.until = until if outer[0] is None else min(until, outer[0])
+        self._within.busy = retry_busy or outer[1]
+        try:
+            yield self
+        finally:
+            self._within.until, self._within.busy = outer
+
     def _call(self, method, request, graph_hash: str):
-        """One RPC; UNAVAILABLE retried within the budget: once the channel is connected
-        again, after a backoff of 0.1 s doubling to 2 s."""
+        """One RPC; UNAVAILABLE retried within the budget (or the deadline block's end):
+        once the channel is connected again, after a backoff of 0.1 s doubling to 2 s;
+        inside a deadline block with retry_busy, RESOURCE_EXHAUSTED after a jittered
+        backoff from 20 ms doubling to 0.5 s."""
         metadata = ((ROUTING_HEADER, graph_hash),) if graph_hash else ()
-        give_up = time.monotonic() + self.retry_budget
-        backoff = 0.1
+        until = getattr(self._within, "until", None)
+        busy_retried = getattr(self._within, "busy", False)
+        give_up = until if until is not None else time.monotonic() + self.retry_budget
+        backoff, busy_backoff = 0.1, 0.02
         probed = False
         while True:
+            timeout = self.timeout if until is None else max(until - time.monotonic(), 0.001)
             try:
-                return method(request, timeout=self.timeout, metadata=metadata)
+                return method(request, timeout=timeout, metadata=metadata)
             except grpc.RpcError as e:
                 if e.code() == grpc.StatusCode.UNAVAILABLE and not probed:
                     # A TLS mismatch is not a network fault: said as such, never retried.
@@ -674,6 +700,15 @@ class Client:
                     tls = tls_error(e, self._address, self._secure, self._has_cert, self._server_name)
                     if tls is not None:
                         raise tls from None
+                if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and busy_retried:
+                    # A full queue empties in a fraction of a second; many clients told at
+                    # once come back spread out rather than together.
+                    pause = busy_backoff * random.uniform(0.5, 1.0)
+                    if time.monotonic() + pause + 0.005 > give_up:
+                        raise
+                    time.sleep(pause)
+                    busy_backoff = min(2 * busy_backoff, 0.5)
+                    continue
                 if e.code() != grpc.StatusCode.UNAVAILABLE or time.monotonic() + backoff > give_up:
                     raise
                 # A restarting server: wait for the connection to come back (at once when

@@ -74,6 +74,7 @@ HLO_TYPES = {"bf16": "bf16", "f16": "f16", "f32": "f32"}
 
 DEFAULT_DEADLINE = 2.0  # seconds a prune may wait for the server, in all
 RETRY_AFTER = 30.0      # seconds a server that did not answer is left alone
+TIMEOUTS_BEFORE_DOWN = 3  # prunes in a row that time out on a connected server before it is left alone
 
 
 def gemm_module(m: int, n: int, k: int, dtype: str) -> HloModule:
@@ -247,8 +248,8 @@ class Pruner:
     HOST:PORT. top_k: the distinct tile configurations measured (every candidate of each,
     and every candidate the model cannot judge), or "auto": measured in the model's order
     until the stop rule is sure, at most max_k (stop_rule: a StopRule of one's own).
-    deadline: seconds a prune waits in all
-    (three calls at most, each a third of it); past it, every candidate is measured. names:
+    deadline: seconds a prune waits for the server in all, its calls and their retries
+    (a full queue, a lost connection) together; past it, every candidate is measured. names:
     what the kernel calls BLOCK_M/N/K ({"block_m": "BM", ...}), beside DEFAULT_NAMES.
     problem: the matrix product from the kernel's arguments: a callable(named_args) ->
     (M, N, K, dtype), or a dict naming the arguments ({"m": "M", "n": "N", "k": "K",
@@ -281,12 +282,12 @@ class Pruner:
         self.names = {role: ((names or {})[role],) + DEFAULT_NAMES[role] if role in (names or {}) else DEFAULT_NAMES[role]
                       for role in DEFAULT_NAMES}
         self.problem, self.report, self.source = problem, report, source
-        # Three calls at most (the space, once; the registration; the search): a third each.
-        self._client = client or Client(address, timeout=self.deadline / 3, retry_budget=0)
+        self._client = client or Client(address, timeout=self.deadline, retry_budget=0)
         self._lock = threading.Lock()
         self._orders = collections.OrderedDict()  # (kernel key, problem) -> model order (tile names); bounded
         self._warned = set()
         self._down_until = 0.0  # monotonic time before which the server is not asked (it did not answer)
+        self._timeouts = 0  # prunes in a row whose server call ran out of time
         self.stats = collections.Counter()  # prunes, searches, fallbacks, kept, reported, ...
         self.last = None  # the last prune's record (what it asked, kept and why): for tests and logs
 
@@ -313,8 +314,11 @@ class Pruner:
             tiles = {id(c): self._tile(c, named_args, kwargs) for c in configs}
             problem = self._problem(named_args, kwargs)
             record["problem"], record["tiles"] = problem, tiles
-            axes = self._axes()
-            order = self._order(problem, kernel)
+            # One budget for the calls a prune makes (the space once, the search, a
+            # registration): a far or busy server gets the whole deadline where it needs it.
+            with self._client.deadline(self.deadline, retry_busy=True):
+                axes = self._axes()
+                order = self._order(problem, kernel)
         except Skip as why:
             record["why"] = str(why)
             self._fallback(label, str(why), why.kind)
@@ -434,9 +438,17 @@ class Pruner:
             raise Skip(f"the server did not answer a moment ago (asked again {RETRY_AFTER:.0f} s after)", "server")
 
     def _note_down(self, e: TgraphError):
+        """Not asked again for a while, so that a dead server costs one deadline rather than
+        one per key: at once when no connection could be made (UNAVAILABLE), after
+        TIMEOUTS_BEFORE_DOWN prunes in a row ran out of time on a connected server (one slow
+        answer in a burst is not a dead server); a busy one (RESOURCE_EXHAUSTED after its
+        retries) is asked again by the next key."""
+        if e.code == grpc.StatusCode.DEADLINE_EXCEEDED:
+            self._timeouts += 1
         if e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             self.stats["unanswered"] += 1
-            # Not asked again for a while: a dead server costs one deadline, not one per key.
+        if e.code == grpc.StatusCode.UNAVAILABLE or self._timeouts >= TIMEOUTS_BEFORE_DOWN:
+            self._timeouts = 0
             self._down_until = time.monotonic() + RETRY_AFTER
 
     def _order(self, problem: Problem, kernel: Optional[TileKernel]):
@@ -460,6 +472,7 @@ class Pruner:
             raise Skip(f"the server could not rank {problem.name} ({e.code.name} after {waited:.2f} s): "
                        f"{e.message}", "server" if down else "refused") from None
         order = (list(found.tiles), [float(x) for x in found.scores])
+        self._timeouts = 0
         with self._lock:
             self._orders[key] = order
             while len(self._orders) > 1024:
