@@ -18,7 +18,7 @@
 namespace tgraph {
 
 // A cancellation within this of the server's copy of a call's deadline is the deadline.
-inline constexpr std::chrono::milliseconds kDeadlineSlack(50);
+inline constexpr std::chrono::milliseconds kDeadlineSlack(1000);
 
 // Whether a call that ended cancelled ended by its deadline (`deadline`: the server's
 // copy; time_point::max() for none), by kDeadlineSlack.
