@@ -1,6 +1,7 @@
 """A stand-in for the client tgraph.triton asks, so that its Triton tests choose the
 model's order and scores without a server: one model, whose search answers what the
 test set."""
+import contextlib
 
 
 class Space:
@@ -29,6 +30,9 @@ class StandIn:
     def search_tiles(self, collection, module, results=0, kernel=None):
         self.searches.append(module.name)
         return self.found
+
+    def deadline(self, seconds, retry_busy=False):
+        return contextlib.nullcontext(self)
 
     def close(self):
         pass

@@ -6,6 +6,7 @@ records the configuration, as tests/triton_autotuner_test.py explains) and the b
 function (the test's, returning a runtime the test chose) stand in for the GPU. Run by
 ctest (triton_pruner)."""
 import glob
+import json
 import itertools
 import os
 import queue
@@ -428,3 +429,60 @@ def test_a_listener_set_before_is_still_called(server):
     finally:
         tt._reporter._previous = saved
     assert tt.flush(10) and pruner.stats["reported"] == 2
+
+
+def test_a_shortlist_written_here_prunes_through_tritons_autotuner_with_no_server(server, tmp_path):
+    path = str(tmp_path / "shortlist.json")
+    shapes = [(1024, 512, 2048, "bf16"), (2048, 1024, 512, "f32"), (1024, 512, 2048, "f16")]
+    assert tt.write_shortlist(path, COLLECTION, shapes, kernel=matmul_kernel, address=server.address) == \
+        {"problems": 2, "refused": 1}
+    doc = json.load(open(path))
+    assert doc["kernel"] == {"name": "matmul_kernel", "source_hash": tt.kernel_of(matmul_kernel).source_hash}
+    assert [r["dtype"] for r in doc["refused"]] == ["f16"] and doc["refused"][0]["why"].startswith("FAILED_PRECONDITION")
+    searched = tgraph.Client(server.address).search_tiles(COLLECTION, tt.gemm_module(1024, 512, 2048, "bf16"),
+                                                          results=1000, kernel=tt.kernel_of(matmul_kernel))
+    assert doc["problems"][0]["order"] == list(searched.tiles) and len(searched.tiles) > 200  # what compiles
+
+    pruner = tt.Pruner(shortlist=path, address="127.0.0.1:1", top_k=3)  # nothing listens there
+    assert pruner.collection == COLLECTION and pruner.report is False
+    autotuner, _, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gemm_call(autotuner, 1024, 512, 2048)
+        gemm_call(autotuner, 2048, 1024, 512, dtype="torch.float32")
+        assert [name(c) for c in benched] == doc["problems"][0]["order"][:3] + doc["problems"][1]["order"][:3]
+        assert pruner.stats["fallbacks"] == 0
+        gemm_call(autotuner, 512, 512, 512)  # not in the file
+        gemm_call(autotuner, 768, 512, 512)
+    assert len(benched) == 6 + 2 * 288
+    said = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    assert len(said) == 1 and "bf16 512x512x512 is not in the shortlist" in said[0], said
+    assert pruner.stats["shortlist_misses"] == 2 and pruner.stats["unanswered"] == 0
+
+
+def test_a_shortlist_file_that_cannot_be_read_is_refused_naming_the_file_and_key(tmp_path):
+    path = tmp_path / "s.json"
+    good = {"format": "tgraph-triton-shortlist", "version": 1, "collection": COLLECTION, "kernel": None,
+            "tile_space": {a: [1] for a in ("block_m", "block_n", "block_k", "num_warps", "num_stages")},
+            "problems": [{"m": 8, "n": 8, "k": 8, "dtype": "bf16", "order": ["32x32x32 w4 s3"], "scores": [0.5]}]}
+    path.write_text(json.dumps(good))
+    assert tt.Pruner(shortlist=str(path)).collection == COLLECTION
+    cases = [("{", "not JSON (line 1"),
+             (dict(good, format="x"), '"format" is not "tgraph-triton-shortlist"'),
+             (dict(good, version=2), '"version" 2, this client reads 1'),
+             ({k: v for k, v in good.items() if k != "tile_space"}, '"tile_space" is missing or not a dict'),
+             (dict(good, problems=[dict(good["problems"][0], order=["128x128"])]),
+              "problems[0].order[0] is '128x128', not a tile configuration"),
+             (dict(good, problems=[dict(good["problems"][0], k=0)]), "problems[0]: K is 0, not a size"),
+             (dict(good, problems=[dict(good["problems"][0], scores=[])]),
+              'problems[0] has 1 names in "order" and 0 "scores"')]
+    for doc, said in cases:
+        path.write_text(doc if isinstance(doc, str) else json.dumps(doc))
+        with pytest.raises(tt.ShortlistError) as e:
+            tt.Pruner(shortlist=str(path))
+        assert str(path) in str(e.value) and said in str(e.value), str(e.value)
+    with pytest.raises(ValueError, match="is of 'tile@h100-triton'"):
+        path.write_text(json.dumps(good))
+        tt.Pruner("tile@h200-triton", shortlist=str(path))
+    with pytest.raises(tt.ShortlistError, match="No such file"):
+        tt.Pruner(shortlist=str(tmp_path / "absent.json"))

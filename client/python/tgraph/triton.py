@@ -50,12 +50,13 @@ import textwrap
 import time
 import tokenize
 import warnings
-from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Union
 
 import grpc
 
-from ._client import Client, HloModule, TileKernel
+from ._client import Client, TileKernel
+from ._gemm import DTYPES, HLO_TYPES, Problem, Tile, gemm_module, parse_tile  # noqa: F401 (the API)
+from ._shortlist import Shortlist, ShortlistError, write_shortlist  # noqa: F401 (the API)
 from ._errors import TgraphError
 from ._stop_rule import StopRule
 from ._until_sure import begin as _begin_auto, end as _end_auto
@@ -67,62 +68,9 @@ DEFAULT_NAMES = {
     "block_n": ("BLOCK_SIZE_N", "BLOCK_N", "BN", "TILE_N", "TILE_SIZE_N"),
     "block_k": ("BLOCK_SIZE_K", "BLOCK_K", "BK", "TILE_K", "TILE_SIZE_K"),
 }
-# A tensor's dtype as the server names a matrix product's (torch's and Triton's spellings).
-DTYPES = {"torch.bfloat16": "bf16", "bfloat16": "bf16", "bf16": "bf16", "torch.float16": "f16", "float16": "f16",
-          "fp16": "f16", "f16": "f16", "torch.float32": "f32", "float32": "f32", "fp32": "f32", "f32": "f32"}
-HLO_TYPES = {"bf16": "bf16", "f16": "f16", "f32": "f32"}
-
 DEFAULT_DEADLINE = 2.0  # seconds a prune may wait for the server, in all
 RETRY_AFTER = 30.0      # seconds a server that did not answer is left alone
 TIMEOUTS_BEFORE_DOWN = 3  # prunes in a row that time out on a connected server before it is left alone
-
-
-def gemm_module(m: int, n: int, k: int, dtype: str) -> HloModule:
-    """The HLO of C[M, N] = A[M, K] B[K, N] as XLA writes jnp.dot's (the kernel's graph,
-    as the tile collection's files hold it), registered as one kernel."""
-    t = HLO_TYPES[dtype]
-    text = (f"HloModule jit_dot, entry_computation_layout={{({t}[{m},{k}]{{1,0}}, {t}[{k},{n}]{{1,0}})->"
-            f"{t}[{m},{n}]{{1,0}}}}\n\n"
-            f"ENTRY main.1 {{\n"
-            f"  a.1 = {t}[{m},{k}]{{1,0}} parameter(0)\n"
-            f"  b.1 = {t}[{k},{n}]{{1,0}} parameter(1)\n"
-            f"  ROOT dot_general.1 = {t}[{m},{n}]{{1,0}} dot(a.1, b.1), lhs_contracting_dims={{1}}, "
-            f"rhs_contracting_dims={{0}}\n}}\n")
-    return HloModule(text, f"gemm_{dtype}_{m}x{n}x{k}", kernel=True)
-
-
-@dataclass(frozen=True)
-class Tile:
-    """A candidate as the model's space sees it."""
-    block_m: int
-    block_n: int
-    block_k: int
-    num_warps: int
-    num_stages: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.block_m}x{self.block_n}x{self.block_k} w{self.num_warps} s{self.num_stages}"
-
-
-def parse_tile(name: str) -> Tile:
-    """"128x128x64 w4 s3" (as search_tiles names them) to a Tile."""
-    m = re.fullmatch(r"(\d+)x(\d+)x(\d+) w(\d+) s(\d+)", name.strip())
-    if not m:
-        raise ValueError(f"'{name}' is not a tile configuration (expected e.g. '128x128x64 w4 s3')")
-    return Tile(*(int(g) for g in m.groups()))
-
-
-@dataclass(frozen=True)
-class Problem:
-    m: int
-    n: int
-    k: int
-    dtype: str  # bf16, f16, f32
-
-    @property
-    def name(self) -> str:
-        return f"{self.dtype} {self.m}x{self.n}x{self.k}"
 
 
 class Skip(Exception):
@@ -255,13 +203,16 @@ class Pruner:
     (M, N, K, dtype), or a dict naming the arguments ({"m": "M", "n": "N", "k": "K",
     "a": "a_ptr"}); default: integer arguments M, N and K, else the shapes of the first
     two 2-D tensor arguments (A: M x K, B: K x N), and the dtype of the first tensor.
-    report: send what Triton measured to the server (default True); source: a label
-    stored with it (e.g. the GPU). client: a tgraph.Client to use instead of address."""
+    report: send what Triton measured to the server (default: True, False with a
+    shortlist); source: a label stored with it (e.g. the GPU). client: a tgraph.Client to
+    use instead of address. shortlist: a file of write_shortlist's: the orders come from
+    it and no server is asked (a shape not in it: every candidate measured, one warning)."""
 
-    def __init__(self, collection: str, *, address: str = "127.0.0.1:50051", top_k: Union[int, str] = 3,
+    def __init__(self, collection: Optional[str] = None, *, shortlist: Optional[str] = None,
+                 address: str = "127.0.0.1:50051", top_k: Union[int, str] = 3,
                  max_k: int = 20, stop_rule: Optional[StopRule] = None,
                  deadline: float = DEFAULT_DEADLINE, names: Optional[Dict[str, str]] = None,
-                 problem: Union[None, Callable, Dict[str, str]] = None, report: bool = True, source: str = "",
+                 problem: Union[None, Callable, Dict[str, str]] = None, report: Optional[bool] = None, source: str = "",
                  client: Optional[Client] = None):
         if top_k != "auto" and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"top_k: a count of configurations >= 1, or \"auto\", got {top_k!r}")
@@ -278,6 +229,15 @@ class Pruner:
             raise ValueError(f"names: keys are {sorted(DEFAULT_NAMES)}, got {sorted(unknown)}")
         if isinstance(problem, dict) and set(problem) - {"m", "n", "k", "a", "b", "dtype"}:
             raise ValueError(f"problem: keys are m, n, k, a, b, dtype, got {sorted(problem)}")
+        self._shortlist = Shortlist(shortlist) if shortlist else None
+        if self._shortlist is not None:
+            if collection and collection != self._shortlist.collection:
+                raise ValueError(f"collection {collection!r}: the shortlist {shortlist} is of "
+                                 f"{self._shortlist.collection!r}")
+            collection = self._shortlist.collection
+        elif not collection:
+            raise ValueError("collection: the tile model to ask (e.g. \"tile@h100-triton\"), or shortlist=FILE")
+        report = self._shortlist is None if report is None else report
         self.collection, self.top_k, self.deadline = collection, top_k, float(deadline)
         self.names = {role: ((names or {})[role],) + DEFAULT_NAMES[role] if role in (names or {}) else DEFAULT_NAMES[role]
                       for role in DEFAULT_NAMES}
@@ -414,6 +374,8 @@ class Pruner:
     def _axes(self):
         """The values of the model's tile space (block_m, block_n, block_k, warps, stages):
         asked once per collection and process."""
+        if self._shortlist is not None:
+            return self._shortlist.axes
         where = (self._client._address, self.collection)
         with self._lock:
             if where in _spaces:
@@ -453,6 +415,8 @@ class Pruner:
 
     def _order(self, problem: Problem, kernel: Optional[TileKernel]):
         """The model's order of the problem's tile names, best first, and their scores."""
+        if self._shortlist is not None:
+            return self._listed(problem, kernel)
         key = (kernel, problem)
         with self._lock:
             if key in self._orders:
@@ -479,6 +443,17 @@ class Pruner:
                 self._orders.popitem(last=False)
         return order
 
+    def _listed(self, problem: Problem, kernel: Optional[TileKernel]):
+        listed = self._shortlist
+        if listed.kernel is not None and kernel is not None and listed.kernel.name != kernel.name:
+            raise Skip(f"the shortlist {listed.path} is for the kernel {listed.kernel.name}", "refused")
+        found = listed.order(problem)
+        if found is None:
+            self.stats["shortlist_misses"] += 1
+            raise Skip(f"{problem.name} is not in the shortlist {listed.path} ({len(listed.orders)} shapes; "
+                       f"write_shortlist with it adds it)", "shortlist")
+        return found
+
     def _fallback(self, label: str, why: str, kind: str):
         self.stats["fallbacks"] += 1
         self._warn_once(label, kind, f"every candidate is measured, as Triton alone would: {why}")
@@ -496,9 +471,9 @@ class Pruner:
         self._client.close()
 
 
-def prune_configs_by(collection: str, **options) -> dict:
+def prune_configs_by(collection: Optional[str] = None, **options) -> dict:
     """What `triton.autotune(..., prune_configs_by=...)` takes: {"early_config_prune":
-    Pruner(collection, **options)}."""
+    Pruner(collection, **options)}; prune_configs_by(shortlist=FILE) needs no server."""
     return {"early_config_prune": Pruner(collection, **options)}
 
 
@@ -514,7 +489,7 @@ def _inside(tile: Tile, axes) -> bool:
 _installed = {}
 
 
-def install(collection: str, **options) -> Pruner:
+def install(collection: Optional[str] = None, **options) -> Pruner:
     """Prunes every autotuned kernel of the process with one Pruner (options as Pruner's),
     after the kernel's own early_config_prune and perf_model: Triton's
     Autotuner.prune_configs is wrapped. A kernel already given a tgraph prune function
