@@ -99,6 +99,9 @@ struct SearchOutcome {
   int64_t max_changed_groups = 0;       // the search's trust region (SearchOptions::radius; 0: none)
   int64_t variation = 0;                // the last rows are random variation, not the model's (SearchResult's)
   int64_t kernel_problems = 0;          // tile: the kernel's stored problems the prior counted
+  // Tile: the kernel's stored timings of the searched problem itself (median ns).
+  std::vector<std::string> measured_tile_names;
+  std::vector<int64_t> measured_runtimes_ns;
   RankTiming timing;
 };
 

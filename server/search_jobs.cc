@@ -118,6 +118,18 @@ absl::StatusOr<SearchOutcome> RunTileSearch(const SearchRequest& q, const Admitt
   out.kernel_problems = UseTilePrior(model.manifest, problem, &so.scoring, measured, q.kernel_problems.get(),
                                      q.kernel.name.empty() ? "" : q.kernel.Key());
   out.correction_measurements = so.scoring.tile_prior ? so.scoring.tile_prior->measurements : 0;
+  if (q.kernel_problems) {
+    // The store names a kernel's problems by their graph's hash: this graph's are this
+    // problem's own timings.
+    for (const KnownTileProblem& known : *q.kernel_problems) {
+      if (known.name != q.graph_hash) continue;
+      for (size_t i = 0; i < known.tiles.size(); ++i) {
+        out.measured_tile_names.push_back(known.tiles[i].Name());
+        out.measured_runtimes_ns.push_back(static_cast<int64_t>(known.runtime[i]));
+      }
+      break;
+    }
+  }
   const auto t0 = Clock::now();
   const TileSearchResult r = SearchTiles(graph.Folds(model.folds), graph.tensors, space, problem, so);
   out.timing.inference_ms = Ms(t0, Clock::now());

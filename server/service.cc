@@ -363,6 +363,8 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_max_changed_groups(r->max_changed_groups);
   response->set_num_variation(r->variation);
   response->set_kernel_problems(r->kernel_problems);
+  for (const std::string& name : r->measured_tile_names) response->add_measured_tile_names(name);
+  response->mutable_measured_runtimes_ns()->Assign(r->measured_runtimes_ns.begin(), r->measured_runtimes_ns.end());
   SetTiming(r->timing, response->mutable_timing());
   if (metrics_) metrics_->RecordSearch(r->timing);
   return grpc::Status::OK;

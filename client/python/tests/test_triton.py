@@ -486,3 +486,42 @@ def test_a_shortlist_file_that_cannot_be_read_is_refused_naming_the_file_and_key
         tt.Pruner("tile@h200-triton", shortlist=str(path))
     with pytest.raises(tt.ShortlistError, match="No such file"):
         tt.Pruner(shortlist=str(tmp_path / "absent.json"))
+
+
+def test_a_problem_whose_every_candidate_is_stored_is_run_at_its_measured_fastest_without_benchmarking(server):
+    kernel = tt.kernel_of(matmul_kernel)
+    module = tt.gemm_module(1536, 768, 1024, "bf16")
+    client = tgraph.Client(server.address)
+    legal = client.search_tiles(COLLECTION, module, results=1000, kernel=kernel).tiles
+    assert client.search_tiles(COLLECTION, module, results=3, kernel=kernel).measured == {}
+    fastest = legal[9]  # not among the model's first picks: the store, not the model, decides
+    runtimes = [1000 + 10 * i for i in range(len(legal))]
+    runtimes[9], runtimes[0] = runtimes[0], runtimes[9]
+    client.report_measurements(COLLECTION, module, legal[:100], runtimes[:100], kernel=kernel)
+    partly = tt.Pruner(COLLECTION, address=server.address, top_k=3, report=False)
+    autotuner, _, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], partly)
+    gemm_call(autotuner, 1536, 768, 1024)
+    assert len(benched) == 3 and partly.stats["measured_once"] == 0  # some never measured: pruned as usual
+    client.report_measurements(COLLECTION, module, legal[100:], runtimes[100:], kernel=kernel)
+    assert client.search_tiles(COLLECTION, module, results=3, kernel=kernel).measured == dict(zip(legal, runtimes))
+
+    pruner = tt.Pruner(COLLECTION, address=server.address, top_k=3, report=False)
+    autotuner, launch, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+    gemm_call(autotuner, 1536, 768, 1024)
+    assert benched == [] and len(launch.launches) == 1 and name(autotuner.best_config) == fastest
+    assert pruner.stats["measured_once"] == 1 and pruner.stats["searches"] == 1
+    sure = tt.Pruner(COLLECTION, address=server.address, top_k=3, report=False, confirm=True)
+    autotuner, _, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], sure)
+    gemm_call(autotuner, 1536, 768, 1024)
+    assert len(benched) == 3 and sure.stats["measured_once"] == 0
+
+
+def test_the_pruned_list_of_a_key_is_the_same_in_every_process_while_the_store_does_not_change(server):
+    """Triton's cache_results keys on the pruned list: a new process must prune alike."""
+    kept = []
+    for _ in range(3):
+        pruner = tt.Pruner(COLLECTION, address=server.address, top_k=5, report=False)
+        autotuner, _, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+        gemm_call(autotuner, 3072, 1536, 768)
+        kept.append([name(c) for c in pruner.last["kept"]])
+    assert kept[0] == kept[1] == kept[2] and len(kept[0]) == 5

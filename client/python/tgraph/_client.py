@@ -15,7 +15,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import grpc
 import numpy as np
@@ -183,6 +183,8 @@ class TileProposals:
     registrations: int = 0
     correction_measurements: int = 0
     kernel_problems: int = 0  # with a kernel: its problems the store measured that the prior counted
+    # With a kernel: the store's timings of this very problem, tile name -> median ns.
+    measured: Dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -549,7 +551,8 @@ class Client:
         them, so a farm's loop sends every measured row and its runtime each round.
         kernel: the TileKernel searched for; the store's measurements of it on other
         problems (report_measurements) join the prior's measured problems
-        (kernel_problems says how many)."""
+        (kernel_problems says how many), and its timings of this very problem come back
+        in `measured` (tile name -> median ns)."""
         graph, mark, request = self._search_request(
             graph, collection, "tile", "search_tiles searches a kernel's tile configurations; give a tile collection "
             "with a tile space (e.g. tile@h100-triton)", model_version=model_version, num_results=results)
@@ -569,7 +572,8 @@ class Client:
         return TileProposals(list(r.tile_names), rows.astype(np.float32), np.array(r.scores, dtype=np.float32),
                              np.array(r.spread, dtype=np.float32), r.model_version, r.evaluations,
                              {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms},
-                             self._register_calls - mark, r.correction_measurements, r.kernel_problems)
+                             self._register_calls - mark, r.correction_measurements, r.kernel_problems,
+                             dict(zip(r.measured_tile_names, (int(x) for x in r.measured_runtimes_ns))))
 
     def apply(self, module, row) -> AppliedLayouts:
         """Writes one layout row, (nc, 18) in registration order (or (1, nc, 18)), into an

@@ -206,14 +206,17 @@ class Pruner:
     report: send what Triton measured to the server (default: True, False with a
     shortlist); source: a label stored with it (e.g. the GPU). client: a tgraph.Client to
     use instead of address. shortlist: a file of write_shortlist's: the orders come from
-    it and no server is asked (a shape not in it: every candidate measured, one warning)."""
+    it and no server is asked (a shape not in it: every candidate measured, one warning).
+    confirm: measure again what the store already holds; by default a problem whose every
+    candidate the store has timed (for this kernel) gets the measured fastest alone, which
+    Triton runs without benchmarking."""
 
     def __init__(self, collection: Optional[str] = None, *, shortlist: Optional[str] = None,
                  address: str = "127.0.0.1:50051", top_k: Union[int, str] = 3,
                  max_k: int = 20, stop_rule: Optional[StopRule] = None,
                  deadline: float = DEFAULT_DEADLINE, names: Optional[Dict[str, str]] = None,
                  problem: Union[None, Callable, Dict[str, str]] = None, report: Optional[bool] = None, source: str = "",
-                 client: Optional[Client] = None):
+                 client: Optional[Client] = None, confirm: bool = False):
         if top_k != "auto" and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"top_k: a count of configurations >= 1, or \"auto\", got {top_k!r}")
         if not isinstance(max_k, int) or isinstance(max_k, bool) or max_k < 1:
@@ -238,6 +241,7 @@ class Pruner:
         elif not collection:
             raise ValueError("collection: the tile model to ask (e.g. \"tile@h100-triton\"), or shortlist=FILE")
         report = self._shortlist is None if report is None else report
+        self.confirm = bool(confirm)
         self.collection, self.top_k, self.deadline = collection, top_k, float(deadline)
         self.names = {role: ((names or {})[role],) + DEFAULT_NAMES[role] if role in (names or {}) else DEFAULT_NAMES[role]
                       for role in DEFAULT_NAMES}
@@ -284,7 +288,7 @@ class Pruner:
             self._fallback(label, str(why), why.kind)
             _pending(self, record, configs)
             return configs
-        order, scores = order
+        order, scores, measured = order
         record["order"] = order
         rank = {name: i for i, name in enumerate(order)}
         inside = lambda t: t is not None and _inside(t, axes)  # noqa: E731
@@ -294,6 +298,14 @@ class Pruner:
         # measurements were taken, so it is not.
         unjudged = [c for c in configs if not inside(tiles[id(c)])]
         record["refused"] = [c for c in configs if inside(tiles[id(c)]) and tiles[id(c)].name not in rank]
+        stored = self._stored_fastest(judged, tiles, measured)
+        if stored is not None:
+            record["kept"] = kept = [stored] + unjudged
+            record["why"] = "every candidate's timing is stored: the measured fastest"
+            self.stats["measured_once"] += 1
+            self.stats["kept"] += len(kept)
+            self.stats["skipped"] += len(configs) - len(kept)
+            return kept
         auto = self.top_k == "auto"
         best = sorted({tiles[id(c)].name for c in judged}, key=rank.get)[:self.max_k if auto else self.top_k]
         kept = sorted((c for c in judged if tiles[id(c)].name in best), key=lambda c: rank[tiles[id(c)].name])
@@ -307,6 +319,15 @@ class Pruner:
         self.stats["skipped"] += len(configs) - len(kept)
         _pending(self, record, kept)
         return kept
+
+    def _stored_fastest(self, judged, tiles, measured):
+        """The candidate the store timed fastest when it timed every one the model judges
+        (this kernel, this problem), unless the user asked to confirm; else None."""
+        if self.confirm or not measured or not judged:
+            return None
+        if any(tiles[id(c)].name not in measured for c in judged):
+            return None
+        return min(judged, key=lambda c: measured[tiles[id(c)].name])
 
     # --- the parts ----------------------------------------------------------------
     def _problem(self, named_args, kwargs) -> Problem:
@@ -435,7 +456,7 @@ class Pruner:
             down = e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
             raise Skip(f"the server could not rank {problem.name} ({e.code.name} after {waited:.2f} s): "
                        f"{e.message}", "server" if down else "refused") from None
-        order = (list(found.tiles), [float(x) for x in found.scores])
+        order = (list(found.tiles), [float(x) for x in found.scores], dict(getattr(found, "measured", {}) or {}))
         self._timeouts = 0
         with self._lock:
             self._orders[key] = order
@@ -452,7 +473,7 @@ class Pruner:
             self.stats["shortlist_misses"] += 1
             raise Skip(f"{problem.name} is not in the shortlist {listed.path} ({len(listed.orders)} shapes; "
                        f"write_shortlist with it adds it)", "shortlist")
-        return found
+        return found + ({},)
 
     def _fallback(self, label: str, why: str, kind: str):
         self.stats["fallbacks"] += 1
