@@ -193,6 +193,27 @@ absl::StatusOr<MeasurementReport> Admission::Report(const ReportRequest& q) cons
   return r;
 }
 
+namespace {
+
+// A tile collection holds one GPU's timings, its model's: `kernel` names that GPU (filled
+// in when it names none), with the space's compute capability where both say one.
+absl::Status OnCollectionsGpu(const TileSpace& space, const std::string& collection, int64_t version,
+                              TileKernelId* kernel) {
+  if (kernel->gpu.empty()) kernel->gpu = space.gpu;
+  if (kernel->gpu != space.gpu)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "kernel.gpu: these timings ran on '", kernel->gpu, "', and ", collection, " (version ", version,
+        ") holds timings of '", space.gpu, "' only: one GPU's timings never join another's searches (report them "
+        "to a collection of that GPU, e.g. one trained on its own measurements)"));
+  const std::string& cc = space.gpu_spec.compute_capability;
+  if (!kernel->compute_capability.empty() && space.feature_set >= 2 && !cc.empty() && kernel->compute_capability != cc)
+    return absl::InvalidArgumentError(absl::StrCat("kernel.compute_capability: '", kernel->compute_capability,
+                                                   "', and ", collection, "'s GPU '", space.gpu, "' is ", cc));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<MeasurementReport> Admission::TileReport(const ReportRequest& q, const Collection& coll,
                                                        const StoredGraph& graph) const {
   if (!q.layout_configs.empty())
@@ -212,6 +233,8 @@ absl::StatusOr<MeasurementReport> Admission::TileReport(const ReportRequest& q, 
     return absl::FailedPreconditionError(absl::StrCat(coll.name(), " version ", model->version,
                                                       " has no tile space: its rows cannot be made from names"));
   const TileSpace& space = *model->model->manifest.tile_space;
+  TileKernelId kernel = q.kernel;
+  if (absl::Status s = OnCollectionsGpu(space, coll.name(), model->version, &kernel); !s.ok()) return s;
   if (static_cast<int64_t>(q.tile_names.size()) != q.num_configs)
     return absl::InvalidArgumentError(absl::StrCat("tile_names: ", q.tile_names.size(), " configurations for num_configs ",
                                                    q.num_configs));
@@ -223,7 +246,7 @@ absl::StatusOr<MeasurementReport> Admission::TileReport(const ReportRequest& q, 
   r.graph_hash = q.graph_hash;
   r.graph = graph.pruned.graph;
   r.num_configs = q.num_configs;
-  r.kernel = q.kernel;
+  r.kernel = kernel;
   r.runtime_ns = q.runtimes_ns;
   r.source = q.source;
   for (size_t i = 0; i < q.tile_names.size(); ++i) {

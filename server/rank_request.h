@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -65,9 +66,11 @@ struct SearchRequest {
   absl::string_view exclude_tile_configs;    // tile collections: num_exclude x 24 float32
   int64_t max_changed_groups = 0;            // 0: kDefaultSearchRadius; -1: the whole space
   TileKernelId kernel;  // tile searches: the kernel searched for (empty name: none)
-  // Tile searches: the measured problems of the request's kernel the store holds
-  // (MeasurementStore::KernelProblems), which join the prior's; null or empty: none.
-  std::shared_ptr<const std::vector<KnownTileProblem>> kernel_problems;
+  // Tile searches: the measured problems the store holds of a kernel key
+  // (MeasurementStore::KernelProblems), which join the prior's; unset: none. The search
+  // asks for the request's kernel on the GPU it names, or on the model's when it names
+  // none.
+  std::function<std::shared_ptr<const std::vector<KnownTileProblem>>(const std::string& kernel_key)> kernel_problems;
 };
 
 struct RankTiming {

@@ -115,13 +115,19 @@ absl::StatusOr<SearchOutcome> RunTileSearch(const SearchRequest& q, const Admitt
   so.scoring.max_reference = a.max_reference;
   so.scoring.reference_groups = model.manifest.reference_groups;
   so.scoring.cancelled = cancelled;
-  out.kernel_problems = UseTilePrior(model.manifest, problem, &so.scoring, measured, q.kernel_problems.get(),
-                                     q.kernel.name.empty() ? "" : q.kernel.Key());
+  // A kernel's measurements count on the GPU they ran on only: the one the request
+  // names, or the model's.
+  TileKernelId kernel = q.kernel;
+  if (!kernel.name.empty() && kernel.gpu.empty()) kernel.gpu = space.gpu;
+  const std::shared_ptr<const std::vector<KnownTileProblem>> stored =
+      !kernel.name.empty() && q.kernel_problems ? q.kernel_problems(kernel.Key()) : nullptr;
+  out.kernel_problems = UseTilePrior(model.manifest, problem, &so.scoring, measured, stored.get(),
+                                     kernel.name.empty() ? "" : kernel.Key());
   out.correction_measurements = so.scoring.tile_prior ? so.scoring.tile_prior->measurements : 0;
-  if (q.kernel_problems) {
+  if (stored) {
     // The store names a kernel's problems by their graph's hash: this graph's are this
     // problem's own timings.
-    for (const KnownTileProblem& known : *q.kernel_problems) {
+    for (const KnownTileProblem& known : *stored) {
       if (known.name != q.graph_hash) continue;
       for (size_t i = 0; i < known.tiles.size(); ++i) {
         out.measured_tile_names.push_back(known.tiles[i].Name());

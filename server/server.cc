@@ -12,12 +12,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "model/nn/model_io.h"
 #include "model/store/measurement_store.h"
 #include "model/tools/cli.h"
 #include "model/tools/tool.h"
@@ -174,8 +176,13 @@ absl::Status ServerProcess::OpenMeasurementStore() {
   LogInfo(absl::StrCat("measurement store: ", measurements_->root(),
                        stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
                                   : absl::StrCat(" (", stale.status().message(), ")")));
-  // Searches for a kernel follow its stored tile measurements from the first request.
-  absl::StatusOr<std::vector<std::string>> skipped = measurements_->LoadKernelIndex();
+  // Searches for a kernel follow its stored tile measurements from the first request;
+  // shards written before reports named their GPU count as their collection's GPU's.
+  std::map<std::string, std::string> gpu_of;
+  for (const auto& [collection, handles] : models_->Loaded())
+    if (!handles.empty() && handles.front().model->manifest.tile_space)  // the newest
+      gpu_of[collection] = handles.front().model->manifest.tile_space->gpu;
+  absl::StatusOr<std::vector<std::string>> skipped = measurements_->LoadKernelIndex(gpu_of);
   if (!skipped.ok()) return skipped.status();
   for (const std::string& why : *skipped) LogError(absl::StrCat("measurement store: shard left out: ", why));
   return absl::OkStatus();

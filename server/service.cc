@@ -162,6 +162,10 @@ bool Gone(grpc::ServerContext* context) {
   return context->IsCancelled() || context->deadline() < std::chrono::system_clock::now();
 }
 
+TileKernelId KernelOf(const v1::TileKernel& k) {
+  return {k.name(), k.source_hash(), k.gpu(), k.compute_capability()};
+}
+
 }  // namespace
 
 grpc::Status ToGrpc(const absl::Status& s, grpc::ServerContext* context) {
@@ -286,7 +290,7 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
   q.runtimes_ns.assign(request->runtimes_ns().begin(), request->runtimes_ns().end());
   q.source = request->source();
   q.tile_names.assign(request->tile_names().begin(), request->tile_names().end());
-  q.kernel = {request->kernel().name(), request->kernel().source_hash()};
+  q.kernel = KernelOf(request->kernel());
   absl::StatusOr<MeasurementReport> r = ranker_->MeasurementReportFor(q);
   if (!r.ok()) return ToGrpc(r.status(), context);
   absl::StatusOr<AppendResult> a = measurements_->Append(*r);
@@ -323,9 +327,11 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.exclude_runtimes_ns.assign(request->exclude_runtimes_ns().begin(), request->exclude_runtimes_ns().end());
   q.exclude_tile_configs = request->exclude_tile_configs();
   q.max_changed_groups = request->max_changed_groups();
-  q.kernel = {request->kernel().name(), request->kernel().source_hash()};
+  q.kernel = KernelOf(request->kernel());
   if (absl::StatusOr<Collection> c = ParseCollection(q.collection); c.ok() && measurements_ && !q.kernel.name.empty())
-    q.kernel_problems = measurements_->KernelProblems(c->name(), q.kernel.Key());
+    q.kernel_problems = [store = measurements_, name = c->name()](const std::string& key) {
+      return store->KernelProblems(name, key);
+    };
   // Admitted for the request, the copies its rows become (hashed sets, the measured
   // correction's rows) and its working memory (in its graph's row size, once the request
   // is admitted), before it waits in the queue; the heap it used is given back when it

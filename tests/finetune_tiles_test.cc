@@ -201,7 +201,8 @@ TEST_CASE("a tile fine-tune is judged only on the problems its model serves, not
   r = Finetune(o);
   REQUIRE(r.ok());
   CHECK(r->published_version == 0);
-  CHECK_THAT(r->not_published, Catch::Contains("0 measured problems of kernel matmul_kernel@ab12 with 0 configurations "
+  CHECK_THAT(r->not_published, Catch::Contains("0 measured problems of kernel matmul_kernel@ab12/NVIDIA H100 80GB HBM3 "
+                                               "with 0 configurations "
                                                "(2 more of kernel variants this model refuses, f32, left out)"));
 }
 
@@ -236,6 +237,32 @@ TEST_CASE("a tile fine-tune learns from one kernel and says which when the store
   o.collection = kCollection;
   o.base_data = world.w.data;
   CHECK(Finetune(o).status().code() == absl::StatusCode::kInvalidArgument);
+}
+
+TEST_CASE("a tile fine-tune never learns from another GPU's timings of its kernel", "[finetune][tile]") {
+  World world;  // its model has no tile space: no GPU named, as shards written before GPUs were
+  {
+    MeasurementStore store(world.store);
+    Report(store, "gemm_bf16_2048x256x1024", "f2048", {3000, 2000, 1000}, {"matmul_kernel", "ab12", "NVIDIA H200"});
+    Report(store, "gemm_bf16_8192x256x1024", "f8192", {3100, 2100, 1100}, {"matmul_kernel", "ab12", "NVIDIA H200"});
+  }
+  FinetuneOptions o = world.Options();
+  absl::StatusOr<FinetuneResult> r = Finetune(o);
+  REQUIRE(r.status().code() == absl::StatusCode::kNotFound);
+  CHECK_THAT(std::string(r.status().message()),
+             Catch::Contains("of other GPUs, never joined: matmul_kernel@ab12/NVIDIA H200"));
+  o.kernel = "matmul_kernel@ab12/NVIDIA H200";
+  CHECK(Finetune(o).status().code() == absl::StatusCode::kNotFound);
+  {
+    MeasurementStore store(world.store);
+    Report(store, "gemm_bf16_2048x256x1024", "f2048", {3000, 2000, 1000});
+    Report(store, "gemm_bf16_8192x256x1024", "f8192", {3100, 2100, 1100});
+  }
+  o.kernel = "";
+  r = Finetune(o);
+  REQUIRE(r.ok());
+  CHECK(r->graphs == 2);  // its own GPU's two, not the H200's
+  CHECK(r->published_version == 2);
 }
 
 TEST_CASE("a tile model whose prior is a fixed table cannot join measurements", "[finetune][tile]") {

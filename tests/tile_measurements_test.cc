@@ -186,6 +186,52 @@ TEST_CASE("bad tile reports are refused naming the field, and nothing is written
   CHECK_FALSE(ParseTileKernelKey("matmul_kernel@", "k").ok());
 }
 
+TEST_CASE("one kernel's timings on two GPUs are indexed apart, and a shard naming no GPU counts as its collection's",
+          "[measurements][tile]") {
+  TempDir dir;
+  {
+    MeasurementStore store(dir.path());
+    const TileKernelId h100{"matmul_kernel", "ab12", "NVIDIA H100 80GB HBM3", "9.0"};
+    const TileKernelId h200{"matmul_kernel", "ab12", "NVIDIA H200", "9.0"};
+    REQUIRE(store.Append(TileReport("gemm_bf16_128x256x1024", "aa01", {kA}, {1000}, h100)).ok());
+    REQUIRE(store.Append(TileReport("gemm_bf16_128x256x1024", "aa01", {kA}, {9000}, h200)).ok());
+    REQUIRE(store.Append(TileReport("gemm_f32_128x256x256", "bb02", {kA}, {3000})).ok());  // written before GPUs were named
+    CHECK(store.KernelProblems("tile@h100-triton", h100.Key())->front().runtime == std::vector<double>{1000});
+    CHECK(store.KernelProblems("tile@h100-triton", h200.Key())->front().runtime == std::vector<double>{9000});
+    CHECK(store.Kernels("tile@h100-triton") ==
+          std::vector<std::string>{"matmul_kernel@ab12", "matmul_kernel@ab12/NVIDIA H100 80GB HBM3",
+                                   "matmul_kernel@ab12/NVIDIA H200"});
+  }
+  // Read back with the collection's GPU known, the old shard joins that GPU's problems.
+  MeasurementStore again(dir.path());
+  REQUIRE(again.LoadKernelIndex({{"tile@h100-triton", "NVIDIA H100 80GB HBM3"}}).ok());
+  CHECK(again.Kernels("tile@h100-triton") ==
+        std::vector<std::string>{"matmul_kernel@ab12/NVIDIA H100 80GB HBM3", "matmul_kernel@ab12/NVIDIA H200"});
+  CHECK(again.KernelProblems("tile@h100-triton", "matmul_kernel@ab12/NVIDIA H100 80GB HBM3")->size() == 2);
+  CHECK(again.KernelProblems("tile@h100-triton", "matmul_kernel@ab12/NVIDIA H200")->size() == 1);
+  // Keys read back whole; the GPU starts at the first '/'; bad GPU names are refused naming the field.
+  absl::StatusOr<TileKernelId> k = ParseTileKernelKey("matmul_kernel@ab12/NVIDIA H100 80GB HBM3", "k");
+  REQUIRE(k.ok());
+  CHECK(k->name == "matmul_kernel");
+  CHECK(k->source_hash == "ab12");
+  CHECK(k->gpu == "NVIDIA H100 80GB HBM3");
+  CHECK(ParseTileKernelKey("softmax/NVIDIA H200", "k")->gpu == "NVIDIA H200");
+  CHECK_FALSE(ParseTileKernelKey("matmul_kernel@ab12/", "k").ok());
+  CHECK(KernelKeyOnGpu("matmul_kernel@ab12", "NVIDIA H200") == "matmul_kernel@ab12/NVIDIA H200");
+  CHECK(KernelKeyOnGpu("matmul_kernel@ab12/NVIDIA H200", "NVIDIA H100 80GB HBM3") == "matmul_kernel@ab12/NVIDIA H200");
+  CHECK(KernelKeyOnGpu("matmul_kernel", "") == "matmul_kernel");
+  for (const std::string gpu : {std::string(" H100"), std::string("H100\n"), std::string(129, 'x')}) {
+    absl::Status s = ValidateTileKernel({"matmul_kernel", "", gpu}, "kernel");
+    CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+    CHECK_THAT(std::string(s.message()), Catch::StartsWith("kernel.gpu: "));
+  }
+  for (const std::string cc : {"9", "9.x", "9.0.1", ".0"}) {
+    absl::Status s = ValidateTileKernel({"matmul_kernel", "", "NVIDIA H200", cc}, "kernel");
+    CHECK_THAT(std::string(s.message()), Catch::StartsWith("kernel.compute_capability: "));
+  }
+  CHECK(ValidateTileKernel({"matmul_kernel", "", "NVIDIA H200", "10.0"}, "kernel").ok());
+}
+
 TEST_CASE("a kernel's measured problems join the prior's tables over the union of configurations",
           "[measurements][tile]") {
   KnownTileProblem p1{"p1", {"bf16", 128, 256, 1024}, {kA, kB}, {1, 2}};

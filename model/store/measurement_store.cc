@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "model/core/config_rows.h"
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
@@ -63,20 +64,47 @@ absl::Status ValidateTileKernel(const TileKernelId& k, absl::string_view what) {
   if (!k.source_hash.empty() && !IsHex(k.source_hash))
     return absl::InvalidArgumentError(absl::StrCat(what, ".source_hash: expected empty or 1-64 lowercase hex digits, got '",
                                                    absl::CHexEscape(k.source_hash.substr(0, 80)), "'"));
+  const auto printable = [](char ch) { return ch >= 0x20 && ch < 0x7f; };
+  if (!k.gpu.empty() && (k.gpu.size() > 128 || !std::all_of(k.gpu.begin(), k.gpu.end(), printable) ||
+                         k.gpu.front() == ' ' || k.gpu.back() == ' '))
+    return absl::InvalidArgumentError(absl::StrCat(what, ".gpu: '", absl::CHexEscape(k.gpu.substr(0, 140)),
+                                                   "' is not a GPU's name (1-128 printable ASCII characters, as the CUDA "
+                                                   "runtime names it, e.g. \"NVIDIA H100 80GB HBM3\"), nor empty"));
+  if (!k.compute_capability.empty()) {
+    const std::vector<absl::string_view> parts = absl::StrSplit(k.compute_capability, '.');
+    const auto digits = [](absl::string_view p) {
+      return !p.empty() && p.size() <= 3 && std::all_of(p.begin(), p.end(), absl::ascii_isdigit);
+    };
+    if (parts.size() != 2 || !digits(parts[0]) || !digits(parts[1]))
+      return absl::InvalidArgumentError(absl::StrCat(what, ".compute_capability: expected empty or MAJOR.MINOR (\"9.0\"), got '",
+                                                     absl::CHexEscape(k.compute_capability.substr(0, 40)), "'"));
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<TileKernelId> ParseTileKernelKey(absl::string_view key, absl::string_view what) {
   TileKernelId k;
+  const size_t slash = key.find('/');
+  if (slash != absl::string_view::npos) {
+    k.gpu = std::string(key.substr(slash + 1));
+    if (k.gpu.empty())
+      return absl::InvalidArgumentError(absl::StrCat(what, ": '", key, "' ends in '/' (expected NAME[@HASH][/GPU])"));
+    key = key.substr(0, slash);
+  }
   const size_t at = key.find('@');
   k.name = std::string(key.substr(0, at));
   if (at != absl::string_view::npos) {
     k.source_hash = std::string(key.substr(at + 1));
     if (k.source_hash.empty())
-      return absl::InvalidArgumentError(absl::StrCat(what, ": '", key, "' ends in '@' (expected NAME or NAME@HASH)"));
+      return absl::InvalidArgumentError(absl::StrCat(what, ": '", key, "' ends in '@' (expected NAME[@HASH][/GPU])"));
   }
   if (absl::Status s = ValidateTileKernel(k, what); !s.ok()) return s;
   return k;
+}
+
+std::string KernelKeyOnGpu(const std::string& key, const std::string& gpu) {
+  if (gpu.empty() || key.find('/') != std::string::npos) return key;
+  return key + "/" + gpu;
 }
 
 namespace {
@@ -380,12 +408,13 @@ absl::StatusOr<TileShard> ReadTileShard(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> MeasurementStore::LoadKernelIndex() {
+absl::StatusOr<std::vector<std::string>> MeasurementStore::LoadKernelIndex(const std::map<std::string, std::string>& gpu_of) {
   std::vector<std::string> skipped;
   for (const Collection& c : StoredTileCollections(root_, &skipped)) {
     const std::string dir = SplitDir(root_, c, "train");
     std::error_code ec;
     if (!fs::exists(dir, ec)) continue;
+    const auto gpu = gpu_of.find(c.name());
     std::vector<std::string> paths;  // named <hash>.m<seq>...: in report order by hash
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
       if (!HashOfShard(it->path().filename().string()).empty()) paths.push_back(it->path().string());
@@ -407,6 +436,7 @@ absl::StatusOr<std::vector<std::string>> MeasurementStore::LoadKernelIndex() {
         skipped.push_back(absl::StrCat(p, ": ", problem.status().message()));
         continue;
       }
+      if (gpu != gpu_of.end()) shard->kernel = KernelKeyOnGpu(shard->kernel, gpu->second);
       const auto id = std::make_pair(shard->kernel, hash);
       if (auto it = graphs.find(id); it == graphs.end()) {
         graphs[id] = g;

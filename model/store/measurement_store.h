@@ -36,18 +36,27 @@
 
 namespace tgraph {
 
-// Which GPU kernel tile measurements belong to: two kernels (or one kernel's two
-// sources) never share measurements.
+// Which GPU kernel tile measurements belong to, and on which GPU: two kernels (or one
+// kernel's two sources, or one kernel on two GPUs) never share measurements.
 struct TileKernelId {
-  std::string name;         // 1-128 of letters, digits and "_.:-"
-  std::string source_hash;  // empty, or 1-64 lowercase hex digits
-  // "name", or "name@source_hash": how shards and indexes name it.
-  std::string Key() const { return source_hash.empty() ? name : name + "@" + source_hash; }
+  std::string name;                // 1-128 of letters, digits and "_.:-"
+  std::string source_hash;         // empty, or 1-64 lowercase hex digits
+  std::string gpu;                 // empty, or the GPU's name: 1-128 printable ASCII, no edge spaces
+  std::string compute_capability;  // empty, or "MAJOR.MINOR"; not part of the key
+  // "name", "name@source_hash", then "/gpu" when it names one: how shards and indexes
+  // name it (the name and hash never hold '/', so the first '/' starts the GPU).
+  std::string Key() const {
+    std::string k = source_hash.empty() ? name : name + "@" + source_hash;
+    return gpu.empty() ? k : k + "/" + gpu;
+  }
 };
 // INVALID_ARGUMENT naming `what` and the field.
 absl::Status ValidateTileKernel(const TileKernelId& k, absl::string_view what);
 // TileKernelId::Key's form back; errors name `what`.
 absl::StatusOr<TileKernelId> ParseTileKernelKey(absl::string_view key, absl::string_view what);
+// `key` (TileKernelId::Key) on `gpu` when it names no GPU: shards and priors written
+// before kernels named their GPU hold timings of their collection's GPU.
+std::string KernelKeyOnGpu(const std::string& key, const std::string& gpu);
 
 struct MeasurementReport {
   Collection collection;                 // a layout collection, or a tile collection
@@ -94,8 +103,10 @@ class MeasurementStore {
   // The kernels (keys) the index holds measurements of in `collection`, sorted.
   std::vector<std::string> Kernels(const std::string& collection) const;
   // Reads every tile shard under the store into the index above; the shards left out
-  // ("PATH: why"). Call once, before serving.
-  absl::StatusOr<std::vector<std::string>> LoadKernelIndex();
+  // ("PATH: why"). A shard whose kernel names no GPU counts as its collection's GPU's
+  // (`gpu_of`: collection name -> its tile space's GPU; a collection not in it keeps the
+  // key as written). Call once, before serving.
+  absl::StatusOr<std::vector<std::string>> LoadKernelIndex(const std::map<std::string, std::string>& gpu_of = {});
 
   // Deletes temporaries (names containing ".partial") older than `min_age_s` under the
   // store, which crashed writes leave behind; younger ones may be another replica's

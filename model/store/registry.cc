@@ -22,6 +22,7 @@
 #include "model/core/dataset.h"
 #include "model/core/file_util.h"
 #include "model/core/sha256.h"
+#include "model/store/measurement_store.h"
 
 namespace tgraph {
 
@@ -270,6 +271,13 @@ absl::StatusOr<Manifest> Manifest::FromJson(const std::string& text, absl::strin
     absl::StatusOr<TilePrior> prior = TilePrior::FromJson(j["tile_prior"].dump(), absl::StrCat(what, ": tile_prior"));
     if (!prior.ok()) return prior.status();
     m.tile_prior = std::move(*prior);
+    // A farm's problems fine-tuned before kernels named their GPU ran on the space's.
+    if (m.tile_space) {
+      std::vector<MeasuredSlowdowns::Problem> problems = m.tile_prior->measured.problems();
+      for (MeasuredSlowdowns::Problem& q : problems)
+        if (!q.kernel.empty()) q.kernel = KernelKeyOnGpu(q.kernel, m.tile_space->gpu);
+      m.tile_prior->measured = MeasuredSlowdowns(m.tile_prior->measured.tiles(), std::move(problems));
+    }
   }
   if (absl::Status s = ReadReferenceGroups(j, what, &m); !s.ok()) return s;
   return m;

@@ -23,8 +23,9 @@ namespace tgraph {
 struct FinetuneOptions {
   std::string registry;
   std::string collection;      // a layout or tile collection with a published version, or to start from `parent`
-  // A tile collection's: which kernel's measurements (TileKernelId::Key, "name@hash");
-  // "" when the store holds one kernel's only (finetune_tiles.h).
+  // A tile collection's: which kernel's measurements (TileKernelId::Key, "name@hash",
+  // on the model's GPU; "name@hash/GPU" the same); "" when the store holds one kernel's
+  // only on that GPU (finetune_tiles.h).
   std::string kernel;
   // While `collection` has no version yet: the collection whose latest version it
   // starts from (a farm's own model, "layout@tpu-v5e", from "layout:xla:random"); it

@@ -20,22 +20,31 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The kernel to learn from: o.kernel, or the store's only one.
-absl::StatusOr<std::string> ChooseKernel(const FinetuneOptions& o, const Collection& c,
-                                         const std::vector<std::string>& kernels) {
+// The kernel to learn from: o.kernel (on the model's GPU when it names none), or the
+// store's only one of the model's GPU. Other GPUs' timings never join this model.
+absl::StatusOr<std::string> ChooseKernel(const FinetuneOptions& o, const Collection& c, const std::string& gpu,
+                                         const std::vector<std::string>& all) {
+  std::vector<std::string> kernels, elsewhere;
+  for (const std::string& k : all) {
+    absl::StatusOr<TileKernelId> id = ParseTileKernelKey(k, "kernel");
+    (id.ok() && id->gpu == gpu ? kernels : elsewhere).push_back(k);
+  }
+  const std::string others =
+      elsewhere.empty() ? "" : absl::StrCat("; of other GPUs, never joined: ", absl::StrJoin(elsewhere, ", "));
   if (kernels.empty())
-    return absl::NotFoundError(absl::StrCat(o.measurements, ": no tile measurements of ", c.name(),
-                                            " (ReportMeasurements with a kernel; tgraph.triton reports them)"));
+    return absl::NotFoundError(absl::StrCat(o.measurements, ": no tile measurements of ", c.name(), " on its GPU '", gpu,
+                                            "' (ReportMeasurements with a kernel; tgraph.triton reports them)", others));
   if (o.kernel.empty()) {
     if (kernels.size() == 1) return kernels[0];
     return absl::InvalidArgumentError(absl::StrCat(
         o.measurements, " holds measurements of ", kernels.size(), " kernels of ", c.name(), " (",
         absl::StrJoin(kernels, ", "), "); a prior learns from one: give --kernel NAME@HASH"));
   }
-  if (std::find(kernels.begin(), kernels.end(), o.kernel) == kernels.end())
-    return absl::NotFoundError(absl::StrCat("--kernel ", o.kernel, ": ", o.measurements, " has no measurements of it in ",
-                                            c.name(), " (it has: ", absl::StrJoin(kernels, ", "), ")"));
-  return o.kernel;
+  const std::string wanted = KernelKeyOnGpu(o.kernel, gpu);
+  if (std::find(kernels.begin(), kernels.end(), wanted) == kernels.end())
+    return absl::NotFoundError(absl::StrCat("--kernel ", o.kernel, ": ", o.measurements, " has no measurements of it on ",
+                                            c.name(), "'s GPU (it has: ", absl::StrJoin(kernels, ", "), others, ")"));
+  return wanted;
 }
 
 // Mean Kendall tau over `problems` of the prior with `table`, each problem ranked with
@@ -105,10 +114,11 @@ absl::StatusOr<FinetuneResult> FinetuneTilePrior(const FinetuneOptions& o, const
         " has no prior of measured problems (a fixed table, or none) for the measurements to join: train it with "
         "tgraph-train on its tile collection"));
   MeasurementStore store(o.measurements);
-  absl::StatusOr<std::vector<std::string>> skipped = store.LoadKernelIndex();
+  const std::string gpu = pm.tile_space ? pm.tile_space->gpu : "";
+  absl::StatusOr<std::vector<std::string>> skipped = store.LoadKernelIndex({{c.name(), gpu}});
   if (!skipped.ok()) return skipped.status();
   result.skipped_shards = std::move(*skipped);
-  absl::StatusOr<std::string> kernel = ChooseKernel(o, c, store.Kernels(c.name()));
+  absl::StatusOr<std::string> kernel = ChooseKernel(o, c, gpu, store.Kernels(c.name()));
   if (!kernel.ok()) return kernel.status();
   const std::vector<KnownTileProblem> stored = Served(pm, *store.KernelProblems(c.name(), *kernel), &result);
   const std::string unserved_note =

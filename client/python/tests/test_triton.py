@@ -23,7 +23,7 @@ import pytest
 import tgraph
 import subprocess
 
-from conftest import Server, binary, run
+from conftest import REAL, Server, binary, run
 
 try:
     import triton
@@ -392,7 +392,8 @@ def test_what_triton_measured_reaches_the_store_and_the_next_keys_prior(server):
     assert pruner.stats["reported"] == 4 and pruner.stats["outside_space"] == 3  # the unknown three are not rows
     (path,) = shards(server)
     npz = np.load(path)
-    assert bytes(npz["tgraph_kernel"]).decode() == f"matmul_kernel@{kernel.source_hash}"
+    # No GPU named (no CUDA device here): the collection's, as the server stored it.
+    assert bytes(npz["tgraph_kernel"]).decode() == f"matmul_kernel@{kernel.source_hash}/NVIDIA H100 80GB HBM3"
     assert bytes(npz["tgraph_source"]).decode() == "test farm"
     stored = sorted(int(x) for x in npz["config_runtime"])
     assert stored == sorted(int(round(fake_ms(c) * 1e6)) for c in benched[:4])
@@ -411,10 +412,10 @@ def test_what_triton_measured_reaches_the_store_and_the_next_keys_prior(server):
                 COLLECTION, "--measurements", server.store, "--run_dir", os.path.join(server.store, "..", "finetune"),
                 "--progress=false"]
     said = run(finetune).stdout
-    assert f"too little evidence: 1 measured problems of kernel matmul_kernel@{kernel.source_hash}" in said
+    assert f"too little evidence: 1 measured problems of kernel matmul_kernel@{kernel.source_hash}/NVIDIA H100" in said
     missing = subprocess.run(finetune + ["--kernel", "matmul_kernel@0000"], capture_output=True, text=True)
     assert missing.returncode == 1 and "has no measurements of it" in missing.stderr
-    assert f"(it has: matmul_kernel@{kernel.source_hash})" in missing.stderr
+    assert f"(it has: matmul_kernel@{kernel.source_hash}/NVIDIA H100 80GB HBM3)" in missing.stderr
 
 
 def test_a_listener_set_before_is_still_called(server):
@@ -525,3 +526,67 @@ def test_the_pruned_list_of_a_key_is_the_same_in_every_process_while_the_store_d
         gemm_call(autotuner, 3072, 1536, 768)
         kept.append([name(c) for c in pruner.last["kept"]])
     assert kept[0] == kept[1] == kept[2] and len(kept[0]) == 5
+
+
+H100, H200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+
+
+def real_timings(folder, csv_name, m, n, k, dtype="bf16"):
+    """One problem's measured tile names and runtimes (ns) from a real timing file."""
+    import csv
+    names, runtimes = [], []
+    with open(os.path.join(REAL, folder, csv_name)) as f:
+        for row in csv.DictReader(f):
+            if (row["dtype"], int(row["M"]), int(row["N"]), int(row["K"])) != (dtype, m, n, k):
+                continue
+            if row["block_m"] == "cublas" or row["ms"] in ("", "refused", "inf"):
+                continue
+            names.append(f"{row['block_m']}x{row['block_n']}x{row['block_k']} w{row['num_warps']} s{row['num_stages']}")
+            runtimes.append(int(round(float(row["ms"]) * 1e6)))
+    return names, runtimes
+
+
+def test_h200_timings_never_reach_an_h100_search_and_an_h200_pruner_reports_nothing(server):
+    client = tgraph.Client(server.address)
+    module = tt.gemm_module(128, 1024, 1024, "bf16")
+    nearby = tt.gemm_module(256, 1024, 1024, "bf16")
+    on_h100 = tgraph.TileKernel("gpu_kernel", "ab" * 8, H100, "9.0")
+    on_h200 = tgraph.TileKernel("gpu_kernel", "ab" * 8, H200, "9.0")
+    h200 = real_timings("gpu-tiles-h200", "triton_gemm_h200.csv", 128, 1024, 1024)
+    h100 = real_timings("gpu-tiles", "triton_gemm_h100.csv", 128, 1024, 1024)
+    assert len(h200[0]) > 200 and len(h100[0]) > 200
+    old = set(shards(server))
+    before = len(old)
+    # The H200's real timings of the problem, reported to the H100's collection: refused,
+    # naming both GPUs; nothing written.
+    with pytest.raises(tgraph.TgraphError) as refused:
+        client.report_measurements(COLLECTION, module, *h200, kernel=on_h200)
+    assert refused.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert f"'{H200}'" in refused.value.message and f"'{H100}'" in refused.value.message
+    with pytest.raises(tgraph.TgraphError) as wrong_capability:
+        client.report_measurements(COLLECTION, module, *h100, kernel=tgraph.TileKernel("gpu_kernel", "ab" * 8, H100,
+                                                                                       "8.0"))
+    assert wrong_capability.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert len(shards(server)) == before
+    # The H100's own: stored under the kernel on its GPU, and joined by the H100's searches
+    # (naming the GPU or not), never by a search for the H200.
+    client.report_measurements(COLLECTION, module, *h100, kernel=on_h100)
+    (path,) = set(shards(server)) - old
+    assert bytes(np.load(path)["tgraph_kernel"]).decode() == f"gpu_kernel@{'ab' * 8}/{H100}"
+    assert client.search_tiles(COLLECTION, nearby, kernel=on_h100).kernel_problems == 1
+    assert client.search_tiles(COLLECTION, nearby, kernel=tgraph.TileKernel("gpu_kernel", "ab" * 8)).kernel_problems == 1
+    assert client.search_tiles(COLLECTION, nearby, kernel=on_h200).kernel_problems == 0
+    assert client.search_tiles(COLLECTION, module, kernel=on_h200).measured == {}
+    assert len(client.search_tiles(COLLECTION, module, kernel=on_h100).measured) == len(h100[0])
+    # A pruner on an H200 asking the H100's model: pruned in its order, one warning naming
+    # both GPUs, nothing reported.
+    pruner = tt.Pruner(COLLECTION, address=server.address, top_k=3, gpu=H200)
+    autotuner, _, benched = tuner(matmul_kernel, space_configs(), ["M", "N", "K"], pruner)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gemm_call(autotuner, 2048, 1024, 512)
+        gemm_call(autotuner, 2048, 1024, 1024)
+    said = [str(w.message) for w in caught if "tgraph.triton" in str(w.message)]
+    assert len(said) == 1 and H200 in said[0] and H100 in said[0]
+    assert len(benched) == 6 and pruner.other_gpu
+    assert tt.flush(10) and pruner.stats["reported"] == 0 and len(shards(server)) == before + 1

@@ -207,9 +207,19 @@ class Ranking:
 class TileKernel:
     """Which GPU kernel tile measurements belong to (tgraph.v1.TileKernel): its name (1-128
     of letters, digits and "_.:-") and a hash of its source (lowercase hex, or ""): two
-    kernels never share measurements, nor what the prior learns of them."""
+    kernels never share measurements, nor what the prior learns of them. gpu: the GPU the
+    timings ran on or the search is for, as the CUDA runtime names it ("NVIDIA H100 80GB
+    HBM3"), and its compute_capability ("9.0"); "": the collection's GPU. A collection
+    holds one GPU's timings: a report naming another is refused (INVALID_ARGUMENT), and a
+    search joins its own GPU's measurements only."""
     name: str
     source_hash: str = ""
+    gpu: str = ""
+    compute_capability: str = ""
+
+    def _into(self, message):
+        message.name, message.source_hash = self.name, self.source_hash
+        message.gpu, message.compute_capability = self.gpu, self.compute_capability
 
 
 @dataclass
@@ -488,7 +498,7 @@ class Client:
                 raise invalid("configs: a tile report's configurations are names, e.g. ['128x128x64 w4 s3']")
             request.num_configs = len(names)
             request.tile_names.extend(names)
-            request.kernel.name, request.kernel.source_hash = kernel.name, kernel.source_hash
+            kernel._into(request.kernel)
         else:
             if kernel is not None:
                 raise invalid("kernel: for tile collections; this is a layout collection")
@@ -559,7 +569,7 @@ class Client:
         if kernel is not None:
             if not isinstance(kernel, TileKernel):
                 raise invalid(f"kernel: a tgraph.TileKernel(name, source_hash), got {type(kernel).__name__}")
-            request.kernel.name, request.kernel.source_hash = kernel.name, kernel.source_hash
+            kernel._into(request.kernel)
         if exclude is not None and len(exclude):
             rows = self._rows(graph, exclude, "tile", "exclude")
             request.num_exclude = rows.shape[0]

@@ -5,7 +5,8 @@ measures only the model's best few.
 
 The file is JSON (docs/python.md, "Without a server"):
   {"format": "tgraph-triton-shortlist", "version": 1, "collection": "tile@h100-triton",
-   "model_version": 3, "kernel": {"name": "matmul_kernel", "source_hash": "..."} or null,
+   "model_version": 3, "gpu": "NVIDIA H100 80GB HBM3" (the model's; files before it was kept: none),
+   "kernel": {"name": "matmul_kernel", "source_hash": "..."} or null,
    "tile_space": {"block_m": [...], "block_n": [...], "block_k": [...], "num_warps": [...],
                   "num_stages": [...]},
    "problems": [{"m": 1024, "n": 512, "k": 2048, "dtype": "bf16",
@@ -81,6 +82,7 @@ def write_shortlist(path: str, collection: str, problems: Iterable, *, kernel=No
         if own:
             client.close()
     doc = {"format": FORMAT, "version": VERSION, "collection": collection, "model_version": model.version,
+           "gpu": str(space.get("gpu", "")),
            "kernel": {"name": kernel.name, "source_hash": kernel.source_hash} if kernel else None,
            "tile_space": {axis: sorted(int(v) for v in space[axis]) for axis in AXES},
            "problems": written, "refused": refused}
@@ -110,6 +112,9 @@ class Shortlist:
         if doc.get("version") != VERSION:
             raise ShortlistError(f"shortlist {path}: \"version\" {doc.get('version')!r}, this client reads {VERSION}")
         self.collection = self._field(doc, "collection", str)
+        self.gpu = doc.get("gpu", "")
+        if not isinstance(self.gpu, str):
+            raise ShortlistError(f"shortlist {path}: \"gpu\" is not a string (the GPU its model was measured on)")
         kernel = doc.get("kernel")
         if kernel is not None and not isinstance(kernel, dict):
             raise ShortlistError(f"shortlist {path}: \"kernel\" is not an object or null")

@@ -55,6 +55,7 @@ from typing import Callable, Dict, List, Optional, Union
 import grpc
 
 from ._client import Client, TileKernel
+from ._gpu import running_gpu, same_gpu
 from ._gemm import DTYPES, HLO_TYPES, Problem, Tile, gemm_module, parse_tile  # noqa: F401 (the API)
 from ._shortlist import Shortlist, ShortlistError, write_shortlist  # noqa: F401 (the API)
 from ._errors import TgraphError
@@ -209,14 +210,17 @@ class Pruner:
     it and no server is asked (a shape not in it: every candidate measured, one warning).
     confirm: measure again what the store already holds; by default a problem whose every
     candidate the store has timed (for this kernel) gets the measured fastest alone, which
-    Triton runs without benchmarking."""
+    Triton runs without benchmarking. gpu: the GPU the kernels run on, as the CUDA runtime
+    names it; default: the current CUDA device when PyTorch sees one. Reports and searches
+    name it: a collection holds one GPU's timings, so on another GPU than the model's the
+    model's order still prunes (one warning) and nothing is reported."""
 
     def __init__(self, collection: Optional[str] = None, *, shortlist: Optional[str] = None,
                  address: str = "127.0.0.1:50051", top_k: Union[int, str] = 3,
                  max_k: int = 20, stop_rule: Optional[StopRule] = None,
                  deadline: float = DEFAULT_DEADLINE, names: Optional[Dict[str, str]] = None,
                  problem: Union[None, Callable, Dict[str, str]] = None, report: Optional[bool] = None, source: str = "",
-                 client: Optional[Client] = None, confirm: bool = False):
+                 client: Optional[Client] = None, confirm: bool = False, gpu: Optional[str] = None):
         if top_k != "auto" and (not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1):
             raise ValueError(f"top_k: a count of configurations >= 1, or \"auto\", got {top_k!r}")
         if not isinstance(max_k, int) or isinstance(max_k, bool) or max_k < 1:
@@ -240,6 +244,10 @@ class Pruner:
             collection = self._shortlist.collection
         elif not collection:
             raise ValueError("collection: the tile model to ask (e.g. \"tile@h100-triton\"), or shortlist=FILE")
+        if gpu is not None and not isinstance(gpu, str):
+            raise ValueError(f"gpu: the GPU's name (\"NVIDIA H100 80GB HBM3\"), got {gpu!r}")
+        self._gpu = (gpu, "") if gpu is not None else None  # None: the running device, asked at the first prune
+        self.other_gpu = False  # the kernels run on another GPU than the collection's: nothing is reported
         report = self._shortlist is None if report is None else report
         self.confirm = bool(confirm)
         self.collection, self.top_k, self.deadline = collection, top_k, float(deadline)
@@ -270,6 +278,9 @@ class Pruner:
         configs = list(configs)
         self.stats["prunes"] += 1
         label = kernel.name if kernel else "an autotuned kernel"
+        name, capability = self._gpu or running_gpu()
+        if kernel is not None and name:
+            kernel = TileKernel(kernel.name, kernel.source_hash, name, capability)
         record = {"kernel": kernel, "problem": None, "tiles": {}, "kept": configs, "order": [], "why": ""}
         self.last = record
         if len(configs) <= 1:
@@ -281,7 +292,8 @@ class Pruner:
             # One budget for the calls a prune makes (the space once, the search, a
             # registration): a far or busy server gets the whole deadline where it needs it.
             with self._client.deadline(self.deadline, retry_busy=True):
-                axes = self._axes()
+                axes, collection_gpu = self._axes()
+                self._check_gpu(label, name, collection_gpu)
                 order = self._order(problem, kernel)
         except Skip as why:
             record["why"] = str(why)
@@ -396,7 +408,7 @@ class Pruner:
         """The values of the model's tile space (block_m, block_n, block_k, warps, stages):
         asked once per collection and process."""
         if self._shortlist is not None:
-            return self._shortlist.axes
+            return self._shortlist.axes, self._shortlist.gpu
         where = (self._client._address, self.collection)
         with self._lock:
             if where in _spaces:
@@ -413,8 +425,19 @@ class Pruner:
         space = json.loads(model.tile_space)
         axes = tuple(frozenset(space[k]) for k in ("block_m", "block_n", "block_k", "num_warps", "num_stages"))
         with self._lock:
-            _spaces[where] = axes
-        return axes
+            _spaces[where] = axes, str(space.get("gpu", ""))
+        return _spaces[where]
+
+    def _check_gpu(self, label: str, gpu: str, collection_gpu: str):
+        """On another GPU than the collection's: said once; the model's order still prunes
+        (a nearby GPU's order beats none), and nothing measured here is reported (the
+        server would refuse it: a collection holds one GPU's timings)."""
+        if same_gpu(gpu, collection_gpu):
+            return
+        self.other_gpu = True
+        self._warn_once(label, "gpu", f"this GPU is '{gpu}' and {self.collection} is a model of '{collection_gpu}': "
+                        f"the candidates are pruned in that GPU's order and what Triton measures here is not "
+                        f"reported (a model of this GPU: docs/tile-model.md)")
 
     def _check_up(self):
         if time.monotonic() < self._down_until:
@@ -498,7 +521,7 @@ def prune_configs_by(collection: Optional[str] = None, **options) -> dict:
     return {"early_config_prune": Pruner(collection, **options)}
 
 
-_spaces = {}  # (address, collection) -> its tile space's values per parameter (Pruner._axes)
+_spaces = {}  # (address, collection) -> its tile space's values per parameter and its GPU (Pruner._axes)
 
 
 def _inside(tile: Tile, axes) -> bool:
@@ -551,7 +574,7 @@ _local = threading.local()
 def _pending(pruner: Pruner, record: dict, kept: list):
     """What this thread's tuning will measure: Triton benchmarks the candidates and calls
     the listener on the same thread before its next prune."""
-    if pruner.report:
+    if pruner.report and not pruner.other_gpu:
         _reporter.install()
         _local.pending = (pruner, record, {id(c) for c in kept})
 
@@ -610,7 +633,7 @@ class _Reporter:
             pruner.stats["reports_dropped"] += 1
 
     def _send(self, pruner, problem, kernel, measured):
-        axes = pruner._axes()
+        axes, _ = pruner._axes()
         inside = [(tile, ns) for tile, ns in measured if tile is not None and _inside(tile, axes)]
         pruner.stats["outside_space"] += len(measured) - len(inside)
         if inside:
