@@ -7,7 +7,7 @@
 //   tgraph-featurize fusions --in MODULE (after XLA's GPU passes) --out_dir DIR [--logs AUTOTUNE_LOGS]
 //                            [--sm_count 132] [--graph fusion|dot] [--chosen_from MODULE]
 //   tgraph-featurize fusions --in MODULE --logs AUTOTUNE_LOGS --collection tile@NAME --split S --out_root ROOT
-//   tgraph-featurize tiles  --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]
+//   tgraph-featurize tiles  --csv MEASUREMENTS.csv [--hlo_dir DIR] --out_root ROOT [--name h100-triton]
 //                           [--hold_out shape|DTYPE|largest | --test_csv NEW.csv [--test_hlo_dir DIR]]
 //                           [--split_seed S]
 #include <algorithm>
@@ -45,7 +45,9 @@ ABSL_FLAG(std::string, configs, "",
           "apply: layout rows, .npy or .npz (node_config_feat), shape (c, nc, 18) or (nc, 18), configurable nodes "
           "in --nodes_tsv order (e.g. tgraph-client search --out)");
 ABSL_FLAG(std::string, csv, "", "tiles: the measurements (dtype,M,N,K,block_m,block_n,block_k,num_warps,num_stages,ms)");
-ABSL_FLAG(std::string, hlo_dir, "", "tiles: the folder of each problem's HLO text, gemm_<dtype>_<M>x<N>x<K>.hlo");
+ABSL_FLAG(std::string, hlo_dir, "",
+          "tiles: the folder of each problem's HLO text, gemm_<dtype>_<M>x<N>x<K>.hlo (default: each written as JAX "
+          "writes jnp.dot's)");
 ABSL_FLAG(std::string, out_root, "", "tiles: the data root to write the collection npz/tile/@NAME into");
 ABSL_FLAG(std::string, name, "h100-triton", "tiles: the collection's name (tile@NAME)");
 ABSL_FLAG(std::string, gpu, "NVIDIA H100 80GB HBM3",
@@ -337,8 +339,9 @@ int Tiles() {
   o.csv = absl::GetFlag(FLAGS_csv);
   o.hlo_dir = absl::GetFlag(FLAGS_hlo_dir);
   o.out_root = absl::GetFlag(FLAGS_out_root);
-  if (o.csv.empty() || o.hlo_dir.empty() || o.out_root.empty())
-    return Fail(UsageError("tiles needs --csv MEASUREMENTS.csv, --hlo_dir DIR and --out_root ROOT"));
+  if (o.csv.empty() || o.out_root.empty())
+    return Fail(UsageError("tiles needs --csv MEASUREMENTS.csv and --out_root ROOT (and --hlo_dir DIR of the problems' "
+                           "HLO, or none: each problem's is written as JAX writes jnp.dot's)"));
   o.name = absl::GetFlag(FLAGS_name);
   o.gpu = absl::GetFlag(FLAGS_gpu);
   o.feature_set = absl::GetFlag(FLAGS_tile_features);
@@ -417,7 +420,7 @@ int main(int argc, char** argv) {
       "      a module after XLA's GPU passes -> one tile file per Triton matrix-product fusion (its fused\n"
       "      computation as a graph; as rows the configuration XLA chose, or with --logs every candidate XLA's\n"
       "      autotuner timed) and DIR/fusions.tsv\n"
-      "  tgraph-featurize tiles --csv MEASUREMENTS.csv --hlo_dir DIR --out_root ROOT [--name h100-triton]\n"
+      "  tgraph-featurize tiles --csv MEASUREMENTS.csv [--hlo_dir DIR] --out_root ROOT [--name h100-triton]\n"
       "      [--gpu 'NVIDIA H100 80GB HBM3'] [--tile_features 2]\n"
       "      real tile measurements (every candidate of a Triton matrix product timed on a GPU) and each problem's\n"
       "      HLO -> the collection tile@NAME: one tile file per problem, split by shape, and its tile_space.json;\n"

@@ -29,6 +29,15 @@ using Shape = std::tuple<int64_t, int64_t, int64_t>;
 
 std::string ProblemStem(const GemmProblem& p) { return absl::StrCat("gemm_", p.dtype, "_", p.m, "x", p.n, "x", p.k); }
 
+std::string GemmHloText(const GemmProblem& p) {
+  const std::string& t = p.dtype;
+  const auto shape = [&](int64_t rows, int64_t cols) { return absl::StrCat(t, "[", rows, ",", cols, "]{1,0}"); };
+  return absl::StrCat("HloModule jit_dot, entry_computation_layout={(", shape(p.m, p.k), ", ", shape(p.k, p.n), ")->",
+                      shape(p.m, p.n), "}\n\nENTRY main.1 {\n  a.1 = ", shape(p.m, p.k), " parameter(0)\n  b.1 = ",
+                      shape(p.k, p.n), " parameter(1)\n  ROOT dot_general.1 = ", shape(p.m, p.n),
+                      " dot(a.1, b.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n\n");
+}
+
 namespace {
 
 void Shuffle(std::vector<Shape>& v, uint64_t seed) {
@@ -136,8 +145,9 @@ absl::Status CheckTestFile(const TileMeasurements& train, const TileMeasurements
 
 absl::StatusOr<TileGraph> ProblemGraph(const MeasuredProblem& p, const TileSpace& space, const std::string& hlo_dir) {
   const std::string stem = ProblemStem(p.problem);
-  const std::string path = (fs::path(hlo_dir) / (stem + ".hlo")).string();
-  absl::StatusOr<std::string> text = ReadFile(path);
+  const std::string path =
+      hlo_dir.empty() ? absl::StrCat("the HLO written for ", stem) : (fs::path(hlo_dir) / (stem + ".hlo")).string();
+  absl::StatusOr<std::string> text = hlo_dir.empty() ? absl::StatusOr<std::string>(GemmHloText(p.problem)) : ReadFile(path);
   if (!text.ok()) return text.status();
   absl::StatusOr<xla::HloModuleProto> module = ParseModule(*text, path);
   if (!module.ok()) return module.status();

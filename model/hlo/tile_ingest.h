@@ -21,7 +21,7 @@ namespace tgraph::hlo {
 
 struct TileIngestOptions {
   std::string csv;       // the measurements
-  std::string hlo_dir;   // gemm_<dtype>_<M>x<N>x<K>.hlo per problem
+  std::string hlo_dir;   // gemm_<dtype>_<M>x<N>x<K>.hlo per problem; empty: GemmHloText
   std::string out_root;  // the data root: writes <out_root>/npz/tile/@<name>/{train,valid,test}
   std::string name = "h100-triton";
   // The GPU the measurements were taken on, as the CUDA runtime names it: a row of the
@@ -69,5 +69,10 @@ absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions
 
 // gemm_<dtype>_<M>x<N>x<K>: the file stem of a problem's HLO and of its .npz.
 std::string ProblemStem(const GemmProblem& p);
+
+// The HLO text of C[M, N] = A[M, K] B[K, N] as JAX writes jnp.dot's (jax.jit(jnp.dot)
+// lowered, as_text(dialect="hlo")), byte for byte the files the real tile sets carry: what
+// a problem's graph is when no HLO folder is given.
+std::string GemmHloText(const GemmProblem& p);
 
 }  // namespace tgraph::hlo
