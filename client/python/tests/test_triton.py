@@ -7,6 +7,7 @@ function (the test's, returning a runtime the test chose) stand in for the GPU. 
 ctest (triton_pruner)."""
 import glob
 import json
+import io
 import itertools
 import os
 import queue
@@ -590,3 +591,39 @@ def test_h200_timings_never_reach_an_h100_search_and_an_h200_pruner_reports_noth
     assert len(said) == 1 and H200 in said[0] and H100 in said[0]
     assert len(benched) == 6 and pruner.other_gpu
     assert tt.flush(10) and pruner.stats["reported"] == 0 and len(shards(server)) == before + 1
+
+
+def test_the_gpu_check_is_rehearsed_on_the_cpu_with_a_shortlist_written_here(server, tmp_path):
+    """scripts/gpu-check-triton: the shortlist written against the server here, then the
+    GPU step on its stand-in (Triton's autotuner for real, the launch and times made up)."""
+    script = os.path.abspath(os.path.join(os.environ.get("TGRAPH_SOURCE_DIR", "."), "scripts", "gpu-check-triton"))
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(tgraph.__file__))))
+    run([sys.executable, script, "--prepare", str(tmp_path / "prep"), "--server", server.address], env=env)
+    shortlist = json.load(open(tmp_path / "prep" / "shortlist.json"))
+    assert len(shortlist["problems"]) == 24 and shortlist["gpu"] == H100
+    run([sys.executable, script, "--shortlist", str(tmp_path / "prep" / "shortlist.json"), "--out",
+         str(tmp_path / "out"), "--stand_in"], env=env)
+    import tarfile
+    import csv
+    with tarfile.open(tmp_path / "out" / "gpu-check-triton.tar.gz") as tar:
+        manifest = json.load(tar.extractfile("manifest.json"))
+        rows = list(csv.DictReader(io.TextIOWrapper(tar.extractfile("results.csv"))))
+    assert manifest["problems_done"] == 24 and manifest["pruner"] == "tgraph.triton" and manifest["stand_in"]
+    assert len(rows) == 24 * 2 * 3
+    for r in rows:
+        listed = next(p for p in shortlist["problems"] if (p["m"], p["n"], p["k"], p["dtype"]) ==
+                      (int(r["M"]), int(r["N"]), int(r["K"]), r["dtype"]))
+        if r["mode"] == "shortlist":
+            assert int(r["benchmarked"]) == 3 and r["chosen"] in listed["order"][:3]
+        else:  # Triton alone benchmarks every candidate that compiles and picks the fastest
+            assert int(r["benchmarked"]) > 200 and float(r["chosen_ms"]) == float(r["fastest_ms"])
+    # As on the GPU machine: no generated stubs (the checkout's client only), so the
+    # file's top 3 are read directly, to the same candidates.
+    bare = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+    run([sys.executable, script, "--shortlist", str(tmp_path / "prep" / "shortlist.json"), "--out",
+         str(tmp_path / "bare"), "--stand_in", "--repeats", "1"], env=bare, cwd=tmp_path)
+    with tarfile.open(tmp_path / "bare" / "gpu-check-triton.tar.gz") as tar:
+        again = list(csv.DictReader(io.TextIOWrapper(tar.extractfile("results.csv"))))
+        assert json.load(tar.extractfile("manifest.json"))["pruner"].startswith("inline")
+    first = {(r["dtype"], r["M"], r["N"], r["K"], r["mode"]): r["chosen"] for r in rows if r["repeat"] == "0"}
+    assert {(r["dtype"], r["M"], r["N"], r["K"], r["mode"]): r["chosen"] for r in again} == first
