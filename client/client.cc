@@ -3,6 +3,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -25,6 +26,26 @@ absl::Status FromGrpc(const grpc::Status& s, absl::string_view what) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), absl::StrCat(what, ": ", s.error_message()));
 }
 
+// An answer callers may index without checking: a score and a spread per configuration
+// sent, and a ranking of distinct configurations, all of them or the top_k. A server of
+// another version, or something else answering on its port, is an error, never a crash.
+absl::Status CheckRanking(const v1::RankConfigsResponse& r, int64_t configs, int64_t top_k) {
+  const int64_t want = top_k > 0 ? std::min(top_k, configs) : configs;
+  if (r.scores_size() != configs || r.spread_size() != configs || r.ranking_size() != want)
+    return absl::InternalError(absl::StrCat("RankConfigs: the server's answer has ", r.scores_size(), " scores, ",
+                                            r.spread_size(), " spreads and a ranking of ", r.ranking_size(),
+                                            " for ", configs, " configurations (expected ", configs, ", ", configs,
+                                            " and ", want, "): is it a tgraph-server of this version?"));
+  std::vector<bool> seen(static_cast<size_t>(configs), false);
+  for (int32_t i : r.ranking()) {
+    if (i < 0 || i >= configs || seen[static_cast<size_t>(i)])
+      return absl::InternalError(absl::StrCat("RankConfigs: the server's ranking holds ", i, ", not a configuration ",
+                                              "index in [0, ", configs, ") or one given twice"));
+    seen[static_cast<size_t>(i)] = true;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 struct RankerClient::Impl {
@@ -33,11 +54,13 @@ struct RankerClient::Impl {
   std::unique_ptr<v1::Ranker::Stub> stub;
   std::unique_ptr<grpc::health::v1::Health::Stub> health;
 
-  // Deadline, and the graph-hash header that graph-affinity routing hashes on.
-  void Prepare(grpc::ClientContext* ctx, const std::string& graph_hash) const {
+  // Deadline, the graph-hash header that graph-affinity routing hashes on, and the
+  // request's size (a server that could not read it tells a cancel from an oversize).
+  void Prepare(grpc::ClientContext* ctx, const std::string& graph_hash, size_t request_bytes) const {
     ctx->set_deadline(std::chrono::system_clock::now() +
                       std::chrono::milliseconds(static_cast<int64_t>(options.timeout_s * 1000)));
     if (!graph_hash.empty()) ctx->AddMetadata("x-graph-hash", graph_hash);
+    ctx->AddMetadata(kRequestBytesKey, absl::StrCat(request_bytes));
   }
 
   // What a call ended with: its status, and whether the server said the graph is not
@@ -49,14 +72,15 @@ struct RankerClient::Impl {
 
   // Runs `call` (a fresh context each time), retrying UNAVAILABLE with backoff.
   template <typename Call>
-  Outcome WithRetries(const std::string& graph_hash, Call call) const {
+  Outcome WithRetries(const std::string& graph_hash, const google::protobuf::Message& request, Call call) const {
+    const size_t request_bytes = request.ByteSizeLong();
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::duration<double>(options.retry_budget_s);
     double backoff = options.initial_backoff_s;
     bool probed = false;
     Outcome o;
     while (true) {
       grpc::ClientContext ctx;
-      Prepare(&ctx, graph_hash);
+      Prepare(&ctx, graph_hash, request_bytes);
       o.status = call(&ctx);
       if (o.status.error_code() != grpc::UNAVAILABLE) {
         const auto& trailers = ctx.GetServerTrailingMetadata();
@@ -89,11 +113,12 @@ struct RankerClient::Impl {
   // Runs `call` with retries; when the server does not know the graph (new, evicted,
   // restarted, another replica), registers it and tries once more.
   template <typename Call>
-  absl::Status WithRegistration(const std::string& hash, const char* method, Call call,
+  absl::Status WithRegistration(const std::string& hash, const char* method, const google::protobuf::Message& request,
+                                Call call,
                                 const std::function<absl::StatusOr<RegisteredGraph>()>& register_graph,
                                 int* registrations) {
     for (int round = 0; round < 2; ++round) {
-      Outcome o = WithRetries(hash, call);
+      Outcome o = WithRetries(hash, request, call);
       if (o.status.ok()) return absl::OkStatus();
       if (o.graph_not_registered && round == 0) {
         absl::StatusOr<RegisteredGraph> reg = register_graph();
@@ -137,7 +162,7 @@ struct RankerClient::Impl {
     v1::SearchConfigsResponse resp;
     Proposals p;
     if (absl::Status s = WithRegistration(
-            hash, "SearchConfigs", [&](grpc::ClientContext* ctx) { return stub->SearchConfigs(ctx, q, &resp); },
+            hash, "SearchConfigs", q, [&](grpc::ClientContext* ctx) { return stub->SearchConfigs(ctx, q, &resp); },
             register_graph, &p.registrations);
         !s.ok())
       return s;
@@ -179,10 +204,11 @@ struct RankerClient::Impl {
     Ranking r;
     v1::RankConfigsResponse resp;
     if (absl::Status s = WithRegistration(
-            hash, "RankConfigs", [&](grpc::ClientContext* ctx) { return stub->RankConfigs(ctx, q, &resp); },
+            hash, "RankConfigs", q, [&](grpc::ClientContext* ctx) { return stub->RankConfigs(ctx, q, &resp); },
             register_graph, &r.registrations);
         !s.ok())
       return s;
+    if (absl::Status s = CheckRanking(resp, q.num_configs(), o.top_k); !s.ok()) return s;
     r.scores.assign(resp.scores().begin(), resp.scores().end());
     r.spread.assign(resp.spread().begin(), resp.spread().end());
     r.order.assign(resp.ranking().begin(), resp.ranking().end());
@@ -200,7 +226,7 @@ struct RankerClient::Impl {
   absl::StatusOr<RegisteredGraph> Register(const v1::RegisterGraphRequest& req, const std::string& hash) {
     v1::RegisterGraphResponse resp;
     grpc::Status s =
-        WithRetries(hash, [&](grpc::ClientContext* ctx) { return stub->RegisterGraph(ctx, req, &resp); }).status;
+        WithRetries(hash, req, [&](grpc::ClientContext* ctx) { return stub->RegisterGraph(ctx, req, &resp); }).status;
     if (!s.ok()) return FromGrpc(s, "RegisterGraph");
     if (resp.graph_hash() != hash)
       return absl::InternalError(absl::StrCat("RegisterGraph: the server's hash ", resp.graph_hash(),
@@ -388,7 +414,7 @@ absl::StatusOr<MeasurementReceipt> RankerClient::Impl::Report(
   v1::ReportMeasurementsResponse resp;
   MeasurementReceipt r;
   if (absl::Status s = WithRegistration(
-          hash, "ReportMeasurements", [&](grpc::ClientContext* ctx) { return stub->ReportMeasurements(ctx, q, &resp); },
+          hash, "ReportMeasurements", q, [&](grpc::ClientContext* ctx) { return stub->ReportMeasurements(ctx, q, &resp); },
           register_graph, &r.registrations);
       !s.ok())
     return s;
@@ -407,9 +433,10 @@ absl::StatusOr<Proposals> RankerClient::Search(const HloProgram& p, const Search
 }
 
 absl::StatusOr<std::vector<ModelInfo>> RankerClient::ListModels() {
+  const v1::ListModelsRequest req;
   v1::ListModelsResponse resp;
-  grpc::Status s = impl_->WithRetries("", [&](grpc::ClientContext* ctx) {
-    return impl_->stub->ListModels(ctx, v1::ListModelsRequest(), &resp);
+  grpc::Status s = impl_->WithRetries("", req, [&](grpc::ClientContext* ctx) {
+    return impl_->stub->ListModels(ctx, req, &resp);
   }).status;
   if (!s.ok()) return FromGrpc(s, "ListModels");
   std::vector<ModelInfo> models;
@@ -421,7 +448,8 @@ absl::StatusOr<std::string> RankerClient::Health(const std::string& service) {
   grpc::health::v1::HealthCheckRequest req;
   req.set_service(service);
   grpc::health::v1::HealthCheckResponse resp;
-  grpc::Status s = impl_->WithRetries("", [&](grpc::ClientContext* ctx) { return impl_->health->Check(ctx, req, &resp); }).status;
+  grpc::Status s = impl_->WithRetries("", req, [&](grpc::ClientContext* ctx) { return impl_->health->Check(ctx, req, &resp); })
+          .status;
   if (!s.ok()) return FromGrpc(s, "Health");
   return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(resp.status());
 }

@@ -17,6 +17,12 @@ namespace tgraph {
 inline constexpr char kErrorReasonKey[] = "tgraph-error-reason";  // gRPC trailing metadata key
 inline constexpr char kGraphNotRegistered[] = "GRAPH_NOT_REGISTERED";
 
+// Request metadata: the size of the serialized request, sent by tgraph's clients. A
+// request the server could not read ended cancelled either way, by a transport refusing
+// it over --max_message_bytes or by a client that gave up while sending; gRPC does not
+// say which, this does (a request of at most the limit was cancelled, not refused).
+inline constexpr char kRequestBytesKey[] = "x-request-bytes";
+
 // The absl::Status payload that carries a reason from the ranker to the gRPC layer.
 inline constexpr char kErrorReasonPayload[] = "type.tgraph.dev/tgraph.ErrorReason";
 

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "model/core/heap.h"
 #include "model/nn/model_io.h"
 #include "model/tools/tool.h"
@@ -19,11 +20,45 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// The size the client declared for its request (kRequestBytesKey), -1 when it sent none.
+int64_t DeclaredRequestBytes(const grpc::ServerContext& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kRequestBytesKey);
+  int64_t bytes = -1;
+  if (it == metadata.end() || !absl::SimpleAtoi(absl::string_view(it->second.data(), it->second.size()), &bytes) ||
+      bytes < 0)
+    return -1;
+  return bytes;
+}
+
+// Why a request could not be read. gRPC cancels a call whose request is over the
+// transport's message limit (its own RESOURCE_EXHAUSTED reaches the client) exactly as
+// it cancels one the client gave up on while sending, and one whose deadline passed; a
+// read that fails on an open call is a message not of the method's type. The size the
+// client declared tells the first two apart; without it the message names both.
+grpc::Status UnreadRequest(const grpc::ServerContext& context, absl::string_view method, int64_t max_message_bytes,
+                           absl::string_view type) {
+  if (DeadlinePassed(context.deadline()))
+    return grpc::Status(grpc::DEADLINE_EXCEEDED,
+                        absl::StrCat(method, ": the deadline passed before the request arrived whole"));
+  if (!context.IsCancelled())
+    return grpc::Status(grpc::INVALID_ARGUMENT, absl::StrCat(method, ": the request is not a ", type, " message"));
+  const int64_t declared = DeclaredRequestBytes(context);
+  if (declared >= 0 && declared <= max_message_bytes)
+    return grpc::Status(grpc::CANCELLED, absl::StrCat(method, ": the client cancelled the call while sending its ",
+                                                      declared, "-byte request"));
+  if (declared > max_message_bytes)
+    return grpc::Status(grpc::RESOURCE_EXHAUSTED, absl::StrCat(method, ": the request of ", declared,
+                                                               " bytes is over --max_message_bytes (",
+                                                               max_message_bytes, " bytes)"));
+  return grpc::Status(grpc::RESOURCE_EXHAUSTED,
+                      absl::StrCat(method, ": the request is over --max_message_bytes (", max_message_bytes,
+                                   " bytes), or the client cancelled it while sending (it did not say its size in ",
+                                   kRequestBytesKey, ")"));
+}
+
 // One streamed-unary call: the request read here, `handle` run on it, its answer
-// written when OK. A request that cannot be read is over the transport's message limit
-// (gRPC then cancels the call and its own RESOURCE_EXHAUSTED reaches the client), was
-// cancelled by the client while sending, or is not a message of the method's type (the
-// call stays open). The status returned is the one tgraph_requests_total counts.
+// written when OK. The status returned is the one tgraph_requests_total counts.
 template <typename Request, typename Response, typename Handle>
 grpc::Status ReadAndHandle(grpc::ServerContext* context, grpc::ServerUnaryStreamer<Request, Response>* stream,
                            absl::string_view method, int64_t max_message_bytes, Request* request, Response* response,
@@ -31,15 +66,7 @@ grpc::Status ReadAndHandle(grpc::ServerContext* context, grpc::ServerUnaryStream
   if (!stream->Read(request)) {
     // The cancellation reaches the context a moment after the failed read.
     for (int i = 0; i < 100 && !context->IsCancelled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (DeadlinePassed(context->deadline()))
-      return grpc::Status(grpc::DEADLINE_EXCEEDED, absl::StrCat(method, ": the deadline passed before the request "
-                                                                        "arrived whole"));
-    if (context->IsCancelled())
-      return grpc::Status(grpc::RESOURCE_EXHAUSTED,
-                          absl::StrCat(method, ": the request is over --max_message_bytes (", max_message_bytes,
-                                       " bytes), or the client cancelled it while sending"));
-    return grpc::Status(grpc::INVALID_ARGUMENT, absl::StrCat(method, ": the request is not a ",
-                                                             Request::descriptor()->full_name(), " message"));
+    return UnreadRequest(*context, method, max_message_bytes, Request::descriptor()->full_name());
   }
   grpc::Status status = handle(context, request, response);
   if (status.ok() && !stream->Write(*response))

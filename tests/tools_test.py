@@ -535,6 +535,50 @@ def test_requests_refused_before_a_handler_are_counted(world):
         s.stop()
 
 
+def test_a_request_cancelled_while_sending_is_logged_as_cancelled_when_its_size_is_declared(world):
+    """A client that gives up before its request arrived whole (here: headers sent, the
+    message never) ends a call exactly as a transport refusing an oversized one does;
+    gRPC says nothing more. The size the client declares in x-request-bytes tells them
+    apart: 142 bytes under the limit is CANCELLED, 10^9 over it RESOURCE_EXHAUSTED naming
+    both sizes; a call without it is RESOURCE_EXHAUSTED naming both causes. The counter
+    and the server's log say the same."""
+    import threading
+    import urllib.request
+
+    import grpc
+    from conftest import Server
+    s = Server(world["registry"], world["tmp"], extra=["--max_message_bytes=100000"])
+    release = threading.Event()
+
+    def nothing_sent():
+        release.wait(30)
+        return
+        yield
+
+    try:
+        with grpc.insecure_channel(s.address) as channel:
+            report = channel.stream_unary("/tgraph.v1.Ranker/ReportMeasurements", request_serializer=lambda b: b,
+                                          response_deserializer=lambda b: b)
+            for declared in (("x-request-bytes", "142"),), (("x-request-bytes", "1000000000"),), ():
+                call = report.future(nothing_sent(), timeout=30, metadata=declared)
+                time.sleep(0.5)
+                call.cancel()
+                with pytest.raises(grpc.FutureCancelledError):
+                    call.result()
+            time.sleep(1.0)
+        release.set()
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{s.metrics_port}/metrics", timeout=10).read().decode()
+        assert 'tgraph_requests_total{code="CANCELLED",method="ReportMeasurements"} 1' in metrics
+        assert 'tgraph_requests_total{code="RESOURCE_EXHAUSTED",method="ReportMeasurements"} 2' in metrics
+        log = open(s.log.name).read()
+        assert "the client cancelled the call while sending its 142-byte request" in log
+        assert "the request of 1000000000 bytes is over --max_message_bytes (100000 bytes)" in log
+        assert "or the client cancelled it while sending (it did not say its size in x-request-bytes)" in log
+    finally:
+        release.set()
+        s.stop()
+
+
 def test_spread_report_on_hand_computed_scores(tmp_path):
     """scripts/spread-report on 8 configurations (runtime ranks 0..7; scores put config 2
     first, then 0, 1, 3..7): rank errors 1/8, 1/8, 2/8, then 0; Spearman of the spread

@@ -368,12 +368,19 @@ def test_errors_are_one_exception_type_with_the_grpc_code(server):
 
 
 class Recording(grpc.GenericRpcHandler):
-    """A stand-in server that records each call's metadata. RankConfigs answers NOT_FOUND
-    first: with the GRAPH_NOT_REGISTERED reason when `reason`, else without (what an
-    unknown collection looks like), whatever the message says."""
+    """A stand-in server that records each call's metadata and the size of the request it
+    received. RankConfigs answers NOT_FOUND first: with the GRAPH_NOT_REGISTERED reason
+    when `reason`, else without (what an unknown collection looks like), whatever the
+    message says."""
 
     def __init__(self, reason):
-        self.reason, self.calls = reason, []
+        self.reason, self.calls, self.received, self.malformed = reason, [], [], False
+
+    def reading(self, message_type):
+        def read(data):
+            self.received.append(len(data))
+            return message_type.FromString(data)
+        return read
 
     def service(self, details):
         method = details.method.rsplit("/", 1)[1]
@@ -385,7 +392,7 @@ class Recording(grpc.GenericRpcHandler):
                                      np.frombuffer(g.node_opcode, np.uint8), np.frombuffer(g.edge_index, "<i8").reshape(-1, 2),
                                      np.array(g.node_config_ids, np.int64))
                 return ranker_pb2.RegisterGraphResponse(graph_hash=graph.content_hash, num_nodes=g.num_nodes)
-            return grpc.unary_unary_rpc_method_handler(register, ranker_pb2.RegisterGraphRequest.FromString,
+            return grpc.unary_unary_rpc_method_handler(register, self.reading(ranker_pb2.RegisterGraphRequest),
                                                        ranker_pb2.RegisterGraphResponse.SerializeToString)
 
         def rank(request, context):
@@ -393,13 +400,16 @@ class Recording(grpc.GenericRpcHandler):
                 if self.reason:
                     context.set_trailing_metadata((("tgraph-error-reason", "GRAPH_NOT_REGISTERED"),))
                 context.abort(grpc.StatusCode.NOT_FOUND, "a message that says RegisterGraph, which is not the contract")
-            return ranker_pb2.RankConfigsResponse(scores=[0.5] * request.num_configs, ranking=[0])
-        return grpc.unary_unary_rpc_method_handler(rank, ranker_pb2.RankConfigsRequest.FromString,
+            n = request.num_configs
+            if self.malformed:
+                return ranker_pb2.RankConfigsResponse(scores=[0.5] * n, ranking=[0])
+            return ranker_pb2.RankConfigsResponse(scores=[0.5] * n, spread=[0.0] * n, ranking=list(range(n)))
+        return grpc.unary_unary_rpc_method_handler(rank, self.reading(ranker_pb2.RankConfigsRequest),
                                                    ranker_pb2.RankConfigsResponse.SerializeToString)
 
 
 @pytest.mark.parametrize("reason", [True, False])
-def test_the_client_keys_on_the_reason_not_the_message_and_sends_the_routing_header(reason):
+def test_the_client_keys_on_the_reason_not_the_message_and_sends_the_routing_and_size_headers(reason):
     handler = Recording(reason)
     fake = grpc.server(futures.ThreadPoolExecutor(2), handlers=[handler])
     port = fake.add_insecure_port("127.0.0.1:0")
@@ -416,6 +426,30 @@ def test_the_client_keys_on_the_reason_not_the_message_and_sends_the_routing_hea
             assert e.value.code == grpc.StatusCode.NOT_FOUND
             assert [m for m, _ in handler.calls] == ["RankConfigs"]
         assert all(md.get("x-graph-hash") == g.content_hash for _, md in handler.calls)
+        # The size each request declared is the size that arrived (a server that could not
+        # read one tells a client's cancel from an oversize by it).
+        assert [int(md["x-request-bytes"]) for _, md in handler.calls] == handler.received
+        assert min(handler.received) > 100
+        if reason:
+            # The C++ client (through tgraph-client) sends both headers alike.
+            handler.calls.clear(), handler.received.clear()
+            r = run([binary("client", "tgraph-client"), "rank", f"--server=127.0.0.1:{port}",
+                     "--collection=layout:xla:random", f"--npz={UNET}", "--max_configs=3"])
+            assert r.returncode == 0, r.stderr
+            assert [m for m, _ in handler.calls] == ["RankConfigs", "RegisterGraph", "RankConfigs"]
+            assert all(md.get("x-graph-hash") == g.content_hash for _, md in handler.calls)
+            assert [int(md["x-request-bytes"]) for _, md in handler.calls] == handler.received
+            # An answer that is not a whole ranking (another server, another version) is
+            # an error naming what it lacks, not a crash.
+            handler.malformed = True
+            r = subprocess.run([binary("client", "tgraph-client"), "rank", f"--server=127.0.0.1:{port}",
+                                "--collection=layout:xla:random", f"--npz={UNET}", "--max_configs=3"],
+                               capture_output=True, text=True)
+            assert r.returncode != 0 and r.returncode > 0, r.stderr
+            assert "has 3 scores, 0 spreads and a ranking of 1 for 3 configurations" in r.stderr
+            with pytest.raises(tgraph.TgraphError) as e:
+                client.rank("layout:xla:random", g, g.configs[:3])
+            assert e.value.code == grpc.StatusCode.INTERNAL and "a ranking of 1 for 3" in e.value.message
     finally:
         fake.stop(None)
 

@@ -28,6 +28,7 @@ from .v1 import ranker_pb2, ranker_pb2_grpc
 ERROR_REASON_KEY = "tgraph-error-reason"      # trailing metadata (proto/error_reason.h)
 GRAPH_NOT_REGISTERED = "GRAPH_NOT_REGISTERED"
 ROUTING_HEADER = "x-graph-hash"               # what graph-affinity routing hashes on
+REQUEST_BYTES_HEADER = "x-request-bytes"      # lets a server tell a cancel from an oversize
 _HEALTH_STATUS = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 
 
@@ -469,6 +470,7 @@ class Client:
             else:
                 request.reference_tile_configs = reference.astype("<f4").tobytes()
         r = self._with_registration(self._stub.RankConfigs, request, graph, "RankConfigs")
+        _check_ranking(r, request.num_configs, top_k)
         registrations = self._register_calls - mark
         t = r.timing
         timing = {"queue_ms": t.queue_ms, "graph_prepare_ms": t.graph_prepare_ms, "inference_ms": t.inference_ms,
@@ -697,7 +699,10 @@ class Client:
         once the channel is connected again, after a backoff of 0.1 s doubling to 2 s;
         inside a deadline block with retry_busy, RESOURCE_EXHAUSTED after a jittered
         backoff from 20 ms doubling to 0.5 s."""
-        metadata = ((ROUTING_HEADER, graph_hash),) if graph_hash else ()
+        size = len(_encode_health_request(request)) if isinstance(request, str) else request.ByteSize()
+        metadata = ((REQUEST_BYTES_HEADER, str(size)),)
+        if graph_hash:
+            metadata += ((ROUTING_HEADER, graph_hash),)
         until = getattr(self._within, "until", None)
         busy_retried = getattr(self._within, "busy", False)
         give_up = until if until is not None else time.monotonic() + self.retry_budget
@@ -751,6 +756,22 @@ class Client:
                     continue
                 raise _error(e, what) from None
         raise AssertionError("unreachable")
+
+
+def _check_ranking(r, configs: int, top_k: int):
+    """An answer callers may index without checking: a score and a spread per
+    configuration sent, a ranking of distinct ones, all or the top_k. Anything else (a
+    server of another version, something else on its port) is INTERNAL, never a wrong
+    index."""
+    want = min(top_k, configs) if top_k > 0 else configs
+    if len(r.scores) != configs or len(r.spread) != configs or len(r.ranking) != want:
+        raise TgraphError(grpc.StatusCode.INTERNAL,
+                          f"RankConfigs: the server's answer has {len(r.scores)} scores, {len(r.spread)} spreads and a "
+                          f"ranking of {len(r.ranking)} for {configs} configurations (expected {configs}, {configs} "
+                          f"and {want}): is it a tgraph-server of this version?")
+    if len(set(r.ranking)) != len(r.ranking) or any(i < 0 or i >= configs for i in r.ranking):
+        raise TgraphError(grpc.StatusCode.INTERNAL, f"RankConfigs: the server's ranking {list(r.ranking)[:8]} holds "
+                          f"an index not in [0, {configs}) or one given twice")
 
 
 def _kind(collection: str) -> str:
