@@ -22,7 +22,8 @@ ABSL_FLAG(int64_t, cache_bytes, tgraph::ServerOptions{}.ranker.cache_bytes, "Byt
 ABSL_FLAG(int64_t, graph_store_bytes, tgraph::ServerOptions{}.ranker.graph_store_bytes, "Byte budget of registered (pruned) graphs");
 ABSL_FLAG(int, workers, tgraph::ServerOptions{}.ranker.workers, "Inference workers (requests scored in parallel)");
 ABSL_FLAG(int, intra_op_threads, tgraph::ServerOptions{}.intra_op_threads, "LibTorch intra-op threads (0 = every core this process may use: affinity mask, cgroup CPU limit)");
-ABSL_FLAG(int, queue_size, tgraph::ServerOptions{}.ranker.queue_size, "Requests that may wait for a worker before RESOURCE_EXHAUSTED, per lane: ranks and searches each have their own queue, served in turn");
+ABSL_FLAG(int, queue_size, tgraph::ServerOptions{}.ranker.queue_size, "Requests that may wait for a worker before RESOURCE_EXHAUSTED, per lane: ranks and layout searches each have their own queue (tile searches: --tile_queue_size), served in turn");
+ABSL_FLAG(int, tile_queue_size, tgraph::ServerOptions{}.ranker.tile_queue_size, "Tile searches that may wait for a worker before RESOURCE_EXHAUSTED, in a lane of their own: each is milliseconds of work, so a fleet's start-up burst waits rather than falling back");
 ABSL_FLAG(int64_t, max_nodes, tgraph::ServerOptions{}.service.max_nodes, "Largest graph accepted (nodes)");
 ABSL_FLAG(int64_t, max_configs, tgraph::ServerOptions{}.ranker.max_configs, "Most configurations per RankConfigs request");
 ABSL_FLAG(int64_t, max_message_bytes, tgraph::ServerOptions{}.service.max_message_bytes, "Largest gRPC message accepted");
@@ -104,6 +105,10 @@ absl::StatusOr<tgraph::ServerOptions> OptionsFromFlags() {
   o.ranker.max_configs = absl::GetFlag(FLAGS_max_configs);
   o.ranker.workers = absl::GetFlag(FLAGS_workers);
   o.ranker.queue_size = absl::GetFlag(FLAGS_queue_size);
+  o.ranker.tile_queue_size = absl::GetFlag(FLAGS_tile_queue_size);
+  if (o.ranker.queue_size < 0 || o.ranker.tile_queue_size < 0)
+    return tgraph::UsageError(absl::StrCat("--queue_size and --tile_queue_size must be 0 or more, got ",
+                                           o.ranker.queue_size, " and ", o.ranker.tile_queue_size));
   o.ranker.cascade_fraction = absl::GetFlag(FLAGS_cascade_fraction);
   o.ranker.activation_bytes = absl::GetFlag(FLAGS_activation_bytes);
   o.intra_op_threads = absl::GetFlag(FLAGS_intra_op_threads);

@@ -97,15 +97,18 @@ struct ServerMetrics::Impl {
         inference(BuildHistogram().Name("tgraph_inference_seconds").Help("Network time per RankConfigs request")
                       .Register(*registry)
                       .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10})),
-        queue_wait_family(BuildHistogram().Name("tgraph_queue_wait_seconds").Help("Time waiting for an inference worker, by lane: rank or search").Register(*registry)),
+        queue_wait_family(BuildHistogram().Name("tgraph_queue_wait_seconds").Help("Time waiting for an inference worker, by lane: rank, search (layout) or tile (tile search)").Register(*registry)),
         queue_wait_rank(queue_wait_family.Add({{"lane", "rank"}}, QueueWaitBuckets())),
         queue_wait_search(queue_wait_family.Add({{"lane", "search"}}, QueueWaitBuckets())),
-        queue_depth_family(BuildGauge().Name("tgraph_queue_depth").Help("Requests waiting for a worker, by lane: rank or search (each has its own queue; a worker takes them in turn)").Register(*registry)),
+        queue_wait_tile(queue_wait_family.Add({{"lane", "tile"}}, QueueWaitBuckets())),
+        queue_depth_family(BuildGauge().Name("tgraph_queue_depth").Help("Requests waiting for a worker, by lane: rank, search (layout) or tile (tile search); each has its own queue, a worker takes them in turn").Register(*registry)),
         queue_depth_rank(queue_depth_family.Add({{"lane", "rank"}})),
         queue_depth_search(queue_depth_family.Add({{"lane", "search"}})),
+        queue_depth_tile(queue_depth_family.Add({{"lane", "tile"}})),
         withdrawn_family(BuildCounter().Name("tgraph_queue_withdrawn_total").Help("Requests that left the queue before a worker took them: cancelled by the client or past their deadline, by lane").Register(*registry)),
         withdrawn_rank(withdrawn_family.Add({{"lane", "rank"}})),
         withdrawn_search(withdrawn_family.Add({{"lane", "search"}})),
+        withdrawn_tile(withdrawn_family.Add({{"lane", "tile"}})),
         running(BuildGauge().Name("tgraph_requests_running").Help("Requests on a worker").Register(*registry).Add({})),
         cache_hits(BuildCounter().Name("tgraph_cache_hits_total").Help("Graph tensor cache hits").Register(*registry).Add({})),
         cache_misses(BuildCounter().Name("tgraph_cache_misses_total").Help("Graph tensor cache misses").Register(*registry).Add({})),
@@ -138,11 +141,11 @@ struct ServerMetrics::Impl {
   prometheus::Histogram& inference;
   static prometheus::Histogram::BucketBoundaries QueueWaitBuckets() { return {0.0001, 0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 30}; }
   prometheus::Family<prometheus::Histogram>& queue_wait_family;
-  prometheus::Histogram &queue_wait_rank, &queue_wait_search;
+  prometheus::Histogram &queue_wait_rank, &queue_wait_search, &queue_wait_tile;
   prometheus::Family<prometheus::Gauge>& queue_depth_family;
-  prometheus::Gauge &queue_depth_rank, &queue_depth_search;
+  prometheus::Gauge &queue_depth_rank, &queue_depth_search, &queue_depth_tile;
   prometheus::Family<prometheus::Counter>& withdrawn_family;
-  prometheus::Counter &withdrawn_rank, &withdrawn_search;
+  prometheus::Counter &withdrawn_rank, &withdrawn_search, &withdrawn_tile;
   prometheus::Gauge& running;
   prometheus::Counter &cache_hits, &cache_misses, &cache_evictions;
   prometheus::Gauge &cache_bytes, &cache_entries, &graphs, &graph_bytes;
@@ -215,7 +218,9 @@ void ServerMetrics::RecordRank(int64_t configs, const RankTiming& t) {
   impl_->queue_wait_rank.Observe(t.queue_ms / 1000.0);
 }
 
-void ServerMetrics::RecordSearch(const RankTiming& t) { impl_->queue_wait_search.Observe(t.queue_ms / 1000.0); }
+void ServerMetrics::RecordSearch(const RankTiming& t, bool tile) {
+  (tile ? impl_->queue_wait_tile : impl_->queue_wait_search).Observe(t.queue_ms / 1000.0);
+}
 
 void ServerMetrics::RecordModelEvent(const ModelEvent& e) {
   impl_->loads.Add({{"collection", e.collection}, {"result", e.KindName()}}).Increment();
@@ -238,6 +243,7 @@ void ServerMetrics::RecordRegistryError(const std::string& reason) {
 void ServerMetrics::Refresh(const RankerStats& s, const ModelManager& models) {
   impl_->queue_depth_rank.Set(static_cast<double>(s.queued_ranks));
   impl_->queue_depth_search.Set(static_cast<double>(s.queued_searches));
+  impl_->queue_depth_tile.Set(static_cast<double>(s.queued_tile_searches));
   impl_->running.Set(static_cast<double>(s.running));
   impl_->cache_bytes.Set(static_cast<double>(s.tensor_cache.bytes));
   impl_->cache_entries.Set(static_cast<double>(s.tensor_cache.entries));
@@ -263,6 +269,7 @@ void ServerMetrics::Refresh(const RankerStats& s, const ModelManager& models) {
   if (struct rlimit r; ::getrlimit(RLIMIT_NOFILE, &r) == 0) impl_->fd_limit.Set(static_cast<double>(r.rlim_cur));
   advance(impl_->withdrawn_rank, s.withdrawn_ranks, c.withdrawn_ranks);
   advance(impl_->withdrawn_search, s.withdrawn_searches, c.withdrawn_searches);
+  advance(impl_->withdrawn_tile, s.withdrawn_tile_searches, c.withdrawn_tile_searches);
   for (const auto& [collection, handles] : models.Loaded())
     if (!handles.empty()) impl_->version.Add({{"collection", collection}}).Set(static_cast<double>(handles.front().version));
 }

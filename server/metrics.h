@@ -27,7 +27,7 @@ class ServerMetrics {
 
   void RecordRequest(const std::string& method, const std::string& code, double seconds);
   void RecordRank(int64_t configs, const RankTiming& timing);
-  void RecordSearch(const RankTiming& timing);  // its wait in the search lane
+  void RecordSearch(const RankTiming& timing, bool tile);  // its wait in the search or tile lane
   void RecordModelEvent(const ModelEvent& e);
   // ReportMeasurements: measurements and bytes stored, or a store error by code.
   void RecordMeasurements(int64_t measurements, int64_t bytes);

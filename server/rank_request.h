@@ -94,6 +94,7 @@ struct SearchOutcome {
   std::vector<int8_t> rows;          // layout rows, best first
   std::vector<float> tile_rows;      // or tile rows (num x 24), best first
   std::vector<std::string> tile_names;
+  bool tile = false;                 // a tile search (its lane: worker_pool.h)
   std::vector<float> scores, spread;
   int64_t model_version = 0;
   int64_t evaluations = 0, generations = 0, reference_configs = 0;

@@ -35,7 +35,8 @@ Ranker::Ranker(ModelManager* models, RankerOptions options)
       graphs_(options.graph_store_bytes),
       admission_(&graphs_, models, {options.max_configs, options.activation_bytes}),
       prepared_(options.cache_bytes),
-      pool_(std::make_unique<WorkerPool>(options.workers, options.queue_size)) {}
+      pool_(std::make_unique<WorkerPool>(options.workers,
+                                         LaneCapacities{options.queue_size, options.queue_size, options.tile_queue_size})) {}
 
 Ranker::~Ranker() { pool_.reset(); }
 
@@ -81,8 +82,9 @@ absl::Status Ranker::RunOnWorker(Lane lane, const std::function<absl::Status()>&
   });
   if (ticket == 0) {
     ++rejected_;
-    return absl::ResourceExhaustedError(absl::StrCat("the inference queue is full (", options_.queue_size, " ",
-                                                     LaneName(lane), " requests waiting): retry with backoff"));
+    const int capacity = lane == Lane::kTile ? options_.tile_queue_size : options_.queue_size;
+    return absl::ResourceExhaustedError(absl::StrCat("the inference queue is full (", capacity, " ", LaneName(lane),
+                                                     " requests waiting): retry with backoff"));
   }
   // A request cancelled or past its deadline while it waits leaves the queue now, not
   // when a worker would have reached it.
@@ -135,8 +137,10 @@ absl::StatusOr<RankResult> Ranker::Rank(const RankRequest& q, const std::functio
 
 absl::StatusOr<SearchOutcome> Ranker::Search(const SearchRequest& q, const std::function<bool()>& cancelled,
                                              const std::function<absl::Status(int64_t)>& hold_working_memory) {
+  Lane lane = Lane::kSearch;  // a tile search's, once admitted: it knows the model
   const auto admit = [&]() -> absl::StatusOr<Admitted> {
     absl::StatusOr<Admitted> a = admission_.Search(q);
+    if (a.ok() && a->model.model->manifest.tile_space) lane = Lane::kTile;
     if (a.ok() && hold_working_memory)
       if (absl::Status s = hold_working_memory(SearchWorkingBytes(q, *a->graph)); !s.ok()) return s;
     return a;
@@ -144,7 +148,7 @@ absl::StatusOr<SearchOutcome> Ranker::Search(const SearchRequest& q, const std::
   return AdmitAndRun<SearchOutcome>(admit,
                                     [&](const Admitted& a) { return SearchOnWorker(q, a, cancelled); },
                                     [&](const std::function<absl::Status()>& job, double* queue_ms) {
-                                      return RunOnWorker(Lane::kSearch, job, cancelled, queue_ms);
+                                      return RunOnWorker(lane, job, cancelled, queue_ms);
                                     });
 }
 
@@ -232,8 +236,9 @@ absl::StatusOr<SearchOutcome> Ranker::SearchOnWorker(const SearchRequest& q, con
                                                      const std::function<bool()>& cancelled) {
   SearchOutcome out;
   out.model_version = a.model.version;
+  out.tile = a.model.model->manifest.tile_space.has_value();
   const std::shared_ptr<const EncodedGraph> encoded = Encoded(q.graph_hash, a, &out.timing);
-  absl::StatusOr<SearchOutcome> r = a.model.model->manifest.tile_space
+  absl::StatusOr<SearchOutcome> r = out.tile
                                         ? RunTileSearch(q, a, *encoded, cancelled, std::move(out))
                                         : RunLayoutSearch(q, a, *encoded, cancelled, std::move(out));
   if (r.ok()) configs_scored_ += r->evaluations;
@@ -254,8 +259,10 @@ RankerStats Ranker::Stats() const {
   s.queued = pool_->queued();
   s.queued_ranks = pool_->queued(Lane::kRank);
   s.queued_searches = pool_->queued(Lane::kSearch);
+  s.queued_tile_searches = pool_->queued(Lane::kTile);
   s.withdrawn_ranks = pool_->withdrawn(Lane::kRank);
   s.withdrawn_searches = pool_->withdrawn(Lane::kSearch);
+  s.withdrawn_tile_searches = pool_->withdrawn(Lane::kTile);
   s.running = pool_->running();
   s.configs_scored = configs_scored_.load();
   s.batches_run = batches_run_.load();

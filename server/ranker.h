@@ -8,7 +8,8 @@
 // Threads: every public method may be called from any number of threads at once (the
 // gRPC handlers and the registry poller do); Rank blocks its caller until a worker has
 // scored the request, the queue refuses it, or it is cancelled while queued (it leaves
-// the queue at once). Ranks and searches wait in lanes of their own, served in turn. The Ranker owns the graph store, the
+// the queue at once). Ranks, layout searches and tile searches wait in lanes of their
+// own, served in turn. The Ranker owns the graph store, the
 // tensor cache and the worker pool (joined in its destructor, so no job outlives it);
 // it borrows the ModelManager, which must outlive it. Results are the caller's.
 #pragma once
@@ -41,7 +42,12 @@ struct RankerOptions {
   int64_t cache_bytes = int64_t{4} << 30;        // per-version prepared tensors
   int64_t max_configs = kDefaultMaxConfigs;
   int workers = 1;
-  int queue_size = 16;                           // waiting requests per lane (ranks, searches) before RESOURCE_EXHAUSTED
+  int queue_size = 16;                           // waiting ranks, and layout searches, before RESOURCE_EXHAUSTED
+  // Waiting tile searches. One is milliseconds of work (about 5 ms on one worker of a
+  // two-core EPYC, the graph's encoding included), so a worker answers hundreds within
+  // tgraph.triton's 2 s deadline: a fleet's start-up burst waits rather than being refused
+  // and falling back to measuring every candidate.
+  int tile_queue_size = 512;
   // Activation memory one request may use (ActivationBytesPerConfig x batch): batches
   // are made smaller to fit, and a graph whose single configuration does not fit is
   // refused. 0 = unbounded.
@@ -61,8 +67,8 @@ struct RegisterResult {
 struct RankerStats {
   CacheStats graph_store, tensor_cache;
   int64_t queued = 0, running = 0;
-  int64_t queued_ranks = 0, queued_searches = 0;        // by lane (worker_pool.h)
-  int64_t withdrawn_ranks = 0, withdrawn_searches = 0;  // left the queue cancelled or expired
+  int64_t queued_ranks = 0, queued_searches = 0, queued_tile_searches = 0;           // by lane (worker_pool.h)
+  int64_t withdrawn_ranks = 0, withdrawn_searches = 0, withdrawn_tile_searches = 0;  // left the queue cancelled or expired
   int64_t configs_scored = 0, batches_run = 0, rejected_queue_full = 0, cancelled = 0;
 };
 

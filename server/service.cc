@@ -399,7 +399,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   for (const std::string& name : r->measured_tile_names) response->add_measured_tile_names(name);
   response->mutable_measured_runtimes_ns()->Assign(r->measured_runtimes_ns.begin(), r->measured_runtimes_ns.end());
   SetTiming(r->timing, response->mutable_timing());
-  if (metrics_) metrics_->RecordSearch(r->timing);
+  if (metrics_) metrics_->RecordSearch(r->timing, r->tile);
   return grpc::Status::OK;
 }
 

@@ -1,9 +1,11 @@
-// A fixed pool of inference workers behind bounded queues, one per lane (ranks,
-// searches). A free worker takes the lanes in turn when more than one has work, so a
-// rank waits for the jobs already running and at most one search queued before it, never
-// behind a queue of long searches; each lane refuses work when its own queue is full, so
-// searches cannot fill the queue ranks need, and the server answers RESOURCE_EXHAUSTED at
-// once instead of slowing every client down. A job still queued can be withdrawn
+// A fixed pool of inference workers behind bounded queues, one per lane (ranks, layout
+// searches, tile searches). A free worker takes the lanes in turn when more than one has
+// work, so a rank waits for the jobs already running and at most one job of each other
+// lane queued before it, never behind a queue of long searches; each lane refuses work
+// when its own queue is full, so searches cannot fill the queue ranks need, and the server
+// answers RESOURCE_EXHAUSTED at once instead of slowing every client down. Each lane has
+// its own bound: a tile search is milliseconds of work, so a fleet's start-up burst of
+// hundreds of them waits in a queue far longer than a layout search's. A job still queued can be withdrawn
 // (TryWithdraw): a request cancelled or past its deadline leaves the queue at once, and
 // its slot is free for the next.
 // Threads: every method may be called from any thread at once; one mutex guards the
@@ -23,16 +25,19 @@
 
 namespace tgraph {
 
-enum class Lane : int { kRank = 0, kSearch = 1 };
-inline constexpr int kLanes = 2;
-inline const char* LaneName(Lane l) { return l == Lane::kRank ? "rank" : "search"; }
+enum class Lane : int { kRank = 0, kSearch = 1, kTile = 2 };
+inline constexpr int kLanes = 3;
+inline const char* LaneName(Lane l) {
+  return l == Lane::kRank ? "rank" : l == Lane::kSearch ? "search" : "tile";
+}
+using LaneCapacities = std::array<int, kLanes>;  // jobs that may wait, by lane
 
 class WorkerPool {
  public:
   // `on_start` runs once in each worker thread before any job (e.g. thread settings).
-  // `queue_capacity`: jobs that may wait in each lane.
-  WorkerPool(int workers, int queue_capacity, std::function<void()> on_start = nullptr)
-      : capacity_(queue_capacity) {
+  // `capacities`: jobs that may wait in each lane.
+  WorkerPool(int workers, LaneCapacities capacities, std::function<void()> on_start = nullptr)
+      : capacities_(capacities) {
     for (int i = 0; i < workers; ++i)
       threads_.emplace_back([this, on_start] {
         if (on_start) on_start();
@@ -50,14 +55,14 @@ class WorkerPool {
   WorkerPool(const WorkerPool&) = delete;
   WorkerPool& operator=(const WorkerPool&) = delete;
 
-  // The job's ticket (> 0), or 0 when `queue_capacity` jobs already wait in its lane
+  // The job's ticket (> 0), or 0 when its lane's capacity of jobs already wait there
   // (running ones do not count) or the pool is stopping.
   uint64_t TrySubmit(Lane lane, std::function<void()> job) {
     uint64_t ticket = 0;
     {
       absl::MutexLock lock(&mu_);
       std::deque<Queued>& q = lanes_[static_cast<size_t>(lane)];
-      if (stopping_ || static_cast<int>(q.size()) >= capacity_) return 0;
+      if (stopping_ || static_cast<int>(q.size()) >= capacities_[static_cast<size_t>(lane)]) return 0;
       ticket = ++last_ticket_;
       q.push_back({ticket, std::move(job)});
     }
@@ -135,7 +140,7 @@ class WorkerPool {
     return false;
   }
 
-  const int capacity_;
+  const LaneCapacities capacities_;
   mutable absl::Mutex mu_;
   absl::CondVar cv_;  // signalled on a submitted job and on stopping
   std::array<std::deque<Queued>, kLanes> lanes_ ABSL_GUARDED_BY(mu_);

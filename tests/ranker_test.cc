@@ -557,7 +557,7 @@ CATCH_TEST_CASE("a full queue answers RESOURCE_EXHAUSTED, and cancelled requests
 CATCH_TEST_CASE("worker pool: lanes are served in turn, each refuses only its own overflow, and a queued job can be "
                 "withdrawn unrun",
                 "[server]") {
-  WorkerPool pool(1, 2);
+  WorkerPool pool(1, LaneCapacities{2, 2, 3});
   std::promise<void> release;
   std::shared_future<void> released = release.get_future().share();
   std::atomic<bool> holding{false};
@@ -574,8 +574,9 @@ CATCH_TEST_CASE("worker pool: lanes are served in turn, each refuses only its ow
     released.wait();
   }) > 0);
   while (!holding) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  // Two searches queued before two ranks: the worker alternates, starting after the lane
-  // it served last (search), so the first rank runs second, not fourth.
+  // Two searches queued before two ranks (and tile searches): the worker takes the lanes in
+  // turn, starting after the lane it served last (search), so the first rank runs second,
+  // after one tile search, not fourth.
   CATCH_REQUIRE(pool.TrySubmit(Lane::kSearch, record("s1")) > 0);
   CATCH_REQUIRE(pool.TrySubmit(Lane::kSearch, record("s2")) > 0);
   CATCH_CHECK(pool.TrySubmit(Lane::kSearch, record("s3")) == 0);  // the search lane is full
@@ -590,9 +591,14 @@ CATCH_TEST_CASE("worker pool: lanes are served in turn, each refuses only its ow
   CATCH_CHECK(pool.queued(Lane::kRank) == 1);
   CATCH_CHECK(pool.withdrawn(Lane::kRank) == 1);
   CATCH_REQUIRE(pool.TrySubmit(Lane::kRank, record("r2")) > 0);  // its slot is free again
+  // Tile searches have a lane and a bound of their own: three wait though the others are full.
+  for (const char* t : {"t1", "t2", "t3"}) CATCH_REQUIRE(pool.TrySubmit(Lane::kTile, record(t)) > 0);
+  CATCH_CHECK(pool.TrySubmit(Lane::kTile, record("t4")) == 0);
+  CATCH_CHECK(pool.queued(Lane::kTile) == 3);
   release.set_value();
   while (pool.queued() > 0 || pool.running() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  CATCH_CHECK(order == std::vector<std::string>{"r1", "s1", "r2", "s2"});
+  // In turn from the lane after the one served last (search): tile, rank, search, ...
+  CATCH_CHECK(order == std::vector<std::string>{"t1", "r1", "s1", "t2", "r2", "s2", "t3"});
   CATCH_CHECK_FALSE(pool.TryWithdraw(r1));  // it ran
 }
 

@@ -627,3 +627,27 @@ def test_the_gpu_check_is_rehearsed_on_the_cpu_with_a_shortlist_written_here(ser
         assert json.load(tar.extractfile("manifest.json"))["pruner"].startswith("inline")
     first = {(r["dtype"], r["M"], r["N"], r["K"], r["mode"]): r["chosen"] for r in rows if r["repeat"] == "0"}
     assert {(r["dtype"], r["M"], r["N"], r["K"], r["mode"]): r["chosen"] for r in again} == first
+
+
+def test_a_start_up_burst_of_64_new_keys_is_answered_on_the_default_flags_without_a_refusal(tile_server, tmp_path):
+    """64 Pruners (8 processes of 8 threads) each ask at the same moment about a matrix
+    product no other asked: the space, a registration and a tile search each, with the
+    pruner's own 2 s deadline. Tile searches wait in a lane of their own (bounded by
+    --tile_queue_size, 512 by default), so none is refused, none falls back to measuring
+    every candidate; a layout search's queue of 16 refused most of such a burst."""
+    import urllib.request
+    from conftest import SRC
+    s = Server(tile_server.registry, str(tmp_path))
+    try:
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(tgraph.__file__))))
+        r = run([sys.executable, os.path.join(SRC, "scripts", "tile-burst"), "--server", s.address, "--pruners", "64",
+                 "--processes", "8", "--json"], env=env)
+        burst = json.loads(r.stdout)
+        assert burst["pruners"] == 64 and burst["fallbacks"] == 0, burst["why"]
+        assert all(p["kept"] == 3 for p in burst["prunes"])  # the Pruner's top_k
+        metrics = urllib.request.urlopen(f"http://127.0.0.1:{s.metrics_port}/metrics", timeout=10).read().decode()
+        assert "tgraph_rejected_queue_full_total 0" in metrics
+        assert 'tgraph_requests_total{code="OK",method="SearchConfigs"} 64' in metrics
+        assert 'tgraph_queue_wait_seconds_count{lane="tile"} 64' in metrics
+    finally:
+        s.stop()
