@@ -168,6 +168,11 @@ absl::StatusOr<Admitted> Admission::Search(const SearchRequest& q) const {
 absl::StatusOr<MeasurementReport> Admission::Report(const ReportRequest& q) const {
   absl::StatusOr<Collection> coll = ParseCollection(q.collection);
   if (!coll.ok()) return absl::InvalidArgumentError(absl::StrCat("collection: ", coll.status().message()));
+  // Before any row is made from the request: a row count over the bound costs nothing.
+  if (q.num_configs > limits_.max_report_rows)
+    return absl::InvalidArgumentError(absl::StrCat("num_configs: ", q.num_configs, " rows in one report, over this "
+                                                   "server's --max_report_rows (", limits_.max_report_rows,
+                                                   "): split it into reports of at most that many"));
   absl::StatusOr<std::shared_ptr<const StoredGraph>> graph = RegisteredGraph(q.graph_hash);
   if (!graph.ok()) return graph.status();
   if (coll->kind == CollectionKind::kTile) return TileReport(q, *coll, **graph);
@@ -226,6 +231,11 @@ absl::StatusOr<MeasurementReport> Admission::TileReport(const ReportRequest& q, 
     return absl::InvalidArgumentError(absl::StrCat(graph.gemm_problem.status().message(),
                                                    " (tile measurements are of one matrix product: register the kernel "
                                                    "with as_kernel)"));
+  // As a search on it would be refused: a tile model reads a kernel graph.
+  if (graph.num_config_nodes != 0)
+    return absl::InvalidArgumentError(absl::StrCat("graph_hash: ", q.graph_hash, " was registered as a layout graph (",
+                                                   graph.num_config_nodes, " configurable nodes); tile measurements "
+                                                   "are of a kernel graph: register the module as one (as_kernel; Python: kernel=True)"));
   // The rows are the space's: its candidate values, and the GPU's SM count for the grid.
   absl::StatusOr<ModelHandle> model = models_->Get(coll.name(), 0);
   if (!model.ok()) return model.status();

@@ -32,6 +32,7 @@ struct Admitted {
 
 struct AdmissionLimits {
   int64_t max_configs = 0;       // RankerOptions::max_configs
+  int64_t max_report_rows = 0;   // RankerOptions::max_report_rows
   int64_t activation_bytes = 0;  // RankerOptions::activation_bytes (0: unbounded)
 };
 

@@ -26,6 +26,7 @@ ABSL_FLAG(int, queue_size, tgraph::ServerOptions{}.ranker.queue_size, "Requests 
 ABSL_FLAG(int, tile_queue_size, tgraph::ServerOptions{}.ranker.tile_queue_size, "Tile searches that may wait for a worker before RESOURCE_EXHAUSTED, in a lane of their own: each is milliseconds of work, so a fleet's start-up burst waits rather than falling back");
 ABSL_FLAG(int64_t, max_nodes, tgraph::ServerOptions{}.service.max_nodes, "Largest graph accepted (nodes)");
 ABSL_FLAG(int64_t, max_configs, tgraph::ServerOptions{}.ranker.max_configs, "Most configurations per RankConfigs request");
+ABSL_FLAG(int64_t, max_report_rows, tgraph::ServerOptions{}.ranker.max_report_rows, "Most measured rows per ReportMeasurements request (more: INVALID_ARGUMENT, split the report)");
 ABSL_FLAG(int64_t, max_message_bytes, tgraph::ServerOptions{}.service.max_message_bytes, "Largest gRPC message accepted");
 ABSL_FLAG(std::string, precision, tgraph::ServerOptions{}.precision_flag, tgraph::kPrecisionFlagHelp);
 ABSL_FLAG(int64_t, activation_bytes, tgraph::ServerOptions{}.ranker.activation_bytes,
@@ -103,6 +104,9 @@ absl::StatusOr<tgraph::ServerOptions> OptionsFromFlags() {
   o.ranker.graph_store_bytes = absl::GetFlag(FLAGS_graph_store_bytes);
   o.service.max_nodes = absl::GetFlag(FLAGS_max_nodes);
   o.ranker.max_configs = absl::GetFlag(FLAGS_max_configs);
+  o.ranker.max_report_rows = absl::GetFlag(FLAGS_max_report_rows);
+  if (o.ranker.max_report_rows < 1)
+    return tgraph::UsageError(absl::StrCat("--max_report_rows must be 1 or more, got ", o.ranker.max_report_rows));
   o.ranker.workers = absl::GetFlag(FLAGS_workers);
   o.ranker.queue_size = absl::GetFlag(FLAGS_queue_size);
   o.ranker.tile_queue_size = absl::GetFlag(FLAGS_tile_queue_size);

@@ -33,7 +33,7 @@ Ranker::Ranker(ModelManager* models, RankerOptions options)
     : models_(models),
       options_(options),
       graphs_(options.graph_store_bytes),
-      admission_(&graphs_, models, {options.max_configs, options.activation_bytes}),
+      admission_(&graphs_, models, {options.max_configs, options.max_report_rows, options.activation_bytes}),
       prepared_(options.cache_bytes),
       pool_(std::make_unique<WorkerPool>(options.workers,
                                          LaneCapacities{options.queue_size, options.queue_size, options.tile_queue_size})) {}

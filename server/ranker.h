@@ -41,6 +41,10 @@ struct RankerOptions {
   int64_t graph_store_bytes = int64_t{2} << 30;  // registered (pruned) graphs
   int64_t cache_bytes = int64_t{4} << 30;        // per-version prepared tensors
   int64_t max_configs = kDefaultMaxConfigs;
+  // Rows in one ReportMeasurements request (INVALID_ARGUMENT over it: split the report).
+  // A farm reports what it measured since its last report, hundreds of rows; the bound
+  // keeps the rows a request turns into (and the shard it writes) within reason.
+  int64_t max_report_rows = kDefaultMaxConfigs;
   int workers = 1;
   int queue_size = 16;                           // waiting ranks, and layout searches, before RESOURCE_EXHAUSTED
   // Waiting tile searches. One is milliseconds of work (about 5 ms on one worker of a

@@ -63,7 +63,7 @@ void LogOptions(const ServerOptions& o) {
       "registry=", o.registry, " address=", o.address, " metrics_address=", o.metrics_address, " workers=", r.workers,
       " intra_op_threads=", torch::get_num_threads(), " OMP_WAIT_POLICY=", OpenMpWaitPolicy(),
       " queue_size=", r.queue_size, " tile_queue_size=", r.tile_queue_size, " cache_bytes=", r.cache_bytes, " graph_store_bytes=", r.graph_store_bytes,
-      " max_nodes=", o.service.max_nodes, " max_configs=", r.max_configs, " max_message_bytes=", o.service.max_message_bytes,
+      " max_nodes=", o.service.max_nodes, " max_configs=", r.max_configs, " max_report_rows=", r.max_report_rows, " max_message_bytes=", o.service.max_message_bytes,
       " poll_interval_s=", o.poll_interval_s, " keep_versions=", o.keep_versions,
       " fold_inference=", o.fold_inference ? "true" : "false", " precision=", PrecisionName(o.precision), " (",
       o.precision_flag, CpuHasBf16() ? "; the CPU has avx512_bf16)" : "; the CPU has no avx512_bf16)",

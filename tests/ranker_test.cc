@@ -66,6 +66,7 @@ struct ServedWorld {
     mm->Poll();
     RankerOptions ro;
     ro.max_configs = 500;
+    ro.max_report_rows = 600;
     ranker = std::make_unique<Ranker>(mm.get(), ro);
     g = *LoadLayoutGraph(w.File("layout:xla:random").path);
     hash = ranker->Register(WireOf(g))->graph_hash;
@@ -514,6 +515,36 @@ CATCH_TEST_CASE("ranker validates every request field before any compute", "[ser
          "tile_configs: config 1, feature 6 is -2, expected a finite non-negative number");
   tq.collection = "layout:xla:random";
   expect(tq, absl::StatusCode::kInvalidArgument, "the graph has no node_config_ids");
+}
+
+CATCH_TEST_CASE("ranker: a report over --max_report_rows rows or with a runtime over an hour is refused before any row "
+                "is made",
+                "[server]") {
+  ServedWorld sw(1);
+  const LayoutGraph& g = sw.g;
+  const size_t row = static_cast<size_t>(g.num_config_nodes()) * kConfigFeatDim;
+  ReportRequest report;
+  report.collection = "layout:xla:random";
+  report.graph_hash = sw.hash;
+  report.num_configs = 2;
+  report.layout_configs = absl::string_view(reinterpret_cast<const char*>(g.config_feat.data()), 2 * row);
+  report.runtimes_ns = {100, kMaxRuntimeNs};  // an hour exactly is a runtime
+  CATCH_CHECK(sw.ranker->MeasurementReportFor(report).ok());
+  report.runtimes_ns = {100, std::numeric_limits<int64_t>::max()};  // 292 years
+  auto refused = sw.ranker->MeasurementReportFor(report);
+  CATCH_REQUIRE_FALSE(refused.ok());
+  CATCH_CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(refused.status().message()),
+                   Catch::StartsWith("runtimes_ns[1]: 9223372036854775807 ns is over an hour"));
+  // 601 rows claimed: refused on the count, whatever the bytes (none are read).
+  report.num_configs = 601;
+  report.runtimes_ns.assign(601, 100);
+  refused = sw.ranker->MeasurementReportFor(report);
+  CATCH_REQUIRE_FALSE(refused.ok());
+  CATCH_CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK(std::string(refused.status().message()) ==
+              "num_configs: 601 rows in one report, over this server's --max_report_rows (600): split it into reports "
+              "of at most that many");
 }
 
 CATCH_TEST_CASE("a full queue answers RESOURCE_EXHAUSTED, and cancelled requests stop", "[server]") {

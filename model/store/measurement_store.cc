@@ -148,10 +148,14 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
     return absl::InvalidArgumentError(absl::StrCat("layout_configs: ", r.config_feat.size(), " values for ", r.num_configs,
                                                    " rows of ", nc, " configurable nodes x ", kConfigFeatDim,
                                                    " (expected ", r.num_configs * nc * kConfigFeatDim, ")"));
-  for (int64_t i = 0; i < r.num_configs; ++i)
+  for (int64_t i = 0; i < r.num_configs; ++i) {
     if (r.runtime_ns[i] <= 0)
       return absl::InvalidArgumentError(
           absl::StrCat("runtimes_ns[", i, "]: ", r.runtime_ns[i], " is not a runtime (expected > 0 ns)"));
+    if (r.runtime_ns[i] > kMaxRuntimeNs)
+      return absl::InvalidArgumentError(absl::StrCat("runtimes_ns[", i, "]: ", r.runtime_ns[i], " ns is over an hour (",
+                                                     kMaxRuntimeNs, " ns), not a measured runtime: are they ns?"));
+  }
   if (r.collection.kind == CollectionKind::kTile) return ValidateTileRows(r);
   if (!r.tile_config_feat.empty() || !r.kernel.name.empty())
     return absl::InvalidArgumentError("tile rows and a kernel are for tile collections; this is a layout collection");

@@ -67,7 +67,7 @@ struct MeasurementReport {
   std::vector<int8_t> config_feat;       // layout: c x nc x 18, values in -1..5
   std::vector<float> tile_config_feat;   // tile: c x 24 (TritonTileFeatures of the graph's problem)
   TileKernelId kernel;                   // tile: the kernel measured
-  std::vector<int64_t> runtime_ns;       // c, each > 0
+  std::vector<int64_t> runtime_ns;       // c, each > 0 and at most kMaxRuntimeNs
   std::string source;                    // free text, e.g. the farm's worker pool; may be empty; at most kMaxSourceBytes
 };
 
@@ -78,7 +78,7 @@ struct AppendResult {
 };
 
 // Checks a report before anything is written: INVALID_ARGUMENT naming the field and,
-// for rows, the row index (a runtime <= 0, a layout value outside -1..5, a row count
+// for rows, the row index (a runtime <= 0 or over kMaxRuntimeNs, a layout value outside -1..5, a row count
 // that does not match, a graph hash that is not hex, a tile report without its kernel).
 absl::Status ValidateMeasurementReport(const MeasurementReport& r);
 
@@ -153,6 +153,10 @@ inline constexpr size_t kMaxRunsPerTile = 15;
 // that cannot be listed is an error.
 // A report's `source` label is stored in its shard: a label, not a payload.
 inline constexpr size_t kMaxSourceBytes = 256;
+// The longest runtime a report may hold: an hour. Autotuning measures a configuration in
+// seconds to minutes; a larger number is a unit mistake or garbage (2^63-1 ns is 292
+// years), and stored it would dominate every mean the prior and fine-tuning take.
+inline constexpr int64_t kMaxRuntimeNs = int64_t{3600} * 1000 * 1000 * 1000;
 
 struct LoadedMeasurements {
   std::vector<LayoutGraph> graphs;

@@ -651,3 +651,31 @@ def test_a_start_up_burst_of_64_new_keys_is_answered_on_the_default_flags_withou
         assert 'tgraph_queue_wait_seconds_count{lane="tile"} 64' in metrics
     finally:
         s.stop()
+
+
+def test_a_tile_report_on_a_layout_graph_or_of_a_runtime_over_an_hour_is_refused_and_nothing_is_written(server):
+    """A matrix product registered as a layout graph (no kernel=True) is refused by a tile
+    search; its tile report is refused alike, naming the registration. A runtime of
+    2^63-1 ns (292 years) is not a measurement. Nothing of either is stored; the same
+    timings on the kernel graph are."""
+    client = tgraph.Client(server.address)
+    kernel = tgraph.TileKernel("bounded_kernel", "cd" * 8)
+    text = tt.gemm_module(192, 1024, 1024, "bf16").data
+    as_layout = tgraph.HloModule(text)
+    before = len(shards(server))
+    with pytest.raises(tgraph.TgraphError) as search:
+        client.search_tiles(COLLECTION, as_layout, results=3, kernel=kernel)
+    with pytest.raises(tgraph.TgraphError) as report:
+        client.report_measurements(COLLECTION, as_layout, ["64x64x32 w4 s3"], [12345], kernel=kernel)
+    assert search.value.code == report.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert "was registered as a layout graph" in report.value.message and "kernel=True" in report.value.message
+    as_kernel = tgraph.HloModule(text, kernel=True)
+    with pytest.raises(tgraph.TgraphError) as forever:
+        client.report_measurements(COLLECTION, as_kernel, ["64x64x32 w4 s3", "64x64x32 w4 s4"],
+                                   [12345, 2 ** 63 - 1], kernel=kernel)
+    assert forever.value.code == grpc.StatusCode.INVALID_ARGUMENT
+    assert forever.value.message.endswith("runtimes_ns[1]: 9223372036854775807 ns is over an hour "
+                                          "(3600000000000 ns), not a measured runtime: are they ns?")
+    assert len(shards(server)) == before
+    assert client.report_measurements(COLLECTION, as_kernel, ["64x64x32 w4 s3"], [12345], kernel=kernel).stored == 1
+    assert len(shards(server)) == before + 1
