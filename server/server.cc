@@ -172,10 +172,17 @@ absl::Status ServerProcess::OpenMeasurementStore() {
     return UsageError(absl::StrCat("--measurement_store: ", o_.measurement_store,
                                    " is not a directory (reports would all fail): give a directory, or one to create"));
   measurements_ = std::make_unique<MeasurementStore>(o_.measurement_store);
-  absl::StatusOr<int> stale = measurements_->RemoveStaleTemporaries();
-  LogInfo(absl::StrCat("measurement store: ", measurements_->root(),
-                       stale.ok() ? absl::StrCat(" (", *stale, " stale temporaries of crashed writes removed)")
-                                  : absl::StrCat(" (", stale.status().message(), ")")));
+  // Without the lock reports still work (a read-only store refuses them precisely); only
+  // a later start cannot tell this process's temporaries from a live writer's.
+  if (absl::Status s = measurements_->HoldWriterLock(); !s.ok())
+    LogWarning(absl::StrCat("measurement store: no writer lock (", s.message(), ")"));
+  absl::StatusOr<MeasurementStore::TemporarySweep> stale = measurements_->RemoveStaleTemporaries();
+  LogInfo(absl::StrCat(
+      "measurement store: ", measurements_->root(),
+      stale.ok() ? absl::StrCat(" (", stale->removed, " temporaries of crashed writes removed; ", stale->kept_live,
+                                " of running writers kept; ", stale->kept_unknown,
+                                " of writers without a lock file (an older server?) kept until an hour old)")
+                 : absl::StrCat(" (", stale.status().message(), ")")));
   // Searches for a kernel follow its stored tile measurements from the first request;
   // shards written before reports named their GPU count as their collection's GPU's.
   std::map<std::string, std::string> gpu_of;

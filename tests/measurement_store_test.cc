@@ -264,23 +264,64 @@ TEST_CASE("bad shards are left out and listed, and the good ones still train", "
   CHECK(all.find("11ab12cd34ef5678.m1.deadbeef.npz: ") != std::string::npos);
 }
 
-TEST_CASE("stale temporaries of crashed writes are removed, fresh ones and shards kept", "[measurements]") {
+TEST_CASE("a crashed writer's temporaries are removed at once, a live writer's kept, and an unknown one's once an "
+          "hour old",
+          "[measurements]") {
   TempDir dir;
-  MeasurementStore store(dir.path());
-  absl::StatusOr<AppendResult> shard = store.Append(Report({0}, {100}));
+  // A live writer (another replica): its lock held, its shard's name has its token.
+  MeasurementStore live(dir.path());
+  REQUIRE(live.HoldWriterLock().ok());
+  absl::StatusOr<AppendResult> shard = live.Append(Report({0}, {100}));
   REQUIRE(shard.ok());
+  const std::string name = fs::path(shard->path).filename().string();
+  const std::string live_token = name.substr(name.size() - 12, 8);
+  // A crashed writer: its lock file left behind, held by no process (the kernel dropped it).
+  const std::string writers = dir.path() + "/writers";
+  std::ofstream(writers + "/dead0123.lock") << "";
   const std::string train = dir.path() + "/npz/layout/xla/default/train";
-  const std::string stale = train + "/00ab12cd34ef5678.m1.abcd0123.npz.partial.tmp.77";
-  const std::string fresh = train + "/00ab12cd34ef5678.m2.abcd0123.npz.partial";
-  for (const std::string& p : {stale, fresh}) std::ofstream(p) << "half a shard";
-  fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
-  absl::StatusOr<int> removed = store.RemoveStaleTemporaries(3600);
-  REQUIRE(removed.ok());
-  CHECK(*removed == 1);
-  CHECK_FALSE(fs::exists(stale));
-  CHECK(fs::exists(fresh));
+  const std::string crashed = train + "/00ab12cd34ef5678.m3.dead0123.npz.partial";  // fresh, yet removed
+  const std::string crashed_tmp = train + "/00ab12cd34ef5678.m4.dead0123.npz.partial.tmp.77";
+  const std::string in_flight = train + "/00ab12cd34ef5678.m5." + live_token + ".npz.partial";
+  const std::string unknown_stale = train + "/00ab12cd34ef5678.m1.abcd0123.npz.partial.tmp.77";
+  const std::string unknown_fresh = train + "/00ab12cd34ef5678.m2.abcd0123.npz.partial";
+  for (const std::string& p : {crashed, crashed_tmp, in_flight, unknown_stale, unknown_fresh})
+    std::ofstream(p) << "half a shard";
+  fs::last_write_time(unknown_stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+
+  MeasurementStore starting(dir.path());
+  REQUIRE(starting.HoldWriterLock().ok());
+  absl::StatusOr<MeasurementStore::TemporarySweep> sweep = starting.RemoveStaleTemporaries(3600);
+  REQUIRE(sweep.ok());
+  CHECK(sweep->removed == 3);
+  CHECK(sweep->kept_live == 1);
+  CHECK(sweep->kept_unknown == 1);
+  CHECK_FALSE(fs::exists(crashed));
+  CHECK_FALSE(fs::exists(crashed_tmp));
+  CHECK_FALSE(fs::exists(unknown_stale));
+  CHECK(fs::exists(in_flight));
+  CHECK(fs::exists(unknown_fresh));
   CHECK(fs::exists(shard->path));
-  absl::StatusOr<int> none = MeasurementStore(dir.path() + "/nothing-here").RemoveStaleTemporaries();
+  CHECK_FALSE(fs::exists(writers + "/dead0123.lock"));  // the dead writer is forgotten
+  CHECK(fs::exists(writers + "/" + live_token + ".lock"));
+  absl::StatusOr<MeasurementStore::TemporarySweep> none =
+      MeasurementStore(dir.path() + "/nothing-here").RemoveStaleTemporaries();
   REQUIRE(none.ok());
-  CHECK(*none == 0);
+  CHECK(none->removed + none->kept_live + none->kept_unknown == 0);
+}
+
+TEST_CASE("a writer's lock file goes with it, and two live writers never share a token", "[measurements]") {
+  TempDir dir;
+  const std::string writers = dir.path() + "/writers";
+  {
+    MeasurementStore a(dir.path()), b(dir.path());
+    REQUIRE(a.HoldWriterLock().ok());
+    REQUIRE(b.HoldWriterLock().ok());
+    REQUIRE(a.HoldWriterLock().ok());  // idempotent
+    int locks = 0;
+    for (const auto& e : fs::directory_iterator(writers)) locks += e.path().extension() == ".lock";
+    CHECK(locks == 2);
+    const std::string pa = a.Append(Report({0}, {100}))->path, pb = b.Append(Report({0}, {100}))->path;
+    CHECK(pa.substr(pa.size() - 12, 8) != pb.substr(pb.size() - 12, 8));
+  }
+  CHECK(fs::is_empty(writers));
 }

@@ -1,11 +1,16 @@
 #include "model/store/measurement_store.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 #include <string_view>
 #include <system_error>
@@ -32,6 +37,30 @@ constexpr char kSourceKey[] = "tgraph_source";
 constexpr char kKernelKey[] = "tgraph_kernel";
 constexpr char kShardMark[] = ".m";       // <hash>.m<seq>.npz
 constexpr char kPartialSuffix[] = ".partial";
+constexpr char kWritersDir[] = "writers";    // <root>/writers/<writer>.lock
+
+// The writer token of a temporary's name (<hash>.m<seq>.<writer>.npz.partial...), or "".
+std::string WriterOfTemporary(const std::string& filename) {
+  const size_t npz = filename.find(".npz");
+  if (npz == std::string::npos) return "";
+  const size_t dot = filename.rfind('.', npz - 1);
+  if (dot == std::string::npos || npz - dot != 9) return "";
+  const std::string w = filename.substr(dot + 1, 8);
+  return std::all_of(w.begin(), w.end(), [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); })
+             ? w
+             : "";
+}
+
+// Whether a process holds `lock_path`'s lock: false when it could be taken (then its
+// file is removed under the lock: that writer is gone), nullopt when there is no file.
+std::optional<bool> WriterAlive(const std::string& lock_path) {
+  const int fd = ::open(lock_path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  const bool alive = ::flock(fd, LOCK_EX | LOCK_NB) != 0;
+  if (!alive) ::unlink(lock_path.c_str());
+  ::close(fd);
+  return alive;
+}
 
 bool IsHex(const std::string& s) {
   return !s.empty() && s.size() <= 64 &&
@@ -172,6 +201,38 @@ MeasurementStore::MeasurementStore(std::string root) : root_(std::move(root)) {
   writer_ = token;
 }
 
+MeasurementStore::~MeasurementStore() {
+  if (lock_fd_ < 0) return;
+  ::unlink(absl::StrCat(root_, "/", kWritersDir, "/", writer_, ".lock").c_str());
+  ::close(lock_fd_);
+}
+
+absl::Status MeasurementStore::HoldWriterLock() {
+  if (lock_fd_ >= 0) return absl::OkStatus();
+  const std::string dir = absl::StrCat(root_, "/", kWritersDir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": create directory"));
+  std::random_device rd;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const std::string path = absl::StrCat(dir, "/", writer_, ".lock");
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) return ErrnoStatus(errno, absl::StrCat(path, ": open"));
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      lock_fd_ = fd;
+      return absl::OkStatus();
+    }
+    const int e = errno;
+    ::close(fd);
+    if (e != EWOULDBLOCK) return ErrnoStatus(e, absl::StrCat(path, ": lock"));
+    char token[16];  // a live writer has this token: another one
+    std::snprintf(token, sizeof(token), "%08x", static_cast<unsigned>(rd()));
+    absl::MutexLock lock(&mu_);
+    writer_ = token;
+  }
+  return absl::InternalError(absl::StrCat(dir, ": no free writer token in 8 tries"));
+}
+
 std::string MeasurementStore::NextShardPath(const MeasurementReport& r, int64_t* seq) {
   {
     absl::MutexLock lock(&mu_);
@@ -238,22 +299,44 @@ absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r
   return out;
 }
 
-absl::StatusOr<int> MeasurementStore::RemoveStaleTemporaries(double min_age_s) const {
+absl::StatusOr<MeasurementStore::TemporarySweep> MeasurementStore::RemoveStaleTemporaries(double min_age_s) const {
   const std::string npz = root_ + "/npz";
+  TemporarySweep out;
   std::error_code ec;
-  if (!fs::exists(npz, ec)) return 0;
+  if (!fs::exists(npz, ec)) return out;
+  std::vector<fs::path> temporaries;
+  for (fs::recursive_directory_iterator it(npz, ec), end; !ec && it != end; it.increment(ec))
+    if (it->is_regular_file(ec) && it->path().filename().string().find(kPartialSuffix) != std::string::npos)
+      temporaries.push_back(it->path());
+  if (ec) return ErrnoStatus(ec.value(), absl::StrCat(npz, ": listing temporaries"));
+  // Each writer asked once: a dead one's lock file is gone after the first question.
+  std::map<std::string, std::optional<bool>> alive;
   const auto now = fs::file_time_type::clock::now();
-  int removed = 0;
-  for (fs::recursive_directory_iterator it(npz, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->is_regular_file(ec) || it->path().filename().string().find(kPartialSuffix) == std::string::npos) continue;
-    const auto mtime = fs::last_write_time(it->path(), ec);
-    if (ec) break;
-    if (std::chrono::duration<double>(now - mtime).count() < min_age_s) continue;
-    if (!fs::remove(it->path(), ec) || ec) break;
-    ++removed;
+  for (const fs::path& p : temporaries) {
+    const std::string w = WriterOfTemporary(p.filename().string());
+    std::optional<bool> live;
+    if (!w.empty()) {
+      auto [at, asked] = alive.try_emplace(w);
+      if (asked) at->second = w == writer_ && lock_fd_ >= 0 ? std::optional<bool>(true)
+                                                            : WriterAlive(absl::StrCat(root_, "/", kWritersDir, "/", w, ".lock"));
+      live = at->second;
+    }
+    if (live.value_or(false)) {
+      ++out.kept_live;
+      continue;
+    }
+    if (!live.has_value()) {
+      const auto mtime = fs::last_write_time(p, ec);
+      if (ec) return ErrnoStatus(ec.value(), absl::StrCat(p.string(), ": reading its time"));
+      if (std::chrono::duration<double>(now - mtime).count() < min_age_s) {
+        ++out.kept_unknown;
+        continue;
+      }
+    }
+    if (!fs::remove(p, ec) && ec) return ErrnoStatus(ec.value(), absl::StrCat(p.string(), ": removing"));
+    ++out.removed;
   }
-  if (ec) return ErrnoStatus(ec.value(), absl::StrCat(npz, ": removing stale temporaries"));
-  return removed;
+  return out;
 }
 
 absl::StatusOr<LoadedMeasurements> LoadMeasurements(const std::string& root, const Collection& collection) {

@@ -17,6 +17,9 @@
 // A shard is written under a temporary name, fsynced, renamed and its directory
 // fsynced before Append returns: once Append says OK, a crash cannot lose it, and a
 // crash before then leaves no shard (a stale temporary at most, which readers skip).
+// A writing instance holds an advisory lock on <root>/writers/<writer>.lock while it
+// lives (HoldWriterLock), so that a later start knows which writers' temporaries no
+// process can still be writing: the kernel drops a crashed process's lock.
 #pragma once
 
 #include <cstdint>
@@ -85,6 +88,14 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r);
 class MeasurementStore {
  public:
   explicit MeasurementStore(std::string root);
+  ~MeasurementStore();  // releases the writer lock and removes its file
+  MeasurementStore(const MeasurementStore&) = delete;
+  MeasurementStore& operator=(const MeasurementStore&) = delete;
+
+  // Takes this instance's writer lock (see the file comment; a new writer token when a
+  // live writer holds the same one). Call before the first Append of a long-lived writer;
+  // errors name the path. Idempotent.
+  absl::Status HoldWriterLock();
 
   // Validates and writes one shard durably (see the file comment). A full disk is
   // RESOURCE_EXHAUSTED, a read-only store FAILED_PRECONDITION or PERMISSION_DENIED;
@@ -108,10 +119,17 @@ class MeasurementStore {
   // key as written). Call once, before serving.
   absl::StatusOr<std::vector<std::string>> LoadKernelIndex(const std::map<std::string, std::string>& gpu_of = {});
 
-  // Deletes temporaries (names containing ".partial") older than `min_age_s` under the
-  // store, which crashed writes leave behind; younger ones may be another replica's
-  // write in flight. Returns how many were deleted; errors name the path.
-  absl::StatusOr<int> RemoveStaleTemporaries(double min_age_s = 3600) const;
+  // Deletes the temporaries (names containing ".partial") that crashed writes left under
+  // the store: at once, whatever their age, those of a writer whose lock no process
+  // holds; those of a writer without a lock file (a server of an older version, or a
+  // file system where the lock file was lost) once older than `min_age_s`, since they
+  // may be a write in flight. A live writer's are kept. Errors name the path.
+  struct TemporarySweep {
+    int removed = 0;
+    int kept_live = 0;     // a running writer's (another replica's write in flight)
+    int kept_unknown = 0;  // no lock file, younger than min_age_s
+  };
+  absl::StatusOr<TemporarySweep> RemoveStaleTemporaries(double min_age_s = 3600) const;
 
  private:
   // One graph's measurements of one kernel: runtimes per configuration, the most recent
@@ -132,6 +150,7 @@ class MeasurementStore {
 
   std::string root_;
   std::string writer_;   // 8 random hex digits
+  int lock_fd_ = -1;     // the writer lock's descriptor, held (flock) while this instance lives
   mutable absl::Mutex mu_;  // serialises shard naming; guards the kernel index
   int64_t last_seq_ ABSL_GUARDED_BY(mu_) = 0;  // strictly increasing shard sequence (nanoseconds since the epoch)
   // collection, kernel -> graph hash -> its measurements, and the snapshot readers share.
