@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <cstdio>
 #include <functional>
+#include <random>
 #include <thread>
 #include <tuple>
 
@@ -44,6 +46,15 @@ absl::Status CheckRanking(const v1::RankConfigsResponse& r, int64_t configs, int
     seen[static_cast<size_t>(i)] = true;
   }
   return absl::OkStatus();
+}
+
+// 32 random hex digits: a report's id (ranker.proto, report_id).
+std::string NewReportId() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  char id[33];
+  std::snprintf(id, sizeof(id), "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return id;
 }
 
 }  // namespace
@@ -411,6 +422,8 @@ absl::StatusOr<MeasurementReceipt> RankerClient::Impl::Report(
                        static_cast<size_t>(count) * num_config_nodes * kConfigFeatDim);
   q.mutable_runtimes_ns()->Assign(runtimes_ns, runtimes_ns + count);
   q.set_source(source);
+  // One id per report, the same on every retry below: the server stores it once.
+  q.set_report_id(NewReportId());
   v1::ReportMeasurementsResponse resp;
   MeasurementReceipt r;
   if (absl::Status s = WithRegistration(
@@ -419,6 +432,7 @@ absl::StatusOr<MeasurementReceipt> RankerClient::Impl::Report(
       !s.ok())
     return s;
   r.stored = resp.stored();
+  r.already_stored = resp.already_stored();
   r.shard = resp.shard();
   return r;
 }

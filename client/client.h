@@ -126,6 +126,7 @@ struct MeasurementReceipt {
   int64_t stored = 0;     // measurements stored durably
   std::string shard;      // the shard written, relative to the server's store
   int registrations = 0;  // RegisterGraph calls the report needed
+  bool already_stored = false;  // a retry found the report stored by an earlier attempt
 };
 
 // A model collection the server serves (ListModels), newest loaded version first.

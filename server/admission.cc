@@ -191,6 +191,7 @@ absl::StatusOr<MeasurementReport> Admission::Report(const ReportRequest& q) cons
                        reinterpret_cast<const int8_t*>(q.layout_configs.data()) + q.layout_configs.size());
   r.runtime_ns = q.runtimes_ns;
   r.source = q.source;
+  r.report_id = q.report_id;
   // Sizes and values first (their errors name the field), then the rows' legality.
   if (absl::Status s = ValidateMeasurementReport(r); !s.ok()) return s;
   if (std::string bad = FirstIllegalLayoutRow((*graph)->space, r.config_feat.data(), r.num_configs); !bad.empty())
@@ -259,6 +260,7 @@ absl::StatusOr<MeasurementReport> Admission::TileReport(const ReportRequest& q, 
   r.kernel = kernel;
   r.runtime_ns = q.runtimes_ns;
   r.source = q.source;
+  r.report_id = q.report_id;
   for (size_t i = 0; i < q.tile_names.size(); ++i) {
     absl::StatusOr<TritonTile> t = ParseTritonTile(q.tile_names[i]);
     if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat("tile_names[", i, "]: ", t.status().message()));

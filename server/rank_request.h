@@ -46,6 +46,7 @@ struct ReportRequest {
   std::string source;
   std::vector<std::string> tile_names;  // tile collections: c configurations, "128x128x64 w4 s3"
   TileKernelId kernel;                   // tile collections: the kernel measured
+  std::string report_id;                 // the client's id, reused on retry ("" for none)
 };
 
 // A SearchConfigs request (model/search/layout_search.h), its rows borrowed likewise.

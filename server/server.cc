@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "model/nn/model_io.h"
 #include "model/store/measurement_store.h"
+#include "model/store/report_ids.h"
 #include "model/tools/cli.h"
 #include "model/tools/tool.h"
 #include "server/listener.h"
@@ -183,6 +184,9 @@ absl::Status ServerProcess::OpenMeasurementStore() {
                                 " of running writers kept; ", stale->kept_unknown,
                                 " of writers without a lock file (an older server?) kept until an hour old)")
                  : absl::StrCat(" (", stale.status().message(), ")")));
+  // A client retries a report within minutes; its id's marker is kept a day.
+  if (absl::StatusOr<int> ids = RemoveOldReportIds(measurements_->root()); !ids.ok())
+    LogWarning(absl::StrCat("measurement store: ", ids.status().message()));
   // Searches for a kernel follow its stored tile measurements from the first request;
   // shards written before reports named their GPU count as their collection's GPU's.
   std::map<std::string, std::string> gpu_of;

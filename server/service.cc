@@ -318,6 +318,7 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
   q.source = request->source();
   q.tile_names.assign(request->tile_names().begin(), request->tile_names().end());
   q.kernel = KernelOf(request->kernel());
+  q.report_id = request->report_id();
   absl::StatusOr<MeasurementReport> r = ranker_->MeasurementReportFor(q);
   if (!r.ok()) return ToGrpc(r.status(), context);
   absl::StatusOr<AppendResult> a = measurements_->Append(*r);
@@ -329,9 +330,10 @@ grpc::Status RankerService::ReportMeasurements(grpc::ServerContext* context, con
     LogError(absl::StrCat("ReportMeasurements: ", a.status().message()));
     return ToGrpc(StoreFailure(a.status()), context);
   }
-  if (metrics_) metrics_->RecordMeasurements(a->measurements, a->bytes);
+  if (metrics_ && !a->already_stored) metrics_->RecordMeasurements(a->measurements, a->bytes);
   TrimHeapAfter(bytes);
   response->set_stored(a->measurements);
+  response->set_already_stored(a->already_stored);
   response->set_shard(std::filesystem::path(a->path).lexically_relative(measurements_->root()).string());
   return grpc::Status::OK;
 }

@@ -17,6 +17,7 @@
 #include "model/core/graph_io.h"
 #include "model/core/file_util.h"
 #include "model/store/measurement_store.h"
+#include "model/store/report_ids.h"
 #include "model/core/npy.h"
 #include "tests/test_util.h"
 
@@ -324,4 +325,70 @@ TEST_CASE("a writer's lock file goes with it, and two live writers never share a
     CHECK(pa.substr(pa.size() - 12, 8) != pb.substr(pb.size() - 12, 8));
   }
   CHECK(fs::is_empty(writers));
+}
+
+TEST_CASE("a report retried with its id is stored once: by the same store, a restarted one, or two at once",
+          "[measurements]") {
+  TempDir dir;
+  const std::string train = dir.path() + "/npz/layout/xla/default/train";
+  MeasurementReport r = Report({0, 1}, {100, 200});
+  r.report_id = "3f2a9c1e-0b7d-4e55-9a0c-2f1d8e6b7a10";
+  MeasurementStore store(dir.path());
+  absl::StatusOr<AppendResult> first = store.Append(r);
+  REQUIRE(first.ok());
+  CHECK_FALSE(first->already_stored);
+  absl::StatusOr<AppendResult> again = store.Append(r);
+  REQUIRE(again.ok());
+  CHECK(again->already_stored);
+  CHECK(again->path == first->path);
+  CHECK(again->measurements == 2);
+  CHECK(MeasurementStore(dir.path()).Append(r)->path == first->path);  // a restarted server
+  CHECK(CountFiles(train) == 1);
+  // Another id: another shard; no id: every call stores.
+  r.report_id = "other";
+  CHECK_FALSE(store.Append(r)->already_stored);
+  r.report_id.clear();
+  CHECK_FALSE(store.Append(r)->already_stored);
+  CHECK_FALSE(store.Append(r)->already_stored);
+  CHECK(CountFiles(train) == 4);
+
+  // Claimed, then the writer died before its shard's rename: the retry writes the claimed
+  // name. Eight threads retrying one id at once leave one shard.
+  r.report_id = "crashed";
+  REQUIRE(ClaimReportShard(dir.path(), r.report_id, train + "/00ab12cd34ef5678.m0000000000000000007.dead0123.npz")
+              .ok());
+  absl::StatusOr<AppendResult> after_crash = store.Append(r);
+  REQUIRE(after_crash.ok());
+  CHECK_FALSE(after_crash->already_stored);
+  CHECK(fs::path(after_crash->path).filename() == "00ab12cd34ef5678.m0000000000000000007.dead0123.npz");
+  CHECK(LoadLayoutGraph(after_crash->path)->config_runtime == std::vector<int64_t>{100, 200});
+  r.report_id = "at-once";
+  std::vector<std::thread> threads;
+  std::atomic<int> written{0}, failed{0};
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&] {
+      absl::StatusOr<AppendResult> a = store.Append(r);
+      if (!a.ok()) ++failed;
+      else if (!a->already_stored) ++written;
+    });
+  for (std::thread& t : threads) t.join();
+  CHECK(failed == 0);
+  CHECK(written >= 1);
+  CHECK(CountFiles(train) == 6);
+
+  // Ids that are not names, and a damaged marker, are errors naming them.
+  r.report_id = "../escape";
+  CHECK(store.Append(r).status().code() == absl::StatusCode::kInvalidArgument);
+  std::ofstream(dir.path() + "/reports/damaged") << "../../etc/passwd\n";
+  r.report_id = "damaged";
+  absl::StatusOr<AppendResult> damaged = store.Append(r);
+  CHECK(damaged.status().code() == absl::StatusCode::kInternal);
+  CHECK_THAT(std::string(damaged.status().message()), Catch::Contains("reports/damaged: names '../../etc/passwd'"));
+  // Markers older than a day go when a store opens; a day's are kept.
+  fs::last_write_time(dir.path() + "/reports/other", fs::file_time_type::clock::now() - std::chrono::hours(25));
+  absl::StatusOr<int> removed = RemoveOldReportIds(dir.path());
+  REQUIRE(removed.ok());
+  CHECK(*removed == 1);
+  CHECK_FALSE(fs::exists(dir.path() + "/reports/other"));
+  CHECK(fs::exists(dir.path() + "/reports/crashed"));
 }

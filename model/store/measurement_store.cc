@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -26,6 +27,7 @@
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/core/npy.h"
+#include "model/store/report_ids.h"
 #include "model/tile/tile_space.h"
 
 namespace tgraph {
@@ -162,6 +164,8 @@ absl::Status ValidateMeasurementReport(const MeasurementReport& r) {
   if (!IsHex(r.graph_hash))
     return absl::InvalidArgumentError(
         absl::StrCat("graph_hash: expected 1-64 lowercase hex digits, got ", r.graph_hash.size(), " characters"));
+  if (!r.report_id.empty())
+    if (absl::Status s = ValidateReportId(r.report_id); !s.ok()) return s;
   if (r.source.size() > kMaxSourceBytes)
     return absl::InvalidArgumentError(absl::StrCat("source: ", r.source.size(), " bytes; a label of at most ",
                                                    kMaxSourceBytes, " bytes (e.g. the farm and its hardware)"));
@@ -253,8 +257,22 @@ absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r
   fs::create_directories(dir, ec);
   if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": create directory"));
   int64_t seq;
-  const std::string path = NextShardPath(r, &seq);
-  const std::string partial = absl::StrCat(path, kPartialSuffix);
+  std::string path = NextShardPath(r, &seq);
+  if (!r.report_id.empty()) {
+    // A retried report: stored as the shard its first attempt claimed, or found there.
+    absl::StatusOr<ClaimedShard> claim = ClaimReportShard(root_, r.report_id, path);
+    if (!claim.ok()) return claim.status();
+    if (claim->claimed_before) {
+      path = claim->path;
+      const std::string name = fs::path(path).filename().string();
+      (void)absl::SimpleAtoi(name.substr(r.graph_hash.size() + 2, 19), &seq);
+      if (fs::exists(path, ec))
+        return AppendResult{path, static_cast<int64_t>(fs::file_size(path, ec)), r.num_configs, true};
+    }
+  }
+  // A name of this attempt's own: a retry may write the same shard at once.
+  static std::atomic<int64_t> attempts{0};
+  const std::string partial = absl::StrCat(path, kPartialSuffix, ".", attempts++);
 
   const bool tile = r.collection.kind == CollectionKind::kTile;
   NpzArchive npz;
@@ -280,7 +298,8 @@ absl::StatusOr<AppendResult> MeasurementStore::Append(const MeasurementReport& r
   if (std::rename(partial.c_str(), path.c_str()) != 0) {
     const int e = errno;
     std::remove(partial.c_str());
-    return ErrnoStatus(e, absl::StrCat(path, ": rename"));
+    if (!(e == ENOENT && fs::exists(path, ec)))  // else a concurrent retry's rename took it
+      return ErrnoStatus(e, absl::StrCat(path, ": rename"));
   }
   if (absl::Status s = FsyncParentDir(path); !s.ok()) return s;
   if (tile) {

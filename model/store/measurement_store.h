@@ -72,12 +72,14 @@ struct MeasurementReport {
   TileKernelId kernel;                   // tile: the kernel measured
   std::vector<int64_t> runtime_ns;       // c, each > 0 and at most kMaxRuntimeNs
   std::string source;                    // free text, e.g. the farm's worker pool; may be empty; at most kMaxSourceBytes
+  std::string report_id;                 // the client's id of this report, "" for none (model/store/report_ids.h)
 };
 
 struct AppendResult {
   std::string path;
   int64_t bytes = 0;
-  int64_t measurements = 0;
+  int64_t measurements = 0;     // the report's rows, stored
+  bool already_stored = false;  // a retry of a report with the same report_id, whose shard was there
 };
 
 // Checks a report before anything is written: INVALID_ARGUMENT naming the field and,

@@ -17,7 +17,7 @@ import pytest
 
 import tgraph
 from tgraph.hlo import tuning_pb2
-from tgraph.v1 import ranker_pb2
+from tgraph.v1 import ranker_pb2, ranker_pb2_grpc
 
 from conftest import REAL, SRC, Server, binary, real_files, run
 
@@ -320,6 +320,28 @@ def test_report_measurements_stores_a_shard(server, world):
     shard = os.path.join(world["tmp"], "store", receipt.shard)
     with np.load(shard) as z:
         np.testing.assert_array_equal(z["config_runtime"], g.runtimes[:7])
+
+
+def test_a_report_sent_again_with_its_id_is_stored_once_and_said_so(server, world):
+    """What the client's retry after a lost answer sends: the same request, its report_id
+    included. The second call writes nothing and names the first's shard."""
+    g = tgraph.load_graph(UNET)
+    client = tgraph.Client(server.address)
+    client.register(g)
+    request = ranker_pb2.ReportMeasurementsRequest(
+        collection="layout:xla:random", graph_hash=g.content_hash, num_configs=3,
+        layout_configs=np.ascontiguousarray(g.configs[:3], np.int8).tobytes(), runtimes_ns=[int(x) for x in g.runtimes[:3]],
+        source="pytest", report_id="0f" * 16)
+    stub = ranker_pb2_grpc.RankerStub(grpc.insecure_channel(server.address))
+    train = os.path.join(world["tmp"], "store", "npz", "layout", "xla", "random", "train")
+    before = len(os.listdir(train))
+    first, again = stub.ReportMeasurements(request, timeout=30), stub.ReportMeasurements(request, timeout=30)
+    assert (first.stored, first.already_stored) == (3, False)
+    assert (again.stored, again.shard, again.already_stored) == (3, first.shard, True)
+    assert len(os.listdir(train)) == before + 1
+    # The client's own reports carry a fresh id each: two reports of the same rows, two shards.
+    receipts = [client.report_measurements("layout:xla:random", g, g.configs[:3], g.runtimes[:3]) for _ in range(2)]
+    assert receipts[0].shard != receipts[1].shard and not any(r.already_stored for r in receipts)
 
 
 def test_health_and_models(server):

@@ -14,6 +14,7 @@ import random
 import re
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -228,6 +229,7 @@ class MeasurementReceipt:
     stored: int
     shard: str
     registrations: int = 0
+    already_stored: bool = False  # a retry found the report stored by an earlier attempt
 
 
 @dataclass
@@ -485,12 +487,15 @@ class Client:
         collection: configs are layout rows (c, nc, 18). A tile collection: configs are
         the measured configurations by name ("128x128x64 w4 s3", as search_tiles names
         them), graph the kernel (a tile npz or HloModule(..., kernel=True)) and kernel the
-        TileKernel measured (required). Returning means stored durably; a retried report
-        may be stored twice (training uses the median)."""
+        TileKernel measured (required). Returning means stored durably, once: the report
+        carries an id its retries reuse, so a retry after a lost answer is not stored
+        again (already_stored in the receipt)."""
         graph = self._graph(graph)
         mark = self._register_calls
         kind = _kind(collection)
-        request = ranker_pb2.ReportMeasurementsRequest(collection=collection, source=source)
+        # One id per report, the same on every retry: the server stores it once.
+        request = ranker_pb2.ReportMeasurementsRequest(collection=collection, source=source,
+                                                       report_id=uuid.uuid4().hex)
         if kind == "tile":
             if not isinstance(kernel, TileKernel):
                 raise invalid("kernel: a tile report names the kernel measured: kernel=tgraph.TileKernel(name, "
@@ -509,7 +514,7 @@ class Client:
             request.layout_configs = rows.tobytes()
         request.runtimes_ns.extend(_runtimes(runtimes_ns, request.num_configs, "runtimes_ns"))
         r = self._with_registration(self._stub.ReportMeasurements, request, graph, "ReportMeasurements")
-        return MeasurementReceipt(r.stored, r.shard, self._register_calls - mark)
+        return MeasurementReceipt(r.stored, r.shard, self._register_calls - mark, r.already_stored)
 
     def search(self, collection: str, graph: GraphLike, *, results: int = 0, max_evaluations: int = 0,
                exclude: Optional[np.ndarray] = None, start: Optional[np.ndarray] = None, seed: int = 0,
