@@ -4,12 +4,22 @@
 
 namespace tgraph {
 
+namespace {
+
+// A heap block of `bytes`: glibc rounds to 16 and adds an 8-byte header.
+int64_t Block(size_t bytes) { return bytes ? static_cast<int64_t>((bytes + 8 + 15) / 16 * 16) : 0; }
+
+}  // namespace
+
+// Its arrays as the heap holds them, the struct with its shared_ptr's control block, and
+// the cache's entry (the 64-character hash key twice, a map and a list node): for the
+// few-node graphs of GPU kernels the fixed part is most of it.
 int64_t StoredGraph::bytes() const {
-  return static_cast<int64_t>(pruned.graph.node_feat.size() * sizeof(float) +
-                              pruned.graph.node_opcode.size() * sizeof(int32_t) +
-                              (pruned.graph.edge_index.size() + pruned.original_ids.size() +
-                               pruned.config_node_index.size()) * sizeof(int64_t)) +
-         LayoutSpaceBytes(space) + 256;
+  constexpr int64_t kCacheEntry = 256;
+  return Block(pruned.graph.node_feat.size() * sizeof(float)) + Block(pruned.graph.node_opcode.size() * sizeof(int32_t)) +
+         Block(pruned.graph.edge_index.size() * sizeof(int64_t)) + Block(pruned.original_ids.size() * sizeof(int64_t)) +
+         Block(pruned.config_node_index.size() * sizeof(int64_t)) + LayoutSpaceBytes(space) +
+         Block(sizeof(StoredGraph) + 16) + kCacheEntry;
 }
 
 absl::StatusOr<StoredGraphResult> GraphStore::Register(WireGraph g) {

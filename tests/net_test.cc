@@ -105,6 +105,15 @@ CATCH_TEST_CASE("graph tensors: standardised features, re-padded layout indices,
   CATCH_CHECK(c[0][0][2].item<int64_t>() == 6);
 }
 
+CATCH_TEST_CASE("a cached tensor is charged its data in 64-byte blocks and a fixed cost, a sparse one its two parts",
+                "[features]") {
+  CATCH_CHECK(HeldBytes(torch::Tensor()) == 0);
+  CATCH_CHECK(HeldBytes(torch::zeros({10}, torch::kFloat32)) == 64 + kTensorOverheadBytes);   // 40 bytes
+  CATCH_CHECK(HeldBytes(torch::zeros({17}, torch::kInt64)) == 192 + kTensorOverheadBytes);    // 136 bytes
+  const torch::Tensor sparse = torch::sparse_coo_tensor(torch::zeros({2, 3}, torch::kInt64), torch::ones({3}));
+  CATCH_CHECK(HeldBytes(sparse) == (64 + kTensorOverheadBytes) + (64 + kTensorOverheadBytes) + kTensorOverheadBytes);
+}
+
 CATCH_TEST_CASE("every architecture and ablation scores one value per configuration", "[net]") {
   torch::manual_seed(0);
   Fixture f = MakeFixture();

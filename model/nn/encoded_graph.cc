@@ -3,11 +3,6 @@
 #include <torch/torch.h>
 
 namespace tgraph {
-namespace {
-
-int64_t TensorBytes(const torch::Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(t.element_size()) : 0; }
-
-}  // namespace
 
 EncodedGraph EncodeGraph(GraphTensors tensors, const std::vector<std::shared_ptr<RankingNet>>& nets) {
   torch::NoGradGuard no_grad;
@@ -18,7 +13,7 @@ EncodedGraph EncodeGraph(GraphTensors tensors, const std::vector<std::shared_ptr
   for (const auto& net : nets) {
     g.encodings.push_back(net->Precompute(g.tensors));
     const StaticEncoding& e = g.encodings.back();
-    g.bytes += TensorBytes(e.node_in) + TensorBytes(e.config_h0) + TensorBytes(e.graph_emb);
+    g.bytes += HeldBytes(e.node_in) + HeldBytes(e.config_h0) + HeldBytes(e.graph_emb);
   }
   return g;
 }

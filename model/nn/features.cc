@@ -6,12 +6,17 @@
 
 namespace tgraph {
 
+int64_t HeldBytes(const torch::Tensor& t) {
+  if (!t.defined()) return 0;
+  if (t.is_sparse()) return HeldBytes(t._indices()) + HeldBytes(t._values()) + kTensorOverheadBytes;
+  return (t.numel() * static_cast<int64_t>(t.element_size()) + 63) / 64 * 64 + kTensorOverheadBytes;
+}
+
 int64_t GraphTensors::bytes() const {
   int64_t b = 0;
-  for (const torch::Tensor* t : {&numeric, &layout_index, &opcode, &edge_src, &edge_dst, &config_nodes,
+  for (const torch::Tensor* t : {&numeric, &layout_index, &opcode, &edge_src, &edge_dst, &adjacency, &config_nodes,
                                  &csr_offsets, &csr_sources})
-    if (t->defined()) b += t->numel() * static_cast<int64_t>(t->element_size());
-  if (adjacency.defined()) b += adjacency._nnz() * (2 * 8 + 4);
+    b += HeldBytes(*t);
   return b;
 }
 

@@ -24,8 +24,15 @@ struct GraphTensors {
   torch::Tensor csr_offsets;   // [N + 1] int64: the same adjacency by destination (CSR) ...
   torch::Tensor csr_sources;   // [2E] int64: ... source of each message, grouped by destination
   torch::Tensor config_nodes;  // [nc] int64: node index of each configurable node (layout only)
-  int64_t bytes() const;       // memory held, for cache accounting
+  int64_t bytes() const;       // memory held, for cache accounting (HeldBytes of each)
 };
+
+// The memory a cached tensor holds: its data, rounded up to the CPU allocator's 64-byte
+// alignment, and the fixed cost of each tensor (its TensorImpl, StorageImpl and their
+// allocations), which for the few-node graphs of GPU kernels is most of it: without it a
+// cache of such graphs counted under half the RSS it took. 0 for an undefined tensor.
+int64_t HeldBytes(const torch::Tensor& t);
+inline constexpr int64_t kTensorOverheadBytes = 384;
 
 // Standardises with `stats`, re-pads the layout slots with -1, and makes the edges
 // undirected. For tile graphs pass an empty config_node_index.

@@ -679,3 +679,37 @@ def test_a_tile_report_on_a_layout_graph_or_of_a_runtime_over_an_hour_is_refused
     assert len(shards(server)) == before
     assert client.report_measurements(COLLECTION, as_kernel, ["64x64x32 w4 s3"], [12345], kernel=kernel).stored == 1
     assert len(shards(server)) == before + 1
+
+
+def test_what_a_new_kernel_problem_costs_the_server_is_what_its_byte_counters_say(tile_server, tmp_path):
+    """Each new key a fleet asks about stays registered (the graph store) with its
+    prepared tensors (the cache): the budgets bound RSS only if the counters say what an
+    entry takes. 1,500 new problems, after 200 to warm up: the RSS they add is within 20%
+    of what tgraph_registered_graph_bytes and tgraph_cache_bytes add (each tensor's
+    fixed cost counted; without it the counters said 42% of it)."""
+    import re
+    import urllib.request
+    s = Server(tile_server.registry, str(tmp_path))
+    try:
+        def rss():
+            with open(f"/proc/{s.proc.pid}/status") as f:
+                return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS"))
+
+        def counted():
+            text = urllib.request.urlopen(f"http://127.0.0.1:{s.metrics_port}/metrics", timeout=10).read().decode()
+            return sum(float(v) for v in re.findall(r"^tgraph_(?:registered_graph|cache)_bytes (\S+)$", text, re.M))
+
+        client = tgraph.Client(s.address)
+        kernel = tgraph.TileKernel("memory_kernel", "ef" * 8)
+
+        def ask(keys):
+            for i in keys:
+                client.search_tiles(COLLECTION, tt.gemm_module(16 * (1 + i % 97), 16 * (1 + i // 97), 512, "bf16"),
+                                    results=3, kernel=kernel)
+        ask(range(200))
+        rss0, counted0 = rss(), counted()
+        ask(range(200, 1700))
+        grew, said = rss() - rss0, counted() - counted0
+        assert said > 0 and 0.8 <= grew / said <= 1.2, (grew / 1500, said / 1500)
+    finally:
+        s.stop()
