@@ -195,7 +195,7 @@ def test_a_dead_server_costs_at_most_the_deadline_then_every_candidate_is_measur
     assert pruner.stats["unanswered"] == 1  # the second key did not wait for it again
 
 
-def test_one_slow_answer_in_a_burst_does_not_mark_the_server_down_but_three_in_a_row_do():
+def test_one_slow_answer_in_a_burst_does_not_mark_the_server_down_but_three_in_a_row_do_and_silence_doubles_the_wait():
     pruner = tt.Pruner(COLLECTION, address="127.0.0.1:1", report=False)
     slow = tgraph.TgraphError(grpc.StatusCode.DEADLINE_EXCEEDED, "SearchConfigs: Deadline Exceeded")
     for _ in range(tt.TIMEOUTS_BEFORE_DOWN - 1):
@@ -210,9 +210,18 @@ def test_one_slow_answer_in_a_burst_does_not_mark_the_server_down_but_three_in_a
     with pytest.raises(tt.Skip, match="did not answer a moment ago"):
         pruner._check_up()
     fresh = tt.Pruner(COLLECTION, address="127.0.0.1:1", report=False)
-    fresh._note_down(tgraph.TgraphError(grpc.StatusCode.UNAVAILABLE, "failed to connect"))  # no server: at once
-    with pytest.raises(tt.Skip):
-        fresh._check_up()
+    gone = tgraph.TgraphError(grpc.StatusCode.UNAVAILABLE, "failed to connect")
+    left_alone = []
+    for _ in range(6):  # no server: at once, 2 s, then twice that each time, up to 30 s
+        fresh._note_down(gone)
+        with pytest.raises(tt.Skip):
+            fresh._check_up()
+        left_alone.append(round(fresh._down_until - time.monotonic()))
+    assert left_alone == [2, 4, 8, 16, 30, 30]
+    fresh._down_until = 0.0
+    fresh._timeouts, fresh._left_alone = 0, tt.RETRY_FIRST  # what an answer does (_order)
+    fresh._note_down(gone)
+    assert round(fresh._down_until - time.monotonic()) == 2
 
 
 def test_a_server_that_accepts_but_never_answers_costs_at_most_the_deadline():

@@ -70,7 +70,8 @@ DEFAULT_NAMES = {
     "block_k": ("BLOCK_SIZE_K", "BLOCK_K", "BK", "TILE_K", "TILE_SIZE_K"),
 }
 DEFAULT_DEADLINE = 2.0  # seconds a prune may wait for the server, in all
-RETRY_AFTER = 30.0      # seconds a server that did not answer is left alone
+RETRY_FIRST = 2.0       # seconds a server that did not answer is left alone, the first time ...
+RETRY_AFTER = 30.0      # ... doubling while it stays silent, up to this
 TIMEOUTS_BEFORE_DOWN = 3  # prunes in a row that time out on a connected server before it is left alone
 
 
@@ -260,6 +261,7 @@ class Pruner:
         self._warned = set()
         self._down_until = 0.0  # monotonic time before which the server is not asked (it did not answer)
         self._timeouts = 0  # prunes in a row whose server call ran out of time
+        self._left_alone = RETRY_FIRST  # how long the next time the server is left alone
         self.stats = collections.Counter()  # prunes, searches, fallbacks, kept, reported, ...
         self.last = None  # the last prune's record (what it asked, kept and why): for tests and logs
 
@@ -441,21 +443,25 @@ class Pruner:
 
     def _check_up(self):
         if time.monotonic() < self._down_until:
-            raise Skip(f"the server did not answer a moment ago (asked again {RETRY_AFTER:.0f} s after)", "server")
+            raise Skip(f"the server did not answer a moment ago (asked again "
+                       f"{self._down_until - time.monotonic():.0f} s from now)", "server")
 
     def _note_down(self, e: TgraphError):
-        """Not asked again for a while, so that a dead server costs one deadline rather than
-        one per key: at once when no connection could be made (UNAVAILABLE), after
-        TIMEOUTS_BEFORE_DOWN prunes in a row ran out of time on a connected server (one slow
-        answer in a burst is not a dead server); a busy one (RESOURCE_EXHAUSTED after its
-        retries) is asked again by the next key."""
+        """Not asked again for a while, so that a dead server costs a deadline now and then
+        rather than one per key: at once when no connection could be made (UNAVAILABLE),
+        after TIMEOUTS_BEFORE_DOWN prunes in a row ran out of time on a connected server (one
+        slow answer in a burst is not a dead server); a busy one (RESOURCE_EXHAUSTED after
+        its retries) is asked again by the next key. Left alone RETRY_FIRST seconds, twice
+        that each time it stays silent, up to RETRY_AFTER: a restarting server (seconds) is
+        asked again soon, a dead one about twice a minute."""
         if e.code == grpc.StatusCode.DEADLINE_EXCEEDED:
             self._timeouts += 1
         if e.code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
             self.stats["unanswered"] += 1
         if e.code == grpc.StatusCode.UNAVAILABLE or self._timeouts >= TIMEOUTS_BEFORE_DOWN:
             self._timeouts = 0
-            self._down_until = time.monotonic() + RETRY_AFTER
+            self._down_until = time.monotonic() + self._left_alone
+            self._left_alone = min(2 * self._left_alone, RETRY_AFTER)
 
     def _order(self, problem: Problem, kernel: Optional[TileKernel]):
         """The model's order of the problem's tile names, best first, and their scores."""
@@ -480,7 +486,7 @@ class Pruner:
             raise Skip(f"the server could not rank {problem.name} ({e.code.name} after {waited:.2f} s): "
                        f"{e.message}", "server" if down else "refused") from None
         order = (list(found.tiles), [float(x) for x in found.scores], dict(getattr(found, "measured", {}) or {}))
-        self._timeouts = 0
+        self._timeouts, self._left_alone = 0, RETRY_FIRST
         with self._lock:
             self._orders[key] = order
             while len(self._orders) > 1024:
