@@ -8,6 +8,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
 #include "model/nn/model_io.h"
 #include "model/store/measurement_store.h"
 #include "model/store/report_ids.h"
@@ -94,6 +96,7 @@ class ServerProcess {
   void CheckRegistry();
   bool SetHealth();
   void Stop();
+  void StartIndexLoader();  // after OpenMeasurementStore; joined by Stop
 
   const ServerOptions& o_;
   std::unique_ptr<ServerMetrics> metrics_;
@@ -101,6 +104,8 @@ class ServerProcess {
   std::string registry_problem_;  // the last registry check's message; "" when fine
   std::unique_ptr<Ranker> ranker_;
   std::unique_ptr<MeasurementStore> measurements_;
+  std::thread index_loader_;  // reads the store's tile shards while the server serves
+  std::atomic<bool> stop_loading_{false};
   std::unique_ptr<RankerService> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<Listener> listener_;  // plaintext: the capped accept loop; null: gRPC's own
@@ -187,16 +192,37 @@ absl::Status ServerProcess::OpenMeasurementStore() {
   // A client retries a report within minutes; its id's marker is kept a day.
   if (absl::StatusOr<int> ids = RemoveOldReportIds(measurements_->root()); !ids.ok())
     LogWarning(absl::StrCat("measurement store: ", ids.status().message()));
-  // Searches for a kernel follow its stored tile measurements from the first request;
-  // shards written before reports named their GPU count as their collection's GPU's.
+  StartIndexLoader();
+  return absl::OkStatus();
+}
+
+// Searches for a kernel follow its stored tile measurements: the shards listed now and
+// read while the server serves (a store of a fleet's months holds hundreds of thousands,
+// seconds to minutes of reading that would keep a restarted server from answering); a
+// search meanwhile joins what has been read. Shards written before reports named their
+// GPU count as their collection's GPU's.
+void ServerProcess::StartIndexLoader() {
+  absl::StatusOr<MeasurementStore::TileShards> shards = measurements_->ListTileShards();
+  if (!shards.ok()) {
+    LogError(absl::StrCat("measurement store: tile shards not indexed: ", shards.status().message()));
+    return;
+  }
   std::map<std::string, std::string> gpu_of;
   for (const auto& [collection, handles] : models_->Loaded())
     if (!handles.empty() && handles.front().model->manifest.tile_space)  // the newest
       gpu_of[collection] = handles.front().model->manifest.tile_space->gpu;
-  absl::StatusOr<std::vector<std::string>> skipped = measurements_->LoadKernelIndex(gpu_of);
-  if (!skipped.ok()) return skipped.status();
-  for (const std::string& why : *skipped) LogError(absl::StrCat("measurement store: shard left out: ", why));
-  return absl::OkStatus();
+  index_loader_ = std::thread([this, shards = std::move(*shards), gpu_of = std::move(gpu_of)] {
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<std::vector<std::string>> skipped = measurements_->IndexTileShards(shards, gpu_of, &stop_loading_);
+    if (!skipped.ok()) {
+      LogError(absl::StrCat("measurement store: tile shards not indexed: ", skipped.status().message()));
+      return;
+    }
+    for (const std::string& why : *skipped) LogError(absl::StrCat("measurement store: shard left out: ", why));
+    LogInfo(absl::StrCat("measurement store: ", shards.count(), " tile shards indexed in ",
+                         absl::FormatDuration(absl::FromChrono(std::chrono::steady_clock::now() - start)),
+                         stop_loading_ ? " (stopped early: the server is stopping)" : ""));
+  });
 }
 
 // Plaintext TCP: the server's own accept loop (server/listener.h) with the connection
@@ -309,6 +335,8 @@ void ServerProcess::Drain(int signal) {
 
 // The poller stops, and the metrics forget the ranker and models, before either goes.
 void ServerProcess::Stop() {
+  stop_loading_ = true;
+  if (index_loader_.joinable()) index_loader_.join();
   if (listener_) listener_->Stop();
   if (server_) server_->Shutdown(std::chrono::system_clock::now());
   if (models_) models_->Stop();

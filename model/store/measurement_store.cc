@@ -514,21 +514,44 @@ absl::StatusOr<TileShard> ReadTileShard(const std::string& path) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> MeasurementStore::LoadKernelIndex(const std::map<std::string, std::string>& gpu_of) {
-  std::vector<std::string> skipped;
-  for (const Collection& c : StoredTileCollections(root_, &skipped)) {
+int64_t MeasurementStore::TileShards::count() const {
+  int64_t n = 0;
+  for (const auto& [c, paths] : by_collection) n += static_cast<int64_t>(paths.size());
+  return n;
+}
+
+absl::StatusOr<MeasurementStore::TileShards> MeasurementStore::ListTileShards() const {
+  TileShards out;
+  for (const Collection& c : StoredTileCollections(root_, &out.skipped)) {
     const std::string dir = SplitDir(root_, c, "train");
     std::error_code ec;
     if (!fs::exists(dir, ec)) continue;
-    const auto gpu = gpu_of.find(c.name());
     std::vector<std::string> paths;  // named <hash>.m<seq>...: in report order by hash
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
       if (!HashOfShard(it->path().filename().string()).empty()) paths.push_back(it->path().string());
     if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": list"));
     std::sort(paths.begin(), paths.end());
+    out.by_collection.emplace_back(c, std::move(paths));
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> MeasurementStore::LoadKernelIndex(const std::map<std::string, std::string>& gpu_of) {
+  absl::StatusOr<TileShards> shards = ListTileShards();
+  if (!shards.ok()) return shards.status();
+  return IndexTileShards(*shards, gpu_of);
+}
+
+absl::StatusOr<std::vector<std::string>> MeasurementStore::IndexTileShards(const TileShards& shards,
+                                                                          const std::map<std::string, std::string>& gpu_of,
+                                                                          const std::atomic<bool>* stop) {
+  std::vector<std::string> skipped = shards.skipped;
+  for (const auto& [c, paths] : shards.by_collection) {
+    const auto gpu = gpu_of.find(c.name());
     std::map<std::pair<std::string, std::string>, std::string> first;  // (kernel, hash) -> first good shard
     std::map<std::pair<std::string, std::string>, NodeGraph> graphs;
     for (const std::string& p : paths) {
+      if (stop && *stop) break;
       absl::StatusOr<TileShard> shard = ReadTileShard(p);
       if (!shard.ok()) {
         skipped.push_back(absl::StrCat(p, ": ", shard.status().message()));

@@ -22,6 +22,7 @@
 // process can still be writing: the kernel drops a crashed process's lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -115,10 +116,25 @@ class MeasurementStore {
                                                                      const std::string& kernel) const;
   // The kernels (keys) the index holds measurements of in `collection`, sorted.
   std::vector<std::string> Kernels(const std::string& collection) const;
-  // Reads every tile shard under the store into the index above; the shards left out
-  // ("PATH: why"). A shard whose kernel names no GPU counts as its collection's GPU's
+  // The tile shards under the store, listed by collection (paths sorted: report order by
+  // hash), for IndexTileShards. Listing reads directory entries only (fast); reading the
+  // shards is not, so a server lists before it serves and reads while serving: a shard a
+  // report adds after the listing is indexed by its Append, never twice.
+  struct TileShards {
+    std::vector<std::pair<Collection, std::vector<std::string>>> by_collection;
+    std::vector<std::string> skipped;  // collections' directories that do not parse ("PATH: why")
+    int64_t count() const;
+  };
+  absl::StatusOr<TileShards> ListTileShards() const;
+  // Reads `shards` into the index above; the shards left out ("PATH: why"), the listing's
+  // skipped first. A shard whose kernel names no GPU counts as its collection's GPU's
   // (`gpu_of`: collection name -> its tile space's GPU; a collection not in it keeps the
-  // key as written). Call once, before serving.
+  // key as written). `stop` (may be null) set: returns early with what was read. Call
+  // once; Appends and searches may run meanwhile.
+  absl::StatusOr<std::vector<std::string>> IndexTileShards(const TileShards& shards,
+                                                           const std::map<std::string, std::string>& gpu_of = {},
+                                                           const std::atomic<bool>* stop = nullptr);
+  // ListTileShards and IndexTileShards at once (tools reading a store).
   absl::StatusOr<std::vector<std::string>> LoadKernelIndex(const std::map<std::string, std::string>& gpu_of = {});
 
   // Deletes the temporaries (names containing ".partial") that crashed writes left under

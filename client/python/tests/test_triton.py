@@ -412,9 +412,17 @@ def test_what_triton_measured_reaches_the_store_and_the_next_keys_prior(server):
     assert after.kernel_problems == 1
     other = client.search_tiles(COLLECTION, nearby, results=5, kernel=tgraph.TileKernel("matmul_kernel", "0" * 16))
     assert other.kernel_problems == 0 and other.tiles == before.tiles
-    # The store is read again by a restarted server.
+    # The store is read again by a restarted server: listed before it serves, read while
+    # it serves (its log says when).
+    indexed = lambda: open(server.log.name).read().count(" tile shards indexed in ")  # noqa: E731
+    already = indexed()
     server.stop()
     server.start()
+    for _ in range(300):
+        if indexed() > already:
+            break
+        time.sleep(0.1)
+    assert "measurement store: 1 tile shards indexed in " in open(server.log.name).read()
     assert tgraph.Client(server.address).search_tiles(COLLECTION, nearby, results=5, kernel=kernel).kernel_problems == 1
     # tgraph-train finetune reads them by kernel: one problem is too little evidence to
     # publish; a kernel the store never heard of is named as missing.
