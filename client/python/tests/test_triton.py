@@ -730,3 +730,22 @@ def test_what_a_new_kernel_problem_costs_the_server_is_what_its_byte_counters_sa
         assert said > 0 and 0.8 <= grew / said <= 1.2, (grew / 1500, said / 1500)
     finally:
         s.stop()
+
+
+def test_a_fleet_soak_with_kills_loses_no_acknowledged_report_and_stores_none_twice(tile_server, tmp_path):
+    """scripts/tile-burst --soak_s, short: 8 pruners in 2 processes prune new keys and
+    report what they kept while the server is killed (SIGKILL) and started again. Every
+    acknowledged report is in the store with its runtimes, every shard is one report's
+    (named by exactly one report marker), no temporary stays after the last start."""
+    from conftest import BIN, SRC
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(os.path.abspath(tgraph.__file__))))
+    r = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "tile-burst"), "--soak_s", "14", "--kill_every_s",
+                        "5", "--pruners", "8", "--processes", "2", "--registry", tile_server.registry, "--store",
+                        str(tmp_path / "store"), "--bin_dir", BIN, "--json"], capture_output=True, text=True, env=env,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    soak = json.loads(r.stdout)
+    assert soak["kills"] >= 2 and soak["prunes"] > 50
+    assert soak["reports_acknowledged"] > 50 and soak["lost"] == 0
+    assert soak["named_twice"] == 0 and soak["unnamed_shards"] == 0 and soak["temporaries"] == 0
+    assert soak["shards"] >= soak["reports_acknowledged"]
