@@ -2,10 +2,14 @@
 """Sources a reader can hold in their head: in model/, server/ and client/, no .h or .cc
 file over 700 lines and no function over 80 (a namespace-level function or method
 definition, from its signature's first line to its closing brace; lambdas count toward
-the function that holds them; methods defined inside a class are not counted).
+the function that holds them; methods defined inside a class are not counted); the same
+for the Python client's package and build files (client/python, its tests aside): no .py
+file over 700 lines and no function or method over 80, from its `def` line to its last
+(functions defined inside another count toward it).
 
 Usage: size_test.py SOURCE_DIR. Prints every file and function over its limit; exits 1
 when there is one."""
+import ast
 import os
 import re
 import sys
@@ -83,8 +87,40 @@ def functions(text):
     return found
 
 
+def python_functions(text):
+    """(first line, lines, name) of every function and method not inside another function."""
+    found = []
+
+    def visit(node, inside_function):
+        for child in ast.iter_child_nodes(node):
+            is_function = isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef))
+            if is_function and not inside_function:
+                found.append((child.lineno, child.end_lineno - child.lineno + 1, f"def {child.name}"))
+            visit(child, inside_function or is_function)
+    visit(ast.parse(text), False)
+    return found
+
+
+def python_files(src):
+    top = os.path.join(src, "client", "python")
+    for root, dirs, files in os.walk(top):
+        dirs[:] = sorted(d for d in dirs if d not in ("tests", "build", "__pycache__") and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            if name.endswith(".py") and not name.endswith(("_pb2.py", "_pb2_grpc.py")):
+                yield os.path.join(root, name)
+
+
 def check(src):
     errors = []
+    for path in python_files(src):
+        rel = os.path.relpath(path, src)
+        text = open(path, encoding="utf-8").read()
+        count = text.count("\n")
+        if count > MAX_FILE_LINES:
+            errors.append(f"{rel}: {count} lines, at most {MAX_FILE_LINES}: split it")
+        for first, length, signature in python_functions(text):
+            if length > MAX_FUNCTION_LINES:
+                errors.append(f"{rel}:{first}: {signature} is {length} lines, at most {MAX_FUNCTION_LINES}: split it")
     for top in FOLDERS:
         for root, _, files in os.walk(os.path.join(src, top)):
             for name in sorted(files):

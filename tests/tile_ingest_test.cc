@@ -80,3 +80,28 @@ TEST_CASE("tile measurements ingested without an HLO folder are the collection i
   }
   CHECK(compared == 72);
 }
+
+TEST_CASE("tile measurements can all go to training: test_shapes 0 holds none out, a negative count is refused",
+          "[tile][real]") {
+  TempDir held, none;
+  hlo::TileIngestOptions o;
+  o.csv = kReal + "/gpu-tiles/triton_gemm_h100.csv";
+  o.out_root = held.path();
+  absl::StatusOr<hlo::TileIngestSummary> six = hlo::IngestTileMeasurements(o);
+  REQUIRE(six.ok());
+  o.out_root = none.path();
+  o.test_shapes = 0;
+  absl::StatusOr<hlo::TileIngestSummary> all = hlo::IngestTileMeasurements(o);
+  INFO(all.status().message());
+  REQUIRE(all.ok());
+  // The 72 real problems (36 shapes, two dtypes): 12 held out by default, none now.
+  CHECK(six->problems["test"] == 12);
+  CHECK(all->problems.count("test") == 0);
+  CHECK(all->problems["train"] + all->problems["valid"] == 72);
+  CHECK(all->problems["valid"] == six->problems["valid"]);
+  o.test_shapes = -1;
+  o.out_root = none.path() + "/again";
+  absl::StatusOr<hlo::TileIngestSummary> negative = hlo::IngestTileMeasurements(o);
+  CHECK(negative.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(negative.status().message()), Catch::Contains("test_shapes and valid_shapes must be at least 0"));
+}

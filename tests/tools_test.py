@@ -51,6 +51,12 @@ def test_help_version_and_usage_errors(tool):
     assert r.returncode == 2
 
 
+def test_the_trainers_help_names_every_kind_of_collection_it_accepts():
+    out = call(binary("model", "train", "tgraph-train"), "--help").stdout
+    for name in ("layout:xla:random", "layout:nlp:default", "tile:xla", "tile@NAME", "layout@NAME"):
+        assert name in out, name
+
+
 def test_version_names_the_commit_built():
     head = subprocess.run(["git", "-C", os.environ.get("TGRAPH_SOURCE_DIR", "."), "rev-parse", "--short=12", "HEAD"],
                           capture_output=True, text=True)

@@ -63,7 +63,7 @@ ABSL_FLAG(std::string, hold_out, "shape",
           "tiles: what the test split holds: shape (test_shapes shapes, every dtype), a dtype (e.g. f32: trained "
           "on the others only), or largest (the test_shapes shapes of the most multiply-adds)");
 ABSL_FLAG(uint64_t, split_seed, 0, "tiles: shuffles the shapes (M, N, K) before they are split");
-ABSL_FLAG(int64_t, test_shapes, 6, "tiles: shapes held out as the test split (every dtype of each)");
+ABSL_FLAG(int64_t, test_shapes, 6, "tiles: shapes held out as the test split (every dtype of each); 0: none, every problem in training (a model to serve rather than to judge)");
 ABSL_FLAG(std::string, test_csv, "",
           "tiles: problems measured apart (the same kernel's candidates on the same GPU, other shapes) as the test "
           "split, every problem of --csv training; instead of --hold_out");

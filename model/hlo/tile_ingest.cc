@@ -180,8 +180,9 @@ absl::StatusOr<TileGraph> ProblemGraph(const MeasuredProblem& p, const TileSpace
 absl::StatusOr<TileIngestSummary> IngestTileMeasurements(const TileIngestOptions& o) {
   absl::StatusOr<Collection> c = ParseCollection(absl::StrCat("tile@", o.name));
   if (!c.ok()) return c.status();
-  if (o.test_shapes < 1 || o.valid_shapes < 0)
-    return absl::InvalidArgumentError("test_shapes must be at least 1 and valid_shapes at least 0");
+  if (o.test_shapes < 0 || o.valid_shapes < 0)
+    return absl::InvalidArgumentError("test_shapes and valid_shapes must be at least 0 (test_shapes 0: every "
+                                      "problem is trained or validated on; nothing is held out for testing)");
   if (o.feature_set != 1 && o.feature_set != 2)
     return absl::InvalidArgumentError(absl::StrCat("feature_set is ", o.feature_set, ", expected 1 or 2"));
   absl::StatusOr<GpuSpec> gpu = FindGpu(o.gpu);

@@ -25,7 +25,10 @@
 #include "model/train/trainer.h"
 
 ABSL_FLAG(std::string, data, "", "Dataset root holding npz/layout/... and npz/tile/...");
-ABSL_FLAG(std::string, collection, "", "layout:xla:random, layout:xla:default, layout:nlp:random, layout:nlp:default or tile:xla");
+ABSL_FLAG(std::string, collection, "",
+          "layout:xla:random, layout:xla:default, layout:nlp:random, layout:nlp:default, tile:xla, or a collection "
+          "of your own: tile@NAME (a GPU's tile timings, e.g. tile@h100-triton from tgraph-featurize tiles) or "
+          "layout@NAME (a farm's layouts)");
 ABSL_FLAG(std::string, run_dir, "", "Directory of this training run (checkpoints, logs, fold results)");
 ABSL_FLAG(std::string, registry, "", "Model registry; when set, the best folds are published once all are trained");
 ABSL_FLAG(int, fold, -1, "Train only this fold (0-based); -1 trains folds 0..train_folds-1 one after another");

@@ -533,7 +533,7 @@ def test_a_deadline_block_retries_a_full_queue_with_backoff_and_ends_every_call_
 
 
 def test_a_model_of_ones_own_is_a_collection_for_the_client_too():
-    from tgraph._client import _kind
+    from tgraph._rows import _kind
     assert _kind("layout@tpu-v5e") == "layout" and _kind("tile@gpu-a100") == "tile"
     assert _kind("layout:xla:random") == "layout"
     for bad in ("layout", "graph@x", "tpu-v5e"):
