@@ -2,7 +2,8 @@
 """The pages a newcomer reads first stay short and current: the README under 1,200 words,
 its "What works" table one row per capability (at most 15 words, a link to the doc that
 covers it, whose file exists), no issue numbers anywhere in it; docs/results.md opens
-with its headline table; every notebook entry is in the notebook's index.
+with its headline table and stays one page of current figures (at most 400 lines;
+experiments go to the notebook); every notebook entry is in the notebook's index.
 
 Usage: readme_test.py SOURCE_DIR. Prints what is wrong; exits 1 when anything is."""
 import os
@@ -48,6 +49,8 @@ def check(src):
     first = re.search(r"^## (.*)$", results, re.M)
     if not first or first.group(1) != "Headline":
         errors.append("docs/results.md: its first section must be '## Headline'")
+    if results.count("\n") > 400:
+        errors.append(f"docs/results.md: {results.count(chr(10))} lines, at most 400: move experiments to the notebook")
     notebook = os.path.join(src, "docs", "notebook")
     index = open(os.path.join(notebook, "README.md"), encoding="utf-8").read()
     for name in sorted(os.listdir(notebook)):
