@@ -680,23 +680,6 @@ def test_tls_and_mutual_tls_rank_like_plaintext(tmp_path, world, server):
 JAX = os.path.join(REAL, "hlo", "jax", "mlp_train_step.")
 
 
-def test_the_code_blocks_of_docs_python_md_run_as_written(server, tmp_path):
-    """Every ```python block of docs/python.md, in order, in one interpreter, from the
-    repository's root, against a real server (the address the page uses replaced)."""
-    doc = open(os.path.join(SRC, "docs", "python.md")).read()
-    blocks = re.findall(r"```python\n(.*?)```", doc, re.S)
-    assert len(blocks) >= 5
-    script = tmp_path / "docs_python.py"
-    script.write_text("\n".join(blocks).replace("127.0.0.1:50051", server.address))
-    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=SRC,
-                       env=dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(tgraph.__file__))))
-    assert r.returncode == 0, r.stderr
-    out = r.stdout.splitlines()
-    assert sum(line.startswith("round ") for line in out) == 5 + 3
-    assert any(line.startswith("argument ") or line.startswith("result") or line.endswith("need a compiler hook")
-               for line in out)
-
-
 def test_layout_rows_that_are_not_whole_numbers_are_refused_naming_row_instruction_and_slot(server):
     client = tgraph.Client(server.address)
     module = tgraph.HloModule.from_file(JAX + "before_optimizations.txt")
