@@ -256,3 +256,41 @@ TEST_CASE("a kernel's measured problems join the prior's tables over the union o
       CHECK(((std::isnan(a) && std::isnan(b)) || a == b));
     }
 }
+
+TEST_CASE("a pruned tuning's few measurements join the prior for their differences, levelled by their neighbours",
+          "[measurements][tile]") {
+  const TritonTile kD{32, 64, 32, 4, 2}, kE{256, 128, 64, 8, 4};
+  // A fully measured problem: log slowdowns A 0, B 0.1, C 0.2, D 0.3, E 0.5.
+  const KnownTileProblem full{"full", {"bf16", 128, 256, 1024}, {kA, kB, kC, kD, kE},
+                              {1, std::exp(0.1), std::exp(0.2), std::exp(0.3), std::exp(0.5)}};
+  const MeasuredSlowdowns base({full});
+  const ShapeBandwidth bandwidth = ShapeBandwidth::Isotropic(1);
+  const auto value = [](const MeasuredSlowdowns& m, size_t problem, const TritonTile& t) {
+    const auto at = std::lower_bound(m.tiles().begin(), m.tiles().end(), t) - m.tiles().begin();
+    return m.problems()[problem].log_slowdown[static_cast<size_t>(at)];
+  };
+  // Two of five measured (B 100, C 110): the offset is the mean of (log t - neighbours'
+  // value), so B reads (0.3 - log 1.1) / 2 and C (0.3 + log 1.1) / 2, not 0 and log 1.1.
+  const KnownTileProblem few{"h1", {"bf16", 256, 256, 1024}, {kB, kC}, {100, 110}, "mm@abc"};
+  const MeasuredSlowdowns anchored = base.With({few}, &bandwidth);
+  REQUIRE(anchored.problems().size() == 2);
+  CHECK(value(anchored, 1, kB) == Approx((0.3 - std::log(1.1)) / 2));
+  CHECK(value(anchored, 1, kC) == Approx((0.3 + std::log(1.1)) / 2));
+  CHECK(std::isnan(value(anchored, 1, kA)));
+  CHECK(value(anchored, 0, kE) == Approx(0.5));  // the base's own problem as it was
+  const MeasuredSlowdowns plain = base.With({few});
+  CHECK(value(plain, 1, kB) == 0);
+  CHECK(value(plain, 1, kC) == Approx(std::log(1.1)));
+  // The same through ForKernel, as a search reads the store's problems.
+  CHECK(value(base.ForKernel("mm@abc", {few}, &bandwidth), 1, kC) == Approx((0.3 + std::log(1.1)) / 2));
+  // A measurement far faster than its neighbours make it is floored at the fastest (0).
+  const KnownTileProblem far{"h2", {"bf16", 256, 256, 1024}, {kB, kC}, {100, 1000}, "mm@abc"};
+  const MeasuredSlowdowns floored = base.With({far}, &bandwidth);
+  CHECK(value(floored, 1, kB) == 0);
+  CHECK(value(floored, 1, kC) == Approx((0.3 + std::log(10.0)) / 2));
+  // Three of five is not a pruned tuning's few: read from its own best, as before.
+  const KnownTileProblem most{"h3", {"bf16", 256, 256, 1024}, {kA, kB, kC}, {3, 2, 4}, "mm@abc"};
+  const MeasuredSlowdowns kept = base.With({most}, &bandwidth);
+  CHECK(value(kept, 1, kB) == 0);
+  CHECK(value(kept, 1, kA) == Approx(std::log(1.5)));
+}

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 
@@ -878,7 +879,22 @@ TEST_CASE("Tile baselines: the nearest problem of the dtype, mean slowdown, near
   CHECK(reports[3].report.median.to_within == 2);
   CHECK(reports[4].method == "random order (expected)");
   CHECK(reports[4].report.median.to_within == Approx(4.0 / 2.0));
-  CHECK_THAT(TileComparisonTable(reports), Catch::Contains("nearest problem") && Catch::Contains("random order"));
+  // The tables: medians (tau, top-1, top-3, top-5, top-10, to 1%, mean) and the worst
+  // problem's (top-1, top-3, top-5, to 1%); one problem, so both are its own figures.
+  // The default first: 30 / 11; best of its 3: 11 / 11; to 1%: 2 measurements.
+  const std::vector<std::string> lines = absl::StrSplit(TileComparisonTable(reports), '\n', absl::SkipEmpty());
+  REQUIRE(lines.size() == 12);
+  const std::vector<std::string> fixed_median = absl::StrSplit(lines[4], ' ', absl::SkipEmpty());
+  CHECK(std::vector<std::string>(fixed_median.end() - 6, fixed_median.end()) ==
+        std::vector<std::string>{"2.727", "1.000", "1.000", "1.000", "2.0", "2.0"});
+  CHECK_THAT(lines[6], Catch::StartsWith("method (the worst problem)"));
+  const std::vector<std::string> fixed_worst = absl::StrSplit(lines[10], ' ', absl::SkipEmpty());
+  CHECK(std::vector<std::string>(fixed_worst.end() - 4, fixed_worst.end()) ==
+        std::vector<std::string>{"2.727", "1.000", "1.000", "2.0"});
+  // Random order: expected best of 1 (12 + 11 + 30) / 3 over 11, of 3 the fastest.
+  const std::vector<std::string> random_worst = absl::StrSplit(lines[11], ' ', absl::SkipEmpty());
+  CHECK(std::vector<std::string>(random_worst.end() - 4, random_worst.end()) ==
+        std::vector<std::string>{absl::StrFormat("%.3f", 53.0 / 33), "1.000", "1.000", "2.0"});
 }
 
 TEST_CASE("Measured problems of the same kernel variant stand in before nearer ones of another variant", "[tile]") {

@@ -173,8 +173,11 @@ TEST_CASE("XLA GEMM baselines: the reports score the measured fusions and say wh
   CHECK(r[2].report.graphs[0].to_within == 3);  // c2, then c1 (mean 0), then c3
   // Random order: the expected best of one pick is (4 + 2 + 1) / 3 over 1.
   CHECK(r[3].report.graphs[0].top_error[0] == Approx(7.0 / 3 - 1));
-  // The table's method column is as wide as the longest name: every line the same length.
+  // Each table's method column is as wide as the longest name: every line of a table the
+  // same length. The medians' table, then the worst problem's.
   const std::vector<std::string> lines = absl::StrSplit(TileComparisonTable(r), '\n', absl::SkipEmpty());
-  REQUIRE(lines.size() == 5);
-  for (const std::string& line : lines) CHECK(line.size() == lines[0].size());
+  REQUIRE(lines.size() == 10);
+  for (size_t i = 0; i < 5; ++i) CHECK(lines[i].size() == lines[0].size());
+  for (size_t i = 5; i < 10; ++i) CHECK(lines[i].size() == lines[5].size());
+  CHECK_THAT(lines[5], Catch::StartsWith("method (the worst problem)"));
 }

@@ -56,7 +56,7 @@ inline int64_t UseTilePrior(const Manifest& m, const GemmProblem& problem, Scori
   }
   TilePrior with = *m.tile_prior;
   static const std::vector<KnownTileProblem> kNone;
-  with.measured = with.measured.ForKernel(kernel, joins ? *more : kNone);
+  with.measured = with.measured.ForKernel(kernel, joins ? *more : kNone, &with.bandwidth);
   with.problems = static_cast<int64_t>(with.measured.problems().size());
   so->tile_prior = std::make_shared<const TilePriorValues>(with.For(problem, own));
   return joins ? static_cast<int64_t>(more->size()) : 0;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -117,14 +118,50 @@ MeasuredSlowdowns::MeasuredSlowdowns(const std::vector<KnownTileProblem>& known)
   }
 }
 
-MeasuredSlowdowns MeasuredSlowdowns::With(const std::vector<KnownTileProblem>& more) const {
-  const MeasuredSlowdowns added(more);
+std::optional<MeasuredSlowdowns::Problem> MeasuredSlowdowns::Anchored(const KnownTileProblem& k,
+                                                                      const ShapeBandwidth& anchor) const {
+  if (problems_.empty() || 2 * k.tiles.size() >= tiles_.size()) return std::nullopt;
+  const std::vector<double> near = Near(k.problem, anchor);
+  double excess = 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < k.tiles.size(); ++i) {
+    const auto at = std::lower_bound(tiles_.begin(), tiles_.end(), k.tiles[i]);
+    if (!(k.runtime[i] > 0) || at == tiles_.end() || !(*at == k.tiles[i])) continue;
+    const double e = near[static_cast<size_t>(at - tiles_.begin())];
+    if (std::isnan(e)) continue;
+    excess += std::log(k.runtime[i]) - e;
+    ++n;
+  }
+  if (n == 0) return std::nullopt;
+  const double offset = excess / static_cast<double>(n);
+  Problem p{k.problem, std::vector<double>(k.tiles.size()), k.kernel, k.kernel.empty() ? "" : k.name};
+  for (size_t i = 0; i < k.tiles.size(); ++i) p.log_slowdown[i] = std::max(0.0, std::log(k.runtime[i]) - offset);
+  return p;  // aligned with k.tiles: With realigns it
+}
+
+MeasuredSlowdowns MeasuredSlowdowns::With(const std::vector<KnownTileProblem>& more,
+                                          const ShapeBandwidth* anchor) const {
+  MeasuredSlowdowns added(more);
+  if (anchor != nullptr) {
+    // Realigned to added.tiles_ as its own problems are; hidden runtimes were left out there too.
+    size_t next = 0;
+    for (const KnownTileProblem& k : more) {
+      if (k.runtime.empty() || !(*std::min_element(k.runtime.begin(), k.runtime.end()) > 0)) continue;
+      Problem& q = added.problems_[next++];
+      const std::optional<Problem> a = Anchored(k, *anchor);
+      if (!a) continue;
+      for (size_t i = 0; i < k.tiles.size(); ++i) {
+        const auto at = std::lower_bound(added.tiles_.begin(), added.tiles_.end(), k.tiles[i]) - added.tiles_.begin();
+        q.log_slowdown[static_cast<size_t>(at)] = a->log_slowdown[i];
+      }
+    }
+  }
   std::vector<TritonTile> tiles = tiles_;
   tiles.insert(tiles.end(), added.tiles_.begin(), added.tiles_.end());
   std::sort(tiles.begin(), tiles.end());
   tiles.erase(std::unique(tiles.begin(), tiles.end()), tiles.end());
   std::vector<Problem> problems;
-  for (const MeasuredSlowdowns* from : {this, &added})
+  for (const MeasuredSlowdowns* from : {this, static_cast<const MeasuredSlowdowns*>(&added)})
     for (const Problem& q : from->problems_) {
       Problem p{q.problem, std::vector<double>(tiles.size(), std::nan("")), q.kernel, q.stored};
       for (size_t i = 0; i < from->tiles_.size(); ++i) {
@@ -136,8 +173,8 @@ MeasuredSlowdowns MeasuredSlowdowns::With(const std::vector<KnownTileProblem>& m
   return MeasuredSlowdowns(std::move(tiles), std::move(problems));
 }
 
-MeasuredSlowdowns MeasuredSlowdowns::ForKernel(const std::string& kernel,
-                                               const std::vector<KnownTileProblem>& more) const {
+MeasuredSlowdowns MeasuredSlowdowns::ForKernel(const std::string& kernel, const std::vector<KnownTileProblem>& more,
+                                               const ShapeBandwidth* anchor) const {
   std::set<std::string> again;
   for (const KnownTileProblem& k : more)
     if (k.kernel == kernel) again.insert(k.name);
@@ -146,7 +183,7 @@ MeasuredSlowdowns MeasuredSlowdowns::ForKernel(const std::string& kernel,
   for (const Problem& q : problems_)
     if (q.kernel.empty() || (!kernel.empty() && q.kernel == kernel && again.count(q.stored) == 0))
       kept.problems_.push_back(q);
-  return more.empty() ? kept : kept.With(more);
+  return more.empty() ? kept : kept.With(more, anchor);
 }
 
 bool MeasuredSlowdowns::HasKernelProblems() const {
@@ -282,6 +319,7 @@ GraphEval RandomOrderEval(const std::string& name, const std::vector<double>& ru
   e.opa = 0.5;
   const int64_t k[3] = {1, 5, 10};
   for (int i = 0; i < 3; ++i) e.top_error[i] = ExpectedRandomTopKError(runtime, k[i]);
+  e.targets = runtime;  // no scores: TileComparisonTable's other K are expected ones too
   e.tile_score = 1.0 - e.top_error[1];
   e.to_within = ExpectedRandomMeasurementsToWithin(runtime, 0.01);
   return e;
@@ -312,19 +350,55 @@ std::vector<MethodReport> TileBaselineReports(const TileBaselines& baselines, co
   return out;
 }
 
+namespace {
+
+// A problem's best of the top k over its fastest, minus 1: from its scores, or, for the
+// random order (targets without scores), the expected one. NaN for hidden runtimes.
+double TopKOf(const GraphEval& e, int64_t k) {
+  if (e.targets.empty() || std::all_of(e.targets.begin(), e.targets.end(), [](double t) { return t <= 0; }))
+    return std::nan("");
+  return e.scores.empty() ? ExpectedRandomTopKError(e.targets, k) : TopKError(e.scores, e.targets, k);
+}
+
+// The median (worst = false) or the largest of `get` over the report's problems, NaN skipped.
+template <typename Get>
+double OverProblems(const EvalReport& r, bool worst, Get get) {
+  std::vector<double> v;
+  for (const GraphEval& e : r.graphs)
+    if (const double x = get(e); std::isfinite(x)) v.push_back(x);
+  if (v.empty()) return std::nan("");
+  std::sort(v.begin(), v.end());
+  if (worst) return v.back();
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
 std::string TileComparisonTable(const std::vector<MethodReport>& methods) {
   // The methods' column: as wide as the longest name up to 60 (a model's long description
   // runs past it rather than pushing every line's figures away).
   int width = 44;
   for (const MethodReport& m : methods) width = std::max(width, std::min(60, static_cast<int>(m.method.size())));
-  std::string out = absl::StrFormat("%-*s %7s %7s %7s %7s %9s %9s\n", width, "method (medians over problems)", "tau",
-                                    "top-1", "top-5", "top-10", "to 1%", "mean 1%");
+  const auto top = [](int64_t k) { return [k](const GraphEval& e) { return TopKOf(e, k); }; };
+  const auto to_1 = [](const GraphEval& e) { return e.to_within; };
+  std::string out = absl::StrFormat("%-*s %7s %7s %7s %7s %7s %9s %9s\n", width, "method (medians over problems)", "tau",
+                                    "top-1", "top-3", "top-5", "top-10", "to 1%", "mean 1%");
   for (const MethodReport& m : methods) {
     const GraphEval& e = m.report.median;
-    absl::StrAppend(&out, absl::StrFormat("%-*s %7s %7s %7s %7s %9s %9s\n", width, m.method, Num(e.tau, 3),
-                                          Ratio(e.top_error[0]), Ratio(e.top_error[1]), Ratio(e.top_error[2]),
-                                          Num(e.to_within, 1), Num(m.report.mean.to_within, 1)));
+    absl::StrAppend(&out, absl::StrFormat("%-*s %7s %7s %7s %7s %7s %9s %9s\n", width, m.method, Num(e.tau, 3),
+                                          Ratio(e.top_error[0]), Ratio(OverProblems(m.report, false, top(3))),
+                                          Ratio(e.top_error[1]), Ratio(e.top_error[2]), Num(e.to_within, 1),
+                                          Num(m.report.mean.to_within, 1)));
   }
+  absl::StrAppend(&out, absl::StrFormat("%-*s %7s %7s %7s %9s\n", width, "method (the worst problem)", "top-1",
+                                        "top-3", "top-5", "to 1%"));
+  for (const MethodReport& m : methods)
+    absl::StrAppend(&out, absl::StrFormat("%-*s %7s %7s %7s %9s\n", width, m.method,
+                                          Ratio(OverProblems(m.report, true, top(1))),
+                                          Ratio(OverProblems(m.report, true, top(3))),
+                                          Ratio(OverProblems(m.report, true, top(5))),
+                                          Num(OverProblems(m.report, true, to_1), 1)));
   return out;
 }
 

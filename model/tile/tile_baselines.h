@@ -22,6 +22,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -132,13 +133,21 @@ class MeasuredSlowdowns {
   MeasuredSlowdowns Shifted(const std::vector<double>& shift) const;
 
   // These problems and `more` (each its table over the configurations it measured, the
-  // rest NaN): tiles() the union, every table realigned to it.
-  MeasuredSlowdowns With(const std::vector<KnownTileProblem>& more) const;
+  // rest NaN): tiles() the union, every table realigned to it. With `anchor`, a problem
+  // of `more` that measured fewer than half of tiles() (a pruned tuning's top few) is
+  // read for the differences among what it measured, not as if its best were the
+  // fastest: its log runtimes less one offset, the mean of their excess over what these
+  // problems say of the same configurations near it (Near with *anchor), floored at 0.
+  // Its best measured is then as slow as its neighbours make such a tile, and a tile
+  // the prior favoured that measured slow says so to the next problem.
+  MeasuredSlowdowns With(const std::vector<KnownTileProblem>& more, const ShapeBandwidth* anchor = nullptr) const;
 
   // What a search of `kernel` reads: the collection's own problems, those of `kernel`
   // (none of another kernel's, none at all for kernel ""), a stored problem that `more`
-  // holds again replaced by `more`'s (the store's is the newer), and then `more` (With).
-  MeasuredSlowdowns ForKernel(const std::string& kernel, const std::vector<KnownTileProblem>& more) const;
+  // holds again replaced by `more`'s (the store's is the newer), and then `more` (With,
+  // anchored by `anchor` when given).
+  MeasuredSlowdowns ForKernel(const std::string& kernel, const std::vector<KnownTileProblem>& more,
+                              const ShapeBandwidth* anchor = nullptr) const;
   // Whether any problem is a farm's (Problem::kernel set).
   bool HasKernelProblems() const;
 
@@ -146,6 +155,10 @@ class MeasuredSlowdowns {
   // The problems Near counts for p, each with its weight (the nearest one's is 1).
   std::vector<std::pair<const Problem*, double>> Weighted(const GemmProblem& p, const ShapeBandwidth& bandwidth,
                                                           bool leave_shape_out) const;
+
+  // k's table as With(anchor) reads a partial problem (nullopt: not partial, or nothing
+  // to anchor to).
+  std::optional<Problem> Anchored(const KnownTileProblem& k, const ShapeBandwidth& anchor) const;
 
   std::vector<TritonTile> tiles_;
   std::vector<Problem> problems_;
@@ -190,8 +203,10 @@ GraphEval RandomOrderEval(const std::string& name, const std::vector<double>& ru
 std::vector<MethodReport> TileBaselineReports(const TileBaselines& baselines, const std::vector<KnownTileProblem>& problems,
                                               const std::string& collection, const std::string& split);
 
-// One line per method: median tau, best of top-1/5/10 over the fastest (ratios), and the
-// median and mean measurements until one within 1% of the fastest.
+// Two tables, one line per method in each. Medians over the problems: tau, best of the
+// top 1/3/5/10 over the fastest (ratios), measurements until one within 1% of the fastest,
+// and their mean. Then the worst problem's: best of the top 1/3/5 and measurements to 1%
+// (the slow kernel a user remembers). Problems with hidden runtimes are left out.
 std::string TileComparisonTable(const std::vector<MethodReport>& methods);
 // {"methods": [{"method": ..., "report": EvalReport::Json()}, ...]}
 std::string MethodsJson(const std::vector<MethodReport>& methods);

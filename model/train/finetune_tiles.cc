@@ -143,7 +143,7 @@ absl::StatusOr<FinetuneResult> FinetuneTilePrior(const FinetuneOptions& o, const
   for (const MeasuredSlowdowns::Problem& q : prior.measured.problems())
     if (!(q.kernel == *kernel && in_store.count(q.stored) > 0)) kept.push_back(q);
   const MeasuredSlowdowns table =
-      Bounded(MeasuredSlowdowns(prior.measured.tiles(), std::move(kept)).With(stored), in_store);
+      Bounded(MeasuredSlowdowns(prior.measured.tiles(), std::move(kept)).With(stored, &prior.bandwidth), in_store);
   const MeasuredSlowdowns before = prior.measured.ForKernel(*kernel, {});
   const MeasuredSlowdowns after = table.ForKernel(*kernel, {});
   result.parent_score = LeaveShapeOutTau(prior, before, stored);
