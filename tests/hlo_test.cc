@@ -400,12 +400,20 @@ TEST_CASE("bad HLO input: precise errors naming the computation and instruction,
   CHECK(msg.size() < 400);
   CHECK_THAT(msg, Catch::Contains("...(100000 bytes)' (id 2)"));
 
-  // An unknown opcode is id 0, as upstream, with a warning.
-  auto unknown = FeaturizeModule(SmallModule({{"a", "parameter", {}}, {"b", "frobnicate", {1}}}), "m.pb");
-  REQUIRE(unknown.ok());
-  CHECK(unknown->graph.node_opcode[1] == 0);
-  REQUIRE(unknown->warnings.size() == 1);
-  CHECK_THAT(unknown->warnings[0], Catch::Contains("'frobnicate'"));
+  // An opcode XLA knows but the table lacks is id 0, as upstream, with a warning; its
+  // asynchronous form too. One XLA does not know is refused, as XLA refuses it.
+  auto newer = FeaturizeModule(
+      SmallModule({{"a", "parameter", {}}, {"b", "topk", {1}}, {"c", "ragged-all-to-all-start", {2}}}), "m.pb");
+  REQUIRE(newer.ok());
+  CHECK(newer->graph.node_opcode[1] == 0);
+  CHECK(newer->graph.node_opcode[2] == 0);
+  REQUIRE(newer->warnings.size() == 2);
+  CHECK_THAT(newer->warnings[0], Catch::Contains("'ragged-all-to-all-start'"));
+  CHECK_THAT(newer->warnings[1], Catch::Contains("'topk'"));
+  CHECK_THAT(ErrorOf(SmallModule({{"a", "parameter", {}}, {"b", "frobnicate", {1}}})),
+             Catch::Contains("instruction 'b' (id 2): unknown opcode 'frobnicate': not one of XLA's"));
+  CHECK_THAT(ErrorOf(SmallModule({{"a", "parameter", {}}, {"b", "frobnicate-start", {1}}})),
+             Catch::Contains("unknown opcode 'frobnicate-start'"));
 }
 
 TEST_CASE("ParseModule refuses what is not an HLO module", "[hlo]") {

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <limits>
 #include <random>
 #include <string>
 
@@ -247,6 +248,12 @@ TEST_CASE("HLO text: malformed modules are errors naming line, column and what w
                           "tuple(a))\n}"),
              Catch::Contains("line 4, column 42: operand 'tuple(...)' is an instruction written inside another's "
                              "operands, which tgraph does not read: define it on a line of its own"));
+  // An opcode XLA does not know is refused where it is written, as XLA refuses it: a typo
+  // is not a node of opcode id 0, nor a parameter an undefined operand.
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2,2] parameter(0)\n  ROOT d = f32[2,2] dto(a, a)\n}"),
+             Catch::Contains("m.hlo: line 4, column 21: unknown opcode 'dto' (instruction 'd'): not one of XLA's"));
+  CHECK_THAT(HloTextError("HloModule m\nENTRY e {\n  a = f32[2] paramter(0)\n  ROOT n = f32[2] negate(a)\n}"),
+             Catch::Contains("line 3, column 14: unknown opcode 'paramter' (instruction 'a')"));
   std::string deep = "HloModule m\nENTRY e {\n  ROOT a = ";
   for (int i = 0; i < 100; ++i) deep += "(";
   CHECK_THAT(HloTextError(deep), Catch::Contains("tuple shapes nested at most 32 deep"));
@@ -604,4 +611,48 @@ TEST_CASE("HLO text: the narrow types read as XLA numbers them, and print back b
   auto odd = ParseHloText("HloModule o\n\nENTRY main {\n  ROOT p = f7e9[2]{0} parameter(0)\n}\n", "odd.hlo");
   REQUIRE(odd.ok());
   CHECK(std::string(hlo::ElementTypeName(odd->computations(0).instructions(0).shape().element_type())) == "other");
+}
+
+TEST_CASE("HLO text and proto: an opcode XLA added after the opcode table reads as id 0 with a warning, and one it does "
+          "not know is refused in the proto too", "[hlo][text]") {
+  auto parsed = ParseHloText("HloModule m\nENTRY e {\n  a = f32[4] parameter(0)\n  ROOT r = f32[4] erf(a)\n}", "m.hlo");
+  REQUIRE(parsed.ok());
+  auto g = FeaturizeModule(*parsed, "m.hlo");
+  REQUIRE(g.ok());
+  CHECK(g->graph.node_opcode[1] == 0);
+  REQUIRE(g->warnings.size() == 1);
+  CHECK(g->warnings[0] == "opcode 'erf' is not in the opcode table (docs/format.md): encoded as id 0");
+  // The same module as a proto whose opcode is a typo.
+  xla::HloModuleProto proto = *parsed;
+  proto.mutable_computations(0)->mutable_instructions(1)->set_opcode("dto");
+  auto bad = FeaturizeModule(proto, "m.hlo.pb");
+  REQUIRE_FALSE(bad.ok());
+  CHECK(bad.status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(bad.status().message()),
+             Catch::Contains("m.hlo.pb: computation 'e', instruction 'r' (id 2): unknown opcode 'dto': not one of XLA's"));
+}
+
+TEST_CASE("HLO text and proto: an unbounded dynamic dimension ('?', the smallest int64 in XLA's proto) gives one "
+          "graph and one hash", "[hlo][text]") {
+  const std::string text =
+      "HloModule m\nENTRY e {\n  a = f32[?,32]{1,0} parameter(0)\n  b = f32[32,8]{1,0} parameter(1)\n"
+      "  ROOT d = f32[?,8]{1,0} dot(a, b), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}";
+  auto from_text = hlo::ParseModule(text, "m.hlo");
+  REQUIRE(from_text.ok());
+  CHECK(from_text->computations(0).instructions(0).shape().dimensions(0) == -1);
+  // As XLA writes it: the proto's dimension is INT64_MIN (it was refused: "expected a
+  // size >= 0 or -1").
+  xla::HloModuleProto as_xla = *from_text;
+  for (int i : {0, 2})
+    as_xla.mutable_computations(0)->mutable_instructions(i)->mutable_shape()->set_dimensions(
+        0, std::numeric_limits<int64_t>::min());
+  auto from_proto = hlo::ParseModule(as_xla.SerializeAsString(), "m.hlo.pb");
+  REQUIRE(from_proto.ok());
+  auto g_text = FeaturizeModule(*from_text, "m.hlo");
+  auto g_proto = FeaturizeModule(*from_proto, "m.hlo.pb");
+  REQUIRE(g_text.ok());
+  REQUIRE(g_proto.ok());
+  CHECK(g_text->graph.node_feat == g_proto->graph.node_feat);
+  CHECK(GraphContentHash(g_text->graph, g_text->default_config_nodes) ==
+        GraphContentHash(g_proto->graph, g_proto->default_config_nodes));
 }

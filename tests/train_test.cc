@@ -905,10 +905,17 @@ CATCH_TEST_CASE("a tile run's manifest counts the network at the share its kept 
   CATCH_CHECK((*back)[1].share_scores == a.share_scores);
   CATCH_CHECK(RunManifest(run, 1)->tile_prior->network_share == 0.5);
   CATCH_CHECK(RunManifest(run, 2)->tile_prior->network_share == 0.25);
+  // A share given (chosen on other shapes) replaces the folds' choice, and says so.
+  absl::StatusOr<Manifest> given = RunManifest(run, 2, 0.75);
+  CATCH_REQUIRE(given.ok());
+  CATCH_CHECK(given->tile_prior->network_share == 0.75);
+  CATCH_CHECK(given->training.at("tile_network_share") == "0.75");
+  CATCH_CHECK(RunManifest(run, 2, 1.5).status().code() == absl::StatusCode::kInvalidArgument);
   // A prior added only when published (the network learned alone) keeps its full share.
   info.tile_prior->residual = false;
   CATCH_REQUIRE(WriteRunInfo(run, info).ok());
   CATCH_CHECK(RunManifest(run, 2)->tile_prior->network_share == 1.0);
+  CATCH_CHECK(RunManifest(run, 2, 0.25).status().code() == absl::StatusCode::kFailedPrecondition);
 }
 
 CATCH_TEST_CASE("a fold's score per network share is its mean over the validations after a step, each step once",

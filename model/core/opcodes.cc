@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 
 namespace tgraph {
 namespace {
@@ -28,7 +29,27 @@ constexpr std::array<const char*, 120> kOpcodeNames = {
     "all-reduce-done", "reduce-scatter", "all-gather-start", "all-gather-done", "opt-barrier", "async-start",
     "async-update", "async-done", "round-nearest-even", "stochastic-convert", "tan"};
 
+// XLA's opcodes outside the table (its HLO opcode list as of 2026; names are facts).
+constexpr std::array<const char*, 18> kLaterXlaOpcodes = {
+    "acos", "acosh", "asin", "asinh", "atan", "atanh", "collective-broadcast", "collective-reduce", "cosh",
+    "erf", "mulhi", "ragged-all-to-all", "ragged-dot", "scaled-dot", "scan", "shuffle", "sinh", "topk"};
+
 }  // namespace
+
+bool IsXlaOpcode(absl::string_view name) {
+  const auto known = [](absl::string_view n) {
+    if (OpcodeId(n) != 0) return true;
+    for (const char* later : kLaterXlaOpcodes)
+      if (n == later) return true;
+    return false;
+  };
+  if (known(name)) return true;
+  // XLA writes an asynchronous operation as its wrapped opcode with -start, -update or
+  // -done ("all-to-all-start", "custom-call-done"), and reads it back so.
+  for (absl::string_view suffix : {"-start", "-update", "-done"})
+    if (absl::ConsumeSuffix(&name, suffix)) return known(name);
+  return false;
+}
 
 int OpcodeId(absl::string_view name) {
   static const auto* ids = [] {

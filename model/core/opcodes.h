@@ -17,4 +17,10 @@ absl::string_view OpcodeName(int id);
 // The name, or "opcode ID" when the id has none (0: an opcode outside the table).
 std::string OpcodeLabel(int id);
 
+// Whether XLA knows the name as an opcode: the table's names, and those XLA added after
+// it (erf, topk, ragged-dot, ...), which are encoded as id 0, and an asynchronous form
+// ("all-to-all-start"). A name it does not know is refused, as XLA's own parser refuses
+// it ("dto", "paramter").
+bool IsXlaOpcode(absl::string_view name);
+
 }  // namespace tgraph

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -198,6 +199,25 @@ std::vector<std::string> InstructionNames(const std::vector<NodeSource>& nodes, 
   return names;
 }
 
+namespace {
+
+// XLA writes an unbounded dynamic dimension ('?' in the text) into a proto as the
+// smallest int64; the text reader keeps it as -1. Both become -1, so that a dump's text
+// and proto give one graph and one hash.
+void UnboundedAsText(xla::ShapeProto* shape) {
+  for (int i = 0; i < shape->dimensions_size(); ++i)
+    if (shape->dimensions(i) == std::numeric_limits<int64_t>::min()) shape->set_dimensions(i, -1);
+  for (int i = 0; i < shape->tuple_shapes_size(); ++i) UnboundedAsText(shape->mutable_tuple_shapes(i));
+}
+
+absl::Status FromProto(HloModuleProto* module, WorkingMemory* memory) {
+  for (xla::HloComputationProto& comp : *module->mutable_computations())
+    for (xla::HloInstructionProto& inst : *comp.mutable_instructions()) UnboundedAsText(inst.mutable_shape());
+  return CanonicalizeOrder(module, memory);
+}
+
+}  // namespace
+
 absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string_view what, const Limits& limits) {
   if (bytes.empty()) return absl::InvalidArgumentError(absl::StrCat(what, ": empty; expected an HLO module"));
   if (LooksLikeHloText(bytes)) return ParseHloText(bytes, what, limits);
@@ -211,7 +231,7 @@ absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string
   if (!wrapped.ok()) return wrapped.status();
   if (*wrapped && (*wrapped)->has_hlo_module() && LooksLikeModule((*wrapped)->hlo_module())) {
     HloModuleProto module = std::move(*(*wrapped)->mutable_hlo_module());
-    if (absl::Status s = CanonicalizeOrder(&module, &memory); !s.ok()) return s;
+    if (absl::Status s = FromProto(&module, &memory); !s.ok()) return s;
     return module;
   }
   wrapped->reset();
@@ -226,7 +246,7 @@ absl::StatusOr<HloModuleProto> ParseModule(absl::string_view bytes, absl::string
         what, ": not an HLO module: it parses, but has no computations with instructions (expected an "
               "xla.HloProto, e.g. an XLA dump *.hlo.pb, or an xla.HloModuleProto; tile tuning data, a "
               "tpu_graphs.TuningData, is read by tgraph-featurize tile)"));
-  if (absl::Status s = CanonicalizeOrder(&**module, &memory); !s.ok()) return s;
+  if (absl::Status s = FromProto(&**module, &memory); !s.ok()) return s;
   return std::move(**module);
 }
 
@@ -343,6 +363,10 @@ absl::Status FeaturizeComputation(const HloModuleProto& module, int ci, int64_t 
                      absl::StrCat("its shape has ", inst.shape().dimensions_size(),
                                   " dimensions; the TpuGraphs features describe at most ", kMaxDims));
     if (std::string problem = ShapeProblem(inst.shape()); !problem.empty()) return Invalid(what, comp, &inst, problem);
+    if (!IsXlaOpcode(inst.opcode()))
+      return Invalid(what, comp, &inst,
+                     absl::StrCat("unknown opcode '", ShownName(inst.opcode()),
+                                  "': not one of XLA's (docs/format.md, HLO opcode ids)"));
     const int opcode = OpcodeId(inst.opcode());
     if (opcode == 0 && b->unknown_opcodes.size() < 20) b->unknown_opcodes.insert(ShownName(inst.opcode()));
     if (opcode == op::kFusion) ++b->fusions;

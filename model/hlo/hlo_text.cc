@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "model/core/opcodes.h"
 #include "model/hlo/canonical_order.h"
 #include "model/hlo/hlo_text_cursor.h"
 #include "model/hlo/hlo_text_values.h"
@@ -301,6 +302,10 @@ absl::Status ParseInstruction(Cursor& c, int64_t* next_id, ParsedComputation* co
   if (where.array_shape) where.layout = c.last_layout;
   const std::string opcode = c.Name();
   if (opcode.empty()) return c.Error("an opcode");
+  if (!IsXlaOpcode(opcode))
+    return c.ErrorAt(c.line(), c.col() - static_cast<int64_t>(opcode.size()),
+                     absl::StrCat("unknown opcode '", Cursor::Printable(opcode), "' (instruction '",
+                                  Cursor::Printable(name), "'): not one of XLA's (docs/format.md, HLO opcode ids)"));
   if (absl::Status s = c.Charge(HeapChars(opcode.size())); !s.ok()) return s;
   inst->set_opcode(opcode);
   if (!c.Consume('(')) return c.Error(absl::StrCat("'(' after the opcode '", Cursor::Printable(opcode), "'"));

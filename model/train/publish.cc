@@ -11,7 +11,7 @@
 
 namespace tgraph {
 
-absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep) {
+absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep, double network_share) {
   absl::StatusOr<RunInfo> info = ReadRunInfo(run_dir);
   if (!info.ok()) return info.status();
   absl::StatusOr<std::vector<FoldResult>> results = ReadFoldResults(run_dir);
@@ -37,12 +37,23 @@ absl::StatusOr<Manifest> RunManifest(const std::string& run_dir, int keep) {
   }
   // The kept folds' validation problems choose what the network counts beside the prior;
   // a run whose folds did not validate the shares keeps 1, as it trained.
-  if (m.tile_prior && m.tile_prior->residual) m.tile_prior->network_share = ChooseNetworkShare(share_scores);
+  if (network_share != -1) {
+    if (!(network_share >= 0 && network_share <= 1))
+      return absl::InvalidArgumentError(absl::StrCat("--tile_network_share ", network_share, ": expected 0..1"));
+    if (!m.tile_prior || !m.tile_prior->residual)
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--tile_network_share: run ", run_dir, " has no prior its network trained beside (a tile collection's, "
+          "trained with it) to share with"));
+    m.tile_prior->network_share = network_share;
+    m.training["tile_network_share"] = absl::StrCat(network_share);
+  } else if (m.tile_prior && m.tile_prior->residual) {
+    m.tile_prior->network_share = ChooseNetworkShare(share_scores);
+  }
   return m;
 }
 
 absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& registry, int keep,
-                                   int require_folds, bool* already_published) {
+                                   int require_folds, bool* already_published, double network_share) {
   if (require_folds > 0) {
     absl::StatusOr<std::vector<FoldResult>> done = ReadFoldResults(run_dir);
     if (!done.ok()) return done.status();
@@ -56,7 +67,7 @@ absl::StatusOr<int64_t> PublishRun(const std::string& run_dir, const Registry& r
                                                         "); nothing was published"));
     }
   }
-  absl::StatusOr<Manifest> m = RunManifest(run_dir, keep);
+  absl::StatusOr<Manifest> m = RunManifest(run_dir, keep, network_share);
   if (!m.ok()) return m.status();
   for (FoldEntry& f : m->folds) f.weights = absl::StrCat(run_dir, "/", f.weights);  // the source files
   return PublishLoadable(registry, *m, already_published);

@@ -39,6 +39,10 @@ ABSL_FLAG(int64_t, version, 0, "retire, restore: the model version");
 ABSL_FLAG(std::string, reason, "", "retire: why (kept in the version's RETIRED marker)");
 ABSL_FLAG(int, require_folds, 0, "publish: fail unless at least this many folds have finished (0 = any)");
 ABSL_FLAG(int, keep_folds, -1, "Best folds to publish (default: 4 paper, 2 quick)");
+ABSL_FLAG(double, tile_network_share, -1,
+          "Tile collections: what the network counts beside the prior in the published model, 0..1 (-1: the kept "
+          "folds' validation chooses; a share chosen on shapes unlike the training grid with tgraph-eval "
+          "--tile_network_share instead)");
 ABSL_FLAG(double, epochs, tgraph::TrainOptions{}.epochs, "Epochs (one step per training graph each); 0 = the profile's");
 ABSL_FLAG(std::vector<std::string>, also_collections, {},
           "Other searches of --collection's graphs to train on beside it, comma-separated (layout:xla:default beside "
@@ -232,11 +236,12 @@ int Publish(const std::string& what) {
   bool existed = false;
   absl::StatusOr<int64_t> v =
       tgraph::PublishRun(absl::GetFlag(FLAGS_run_dir), tgraph::Registry(absl::GetFlag(FLAGS_registry)), KeepFolds(),
-                         absl::GetFlag(FLAGS_require_folds), &existed);
+                         absl::GetFlag(FLAGS_require_folds), &existed, absl::GetFlag(FLAGS_tile_network_share));
   if (!v.ok()) return Fail(v.status());
   std::printf("%s %s as version %lld in %s\n", existed ? "already published" : "published", what.c_str(),
               static_cast<long long>(*v), absl::GetFlag(FLAGS_registry).c_str());
-  absl::StatusOr<tgraph::Manifest> m = tgraph::RunManifest(absl::GetFlag(FLAGS_run_dir), KeepFolds());
+  absl::StatusOr<tgraph::Manifest> m =
+      tgraph::RunManifest(absl::GetFlag(FLAGS_run_dir), KeepFolds(), absl::GetFlag(FLAGS_tile_network_share));
   if (m.ok() && m->tile_prior)
     std::printf("its scores: %s\n", m->tile_prior->Summary().c_str());
   return tgraph::kExitOk;
@@ -416,7 +421,7 @@ int main(int argc, char** argv) {
       "K-fold training of TGraph and publishing to the model registry.\n"
       "  tgraph-train --data ROOT --collection C --run_dir RUN [--registry REG] [--fold K] [--profile quick]\n"
       "               [--world_size N --rank R --master_addr HOST --master_port P]   (data-parallel, c10d/Gloo)\n"
-      "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N] [--require_folds N]\n"
+      "  tgraph-train publish --run_dir RUN --registry REG [--keep_folds N] [--require_folds N] [--tile_network_share S]\n"
       "  tgraph-train finetune --registry REG --collection C --measurements STORE --run_dir WORK [--data BASE]\n"
       "                        [--steps 200] [--finetune_lr 1e-4] [--holdout 0.2] [--min_heldout_configs 30]\n"
       "                        [--parent layout:xla:random]   (a new model of your own: --collection layout@NAME)\n"
