@@ -74,3 +74,9 @@ ABSL_FLAG(std::string, out, "",
 ABSL_FLAG(bool, force, false, "search, xla-gpu: replace --out when it exists (never a link or a device)");
 ABSL_FLAG(int64_t, per_fusion, 3, "xla-gpu: how many of each fusion's best configurations the candidate list holds");
 ABSL_FLAG(int64_t, sm_count, 132, "xla-gpu: the GPU's streaming multiprocessors (132 on an H100 or H200 SXM)");
+ABSL_FLAG(bool, allow_split_k, false,
+          "xla-gpu: list configurations with split_k above 1 (an XLA whose Triton autotuner still takes them; newer "
+          "ones refuse them)");
+ABSL_FLAG(bool, allow_any_model, false,
+          "xla-gpu: rank with --collection even when it is not a model of XLA's GPU fusions or a Triton tile model "
+          "(a warning says why it does not fit)");

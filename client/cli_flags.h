@@ -53,3 +53,5 @@ ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(bool, force);
 ABSL_DECLARE_FLAG(int64_t, per_fusion);
 ABSL_DECLARE_FLAG(int64_t, sm_count);
+ABSL_DECLARE_FLAG(bool, allow_any_model);
+ABSL_DECLARE_FLAG(bool, allow_split_k);

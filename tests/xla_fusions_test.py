@@ -20,12 +20,12 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.environ.get("TGRAPH_SOURCE_DIR", "."), "client", "python", "tests"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from conftest import REAL, SRC, Server, binary  # noqa: E402
+from conftest import REAL, SRC, Server, binary, tile_server  # noqa: E402,F401  (a fixture)
 from conftest import run as run_strings  # noqa: E402
 
 
-def run(cmd):
-    return run_strings([str(c) for c in cmd])
+def run(cmd, **kw):
+    return run_strings([str(c) for c in cmd], **kw)
 
 DUMP = os.path.join(REAL, "hlo", "jax", "mlp_train_step.sm_9.0a_gpu_after_optimizations.txt")
 FUSIONS = {  # name -> (batch, M, N, K), as the dump's fusions are (tests/gemm_fusions_test.cc)
@@ -150,14 +150,19 @@ def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path
         ranked = client.rank("tile@test-xla", str(split_dir / "test" / "jit_step2.gemm_fusion_dot.npz"))
         assert sorted(ranked.order.tolist()) == list(range(len(CANDIDATES)))
 
-        # The hand-off: each fusion's best 3 of tgraph's candidates, as XLA reads them.
+        # The hand-off: each fusion's XLA choice, then the model's best 2 of tgraph's
+        # candidates (split_k 1: what XLA's newer autotuner takes), as XLA reads them;
+        # the flags the user's own, then the file's absolute path.
         override = tmp_path / "override.textproto"
         out = run([binary("client", "tgraph-client"), "xla-gpu", "--server", server.address, "--collection",
-                   "tile@test-xla", "--hlo", DUMP, "--out", override, "--json"])
+                   "tile@test-xla", "--hlo", DUMP, "--out", override, "--json"],
+                  env=dict(os.environ, XLA_FLAGS="--xla_dump_to=/tmp/d"))
         report = json.loads(out.stdout)
+        assert report["ranked_by"] == "the fusion model tile@test-xla"
         assert [f["fusion"] for f in report["fusions"]] == list(FUSIONS)
-        assert all(len(f["best"]) == 3 for f in report["fusions"])
-        assert report["xla_flags"] == f"--xla_gpu_gemm_autotuner_override_file={override}"
+        assert all(len(f["shortlist"]) == 3 and f["shortlist"][0] == f["xla_chose"] for f in report["fusions"])
+        assert all(" sk1 " in c for f in report["fusions"] for c in f["shortlist"])
+        assert report["xla_flags"] == f"--xla_dump_to=/tmp/d --xla_gpu_gemm_autotuner_override_file={override}"
     finally:
         server.stop()
     from google.protobuf import text_format
@@ -165,7 +170,40 @@ def test_three_programs_fusions_with_their_logs_train_evaluate_and_rank(tmp_path
     listed = text_format.Parse(override.read_text(), xla_protos.message("xla.TritonGemmConfigsProto"))
     assert len(listed.config) == report["candidates"] <= 15
     assert {f"{c.block_m}x{c.block_n}x{c.block_k} sk{c.split_k} s{c.num_stages} w{c.num_warps} c{c.num_ctas}"
-            for c in listed.config} == {b for f in report["fusions"] for b in f["best"]}
+            for c in listed.config} == {b for f in report["fusions"] for b in f["shortlist"]}
+    # XLA's choices lead the list, in the module's order.
+    chosen = list(dict.fromkeys(f["xla_chose"] for f in report["fusions"]))
+    assert [f"{c.block_m}x{c.block_n}x{c.block_k} sk{c.split_k} s{c.num_stages} w{c.num_warps} c{c.num_ctas}"
+            for c in listed.config][:len(chosen)] == chosen
+
+
+def test_xla_gpu_without_a_fusion_model_ranks_with_the_gpus_triton_tile_model_and_keeps_xlas_choices(
+        tile_server, tmp_path):
+    """No fusion model on the server: its Triton tile model (tile@h100-triton) ranks each
+    fusion's matrix product over XLA's configurations where the two agree; a problem its
+    space never measured keeps XLA's choice alone, said in a note."""
+    override = tmp_path / "override.textproto"
+    r = subprocess.run([binary("client", "tgraph-client"), "xla-gpu", "--server", tile_server.address, "--hlo", DUMP,
+                        "--out", str(override), "--json"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "no --collection given: ranking with the GPU's Triton tile model tile@h100-triton" in r.stderr
+    report = json.loads(r.stdout)
+    assert report["ranked_by"].startswith("the Triton tile model tile@h100-triton (NVIDIA H100 80GB HBM3)")
+    by_name = {f["fusion"]: f for f in report["fusions"]}
+    assert all(f["shortlist"][0] == f["xla_chose"] for f in report["fusions"])
+    # 784x512x128 (f32, every size a multiple of 16) is the Triton space's: 3 listed, each
+    # with split_k 1 and one CTA; the other four are variants it never measured.
+    ranked = by_name["gemm_fusion_dot"]["shortlist"]
+    assert len(ranked) == 3 and all(" sk1 " in c and c.endswith(" c1") for c in ranked)
+    assert len(report["notes"]) == 4 and all(n.endswith(": XLA's choice alone") for n in report["notes"])
+    assert all(len(by_name[n]["shortlist"]) == 1 for n in by_name if n != "gemm_fusion_dot")
+    # Named: no warning, and --per_fusion as asked.
+    r = subprocess.run([binary("client", "tgraph-client"), "xla-gpu", "--server", tile_server.address, "--hlo", DUMP,
+                        "--out", str(tmp_path / "o.textproto"), "--collection", "tile@h100-triton", "--per_fusion",
+                        "5", "--json"], capture_output=True, text=True)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr
+    again = {f["fusion"]: f["shortlist"] for f in json.loads(r.stdout)["fusions"]}
+    assert len(again["gemm_fusion_dot"]) == 5 and again["gemm_fusion_dot"][:3] == ranked
 
 
 # Today's XLA nests each dot operand in a fusion of its own with its tile (BLOCK_K is the
