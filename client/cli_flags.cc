@@ -56,8 +56,14 @@ ABSL_FLAG(int64_t, search_evaluations, 0,
           "this many model evaluations per round (0 = none)");
 ABSL_FLAG(std::string, source, "", "report: a label stored with the measurements (e.g. the farm and hardware)");
 ABSL_FLAG(std::string, runtimes, "",
-          "report --hlo: the measured runtimes (ns) of the --configs rows, in their order: an .npy of shape (c,), or "
-          "text, numbers separated by spaces, commas or newlines");
+          "report --hlo: the measured runtimes (ns) of the --configs rows, in their order; search --hlo: of the "
+          "--measured rows: an .npy of shape (c,), or text, numbers separated by spaces, commas or newlines");
+ABSL_FLAG(std::string, measured, "",
+          "search --hlo: the rows measured so far (.npy or .npz, as --configs): never proposed again, the fastest "
+          "--start_best started from, and with --runtimes the scores corrected by them");
+ABSL_FLAG(std::string, reference, "",
+          "rank: the reference to score against (.npy or .npz rows, as --configs), e.g. the PROPOSED.reference.npy "
+          "search --out writes: its scores repeated");
 ABSL_FLAG(int64_t, results, 0, "search: configurations to propose (0: the server's default)");
 ABSL_FLAG(int64_t, max_evaluations, 0,
           "search: configurations the search's fitness model may score (0: the server's default; the answer says "
@@ -69,8 +75,9 @@ ABSL_FLAG(int64_t, start_best, 16,
           "search: start from the file's this many fastest measured configurations (0: none); every configuration of "
           "the file is excluded (it was measured)");
 ABSL_FLAG(std::string, out, "",
-          "search: write the proposed rows, (results, nc, 18) int8, to this .npy file; xla-gpu: the candidate list "
-          "for XLA (protobuf text)");
+          "search: write the proposed rows, (results, nc, 18) int8, to this .npy file, and the reference they were "
+          "scored against beside it (NAME.reference.npy: rank --reference); xla-gpu: the candidate list for XLA "
+          "(protobuf text)");
 ABSL_FLAG(bool, force, false, "search, xla-gpu: replace --out when it exists (never a link or a device)");
 ABSL_FLAG(int64_t, per_fusion, 3, "xla-gpu: how many of each fusion's best configurations the candidate list holds");
 ABSL_FLAG(int64_t, sm_count, 132, "xla-gpu: the GPU's streaming multiprocessors (132 on an H100 or H200 SXM)");

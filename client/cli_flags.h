@@ -45,6 +45,8 @@ ABSL_DECLARE_FLAG(std::string, finetune_command);
 ABSL_DECLARE_FLAG(int64_t, search_evaluations);
 ABSL_DECLARE_FLAG(std::string, source);
 ABSL_DECLARE_FLAG(std::string, runtimes);
+ABSL_DECLARE_FLAG(std::string, measured);
+ABSL_DECLARE_FLAG(std::string, reference);
 ABSL_DECLARE_FLAG(int64_t, results);
 ABSL_DECLARE_FLAG(int64_t, max_evaluations);
 ABSL_DECLARE_FLAG(int64_t, max_changed_groups);

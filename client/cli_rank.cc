@@ -29,13 +29,25 @@ struct Ranked {
   std::string path;
 };
 
-absl::StatusOr<Ranked> RankHlo(tgraph::RankerClient& client, const tgraph::RankOptions& o) {
+// --reference's rows for a graph of nc configurable nodes into `o` (none: unchanged).
+absl::Status ReferenceFlag(int64_t nc, tgraph::RankOptions* o) {
+  const std::string path = absl::GetFlag(FLAGS_reference);
+  if (path.empty()) return absl::OkStatus();
+  absl::StatusOr<tgraph::LayoutConfigRows> rows = tgraph::LoadLayoutConfigRows(path, nc);
+  if (!rows.ok()) return rows.status();
+  o->reference_count = rows->count;
+  o->reference_layout = std::move(rows->values);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Ranked> RankHlo(tgraph::RankerClient& client, tgraph::RankOptions o) {
   Ranked out;
   out.path = absl::GetFlag(FLAGS_hlo);
   absl::StatusOr<tgraph::HloProgram> p = ReadProgram(out.path);
   if (!p.ok()) return p.status();
   absl::StatusOr<tgraph::LayoutConfigRows> rows = ConfigsFlag(static_cast<int64_t>(p->node_config_ids.size()));
   if (!rows.ok()) return rows.status();
+  if (absl::Status s = ReferenceFlag(static_cast<int64_t>(p->node_config_ids.size()), &o); !s.ok()) return s;
   out.count = rows->count;
   out.nodes = p->graph.num_nodes;
   out.truth.assign(static_cast<size_t>(out.count), 0.0);
@@ -45,8 +57,7 @@ absl::StatusOr<Ranked> RankHlo(tgraph::RankerClient& client, const tgraph::RankO
   return out;
 }
 
-absl::StatusOr<Ranked> RankFile(tgraph::RankerClient& client, tgraph::CollectionKind kind,
-                                const tgraph::RankOptions& o) {
+absl::StatusOr<Ranked> RankFile(tgraph::RankerClient& client, tgraph::CollectionKind kind, tgraph::RankOptions o) {
   Ranked out;
   out.path = absl::GetFlag(FLAGS_npz);
   const int64_t max = absl::GetFlag(FLAGS_max_configs);
@@ -66,6 +77,7 @@ absl::StatusOr<Ranked> RankFile(tgraph::RankerClient& client, tgraph::Collection
     out.count = max > 0 ? std::min(max, g->num_configs) : g->num_configs;
     out.nodes = g->graph.num_nodes;
     out.truth.assign(g->config_runtime.begin(), g->config_runtime.begin() + out.count);
+    if (absl::Status s = ReferenceFlag(g->num_config_nodes(), &o); !s.ok()) return s;
     r = client.RankLayout(g->graph, g->node_config_ids, g->config_feat.data(), out.count, o);
   } else {
     absl::StatusOr<tgraph::TileGraph> g = tgraph::LoadTileGraph(out.path);
@@ -145,8 +157,9 @@ int Rank(tgraph::RankerClient& client) {
   if (!hlo.empty() && configs.empty())
     return Fail(UsageError("--hlo needs --configs ROWS.npy|.npz: (c, nc, 18) layout rows for the module's "
                            "configurable nodes (tgraph-client register --hlo lists them)"));
-  if ((!hlo.empty() || !configs.empty()) && c->kind != tgraph::CollectionKind::kLayout)
-    return Fail(UsageError("--hlo and --configs rank layout configurations: give a layout collection"));
+  if ((!hlo.empty() || !configs.empty() || !absl::GetFlag(FLAGS_reference).empty()) &&
+      c->kind != tgraph::CollectionKind::kLayout)
+    return Fail(UsageError("--hlo, --configs and --reference rank layout configurations: give a layout collection"));
   tgraph::RankOptions o;
   o.collection = c->name();
   o.model_version = absl::GetFlag(FLAGS_model_version);

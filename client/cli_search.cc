@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/cli_commands.h"
 #include "client/cli_flags.h"
@@ -40,6 +41,34 @@ void MeasuredRows(const tgraph::LayoutGraph& g, tgraph::SearchConfigsOptions* o)
   });
   order.resize(std::min<size_t>(order.size(), static_cast<size_t>(std::max<int64_t>(0, absl::GetFlag(FLAGS_start_best)))));
   for (int64_t i : order) o->start.insert(o->start.end(), g.config(i), g.config(i) + g.num_config_nodes() * tgraph::kConfigFeatDim);
+}
+
+// search --out's reference file: PROPOSED.npy -> PROPOSED.reference.npy.
+std::string ReferencePath(const std::string& out) {
+  const std::string stem = absl::EndsWith(out, ".npy") ? out.substr(0, out.size() - 4) : out;
+  return stem + ".reference.npy";
+}
+
+// The --measured rows (and --runtimes) of a module: what MeasuredRows reads of a file.
+absl::Status ReadMeasured(tgraph::LayoutGraph* g) {
+  const std::string measured = absl::GetFlag(FLAGS_measured), runtimes = absl::GetFlag(FLAGS_runtimes);
+  if (measured.empty()) {
+    if (!runtimes.empty()) return UsageError("--runtimes needs --measured ROWS: the rows they are the runtimes of");
+    return absl::OkStatus();
+  }
+  absl::StatusOr<tgraph::LayoutConfigRows> rows = tgraph::LoadLayoutConfigRows(measured, g->num_config_nodes());
+  if (!rows.ok()) return rows.status();
+  g->num_configs = rows->count;
+  g->config_feat = std::move(rows->values);
+  g->config_runtime.assign(static_cast<size_t>(g->num_configs), 0);
+  if (runtimes.empty()) return absl::OkStatus();
+  absl::StatusOr<std::vector<int64_t>> ns = tgraph::LoadRuntimes(runtimes);
+  if (!ns.ok()) return ns.status();
+  if (static_cast<int64_t>(ns->size()) != g->num_configs)
+    return absl::InvalidArgumentError(absl::StrCat(runtimes, " has ", ns->size(), " runtimes; ", measured, " has ",
+                                                   g->num_configs, " rows (one runtime per row, in their order)"));
+  g->config_runtime = std::move(*ns);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -107,8 +136,11 @@ int Search(tgraph::RankerClient& client) {
   if (path.empty() || (!hlo.empty() && !absl::GetFlag(FLAGS_npz).empty()))
     return Fail(UsageError("search needs one graph: --npz GRAPH.npz (a layout graph; its rows count as measured) "
                            "or --hlo MODULE (text, .hlo.pb; nothing measured yet)"));
+  if (!absl::GetFlag(FLAGS_measured).empty() && hlo.empty())
+    return Fail(UsageError("--measured is for --hlo: an --npz file's own rows are its measured ones"));
   if (const std::string out = absl::GetFlag(FLAGS_out); !out.empty())
-    if (absl::Status s = tgraph::CheckOutputFile(out, "--out", absl::GetFlag(FLAGS_force)); !s.ok()) return Fail(s);
+    for (const std::string& file : {out, ReferencePath(out)})
+      if (absl::Status s = tgraph::CheckOutputFile(file, "--out", absl::GetFlag(FLAGS_force)); !s.ok()) return Fail(s);
   absl::StatusOr<tgraph::HloProgram> program;
   absl::StatusOr<tgraph::LayoutGraph> g = absl::UnknownError("");
   if (!hlo.empty()) {
@@ -117,6 +149,7 @@ int Search(tgraph::RankerClient& client) {
     g = tgraph::LayoutGraph();
     g->graph = program->graph;
     g->node_config_ids = program->node_config_ids;
+    if (absl::Status s = ReadMeasured(&*g); !s.ok()) return Fail(s);
   } else {
     g = tgraph::LoadLayoutGraph(path, /*allow_no_configs=*/true);
   }
@@ -136,6 +169,11 @@ int Search(tgraph::RankerClient& client) {
   if (!absl::GetFlag(FLAGS_out).empty()) {
     const tgraph::NpyArray rows = tgraph::NpyArray::From<int8_t>({p->count, nc, tgraph::kConfigFeatDim}, p->rows);
     if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_out), tgraph::SerializeNpy(rows)); !s.ok())
+      return Fail(s);
+    const tgraph::NpyArray reference =
+        tgraph::NpyArray::From<int8_t>({p->reference_configs, nc, tgraph::kConfigFeatDim}, p->reference_rows);
+    if (absl::Status s = tgraph::WriteFileAtomic(ReferencePath(absl::GetFlag(FLAGS_out)), tgraph::SerializeNpy(reference));
+        !s.ok())
       return Fail(s);
   }
   if (absl::GetFlag(FLAGS_json)) {
@@ -171,7 +209,9 @@ int Search(tgraph::RankerClient& client) {
     std::printf("the last %lld are random variation of the fastest measured rows, not the model's picks: the last 30 "
                 "measurements did not improve on the best\n",
                 static_cast<long long>(p->variation));
-  if (!absl::GetFlag(FLAGS_out).empty()) std::printf("rows written to %s\n", absl::GetFlag(FLAGS_out).c_str());
+  if (!absl::GetFlag(FLAGS_out).empty())
+    std::printf("rows written to %s, the reference they were scored against to %s (rank --reference)\n",
+                absl::GetFlag(FLAGS_out).c_str(), ReferencePath(absl::GetFlag(FLAGS_out)).c_str());
   return tgraph::kExitOk;
 }
 

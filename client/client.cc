@@ -188,6 +188,7 @@ struct RankerClient::Impl {
     p.evaluations = resp.evaluations();
     p.generations = resp.generations();
     p.reference_configs = resp.reference_configs();
+    p.reference_rows.assign(resp.reference_layout_configs().begin(), resp.reference_layout_configs().end());
     p.correction_measurements = resp.correction_measurements();
     p.correction_weight = resp.correction_weight();
     p.max_changed_groups = resp.max_changed_groups();

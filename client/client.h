@@ -113,6 +113,9 @@ struct Proposals {
   std::vector<float> scores, spread;
   int64_t model_version = 0;
   int64_t evaluations = 0, generations = 0, reference_configs = 0;
+  // Layout: the reference the scores were computed against (reference_configs x nc x 18);
+  // RankOptions::reference_layout with it scores the same rows the same, before correction.
+  std::vector<int8_t> reference_rows;
   int64_t correction_measurements = 0;  // runtimes the scores were corrected with
   double correction_weight = 0;         // the correction's weight beside the model's (3 at most; docs/api.md)
   int64_t max_changed_groups = 0;       // the trust region the search ran with (0: none)

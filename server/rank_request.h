@@ -93,6 +93,7 @@ struct RankResult {
 // by every fold against the search's reference, and what the search ran.
 struct SearchOutcome {
   std::vector<int8_t> rows;          // layout rows, best first
+  std::vector<int8_t> reference_rows;  // layout: the search's reference (reference_configs x nc x 18)
   std::vector<float> tile_rows;      // or tile rows (num x 24), best first
   std::vector<std::string> tile_names;
   bool tile = false;                 // a tile search (its lane: worker_pool.h)

@@ -206,7 +206,11 @@ absl::StatusOr<RankResult> Ranker::RankOnWorker(const RankRequest& q, const Admi
   so.reference_size = model.manifest.reference_configs;
   so.max_reference = a.max_reference;
   so.reference_groups = model.manifest.reference_groups;
-  if (q.num_reference_configs > 0) so.reference = &reference;
+  if (q.num_reference_configs > 0) {
+    so.reference = &reference;
+    so.reference_groups = FixedReferenceGroups(q.num_reference_configs, model.manifest.reference_configs,
+                                               model.manifest.reference_groups);
+  }
   so.cancelled = cancelled;
   if (rows.tile && model.manifest.tile_prior) {
     const absl::StatusOr<GemmProblem>& problem = a.graph->gemm_problem;

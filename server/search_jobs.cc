@@ -84,6 +84,7 @@ absl::StatusOr<SearchOutcome> RunLayoutSearch(const SearchRequest& q, const Admi
   out.spread.assign(r.spread.begin(), r.spread.end());
   out.generations = r.generations;
   out.reference_configs = r.reference;
+  out.reference_rows = r.reference_rows;
   out.correction_weight = so.correction ? r.correction_weight : 0.0;
   out.variation = r.variation;
   out.timing.rescored = static_cast<int64_t>(r.score.size());

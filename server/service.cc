@@ -393,6 +393,8 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_evaluations(r->evaluations);
   response->set_generations(r->generations);
   response->set_reference_configs(r->reference_configs);
+  response->set_reference_layout_configs(reinterpret_cast<const char*>(r->reference_rows.data()),
+                                         r->reference_rows.size());
   response->set_correction_measurements(r->correction_measurements);
   response->set_correction_weight(r->correction_weight);
   response->set_max_changed_groups(r->max_changed_groups);

@@ -205,6 +205,8 @@ def test_the_guide_runs_as_written(tmp_path):
     assert (root / "data" / "ci" / "npz" / "layout" / "xla" / "random" / "valid").is_dir()
     assert (root / "registry" / "layout:xla:random" / "1" / "manifest.json").exists()
     assert (root / "proposals.npy").exists() and (root / "mlp.applied.txt").read_text().startswith("HloModule")
+    assert "4 measured rows excluded, 4 started from, 4 runtimes correcting the scores" in out, out[-3000:]
+    assert (root / "next.npy").exists() and (root / "next.reference.npy").exists()
     assert len((root / "fusions" / "fusions.tsv").read_text().splitlines()) == 1 + 5
     reports = [f for d, _, fs in os.walk(root / "measurements") for f in fs if f.endswith(".npz")]
     assert len(reports) == 1, reports

@@ -128,6 +128,11 @@ def test_other_failures_exit_1(tmp_path):
     assert r.returncode == 1 and "Health" in r.stderr and time.monotonic() - started < 10, r.stderr
     r = call(binary("model", "hlo", "tgraph-featurize"), "module", "--in", UNET, "--out", tmp_path / "g.npz")
     assert r.returncode == 1 and "unet_3d" in r.stderr  # an npz is not an HLO module
+    # `--in dump/*.txt`: the shell gives --in the first file and the rest as arguments.
+    r = call(binary("model", "hlo", "tgraph-featurize"), "module", "--in", "a.txt", "b.txt", "c.txt", "--out", "g.npz")
+    assert r.returncode == 2 and ("one file per command: --in took the first of 3 files and the rest came as "
+                                  "arguments (b.txt...: a pattern the shell expanded?); run module once per file"
+                                  in r.stderr), r.stderr
     before = os.path.join(REAL, "hlo", "jax", "mlp_train_step.before_optimizations.txt")
     r = call(binary("model", "hlo", "tgraph-featurize"), "fusions", "--in", before, "--out_dir", tmp_path / "f")
     assert r.returncode == 1 and "has no Triton matrix-product fusion" in r.stderr, r.stderr
@@ -873,3 +878,40 @@ def test_bench_search_writes_the_picks_collection_a_trainer_can_learn_from(world
     shutil.copyfile(picks_train / a, picks_train / b)
     r = call(bench, *common, "--seed", "3", "--write_picks", data)
     assert r.returncode == 2 and f"{b} is not the picks of" in r.stderr
+
+
+def test_the_cli_loop_over_a_module_search_rank_with_its_reference_report_and_search_again_with_what_was_measured(
+        server, tmp_path):
+    """tgraph-client over an XLA module, as docs/guide.md runs it: search writes its
+    proposals and the reference they were scored against; rank with that reference gives
+    the search's scores; search with --measured and --runtimes never proposes a measured
+    row again and corrects its scores with them."""
+    client = binary("client", "tgraph-client")
+    module = os.path.join(REAL, "hlo", "jax", "mlp_train_step.before_optimizations.txt")
+    common = ["--server", server.address, "--collection", "layout:xla:random", "--hlo", module]
+    proposals = tmp_path / "proposals.npy"
+    r = call(client, "search", *common, "--results", "4", "--out", proposals, "--json")
+    assert r.returncode == 0, r.stderr
+    searched = json.loads(r.stdout)
+    import numpy as np
+    rows, reference = np.load(proposals), np.load(tmp_path / "proposals.reference.npy")
+    assert rows.shape[0] == 4 and reference.shape == (searched["reference_configs"],) + rows.shape[1:]
+    r = call(client, "rank", *common, "--configs", proposals, "--reference", tmp_path / "proposals.reference.npy",
+             "--json")
+    assert r.returncode == 0, r.stderr
+    ranked = json.loads(r.stdout)
+    assert ranked["reference_configs"] == searched["reference_configs"]
+    assert np.allclose(ranked["scores"], searched["scores"], atol=2e-3), (ranked["scores"], searched["scores"])
+    # Measured: the 4 rows and their runtimes; the next search excludes and follows them.
+    (tmp_path / "ns.txt").write_text("912000 871000 1030000 905000\n")
+    r = call(client, "report", *common, "--configs", proposals, "--runtimes", tmp_path / "ns.txt")
+    assert r.returncode == 0, r.stderr
+    again = tmp_path / "again.npy"
+    r = call(client, "search", *common, "--results", "4", "--measured", proposals, "--runtimes", tmp_path / "ns.txt",
+             "--out", again)
+    assert r.returncode == 0, r.stderr
+    assert "4 measured rows excluded, 4 started from, 4 runtimes correcting the scores" in r.stdout, r.stdout
+    assert not {x.tobytes() for x in np.load(again)} & {x.tobytes() for x in rows}
+    # A second --out onto files that exist is refused unless --force, the reference's too.
+    r = call(client, "search", *common, "--out", proposals)
+    assert r.returncode == 1 and "--out" in r.stderr, r.stderr

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -425,6 +426,11 @@ int main(int argc, char** argv) {
       "      real tile measurements (every candidate of a Triton matrix product timed on a GPU) and each problem's\n"
       "      HLO -> the collection tile@NAME: one tile file per problem, split by shape, and its tile_space.json;\n"
       "      with --test_csv NEW.csv [--test_hlo_dir DIR], the test split is the problems measured there");
+  const std::set<std::string> commands = {"module", "layout", "tile", "tiles", "fusions", "apply"};
+  if (args.size() > 2 && commands.count(args[1]) > 0)  // `--in dump/*.txt`: the shell gave --in one, the rest here
+    return Fail(UsageError(absl::StrCat("one file per command: --in took the first of ", args.size() - 1,
+                                        " files and the rest came as arguments (", args[2],
+                                        "...: a pattern the shell expanded?); run ", args[1], " once per file")));
   if (args.size() != 2) return Fail(UsageError("give one command: module, layout, tile, tiles, fusions or apply"));
   tgraph::hlo::Limits limits;
   limits.max_instructions = absl::GetFlag(FLAGS_max_instructions);

@@ -35,6 +35,10 @@ ConfigBatch GatherConfigs(const ConfigRows& rows, const std::vector<int64_t>& id
   return b;
 }
 
+int64_t FixedReferenceGroups(int64_t rows, int64_t reference_configs, int64_t reference_groups) {
+  return std::max<int64_t>(1, reference_groups * rows / std::max<int64_t>(1, reference_configs));
+}
+
 int64_t CountNonFinite(const std::vector<double>& scores) {
   return std::count_if(scores.begin(), scores.end(), [](double v) { return !std::isfinite(v); });
 }

@@ -139,6 +139,12 @@ struct ScoreResult {
 // graph (weights are checked finite at load), which must never be answered as OK.
 int64_t CountNonFinite(const std::vector<double>& scores);
 
+// The groups a fixed reference of `rows` configurations runs in, so that each is about
+// the size of the model's (reference_configs / reference_groups, a training batch): a
+// search's 128-row reference of a model of 2 groups of 128 is one group, and RankConfigs
+// given that reference scores it the same way.
+int64_t FixedReferenceGroups(int64_t rows, int64_t reference_configs, int64_t reference_groups);
+
 // v = (v - mean) / std over its entries (population std); all entries 0 when they are
 // equal.
 void StandardizeInPlace(std::vector<double>& v);

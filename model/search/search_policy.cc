@@ -28,8 +28,7 @@ SearchOptions SearchPolicy(int64_t results, int64_t evaluations, uint64_t seed, 
   o.seed = seed;
   o.scoring.batch_size = budget.batch_size;
   o.scoring.max_reference = budget.max_reference;
-  o.scoring.reference_groups =
-      std::max<int64_t>(1, budget.reference_groups * o.reference / std::max<int64_t>(1, budget.reference_configs));
+  o.scoring.reference_groups = FixedReferenceGroups(o.reference, budget.reference_configs, budget.reference_groups);
   return o;
 }
 

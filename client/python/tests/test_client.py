@@ -812,3 +812,32 @@ def test_the_clients_caches_are_bounded_and_what_falls_out_registers_again(serve
     ranking = client.rank("layout:xla:random", first, rows)
     assert ranking.scores.shape == (1,)
     assert client._register_calls == calls + 1 and client._hlo[first.digest] in client._nodes
+
+
+def test_a_directory_or_missing_file_given_as_a_module_or_graph_is_a_tgraph_error_naming_it(tmp_path):
+    dump = tmp_path / "dump"
+    dump.mkdir()
+    for read in (tgraph.HloModule.from_file, tgraph.load_graph):
+        with pytest.raises(tgraph.TgraphError) as e:
+            read(dump)
+        assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT
+        assert e.value.message.startswith(f"{dump}: a directory, not a file: give one file of it"), e.value.message
+    with pytest.raises(tgraph.TgraphError) as e:
+        tgraph.HloModule.from_file(dump / "module.txt")
+    assert (e.value.code, e.value.message) == (grpc.StatusCode.NOT_FOUND, f"{dump / 'module.txt'}: no such file")
+    # Given to a call as a path: the same, before any RPC (nothing listens there).
+    client = tgraph.Client("127.0.0.1:1", timeout=1, retry_budget=0)
+    with pytest.raises(tgraph.TgraphError) as e:
+        client.rank("layout:xla:random", str(dump))
+    assert e.value.code == grpc.StatusCode.INVALID_ARGUMENT and "a directory, not a file" in e.value.message
+
+
+def test_a_searchs_reference_makes_rank_repeat_its_scores(server):
+    client = tgraph.Client(server.address)
+    module = tgraph.HloModule.from_file(JAX + "before_optimizations.txt")
+    found = client.search("layout:xla:random", module, results=4, max_evaluations=256, seed=3)
+    assert found.reference.shape == (found.reference_configs,) + found.configs.shape[1:]
+    again = client.rank("layout:xla:random", module, found.configs, reference=found.reference)
+    assert np.allclose(again.scores, found.scores, atol=2e-3), (again.scores, found.scores)
+    # Against the server's own reference (the request's rows): other scores.
+    assert not np.allclose(client.rank("layout:xla:random", module, found.configs).scores, found.scores, atol=2e-3)

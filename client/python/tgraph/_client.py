@@ -17,7 +17,7 @@ from typing import List, Optional, Sequence
 import grpc
 import numpy as np
 
-from ._errors import TgraphError, invalid
+from ._errors import TgraphError, file_error, invalid
 from ._tls import tls_error
 from ._graph import LAYOUT_CONFIG_DIM, TILE_CONFIG_DIM, Graph, load_graph
 from .v1 import ranker_pb2, ranker_pb2_grpc
@@ -40,8 +40,8 @@ def _is_npz(path: str) -> bool:
     try:
         with open(path, "rb") as f:
             return f.read(4) == b"PK\x03\x04"
-    except FileNotFoundError:
-        raise TgraphError(grpc.StatusCode.NOT_FOUND, f"{path}: no such file") from None
+    except OSError as e:
+        raise file_error(path, e) from None
 
 
 def _pem(value, what: str, label: bytes) -> Optional[bytes]:
@@ -272,7 +272,10 @@ class Client:
         return Proposals(configs.copy(), np.array(r.scores, dtype=np.float32), np.array(r.spread, dtype=np.float32),
                          r.model_version, r.evaluations, r.generations, r.reference_configs,
                          {"total_ms": r.timing.total_ms, "inference_ms": r.timing.inference_ms}, registrations,
-                         r.correction_measurements, r.correction_weight, r.max_changed_groups, r.num_variation)
+                         r.correction_measurements, r.correction_weight, r.max_changed_groups, r.num_variation,
+                         np.frombuffer(r.reference_layout_configs, dtype=np.int8).reshape(
+                             r.reference_configs, configs.shape[1] if r.num_configs else -1, LAYOUT_CONFIG_DIM).copy()
+                         if r.reference_layout_configs else None)
 
     def search_tiles(self, collection: str, graph: GraphLike, *, results: int = 0,
                      exclude: Optional[np.ndarray] = None, exclude_runtimes_ns: Optional[np.ndarray] = None,
@@ -379,8 +382,8 @@ class Client:
             path = os.path.abspath(os.fspath(graph))
             try:
                 st = os.stat(path)
-            except FileNotFoundError:
-                raise TgraphError(grpc.StatusCode.NOT_FOUND, f"{path}: no such file") from None
+            except OSError as e:
+                raise file_error(path, e) from None
             key = (path, st.st_mtime_ns, st.st_size)
             if key not in self._files:
                 if _is_npz(path):

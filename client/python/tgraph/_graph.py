@@ -6,10 +6,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Optional
 
-import grpc
 import numpy as np
 
-from ._errors import TgraphError, invalid
+from ._errors import file_error, invalid
 
 NODE_FEAT_DIM = 140      # node_feat columns (docs/format.md)
 LAYOUT_CONFIG_DIM = 18   # values per configurable node in a layout configuration
@@ -103,8 +102,8 @@ def load_graph(path) -> Graph:
     try:
         with np.load(path, allow_pickle=False) as z:
             arrays = {k: z[k] for k in z.files}
-    except FileNotFoundError:
-        raise TgraphError(grpc.StatusCode.NOT_FOUND, f"{path}: no such file") from None
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        raise file_error(path, e) from None
     except Exception as e:  # zipfile.BadZipFile, ValueError, OSError: not an npz
         raise invalid(f"{path}: not a readable npz file ({e})") from None
     for key in ("node_feat", "node_opcode", "edge_index"):

@@ -5,10 +5,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
-import grpc
 import numpy as np
 
-from ._errors import TgraphError, invalid
+from ._errors import file_error, invalid
 from ._graph import LAYOUT_CONFIG_DIM, Graph
 
 
@@ -143,6 +142,9 @@ class Proposals:
     # the last num_variation configs are random variation of the fastest measured rows, not
     # the model's picks: the measured runtimes had stopped improving (exclude_runtimes_ns)
     num_variation: int = 0
+    # the reference the scores were computed against, (reference_configs, nc, 18) int8:
+    # rank(..., reference=it) scores the same rows the same (before any correction)
+    reference: Optional[np.ndarray] = None
 
 
 @dataclass
@@ -285,9 +287,10 @@ class HloModule:
         path = os.fspath(path)
         try:
             with open(path, "rb") as f:
-                return cls(f.read(), path, kernel=kernel)
-        except FileNotFoundError:
-            raise TgraphError(grpc.StatusCode.NOT_FOUND, f"{path}: no such file") from None
+                data = f.read()
+        except OSError as e:
+            raise file_error(path, e) from None
+        return cls(data, path, kernel=kernel)
 
 
 GraphLike = Union[Graph, HloModule, str, os.PathLike]
