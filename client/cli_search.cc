@@ -71,6 +71,49 @@ absl::Status ReadMeasured(tgraph::LayoutGraph* g) {
   return absl::OkStatus();
 }
 
+// A layout search's answer as JSON (--json) or text; `o` what was asked.
+int PrintProposals(const tgraph::Proposals& found, const tgraph::SearchConfigsOptions& o, const std::string& path,
+                   const std::string& collection, int64_t nc) {
+  const tgraph::Proposals* p = &found;
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json j = {{"graph", path}, {"collection", collection}, {"model_version", p->model_version},
+                        {"evaluations", p->evaluations}, {"generations", p->generations},
+                        {"reference_configs", p->reference_configs}, {"total_ms", p->server_total_ms},
+                        {"correction_measurements", p->correction_measurements},
+                        {"correction_weight", p->correction_weight},
+                        {"max_changed_groups", p->max_changed_groups}, {"num_variation", p->variation},
+                        {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
+    const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
+    for (int64_t i = 0; i < p->count; ++i)
+      j["configs"].push_back(std::vector<int>(p->rows.begin() + i * row, p->rows.begin() + (i + 1) * row));
+    return PrintJson(j);
+  }
+  std::printf("%s: %lld configurations proposed by %s version %lld: %lld evaluated in %lld generations against a "
+              "reference of %lld, %.0f ms; %zu measured rows excluded, %zu started from, %lld runtimes correcting "
+              "the scores (weight %.2f); %s\n",
+              path.c_str(), static_cast<long long>(p->count), collection.c_str(),
+              static_cast<long long>(p->model_version), static_cast<long long>(p->evaluations),
+              static_cast<long long>(p->generations), static_cast<long long>(p->reference_configs),
+              p->server_total_ms, o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
+              o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
+              static_cast<long long>(p->correction_measurements), p->correction_weight,
+              p->max_changed_groups > 0
+                  ? absl::StrCat("at most ", p->max_changed_groups, " groups changed from the default or a start row")
+                        .c_str()
+                  : "anywhere in the space");
+  std::printf("%6s %12s %10s\n", "rank", "score", "spread");
+  for (int64_t i = 0; i < p->count; ++i)
+    std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);
+  if (p->variation > 0)
+    std::printf("the last %lld are random variation of the fastest measured rows, not the model's picks: the last 30 "
+                "measurements did not improve on the best\n",
+                static_cast<long long>(p->variation));
+  if (!absl::GetFlag(FLAGS_out).empty())
+    std::printf("rows written to %s, the reference they were scored against to %s (rank --reference)\n",
+                absl::GetFlag(FLAGS_out).c_str(), ReferencePath(absl::GetFlag(FLAGS_out)).c_str());
+  return tgraph::kExitOk;
+}
+
 }  // namespace
 
 // Proposes what to measure next for the --npz graph.
@@ -176,43 +219,7 @@ int Search(tgraph::RankerClient& client) {
         !s.ok())
       return Fail(s);
   }
-  if (absl::GetFlag(FLAGS_json)) {
-    nlohmann::json j = {{"graph", path}, {"collection", c->name()}, {"model_version", p->model_version},
-                        {"evaluations", p->evaluations}, {"generations", p->generations},
-                        {"reference_configs", p->reference_configs}, {"total_ms", p->server_total_ms},
-                        {"correction_measurements", p->correction_measurements},
-                        {"correction_weight", p->correction_weight},
-                        {"max_changed_groups", p->max_changed_groups}, {"num_variation", p->variation},
-                        {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
-    const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
-    for (int64_t i = 0; i < p->count; ++i)
-      j["configs"].push_back(std::vector<int>(p->rows.begin() + i * row, p->rows.begin() + (i + 1) * row));
-    return PrintJson(j);
-  }
-  std::printf("%s: %lld configurations proposed by %s version %lld: %lld evaluated in %lld generations against a "
-              "reference of %lld, %.0f ms; %zu measured rows excluded, %zu started from, %lld runtimes correcting "
-              "the scores (weight %.2f); %s\n",
-              path.c_str(), static_cast<long long>(p->count), c->name().c_str(),
-              static_cast<long long>(p->model_version), static_cast<long long>(p->evaluations),
-              static_cast<long long>(p->generations), static_cast<long long>(p->reference_configs),
-              p->server_total_ms, o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
-              o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
-              static_cast<long long>(p->correction_measurements), p->correction_weight,
-              p->max_changed_groups > 0
-                  ? absl::StrCat("at most ", p->max_changed_groups, " groups changed from the default or a start row")
-                        .c_str()
-                  : "anywhere in the space");
-  std::printf("%6s %12s %10s\n", "rank", "score", "spread");
-  for (int64_t i = 0; i < p->count; ++i)
-    std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);
-  if (p->variation > 0)
-    std::printf("the last %lld are random variation of the fastest measured rows, not the model's picks: the last 30 "
-                "measurements did not improve on the best\n",
-                static_cast<long long>(p->variation));
-  if (!absl::GetFlag(FLAGS_out).empty())
-    std::printf("rows written to %s, the reference they were scored against to %s (rank --reference)\n",
-                absl::GetFlag(FLAGS_out).c_str(), ReferencePath(absl::GetFlag(FLAGS_out)).c_str());
-  return tgraph::kExitOk;
+  return PrintProposals(*p, o, path, c->name(), nc);
 }
 
 }  // namespace tgraph::cli

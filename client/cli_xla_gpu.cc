@@ -49,8 +49,10 @@ int XlaGpu(RankerClient& client) {
   if (absl::Status s = CheckOutputFile(out, "--out", absl::GetFlag(FLAGS_force)); !s.ok()) return Fail(s);
   absl::StatusOr<std::string> bytes = ReadFile(in);
   if (!bytes.ok()) return Fail(bytes.status());
-  absl::StatusOr<std::vector<DecodedFusion>> fusions = DecodeGemmFusions(*bytes, in);
+  std::vector<std::string> notes;  // what a reader should know: unread fusions, a model's refusals
+  absl::StatusOr<std::vector<DecodedFusion>> fusions = DecodeGemmFusions(*bytes, in, &notes);
   if (!fusions.ok()) return Fail(fusions.status());
+  for (std::string& n : notes) n += ": XLA measures it over the list as it stands";
   absl::StatusOr<std::vector<ModelInfo>> loaded = client.ListModels();
   if (!loaded.ok()) return Fail(loaded.status());
   absl::StatusOr<ShortlistModel> model =
@@ -62,7 +64,6 @@ int XlaGpu(RankerClient& client) {
   std::set<XlaGemmConfig> listed;
   for (const DecodedFusion& f : *fusions)
     if (listed.insert(f.chosen).second) shortlist.push_back(f.chosen);
-  std::vector<std::string> notes;
   nlohmann::json report = {{"module", in}, {"model", model->collection}, {"ranked_by", model->label},
                            {"fusions", nlohmann::json::array()}};
   for (const DecodedFusion& f : *fusions) {

@@ -9,7 +9,6 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "model/hlo/featurize.h"
 #include "model/tile/tile_space.h"
 
 namespace tgraph {
@@ -101,14 +100,6 @@ absl::StatusOr<ShortlistModel> ChooseShortlistModel(const std::vector<ModelInfo>
                                                     absl::StrJoin(tritons, ", "), "): give --collection one of them"));
 }
 
-std::string GemmModuleText(int64_t m, int64_t n, int64_t k, const std::string& dtype) {
-  const std::string a = absl::StrCat(dtype, "[", m, ",", k, "]{1,0}"), b = absl::StrCat(dtype, "[", k, ",", n, "]{1,0}"),
-                    c = absl::StrCat(dtype, "[", m, ",", n, "]{1,0}");
-  return absl::StrCat("HloModule jit_dot, entry_computation_layout={(", a, ", ", b, ")->", c, "}\n\nENTRY main.1 {\n",
-                      "  a.1 = ", a, " parameter(0)\n  b.1 = ", b, " parameter(1)\n  ROOT dot_general.1 = ", c,
-                      " dot(a.1, b.1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n");
-}
-
 namespace {
 
 // The Triton model's order of XLA's candidates for `p`: its search over its own space,
@@ -116,17 +107,13 @@ namespace {
 // has, in that order.
 absl::StatusOr<std::vector<XlaGemmConfig>> TritonOrder(RankerClient& client, const ShortlistModel& model,
                                                        const XlaGemmProblem& p, int64_t model_version) {
-  absl::StatusOr<hlo::ModuleGraph> g = [&]() -> absl::StatusOr<hlo::ModuleGraph> {
-    absl::StatusOr<xla::HloModuleProto> module = hlo::ParseModule(GemmModuleText(p.m, p.n, p.k, p.lhs_dtype), "gemm");
-    if (!module.ok()) return module.status();
-    return hlo::FeaturizeModule(*module, "gemm");
-  }();
+  absl::StatusOr<NodeGraph> g = GemmKernelGraph(p.m, p.n, p.k, p.lhs_dtype);
   if (!g.ok()) return g.status();
   SearchConfigsOptions o;
   o.collection = model.collection;
   o.model_version = model_version;
   o.results = 1000;  // every legal configuration, in the model's order
-  absl::StatusOr<Proposals> found = client.Search(g->graph, {}, o);
+  absl::StatusOr<Proposals> found = client.Search(*g, {}, o);
   if (!found.ok()) return found.status();
   const std::vector<XlaGemmConfig> space = XlaGemmCandidates(p);
   const std::set<XlaGemmConfig> in_space(space.begin(), space.end());

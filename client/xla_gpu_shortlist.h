@@ -50,8 +50,4 @@ absl::StatusOr<std::vector<XlaGemmConfig>> FusionShortlist(RankerClient& client,
                                                            int64_t model_version, bool allow_split_k,
                                                            std::vector<std::string>* notes);
 
-// The HLO text of C[M, N] = A[M, K] B[K, N] as XLA writes jnp.dot's, in `dtype` (the
-// graph a Triton tile model's collection holds for a problem).
-std::string GemmModuleText(int64_t m, int64_t n, int64_t k, const std::string& dtype);
-
 }  // namespace tgraph

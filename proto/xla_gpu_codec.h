@@ -24,7 +24,15 @@ struct DecodedFusion {
 
 // The module's fusions, in its order: the module's reader's and FindGemmFusions' errors
 // (INVALID_ARGUMENT; FAILED_PRECONDITION for a module without such fusions), naming `what`.
-absl::StatusOr<std::vector<DecodedFusion>> DecodeGemmFusions(absl::string_view module_bytes, absl::string_view what);
+// With `refused`, a fusion that cannot be read is said there (why) and the others decoded.
+absl::StatusOr<std::vector<DecodedFusion>> DecodeGemmFusions(absl::string_view module_bytes, absl::string_view what,
+                                                             std::vector<std::string>* refused = nullptr);
+
+// The HLO text of C[M, N] = A[M, K] B[K, N] as XLA writes jnp.dot's, in `dtype` (the
+// graph a Triton tile model's collection holds for a problem), and that graph, as one
+// kernel (nothing configurable). INVALID_ARGUMENT for a dtype HLO has not.
+std::string GemmModuleText(int64_t m, int64_t n, int64_t k, const std::string& dtype);
+absl::StatusOr<NodeGraph> GemmKernelGraph(int64_t m, int64_t n, int64_t k, const std::string& dtype);
 
 // The candidate list XLA reads in place of its search space (protobuf text).
 std::string EncodeXlaCandidateList(const std::vector<XlaGemmConfig>& configs);

@@ -51,7 +51,7 @@ CATCH_TEST_CASE("server: every failed call is logged with its reason, whatever -
   auto stub = Stub(server.port);
   for (int i = 0; i < 8; ++i) {  // modules a new user might send: each refused, each logged
     v1::RegisterGraphRequest req;
-    req.set_hlo_module(absl::StrCat("HloModule m", i, "\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] nope(a#0)\n}"));
+    req.set_hlo_module(absl::StrCat("HloModule m", i, "\nENTRY e {\n  a = f32[2] parameter(0)\n  ROOT b = f32[2] negate(a#0)\n}"));
     v1::RegisterGraphResponse resp;
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + 10s);
@@ -65,7 +65,7 @@ CATCH_TEST_CASE("server: every failed call is logged with its reason, whatever -
   CATCH_REQUIRE(lines.size() == 8u);
   for (const std::string& line : lines) {
     CATCH_CHECK_THAT(line, Catch::Contains("WARNING tgraph-server: request method=RegisterGraph code=INVALID_ARGUMENT"));
-    CATCH_CHECK_THAT(line, Catch::EndsWith(" error=\"hlo_module: line 4, column 24: operand 'a#0': the instruction is "
+    CATCH_CHECK_THAT(line, Catch::EndsWith(" error=\"hlo_module: line 4, column 26: operand 'a#0': the instruction is "
                                            "not a tuple\""));
   }
 }

@@ -1,16 +1,23 @@
 // XLA's Triton matrix-product fusions (model/hlo/gemm_fusions.h, model/tile/xla_gemm.h)
-// on the real JAX MLP dump after XLA's GPU passes (tests/data/real/hlo/jax, sm_9.0a):
+// on the real JAX MLP dump after XLA's GPU passes (tests/data/real/hlo/jax, sm_9.0a) and
+// six JAX programs XLA compiled for an H100 without a GPU (hlo/jax-h100-aot: generated
+// once, not at test time, because that needs the JAX CUDA plugin, about 550 MB more in
+// the test environment; make_dumps.py beside them remakes them):
 // each fusion's problem and XLA's configuration against the module's text, read alike
 // from text and proto; the files written; every refusal naming the fusion and the key.
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/hlo/featurize.h"
+#include "model/hlo/fusion_tiling.h"
 #include "model/hlo/gemm_fusions.h"
 #include "model/tile/xla_fusion_table.h"
 
@@ -283,7 +290,8 @@ TEST_CASE("fusions: what cannot be read is refused, naming the fusion and the ke
   CHECK_THAT(std::string(s.message()), Catch::Contains("its dot d has no contracting tile"));
   s = FusionError(OneFusion(nested + R"("block_level_fusion_config":{"output_tiles":[{"sizes":["16"]}],)"
                                      R"("num_warps":"4","num_stages":1}}})"));
-  CHECK_THAT(std::string(s.message()), Catch::Contains("an output tile of 1 sizes for a result f32[64,16]{1,0}"));
+  CHECK_THAT(std::string(s.message()), Catch::Contains("block_level_fusion_config: the output tile [16] at dot d "
+                                                       "f32[64,16]{1,0}: a tile of 1 sizes for 2 dimensions"));
   s = FusionError(OneFusion(R"({"fusion_backend_config":})"));
   CHECK(s.code() == absl::StatusCode::kInvalidArgument);
   CHECK_THAT(std::string(s.message()), Catch::Contains("m.hlo: fusion f: its backend_config is not JSON"));
@@ -321,4 +329,175 @@ TEST_CASE("fusions: a configuration's name reads back, and other text is refused
   for (const char* bad : {"64x32x64 s1 w4 c1", "64x32 sk1 s1 w4 c1", "64x32x64 sk0 s1 w4 c1", "64x32x64 sk1 s1 c4 w1",
                           ""})
     CHECK_FALSE(ParseXlaGemmConfig(bad).ok());
+}
+
+namespace {
+
+// A module of one nested GEMM fusion whose fused computation is `body` (its operands
+// p0, p1 as the ENTRY passes them), its output tile `tile`.
+std::string FusionOf(const std::string& params, const std::string& body, const std::string& result,
+                     const std::string& tile) {
+  return "HloModule m\n\nfused {\n" + body + "}\n\nENTRY main {\n" + params + "  ROOT f = " + result +
+         " fusion(a, b), kind=kCustom, calls=fused, backend_config={\"fusion_backend_config\":{\"kind\":"
+         "\"__triton_nested_gemm_fusion\",\"block_level_fusion_config\":{\"output_tiles\":[{\"sizes\":[" +
+         tile + "]}],\"num_warps\":\"4\",\"num_stages\":\"3\",\"num_ctas\":\"1\"}}}\n}\n";
+}
+
+XlaGemmConfig ChosenOf(const std::string& text) {
+  absl::StatusOr<xla::HloModuleProto> m = hlo::ParseModule(text, "m.hlo");
+  REQUIRE(m.ok());
+  absl::StatusOr<std::vector<GemmFusion>> f = FindGemmFusions(*m, "m.hlo");
+  INFO(f.status().message());
+  REQUIRE(f.ok());
+  REQUIRE(f->size() == 1);
+  return f->at(0).chosen;
+}
+
+}  // namespace
+
+TEST_CASE("fusions: a tile over merged or split dimensions is the same elements over the others", "[hlo][fusions]") {
+  CHECK(hlo::ReshapeTile({1536}, {64}, {12, 128}) == std::vector<int64_t>{1, 64});
+  CHECK(hlo::ReshapeTile({1536}, {256}, {12, 128}) == std::vector<int64_t>{2, 128});
+  CHECK(hlo::ReshapeTile({12, 128}, {2, 128}, {1536}) == std::vector<int64_t>{256});
+  CHECK(hlo::ReshapeTile({256, 12, 128}, {32, 1, 64}, {256, 1536}) == std::vector<int64_t>{32, 64});
+  CHECK(hlo::ReshapeTile({4, 1, 6}, {2, 1, 6}, {1, 24}) == std::vector<int64_t>{1, 12});
+  CHECK(hlo::ReshapeTile({4, 6}, {2, 6}, {25}).empty());  // not the same elements
+}
+
+TEST_CASE("fusions: the output tile is read back over the dot through bitcasts, transposes, reshapes and epilogues",
+          "[hlo][fusions]") {
+  // What XLA writes for a product whose result it lays out otherwise: a bitcast of the
+  // dot's bf16[1536,1024]{0,1} as bf16[1024,1536]{1,0}, the same bytes. The tile [64,128]
+  // over the result is N 64, M 128.
+  const std::string bf16 = "  a = bf16[1536,256]{1,0} parameter(0)\n  b = bf16[256,1024]{1,0} parameter(1)\n";
+  CHECK(ChosenOf(FusionOf(bf16,
+                          "  p0 = bf16[1536,256]{1,0} parameter(0)\n  p1 = bf16[256,1024]{1,0} parameter(1)\n"
+                          "  d = bf16[1536,1024]{0,1} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+                          "backend_config={\"sizes\":[\"32\"]}\n  ROOT t = bf16[1024,1536]{1,0} bitcast(d)\n",
+                          "bf16[1024,1536]{1,0}", "\"64\",\"128\""))
+            .Name() == "128x64x32 sk1 s3 w4 c1");
+  // A batched product transposed: f32[64,127,32] (batch, M, N) as f32[64,32,127].
+  const std::string f32 = "  a = f32[64,127,48]{2,1,0} parameter(0)\n  b = f32[64,48,32]{2,1,0} parameter(1)\n";
+  CHECK(ChosenOf(FusionOf(f32,
+                          "  p0 = f32[64,127,48]{2,1,0} parameter(0)\n  p1 = f32[64,48,32]{2,1,0} parameter(1)\n"
+                          "  d = f32[64,127,32]{2,1,0} dot(p0, p1), lhs_batch_dims={0}, lhs_contracting_dims={2}, "
+                          "rhs_batch_dims={0}, rhs_contracting_dims={1}, backend_config={\"sizes\":[\"16\"]}\n"
+                          "  ROOT t = f32[64,32,127]{2,1,0} transpose(d), dimensions={0,2,1}\n",
+                          "f32[64,32,127]{2,1,0}", "\"1\",\"16\",\"64\""))
+            .Name() == "64x16x16 sk1 s3 w4 c1");
+  // Heads split off N by a reshape, after a bias and a convert (the bias's broadcast is
+  // not on the dot's path).
+  const std::string heads = "  a = f32[256,512]{1,0} parameter(0)\n  b = f32[512,1536]{1,0} parameter(1)\n";
+  CHECK(ChosenOf(FusionOf(heads,
+                          "  p0 = f32[256,512]{1,0} parameter(0)\n  p1 = f32[512,1536]{1,0} parameter(1)\n"
+                          "  d = f32[256,1536]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, "
+                          "backend_config={\"sizes\":[\"64\"]}\n  c = f32[] constant(1)\n"
+                          "  bias = f32[256,1536]{1,0} broadcast(c), dimensions={}\n"
+                          "  s = f32[256,1536]{1,0} add(d, bias)\n  h = bf16[256,1536]{1,0} convert(s)\n"
+                          "  ROOT r = bf16[256,12,128]{2,1,0} reshape(h)\n",
+                          "bf16[256,12,128]{2,1,0}", "\"32\",\"1\",\"64\""))
+            .Name() == "32x64x64 sk1 s3 w4 c1");
+  // A slice between them: refused, naming where.
+  absl::Status s = FusionError(FusionOf(heads,
+                                        "  p0 = f32[256,512]{1,0} parameter(0)\n  p1 = f32[512,1536]{1,0} parameter(1)\n"
+                                        "  d = f32[256,1536]{1,0} dot(p0, p1), lhs_contracting_dims={1}, "
+                                        "rhs_contracting_dims={0}, backend_config={\"sizes\":[\"64\"]}\n"
+                                        "  ROOT r = f32[256,768]{1,0} slice(d), slice={[0:256], [0:768]}\n",
+                                        "f32[256,768]{1,0}", "\"32\",\"64\""));
+  CHECK(s.code() == absl::StatusCode::kInvalidArgument);
+  CHECK_THAT(std::string(s.message()),
+             Catch::Contains("fusion f: block_level_fusion_config: the output tile [32,64] at slice r f32[256,768]{1,0}: "
+                             "a tile is followed through elementwise operations, transposes, broadcasts, bitcasts and "
+                             "reshapes only"));
+}
+
+TEST_CASE("fusions: every Triton GEMM fusion of six JAX programs XLA compiled for an H100 is read, alike from text "
+          "and proto",
+          "[hlo][fusions]") {
+  const std::string dir = std::string(TGRAPH_REAL_DATA) + "/hlo/jax-h100-aot/";
+  const std::vector<std::pair<std::string, size_t>> programs = {{"decoder_bf16_infer", 13}, {"decoder_train", 43},
+                                                                {"resnet_train", 3},       {"mlp_infer", 3},
+                                                                {"attention_bf16", 2},     {"moe_batched", 2}};
+  std::map<std::string, GemmFusion> train;
+  for (const auto& [program, count] : programs) {
+    INFO(program);
+    const std::vector<GemmFusion> text = FusionsOf(dir + program + ".sm_9.0a_gpu_after_optimizations.txt");
+    const std::vector<GemmFusion> proto = FusionsOf(dir + program + ".sm_9.0a_gpu_after_optimizations.hlo.pb");
+    REQUIRE(text.size() == count);
+    REQUIRE(proto.size() == count);
+    std::map<std::string, std::string> by_name;
+    for (const GemmFusion& f : proto) by_name[f.name] = f.problem.Name() + " " + f.chosen.Name();
+    for (const GemmFusion& f : text) CHECK(by_name[f.name] == f.problem.Name() + " " + f.chosen.Name());
+    if (program == "decoder_train")
+      for (const GemmFusion& f : text) train[f.name] = f;
+  }
+  // The q/k/v projection's dot bf16[1536,1024]{0,1} is the fusion's bf16[1024,1536]{1,0}
+  // by a bitcast: the tile [8,16] over the result is N 8, M 16.
+  REQUIRE(train.count("gemm_fusion_dot.53") == 1);
+  CHECK(train["gemm_fusion_dot.53"].problem.Name() == "bf16 x bf16 -> bf16 1536x1024x512 (lhs T, rhs T)");
+  CHECK(train["gemm_fusion_dot.53"].chosen.Name() == "16x8x16 sk1 s1 w2 c1");
+  // Batched: f32[2,1536,512]{1,2,0} as f32[2,512,1536]{2,1,0}; the tile [1,8,16] is
+  // batch 1, N 8, M 16.
+  REQUIRE(train.count("gemm_fusion_dot.92") == 1);
+  CHECK(train["gemm_fusion_dot.92"].chosen.Name() == "16x8x16 sk1 s1 w2 c1");
+  CHECK(train["gemm_fusion_dot.92"].problem.batch == 2);
+}
+
+TEST_CASE("fusions: a fusion that cannot be read is listed in the table with its reason, and the others are written",
+          "[hlo][fusions]") {
+  // Two fusions: one a plain product, the other sliced after its dot (not followed).
+  const std::string text = R"(HloModule two
+
+good {
+  p0 = f32[64,32]{1,0} parameter(0)
+  p1 = f32[32,16]{1,0} parameter(1)
+  ROOT d = f32[64,16]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, backend_config={"sizes":["32"]}
+}
+
+sliced {
+  q0 = f32[64,32]{1,0} parameter(0)
+  q1 = f32[32,16]{1,0} parameter(1)
+  e = f32[64,16]{1,0} dot(q0, q1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, backend_config={"sizes":["32"]}
+  ROOT s = f32[32,16]{1,0} slice(e), slice={[0:32], [0:16]}
+}
+
+ENTRY main {
+  a = f32[64,32]{1,0} parameter(0)
+  b = f32[32,16]{1,0} parameter(1)
+  f = f32[64,16]{1,0} fusion(a, b), kind=kCustom, calls=good, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["32","16"]}],"num_warps":"4","num_stages":"2"}}}
+  g = f32[32,16]{1,0} fusion(a, b), kind=kCustom, calls=sliced, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["32","16"]}],"num_warps":"4","num_stages":"2"}}}
+  ROOT t = (f32[64,16]{1,0}, f32[32,16]{1,0}) tuple(f, g)
+}
+)";
+  absl::StatusOr<xla::HloModuleProto> m = hlo::ParseModule(text, "two.hlo");
+  REQUIRE(m.ok());
+  CHECK(FindGemmFusions(*m, "two.hlo").status().code() == absl::StatusCode::kInvalidArgument);  // strict: refused
+  std::vector<hlo::RefusedFusion> refused;
+  absl::StatusOr<std::vector<GemmFusion>> read = FindGemmFusions(*m, "two.hlo", &refused);
+  REQUIRE(read.ok());
+  REQUIRE(read->size() == 1);
+  CHECK(read->at(0).name == "f");
+  REQUIRE(refused.size() == 1);
+  CHECK(refused[0].name == "g");
+  CHECK_THAT(refused[0].reason, Catch::StartsWith("two.hlo: fusion g: block_level_fusion_config: the output tile "
+                                                  "[32,16] at slice s f32[32,16]{1,0}: a tile is followed through"));
+  const std::string dir = (std::filesystem::temp_directory_path() / "tgraph_fusions_refused_test").string();
+  std::filesystem::remove_all(dir);
+  REQUIRE(hlo::WriteGemmFusions(*read, dir, 132, false, {}, "", refused).ok());
+  auto tsv = ReadFile(dir + "/fusions.tsv");
+  REQUIRE(tsv.ok());
+  CHECK_THAT(*tsv, Catch::EndsWith("\n# refused\tg\t" + refused[0].reason + "\n"));
+  auto records = ReadXlaFusionTables(dir);  // the comment line is skipped
+  REQUIRE(records.ok());
+  CHECK(records->size() == 1);
+  std::filesystem::remove_all(dir);
+  // Nothing readable: the first refusal is the error, with the list or without.
+  std::string only_sliced = text;
+  only_sliced.replace(only_sliced.find("  f = f32[64,16]"), only_sliced.find("  g = f32[32,16]") - only_sliced.find("  f = f32[64,16]"), "");
+  only_sliced.replace(only_sliced.find("  ROOT t = "), only_sliced.find("\n}\n", only_sliced.find("  ROOT t = ")) - only_sliced.find("  ROOT t = "), "  ROOT t = f32[32,16]{1,0} copy(g)");
+  absl::StatusOr<xla::HloModuleProto> one = hlo::ParseModule(only_sliced, "one.hlo");
+  REQUIRE(one.ok());
+  std::vector<hlo::RefusedFusion> all;
+  CHECK(FindGemmFusions(*one, "one.hlo", &all).status().code() == absl::StatusCode::kInvalidArgument);
+  CHECK(all.size() == 1);
 }

@@ -247,6 +247,19 @@ def test_xlas_parser_refuses_what_is_not_hlo():
         xla_parse("HloModule m\nENTRY e {\n  a = f32[2]{0} parameter(0)\n  ROOT b = f32[2]{0} nope(a)\n}\n")
 
 
+def test_an_opcode_xlas_parser_refuses_ours_refuses_where_it_is_written(tmp_path):
+    from conftest import binary
+    for text, opcode, at in (("  ROOT b = f32[2]{0} nope(a)", "nope", "line 4, column 22"),
+                             ("  ROOT b = f32[2]{0} dto(a, a)", "dto", "line 4, column 22")):
+        module = "HloModule m\nENTRY e {\n  a = f32[2]{0} parameter(0)\n" + text + "\n}\n"
+        with pytest.raises(Exception, match=f"Unknown opcode: {opcode}"):
+            xla_parse(module)
+        (tmp_path / "m.txt").write_text(module)
+        r = subprocess.run([binary("model", "hlo", "tgraph-featurize"), "module", "--in", str(tmp_path / "m.txt"),
+                            "--out", str(tmp_path / "m.npz")], capture_output=True, text=True)
+        assert r.returncode == 1 and f"{at}: unknown opcode '{opcode}' (instruction 'b')" in r.stderr, r.stderr
+
+
 if __name__ == "__main__":
     if len(sys.argv) != 3 or sys.argv[1] != "--dump":
         sys.exit("usage: jax_dumps_test.py --dump DIR   (with XLA_FLAGS=--xla_dump_to=DIR ...)")

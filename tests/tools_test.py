@@ -915,3 +915,40 @@ def test_the_cli_loop_over_a_module_search_rank_with_its_reference_report_and_se
     # A second --out onto files that exist is refused unless --force, the reference's too.
     r = call(client, "search", *common, "--out", proposals)
     assert r.returncode == 1 and "--out" in r.stderr, r.stderr
+
+
+TWO_FUSIONS = """HloModule two
+
+good {
+  p0 = f32[64,32]{1,0} parameter(0)
+  p1 = f32[32,16]{1,0} parameter(1)
+  ROOT d = f32[64,16]{1,0} dot(p0, p1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, backend_config={"sizes":["32"]}
+}
+
+sliced {
+  q0 = f32[64,32]{1,0} parameter(0)
+  q1 = f32[32,16]{1,0} parameter(1)
+  e = f32[64,16]{1,0} dot(q0, q1), lhs_contracting_dims={1}, rhs_contracting_dims={0}, backend_config={"sizes":["32"]}
+  ROOT s = f32[32,16]{1,0} slice(e), slice={[0:32], [0:16]}
+}
+
+ENTRY main {
+  a = f32[64,32]{1,0} parameter(0)
+  b = f32[32,16]{1,0} parameter(1)
+  f = f32[64,16]{1,0} fusion(a, b), kind=kCustom, calls=good, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["32","16"]}],"num_warps":"4","num_stages":"2"}}}
+  g = f32[32,16]{1,0} fusion(a, b), kind=kCustom, calls=sliced, backend_config={"fusion_backend_config":{"kind":"__triton_nested_gemm_fusion","block_level_fusion_config":{"output_tiles":[{"sizes":["32","16"]}],"num_warps":"4","num_stages":"2"}}}
+  ROOT t = (f32[64,16]{1,0}, f32[32,16]{1,0}) tuple(f, g)
+}
+"""
+
+
+def test_fusions_writes_what_it_reads_lists_what_it_refuses_and_exits_3(tmp_path):
+    (tmp_path / "two.hlo").write_text(TWO_FUSIONS)
+    r = call(binary("model", "hlo", "tgraph-featurize"), "fusions", "--in", tmp_path / "two.hlo", "--out_dir",
+             tmp_path / "out")
+    assert r.returncode == 3, (r.stdout, r.stderr)
+    assert "1 Triton matrix-product fusions" in r.stdout and "1 refused (listed there, exit status 3)" in r.stdout
+    assert "tgraph-featurize: refused: " in r.stderr and "fusion g: block_level_fusion_config" in r.stderr
+    table = (tmp_path / "out" / "fusions.tsv").read_text().splitlines()
+    assert table[-1].startswith("# refused\tg\t") and (tmp_path / "out" / "f.npz").exists()
+    assert len(table) == 3  # the header, f, g's comment

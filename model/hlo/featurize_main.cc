@@ -288,7 +288,8 @@ int Fusions(const tgraph::hlo::Limits& limits) {
   absl::StatusOr<tgraph::xla::HloModuleProto> module = tgraph::hlo::ParseModule(*bytes, in, limits);
   if (!module.ok()) return Fail(module.status());
   const std::string prefix = output->second ? tgraph::hlo::FileSafeName(module->name()) + "." : "";
-  absl::StatusOr<std::vector<tgraph::hlo::GemmFusion>> fusions = tgraph::hlo::FindGemmFusions(*module, in);
+  std::vector<tgraph::hlo::RefusedFusion> refused;
+  absl::StatusOr<std::vector<tgraph::hlo::GemmFusion>> fusions = tgraph::hlo::FindGemmFusions(*module, in, &refused);
   if (!fusions.ok()) return Fail(fusions.status());
   if (absl::Status s = TakeChoicesFrom(absl::GetFlag(FLAGS_chosen_from), limits, &*fusions); !s.ok()) return Fail(s);
   if (graph == "dot")
@@ -307,12 +308,15 @@ int Fusions(const tgraph::hlo::Limits& limits) {
                    "compilation's log?)\n", logs_path.c_str(), name.c_str(), in.c_str());
   }
   absl::StatusOr<std::vector<std::string>> lines =
-      tgraph::hlo::WriteGemmFusions(*fusions, dir, sm_count, absl::GetFlag(FLAGS_force), limits, prefix);
+      tgraph::hlo::WriteGemmFusions(*fusions, dir, sm_count, absl::GetFlag(FLAGS_force), limits, prefix, refused);
   if (!lines.ok()) return Fail(lines.status());
   for (const std::string& line : *lines) std::fprintf(stderr, "  %s\n", line.c_str());
-  std::printf("%s: module %s, %zu Triton matrix-product fusions -> %s/%sfusions.tsv\n", in.c_str(),
-              module->name().c_str(), fusions->size(), dir.c_str(), prefix.c_str());
-  return 0;
+  for (const tgraph::hlo::RefusedFusion& r : refused)
+    std::fprintf(stderr, "tgraph-featurize: refused: %s\n", r.reason.c_str());
+  std::printf("%s: module %s, %zu Triton matrix-product fusions -> %s/%sfusions.tsv%s\n", in.c_str(),
+              module->name().c_str(), fusions->size(), dir.c_str(), prefix.c_str(),
+              refused.empty() ? "" : absl::StrCat("; ", refused.size(), " refused (listed there, exit status 3)").c_str());
+  return refused.empty() ? tgraph::kExitOk : tgraph::kExitPartial;
 }
 
 // Which of an applied row's choices a stock XLA takes as written (apply_layouts.h), in

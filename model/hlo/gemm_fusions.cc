@@ -14,6 +14,7 @@
 #include "model/core/file_util.h"
 #include "model/core/graph_io.h"
 #include "model/hlo/featurize.h"
+#include "model/hlo/fusion_tiling.h"
 #include "model/hlo/hlo_print.h"
 #include "model/tile/xla_fusion_table.h"
 #include "google/protobuf/text_format.h"
@@ -166,10 +167,11 @@ absl::StatusOr<XlaGemmProblem> ProblemOf(const HloInstructionProto& dot, const s
   return p;
 }
 
-// A nested GEMM fusion's configuration: the output tile over the dot's result dimensions
-// (batch, then lhs's free ones: M, then rhs's: N), warps, stages and CTAs of `config`,
-// BLOCK_K from the dot's contracting tile (its backend config's "sizes").
-absl::StatusOr<XlaGemmConfig> NestedConfig(const json& config, const HloInstructionProto& root,
+// A nested GEMM fusion's configuration: the output tile, read back over the dot's result
+// dimensions (batch, then lhs's free ones: M, then rhs's: N; fusion_tiling.h), warps,
+// stages and CTAs of `config`, BLOCK_K from the dot's contracting tile (its backend
+// config's "sizes").
+absl::StatusOr<XlaGemmConfig> NestedConfig(const json& config, const HloComputationProto& fused,
                                            const HloInstructionProto& dot, const HloInstructionProto& lhs,
                                            absl::string_view where) {
   const int lhs_rank = lhs.shape().dimensions_size();
@@ -179,15 +181,10 @@ absl::StatusOr<XlaGemmConfig> NestedConfig(const json& config, const HloInstruct
   if (tiles == config.end() || !tiles->is_array() || tiles->empty() || !(*tiles)[0].is_object() ||
       !(*tiles)[0].contains("sizes"))
     return absl::InvalidArgumentError(absl::StrCat(at, ": no output_tiles[0].sizes"));
-  absl::StatusOr<std::vector<int64_t>> sizes = Ints((*tiles)[0]["sizes"], at + ".output_tiles[0].sizes");
+  absl::StatusOr<std::vector<int64_t>> root_sizes = Ints((*tiles)[0]["sizes"], at + ".output_tiles[0].sizes");
+  if (!root_sizes.ok()) return root_sizes.status();
+  absl::StatusOr<std::vector<int64_t>> sizes = TileOverDot(fused, dot, *root_sizes, at);
   if (!sizes.ok()) return sizes.status();
-  const xla::ShapeProto& out = dot.shape();
-  if (root.shape().dimensions_size() != out.dimensions_size() ||
-      !std::equal(out.dimensions().begin(), out.dimensions().end(), root.shape().dimensions().begin()) ||
-      static_cast<int>(sizes->size()) != out.dimensions_size())
-    return absl::InvalidArgumentError(absl::StrCat(
-        at, ": an output tile of ", sizes->size(), " sizes for a result ", PrintShape(root.shape()), " whose dot is ",
-        PrintShape(out), ": BLOCK_M and BLOCK_N are read from a tile over the dot's own shape only"));
   const xla::DotDimensionNumbers& d = dot.dot_dimension_numbers();
   const int batch = d.lhs_batch_dimensions_size();
   const int m_end = lhs_rank - d.lhs_contracting_dimensions_size();  // batch + lhs's free dimensions
@@ -305,8 +302,8 @@ absl::StatusOr<GemmFusion> ReadFusion(const tgraph::xla::HloModuleProto& module,
   if (!problem.ok()) return problem.status();
   absl::StatusOr<XlaGemmConfig> chosen =
       kind == kNestedKind
-          ? NestedConfig(fbc.value("block_level_fusion_config", json()), *root->second, *dot,
-                         *by_id.at(dot->operand_ids(0)), where)
+          ? NestedConfig(fbc.value("block_level_fusion_config", json()), fused, *dot, *by_id.at(dot->operand_ids(0)),
+                         where)
           : GemmConfig(fbc.value("triton_gemm_config", json()), where);
   if (!chosen.ok()) return chosen.status();
   GemmFusion f;
@@ -323,7 +320,8 @@ absl::StatusOr<GemmFusion> ReadFusion(const tgraph::xla::HloModuleProto& module,
 }  // namespace
 
 absl::StatusOr<std::vector<GemmFusion>> FindGemmFusions(const tgraph::xla::HloModuleProto& module,
-                                                        absl::string_view what) {
+                                                        absl::string_view what, std::vector<RefusedFusion>* refused) {
+  absl::Status first_refusal;
   std::map<int64_t, const HloComputationProto*> computations;
   for (const HloComputationProto& c : module.computations()) computations[c.id()] = &c;
   std::vector<GemmFusion> out;
@@ -331,9 +329,14 @@ absl::StatusOr<std::vector<GemmFusion>> FindGemmFusions(const tgraph::xla::HloMo
     for (const HloInstructionProto& inst : c.instructions()) {
       if (inst.opcode() != "fusion" || inst.backend_config().empty()) continue;
       const json backend = ParseJson(inst.backend_config());
-      if (backend.is_discarded())
-        return absl::InvalidArgumentError(absl::StrCat(what, ": fusion ", ShownName(inst.name()),
-                                                       ": its backend_config is not JSON"));
+      if (backend.is_discarded()) {
+        const absl::Status s = absl::InvalidArgumentError(
+            absl::StrCat(what, ": fusion ", ShownName(inst.name()), ": its backend_config is not JSON"));
+        if (refused == nullptr) return s;
+        refused->push_back({ShownName(inst.name()), std::string(s.message())});
+        if (first_refusal.ok()) first_refusal = s;
+        continue;
+      }
       // Today's XLA wraps the fusion's config (a GpuBackendConfig's fusion_backend_config);
       // older dumps and XLA's tests write the FusionBackendConfig itself.
       if (!backend.is_object()) continue;
@@ -343,9 +346,15 @@ absl::StatusOr<std::vector<GemmFusion>> FindGemmFusions(const tgraph::xla::HloMo
       if (kind != kNestedKind && kind != kGemmKind) continue;
       if (kind == kNestedKind && !CallsDot(inst, computations)) continue;  // a dot operand's own nested fusion
       absl::StatusOr<GemmFusion> f = ReadFusion(module, inst, kind, fbc, computations, what);
-      if (!f.ok()) return f.status();
+      if (!f.ok()) {
+        if (refused == nullptr) return f.status();
+        refused->push_back({ShownName(inst.name()), std::string(f.status().message())});
+        if (first_refusal.ok()) first_refusal = f.status();
+        continue;
+      }
       out.push_back(std::move(*f));
     }
+  if (out.empty() && !first_refusal.ok()) return first_refusal;
   if (out.empty())
     return absl::FailedPreconditionError(absl::StrCat(
         what, ": module ", ShownName(module.name()), " has no Triton matrix-product fusion (backend_config kind ",
@@ -445,7 +454,8 @@ void FillRows(const GemmFusion& f, int64_t sm_count, TileGraph* g) {
 
 absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<GemmFusion>& fusions,
                                                           const std::string& dir, int64_t sm_count, bool force,
-                                                          const Limits& limits, const std::string& prefix) {
+                                                          const Limits& limits, const std::string& prefix,
+                                                          const std::vector<RefusedFusion>& refused) {
   namespace fs = std::filesystem;
   const std::string tsv_path = (fs::path(dir) / (prefix + "fusions.tsv")).string();
   if (absl::Status s = CheckOutputFile(tsv_path, "--out_dir", force); !s.ok()) return s;
@@ -473,6 +483,11 @@ absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<Gemm
     const XlaGemmConfig& c = f.chosen;
     lines.push_back(absl::StrCat(f.name, ": ", p.Name(), ", chosen ", c.Name(), ", ", g.graph.num_nodes, " nodes",
                                  f.measured.empty() ? "" : absl::StrCat(", ", f.measured.size(), " measured")));
+  }
+  for (const RefusedFusion& r : refused) {  // a reason is one line: tabs and newlines as spaces
+    std::string reason = r.reason;
+    std::replace_if(reason.begin(), reason.end(), [](char ch) { return ch == '\t' || ch == '\n' || ch == '\r'; }, ' ');
+    absl::StrAppend(&tsv, "# refused\t", r.name, "\t", reason, "\n");
   }
   if (absl::Status s = WriteFileAtomic(tsv_path, tsv); !s.ok()) return s;
   return lines;

@@ -46,11 +46,19 @@ struct GemmFusion {
 // Every Triton matrix-product fusion of `module`, in the order of its computations and
 // instructions. INVALID_ARGUMENT, naming `what` and the fusion, for a fusion whose
 // backend config is not JSON, whose fused computation has no dot or several, or whose
-// configuration or tile cannot be read (which key, what was expected);
-// FAILED_PRECONDITION when the module has no such fusion (a module before XLA's GPU
+// configuration or tile cannot be read (which key, what was expected); with `refused`,
+// such a fusion is listed there instead and the others are read (the first refusal is
+// the error only when none could be read); FAILED_PRECONDITION when the module has no
+// such fusion (a module before XLA's GPU
 // passes, or one the GPU compiler gave no Triton fusion).
+// A fusion that could not be read, and why (the message FindGemmFusions would return).
+struct RefusedFusion {
+  std::string name, reason;
+};
+
 absl::StatusOr<std::vector<GemmFusion>> FindGemmFusions(const tgraph::xla::HloModuleProto& module,
-                                                        absl::string_view what);
+                                                        absl::string_view what,
+                                                        std::vector<RefusedFusion>* refused = nullptr);
 
 // The fusion's dot alone, as a module: its operands as parameters 0, 1 (and, for a
 // scaled-dot, the scales 2 and 3), their shapes and layouts as the dot reads them, and
@@ -79,9 +87,12 @@ std::vector<std::string> AttachLogs(const std::vector<FusionLog>& logs, std::vec
 // With a `prefix` (a program's name and '.', when several programs' fusions share a
 // collection's split folder) every file name begins with it: <prefix><fusion>.npz and
 // <prefix>fusions.tsv.
+// Fusions that could not be read are listed in the table as comment lines,
+// `# refused<TAB>NAME<TAB>REASON`, which its readers skip.
 absl::StatusOr<std::vector<std::string>> WriteGemmFusions(const std::vector<GemmFusion>& fusions,
                                                           const std::string& dir, int64_t sm_count, bool force,
-                                                          const Limits& limits = {}, const std::string& prefix = "");
+                                                          const Limits& limits = {}, const std::string& prefix = "",
+                                                          const std::vector<RefusedFusion>& refused = {});
 
 // The candidate list XLA reads from --xla_gpu_gemm_autotuner_override_file in place of
 // its own search space: an xla.TritonGemmConfigsProto in protobuf text format, one

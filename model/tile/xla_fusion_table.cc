@@ -112,6 +112,7 @@ absl::StatusOr<std::vector<XlaFusionRecord>> ParseXlaFusionTable(const std::stri
         absl::StrCat(what, ":1: the header is not a fusion table's (", XlaFusionTableHeader(), ")"));
   std::vector<XlaFusionRecord> out;
   for (size_t i = 1; i < lines.size(); ++i) {
+    if (absl::StartsWith(lines[i], "#")) continue;  // a comment: a fusion the writer could not read
     const std::vector<absl::string_view> fields = absl::StrSplit(absl::StripSuffix(lines[i], "\r"), '\t');
     const std::string where = absl::StrCat(what, ":", i + 1);
     if (fields.size() != kNumColumns)

@@ -37,7 +37,8 @@ std::string XlaFusionTableHeader();
 // One record as a line (no newline).
 std::string XlaFusionTableLine(const XlaFusionRecord& r);
 
-// A table's records. INVALID_ARGUMENT naming `what`, the line and the column for a header
+// A table's records (lines starting with '#' are comments: the fusions the writer could
+// not read). INVALID_ARGUMENT naming `what`, the line and the column for a header
 // that is not XlaFusionTableHeader(), a line with another number of fields, or a value
 // that is not what its column holds.
 absl::StatusOr<std::vector<XlaFusionRecord>> ParseXlaFusionTable(const std::string& text, absl::string_view what);

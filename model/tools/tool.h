@@ -15,6 +15,9 @@ namespace tgraph {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitFailure = 1;
 inline constexpr int kExitUsage = 2;
+// Some inputs were refused and said so, the others done (tgraph-featurize fusions: a
+// module whose fusions could not all be read).
+inline constexpr int kExitPartial = 3;
 
 // Parses the command line: handles --help (also -h, --helpfull, --helpshort) and
 // --version itself and exits 0; an unknown flag or a value that does not parse
