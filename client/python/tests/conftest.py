@@ -48,23 +48,30 @@ class Server:
 
     def __init__(self, registry, tmp, port=0, extra=()):
         self.registry, self.tmp, self.extra = registry, tmp, list(extra)
+        self.chosen = port == 0  # a port picked here may be taken by another test before the server binds it
         self.port = port or free_port()
         self.start()
 
     def start(self):
-        port_file = os.path.join(self.tmp, f"ports.{self.port}")
-        if os.path.exists(port_file):
-            os.remove(port_file)
-        self.log = open(os.path.join(self.tmp, f"server.{self.port}.log"), "a")
-        self.proc = subprocess.Popen(
-            [binary("server", "tgraph-server"), f"--registry={self.registry}", f"--address=127.0.0.1:{self.port}",
-             "--metrics_address=127.0.0.1:0", f"--port_file={port_file}", "--poll_interval_s=0.5",
-             "--intra_op_threads=1", *self.extra], stdout=self.log, stderr=subprocess.STDOUT)
-        for _ in range(600):
-            if os.path.exists(port_file) or self.proc.poll() is not None:
+        for attempt in range(3):
+            port_file = os.path.join(self.tmp, f"ports.{self.port}")
+            if os.path.exists(port_file):
+                os.remove(port_file)
+            self.log = open(os.path.join(self.tmp, f"server.{self.port}.log"), "a")
+            self.proc = subprocess.Popen(
+                [binary("server", "tgraph-server"), f"--registry={self.registry}", f"--address=127.0.0.1:{self.port}",
+                 "--metrics_address=127.0.0.1:0", f"--port_file={port_file}", "--poll_interval_s=0.5",
+                 "--intra_op_threads=1", *self.extra], stdout=self.log, stderr=subprocess.STDOUT)
+            for _ in range(1200):
+                if os.path.exists(port_file) or self.proc.poll() is not None:
+                    break
+                time.sleep(0.05)
+            if os.path.exists(port_file):
                 break
-            time.sleep(0.05)
-        assert os.path.exists(port_file), f"tgraph-server did not start: {self.log.name}"
+            said = open(self.log.name).read()[-2000:]
+            if not (self.chosen and self.proc.poll() is not None and "already in use" in said.lower()):
+                raise AssertionError(f"tgraph-server did not start: {self.log.name}:\n{said}")
+            self.port = free_port()
         self.metrics_port = int(open(port_file).read().split()[1])
 
     @property
