@@ -306,19 +306,19 @@ def test_collect_xla_gpu_builds_compiles_dumps_and_times_its_programs_on_the_cpu
     after XLA's passes and is timed, and the archive holds what a GPU run sends back."""
     script = os.path.join(SRC, "scripts", "collect-xla-gpu")
     r = subprocess.run([sys.executable, script, "--out", tmp_path, "--platform", "cpu", "--programs",
-                        "mlp:s,decoder_bf16:s"], capture_output=True, text=True, timeout=600)
+                        "mlp:s,decoder_bf16:s,attention:s,moe:s"], capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
     import tarfile
     with tarfile.open(tmp_path / "xla-gpu.tar.gz") as t:
         names = set(t.getnames())
         manifest = json.load(t.extractfile("xla-gpu/manifest.json"))
-    for program in ("mlp_s", "decoder_bf16_s"):
+    for program in ("mlp_s", "decoder_bf16_s", "attention_s", "moe_s"):
         assert {f"xla-gpu/{program}/autotuned.after_optimizations.txt", f"xla-gpu/{program}/autotuned.after_optimizations.hlo.pb",
                 f"xla-gpu/{program}/heuristic.after_optimizations.txt"} <= names, names
     assert manifest["provenance"]["platform"] == "cpu" and manifest["provenance"]["jax"]
     assert "--xla_gpu_exhaustive_tiling_search=true" in manifest["flags"]["autotuned"]
     assert "--xla_gpu_autotune_level=0" in manifest["flags"]["heuristic"]
-    for program in ("mlp:s", "decoder_bf16:s"):
+    for program in ("mlp:s", "decoder_bf16:s", "attention:s", "moe:s"):
         for mode in ("autotuned", "heuristic"):
             result = manifest["programs"][program][mode]
             assert result["compile_s"] > 0 and result["step_ms_median"] >= result["step_ms_min"] > 0, result
