@@ -61,6 +61,10 @@ ABSL_FLAG(std::string, runtimes, "",
 ABSL_FLAG(std::string, measured, "",
           "search --hlo: the rows measured so far (.npy or .npz, as --configs): never proposed again, the fastest "
           "--start_best started from, and with --runtimes the scores corrected by them");
+ABSL_FLAG(bool, stored, true,
+          "search (layouts): the rows the server's measurement store holds of the graph (report) are never proposed "
+          "again and their runtimes correct the scores, beside --measured or the file's own rows (--stored=false: "
+          "those only)");
 ABSL_FLAG(std::string, reference, "",
           "rank: the reference to score against (.npy or .npz rows, as --configs), e.g. the PROPOSED.reference.npy "
           "search --out writes: its scores repeated");

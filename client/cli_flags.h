@@ -46,6 +46,7 @@ ABSL_DECLARE_FLAG(int64_t, search_evaluations);
 ABSL_DECLARE_FLAG(std::string, source);
 ABSL_DECLARE_FLAG(std::string, runtimes);
 ABSL_DECLARE_FLAG(std::string, measured);
+ABSL_DECLARE_FLAG(bool, stored);
 ABSL_DECLARE_FLAG(std::string, reference);
 ABSL_DECLARE_FLAG(int64_t, results);
 ABSL_DECLARE_FLAG(int64_t, max_evaluations);

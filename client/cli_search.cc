@@ -82,6 +82,7 @@ int PrintProposals(const tgraph::Proposals& found, const tgraph::SearchConfigsOp
                         {"correction_measurements", p->correction_measurements},
                         {"correction_weight", p->correction_weight},
                         {"max_changed_groups", p->max_changed_groups}, {"num_variation", p->variation},
+                        {"stored_measurements", p->stored_measurements},
                         {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
     const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
     for (int64_t i = 0; i < p->count; ++i)
@@ -89,13 +90,17 @@ int PrintProposals(const tgraph::Proposals& found, const tgraph::SearchConfigsOp
     return PrintJson(j);
   }
   std::printf("%s: %lld configurations proposed by %s version %lld: %lld evaluated in %lld generations against a "
-              "reference of %lld, %.0f ms; %zu measured rows excluded, %zu started from, %lld runtimes correcting "
-              "the scores (weight %.2f); %s\n",
+              "reference of %lld, %.0f ms; %zu measured rows excluded%s, %s started from, %lld runtimes "
+              "correcting the scores (weight %.2f); %s\n",
               path.c_str(), static_cast<long long>(p->count), collection.c_str(),
               static_cast<long long>(p->model_version), static_cast<long long>(p->evaluations),
               static_cast<long long>(p->generations), static_cast<long long>(p->reference_configs),
               p->server_total_ms, o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
-              o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
+              o.include_stored ? absl::StrCat(" and ", p->stored_measurements, " more the server's store held").c_str()
+                               : "",
+              o.start.empty() && p->stored_measurements > 0
+                  ? "the store's fastest (16 at most)"
+                  : absl::StrCat(o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim)).c_str(),
               static_cast<long long>(p->correction_measurements), p->correction_weight,
               p->max_changed_groups > 0
                   ? absl::StrCat("at most ", p->max_changed_groups, " groups changed from the default or a start row")
@@ -205,6 +210,7 @@ int Search(tgraph::RankerClient& client) {
   o.max_changed_groups = absl::GetFlag(FLAGS_max_changed_groups);
   o.seed = absl::GetFlag(FLAGS_seed);
   MeasuredRows(*g, &o);
+  o.include_stored = absl::GetFlag(FLAGS_stored);
   absl::StatusOr<tgraph::Proposals> p =
       program.ok() ? client.Search(*program, o) : client.Search(g->graph, g->node_config_ids, o);
   if (!p.ok()) return Fail(p.status());

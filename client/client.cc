@@ -170,6 +170,7 @@ struct RankerClient::Impl {
     q.set_seed(o.seed);
     q.set_max_changed_groups(o.max_changed_groups);
     q.mutable_exclude_runtimes_ns()->Assign(o.exclude_runtimes_ns.begin(), o.exclude_runtimes_ns.end());
+    q.set_include_stored_measurements(o.include_stored);
     v1::SearchConfigsResponse resp;
     Proposals p;
     if (absl::Status s = WithRegistration(
@@ -193,6 +194,7 @@ struct RankerClient::Impl {
     p.correction_weight = resp.correction_weight();
     p.max_changed_groups = resp.max_changed_groups();
     p.variation = resp.num_variation();
+    p.stored_measurements = resp.stored_measurements();
     p.server_total_ms = resp.timing().total_ms();
     p.inference_ms = resp.timing().inference_ms();
     return p;

@@ -102,6 +102,10 @@ struct SearchConfigsOptions {
   // The trust region: the most layout groups a proposal may change from the nearest of
   // the default and the start rows (0: the server's default; -1: the whole space).
   int64_t max_changed_groups = 0;
+  // Layout searches: the rows the server's store holds of the graph join `exclude` and
+  // their runtimes, and without `start` its fastest 16 measured start the search
+  // (SearchConfigsRequest.include_stored_measurements; Proposals::stored_measurements).
+  bool include_stored = false;
 };
 
 // SearchConfigs' proposals: the model's picks best first, then any variation.
@@ -120,6 +124,7 @@ struct Proposals {
   double correction_weight = 0;         // the correction's weight beside the model's (3 at most; docs/api.md)
   int64_t max_changed_groups = 0;       // the trust region the search ran with (0: none)
   int64_t variation = 0;                // the last rows are random variation of the fastest measured (stalled)
+  int64_t stored_measurements = 0;      // include_stored: the store's rows joined besides `exclude`
   double server_total_ms = 0, inference_ms = 0;
   int registrations = 0;
 };

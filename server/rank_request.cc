@@ -117,11 +117,13 @@ absl::Status ValidateSearchRequest(const SearchRequest& q, CollectionKind kind, 
     for (const auto& [field, set] : {std::pair{"max_evaluations", q.max_evaluations != 0},
                                      {"num_start", q.num_start != 0},
                                      {"num_candidates", q.num_candidates != 0},
-                                     {"max_changed_groups", q.max_changed_groups != 0}})
+                                     {"max_changed_groups", q.max_changed_groups != 0},
+                                     {"include_stored_measurements", q.include_stored}})
       if (set)
         return absl::InvalidArgumentError(absl::StrCat(field, " is for layout searches; a tile search scores every legal "
-                                                              "configuration and takes only num_results, exclude rows "
-                                                              "and their runtimes"));
+                                                              "configuration and takes only num_results, exclude rows, "
+                                                              "their runtimes and a kernel (whose stored measurements "
+                                                              "it joins)"));
     if (q.num_exclude < 0 || q.num_exclude > limits.max_configs)
       return absl::InvalidArgumentError(
           absl::StrCat("num_exclude must be in 0..", limits.max_configs, " (--max_configs), got ", q.num_exclude));

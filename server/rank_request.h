@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "model/core/dataset.h"
 #include "model/store/measurement_store.h"
+#include "model/store/stored_layouts.h"
 #include "model/tile/tile_baselines.h"
 
 namespace tgraph {
@@ -72,6 +74,13 @@ struct SearchRequest {
   // asks for the request's kernel on the GPU it names, or on the model's when it names
   // none.
   std::function<std::shared_ptr<const std::vector<KnownTileProblem>>(const std::string& kernel_key)> kernel_problems;
+  // Layout searches: join what the store holds of the graph (model/search/search_policy.h
+  // JoinMeasured) to the exclude rows and their runtimes; `stored_measurements` reads it,
+  // the max_rows first reported most recently (stored_layouts.h LoadGraphMeasurements),
+  // unset when the server keeps no store (then nothing joins).
+  bool include_stored = false;
+  std::function<absl::StatusOr<GraphMeasurements>(const std::string& graph_hash, int64_t max_rows)>
+      stored_measurements;
 };
 
 struct RankTiming {
@@ -105,6 +114,7 @@ struct SearchOutcome {
   int64_t max_changed_groups = 0;       // the search's trust region (SearchOptions::radius; 0: none)
   int64_t variation = 0;                // the last rows are random variation, not the model's (SearchResult's)
   int64_t kernel_problems = 0;          // tile: the kernel's stored problems the prior counted
+  int64_t stored_measurements = 0;      // layout: the store's rows joined that the request did not give
   // Tile: the kernel's stored timings of the searched problem itself (median ns).
   std::vector<std::string> measured_tile_names;
   std::vector<int64_t> measured_runtimes_ns;

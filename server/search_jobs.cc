@@ -15,6 +15,8 @@
 #include "model/search/layout_search.h"
 #include "model/search/search_policy.h"
 #include "model/search/tile_search.h"
+#include "model/store/stored_layouts.h"
+#include "model/tools/tool.h"
 
 namespace tgraph {
 namespace {
@@ -32,6 +34,42 @@ absl::Status NonFiniteError(const SearchRequest& q, const Admitted& a) {
                                           " gave a non-finite score; nothing is proposed"));
 }
 
+// The request's rows (`given`) joined with the store's of its graph (JoinMeasured).
+// Shards the store could not read, and stored rows outside the graph's space (the
+// space of a module registered since with its exact ranks), are logged and left out:
+// what joins is what this graph can run.
+absl::StatusOr<JoinedMeasurements> JoinStored(const SearchRequest& q, const StoredGraph& graph,
+                                              const std::vector<int8_t>& given) {
+  absl::StatusOr<GraphMeasurements> stored =
+      q.stored_measurements(q.graph_hash, JoinedRowLimit(graph.num_config_nodes));
+  if (!stored.ok())
+    return absl::Status(stored.status().code(),
+                        absl::StrCat("reading the measurement store: ", stored.status().message()));
+  for (const std::string& why : stored->skipped) LogWarning(absl::StrCat("measurement store: left out ", why));
+  std::vector<int8_t> rows;
+  std::vector<int64_t> runtimes;
+  const size_t row = static_cast<size_t>(graph.num_config_nodes) * kConfigFeatDim;
+  int64_t illegal = 0;
+  if (stored->count > 0 && stored->num_config_nodes != graph.num_config_nodes) {
+    LogWarning(absl::StrCat("measurement store: graph ", q.graph_hash, "'s shards have ", stored->num_config_nodes,
+                            " configurable nodes, the registered graph ", graph.num_config_nodes, "; none joined"));
+  } else {
+    for (int64_t i = 0; i < stored->count; ++i) {
+      const int8_t* r = stored->rows.data() + static_cast<size_t>(i) * row;
+      if (!FirstIllegalLayoutRow(graph.space, r, 1).empty()) {
+        ++illegal;
+        continue;
+      }
+      rows.insert(rows.end(), r, r + row);
+      runtimes.push_back(stored->runtime_ns[static_cast<size_t>(i)]);
+    }
+  }
+  if (illegal > 0)
+    LogWarning(absl::StrCat("measurement store: ", illegal, " stored rows of graph ", q.graph_hash,
+                            " are outside its registered space; not joined"));
+  return JoinMeasured(given, q.exclude_runtimes_ns, rows, runtimes, graph.num_config_nodes);
+}
+
 }  // namespace
 
 int64_t SearchWorkingBytes(const SearchRequest& q, const StoredGraph& graph) {
@@ -39,18 +77,38 @@ int64_t SearchWorkingBytes(const SearchRequest& q, const StoredGraph& graph) {
   const int64_t row = graph.num_config_nodes > 0 ? graph.num_config_nodes * kConfigFeatDim
                                                  : kTileConfigDim * static_cast<int64_t>(sizeof(float));
   const int64_t evaluations = q.max_evaluations > 0 ? q.max_evaluations : kDefaultSearchEvaluations;
-  const int64_t given = std::max<int64_t>(0, q.num_exclude) + std::max<int64_t>(0, q.num_start) +
-                        std::max<int64_t>(0, q.num_candidates);
-  return 4 * evaluations * (row + kHashedRowOverhead) + 2 * given * (row + kHashedRowOverhead);
+  const int64_t excluded = std::max<int64_t>(0, q.num_exclude);
+  const int64_t given = excluded + std::max<int64_t>(0, q.num_start) + std::max<int64_t>(0, q.num_candidates);
+  int64_t bytes = 4 * evaluations * (row + kHashedRowOverhead) + 2 * given * (row + kHashedRowOverhead);
+  // The store's rows read (a shard's graph at a time) and joined: the joined rows twice
+  // more (the exclude and measured copies, hashed keys of both sets).
+  if (q.include_stored && graph.num_config_nodes > 0)
+    bytes += graph.bytes() + 4 * (excluded + JoinedRowLimit(graph.num_config_nodes)) * (row + kHashedRowOverhead);
+  return bytes;
 }
 
 absl::StatusOr<SearchOutcome> RunLayoutSearch(const SearchRequest& q, const Admitted& a, const EncodedGraph& graph,
                                               const std::function<bool()>& cancelled, SearchOutcome out) {
   const LoadedModel& model = *a.model.model;
   const std::vector<FoldModel> folds = graph.Folds(model.folds);
-  const std::vector<int8_t> start = Rows(q.start_layout_configs), exclude = Rows(q.exclude_layout_configs),
-                            candidates = Rows(q.candidate_layout_configs);
+  std::vector<int8_t> start = Rows(q.start_layout_configs);
+  const std::vector<int8_t> candidates = Rows(q.candidate_layout_configs);
   const int64_t groups = static_cast<int64_t>(a.graph->space.nodes.size());
+  // The measured rows: the request's, and the store's when it asks (then joined copies).
+  std::vector<int8_t> exclude = Rows(q.exclude_layout_configs);
+  JoinedMeasurements joined;
+  const std::vector<int8_t>* measured = &exclude;
+  const std::vector<int64_t>* runtimes = &q.exclude_runtimes_ns;
+  if (q.include_stored && q.stored_measurements) {
+    absl::StatusOr<JoinedMeasurements> j = JoinStored(q, *a.graph, exclude);
+    if (!j.ok()) return j.status();
+    joined = std::move(*j);
+    exclude.swap(joined.exclude);
+    measured = &joined.measured;
+    runtimes = &joined.runtimes_ns;
+    out.stored_measurements = joined.stored;
+    if (q.num_start == 0) start.swap(joined.fastest);
+  }
   // The search's policy (model/search/search_policy.h), within the admitted budget.
   SearchBudget budget = ModelSearchBudget(model.manifest);
   budget.batch_size = a.batch_size;
@@ -64,14 +122,14 @@ absl::StatusOr<SearchOutcome> RunLayoutSearch(const SearchRequest& q, const Admi
   const auto t0 = Clock::now();
   // What the measured runtimes say about this graph, and variation for a loop that
   // stopped improving (model/search/search_policy.h).
-  absl::StatusOr<std::optional<MeasuredCorrection>> correction = CorrectionFor(exclude, q.exclude_runtimes_ns, groups);
+  absl::StatusOr<std::optional<MeasuredCorrection>> correction = CorrectionFor(*measured, *runtimes, groups);
   if (!correction.ok())  // the request was validated: a bug
     return absl::InternalError(absl::StrCat("fitting the measured runtimes: ", correction.status().message()));
   if (*correction) {
     so.correction = &**correction;
     out.correction_measurements = (*correction)->measurements();
   }
-  const Variation variation = VariationFor(so.results, exclude, q.exclude_runtimes_ns, groups);
+  const Variation variation = VariationFor(so.results, *measured, *runtimes, groups);
   so.variation = variation.rows;
   so.variation_parents = &variation.parents;
   const SearchResult r = SearchLayouts(folds, graph.tensors, a.graph->space, so);

@@ -357,10 +357,17 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   q.exclude_tile_configs = request->exclude_tile_configs();
   q.max_changed_groups = request->max_changed_groups();
   q.kernel = KernelOf(request->kernel());
-  if (absl::StatusOr<Collection> c = ParseCollection(q.collection); c.ok() && measurements_ && !q.kernel.name.empty())
-    q.kernel_problems = [store = measurements_, name = c->name()](const std::string& key) {
-      return store->KernelProblems(name, key);
-    };
+  q.include_stored = request->include_stored_measurements();
+  if (absl::StatusOr<Collection> c = ParseCollection(q.collection); c.ok() && measurements_) {
+    if (!q.kernel.name.empty())
+      q.kernel_problems = [store = measurements_, name = c->name()](const std::string& key) {
+        return store->KernelProblems(name, key);
+      };
+    if (q.include_stored)
+      q.stored_measurements = [root = measurements_->root(), c = *c](const std::string& hash, int64_t max_rows) {
+        return LoadGraphMeasurements(root, c, hash, max_rows);
+      };
+  }
   // Admitted for the request, the copies its rows become (hashed sets, the measured
   // correction's rows) and its working memory (in its graph's row size, once the request
   // is admitted), before it waits in the queue; the heap it used is given back when it
@@ -400,6 +407,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_max_changed_groups(r->max_changed_groups);
   response->set_num_variation(r->variation);
   response->set_kernel_problems(r->kernel_problems);
+  response->set_stored_measurements(r->stored_measurements);
   for (const std::string& name : r->measured_tile_names) response->add_measured_tile_names(name);
   response->mutable_measured_runtimes_ns()->Assign(r->measured_runtimes_ns.begin(), r->measured_runtimes_ns.end());
   SetTiming(r->timing, response->mutable_timing());

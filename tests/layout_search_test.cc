@@ -613,3 +613,63 @@ CATCH_TEST_CASE("search policy: a loop has stalled when its last 30 measurements
   CATCH_CHECK(VariationFor(10, measured, runtimes, nc).rows == 0);
   CATCH_CHECK(VariationFor(10, measured, runtimes, nc).parents.empty());
 }
+
+CATCH_TEST_CASE("search policy: the store's rows join the request's, every row excluded once, the stored rows' "
+                "runtimes first, a given runtime replacing a stored one, and the fastest start the search",
+                "[search]") {
+  const int64_t nc = 1;
+  const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
+  // Row v: all values v. Stored rows 1, 2, 3 (ns 300, 100, 200); given rows 3, 4, 4 (ns 150, 50, 60).
+  const auto rows = [&](std::initializer_list<int> values) {
+    std::vector<int8_t> r;
+    for (int v : values) r.insert(r.end(), row, static_cast<int8_t>(v));
+    return r;
+  };
+  const std::vector<int8_t> stored = rows({1, 2, 3}), given = rows({3, 4, 4});
+  const std::vector<int64_t> stored_ns = {300, 100, 200}, given_ns = {150, 50, 60};
+  const auto values = [&](const std::vector<int8_t>& r) {
+    std::vector<int> v;
+    for (size_t i = 0; i < r.size() / row; ++i) v.push_back(r[i * row]);
+    return v;
+  };
+
+  const JoinedMeasurements timed = JoinMeasured(given, given_ns, stored, stored_ns, nc);
+  CATCH_CHECK(values(timed.exclude) == std::vector<int>{1, 2, 3, 4});
+  CATCH_CHECK(values(timed.measured) == std::vector<int>{1, 2, 3, 4});
+  CATCH_CHECK(timed.runtimes_ns == std::vector<int64_t>{300, 100, 150, 50});  // row 3: the given 150
+  CATCH_CHECK(timed.stored == 2);                                            // rows 1 and 2
+  CATCH_CHECK(values(timed.fastest) == std::vector<int>{4, 2, 3, 1});
+
+  // Given rows without runtimes are excluded only; the stored keep theirs.
+  const JoinedMeasurements untimed = JoinMeasured(given, {}, stored, stored_ns, nc);
+  CATCH_CHECK(values(untimed.exclude) == std::vector<int>{1, 2, 3, 4});
+  CATCH_CHECK(values(untimed.measured) == std::vector<int>{1, 2, 3});
+  CATCH_CHECK(untimed.runtimes_ns == std::vector<int64_t>{300, 100, 200});
+  CATCH_CHECK(values(untimed.fastest) == std::vector<int>{2, 3, 1});
+
+  // Nothing stored: the request's rows as they were (a repeat among them excluded once).
+  const JoinedMeasurements alone = JoinMeasured(given, given_ns, {}, {}, nc);
+  CATCH_CHECK(values(alone.exclude) == std::vector<int>{3, 4});
+  CATCH_CHECK(alone.runtimes_ns == std::vector<int64_t>{150, 50});
+  CATCH_CHECK(alone.stored == 0);
+
+  // At most kJoinedStartRows start the search, the fastest; ties to the earlier.
+  std::vector<int8_t> many;  // 20 distinct rows, row v's first two values v % 6 - 1 and v / 6 - 1
+  std::vector<int64_t> many_ns;
+  for (int v = 0; v < 20; ++v) {
+    std::vector<int8_t> r(row, 0);
+    r[0] = static_cast<int8_t>(v % 6 - 1);
+    r[1] = static_cast<int8_t>(v / 6 - 1);
+    many.insert(many.end(), r.begin(), r.end());
+    many_ns.push_back(1000 - v);  // row 19 the fastest
+  }
+  const std::vector<int8_t> distinct = rows({-1, 0, 1, 2, 3, 4});
+  const JoinedMeasurements capped = JoinMeasured({}, {}, distinct, {5, 5, 4, 9, 9, 1}, nc);
+  CATCH_CHECK(values(capped.fastest) == std::vector<int>{4, 1, -1, 0, 2, 3});
+  const JoinedMeasurements sixteen = JoinMeasured({}, {}, many, many_ns, nc);
+  CATCH_REQUIRE(static_cast<int64_t>(sixteen.fastest.size() / row) == kJoinedStartRows);
+  CATCH_CHECK(std::equal(sixteen.fastest.begin(), sixteen.fastest.begin() + static_cast<std::ptrdiff_t>(row),
+                         many.begin() + static_cast<std::ptrdiff_t>(19 * row)));
+  CATCH_CHECK(std::equal(sixteen.fastest.end() - static_cast<std::ptrdiff_t>(row), sixteen.fastest.end(),
+                         many.begin() + static_cast<std::ptrdiff_t>(4 * row)));
+}

@@ -18,6 +18,7 @@
 #include "model/core/file_util.h"
 #include "model/store/measurement_store.h"
 #include "model/store/report_ids.h"
+#include "model/store/stored_layouts.h"
 #include "model/core/npy.h"
 #include "tests/test_util.h"
 
@@ -391,4 +392,74 @@ TEST_CASE("a report retried with its id is stored once: by the same store, a res
   CHECK(*removed == 1);
   CHECK_FALSE(fs::exists(dir.path() + "/reports/other"));
   CHECK(fs::exists(dir.path() + "/reports/crashed"));
+}
+
+TEST_CASE("a search reads one graph's stored rows in the order first reported, each at its median, newest shards only",
+          "[measurements]") {
+  TempDir dir;
+  MeasurementStore store(dir.path());
+  const Collection xla_default = *ParseCollection("layout:xla:default");
+  absl::StatusOr<GraphMeasurements> empty = LoadGraphMeasurements(dir.path(), xla_default, "00ab12cd34ef5678");
+  REQUIRE(empty.ok());
+  CHECK(empty->count == 0);
+  CHECK(empty->shards == 0);
+
+  REQUIRE(store.Append(Report({2, 0}, {300, 100})).ok());
+  REQUIRE(store.Append(Report({0, 1}, {120, 200})).ok());
+  REQUIRE(store.Append(Report({0}, {90})).ok());
+  MeasurementReport other = Report({3}, {10});
+  other.graph_hash = "11ab12cd34ef5678";  // another graph's: never joined to this one
+  REQUIRE(store.Append(other).ok());
+  absl::StatusOr<GraphMeasurements> m = LoadGraphMeasurements(dir.path(), xla_default, "00ab12cd34ef5678");
+  REQUIRE(m.ok());
+  CHECK(m->shards == 3);
+  CHECK(m->older_shards == 0);
+  CHECK(m->skipped.empty());
+  CHECK(m->num_config_nodes == Unet().num_config_nodes());
+  // Rows 2, 0, 1 of the real file, first reported in that order; row 0 measured 100, 120
+  // and 90: its median 100.
+  REQUIRE(m->count == 3);
+  CHECK(m->runtime_ns == std::vector<int64_t>{300, 100, 200});
+  const size_t row = static_cast<size_t>(Unet().num_config_nodes()) * kConfigFeatDim;
+  for (const auto& [i, c] : {std::pair{0, 2}, {1, 0}, {2, 1}})
+    CHECK(std::equal(m->rows.begin() + i * row, m->rows.begin() + (i + 1) * row, Unet().config(c)));
+  // Fewer rows asked for: those first reported most recently. The bound a search asks
+  // for keeps a graph's joined rows within 16 MiB: 4,096 rows of 62 nodes, 932 of 1,000.
+  absl::StatusOr<GraphMeasurements> last = LoadGraphMeasurements(dir.path(), xla_default, "00ab12cd34ef5678", 1);
+  REQUIRE(last.ok());
+  REQUIRE(last->count == 1);
+  CHECK(last->runtime_ns == std::vector<int64_t>{200});
+  CHECK(std::equal(last->rows.begin(), last->rows.end(), Unet().config(1)));
+  CHECK(JoinedRowLimit(62) == kMaxJoinedRows);
+  CHECK(JoinedRowLimit(1000) == (int64_t{16} << 20) / (1000 * kConfigFeatDim));
+  CHECK(JoinedRowLimit(1000) == 932);
+  // Another collection's directory holds nothing of it.
+  absl::StatusOr<GraphMeasurements> nlp = LoadGraphMeasurements(dir.path(), *ParseCollection("layout:nlp:random"),
+                                                                "00ab12cd34ef5678");
+  REQUIRE(nlp.ok());
+  CHECK(nlp->count == 0);
+
+  // Past kMaxJoinedShards reports only the newest are read: rows 2 and 1, reported only
+  // in the two oldest, are gone; row 0 keeps the newer runtimes (90, then 50 63 times).
+  for (int64_t i = 0; i < kMaxJoinedShards - 1; ++i) REQUIRE(store.Append(Report({0}, {50})).ok());
+  absl::StatusOr<GraphMeasurements> newest = LoadGraphMeasurements(dir.path(), xla_default, "00ab12cd34ef5678");
+  REQUIRE(newest.ok());
+  CHECK(newest->shards == kMaxJoinedShards);
+  CHECK(newest->older_shards == 2);
+  REQUIRE(newest->count == 1);
+  CHECK(newest->runtime_ns == std::vector<int64_t>{50});
+  CHECK(std::equal(newest->rows.begin(), newest->rows.end(), Unet().config(0)));
+
+  // A corrupt shard among the newest is left out and named; the others still join.
+  const std::string train = dir.path() + "/npz/layout/xla/default/train";
+  const std::string bad = train + "/00ab12cd34ef5678.m9999999999999999999.deadbeef.npz";
+  std::FILE* f = std::fopen(bad.c_str(), "w");
+  std::fputs("PK\x03\x04 not a zip at all", f);
+  std::fclose(f);
+  absl::StatusOr<GraphMeasurements> with_bad = LoadGraphMeasurements(dir.path(), xla_default, "00ab12cd34ef5678");
+  REQUIRE(with_bad.ok());
+  REQUIRE(with_bad->skipped.size() == 1);
+  CHECK(with_bad->skipped[0].rfind(bad + ": ", 0) == 0);
+  CHECK(with_bad->shards == kMaxJoinedShards - 1);
+  CHECK(with_bad->count == 1);
 }

@@ -1,6 +1,7 @@
 // End-to-end tests of what a farm measures: models of one's own, synthetic-only models named,
 // ReportMeasurements durable and refused precisely, the replay loop with fine-tuning, a full disk.
 #include "tests/e2e_util.h"
+#include "model/store/stored_layouts.h"
 
 using namespace tgraph;
 using namespace tgraph::e2e;

@@ -11,10 +11,13 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <numeric>
 #include <set>
 #include <thread>
 
 #include "model/core/file_util.h"
+#include "model/store/measurement_store.h"
+#include "model/store/stored_layouts.h"
 #include "model/search/measured_correction.h"
 #include "model/search/search_policy.h"
 #include "model/core/preprocess.h"
@@ -896,6 +899,117 @@ CATCH_TEST_CASE("ranker: SearchConfigs runs the search policy's options, as tgra
   CATCH_CHECK(defaults.results == kDefaultSearchResults);
   CATCH_CHECK(defaults.evaluations == kDefaultSearchEvaluations);
   CATCH_CHECK(defaults.reference == std::min<int64_t>(kMaxSearchReference, model->manifest.reference_configs));
+}
+
+CATCH_TEST_CASE("ranker: a search that joins the store's measurements of its graph proposes what those rows and "
+                "runtimes given in the request would: none of them again, corrected by them, started from the fastest",
+                "[server][search]") {
+  ServedWorld sw(2);
+  const LayoutGraph& g = sw.g;
+  const size_t row = static_cast<size_t>(g.num_config_nodes()) * kConfigFeatDim;
+  // The file's first 40 distinct rows (a random file repeats some).
+  std::vector<int64_t> distinct;
+  std::set<std::string> seen;
+  for (int64_t i = 0; i < g.num_configs && distinct.size() < 40; ++i)
+    if (seen.insert(std::string(reinterpret_cast<const char*>(g.config(i)), row)).second) distinct.push_back(i);
+  const int64_t k = static_cast<int64_t>(distinct.size()), quarter = k / 4, half = k / 2;
+  CATCH_REQUIRE(k >= 8);
+  const auto at = [&](int64_t i) { return g.config(distinct[static_cast<size_t>(i)]); };
+  const auto ns = [&](int64_t i) { return g.config_runtime[static_cast<size_t>(distinct[static_cast<size_t>(i)])]; };
+  TempDir dir;
+  MeasurementStore store(dir.path());
+  const Collection c = *ParseCollection("layout:xla:random");
+  // Two reports: rows [0, half) at their runtimes t, then rows [quarter, k) at 2t. Stored,
+  // rows [quarter, half) were measured t and 2t: the upper median, 2t.
+  const auto report = [&](int64_t first, int64_t end, int64_t scale) {
+    MeasurementReport r;
+    r.collection = c;
+    r.graph_hash = sw.hash;
+    r.graph = g.graph;
+    r.node_config_ids = g.node_config_ids;
+    r.num_configs = end - first;
+    for (int64_t i = first; i < end; ++i) {
+      r.config_feat.insert(r.config_feat.end(), at(i), at(i) + row);
+      r.runtime_ns.push_back(scale * ns(i));
+    }
+    return r;
+  };
+  CATCH_REQUIRE(store.Append(report(0, half, 1)).ok());
+  CATCH_REQUIRE(store.Append(report(quarter, k, 2)).ok());
+
+  SearchRequest joined;
+  joined.collection = c.name();
+  joined.graph_hash = sw.hash;
+  joined.num_results = 5;
+  joined.max_evaluations = 300;
+  joined.seed = 3;
+  joined.include_stored = true;
+  joined.stored_measurements = [&](const std::string& hash, int64_t max_rows) {
+    return LoadGraphMeasurements(dir.path(), c, hash, max_rows);
+  };
+  auto served = sw.ranker->Search(joined, nullptr);
+  CATCH_REQUIRE(served.ok());
+  CATCH_CHECK(served->stored_measurements == k);
+  CATCH_CHECK(served->correction_measurements == k);
+
+  // The same rows given: in the order first reported, at the stored runtimes, the 16
+  // fastest as start rows.
+  std::vector<int8_t> measured;
+  std::vector<int64_t> runtimes;
+  for (int64_t i = 0; i < k; ++i) {
+    measured.insert(measured.end(), at(i), at(i) + row);
+    runtimes.push_back((i < quarter ? 1 : 2) * ns(i));
+  }
+  std::vector<int64_t> order(static_cast<size_t>(k));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return runtimes[a] < runtimes[b]; });
+  std::vector<int8_t> start;
+  for (size_t i = 0; i < static_cast<size_t>(kJoinedStartRows); ++i)
+    start.insert(start.end(), at(order[i]), at(order[i]) + row);
+  SearchRequest given = joined;
+  given.include_stored = false;
+  given.stored_measurements = nullptr;
+  given.num_exclude = k;
+  given.exclude_layout_configs = absl::string_view(reinterpret_cast<const char*>(measured.data()), measured.size());
+  given.exclude_runtimes_ns = runtimes;
+  given.num_start = kJoinedStartRows;
+  given.start_layout_configs = absl::string_view(reinterpret_cast<const char*>(start.data()), start.size());
+  auto explicit_rows = sw.ranker->Search(given, nullptr);
+  CATCH_REQUIRE(explicit_rows.ok());
+  CATCH_CHECK(explicit_rows->stored_measurements == 0);
+  CATCH_CHECK(served->rows == explicit_rows->rows);
+  CATCH_CHECK(served->scores == explicit_rows->scores);
+  CATCH_CHECK(served->correction_weight == explicit_rows->correction_weight);
+  std::set<std::string> excluded;
+  for (size_t at = 0; at < measured.size(); at += row)
+    excluded.insert(std::string(reinterpret_cast<const char*>(measured.data() + at), row));
+  for (size_t at = 0; at < served->rows.size(); at += row)
+    CATCH_CHECK(excluded.count(std::string(reinterpret_cast<const char*>(served->rows.data() + at), row)) == 0);
+
+  // Rows the request gives count once: the first quarter given (without runtimes) leaves
+  // the rest as the store's own, and the stored runtimes still correct all k.
+  SearchRequest some = joined;
+  some.num_exclude = quarter;
+  some.exclude_layout_configs = given.exclude_layout_configs.substr(0, static_cast<size_t>(quarter) * row);
+  auto both = sw.ranker->Search(some, nullptr);
+  CATCH_REQUIRE(both.ok());
+  CATCH_CHECK(both->stored_measurements == k - quarter);
+  CATCH_CHECK(both->correction_measurements == k);
+  // A server without a store joins nothing; a tile search joins its kernel's instead.
+  SearchRequest no_store = joined;
+  no_store.stored_measurements = nullptr;
+  auto alone = sw.ranker->Search(no_store, nullptr);
+  CATCH_REQUIRE(alone.ok());
+  CATCH_CHECK(alone->stored_measurements == 0);
+  CATCH_CHECK(alone->correction_measurements == 0);
+  SearchRequest tile = joined;
+  tile.collection = "tile:xla";
+  tile.max_evaluations = 0;
+  auto refused = sw.ranker->Search(tile, nullptr);
+  CATCH_REQUIRE_FALSE(refused.ok());
+  CATCH_CHECK(refused.status().code() == absl::StatusCode::kInvalidArgument);
+  CATCH_CHECK_THAT(std::string(refused.status().message()),
+                   Catch::StartsWith("include_stored_measurements is for layout searches"));
 }
 
 CATCH_TEST_CASE("ranker: a search proposes legal, distinct rows never measured, the same for a seed, and its fields are "

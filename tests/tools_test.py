@@ -884,8 +884,9 @@ def test_the_cli_loop_over_a_module_search_rank_with_its_reference_report_and_se
         server, tmp_path):
     """tgraph-client over an XLA module, as docs/guide.md runs it: search writes its
     proposals and the reference they were scored against; rank with that reference gives
-    the search's scores; search with --measured and --runtimes never proposes a measured
-    row again and corrects its scores with them."""
+    the search's scores; after report, the next search joins what the server's store
+    holds (or takes --measured and --runtimes): it never proposes a measured row again
+    and corrects its scores with their runtimes."""
     client = binary("client", "tgraph-client")
     module = os.path.join(REAL, "hlo", "jax", "mlp_train_step.before_optimizations.txt")
     common = ["--server", server.address, "--collection", "layout:xla:random", "--hlo", module]
@@ -902,16 +903,28 @@ def test_the_cli_loop_over_a_module_search_rank_with_its_reference_report_and_se
     ranked = json.loads(r.stdout)
     assert ranked["reference_configs"] == searched["reference_configs"]
     assert np.allclose(ranked["scores"], searched["scores"], atol=2e-3), (ranked["scores"], searched["scores"])
-    # Measured: the 4 rows and their runtimes; the next search excludes and follows them.
+    # Measured: the 4 rows and their runtimes, reported; the next search joins them from
+    # the store by itself, excludes them and follows their runtimes.
     (tmp_path / "ns.txt").write_text("912000 871000 1030000 905000\n")
     r = call(client, "report", *common, "--configs", proposals, "--runtimes", tmp_path / "ns.txt")
     assert r.returncode == 0, r.stderr
     again = tmp_path / "again.npy"
-    r = call(client, "search", *common, "--results", "4", "--measured", proposals, "--runtimes", tmp_path / "ns.txt",
-             "--out", again)
+    r = call(client, "search", *common, "--results", "4", "--out", again, "--json")
     assert r.returncode == 0, r.stderr
-    assert "4 measured rows excluded, 4 started from, 4 runtimes correcting the scores" in r.stdout, r.stdout
+    joined = json.loads(r.stdout)
+    # (at least the 4: another test of the session may have reported this module too)
+    assert joined["stored_measurements"] >= 4 and joined["correction_measurements"] == joined["stored_measurements"]
     assert not {x.tobytes() for x in np.load(again)} & {x.tobytes() for x in rows}
+    # The same rows given as well count once; --stored=false: the given rows only.
+    r = call(client, "search", *common, "--results", "4", "--measured", proposals, "--runtimes", tmp_path / "ns.txt",
+             "--out", tmp_path / "given.npy")
+    assert r.returncode == 0, r.stderr
+    assert (f"4 measured rows excluded and {joined['stored_measurements'] - 4} more the server's store held, 4 started "
+            f"from, {joined['stored_measurements']} runtimes correcting the scores") in r.stdout, r.stdout
+    r = call(client, "search", *common, "--results", "4", "--stored=false", "--json")
+    assert r.returncode == 0, r.stderr
+    alone = json.loads(r.stdout)
+    assert alone["stored_measurements"] == 0 and alone["correction_measurements"] == 0
     # A second --out onto files that exist is refused unless --force, the reference's too.
     r = call(client, "search", *common, "--out", proposals)
     assert r.returncode == 1 and "--out" in r.stderr, r.stderr

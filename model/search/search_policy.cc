@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
+#include <unordered_map>
 
 namespace tgraph {
 
@@ -64,6 +66,44 @@ Variation VariationFor(int64_t results, const std::vector<int8_t>& measured, con
     v.parents.insert(v.parents.end(), measured.begin() + static_cast<std::ptrdiff_t>(order[i] * row),
                      measured.begin() + static_cast<std::ptrdiff_t>((order[i] + 1) * row));
   return v;
+}
+
+JoinedMeasurements JoinMeasured(const std::vector<int8_t>& given, const std::vector<int64_t>& given_runtimes_ns,
+                                const std::vector<int8_t>& stored, const std::vector<int64_t>& stored_runtimes_ns,
+                                int64_t num_config_nodes) {
+  const size_t row = static_cast<size_t>(num_config_nodes) * kConfigFeatDim;
+  const auto key = [&](const std::vector<int8_t>& rows, size_t i) {
+    return std::string(reinterpret_cast<const char*>(rows.data() + i * row), row);
+  };
+  const size_t num_given = row == 0 ? 0 : given.size() / row, num_stored = row == 0 ? 0 : stored.size() / row;
+  const bool given_timed = !given_runtimes_ns.empty();
+  std::unordered_map<std::string, size_t> given_index;  // row -> its last index among the given
+  for (size_t i = 0; i < num_given; ++i) given_index[key(given, i)] = i;
+  JoinedMeasurements j;
+  std::unordered_map<std::string, bool> seen;  // rows already in `exclude`
+  const auto add = [&](const std::vector<int8_t>& rows, size_t i, const int64_t* runtime) {
+    std::string k = key(rows, i);
+    if (!seen.emplace(std::move(k), true).second) return;
+    const auto first = rows.begin() + static_cast<std::ptrdiff_t>(i * row);
+    j.exclude.insert(j.exclude.end(), first, first + static_cast<std::ptrdiff_t>(row));
+    if (!runtime) return;
+    j.measured.insert(j.measured.end(), first, first + static_cast<std::ptrdiff_t>(row));
+    j.runtimes_ns.push_back(*runtime);
+  };
+  for (size_t i = 0; i < num_stored; ++i) {
+    const auto g = given_index.find(key(stored, i));
+    if (g == given_index.end()) ++j.stored;
+    add(stored, i, g != given_index.end() && given_timed ? &given_runtimes_ns[g->second] : &stored_runtimes_ns[i]);
+  }
+  for (size_t i = 0; i < num_given; ++i) add(given, i, given_timed ? &given_runtimes_ns[i] : nullptr);
+  std::vector<size_t> order(j.runtimes_ns.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return j.runtimes_ns[a] < j.runtimes_ns[b]; });
+  order.resize(std::min<size_t>(order.size(), kJoinedStartRows));
+  for (size_t i : order)
+    j.fastest.insert(j.fastest.end(), j.measured.begin() + static_cast<std::ptrdiff_t>(i * row),
+                     j.measured.begin() + static_cast<std::ptrdiff_t>((i + 1) * row));
+  return j;
 }
 
 }  // namespace tgraph

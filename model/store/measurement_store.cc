@@ -15,7 +15,6 @@
 #include <random>
 #include <string_view>
 #include <system_error>
-#include <unordered_map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -69,22 +68,15 @@ bool IsHex(const std::string& s) {
          std::all_of(s.begin(), s.end(), [](char ch) { return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f'); });
 }
 
-// The graph hash a shard's file name carries, or "" when the name is not a shard's.
-std::string HashOfShard(const std::string& filename) {
+}  // namespace
+
+std::string ShardGraphHash(const std::string& filename) {
   if (!absl::EndsWith(filename, ".npz")) return "";
   const size_t mark = filename.find(kShardMark);
   if (mark == std::string::npos || mark == 0) return "";
   const std::string hash = filename.substr(0, mark);
   return IsHex(hash) ? hash : "";
 }
-
-bool SameGraph(const LayoutGraph& a, const LayoutGraph& b) {
-  return a.graph.num_nodes == b.graph.num_nodes && a.graph.node_opcode == b.graph.node_opcode &&
-         a.graph.edge_index == b.graph.edge_index && a.graph.node_feat == b.graph.node_feat &&
-         a.node_config_ids == b.node_config_ids;
-}
-
-}  // namespace
 
 absl::Status ValidateTileKernel(const TileKernelId& k, absl::string_view what) {
   const auto ok = [](char ch) { return absl::ascii_isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' ||
@@ -358,63 +350,6 @@ absl::StatusOr<MeasurementStore::TemporarySweep> MeasurementStore::RemoveStaleTe
   return out;
 }
 
-absl::StatusOr<LoadedMeasurements> LoadMeasurements(const std::string& root, const Collection& collection) {
-  const std::string dir = SplitDir(root, collection, "train");
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return LoadedMeasurements{};
-  std::map<std::string, std::vector<std::string>> shards;  // hash -> shard paths, sorted
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    const std::string name = it->path().filename().string();
-    const std::string hash = HashOfShard(name);
-    if (!hash.empty()) shards[hash].push_back(it->path().string());
-  }
-  if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": list"));
-  LoadedMeasurements out;
-  for (auto& [hash, paths] : shards) {
-    std::sort(paths.begin(), paths.end());
-    LayoutGraph merged;
-    std::vector<std::vector<int64_t>> measured;          // per distinct row
-    std::unordered_map<std::string, size_t> row_index;  // row bytes -> distinct row
-    std::string first_path;
-    for (const std::string& p : paths) {
-      absl::StatusOr<LayoutGraph> g = LoadLayoutGraph(p);
-      if (!g.ok()) {
-        out.skipped.push_back(absl::StrCat(p, ": ", g.status().message()));
-        continue;
-      }
-      if (first_path.empty()) {
-        merged = *g;
-        merged.name = hash;
-        merged.num_configs = 0;
-        merged.config_feat.clear();
-        merged.config_runtime.clear();
-        first_path = p;
-      } else if (!SameGraph(merged, *g)) {
-        out.skipped.push_back(
-            absl::StrCat(p, ": its graph differs from ", first_path, "'s, though both are named for graph ", hash));
-        continue;
-      }
-      const size_t row = static_cast<size_t>(g->num_config_nodes()) * kConfigFeatDim;
-      for (int64_t c = 0; c < g->num_configs; ++c) {
-        std::string key(reinterpret_cast<const char*>(g->config(c)), row);
-        auto [it, inserted] = row_index.emplace(std::move(key), measured.size());
-        if (inserted) {
-          measured.emplace_back();
-          merged.config_feat.insert(merged.config_feat.end(), g->config(c), g->config(c) + row);
-        }
-        measured[it->second].push_back(g->config_runtime[c]);
-      }
-    }
-    for (std::vector<int64_t>& m : measured) {
-      std::nth_element(m.begin(), m.begin() + m.size() / 2, m.end());
-      merged.config_runtime.push_back(m[m.size() / 2]);
-    }
-    merged.num_configs = static_cast<int64_t>(measured.size());
-    if (merged.num_configs > 0) out.graphs.push_back(std::move(merged));
-  }
-  return out;
-}
-
 void MeasurementStore::Index(const std::string& collection, const std::string& kernel, const std::string& graph_hash,
                              const GemmProblem& problem, const std::vector<TritonTile>& tiles,
                              const std::vector<int64_t>& runtime_ns, int64_t seq) {
@@ -528,7 +463,7 @@ absl::StatusOr<MeasurementStore::TileShards> MeasurementStore::ListTileShards() 
     if (!fs::exists(dir, ec)) continue;
     std::vector<std::string> paths;  // named <hash>.m<seq>...: in report order by hash
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-      if (!HashOfShard(it->path().filename().string()).empty()) paths.push_back(it->path().string());
+      if (!ShardGraphHash(it->path().filename().string()).empty()) paths.push_back(it->path().string());
     if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": list"));
     std::sort(paths.begin(), paths.end());
     out.by_collection.emplace_back(c, std::move(paths));
@@ -558,7 +493,7 @@ absl::StatusOr<std::vector<std::string>> MeasurementStore::IndexTileShards(const
         continue;
       }
       const std::string name = fs::path(p).filename().string();
-      const std::string hash = HashOfShard(name);
+      const std::string hash = ShardGraphHash(name);
       const NodeGraph& g = shard->graph.graph;
       absl::StatusOr<GemmProblem> problem = GemmProblemOfGraph(g, p);
       if (!problem.ok()) {

@@ -181,13 +181,6 @@ class MeasurementStore {
 inline constexpr int64_t kMaxKernelProblems = 200;
 inline constexpr size_t kMaxRunsPerTile = 15;
 
-// Every graph measured in a collection, its shards merged: one LayoutGraph per graph
-// hash (named by it), its rows de-duplicated, and each distinct configuration's runtime
-// the median of all its reported measurements (the upper median for an even count, so
-// that it is one of them). A shard that does not load (corrupt, truncated) or whose
-// graph disagrees with its hash's first good shard is left out and listed in `skipped`
-// ("PATH: why"): one bad file never stops fine-tuning on the good ones. Only a store
-// that cannot be listed is an error.
 // A report's `source` label is stored in its shard: a label, not a payload.
 inline constexpr size_t kMaxSourceBytes = 256;
 // The longest runtime a report may hold: an hour. Autotuning measures a configuration in
@@ -195,11 +188,9 @@ inline constexpr size_t kMaxSourceBytes = 256;
 // years), and stored it would dominate every mean the prior and fine-tuning take.
 inline constexpr int64_t kMaxRuntimeNs = int64_t{3600} * 1000 * 1000 * 1000;
 
-struct LoadedMeasurements {
-  std::vector<LayoutGraph> graphs;
-  std::vector<std::string> skipped;
-};
-absl::StatusOr<LoadedMeasurements> LoadMeasurements(const std::string& root, const Collection& collection);
+// The graph hash a shard's file name carries (<hash>.m<seq>.<writer>.npz), or "" when
+// the name is not a shard's.
+std::string ShardGraphHash(const std::string& filename);
 
 // A tile collection's measurements, by kernel (TileKernelId::Key): per graph hash one
 // problem (GemmProblemOfGraph), each configuration at the median of its reported

@@ -12,6 +12,7 @@
 #include "model/core/dataset.h"
 #include "model/core/utc_time.h"
 #include "model/store/measurement_store.h"
+#include "model/store/stored_layouts.h"
 #include "model/core/rank_metrics.h"
 #include "model/nn/model_io.h"
 #include "model/nn/scoring.h"

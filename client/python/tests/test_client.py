@@ -322,6 +322,28 @@ def test_report_measurements_stores_a_shard(server, world):
         np.testing.assert_array_equal(z["config_runtime"], g.runtimes[:7])
 
 
+def test_a_search_joins_what_the_store_holds_of_its_graph_and_says_how_many(server, world):
+    """report_measurements, then search(include_stored=True) without sending them back:
+    none is proposed again, their runtimes correct the scores, stored_measurements says
+    how many joined; rows given as well count once; without include_stored, none join."""
+    client = tgraph.Client(server.address)
+    valid = os.path.join(world["data"], "npz", "layout", "xla", "random", "valid")
+    g = tgraph.load_graph(os.path.join(valid, sorted(os.listdir(valid))[0]))  # a graph no other test reports
+    _, first = np.unique(g.configs.reshape(len(g.configs), -1), axis=0, return_index=True)
+    rows = g.configs[np.sort(first)[:6]]  # six distinct rows (a random file repeats some)
+    runtimes = g.runtimes[np.sort(first)[:6]]
+    client.report_measurements("layout:xla:random", g, rows, runtimes)
+    p = client.search("layout:xla:random", g, results=4, max_evaluations=200, seed=1, include_stored=True)
+    assert (p.stored_measurements, p.correction_measurements) == (6, 6)
+    measured = {r.tobytes() for r in rows}
+    assert p.configs.shape[0] == 4 and not {r.tobytes() for r in p.configs} & measured
+    given = client.search("layout:xla:random", g, results=4, max_evaluations=200, seed=1, exclude=rows[:2],
+                          include_stored=True)
+    assert (given.stored_measurements, given.correction_measurements) == (4, 6)
+    alone = client.search("layout:xla:random", g, results=4, max_evaluations=200, seed=1)
+    assert (alone.stored_measurements, alone.correction_measurements) == (0, 0)
+
+
 def test_a_report_sent_again_with_its_id_is_stored_once_and_said_so(server, world):
     """What the client's retry after a lost answer sends: the same request, its report_id
     included. The second call writes nothing and names the first's shard."""

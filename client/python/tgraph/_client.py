@@ -238,7 +238,8 @@ class Client:
     def search(self, collection: str, graph: GraphLike, *, results: int = 0, max_evaluations: int = 0,
                exclude: Optional[np.ndarray] = None, start: Optional[np.ndarray] = None, seed: int = 0,
                model_version: int = 0, candidates: Optional[np.ndarray] = None,
-               exclude_runtimes_ns: Optional[np.ndarray] = None, max_changed_groups: int = 0) -> Proposals:
+               exclude_runtimes_ns: Optional[np.ndarray] = None, max_changed_groups: int = 0,
+               include_stored: bool = False) -> Proposals:
         """Proposes layout configurations to measure next: a model-guided search of the
         graph's layout space on the server (docs/api.md, "Searching"). exclude: (c, nc,
         18) rows never to return (what was measured); start: rows to start from (measured
@@ -249,12 +250,16 @@ class Client:
         num_variation proposals are random variation of the fastest measured);
         max_changed_groups: the most layout groups a proposal may change from the nearest
         of the default and the start rows (0: the server's default, 8; -1: the whole
-        space). Distinct legal rows, the model's picks best first, deterministic for a
-        seed."""
+        space); include_stored: the rows the server's store holds of this graph
+        (report_measurements) join exclude and their runtimes exclude_runtimes_ns, and
+        without start the fastest 16 measured start the search (stored_measurements says
+        how many joined besides exclude). Distinct legal rows, the model's picks best
+        first, deterministic for a seed."""
         graph, mark, request = self._search_request(
             graph, collection, "layout", "search() searches layouts; give a layout collection, or call search_tiles() "
             "for a tile collection", model_version=model_version, num_results=results,
             max_evaluations=max_evaluations, seed=seed, max_changed_groups=max_changed_groups)
+        request.include_stored_measurements = bool(include_stored)
         for count, field, rows in (("num_exclude", "exclude_layout_configs", exclude),
                                    ("num_start", "start_layout_configs", start),
                                    ("num_candidates", "candidate_layout_configs", candidates)):
@@ -275,7 +280,7 @@ class Client:
                          r.correction_measurements, r.correction_weight, r.max_changed_groups, r.num_variation,
                          np.frombuffer(r.reference_layout_configs, dtype=np.int8).reshape(
                              r.reference_configs, configs.shape[1] if r.num_configs else -1, LAYOUT_CONFIG_DIM).copy()
-                         if r.reference_layout_configs else None)
+                         if r.reference_layout_configs else None, r.stored_measurements)
 
     def search_tiles(self, collection: str, graph: GraphLike, *, results: int = 0,
                      exclude: Optional[np.ndarray] = None, exclude_runtimes_ns: Optional[np.ndarray] = None,

@@ -145,6 +145,9 @@ class Proposals:
     # the reference the scores were computed against, (reference_configs, nc, 18) int8:
     # rank(..., reference=it) scores the same rows the same (before any correction)
     reference: Optional[np.ndarray] = None
+    # search(include_stored=True): the store's measured rows of the graph that joined
+    # exclude (and their runtimes, the correction's) besides those given
+    stored_measurements: int = 0
 
 
 @dataclass
