@@ -1,8 +1,8 @@
 // XLA's Triton matrix-product fusions (model/hlo/gemm_fusions.h, model/tile/xla_gemm.h)
 // on the real JAX MLP dump after XLA's GPU passes (tests/data/real/hlo/jax, sm_9.0a) and
-// six JAX programs XLA compiled for an H100 without a GPU (hlo/jax-h100-aot: generated
-// once, not at test time, because that needs the JAX CUDA plugin, about 550 MB more in
-// the test environment; make_dumps.py beside them remakes them):
+// six JAX programs XLA compiled for an H100 without a GPU (hlo/jax-h100-aot: make_dumps.py
+// beside them, which tests/xla_gpu_aot_test.py runs with JAX's CUDA plugin to check that
+// today's install writes modules that read as these; this test needs no JAX):
 // each fusion's problem and XLA's configuration against the module's text, read alike
 // from text and proto; the files written; every refusal naming the fusion and the key.
 #include <catch2/catch.hpp>

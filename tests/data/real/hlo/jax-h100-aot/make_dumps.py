@@ -1,31 +1,68 @@
-# Deviceless AOT compile of several JAX programs for H100 (sm_90a); dumps XLA after-optimization HLO.
-# Usage: /tmp/jaxgpu-research/venv13/bin/python make_dumps.py            (runs all, one subprocess each)
-#        /tmp/jaxgpu-research/venv13/bin/python make_dumps.py <program>  (single program, in-process)
-import os, sys, subprocess, glob, shutil
-BASE = "/tmp/xla-gpu-dumps"
+"""Six JAX programs compiled by XLA for an NVIDIA H100 on a machine without a GPU (an
+ahead-of-time, deviceless compile), and XLA's module after its GPU passes dumped for each:
+the fixtures beside this file, remade by tests/xla_gpu_aot_test.py at test time.
+
+    JAX with its CUDA plugin (jax-cuda13-plugin, jax-cuda13-pjrt; the local CUDA toolkit's
+    ptxas), then:  python make_dumps.py OUT_DIR [--target h100_target.txtpb]
+
+writes OUT_DIR/<program>.sm_9.0a_gpu_after_optimizations.{txt,hlo.pb}. Each program
+compiles in a process of its own (XLA_FLAGS are read once per process), on JAX's CPU
+platform (JAX_PLATFORMS=cpu: there is no GPU to open) for a compile-only CUDA device that
+the target description (h100_target.txtpb, a GpuTargetConfigProto) describes. Without a
+GPU XLA does not autotune: every fusion keeps its default configuration.
+"""
+import argparse
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAMS = ["decoder_bf16_infer", "decoder_train", "resnet_train", "mlp_infer", "attention_bf16", "moe_batched"]
+SUFFIX = ".sm_9.0a_gpu_after_optimizations"
 
-def run_all():
-    for p in PROGRAMS:
-        d = os.path.join(BASE, p); shutil.rmtree(d, ignore_errors=True); os.makedirs(d)
+
+def dump_all(out_dir, target):
+    """Compiles each program in a child process with XLA's dump flags; keeps its module after
+    optimisation as text and proto under the program's name."""
+    os.makedirs(out_dir, exist_ok=True)
+    for program in PROGRAMS:
+        work = os.path.join(out_dir, "xla-dump-" + program)
+        shutil.rmtree(work, ignore_errors=True)
         env = dict(os.environ, JAX_PLATFORMS="cpu",
-                   XLA_FLAGS=f"--xla_dump_to={d} --xla_dump_hlo_as_proto --xla_dump_hlo_as_text")
-        r = subprocess.run([sys.executable, __file__, p], env=env)
-        print(p, "rc", r.returncode, flush=True)
-        keep = os.path.join(BASE, "keep"); os.makedirs(keep, exist_ok=True)
+                   XLA_FLAGS=f"--xla_dump_to={work} --xla_dump_hlo_as_proto --xla_dump_hlo_as_text")
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--program", program, "--target", target],
+                           env=env, capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"make_dumps: {program} did not compile (exit {r.returncode}):\n{r.stderr[-4000:]}")
         for ext in ("txt", "hlo.pb"):
-            src = glob.glob(os.path.join(d, f"*.jit_{p}.sm_9.0a_gpu_after_optimizations.{ext}"))
-            assert len(src) == 1, src
-            shutil.copy(src[0], os.path.join(keep, f"{p}.sm_9.0a_gpu_after_optimizations.{ext}"))
+            found = glob.glob(os.path.join(work, f"*.jit_{program}{SUFFIX}.{ext}"))
+            if len(found) != 1:
+                sys.exit(f"make_dumps: {program}: expected one *.jit_{program}{SUFFIX}.{ext} in {work}, found {found}")
+            shutil.copy(found[0], os.path.join(out_dir, program + SUFFIX + "." + ext))
+        shutil.rmtree(work)
+        print(program, "compiled", flush=True)
 
-if __name__ == "__main__" and len(sys.argv) == 1:
-    run_all(); sys.exit(0)
 
-import jax, jax.numpy as jnp
-from jax.experimental import topologies
-cfg = open('/tmp/jaxgpu-research/h100_sxm.txtpb').read()
-topo = topologies.get_topology_desc(platform="cuda", topology="1x1x1", target_config=cfg)
-S = jax.sharding.SingleDeviceSharding(topo.devices[0])
+def compile_one(program, target):
+    """The child: one program traced with abstract arguments on the described H100 and
+    compiled (the dump flags in XLA_FLAGS write its modules)."""
+    global S
+    from jax.experimental import topologies
+    with open(target) as f:
+        topology = topologies.get_topology_desc(platform="cuda", topology="1x1x1", target_config=f.read())
+    S = jax.sharding.SingleDeviceSharding(topology.devices[0])
+    f, args = globals()[program]()
+    f.__name__ = f.__qualname__ = program  # the module is named jit_<program>
+    jax.jit(f).trace(*args).lower(lowering_platforms=("cuda",)).compile()
+
+
+# The programs: each returns its function and abstract arguments on the device S.
+S = None  # the compile-only H100 (compile_one)
 bf16, f32, i32 = jnp.bfloat16, jnp.float32, jnp.int32
 def sds(shape, dt): return jax.ShapeDtypeStruct(shape, dt, sharding=S)
 def tmap_sds(tree): return jax.tree_util.tree_map(lambda a: sds(a.shape, a.dtype), tree)
@@ -153,9 +190,20 @@ def moe_batched():
         return jnp.einsum("etf,efd->etd", h, w2)
     return f, (sds((8, 256, 512), bf16), sds((8, 512, 2048), bf16), sds((8, 2048, 512), bf16))
 
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", nargs="?")
+    parser.add_argument("--target", default=os.path.join(HERE, "h100_target.txtpb"))
+    parser.add_argument("--program", choices=PROGRAMS, help=argparse.SUPPRESS)
+    a = parser.parse_args()
+    if a.program:
+        compile_one(a.program, a.target)
+    elif a.out_dir:
+        dump_all(a.out_dir, a.target)
+    else:
+        parser.error("give OUT_DIR")
+
+
 if __name__ == "__main__":
-    name = sys.argv[1]
-    f, args = globals()[name]()
-    f.__name__ = f.__qualname__ = name   # module name becomes jit_<program>
-    c = jax.jit(f).trace(*args).lower(lowering_platforms=("cuda",)).compile()
-    print(name, "compiled OK", flush=True)
+    main()
