@@ -80,10 +80,11 @@ int64_t SearchWorkingBytes(const SearchRequest& q, const StoredGraph& graph) {
   const int64_t excluded = std::max<int64_t>(0, q.num_exclude);
   const int64_t given = excluded + std::max<int64_t>(0, q.num_start) + std::max<int64_t>(0, q.num_candidates);
   int64_t bytes = 4 * evaluations * (row + kHashedRowOverhead) + 2 * given * (row + kHashedRowOverhead);
-  // The store's rows read (a shard's graph at a time) and joined: the joined rows twice
-  // more (the exclude and measured copies, hashed keys of both sets).
+  // The store's rows read (a shard's graph at a time, beside the first shard's, which the
+  // merge keeps) and joined: the joined rows twice more (the exclude and measured copies,
+  // hashed keys of both sets).
   if (q.include_stored && graph.num_config_nodes > 0)
-    bytes += graph.bytes() + 4 * (excluded + JoinedRowLimit(graph.num_config_nodes)) * (row + kHashedRowOverhead);
+    bytes += 2 * graph.bytes() + 4 * (excluded + JoinedRowLimit(graph.num_config_nodes)) * (row + kHashedRowOverhead);
   return bytes;
 }
 

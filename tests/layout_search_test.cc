@@ -615,7 +615,8 @@ CATCH_TEST_CASE("search policy: a loop has stalled when its last 30 measurements
 }
 
 CATCH_TEST_CASE("search policy: the store's rows join the request's, every row excluded once, the stored rows' "
-                "runtimes first, a given runtime replacing a stored one, and the fastest start the search",
+                "runtimes first and the given ones as given, a stored row given with a runtime counted as given, and "
+                "the fastest start the search",
                 "[search]") {
   const int64_t nc = 1;
   const size_t row = static_cast<size_t>(nc) * kConfigFeatDim;
@@ -635,9 +636,10 @@ CATCH_TEST_CASE("search policy: the store's rows join the request's, every row e
 
   const JoinedMeasurements timed = JoinMeasured(given, given_ns, stored, stored_ns, nc);
   CATCH_CHECK(values(timed.exclude) == std::vector<int>{1, 2, 3, 4});
-  CATCH_CHECK(values(timed.measured) == std::vector<int>{1, 2, 3, 4});
-  CATCH_CHECK(timed.runtimes_ns == std::vector<int64_t>{300, 100, 150, 50});  // row 3: the given 150
-  CATCH_CHECK(timed.stored == 2);                                            // rows 1 and 2
+  // Row 3 at the given 150 only; row 4 measured twice counts twice.
+  CATCH_CHECK(values(timed.measured) == std::vector<int>{1, 2, 3, 4, 4});
+  CATCH_CHECK(timed.runtimes_ns == std::vector<int64_t>{300, 100, 150, 50, 60});
+  CATCH_CHECK(timed.stored == 2);  // rows 1 and 2
   CATCH_CHECK(values(timed.fastest) == std::vector<int>{4, 2, 3, 1});
 
   // Given rows without runtimes are excluded only; the stored keep theirs.
@@ -647,11 +649,15 @@ CATCH_TEST_CASE("search policy: the store's rows join the request's, every row e
   CATCH_CHECK(untimed.runtimes_ns == std::vector<int64_t>{300, 100, 200});
   CATCH_CHECK(values(untimed.fastest) == std::vector<int>{2, 3, 1});
 
-  // Nothing stored: the request's rows as they were (a repeat among them excluded once).
-  const JoinedMeasurements alone = JoinMeasured(given, given_ns, {}, {}, nc);
-  CATCH_CHECK(values(alone.exclude) == std::vector<int>{3, 4});
-  CATCH_CHECK(alone.runtimes_ns == std::vector<int64_t>{150, 50});
-  CATCH_CHECK(alone.stored == 0);
+  // Nothing stored, or only rows the request gives with runtimes: its measurements as
+  // they were (a repeat among its rows excluded once).
+  for (const JoinedMeasurements& alone :
+       {JoinMeasured(given, given_ns, {}, {}, nc), JoinMeasured(given, given_ns, rows({4, 3}), {1, 2}, nc)}) {
+    CATCH_CHECK(values(alone.exclude) == std::vector<int>{3, 4});
+    CATCH_CHECK(values(alone.measured) == std::vector<int>{3, 4, 4});
+    CATCH_CHECK(alone.runtimes_ns == std::vector<int64_t>{150, 50, 60});
+    CATCH_CHECK(alone.stored == 0);
+  }
 
   // At most kJoinedStartRows start the search, the fastest; ties to the earlier.
   std::vector<int8_t> many;  // 20 distinct rows, row v's first two values v % 6 - 1 and v / 6 - 1

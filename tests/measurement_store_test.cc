@@ -449,9 +449,21 @@ TEST_CASE("a search reads one graph's stored rows in the order first reported, e
   REQUIRE(newest->count == 1);
   CHECK(newest->runtime_ns == std::vector<int64_t>{50});
   CHECK(std::equal(newest->rows.begin(), newest->rows.end(), Unet().config(0)));
+  // Hundreds of older reports are counted, never read (these would not load).
+  const std::string train = dir.path() + "/npz/layout/xla/default/train";
+  for (int i = 1; i <= 300; ++i) {
+    char name[96];
+    std::snprintf(name, sizeof(name), "/00ab12cd34ef5678.m%019d.0000abcd.npz", i);
+    std::ofstream(train + name) << "an old report";
+  }
+  absl::StatusOr<GraphMeasurements> many = LoadGraphMeasurements(dir.path(), xla_default, "00ab12cd34ef5678");
+  REQUIRE(many.ok());
+  CHECK(many->older_shards == 302);
+  CHECK(many->shards == kMaxJoinedShards);
+  CHECK(many->skipped.empty());
+  CHECK(many->runtime_ns == std::vector<int64_t>{50});
 
   // A corrupt shard among the newest is left out and named; the others still join.
-  const std::string train = dir.path() + "/npz/layout/xla/default/train";
   const std::string bad = train + "/00ab12cd34ef5678.m9999999999999999999.deadbeef.npz";
   std::FILE* f = std::fopen(bad.c_str(), "w");
   std::fputs("PK\x03\x04 not a zip at all", f);

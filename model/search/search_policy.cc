@@ -4,7 +4,7 @@
 #include <cmath>
 #include <numeric>
 #include <string>
-#include <unordered_map>
+#include <unordered_set>
 
 namespace tgraph {
 
@@ -75,34 +75,41 @@ JoinedMeasurements JoinMeasured(const std::vector<int8_t>& given, const std::vec
   const auto key = [&](const std::vector<int8_t>& rows, size_t i) {
     return std::string(reinterpret_cast<const char*>(rows.data() + i * row), row);
   };
+  const auto append = [&](std::vector<int8_t>* to, const std::vector<int8_t>& rows, size_t i) {
+    const auto first = rows.begin() + static_cast<std::ptrdiff_t>(i * row);
+    to->insert(to->end(), first, first + static_cast<std::ptrdiff_t>(row));
+  };
   const size_t num_given = row == 0 ? 0 : given.size() / row, num_stored = row == 0 ? 0 : stored.size() / row;
   const bool given_timed = !given_runtimes_ns.empty();
-  std::unordered_map<std::string, size_t> given_index;  // row -> its last index among the given
-  for (size_t i = 0; i < num_given; ++i) given_index[key(given, i)] = i;
+  std::unordered_set<std::string> given_rows;
+  for (size_t i = 0; i < num_given; ++i) given_rows.insert(key(given, i));
   JoinedMeasurements j;
-  std::unordered_map<std::string, bool> seen;  // rows already in `exclude`
-  const auto add = [&](const std::vector<int8_t>& rows, size_t i, const int64_t* runtime) {
-    std::string k = key(rows, i);
-    if (!seen.emplace(std::move(k), true).second) return;
-    const auto first = rows.begin() + static_cast<std::ptrdiff_t>(i * row);
-    j.exclude.insert(j.exclude.end(), first, first + static_cast<std::ptrdiff_t>(row));
-    if (!runtime) return;
-    j.measured.insert(j.measured.end(), first, first + static_cast<std::ptrdiff_t>(row));
-    j.runtimes_ns.push_back(*runtime);
-  };
+  std::unordered_set<std::string> excluded;
   for (size_t i = 0; i < num_stored; ++i) {
-    const auto g = given_index.find(key(stored, i));
-    if (g == given_index.end()) ++j.stored;
-    add(stored, i, g != given_index.end() && given_timed ? &given_runtimes_ns[g->second] : &stored_runtimes_ns[i]);
+    const bool was_given = given_rows.count(key(stored, i)) > 0;
+    if (!was_given) {
+      ++j.stored;
+      excluded.insert(key(stored, i));
+      append(&j.exclude, stored, i);
+    }
+    if (was_given && given_timed) continue;  // the given runtime stands for it, below
+    append(&j.measured, stored, i);
+    j.runtimes_ns.push_back(stored_runtimes_ns[i]);
   }
-  for (size_t i = 0; i < num_given; ++i) add(given, i, given_timed ? &given_runtimes_ns[i] : nullptr);
+  // The given rows as the request has them (a row measured twice counts twice, as
+  // without a store), each excluded once.
+  for (size_t i = 0; i < num_given; ++i) {
+    if (excluded.insert(key(given, i)).second) append(&j.exclude, given, i);
+    if (!given_timed) continue;
+    append(&j.measured, given, i);
+    j.runtimes_ns.push_back(given_runtimes_ns[i]);
+  }
   std::vector<size_t> order(j.runtimes_ns.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return j.runtimes_ns[a] < j.runtimes_ns[b]; });
-  order.resize(std::min<size_t>(order.size(), kJoinedStartRows));
-  for (size_t i : order)
-    j.fastest.insert(j.fastest.end(), j.measured.begin() + static_cast<std::ptrdiff_t>(i * row),
-                     j.measured.begin() + static_cast<std::ptrdiff_t>((i + 1) * row));
+  std::unordered_set<std::string> started;
+  for (size_t i = 0; i < order.size() && static_cast<int64_t>(started.size()) < kJoinedStartRows; ++i)
+    if (started.insert(key(j.measured, order[i])).second) append(&j.fastest, j.measured, order[i]);
   return j;
 }
 

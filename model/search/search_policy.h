@@ -58,20 +58,20 @@ absl::StatusOr<std::optional<MeasuredCorrection>> CorrectionFor(const std::vecto
 
 // What a search knows was measured: the rows a request gives (exclude rows, with their
 // runtimes or none) and the rows the store holds of its graph (stored_layouts.h, in the
-// order first reported, each with its runtime), joined. Every row of either is excluded
-// once. The runtimes are those of the rows that have one, the stored rows' first (they
-// were reported before the request) and then the given rows not stored, so that the
-// stall rule reads them in the order measured; a row both stored and given with a
-// runtime takes the given one (the caller's latest) in the stored row's place. Given
-// rows without runtimes are excluded only. The fastest kJoinedStartRows measured rows
-// are the search's start rows where the request gives none (as a client starts from the
-// fastest it measured).
+// order first reported, each with its runtime), joined. Every row of either is excluded.
+// The runtimes: the stored rows' first (in the order reported), then the given rows' as
+// the request gives them (a row measured twice counts twice), so that the stall rule
+// reads them in about the order measured; a stored row the request gives with a runtime
+// counts there only, so that a request that gives all the store holds runs as without
+// it. Given rows without runtimes are excluded only. The fastest kJoinedStartRows
+// distinct measured rows are the search's start rows where the request gives none (as a
+// client starts from the fastest it measured).
 inline constexpr int64_t kJoinedStartRows = 16;
 struct JoinedMeasurements {
   std::vector<int8_t> exclude;       // every distinct row
   std::vector<int8_t> measured;      // the rows with a runtime
   std::vector<int64_t> runtimes_ns;  // theirs, in that order
-  std::vector<int8_t> fastest;       // the fastest kJoinedStartRows of them, fastest first (ties: the earlier)
+  std::vector<int8_t> fastest;       // the fastest kJoinedStartRows distinct of them, fastest first (ties: the earlier)
   int64_t stored = 0;                // stored rows the request did not give
 };
 JoinedMeasurements JoinMeasured(const std::vector<int8_t>& given, const std::vector<int64_t>& given_runtimes_ns,

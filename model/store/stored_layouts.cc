@@ -102,16 +102,22 @@ absl::StatusOr<GraphMeasurements> LoadGraphMeasurements(const std::string& root,
   if (!fs::exists(dir, ec)) return out;
   std::vector<std::string> paths;
   const std::string prefix = graph_hash + ".m";
+  // The newest kMaxJoinedShards names (their sequence is zero-padded: report order), kept
+  // as the listing goes so that a graph's thousands of reports never sit in memory.
+  const auto keep_newest = [&] {
+    std::sort(paths.begin(), paths.end());
+    const int64_t older = std::max<int64_t>(0, static_cast<int64_t>(paths.size()) - kMaxJoinedShards);
+    out.older_shards += older;
+    paths.erase(paths.begin(), paths.begin() + older);
+  };
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (absl::StartsWith(name, prefix) && ShardGraphHash(name) == graph_hash) paths.push_back(it->path().string());
+    if (!absl::StartsWith(name, prefix) || ShardGraphHash(name) != graph_hash) continue;
+    paths.push_back(it->path().string());
+    if (static_cast<int64_t>(paths.size()) >= 4 * kMaxJoinedShards) keep_newest();
   }
   if (ec) return ErrnoStatus(ec.value(), absl::StrCat(dir, ": list"));
-  std::sort(paths.begin(), paths.end());
-  if (static_cast<int64_t>(paths.size()) > kMaxJoinedShards) {
-    out.older_shards = static_cast<int64_t>(paths.size()) - kMaxJoinedShards;
-    paths.erase(paths.begin(), paths.begin() + out.older_shards);
-  }
+  keep_newest();
   LayoutGraph merged = MergeShards(graph_hash, paths, &out.skipped);
   out.shards = static_cast<int64_t>(paths.size() - out.skipped.size());
   if (merged.num_configs == 0) return out;
