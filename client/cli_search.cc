@@ -83,6 +83,7 @@ int PrintProposals(const tgraph::Proposals& found, const tgraph::SearchConfigsOp
                         {"correction_weight", p->correction_weight},
                         {"max_changed_groups", p->max_changed_groups}, {"num_variation", p->variation},
                         {"stored_measurements", p->stored_measurements},
+                        {"older_stored_reports", p->older_stored_reports},
                         {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
     const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
     for (int64_t i = 0; i < p->count; ++i)
@@ -109,6 +110,10 @@ int PrintProposals(const tgraph::Proposals& found, const tgraph::SearchConfigsOp
   std::printf("%6s %12s %10s\n", "rank", "score", "spread");
   for (int64_t i = 0; i < p->count; ++i)
     std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);
+  if (p->older_stored_reports > 0)
+    std::printf("the store holds %lld older reports of this graph than the 64 it joined: rows measured only there "
+                "may be proposed again (give them with --measured and --runtimes)\n",
+                static_cast<long long>(p->older_stored_reports));
   if (p->variation > 0)
     std::printf("the last %lld are random variation of the fastest measured rows, not the model's picks: the last 30 "
                 "measurements did not improve on the best\n",

@@ -195,6 +195,7 @@ struct RankerClient::Impl {
     p.max_changed_groups = resp.max_changed_groups();
     p.variation = resp.num_variation();
     p.stored_measurements = resp.stored_measurements();
+    p.older_stored_reports = resp.older_stored_reports();
     p.server_total_ms = resp.timing().total_ms();
     p.inference_ms = resp.timing().inference_ms();
     return p;

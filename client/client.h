@@ -103,7 +103,7 @@ struct SearchConfigsOptions {
   // the default and the start rows (0: the server's default; -1: the whole space).
   int64_t max_changed_groups = 0;
   // Layout searches: the rows the server's store holds of the graph join `exclude` and
-  // their runtimes, and without `start` its fastest 16 measured start the search
+  // their runtimes, and when any join without `start` the fastest 16 measured start the search
   // (SearchConfigsRequest.include_stored_measurements; Proposals::stored_measurements).
   bool include_stored = false;
 };
@@ -125,6 +125,7 @@ struct Proposals {
   int64_t max_changed_groups = 0;       // the trust region the search ran with (0: none)
   int64_t variation = 0;                // the last rows are random variation of the fastest measured (stalled)
   int64_t stored_measurements = 0;      // include_stored: the store's rows joined besides `exclude`
+  int64_t older_stored_reports = 0;     // include_stored: the graph's reports older than those joined
   double server_total_ms = 0, inference_ms = 0;
   int registrations = 0;
 };

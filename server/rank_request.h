@@ -79,7 +79,8 @@ struct SearchRequest {
   // the max_rows first reported most recently (stored_layouts.h LoadGraphMeasurements),
   // unset when the server keeps no store (then nothing joins).
   bool include_stored = false;
-  std::function<absl::StatusOr<GraphMeasurements>(const std::string& graph_hash, int64_t max_rows)>
+  std::function<absl::StatusOr<GraphMeasurements>(const std::string& graph_hash, int64_t max_rows,
+                                                  const std::function<bool()>& cancelled)>
       stored_measurements;
 };
 
@@ -115,6 +116,7 @@ struct SearchOutcome {
   int64_t variation = 0;                // the last rows are random variation, not the model's (SearchResult's)
   int64_t kernel_problems = 0;          // tile: the kernel's stored problems the prior counted
   int64_t stored_measurements = 0;      // layout: the store's rows joined that the request did not give
+  int64_t older_stored_reports = 0;     // layout: the graph's reports older than those the join read
   // Tile: the kernel's stored timings of the searched problem itself (median ns).
   std::vector<std::string> measured_tile_names;
   std::vector<int64_t> measured_runtimes_ns;

@@ -34,40 +34,53 @@ absl::Status NonFiniteError(const SearchRequest& q, const Admitted& a) {
                                           " gave a non-finite score; nothing is proposed"));
 }
 
-// The request's rows (`given`) joined with the store's of its graph (JoinMeasured).
-// Shards the store could not read, and stored rows outside the graph's space (the
-// space of a module registered since with its exact ranks), are logged and left out:
-// what joins is what this graph can run.
-absl::StatusOr<JoinedMeasurements> JoinStored(const SearchRequest& q, const StoredGraph& graph,
-                                              const std::vector<int8_t>& given) {
+// The request's rows (`given`) joined with the store's of its graph (JoinMeasured), or
+// nullopt when the store has none to add (the request then runs as it came). Shards the
+// store could not read, and stored rows this graph cannot run (outside its registered
+// space: a module registered since with its exact ranks; a runtime out of range), are
+// logged and left out. The store's own errors are UNAVAILABLE to the client, their path
+// in the log only.
+absl::StatusOr<std::optional<JoinedMeasurements>> JoinStored(const SearchRequest& q, const StoredGraph& graph,
+                                                             const std::vector<int8_t>& given,
+                                                             const std::function<bool()>& cancelled,
+                                                             SearchOutcome* out) {
   absl::StatusOr<GraphMeasurements> stored =
-      q.stored_measurements(q.graph_hash, JoinedRowLimit(graph.num_config_nodes));
-  if (!stored.ok())
-    return absl::Status(stored.status().code(),
-                        absl::StrCat("reading the measurement store: ", stored.status().message()));
+      q.stored_measurements(q.graph_hash, JoinedRowLimit(graph.num_config_nodes), cancelled);
+  if (!stored.ok()) {
+    if (stored.status().code() == absl::StatusCode::kCancelled) return stored.status();
+    LogWarning(absl::StrCat("measurement store: reading graph ", q.graph_hash, "'s reports: ", stored.status().message()));
+    return absl::UnavailableError("the measurement store could not be read (the server's log says why); search "
+                                  "without include_stored_measurements, or retry");
+  }
+  out->older_stored_reports = stored->older_shards;
   for (const std::string& why : stored->skipped) LogWarning(absl::StrCat("measurement store: left out ", why));
   std::vector<int8_t> rows;
   std::vector<int64_t> runtimes;
   const size_t row = static_cast<size_t>(graph.num_config_nodes) * kConfigFeatDim;
-  int64_t illegal = 0;
+  int64_t unfit = 0;
   if (stored->count > 0 && stored->num_config_nodes != graph.num_config_nodes) {
     LogWarning(absl::StrCat("measurement store: graph ", q.graph_hash, "'s shards have ", stored->num_config_nodes,
                             " configurable nodes, the registered graph ", graph.num_config_nodes, "; none joined"));
   } else {
     for (int64_t i = 0; i < stored->count; ++i) {
       const int8_t* r = stored->rows.data() + static_cast<size_t>(i) * row;
-      if (!FirstIllegalLayoutRow(graph.space, r, 1).empty()) {
-        ++illegal;
+      const int64_t ns = stored->runtime_ns[static_cast<size_t>(i)];
+      if (ns <= 0 || ns > kMaxRuntimeNs || !FirstIllegalLayoutRow(graph.space, r, 1).empty()) {
+        ++unfit;
         continue;
       }
       rows.insert(rows.end(), r, r + row);
-      runtimes.push_back(stored->runtime_ns[static_cast<size_t>(i)]);
+      runtimes.push_back(ns);
     }
   }
-  if (illegal > 0)
-    LogWarning(absl::StrCat("measurement store: ", illegal, " stored rows of graph ", q.graph_hash,
-                            " are outside its registered space; not joined"));
-  return JoinMeasured(given, q.exclude_runtimes_ns, rows, runtimes, graph.num_config_nodes);
+  if (unfit > 0)
+    LogWarning(absl::StrCat("measurement store: ", unfit, " stored rows of graph ", q.graph_hash,
+                            " are outside its registered space or have a runtime out of range; not joined"));
+  if (rows.empty()) return std::optional<JoinedMeasurements>();
+  JoinedMeasurements j = JoinMeasured(given, q.exclude_runtimes_ns, rows, runtimes, graph.num_config_nodes);
+  out->stored_measurements = j.stored;
+  if (j.stored == 0) return std::optional<JoinedMeasurements>();
+  return std::optional<JoinedMeasurements>(std::move(j));
 }
 
 }  // namespace
@@ -80,11 +93,12 @@ int64_t SearchWorkingBytes(const SearchRequest& q, const StoredGraph& graph) {
   const int64_t excluded = std::max<int64_t>(0, q.num_exclude);
   const int64_t given = excluded + std::max<int64_t>(0, q.num_start) + std::max<int64_t>(0, q.num_candidates);
   int64_t bytes = 4 * evaluations * (row + kHashedRowOverhead) + 2 * given * (row + kHashedRowOverhead);
-  // The store's rows read (a shard's graph at a time, beside the first shard's, which the
-  // merge keeps) and joined: the joined rows twice more (the exclude and measured copies,
-  // hashed keys of both sets).
-  if (q.include_stored && graph.num_config_nodes > 0)
-    bytes += 2 * graph.bytes() + 4 * (excluded + JoinedRowLimit(graph.num_config_nodes)) * (row + kHashedRowOverhead);
+  // The store's reports read (a shard at a time: its graph and at most kMaxJoinedRowBytes
+  // of rows, beside the newest shard's graph, kept to compare) and joined: the joined rows
+  // held while reading, then twice more (the exclude and measured copies, hashed keys).
+  if (q.include_stored && q.stored_measurements && graph.num_config_nodes > 0)
+    bytes += 2 * graph.bytes() + kMaxJoinedRowBytes +
+             5 * (excluded + JoinedRowLimit(graph.num_config_nodes)) * (row + kHashedRowOverhead);
   return bytes;
 }
 
@@ -101,14 +115,15 @@ absl::StatusOr<SearchOutcome> RunLayoutSearch(const SearchRequest& q, const Admi
   const std::vector<int8_t>* measured = &exclude;
   const std::vector<int64_t>* runtimes = &q.exclude_runtimes_ns;
   if (q.include_stored && q.stored_measurements) {
-    absl::StatusOr<JoinedMeasurements> j = JoinStored(q, *a.graph, exclude);
+    absl::StatusOr<std::optional<JoinedMeasurements>> j = JoinStored(q, *a.graph, exclude, cancelled, &out);
     if (!j.ok()) return j.status();
-    joined = std::move(*j);
-    exclude.swap(joined.exclude);
-    measured = &joined.measured;
-    runtimes = &joined.runtimes_ns;
-    out.stored_measurements = joined.stored;
-    if (q.num_start == 0) start.swap(joined.fastest);
+    if (*j) {
+      joined = std::move(**j);
+      exclude.swap(joined.exclude);
+      measured = &joined.measured;
+      runtimes = &joined.runtimes_ns;
+      if (q.num_start == 0) start.swap(joined.fastest);
+    }
   }
   // The search's policy (model/search/search_policy.h), within the admitted budget.
   SearchBudget budget = ModelSearchBudget(model.manifest);

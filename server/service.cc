@@ -364,8 +364,9 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
         return store->KernelProblems(name, key);
       };
     if (q.include_stored)
-      q.stored_measurements = [root = measurements_->root(), c = *c](const std::string& hash, int64_t max_rows) {
-        return LoadGraphMeasurements(root, c, hash, max_rows);
+      q.stored_measurements = [root = measurements_->root(), c = *c](const std::string& hash, int64_t max_rows,
+                                                                     const std::function<bool()>& cancelled) {
+        return LoadGraphMeasurements(root, c, hash, max_rows, cancelled);
       };
   }
   // Admitted for the request, the copies its rows become (hashed sets, the measured
@@ -408,6 +409,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_num_variation(r->variation);
   response->set_kernel_problems(r->kernel_problems);
   response->set_stored_measurements(r->stored_measurements);
+  response->set_older_stored_reports(r->older_stored_reports);
   for (const std::string& name : r->measured_tile_names) response->add_measured_tile_names(name);
   response->mutable_measured_runtimes_ns()->Assign(r->measured_runtimes_ns.begin(), r->measured_runtimes_ns.end());
   SetTiming(r->timing, response->mutable_timing());

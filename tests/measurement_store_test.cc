@@ -423,13 +423,14 @@ TEST_CASE("a search reads one graph's stored rows in the order first reported, e
   const size_t row = static_cast<size_t>(Unet().num_config_nodes()) * kConfigFeatDim;
   for (const auto& [i, c] : {std::pair{0, 2}, {1, 0}, {2, 1}})
     CHECK(std::equal(m->rows.begin() + i * row, m->rows.begin() + (i + 1) * row, Unet().config(c)));
-  // Fewer rows asked for: those first reported most recently. The bound a search asks
-  // for keeps a graph's joined rows within 16 MiB: 4,096 rows of 62 nodes, 932 of 1,000.
+  // Fewer rows asked for: those reported most recently, with all their runs. The bound a
+  // search asks for keeps a graph's joined rows within 16 MiB: 4,096 rows of 62 nodes,
+  // 932 of 1,000.
   absl::StatusOr<GraphMeasurements> last = LoadGraphMeasurements(dir.path(), xla_default, "00ab12cd34ef5678", 1);
   REQUIRE(last.ok());
   REQUIRE(last->count == 1);
-  CHECK(last->runtime_ns == std::vector<int64_t>{200});
-  CHECK(std::equal(last->rows.begin(), last->rows.end(), Unet().config(1)));
+  CHECK(last->runtime_ns == std::vector<int64_t>{100});
+  CHECK(std::equal(last->rows.begin(), last->rows.end(), Unet().config(0)));
   CHECK(JoinedRowLimit(62) == kMaxJoinedRows);
   CHECK(JoinedRowLimit(1000) == (int64_t{16} << 20) / (1000 * kConfigFeatDim));
   CHECK(JoinedRowLimit(1000) == 932);
@@ -474,4 +475,20 @@ TEST_CASE("a search reads one graph's stored rows in the order first reported, e
   CHECK(with_bad->skipped[0].rfind(bad + ": ", 0) == 0);
   CHECK(with_bad->shards == kMaxJoinedShards - 1);
   CHECK(with_bad->count == 1);
+  fs::remove(bad);
+
+  // A report whose rows alone would pass 16 MiB (15,100 rows of 62 nodes) is not read for
+  // a search, said before reading it; the rest still join. A cancelled search stops.
+  std::vector<int64_t> bulk(15100, 3), bulk_ns(15100, 70);
+  REQUIRE(store.Append(Report(bulk, bulk_ns)).ok());
+  absl::StatusOr<GraphMeasurements> with_bulk = LoadGraphMeasurements(dir.path(), xla_default, "00ab12cd34ef5678");
+  REQUIRE(with_bulk.ok());
+  REQUIRE(with_bulk->skipped.size() == 1);
+  CHECK_THAT(with_bulk->skipped[0], Catch::Contains(": its rows take 16 MiB, over the 16 MiB a search reads of one "
+                                                    "report"));
+  CHECK(with_bulk->count == 1);
+  absl::StatusOr<GraphMeasurements> stopped =
+      LoadGraphMeasurements(dir.path(), xla_default, "00ab12cd34ef5678", kMaxJoinedRows, [] { return true; });
+  REQUIRE_FALSE(stopped.ok());
+  CHECK(stopped.status().code() == absl::StatusCode::kCancelled);
 }

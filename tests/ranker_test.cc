@@ -944,8 +944,8 @@ CATCH_TEST_CASE("ranker: a search that joins the store's measurements of its gra
   joined.max_evaluations = 300;
   joined.seed = 3;
   joined.include_stored = true;
-  joined.stored_measurements = [&](const std::string& hash, int64_t max_rows) {
-    return LoadGraphMeasurements(dir.path(), c, hash, max_rows);
+  joined.stored_measurements = [&](const std::string& hash, int64_t max_rows, const std::function<bool()>& stop) {
+    return LoadGraphMeasurements(dir.path(), c, hash, max_rows, stop);
   };
   auto served = sw.ranker->Search(joined, nullptr);
   CATCH_REQUIRE(served.ok());
@@ -995,6 +995,33 @@ CATCH_TEST_CASE("ranker: a search that joins the store's measurements of its gra
   CATCH_REQUIRE(both.ok());
   CATCH_CHECK(both->stored_measurements == k - quarter);
   CATCH_CHECK(both->correction_measurements == k);
+  // A store that cannot be listed is UNAVAILABLE to the client, without the server's path.
+  TempDir broken;
+  std::filesystem::create_directories(broken.path() + "/npz/layout/xla/random");
+  std::ofstream(broken.path() + "/npz/layout/xla/random/train") << "not a directory";
+  SearchRequest unreadable = joined;
+  unreadable.stored_measurements = [&](const std::string& hash, int64_t max_rows, const std::function<bool()>& stop) {
+    return LoadGraphMeasurements(broken.path(), c, hash, max_rows, stop);
+  };
+  auto refused_read = sw.ranker->Search(unreadable, nullptr);
+  CATCH_REQUIRE_FALSE(refused_read.ok());
+  CATCH_CHECK(refused_read.status().code() == absl::StatusCode::kUnavailable);
+  CATCH_CHECK_THAT(std::string(refused_read.status().message()),
+                   Catch::StartsWith("the measurement store could not be read"));
+  CATCH_CHECK(std::string(refused_read.status().message()).find(broken.path()) == std::string::npos);
+  // A request that gives all the store holds, with runtimes, runs as without the store.
+  SearchRequest everything = given;
+  everything.num_start = 0;
+  everything.start_layout_configs = {};
+  SearchRequest everything_joined = everything;
+  everything_joined.include_stored = true;
+  everything_joined.stored_measurements = joined.stored_measurements;
+  auto plain = sw.ranker->Search(everything, nullptr), same = sw.ranker->Search(everything_joined, nullptr);
+  CATCH_REQUIRE(plain.ok());
+  CATCH_REQUIRE(same.ok());
+  CATCH_CHECK(same->stored_measurements == 0);
+  CATCH_CHECK(same->rows == plain->rows);
+  CATCH_CHECK(same->scores == plain->scores);
   // A server without a store joins nothing; a tile search joins its kernel's instead.
   SearchRequest no_store = joined;
   no_store.stored_measurements = nullptr;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <unistd.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -489,6 +490,28 @@ absl::StatusOr<NpzArchive> ReadNpz(const std::string& path, const NpzNarrowing* 
     return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid .npz (zip) file: ", ZipErrorString(err)));
   }
   return ReadArchive(za.get(), path, narrow);
+}
+
+absl::StatusOr<std::map<std::string, int64_t>> NpzMemberSizes(const std::string& path) {
+  int err = 0;
+  ZipPtr za(OpenZip(path, ZIP_RDONLY | ZIP_CHECKCONS, &err));
+  if (!za) {
+    if (err == ZIP_ER_NOENT || err == ZIP_ER_OPEN)
+      return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", ZipErrorString(err)));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid .npz (zip) file: ", ZipErrorString(err)));
+  }
+  std::map<std::string, int64_t> sizes;
+  const zip_int64_t n = zip_get_num_entries(za.get(), 0);
+  for (zip_int64_t i = 0; i < n; ++i) {
+    zip_stat_t st;
+    if (zip_stat_index(za.get(), static_cast<zip_uint64_t>(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) ||
+        !(st.valid & ZIP_STAT_SIZE))
+      return absl::InvalidArgumentError(absl::StrCat(path, ": member ", i, " has no name or size in the archive"));
+    std::string name = st.name;
+    if (absl::EndsWith(name, ".npy")) name.resize(name.size() - 4);
+    sizes[name] = static_cast<int64_t>(st.size);
+  }
+  return sizes;
 }
 
 absl::StatusOr<NpzArchive> ReadNpzFromBuffer(absl::string_view bytes, absl::string_view what) {

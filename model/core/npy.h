@@ -95,6 +95,10 @@ struct NpzNarrowing {
 
 // Reads every member of an .npz file. Errors name the file and the member.
 absl::StatusOr<NpzArchive> ReadNpz(const std::string& path, const NpzNarrowing* narrow = nullptr);
+// Each member's uncompressed size as the archive declares it (key without ".npy" ->
+// bytes), from its directory alone: what reading it would take, before reading. Errors
+// name the file.
+absl::StatusOr<std::map<std::string, int64_t>> NpzMemberSizes(const std::string& path);
 // Reads an .npz held in memory; `what` names it in errors.
 absl::StatusOr<NpzArchive> ReadNpzFromBuffer(absl::string_view bytes, absl::string_view what);
 

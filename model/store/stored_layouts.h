@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -30,11 +31,13 @@ struct LoadedMeasurements {
 absl::StatusOr<LoadedMeasurements> LoadMeasurements(const std::string& root, const Collection& collection);
 
 // What a search joins of one graph's measurements: its newest kMaxJoinedShards shards
-// (reports) at most, merged as LoadMeasurements merges them, and of their distinct rows
-// the JoinedRowLimit first reported most recently. A loop reports tens of rows a round,
-// so the bounds hold its recent hundreds to thousands of measurements while a search's
-// reading and memory stay bounded however long the store has grown (each shard holds
-// the graph: reading one costs about the graph's size).
+// (reports) at most, and of their distinct rows the JoinedRowLimit reported most
+// recently, each at the upper median of its runtimes in those shards. A loop reports
+// tens of rows a round, so the bounds hold its recent hundreds to thousands of
+// measurements while a search's reading and memory stay bounded however long the store
+// has grown: each shard holds the graph (reading one costs about the graph's size), and
+// a shard whose rows would take over kMaxJoinedRowBytes (a bulk import, not a round) is
+// left out, said in `skipped`, before it is read.
 inline constexpr int64_t kMaxJoinedShards = 64;
 inline constexpr int64_t kMaxJoinedRows = 4096;
 inline constexpr int64_t kMaxJoinedRowBytes = int64_t{16} << 20;
@@ -49,13 +52,16 @@ struct GraphMeasurements {
   std::vector<int64_t> runtime_ns;  // count: each row's median over the shards read
   int64_t shards = 0;               // shards read
   int64_t older_shards = 0;         // shards beyond kMaxJoinedShards, not read
-  std::vector<std::string> skipped;  // shards that did not load or disagree ("PATH: why")
+  std::vector<std::string> skipped;  // shards that did not load, disagree or are too large ("PATH: why")
 };
 // `graph_hash`'s measurements in `collection` (a layout collection) under the store at
-// `root`, the `max_rows` first reported most recently: none when it holds none. Listing the collection's directory costs a directory
-// entry per shard of every graph; only a directory that cannot be listed is an error.
+// `root`, the `max_rows` reported most recently: none when it holds none. Listing the
+// collection's directory costs a directory entry per shard of every graph; only a
+// directory that cannot be listed is an error, and CANCELLED when `cancelled` (polled
+// before each shard; may be null) says so.
 absl::StatusOr<GraphMeasurements> LoadGraphMeasurements(const std::string& root, const Collection& collection,
                                                         const std::string& graph_hash,
-                                                        int64_t max_rows = kMaxJoinedRows);
+                                                        int64_t max_rows = kMaxJoinedRows,
+                                                        const std::function<bool()>& cancelled = nullptr);
 
 }  // namespace tgraph

@@ -252,9 +252,9 @@ class Client:
         of the default and the start rows (0: the server's default, 8; -1: the whole
         space); include_stored: the rows the server's store holds of this graph
         (report_measurements) join exclude and their runtimes exclude_runtimes_ns, and
-        without start the fastest 16 measured start the search (stored_measurements says
-        how many joined besides exclude). Distinct legal rows, the model's picks best
-        first, deterministic for a seed."""
+        when any join without start the fastest 16 measured start the search
+        (stored_measurements says how many joined besides exclude). Distinct legal rows,
+        the model's picks best first, deterministic for a seed."""
         graph, mark, request = self._search_request(
             graph, collection, "layout", "search() searches layouts; give a layout collection, or call search_tiles() "
             "for a tile collection", model_version=model_version, num_results=results,
@@ -280,7 +280,7 @@ class Client:
                          r.correction_measurements, r.correction_weight, r.max_changed_groups, r.num_variation,
                          np.frombuffer(r.reference_layout_configs, dtype=np.int8).reshape(
                              r.reference_configs, configs.shape[1] if r.num_configs else -1, LAYOUT_CONFIG_DIM).copy()
-                         if r.reference_layout_configs else None, r.stored_measurements)
+                         if r.reference_layout_configs else None, r.stored_measurements, r.older_stored_reports)
 
     def search_tiles(self, collection: str, graph: GraphLike, *, results: int = 0,
                      exclude: Optional[np.ndarray] = None, exclude_runtimes_ns: Optional[np.ndarray] = None,

@@ -148,6 +148,9 @@ class Proposals:
     # search(include_stored=True): the store's measured rows of the graph that joined
     # exclude (and their runtimes, the correction's) besides those given
     stored_measurements: int = 0
+    # ... and the graph's reports older than the 64 newest the join read (rows measured
+    # only there are not excluded unless given)
+    older_stored_reports: int = 0
 
 
 @dataclass
