@@ -257,3 +257,26 @@ TEST_CASE("Writers replace only regular files: a link, a FIFO or a device is ref
   CHECK_THAT(std::string(device.message()), Catch::Contains("--out /dev/full is a character device"));
   CHECK(CheckOutputFile(link, "--nodes_tsv", true).code() == absl::StatusCode::kInvalidArgument);
 }
+
+TEST_CASE("an npz's member sizes are its arrays' bytes with their headers, read without reading the arrays",
+          "[npy]") {
+  TempDir dir;
+  const std::string path = dir.path() + "/sizes.npz";
+  NpzArchive arrays;
+  arrays["rows"] = NpyArray::From<int8_t>({1000, 18}, std::vector<int8_t>(18000, 3));
+  arrays["runtimes"] = NpyArray::From<int64_t>({1000}, std::vector<int64_t>(1000, 7));
+  REQUIRE(WriteNpz(path, arrays).ok());
+  absl::StatusOr<std::map<std::string, int64_t>> sizes = NpzMemberSizes(path);
+  REQUIRE(sizes.ok());
+  // Each member is its header (NpyHeader: a multiple of 64 bytes) and its data: 18,000
+  // and 8,000 bytes.
+  const int64_t rows_header = static_cast<int64_t>(NpyHeader(arrays["rows"]).size());
+  const int64_t runtimes_header = static_cast<int64_t>(NpyHeader(arrays["runtimes"]).size());
+  CHECK(rows_header % 64 == 0);
+  CHECK(*sizes == std::map<std::string, int64_t>{{"rows", rows_header + 18000}, {"runtimes", runtimes_header + 8000}});
+  std::ofstream(dir.path() + "/junk.npz") << "PK not a zip";
+  absl::StatusOr<std::map<std::string, int64_t>> junk = NpzMemberSizes(dir.path() + "/junk.npz");
+  REQUIRE_FALSE(junk.ok());
+  CHECK_THAT(std::string(junk.status().message()), Catch::StartsWith(dir.path() + "/junk.npz: not a valid .npz"));
+  CHECK(NpzMemberSizes(dir.path() + "/missing.npz").status().code() == absl::StatusCode::kNotFound);
+}
