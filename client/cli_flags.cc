@@ -17,7 +17,8 @@ ABSL_FLAG(std::string, tls_server_name, "",
 ABSL_FLAG(std::string, collection, "", "Collection, e.g. layout:xla:random");
 ABSL_FLAG(std::string, npz, "", "A graph file in the TpuGraphs format");
 ABSL_FLAG(std::string, hlo, "",
-          "rank, register: an XLA HLO module (xla.HloProto, e.g. an XLA dump *.hlo.pb, or HloModuleProto)");
+          "rank, register, search, report, xla-gpu: an XLA HLO module: its text (an XLA dump's *.txt) or proto "
+          "(xla.HloProto, e.g. *.hlo.pb, or HloModuleProto)");
 ABSL_FLAG(std::string, configs, "",
           "rank: layout rows to rank, .npy or .npz (node_config_feat), shape (c, nc, 18) or (nc, 18), values -1..5; "
           "needed with --hlo, replaces an --npz file's own configurations");
@@ -67,7 +68,8 @@ ABSL_FLAG(bool, stored, true,
           "those only)");
 ABSL_FLAG(std::string, reference, "",
           "rank: the reference to score against (.npy or .npz rows, as --configs), e.g. the PROPOSED.reference.npy "
-          "search --out writes: its scores repeated");
+          "search --out writes: its scores repeated, before any measured correction (a search after measurements "
+          "adds one)");
 ABSL_FLAG(int64_t, results, 0, "search: configurations to propose (0: the server's default)");
 ABSL_FLAG(int64_t, max_evaluations, 0,
           "search: configurations the search's fitness model may score (0: the server's default; the answer says "

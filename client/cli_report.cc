@@ -20,7 +20,20 @@ namespace tgraph::cli {
 
 namespace {
 
-int PrintReceipt(const std::string& graph, const tgraph::MeasurementReceipt& r) {
+// The receipt; and, when no model of the collection is loaded (a typo in --collection,
+// or a farm collecting before its first model), a warning: the rows are stored for
+// training one, and searches of the collection answer NOT_FOUND until then.
+int PrintReceipt(tgraph::RankerClient& client, const std::string& collection, const std::string& graph,
+                 const tgraph::MeasurementReceipt& r) {
+  if (absl::StatusOr<std::vector<tgraph::ModelInfo>> models = client.ListModels(); models.ok()) {
+    const bool served = std::any_of(models->begin(), models->end(),
+                                    [&](const tgraph::ModelInfo& m) { return m.collection == collection; });
+    if (!served)
+      std::fprintf(stderr,
+                   "tgraph-client: warning: no model of %s is loaded on this server: the measurements are stored to "
+                   "train one, and search and rank answer NOT_FOUND for %s until one is (a typo in --collection?)\n",
+                   collection.c_str(), collection.c_str());
+  }
   if (absl::GetFlag(FLAGS_json))
     return PrintJson({{"graph", graph}, {"stored", r.stored}, {"shard", r.shard}, {"registrations", r.registrations}});
   std::printf("%s: %lld measurements stored as %s\n", graph.c_str(), static_cast<long long>(r.stored), r.shard.c_str());
@@ -46,7 +59,7 @@ int ReportHlo(tgraph::RankerClient& client, const tgraph::Collection& c) {
   absl::StatusOr<tgraph::MeasurementReceipt> r = client.ReportMeasurements(
       *p, c.name(), rows->values.data(), runtimes->data(), rows->count, absl::GetFlag(FLAGS_source));
   if (!r.ok()) return Fail(r.status());
-  return PrintReceipt(hlo, *r);
+  return PrintReceipt(client, c.name(), hlo, *r);
 }
 
 }  // namespace
@@ -75,7 +88,7 @@ int Report(tgraph::RankerClient& client) {
       client.ReportMeasurements(g->graph, g->node_config_ids, c->name(), g->config_feat.data(),
                                 g->config_runtime.data(), count, absl::GetFlag(FLAGS_source));
   if (!r.ok()) return Fail(r.status());
-  return PrintReceipt(path, *r);
+  return PrintReceipt(client, c->name(), path, *r);
 }
 
 }  // namespace tgraph::cli

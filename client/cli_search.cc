@@ -82,6 +82,7 @@ int PrintProposals(const tgraph::Proposals& found, const tgraph::SearchConfigsOp
                         {"correction_measurements", p->correction_measurements},
                         {"correction_weight", p->correction_weight},
                         {"max_changed_groups", p->max_changed_groups}, {"num_variation", p->variation},
+                        {"config_shape", {nc, tgraph::kConfigFeatDim}},  // each of "configs", flattened
                         {"stored_measurements", p->stored_measurements},
                         {"older_stored_reports", p->older_stored_reports},
                         {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
@@ -111,9 +112,9 @@ int PrintProposals(const tgraph::Proposals& found, const tgraph::SearchConfigsOp
   for (int64_t i = 0; i < p->count; ++i)
     std::printf("%6lld %12.4f %10.4f\n", static_cast<long long>(i + 1), p->scores[i], p->spread[i]);
   if (p->older_stored_reports > 0)
-    std::printf("the store holds %lld older reports of this graph than the 64 it joined: rows measured only there "
+    std::printf("the store holds %lld older report%s of this graph than the 64 it joined: rows measured only there "
                 "may be proposed again (give them with --measured and --runtimes)\n",
-                static_cast<long long>(p->older_stored_reports));
+                static_cast<long long>(p->older_stored_reports), p->older_stored_reports == 1 ? "" : "s");
   if (p->variation > 0)
     std::printf("the last %lld are random variation of the fastest measured rows, not the model's picks: the last 30 "
                 "measurements did not improve on the best\n",
@@ -153,6 +154,10 @@ int SearchTiles(tgraph::RankerClient& client, const tgraph::Collection& c) {
   o.results = absl::GetFlag(FLAGS_results);
   absl::StatusOr<tgraph::Proposals> p = client.Search(graph, {}, o);
   if (!p.ok()) return Fail(p.status());
+  if (p->count == 0)
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        path, ": no configuration left to propose: every legal one of the kernel's problem is measured (",
+        o.exclude_tiles.size() / tgraph::kTileConfigDim, " given)")));
   if (absl::GetFlag(FLAGS_json)) {
     nlohmann::json j = {{"graph", path}, {"collection", c.name()}, {"model_version", p->model_version},
                         {"evaluations", p->evaluations}, {"reference_configs", p->reference_configs},
@@ -220,6 +225,13 @@ int Search(tgraph::RankerClient& client) {
       program.ok() ? client.Search(*program, o) : client.Search(g->graph, g->node_config_ids, o);
   if (!p.ok()) return Fail(p.status());
   const int64_t nc = g->num_config_nodes();
+  // Nothing to measure next is the loop's end, not a round: a script stops here rather
+  // than report an empty file.
+  if (p->count == 0)
+    return Fail(absl::FailedPreconditionError(absl::StrCat(
+        path, ": no configuration left to propose: every one the search reached is measured or excluded (",
+        o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim), " given, ", p->stored_measurements,
+        " more stored); nothing written")));
   if (!absl::GetFlag(FLAGS_out).empty()) {
     const tgraph::NpyArray rows = tgraph::NpyArray::From<int8_t>({p->count, nc, tgraph::kConfigFeatDim}, p->rows);
     if (absl::Status s = tgraph::WriteFileAtomic(absl::GetFlag(FLAGS_out), tgraph::SerializeNpy(rows)); !s.ok())

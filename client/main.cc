@@ -52,9 +52,9 @@ int main(int argc, char** argv) {
   const std::vector<char*> args = tgraph::ParseToolCommandLine(argc, argv,
       "Client of tgraph-server.\n"
       "  tgraph-client rank --server H:P --collection C --npz FILE [--top_k K] [--max_configs N]\n"
-      "  tgraph-client rank --server H:P --collection C (--hlo MODULE.hlo.pb | --npz GRAPH.npz) --configs ROWS.npy\n"
+      "  tgraph-client rank --server H:P --collection C (--hlo MODULE | --npz GRAPH.npz) --configs ROWS.npy\n"
       "                     [--reference PROPOSED.reference.npy]\n"
-      "  tgraph-client register --server H:P (--hlo MODULE.hlo.pb | --npz GRAPH.npz)\n"
+      "  tgraph-client register --server H:P (--hlo MODULE | --npz GRAPH.npz)\n"
       "  tgraph-client eval --server H:P --collection C --data ROOT --split valid [--official_subset] [--json]\n"
       "  tgraph-client bench --server H:P --collection C --data ROOT [--concurrency N] [--requests N] [--rate R]\n"
       "  tgraph-client report --server H:P --collection C --npz FILE [--max_configs N] [--source TEXT]\n"
@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
       "  tgraph-client search --server H:P --collection C (--npz MEASURED.npz | --hlo MODULE) [--results 10]\n"
       "                       [--max_evaluations N] [--max_changed_groups G]\n"
       "                       [--seed S] [--out PROPOSED.npy] [--measured ROWS.npy [--runtimes NS.txt]]\n"
+      "                       [--stored=false]   (the server's stored measurements of the graph join by default)\n"
       "  tgraph-client xla-gpu --server H:P [--collection tile@NAME] --hlo MODULE --out OVERRIDE.textproto\n"
       "                        [--per_fusion 3] [--sm_count 132] [--allow_split_k] [--allow_any_model]\n"
       "      a module after XLA's GPU passes -> the shortlist XLA's autotuner measures instead of its space:\n"
@@ -72,7 +73,8 @@ int main(int argc, char** argv) {
       "      model, the GPU's Triton tile model's), and the XLA_FLAGS to set\n"
       "  tgraph-client health --server H:P [--service liveness]\n"
       "  tgraph-client models --server H:P\n"
-      "--json prints JSON (rank, register, report, eval, bench, health, models).\n"
+      "MODULE: an XLA HLO module, its text (*.txt) or proto (*.hlo.pb).\n"
+      "--json prints JSON (rank, register, report, search, eval, bench, health, models).\n"
       "--tls, --tls_ca CA.pem [--tls_cert C.pem --tls_key K.pem] connect over TLS (mutual TLS with a certificate).");
   if (args.size() != 2)
     return Fail(UsageError("give one command: rank, register, report, replay, eval, bench, search, xla-gpu, health or models"));

@@ -24,7 +24,9 @@ absl::Status ValidateRows(absl::string_view prefix, absl::string_view count_fiel
   if (kind == CollectionKind::kLayout) {
     if (nc == 0)
       return absl::InvalidArgumentError(absl::StrCat("collection ", collection,
-                                                     " ranks layouts, but the graph has no node_config_ids"));
+                                                     " ranks layouts, but the graph has no node_config_ids (no "
+                                                     "configurable nodes: an HLO module without a convolution, dot "
+                                                     "or reshape whose layout XLA chooses, or a tile graph)"));
     if (!tile.empty())
       return absl::InvalidArgumentError(
           absl::StrCat(prefix, "tile_configs must be empty for a layout collection; use ", prefix, "layout_configs"));

@@ -36,6 +36,7 @@ NOT_RUN = {
                       'train.py'): "needs a GPU",
     ("docs/guide.md", "build/model/hlo/tgraph-featurize fusions --in $A --logs /tmp/logs.pb \\"):
         "needs XLA's autotuning logs from a GPU",
+    ("docs/guide.md", "import jax, jax.numpy as jnp"): "needs JAX's CUDA plugin",
     ("docs/guide.md", "docker build -t registry.example.com/tgraph/tgraph:0.1.0 ."): "needs Docker and a Kubernetes",
     ("docs/guide.md", "scripts/fuzz 600"): "scripts/test runs scripts/fuzz",
     ("docs/python.md", "python3 -m venv venv"): "fetches build tools from PyPI",

@@ -930,6 +930,39 @@ def test_the_cli_loop_over_a_module_search_rank_with_its_reference_report_and_se
     assert r.returncode == 1 and "--out" in r.stderr, r.stderr
 
 
+def test_a_search_with_nothing_left_to_propose_fails_and_writes_nothing_and_a_report_without_a_model_warns(
+        server, tmp_path):
+    """The PyTorch/XLA MLP's layout space holds 729 rows: once all are reported, the next
+    search has nothing to propose and says so (exit 1, no file), rather than writing an
+    empty one that the next report would refuse. A report to a collection no model serves
+    is stored, with a warning naming the collection."""
+    import numpy as np
+    client = binary("client", "tgraph-client")
+    module = os.path.join(REAL, "hlo", "pytorch_xla_mlp_train_step.hlo")
+    common = ["--server", server.address, "--collection", "layout:xla:random", "--hlo", module]
+    reported = 0
+    for round in range(4):
+        out = tmp_path / f"round{round}.npy"
+        r = call(client, "search", *common, "--results", "1000", "--max_changed_groups", "-1", "--out", out)
+        if r.returncode != 0:
+            break
+        rows = np.load(out)
+        (tmp_path / "ns.txt").write_text(" ".join(str(1_000_000 + reported + i) for i in range(len(rows))))
+        r = call(client, "report", *common, "--configs", out, "--runtimes", tmp_path / "ns.txt")
+        assert r.returncode == 0, r.stderr
+        reported += len(rows)
+    assert reported == 729 and r.returncode == 1, (reported, r.stdout, r.stderr)
+    assert "no configuration left to propose: every one the search reached is measured or excluded (0 given, " \
+           "729 more stored); nothing written" in r.stderr, r.stderr
+    assert not (tmp_path / f"round{round}.npy").exists() and not (tmp_path / f"round{round}.reference.npy").exists()
+    (tmp_path / "ns0.txt").write_text(" ".join(["900000"] * len(np.load(tmp_path / "round0.npy"))))
+    r = call(client, "report", "--server", server.address, "--collection", "layout@nobody-serves", "--hlo", module,
+             "--configs", tmp_path / "round0.npy", "--runtimes", tmp_path / "ns0.txt")
+    assert r.returncode == 0, r.stderr
+    assert ("warning: no model of layout@nobody-serves is loaded on this server: the measurements are stored to train "
+            "one") in r.stderr, r.stderr
+
+
 TWO_FUSIONS = """HloModule two
 
 good {
