@@ -313,8 +313,8 @@ int Fusions(const tgraph::hlo::Limits& limits) {
   for (const std::string& line : *lines) std::fprintf(stderr, "  %s\n", line.c_str());
   for (const tgraph::hlo::RefusedFusion& r : refused)
     std::fprintf(stderr, "tgraph-featurize: refused: %s\n", r.reason.c_str());
-  std::printf("%s: module %s, %zu Triton matrix-product fusions -> %s/%sfusions.tsv%s\n", in.c_str(),
-              module->name().c_str(), fusions->size(), dir.c_str(), prefix.c_str(),
+  std::printf("%s: module %s, %zu Triton matrix-product fusion%s -> %s/%sfusions.tsv%s\n", in.c_str(),
+              module->name().c_str(), fusions->size(), fusions->size() == 1 ? "" : "s", dir.c_str(), prefix.c_str(),
               refused.empty() ? "" : absl::StrCat("; ", refused.size(), " refused (listed there, exit status 3)").c_str());
   return refused.empty() ? tgraph::kExitOk : tgraph::kExitPartial;
 }
