@@ -85,6 +85,7 @@ int PrintProposals(const tgraph::Proposals& found, const tgraph::SearchConfigsOp
                         {"config_shape", {nc, tgraph::kConfigFeatDim}},  // each of "configs", flattened
                         {"stored_measurements", p->stored_measurements},
                         {"older_stored_reports", p->older_stored_reports},
+                        {"start_configs", p->start_configs},
                         {"scores", p->scores}, {"spread", p->spread}, {"configs", nlohmann::json::array()}};
     const size_t row = static_cast<size_t>(nc) * tgraph::kConfigFeatDim;
     for (int64_t i = 0; i < p->count; ++i)
@@ -100,9 +101,9 @@ int PrintProposals(const tgraph::Proposals& found, const tgraph::SearchConfigsOp
               p->server_total_ms, o.exclude.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim),
               o.include_stored ? absl::StrCat(" and ", p->stored_measurements, " more the server's store held").c_str()
                                : "",
-              o.start.empty() && p->stored_measurements > 0
-                  ? "the store's fastest (16 at most)"
-                  : absl::StrCat(o.start.size() / std::max<size_t>(1, nc * tgraph::kConfigFeatDim)).c_str(),
+              o.start.empty() && p->start_configs > 0
+                  ? absl::StrCat("the store's ", p->start_configs, " fastest").c_str()
+                  : absl::StrCat(p->start_configs).c_str(),
               static_cast<long long>(p->correction_measurements), p->correction_weight,
               p->max_changed_groups > 0
                   ? absl::StrCat("at most ", p->max_changed_groups, " groups changed from the default or a start row")

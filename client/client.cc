@@ -196,6 +196,7 @@ struct RankerClient::Impl {
     p.variation = resp.num_variation();
     p.stored_measurements = resp.stored_measurements();
     p.older_stored_reports = resp.older_stored_reports();
+    p.start_configs = resp.start_configs();
     p.server_total_ms = resp.timing().total_ms();
     p.inference_ms = resp.timing().inference_ms();
     return p;

@@ -126,6 +126,7 @@ struct Proposals {
   int64_t variation = 0;                // the last rows are random variation of the fastest measured (stalled)
   int64_t stored_measurements = 0;      // include_stored: the store's rows joined besides `exclude`
   int64_t older_stored_reports = 0;     // include_stored: the graph's reports older than those joined
+  int64_t start_configs = 0;            // the start rows the search ran from (given, or the store's fastest)
   double server_total_ms = 0, inference_ms = 0;
   int registrations = 0;
 };

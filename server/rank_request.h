@@ -117,6 +117,7 @@ struct SearchOutcome {
   int64_t kernel_problems = 0;          // tile: the kernel's stored problems the prior counted
   int64_t stored_measurements = 0;      // layout: the store's rows joined that the request did not give
   int64_t older_stored_reports = 0;     // layout: the graph's reports older than those the join read
+  int64_t start_configs = 0;            // layout: the start rows the search ran from
   // Tile: the kernel's stored timings of the searched problem itself (median ns).
   std::vector<std::string> measured_tile_names;
   std::vector<int64_t> measured_runtimes_ns;

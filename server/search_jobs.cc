@@ -132,6 +132,7 @@ absl::StatusOr<SearchOutcome> RunLayoutSearch(const SearchRequest& q, const Admi
   SearchOptions so = SearchPolicy(q.num_results, q.max_evaluations, q.seed, budget, q.max_changed_groups);
   out.max_changed_groups = so.radius;
   so.start = &start;
+  out.start_configs = static_cast<int64_t>(start.size() / std::max<size_t>(1, static_cast<size_t>(groups) * kConfigFeatDim));
   so.exclude = &exclude;
   if (q.num_candidates > 0) so.candidates = &candidates;
   so.scoring.cancelled = cancelled;

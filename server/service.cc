@@ -410,6 +410,7 @@ grpc::Status RankerService::SearchConfigs(grpc::ServerContext* context, const v1
   response->set_kernel_problems(r->kernel_problems);
   response->set_stored_measurements(r->stored_measurements);
   response->set_older_stored_reports(r->older_stored_reports);
+  response->set_start_configs(r->start_configs);
   for (const std::string& name : r->measured_tile_names) response->add_measured_tile_names(name);
   response->mutable_measured_runtimes_ns()->Assign(r->measured_runtimes_ns.begin(), r->measured_runtimes_ns.end());
   SetTiming(r->timing, response->mutable_timing());

@@ -951,6 +951,7 @@ CATCH_TEST_CASE("ranker: a search that joins the store's measurements of its gra
   CATCH_REQUIRE(served.ok());
   CATCH_CHECK(served->stored_measurements == k);
   CATCH_CHECK(served->correction_measurements == k);
+  CATCH_CHECK(served->start_configs == kJoinedStartRows);
 
   // The same rows given: in the order first reported, at the stored runtimes, the 16
   // fastest as start rows.
@@ -977,6 +978,7 @@ CATCH_TEST_CASE("ranker: a search that joins the store's measurements of its gra
   auto explicit_rows = sw.ranker->Search(given, nullptr);
   CATCH_REQUIRE(explicit_rows.ok());
   CATCH_CHECK(explicit_rows->stored_measurements == 0);
+  CATCH_CHECK(explicit_rows->start_configs == kJoinedStartRows);
   CATCH_CHECK(served->rows == explicit_rows->rows);
   CATCH_CHECK(served->scores == explicit_rows->scores);
   CATCH_CHECK(served->correction_weight == explicit_rows->correction_weight);
@@ -1020,6 +1022,7 @@ CATCH_TEST_CASE("ranker: a search that joins the store's measurements of its gra
   CATCH_REQUIRE(plain.ok());
   CATCH_REQUIRE(same.ok());
   CATCH_CHECK(same->stored_measurements == 0);
+  CATCH_CHECK(same->start_configs == 0);  // nothing joined: no start rows taken from the store
   CATCH_CHECK(same->rows == plain->rows);
   CATCH_CHECK(same->scores == plain->scores);
   // A server without a store joins nothing; a tile search joins its kernel's instead.

@@ -914,6 +914,7 @@ def test_the_cli_loop_over_a_module_search_rank_with_its_reference_report_and_se
     joined = json.loads(r.stdout)
     # (at least the 4: another test of the session may have reported this module too)
     assert joined["stored_measurements"] >= 4 and joined["correction_measurements"] == joined["stored_measurements"]
+    assert joined["start_configs"] == min(16, joined["stored_measurements"])
     assert not {x.tobytes() for x in np.load(again)} & {x.tobytes() for x in rows}
     # The same rows given as well count once; --stored=false: the given rows only.
     r = call(client, "search", *common, "--results", "4", "--measured", proposals, "--runtimes", tmp_path / "ns.txt",

@@ -334,14 +334,14 @@ def test_a_search_joins_what_the_store_holds_of_its_graph_and_says_how_many(serv
     runtimes = g.runtimes[np.sort(first)[:6]]
     client.report_measurements("layout:xla:random", g, rows, runtimes)
     p = client.search("layout:xla:random", g, results=4, max_evaluations=200, seed=1, include_stored=True)
-    assert (p.stored_measurements, p.correction_measurements) == (6, 6)
+    assert (p.stored_measurements, p.correction_measurements, p.start_configs) == (6, 6, 6)
     measured = {r.tobytes() for r in rows}
     assert p.configs.shape[0] == 4 and not {r.tobytes() for r in p.configs} & measured
     given = client.search("layout:xla:random", g, results=4, max_evaluations=200, seed=1, exclude=rows[:2],
                           include_stored=True)
     assert (given.stored_measurements, given.correction_measurements) == (4, 6)
     alone = client.search("layout:xla:random", g, results=4, max_evaluations=200, seed=1)
-    assert (alone.stored_measurements, alone.correction_measurements) == (0, 0)
+    assert (alone.stored_measurements, alone.correction_measurements, alone.start_configs) == (0, 0, 0)
 
 
 def test_a_report_sent_again_with_its_id_is_stored_once_and_said_so(server, world):

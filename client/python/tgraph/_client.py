@@ -280,7 +280,8 @@ class Client:
                          r.correction_measurements, r.correction_weight, r.max_changed_groups, r.num_variation,
                          np.frombuffer(r.reference_layout_configs, dtype=np.int8).reshape(
                              r.reference_configs, configs.shape[1] if r.num_configs else -1, LAYOUT_CONFIG_DIM).copy()
-                         if r.reference_layout_configs else None, r.stored_measurements, r.older_stored_reports)
+                         if r.reference_layout_configs else None, r.stored_measurements, r.older_stored_reports,
+                         r.start_configs)
 
     def search_tiles(self, collection: str, graph: GraphLike, *, results: int = 0,
                      exclude: Optional[np.ndarray] = None, exclude_runtimes_ns: Optional[np.ndarray] = None,

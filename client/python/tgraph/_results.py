@@ -151,6 +151,9 @@ class Proposals:
     # ... and the graph's reports older than the 64 newest the join read (rows measured
     # only there are not excluded unless given)
     older_stored_reports: int = 0
+    # the start rows the search ran from: start's, or with stored rows joined and no start
+    # given, the fastest measured (16 at most)
+    start_configs: int = 0
 
 
 @dataclass
